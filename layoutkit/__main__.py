@@ -1,0 +1,3 @@
+from layoutkit.cli import main
+
+raise SystemExit(main())
