@@ -9,3 +9,15 @@ from .builder import (SINK, Address, Imm, Kernel, Label, Module, NotPred, Param,
                       SourceLocation, SpecialReg, Symbol, Vector)
 from . import isa  # noqa: F401
 # --- end builder ---
+# --- toolchain (settings, finding ptxas/nvdisasm, assemble, resources, cubin cache, SASS) ---
+from .settings import Settings, SettingsError, get_settings  # noqa: F401
+from .toolchain import (PtxasVersion, ToolchainError, ToolNotFoundError,  # noqa: F401
+                        find_cuobjdump, find_nvdisasm, find_ptxas, find_tool, ptxas_version)
+from .resources import (PtxasReportError, PtxasWarning, RegisterSpillWarning,  # noqa: F401
+                        ResourceUsage, SetmaxnregIgnoredWarning, parse_ptxas_report)
+from .ptxas_errors import PTXAssemblyError, PTXLoc  # noqa: F401
+from .cubin import Cubin  # noqa: F401
+from .cache import CacheInfo, CacheWarning, cache_clear, cache_info  # noqa: F401
+from .assembler import assemble  # noqa: F401
+from .sass import DisassemblyError, disassemble  # noqa: F401
+# --- end toolchain ---

@@ -1,0 +1,101 @@
+"""Every environment variable layoutkit reads, read here and nowhere else.
+
+``get_settings()`` reads the environment afresh on each call (it is a handful of
+dictionary look-ups), so a variable set in a running process takes effect at the
+next call and nothing depends on import order. Other packages take their
+settings from here too.
+
+The variables:
+
+``LAYOUTKIT_PTXAS``
+    Path of the ``ptxas`` executable to use. When set it wins over every other
+    place (the ``nvidia-cuda-nvcc`` wheel, ``$CUDA_HOME/bin``, ``PATH``), and a
+    path that is not an executable file is an error, never silently skipped.
+``LAYOUTKIT_NVDISASM``
+    Path of the ``nvdisasm`` executable used for SASS listings; same rules.
+``LAYOUTKIT_CACHE_DIR``
+    Root directory of layoutkit's on-disk caches (cubins live in
+    ``<root>/cubin``). Default: ``$XDG_CACHE_HOME/layoutkit`` when
+    ``XDG_CACHE_HOME`` is an absolute path, else ``~/.cache/layoutkit``.
+``LAYOUTKIT_DEBUG``
+    ``1``/``true``/``yes``/``on`` (any case) turns on debug reports: each
+    ``assemble`` call prints one line to stderr (cache hit or miss, the cache
+    key, the ptxas command). ``0``/``false``/``no``/``off`` or empty turns them
+    off; any other value is a ``SettingsError``. Never part of a cache key: it
+    changes no output.
+
+Also read, because the toolchain search follows them: ``CUDA_HOME`` (then
+``CUDA_PATH``) for ``$CUDA_HOME/bin``, ``PATH`` for the last resort, and
+``XDG_CACHE_HOME`` for the default cache root.
+
+>>> s = get_settings({"LAYOUTKIT_CACHE_DIR": "/tmp/lk", "LAYOUTKIT_DEBUG": "on"})
+>>> s.cache_dir, s.debug
+(PosixPath('/tmp/lk'), True)
+>>> get_settings({"XDG_CACHE_HOME": "/var/cache/me"}).cache_dir
+PosixPath('/var/cache/me/layoutkit')
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+class SettingsError(ValueError):
+    """An environment variable layoutkit reads holds a value it cannot use."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A snapshot of layoutkit's environment. Paths are ``None`` when unset."""
+
+    ptxas: Path | None
+    nvdisasm: Path | None
+    cache_dir: Path
+    debug: bool
+    cuda_home: Path | None
+    search_path: str
+
+
+def get_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the settings from ``environ`` (default: ``os.environ``)."""
+    env = os.environ if environ is None else environ
+    return Settings(
+        ptxas=_optional_path(env, "LAYOUTKIT_PTXAS"),
+        nvdisasm=_optional_path(env, "LAYOUTKIT_NVDISASM"),
+        cache_dir=_cache_dir(env),
+        debug=_flag(env, "LAYOUTKIT_DEBUG"),
+        cuda_home=_optional_path(env, "CUDA_HOME") or _optional_path(env, "CUDA_PATH"),
+        search_path=env.get("PATH", os.defpath),
+    )
+
+
+def _optional_path(env: Mapping[str, str], name: str) -> Path | None:
+    value = env.get(name, "")
+    return Path(value).expanduser() if value.strip() else None
+
+
+def _cache_dir(env: Mapping[str, str]) -> Path:
+    explicit = _optional_path(env, "LAYOUTKIT_CACHE_DIR")
+    if explicit is not None:
+        return explicit
+    # XDG Base Directory spec: a relative XDG_CACHE_HOME is invalid and is ignored.
+    xdg = env.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "layoutkit"
+    return Path("~/.cache/layoutkit").expanduser()
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    value = env.get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise SettingsError(
+        f"{name}={env[name]!r} is not a boolean; use one of "
+        f"{sorted(_TRUE)} to turn it on or {sorted(_FALSE - {''})} (or unset it) to turn it off")
