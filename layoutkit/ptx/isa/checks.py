@@ -173,3 +173,19 @@ def regs_of(k: Kernel, instr: str, operand: str, values, ptype: PTXType, count: 
 def mods(*parts) -> str:
     """Join opcode parts, dropping empty ones: mods('add', 'rn', '', 'f32') == 'add.rn.f32'."""
     return ".".join(p for p in parts if p)
+
+
+def result_type(itype: PTXType, *values) -> PTXType:
+    """The type of a fresh destination: the first register operand's type when it fits the
+    instruction type (so u32 operands of and.b32 give a u32 result), else the instruction type."""
+    for value in values:
+        if isinstance(value, Reg):
+            return value.type if reg_compatible(itype, value.type) else itype
+    return itype
+
+
+def flag(instr: str, operand: str, value) -> bool:
+    """A boolean modifier switch (ftz=, sat=, ...); refuses non-bools so typos do not pass."""
+    if not isinstance(value, bool):
+        raise PTXTypeError("must be True or False", instruction=instr, operand=operand, value=value)
+    return value
