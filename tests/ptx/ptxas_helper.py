@@ -1,43 +1,27 @@
-"""Assemble PTX text with ptxas for tests (local helper until layoutkit.ptx.assemble lands).
+"""Assemble PTX text with ptxas in tests, through the toolchain's `layoutkit.ptx.assemble`.
 
-`assemble(ptx)` runs ptxas -arch=<target> on the text and returns its stderr (warnings/info);
-on failure it raises AssertionError with ptxas's messages and the numbered PTX.
+`assemble(ptx, arch)` returns the Cubin (no cache: tests never write the cubin cache);
+ptxas's rejection surfaces as the toolchain's PTXAssemblyError with the offending lines.
 """
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-
 import pytest
 
-
-def find_ptxas() -> str | None:
-    wheel = Path(sys.prefix) / "lib"
-    for candidate in sorted(wheel.glob("python3*/site-packages/nvidia/cu13/bin/ptxas")):
-        return str(candidate)
-    for candidate in ("/usr/local/bin/ptxas", shutil.which("ptxas")):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+from layoutkit.ptx import assemble as _assemble
+from layoutkit.ptx.toolchain import ToolNotFoundError, find_ptxas
 
 
-PTXAS = find_ptxas()
-requires_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas not found")
+def _ptxas_missing() -> bool:
+    try:
+        find_ptxas()
+    except ToolNotFoundError:
+        return True
+    return False
 
 
-def assemble(ptx: str, arch: str = "sm_90a") -> str:
-    """Assemble `ptx` for `arch`; return ptxas's stderr, or fail with its errors."""
-    assert PTXAS is not None, "ptxas not found"
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "k.ptx"
-        src.write_text(ptx)
-        proc = subprocess.run([PTXAS, f"-arch={arch}", "-o", str(Path(tmp) / "k.cubin"), str(src)],
-                              capture_output=True, text=True)
-    if proc.returncode != 0:
-        numbered = "\n".join(f"{i + 1:4d}  {line}" for i, line in enumerate(ptx.splitlines()))
-        raise AssertionError(f"ptxas failed:\n{proc.stderr}\n{numbered}")
-    return proc.stderr
+requires_ptxas = pytest.mark.skipif(_ptxas_missing(), reason="ptxas not found")
+
+
+def assemble(ptx: str, arch: str = "sm_90a"):
+    """Assemble `ptx` for `arch` with ptxas (uncached); raise PTXAssemblyError if rejected."""
+    return _assemble(ptx, arch, cache=False)
