@@ -21,3 +21,13 @@ from .cache import CacheInfo, CacheWarning, cache_clear, cache_info  # noqa: F40
 from .assembler import assemble  # noqa: F401
 from .sass import DisassemblyError, disassemble  # noqa: F401
 # --- end toolchain ---
+# --- driver and launch (cuda-python, imported lazily; tensor maps; device buffers) ---
+from .driver import (CudaDriverError, Device, DriverUnavailableError, Function,  # noqa: F401
+                     SharedMemoryLimitError, current_device, device, device_count)
+from .signature import (EntrySignature, ParamKind, ParamSpec, SignatureError,  # noqa: F401
+                        parse_entries, parse_entry)
+from .arguments import KernelArgumentError  # noqa: F401
+from .launch import CompiledKernel, LaunchConfigError  # noqa: F401
+from .tensormap import TensorMap, TensorMapError, TiledEncoding, encode_tiled_arguments  # noqa: F401
+from .memory import DeviceBuffer  # noqa: F401
+# --- end driver and launch ---

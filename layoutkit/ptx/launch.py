@@ -1,0 +1,248 @@
+"""CompiledKernel: a cubin entry with its signature, launched through ``cuLaunchKernel(Ex)``.
+
+``CompiledKernel.from_ptx(ptx)`` assembles PTX text (``layoutkit.ptx.assemble``) and reads the entry's
+parameters from it; ``kernel.launch(*args, grid=, block=, smem_bytes=, stream=, cluster=)`` checks
+the arguments and the launch shape and queues the kernel. Stream: ``stream=`` if given (an int
+handle, a ``CUstream``, or any object with ``cuda_stream`` or ``__cuda_stream__``); else PyTorch's
+current stream of the arguments' device when a torch tensor is among the arguments; else the
+legacy default stream. The launch is asynchronous: synchronize before reading results on the host.
+
+Per-launch host work is kept small: the function handle, the packed parameter buffer, the stream
+objects and the last launch shape's validation are cached on the CompiledKernel.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import threading
+
+from . import driver
+from .arguments import ArgumentPacker, KernelArgumentError
+from .signature import EntrySignature, ParamSpec, SignatureError, parse_entry
+
+__all__ = ["CompiledKernel", "LaunchConfigError"]
+
+MAX_GRID = (2 ** 31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+# Cluster sizes every sm_90 device supports without CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED.
+MAX_PORTABLE_CLUSTER_SIZE = 8
+
+
+class LaunchConfigError(ValueError):
+    """A launch shape (grid, block, cluster, shared memory) the kernel or device cannot run."""
+
+
+def _dim3(what: str, value) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) for d in dims):
+        raise LaunchConfigError(f"{what} = {value!r}: give an int or a tuple of 1 to 3 ints")
+    return tuple(dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+_torch_stream_getter = None
+
+
+def _torch_current_stream(device_index: int) -> int:
+    """PyTorch's current stream on ``device_index`` as a raw handle (fast C entry point if present)."""
+    global _torch_stream_getter
+    if _torch_stream_getter is None:
+        torch = sys.modules["torch"]
+        raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+        _torch_stream_getter = raw if raw is not None else (
+            lambda index: torch.cuda.current_stream(index).cuda_stream)
+    return _torch_stream_getter(device_index)
+
+
+def _stream_handle(stream) -> int:
+    """The raw CUstream handle of a user's ``stream=`` argument."""
+    if isinstance(stream, int):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):  # the CUDA stream protocol: (version, handle)
+        return int(stream.__cuda_stream__()[1])
+    if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream, cupy streams
+        return int(stream.cuda_stream)
+    if hasattr(stream, "getPtr") and type(stream).__name__ == "CUstream":
+        return int(stream)
+    raise LaunchConfigError(f"stream = {stream!r}: give an int handle, a CUstream, or an object with "
+                            "cuda_stream or __cuda_stream__")
+
+
+class CompiledKernel:
+    """One entry of a cubin, launchable on any device: cubin bytes + its :class:`EntrySignature`.
+
+    ``cubin``: a ``Cubin`` from ``assemble`` (its PTX gives the signature) or raw bytes with
+    ``signature=``. ``name``: the entry; may be omitted when the module has one.
+
+    ``params``: optional richer per-parameter specs (same order as the PTX), e.g.
+    ``ParamSpec.pointer("x", align=16, dtype="bf16")`` for a PTX ``.u64 x``.
+    """
+
+    def __init__(self, cubin, name: str | None = None, *, signature: EntrySignature | None = None,
+                 params: list[ParamSpec] | None = None):
+        self.cubin: bytes = bytes(getattr(cubin, "data", cubin))
+        if signature is None:
+            ptx = getattr(cubin, "ptx", "")
+            if not ptx:
+                raise SignatureError("the cubin carries no PTX text to read the kernel's parameters from; "
+                                     "pass signature= (e.g. parse_entry(ptx, name)) or a Cubin from assemble()")
+            signature = parse_entry(ptx, name)
+        elif name is not None and name != signature.name:
+            raise SignatureError(f"name = {name!r} but the signature is of kernel {signature.name!r}")
+        self.signature = signature.with_params(params) if params is not None else signature
+        self.name = signature.name
+        self._packer = ArgumentPacker(self.signature)
+        self._functions: dict[int, driver.Function] = {}
+        self._streams: dict[int, object] = {}
+        self._checked_shape = None  # (device, grid, block, smem_bytes, cluster) of the last validated launch
+        self._dims = None
+        self._config = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_ptx(cls, ptx: str, name: str | None = None, *, arch: str = "sm_90a",
+                 params: list[ParamSpec] | None = None) -> CompiledKernel:
+        """Assemble ``ptx`` with ``layoutkit.ptx.assemble`` and take entry ``name`` (or the only one)."""
+        from layoutkit.ptx import assemble  # the toolchain's, imported at call time
+        return cls(assemble(ptx, arch=arch), name, params=params)
+
+    def function(self, device: int | None = None) -> driver.Function:
+        """The loaded function on ``device`` (default: the current device); loads it on first use."""
+        dev = driver.device(device) if device is not None else driver.current_device()
+        fn = self._functions.get(dev.ordinal)
+        if fn is None:
+            fn = self._functions[dev.ordinal] = driver.load_function(self.cubin, self.name, dev)
+        return fn
+
+    def pack(self, *args) -> bytes:
+        """Check ``args`` and return the packed parameter bytes (no GPU needed; for inspection)."""
+        with self._lock:
+            self._packer.pack(args)
+            return self._packer.packed_bytes()
+
+    def launch(self, *args, grid, block, smem_bytes: int = 0, stream=None, cluster=None) -> None:
+        """Queue one launch of the kernel with ``args`` (see the module docstring for streams)."""
+        with self._lock:
+            packer = self._packer
+            packer.pack(args)
+            ordinal = packer.device
+            if ordinal is None or packer.unknown_device:
+                ordinal = self._resolve_unknown_devices(ordinal)
+            fn = self._functions.get(ordinal)
+            if fn is None:
+                fn = self.function(ordinal)
+            shape = (ordinal, grid, block, smem_bytes, cluster)
+            if shape != self._checked_shape:
+                self._validate_shape(fn, grid, block, smem_bytes, cluster)
+                self._checked_shape = shape
+            if stream is not None:
+                raw = _stream_handle(stream)
+            elif packer.saw_torch:
+                raw = _torch_current_stream(ordinal)
+            else:
+                raw = 0
+            handle = self._streams.get(raw)
+            if handle is None:
+                handle = self._streams[raw] = driver.bindings().CUstream(raw)
+            self._launch(fn, handle)
+
+    def _launch(self, fn: driver.Function, stream) -> None:
+        cu = driver.bindings()
+        params = self._packer.kernel_params
+        if self._config is None:
+            result = cu.cuLaunchKernel(fn.handle, *self._dims, stream, params, 0)
+        else:
+            self._config.hStream = stream
+            result = cu.cuLaunchKernelEx(self._config, fn.handle, params, 0)
+        if result[0] != 0:
+            if getattr(result[0], "name", "") == "CUDA_ERROR_INVALID_CONTEXT":
+                with fn.device.activated():  # no context current on this thread: launch inside ours
+                    return self._launch(fn, stream)
+            driver.check(result, f"cuLaunchKernel{'Ex' if self._config is not None else ''}({self.name!r})")
+
+    def _resolve_unknown_devices(self, ordinal: int | None) -> int:
+        """Device of pointers whose objects do not say it (array-interface objects), by asking the driver."""
+        cu = driver.bindings()
+        attr = cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+        for spec, address in self._packer.unknown_device:
+            try:
+                dev = driver.check(cu.cuPointerGetAttribute(attr, address), "cuPointerGetAttribute")
+            except driver.DriverUnavailableError:
+                raise
+            except driver.CudaDriverError:
+                raise KernelArgumentError(f"kernel {self.name!r}, parameter {spec.name!r}: address "
+                                          f"0x{address:x} is not device memory the driver knows") from None
+            if ordinal is None:
+                ordinal = int(dev)
+            elif int(dev) != ordinal:
+                raise KernelArgumentError(f"kernel {self.name!r}: parameter {spec.name!r} is on CUDA device "
+                                          f"{int(dev)} but other arguments are on device {ordinal}")
+        return ordinal if ordinal is not None else driver.current_device().ordinal
+
+    def _validate_shape(self, fn: driver.Function, grid, block, smem_bytes, cluster) -> None:
+        sig = self.signature
+        g, b = _dim3("grid", grid), _dim3("block", block)
+        for what, dims, limits in (("grid", g, MAX_GRID), ("block", b, MAX_BLOCK)):
+            for axis, d, limit in zip("xyz", dims, limits):
+                if not 1 <= d <= limit:
+                    raise LaunchConfigError(f"kernel {self.name!r}: {what}.{axis} = {d} must be in 1..{limit}")
+        threads = math.prod(b)
+        if sig.reqntid is not None and b != sig.reqntid:
+            raise LaunchConfigError(f"kernel {self.name!r}: block = {b} but the PTX requires exactly "
+                                    f".reqntid {sig.reqntid}")
+        if sig.maxntid is not None and threads > math.prod(sig.maxntid):
+            raise LaunchConfigError(f"kernel {self.name!r}: block = {b} has {threads} threads; .maxntid "
+                                    f"{sig.maxntid} allows at most {math.prod(sig.maxntid)}")
+        if threads > min(MAX_THREADS_PER_BLOCK, fn.max_threads_per_block):
+            raise LaunchConfigError(
+                f"kernel {self.name!r}: block = {b} has {threads} threads; with {fn.num_regs} registers per "
+                f"thread it can run at most {fn.max_threads_per_block}")
+        if not isinstance(smem_bytes, int) or smem_bytes < 0:
+            raise LaunchConfigError(f"kernel {self.name!r}: smem_bytes = {smem_bytes!r} must be an int >= 0")
+        try:
+            fn.ensure_dynamic_smem(smem_bytes)
+        except driver.SharedMemoryLimitError as exc:
+            raise LaunchConfigError(str(exc)) from None
+        c = self._cluster_dims(g, cluster)
+        self._dims = (*g, *b, smem_bytes)
+        self._config = None if cluster is None else self._launch_config(g, b, smem_bytes, c)
+
+    def _cluster_dims(self, g, cluster):
+        sig = self.signature
+        if cluster is None:
+            if sig.explicitcluster:
+                raise LaunchConfigError(f"kernel {self.name!r} is declared .explicitcluster: pass cluster=")
+            c = sig.reqnctapercluster
+            if c is None:
+                return None
+        else:
+            c = _dim3("cluster", cluster)
+            if sig.reqnctapercluster is not None and c != sig.reqnctapercluster:
+                raise LaunchConfigError(f"kernel {self.name!r}: cluster = {c} but the PTX fixes "
+                                        f".reqnctapercluster {sig.reqnctapercluster}")
+            if any(d < 1 for d in c) or math.prod(c) > MAX_PORTABLE_CLUSTER_SIZE:
+                raise LaunchConfigError(f"kernel {self.name!r}: cluster = {c} must have dims >= 1 and at "
+                                        f"most {MAX_PORTABLE_CLUSTER_SIZE} CTAs (the portable cluster size)")
+        for axis, gd, cd in zip("xyz", g, c):
+            if gd % cd:
+                raise LaunchConfigError(f"kernel {self.name!r}: grid.{axis} = {gd} is not divisible by "
+                                        f"cluster.{axis} = {cd}; the grid must be a whole number of clusters")
+        return c
+
+    @staticmethod
+    def _launch_config(g, b, smem_bytes, c):
+        cu = driver.bindings()
+        config = cu.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = g
+        config.blockDimX, config.blockDimY, config.blockDimZ = b
+        config.sharedMemBytes = smem_bytes
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = c
+        config.attrs = [attr]
+        config.numAttrs = 1
+        return config
+
+    def __repr__(self) -> str:
+        params = ", ".join(p.describe().removeprefix(".param ") for p in self.signature.params)
+        return f"CompiledKernel({self.name}({params}), {len(self.cubin)} bytes of cubin)"

@@ -1,0 +1,247 @@
+"""Tiled TMA tensor maps (``cuTensorMapEncodeTiled``), validated in pure Python first.
+
+User-facing shapes, strides and boxes are in **numpy/PyTorch order (outermost first)**, strides in
+**elements**; :class:`TiledEncoding` holds the driver's arguments (innermost first, strides in
+bytes, enums as ints), so every rule is checked, and testable, without a GPU. In PTX, TMA
+coordinates are innermost first: ``{col, row}`` for a row-major ``[rows, cols]`` tensor.
+
+>>> enc = encode_tiled_arguments(0x10000, "bfloat16", shape=(128, 64), strides=(64, 1),
+...                              box=(64, 64), swizzle="128B")
+>>> enc.global_dims, enc.global_strides, enc.box, enc.swizzle
+((64, 128), (128,), (64, 64), 3)
+>>> encode_tiled_arguments(0x10000, "bfloat16", shape=(128, 128), strides=(128, 1), box=(64, 128),
+...                        swizzle="128B")
+Traceback (most recent call last):
+...
+layoutkit.ptx.tensormap.TensorMapError: box[-1] (innermost) = 128 elements = 256 bytes: with swizzle 128B the inner box must span at most 128 bytes
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import driver
+from .signature import TENSORMAP_BYTES
+
+__all__ = ["TensorMap", "TensorMapError", "TiledEncoding", "encode_tiled_arguments"]
+
+
+class TensorMapError(ValueError):
+    """A tensor-map argument breaks a rule of cuTensorMapEncodeTiled; names the field, value and rule."""
+
+
+# CUtensorMapDataType values (cuda.h, CUDA 13.0) and element sizes in bytes.
+_DTYPES = {
+    "uint8": (0, 1), "uint16": (1, 2), "uint32": (2, 4), "int32": (3, 4), "uint64": (4, 8),
+    "int64": (5, 8), "float16": (6, 2), "float32": (7, 4), "float64": (8, 8), "bfloat16": (9, 2),
+    "float32_ftz": (10, 4), "tfloat32": (11, 4), "tfloat32_ftz": (12, 4),
+}
+# TMA copies bits: types without an enum of their own travel as the unsigned type of their width.
+_ALIASES = {
+    "int8": "uint8", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8", "e4m3": "uint8", "e5m2": "uint8",
+    "int16": "uint16", "half": "float16", "float": "float32", "double": "float64", "bf16": "bfloat16",
+    "f16": "float16", "f32": "float32", "f64": "float64", "u8": "uint8", "u16": "uint16",
+    "u32": "uint32", "s32": "int32", "u64": "uint64", "s64": "int64", "s8": "uint8", "s16": "uint16",
+}
+_FLOAT_DTYPES = {"float16", "float32", "float64", "bfloat16", "float32_ftz", "tfloat32", "tfloat32_ftz"}
+
+# name -> (CUtensorMapSwizzle value, span in bytes the inner box must fit in; None = no limit)
+SWIZZLES = {"none": (0, None), "32B": (1, 32), "64B": (2, 64), "128B": (3, 128)}
+L2_PROMOTIONS = {"none": 0, "64B": 1, "128B": 2, "256B": 3}
+OOB_FILLS = {"zero": 0, "nan": 1}
+
+MAX_RANK = 5
+MAX_DIM = 2 ** 32
+MAX_STRIDE_BYTES = 2 ** 40
+MAX_BOX = 256
+MAX_ELEMENT_STRIDE = 8
+GLOBAL_ALIGN = 16
+STRIDE_MULTIPLE = 16
+
+
+def canonical_dtype(dtype) -> str:
+    """The tensor-map dtype name for a str, numpy dtype or torch dtype (``torch.bfloat16`` -> ``bfloat16``)."""
+    if isinstance(dtype, str):
+        text = dtype
+    elif str(dtype).startswith("torch."):
+        text = str(dtype).removeprefix("torch.")
+    else:
+        try:
+            text = np.dtype(dtype).name
+        except TypeError:
+            text = repr(dtype)
+    text = _ALIASES.get(text, text)
+    if text not in _DTYPES:
+        raise TensorMapError(f"dtype = {dtype!r}: not a TMA element type; use one of "
+                             f"{sorted(_DTYPES) + sorted(_ALIASES)}")
+    return text
+
+
+@dataclass(frozen=True)
+class TiledEncoding:
+    """The arguments of cuTensorMapEncodeTiled, in the driver's order and units."""
+
+    dtype: int                       # CUtensorMapDataType
+    rank: int
+    global_address: int
+    global_dims: tuple[int, ...]     # elements, innermost first
+    global_strides: tuple[int, ...]  # bytes, dims 1..rank-1, innermost first
+    box: tuple[int, ...]             # elements, innermost first
+    element_strides: tuple[int, ...]  # innermost first
+    interleave: int                  # CUtensorMapInterleave (always NONE here)
+    swizzle: int                     # CUtensorMapSwizzle
+    l2_promotion: int                # CUtensorMapL2promotion
+    oob_fill: int                    # CUtensorMapFloatOOBfill
+    element_bytes: int
+
+    @property
+    def box_bytes(self) -> int:
+        """Bytes one copy of the box moves into shared memory (the mbarrier expect-tx count)."""
+        return math.prod(-(-b // e) for b, e in zip(self.box, (1,) + self.element_strides[1:])) * self.element_bytes
+
+
+def _int_tuple(field: str, values, rank: int | None) -> tuple[int, ...]:
+    try:
+        out = tuple(int(v) for v in values)
+    except TypeError:
+        raise TensorMapError(f"{field} = {values!r}: must be a sequence of ints") from None
+    if rank is not None and len(out) != rank:
+        raise TensorMapError(f"{field} = {values!r} has {len(out)} entries; the tensor has rank {rank}")
+    return out
+
+
+def encode_tiled_arguments(address: int, dtype, *, shape, strides, box, swizzle: str = "none",
+                           element_strides=None, l2_promotion: str = "128B",
+                           oob_fill: str = "zero") -> TiledEncoding:
+    """Validate a tiled tensor map and return the driver's arguments (pure Python).
+
+    ``shape``, ``strides`` (elements) and ``box`` are outermost first; the innermost dimension must
+    be contiguous (stride 1). ``element_strides`` (default all 1) too. ``swizzle`` in
+    none/32B/64B/128B, ``l2_promotion`` in none/64B/128B/256B, ``oob_fill`` in zero/nan.
+    """
+    dt = canonical_dtype(dtype)
+    dtype_enum, esize = _DTYPES[dt]
+    shape = _int_tuple("shape", shape, None)
+    rank = len(shape)
+    if not 1 <= rank <= MAX_RANK:
+        raise TensorMapError(f"rank = {rank} (shape {shape}): a TMA tensor has rank 1..{MAX_RANK}")
+    strides = _int_tuple("strides", strides, rank)
+    box = _int_tuple("box", box, rank)
+    element_strides = _int_tuple("element_strides", element_strides or (1,) * rank, rank)
+    address = int(address)
+    if address % GLOBAL_ALIGN:
+        raise TensorMapError(f"global address = 0x{address:x}: must be {GLOBAL_ALIGN}-byte aligned "
+                             f"(it is {address % GLOBAL_ALIGN} bytes past a multiple of {GLOBAL_ALIGN})")
+    for i, d in enumerate(shape):
+        if not 1 <= d <= MAX_DIM:
+            raise TensorMapError(f"shape[{i}] = {d}: each dimension must be in 1..2^32")
+    if strides[-1] != 1:
+        raise TensorMapError(f"strides[-1] = {strides[-1]} elements: the innermost dimension must be "
+                             "contiguous (stride 1); TMA has no stride for it")
+    for i, s in enumerate(strides[:-1]):
+        nbytes = s * esize
+        if s <= 0:
+            raise TensorMapError(f"strides[{i}] = {s} elements: strides must be positive")
+        if nbytes % STRIDE_MULTIPLE:
+            raise TensorMapError(f"strides[{i}] = {s} elements = {nbytes} bytes ({dt}): must be a multiple "
+                                 f"of {STRIDE_MULTIPLE} bytes")
+        if nbytes >= MAX_STRIDE_BYTES:
+            raise TensorMapError(f"strides[{i}] = {s} elements = {nbytes} bytes: must be below 2^40 bytes")
+    for i, b in enumerate(box):
+        if not 1 <= b <= MAX_BOX:
+            raise TensorMapError(f"box[{i}] = {b}: each box dimension must be in 1..{MAX_BOX}")
+    for i, e in enumerate(element_strides):
+        if not 1 <= e <= MAX_ELEMENT_STRIDE:
+            raise TensorMapError(f"element_strides[{i}] = {e}: each must be in 1..{MAX_ELEMENT_STRIDE}")
+    if swizzle not in SWIZZLES:
+        raise TensorMapError(f"swizzle = {swizzle!r}: must be one of {list(SWIZZLES)}")
+    swizzle_enum, span = SWIZZLES[swizzle]
+    inner_bytes = box[-1] * esize
+    if inner_bytes % 16:
+        raise TensorMapError(f"box[-1] (innermost) = {box[-1]} elements = {inner_bytes} bytes ({dt}): "
+                             "the inner box must span a multiple of 16 bytes")
+    if span is not None and inner_bytes > span:
+        raise TensorMapError(f"box[-1] (innermost) = {box[-1]} elements = {inner_bytes} bytes: with swizzle "
+                             f"{swizzle} the inner box must span at most {span} bytes")
+    if l2_promotion not in L2_PROMOTIONS:
+        raise TensorMapError(f"l2_promotion = {l2_promotion!r}: must be one of {list(L2_PROMOTIONS)}")
+    if oob_fill not in OOB_FILLS:
+        raise TensorMapError(f"oob_fill = {oob_fill!r}: must be one of {list(OOB_FILLS)}")
+    if oob_fill == "nan" and dt not in _FLOAT_DTYPES:
+        raise TensorMapError(f"oob_fill = 'nan' with dtype {dt}: NaN fill needs a floating-point dtype")
+    return TiledEncoding(
+        dtype=dtype_enum, rank=rank, global_address=address, global_dims=shape[::-1],
+        global_strides=tuple(s * esize for s in strides[-2::-1]), box=box[::-1],
+        element_strides=element_strides[::-1], interleave=0, swizzle=swizzle_enum,
+        l2_promotion=L2_PROMOTIONS[l2_promotion], oob_fill=OOB_FILLS[oob_fill], element_bytes=esize)
+
+
+def _tensor_facts(tensor):
+    """(address, dtype, shape, strides in elements, device ordinal or None) of a tensor-like object."""
+    from .arguments import pointer_and_device  # the one place that reads tensors' pointers
+    address, dev = pointer_and_device(tensor)
+    if hasattr(tensor, "stride") and callable(tensor.stride):  # torch.Tensor
+        return address, tensor.dtype, tuple(tensor.shape), tuple(tensor.stride()), dev
+    cai = getattr(tensor, "__cuda_array_interface__", None)
+    if cai is not None:
+        dt = np.dtype(cai["typestr"])
+        shape = tuple(cai["shape"])
+        if cai.get("strides") is None:
+            strides = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+        else:
+            strides = tuple(s // dt.itemsize for s in cai["strides"])
+        return address, dt, shape, strides, dev
+    raise TensorMapError(f"tensor = {type(tensor).__name__}: give a torch tensor, a DeviceBuffer or an "
+                         "object with __cuda_array_interface__, or use TensorMap.from_address")
+
+
+class TensorMap:
+    """An encoded CUtensorMap; pass it as a kernel argument (its 128 bytes go by value).
+
+    Keep the tensor alive while kernels use the map: the map holds its address, not a reference.
+    """
+
+    def __init__(self, encoding: TiledEncoding, device: int | None = None):
+        cu = driver.bindings()
+        driver._init()
+        e = encoding
+        u64, u32 = cu.cuuint64_t, cu.cuuint32_t  # cuda-python rejects plain ints in these arrays
+        self._handle = driver.check(cu.cuTensorMapEncodeTiled(
+            cu.CUtensorMapDataType(e.dtype), e.rank, e.global_address,
+            [u64(d) for d in e.global_dims], [u64(s) for s in e.global_strides],
+            [u32(b) for b in e.box], [u32(s) for s in e.element_strides],
+            cu.CUtensorMapInterleave(e.interleave), cu.CUtensorMapSwizzle(e.swizzle),
+            cu.CUtensorMapL2promotion(e.l2_promotion), cu.CUtensorMapFloatOOBfill(e.oob_fill)),
+            "cuTensorMapEncodeTiled")
+        self.encoding = encoding
+        self.device = device
+        self.packed = ctypes.string_at(self._handle.getPtr(), TENSORMAP_BYTES)
+
+    @classmethod
+    def from_address(cls, address: int, dtype, *, shape, strides, box, device: int | None = None,
+                     **options) -> TensorMap:
+        """A tiled map over raw device memory at ``address`` (options as :func:`encode_tiled_arguments`)."""
+        return cls(encode_tiled_arguments(address, dtype, shape=shape, strides=strides, box=box, **options),
+                   device)
+
+    @classmethod
+    def tiled(cls, tensor, box, **options) -> TensorMap:
+        """A tiled map over a whole tensor (torch tensor, DeviceBuffer, array-interface object).
+
+        ``box`` is outermost first, like the tensor's shape; options as :func:`encode_tiled_arguments`.
+        """
+        address, dtype, shape, strides, dev = _tensor_facts(tensor)
+        return cls(encode_tiled_arguments(address, dtype, shape=shape, strides=strides, box=box, **options),
+                   dev)
+
+    def getPtr(self) -> int:  # noqa: N802 - the cuda-python name, so a TensorMap fits where a CUtensorMap does
+        """Host address of the encoded 128-byte CUtensorMap."""
+        return self._handle.getPtr()
+
+    def __repr__(self) -> str:
+        e = self.encoding
+        return (f"TensorMap(dims={e.global_dims[::-1]}, box={e.box[::-1]}, swizzle={e.swizzle}, "
+                f"address=0x{e.global_address:x}, device={self.device})")
