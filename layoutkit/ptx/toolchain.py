@@ -104,11 +104,14 @@ def _search(spec: _ToolSpec, settings: Settings) -> Path:
             f"{spec.env_var}={str(override)!r} is not an executable file; point it at a "
             f"{spec.name} executable or unset it to search the {spec.wheel} wheel, "
             "$CUDA_HOME/bin and PATH")
-    looked: list[str] = []
-    for candidate in _wheel_candidates(spec, exe):
-        looked.append(str(candidate))
+    candidates, without_wheels = _wheel_candidates(spec, exe)
+    looked = [str(candidate) for candidate in candidates]
+    for candidate in candidates:
         if _is_executable(candidate):
             return candidate.resolve()
+    if without_wheels:
+        looked.append(f"nvidia/cu<N>/bin/{exe}, nvidia/{spec.cuda12_wheel_dir}/bin/{exe} under "
+                      f"the sys.path entries {without_wheels} (none has an nvidia/ directory)")
     if settings.cuda_home is not None:
         candidate = settings.cuda_home / "bin" / exe
         looked.append(str(candidate))
@@ -127,12 +130,15 @@ def _search(spec: _ToolSpec, settings: Settings) -> Path:
         f"the CUDA toolkit and set CUDA_HOME{hint}. Looked in:\n  {where}")
 
 
-def _wheel_candidates(spec: _ToolSpec, exe: str) -> list[Path]:
-    """``nvidia/cu<N>/bin/<exe>`` (newest N first), then the CUDA 12 layout, per sys.path entry."""
+def _wheel_candidates(spec: _ToolSpec, exe: str) -> tuple[list[Path], list[str]]:
+    """``nvidia/cu<N>/bin/<exe>`` (newest N first), then the CUDA 12 layout, per sys.path
+    entry; and the sys.path entries that hold no ``nvidia/`` directory at all."""
     found: list[Path] = []
+    without: list[str] = []
     for entry in sys.path:
         nvidia = Path(entry or ".") / "nvidia"
         if not nvidia.is_dir():
+            without.append(entry)
             continue
         versioned = []
         for child in nvidia.iterdir():
@@ -141,7 +147,7 @@ def _wheel_candidates(spec: _ToolSpec, exe: str) -> list[Path]:
                 versioned.append((int(match.group(1)), child / "bin" / exe))
         found += [path for _, path in sorted(versioned, reverse=True)]
         found.append(nvidia / spec.cuda12_wheel_dir / "bin" / exe)
-    return found
+    return found, without
 
 
 def _is_executable(path: Path) -> bool:
