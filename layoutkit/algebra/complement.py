@@ -1,0 +1,79 @@
+"""complement(A, cotarget): the layout of the indices A does not reach, up to cotarget."""
+from __future__ import annotations
+
+import functools
+
+from . import int_tuple as it
+from .coalesce import _flat_coalesce, filter
+from .composed import ComposedLayout
+from .errors import LayoutError
+from .layout import Layout, cosize
+
+__all__ = ["complement", "sorted_by_stride"]
+
+
+def sorted_by_stride(modes: list, what: str) -> list:
+    """(shape, stride, ...) tuples sorted by stride; symbolic strides need a proven order."""
+    if all(type(m[1]) is int for m in modes):
+        return sorted(modes, key=lambda m: m[1])
+
+    def cmp(x, y):
+        if it.eq(x[1], y[1]) is True:
+            return 0
+        k = it.le(x[1], y[1])
+        if k is None:
+            raise LayoutError(f"{what}: the order of strides {it.fmt(x[1])} and {it.fmt(y[1])} "
+                              "could not be proven from the declared facts")
+        return -1 if k else 1
+    return sorted(modes, key=functools.cmp_to_key(cmp))
+
+
+def complement(layout, cotarget=None) -> Layout:
+    """The layout ``C`` of the indices in [0, cotarget) that ``layout`` does not reach: sorted
+    by stride, ``C`` fills the gaps between A's modes and repeats A's span up to cotarget.
+
+    Defining equations: C is ordered (C(i-1) < C(i)), ``C(i) != A(j)`` for i >= 1, and
+    ``size(A) * size(C) >= cotarget`` (``make_layout(A, C)`` is a bijection onto
+    [0, size(A)*size(C)) when A is compact up to holes). cotarget is an int or a shape (then, as
+    in CuTe, the rest is ceil_div'd mode by mode); it defaults to cosize(filter(A)).
+
+    Raises LayoutError when A is not injective (two modes overlap) or when a stride is not a
+    multiple of the extent (shape * stride) of the modes below it (the gaps are not a layout).
+
+    >>> str(complement(Layout(4, 2), 24))
+    '(2,3):(1,8)'
+    >>> str(complement(Layout((2, 2), (1, 6)), 24))
+    '(3,2):(2,12)'
+    """
+    if isinstance(layout, ComposedLayout):
+        layout = layout.inner
+    if not isinstance(layout, Layout):
+        layout = Layout(it.normalize(layout, "complement layout"))
+    flt = filter(layout)
+    if cotarget is None:
+        cotarget = cosize(flt)
+    elif isinstance(cotarget, Layout):
+        cotarget = cotarget.shape
+    else:
+        cotarget = it.normalize(cotarget, "complement cotarget")
+    shapes, strides = it.flatten(flt.shape), it.flatten(flt.stride)
+    if it.is_zero(strides[0]):
+        return Layout._new(it.product(cotarget), 1)
+    for d in strides:
+        if it.lt(d, 0) is not False:
+            raise LayoutError(f"complement({layout}): stride {it.fmt(d)} is not provably "
+                              "positive; complement needs nonnegative strides")
+    cur = 1
+    res_s, res_d = [], []
+    for s, d in sorted_by_stride(list(zip(shapes, strides)), f"complement({layout})"):
+        if it.lt(d, cur) is True:
+            raise LayoutError(f"complement({layout}): the layout is not injective (stride "
+                              f"{it.fmt(d)} lies inside the extent {it.fmt(cur)} of smaller modes)")
+        it.require(it.divides(cur, d), f"stride {it.fmt(d)} is a multiple of the extent "
+                   f"{it.fmt(cur)} of the smaller modes", f"complement({layout})")
+        res_s.append(it.exact_div(d, cur, "complement"))
+        res_d.append(cur)
+        cur = it.mul(s, d)
+    res_s.append(it.product(it.ceil_div(cotarget, cur)))
+    res_d.append(cur)
+    return _flat_coalesce(res_s, res_d)

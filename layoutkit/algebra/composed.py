@@ -1,0 +1,133 @@
+"""ComposedLayout: ``outer ∘ (offset + inner)``, CuTe's ``A o O o B``; a swizzled layout is one.
+
+The domain (shape, size, rank, coordinates) is the inner layout's; the algebra's operations act
+on the inner layout and keep ``outer`` and ``offset`` (as CuTe does).
+"""
+from __future__ import annotations
+
+import functools
+
+from . import int_tuple as it
+from .errors import LayoutError
+from .layout import Layout
+from .swizzle import Swizzle
+
+__all__ = ["ComposedLayout", "acts_on_inner"]
+
+_COSIZE_LIMIT = 1 << 22  # cosize of an integer composed layout is found by enumeration
+
+
+class ComposedLayout:
+    """``outer(offset + inner(c))``: outer a Swizzle or a Layout, offset an int, inner a Layout.
+
+    >>> S = ComposedLayout(Swizzle(1, 0, 2), 0, Layout((4, 2), (2, 1)))
+    >>> str(S), S(2), S.shape, S.size()
+    ('Sw<1,0,2> o 0 o (4,2):(2,1)', 5, (4, 2), 8)
+    """
+
+    __slots__ = ("outer", "offset", "inner", "_cosize")
+
+    def __init__(self, outer, offset, inner):
+        if not isinstance(outer, (Swizzle, Layout)):
+            raise LayoutError(f"ComposedLayout: outer must be a Swizzle or a Layout, got {outer!r}")
+        if not isinstance(inner, Layout):
+            raise LayoutError(f"ComposedLayout: inner must be a Layout, got {inner!r}")
+        offset = it.normalize(offset, "ComposedLayout offset")
+        if type(offset) is tuple:
+            raise LayoutError(f"ComposedLayout: offset must be an int, got {it.fmt(offset)}")
+        object.__setattr__(self, "outer", outer)
+        object.__setattr__(self, "offset", offset)
+        object.__setattr__(self, "inner", inner)
+        object.__setattr__(self, "_cosize", None)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("ComposedLayout is immutable")
+
+    def _with_inner(self, inner):
+        if isinstance(inner, tuple) and len(inner) == 2 and isinstance(inner[0], Layout):
+            return (ComposedLayout(self.outer, self.offset, inner[0]), inner[1])
+        return ComposedLayout(self.outer, self.offset, inner)
+
+    @property
+    def shape(self):
+        return self.inner.shape
+
+    def __eq__(self, other):
+        if type(other) is not ComposedLayout:
+            return NotImplemented
+        return (self.outer == other.outer and self.offset == other.offset
+                and self.inner == other.inner)
+
+    def __hash__(self):
+        return hash((self.outer, self.offset, self.inner))
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __getitem__(self, i):
+        return ComposedLayout(self.outer, self.offset, self.inner[i])
+
+    def __call__(self, *args):
+        r = self.inner(*args)
+        if isinstance(r, Layout):
+            return ComposedLayout(self.outer, self.offset, r)
+        return self.outer(it.add(self.offset, r))
+
+    def slice_and_offset(self, crd):
+        """(sub-layout with the slice's offset folded into this layout's offset, 0), as in CuTe."""
+        sub, off = self.inner.slice_and_offset(crd)
+        return ComposedLayout(self.outer, it.add(self.offset, off), sub), 0
+
+    def size(self):
+        return self.inner.size()
+
+    def cosize(self):
+        """1 + the largest index this layout produces over its domain.
+
+        CuTe's C++ returns cosize(inner) and pycute cosize(outer); both can be below the largest
+        index (a swizzle can move an index up, an offset shifts all). This is the exact value,
+        found by enumerating the domain (integer layouts only).
+        """
+        if self._cosize is None:
+            n = self.size()
+            if type(n) is not int:
+                raise LayoutError(f"cosize of {self}: a symbolic ComposedLayout has no exact cosize")
+            if n > _COSIZE_LIMIT:
+                raise LayoutError(f"cosize of {self}: domain of {n} coordinates exceeds {_COSIZE_LIMIT}")
+            object.__setattr__(self, "_cosize", 1 + max(self(i) for i in range(n)))
+        return self._cosize
+
+    def subs(self, mapping) -> "ComposedLayout":
+        """This layout with its symbols replaced by ints (see Layout.subs)."""
+        outer = self.outer.subs(mapping) if isinstance(self.outer, Layout) else self.outer
+        off = Layout(self.offset, 0).subs(mapping).shape if type(self.offset) is not int else self.offset
+        return ComposedLayout(outer, off, self.inner.subs(mapping))
+
+    def __str__(self):
+        return f"{self.outer} o {it.fmt(self.offset)} o {self.inner}"
+
+    def __repr__(self):
+        return f"ComposedLayout({self.outer!r}, {it.fmt(self.offset)}, {self.inner!r})"
+
+    def _repr_latex_(self):
+        from . import render
+        return render.layout_latex(self)
+
+    def _repr_svg_(self):
+        from . import render
+        return render.layout_svg(self)
+
+
+def acts_on_inner(op):
+    """Make ``op(layout, ...)`` accept a ComposedLayout first argument by acting on its inner layout."""
+    @functools.wraps(op)
+    def wrapper(layout, *args, **kwargs):
+        if isinstance(layout, ComposedLayout):
+            return layout._with_inner(op(layout.inner, *args, **kwargs))
+        if not isinstance(layout, Layout):
+            raise LayoutError(f"{op.__name__}: expected a Layout or ComposedLayout, got {layout!r}")
+        return op(layout, *args, **kwargs)
+    return wrapper

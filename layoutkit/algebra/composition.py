@@ -1,0 +1,113 @@
+"""composition(A, B): the layout R with R(c) == A(B(c)) for every coordinate c of B."""
+from __future__ import annotations
+
+from . import int_tuple as it
+from .coalesce import by_mode, coalesce_x
+from .composed import ComposedLayout
+from .errors import LayoutError
+from .layout import Layout
+
+__all__ = ["composition"]
+
+
+def composition(A, B):
+    """The layout ``R = A ∘ B``: ``R(c) == A(B(c))`` for all c in B's domain; shape(R) is
+    congruent to shape(B) (after coalescing each of B's modes' images).
+
+    B is a Layout, an int n (``n:1``), None (A unchanged, CuTe's ``_``), or a tuple tiler
+    ``<B0, B1, ...>`` applied to A's modes: ``(A[0]∘B0, A[1]∘B1, ...)``. A's modes beyond the
+    tiler are DROPPED, as in CuTe's C++ (layout.hpp: "Drop any modes of lhs that aren't hit by
+    rhs"); pycute keeps them. A may be a ComposedLayout (B composes its inner layout).
+
+    Raises LayoutError when A∘B is not a layout: the stride divisibility condition (for each mode
+    s of coalesce(A) that B's stride r reaches: s | r, or r | s, or all of B's remaining elements
+    fit in that mode) or the shape divisibility condition (B's size divides evenly into A's modes).
+    C++ checks these only for static values and weakly: it accepts ``(6,N):(1,D) ∘ 4:4`` and
+    returns a layout that differs from A∘B at index 2; we raise.
+
+    >>> str(composition(Layout((6, 2), (8, 2)), Layout((4, 3), (3, 1))))
+    '((2,2),3):((24,2),8)'
+    >>> str(composition(Layout((12, (4, 8)), (59, (13, 1))), (Layout(3, 4), Layout(8, 2))))
+    '(3,(2,4)):(236,(26,1))'
+    """
+    if isinstance(A, ComposedLayout):
+        return A._with_inner(composition(A.inner, B))
+    if not isinstance(A, Layout):
+        raise LayoutError(f"composition: A must be a Layout or ComposedLayout, got {A!r}")
+    if B is None:
+        return A
+    if type(B) is tuple:
+        return by_mode(composition, A, B, False, "composition")
+    if isinstance(B, ComposedLayout):
+        raise LayoutError(f"composition({A}, {B}): a Layout composed with a ComposedLayout is not "
+                          "a layout; compose the ComposedLayout with the Layout instead")
+    if not isinstance(B, Layout):
+        B = Layout(it.normalize(B, "composition tiler"), 1)
+    flat = coalesce_x(A)
+    shapes, strides = flat.shape, flat.stride
+    if type(shapes) is not tuple:
+        shapes, strides = (shapes,), (strides,)
+    return _compose(shapes, strides, B.shape, B.stride, A, B)
+
+
+def _compose(shapes, strides, b_shape, b_stride, A, B):
+    if type(b_shape) is tuple:
+        parts = [_compose(shapes, strides, s, d, A, B) for s, d in zip(b_shape, b_stride)]
+        return Layout._new(tuple(p.shape for p in parts), tuple(p.stride for p in parts))
+    return _compose_leaf(shapes, strides, b_shape, b_stride, A, B)
+
+
+def _compose_leaf(shapes, strides, n, r, A, B) -> Layout:
+    """coalesced A (flat) ∘ n:r."""
+    if it.is_zero(r):
+        return Layout._new(n, r)
+    last = len(shapes) - 1
+    if last == 0:
+        return Layout._new(n, it.mul(r, strides[0]))
+    sgn = 1 if type(r) is int and r > 0 else it.sign(r)
+    ar = r if sgn > 0 else it.abs_(r)
+    res_s, res_d = [], []
+    for i in range(last):
+        s, d = shapes[i], strides[i]
+        if it.is_one(n):
+            ar = it.ceil_div_int(ar, s)
+            continue
+        skip = it.divides(s, ar)
+        if skip is True:                      # B's stride steps over this whole mode
+            ar = it.exact_div(ar, s, "composition")
+            continue
+        inside = it.divides(ar, s)
+        if inside is True:                    # s/ar elements of this mode, stride ar*d
+            m = it.min_(it.exact_div(s, ar, "composition"), n, _ctx(A, B))
+            it.require(it.divides(m, n), f"shape divisibility condition: {it.fmt(m)} divides "
+                       f"{it.fmt(n)} (B's remaining size vs. A's mode {i} of shape {it.fmt(s)})",
+                       _ctx(A, B))
+            res_s.append(m)
+            res_d.append(it.mul(it.mul(sgn, ar), d))
+            n = it.exact_div(n, m, "composition")
+            ar = 1
+            continue
+        fits = it.lt(ar, s)
+        if fits is True:
+            fits = it.le(n, it.ceil_div_int(s, ar))
+        if fits is True:                      # the remaining n elements all lie inside this mode
+            res_s.append(n)
+            res_d.append(it.mul(it.mul(sgn, ar), d))
+            n, ar = 1, 1
+            continue
+        known = None if None in (skip, inside, fits) else False
+        it.require(known, f"stride divisibility condition: B's stride {it.fmt(ar)} and A's mode "
+                   f"{i} of shape {it.fmt(s)} (neither divides the other, and B's remaining "
+                   f"{it.fmt(n)} elements do not fit in the mode)", _ctx(A, B))
+    if not res_s:
+        return Layout._new(n, it.mul(it.mul(sgn, ar), strides[last]))
+    if not it.is_one(n):
+        res_s.append(n)
+        res_d.append(it.mul(it.mul(sgn, ar), strides[last]))
+    if len(res_s) == 1:
+        return Layout._new(res_s[0], res_d[0])
+    return Layout._new(tuple(res_s), tuple(res_d))
+
+
+def _ctx(A, B) -> str:
+    return f"composition({A}, {B})"

@@ -1,0 +1,317 @@
+"""Pure functions on IntTuples: an int (or symbolic extent) or a tuple of IntTuples.
+
+Plain ``int`` takes a fast path (``type(x) is int``); ``symbolic`` (sympy) is entered only when a
+leaf is a sympy expression. The scalar helpers (``mul``, ``ceil_div``, ``exact_div``, ``le``,
+``eq``, ``divides``) are the only places where the two paths meet.
+"""
+from __future__ import annotations
+
+import operator
+
+from . import symbolic
+from .errors import LayoutError
+
+__all__ = ["is_int", "is_tuple", "flatten", "product", "product_each", "inner_product",
+           "prefix_product", "ceil_div", "shape_div", "congruent", "crd2idx", "idx2crd",
+           "fmt", "normalize"]
+
+
+def is_tuple(x) -> bool:
+    return type(x) is tuple
+
+
+def is_int(x) -> bool:
+    """An int leaf: a Python int or a symbolic extent."""
+    return type(x) is int or symbolic.is_symbolic(x) if type(x) is not tuple else False
+
+
+def normalize(x, what: str):
+    """Validate an IntTuple given by a user: ints (or int-likes) and sympy leaves, lists as tuples."""
+    if type(x) is int:
+        return x
+    if isinstance(x, (tuple, list)):
+        return tuple(normalize(v, what) for v in x)
+    if isinstance(x, bool) or x is None:
+        raise LayoutError(f"{what}: {x!r} is not an integer")
+    if symbolic.is_symbolic(x):
+        if x.is_integer is False:
+            raise LayoutError(f"{what}: {symbolic.display(x)} is not an integer expression")
+        return x
+    try:
+        return operator.index(x)
+    except TypeError:
+        try:
+            return symbolic.norm(x)
+        except Exception:
+            raise LayoutError(f"{what}: {x!r} is not an integer") from None
+
+
+def fmt(x) -> str:
+    """CuTe text of an IntTuple: (4,(2,3)), symbolic leaves by their declared names."""
+    if type(x) is int:
+        return str(x)
+    if type(x) is tuple:
+        return "(" + ",".join(fmt(v) for v in x) + ")"
+    return symbolic.display(x)
+
+
+# ---- scalar helpers: fast int path, symbolic otherwise --------------------------------------
+
+def mul(a, b):
+    if type(a) is int and type(b) is int:
+        return a * b
+    return symbolic.norm(a * b)
+
+
+def add(a, b):
+    if type(a) is int and type(b) is int:
+        return a + b
+    return symbolic.norm(a + b)
+
+
+def ceil_div_int(a, b):
+    """ceil(a / b) for b > 0."""
+    if type(a) is int and type(b) is int:
+        return -(-a // b)
+    return symbolic.ceil_div(a, b)
+
+
+def exact_div(n, d, context: str):
+    """n / d where d must divide n."""
+    if type(n) is int and type(d) is int:
+        if n % d:
+            raise LayoutError(f"{context}: {d} does not divide {n}")
+        return n // d
+    return symbolic.exact_div(n, d, context)
+
+
+def divides(d, n):
+    """True/False/None (unknown): d divides n."""
+    if type(n) is int and type(d) is int:
+        return n % d == 0 if d else n == 0
+    return symbolic.divides(d, n)
+
+
+def le(a, b):
+    """True/False/None (unknown): a <= b."""
+    if type(a) is int and type(b) is int:
+        return a <= b
+    return symbolic.le(a, b)
+
+
+def lt(a, b):
+    """True/False/None (unknown): a < b."""
+    if type(a) is int and type(b) is int:
+        return a < b
+    return symbolic.lt(a, b)
+
+
+def eq(a, b):
+    """True/False/None (unknown): a == b."""
+    if type(a) is int and type(b) is int:
+        return a == b
+    return symbolic.eq(a, b)
+
+
+def is_one(x) -> bool:
+    """x is provably 1 (an unknown extent counts as not 1, like a dynamic int in CuTe)."""
+    return x == 1 if type(x) is int else symbolic.eq(x, 1) is True
+
+
+def is_zero(x) -> bool:
+    return x == 0 if type(x) is int else symbolic.eq(x, 0) is True
+
+
+def abs_(x):
+    if type(x) is int:
+        return abs(x)
+    s = symbolic.le(0, x)
+    if s is None:
+        raise LayoutError(f"the sign of {symbolic.display(x)} could not be proven from the declared facts")
+    return x if s else symbolic.norm(-x)
+
+
+def sign(x) -> int:
+    if type(x) is int:
+        return (x > 0) - (x < 0)
+    return 1 if symbolic.le(0, x) else -1 if symbolic.lt(x, 0) else 0
+
+
+def require(known, what: str, context: str):
+    """Raise LayoutError unless ``known`` is True (False: failed; None: not provable)."""
+    if known is not True:
+        symbolic.require(known, what, context)
+
+
+def min_(a, b, context: str):
+    """min(a, b), the order proven."""
+    k = le(a, b)
+    if k is None:
+        k = le(b, a)
+        require(k, f"{fmt(a)} <= {fmt(b)} or {fmt(b)} <= {fmt(a)}", context)
+        return b
+    return a if k else b
+
+
+# ---- IntTuple functions ----------------------------------------------------------------------
+
+def flatten(t) -> tuple:
+    """The leaves of t, in order, as a flat tuple (an int becomes a 1-tuple)."""
+    if type(t) is not tuple:
+        return (t,)
+    out = []
+    for v in t:
+        if type(v) is tuple:
+            out.extend(flatten(v))
+        else:
+            out.append(v)
+    return tuple(out)
+
+
+def product(t):
+    """The product of the leaves of t (1 for ())."""
+    if type(t) is not tuple:
+        return t
+    r = 1
+    for v in t:
+        r = mul(r, product(v))
+    return r
+
+
+def product_each(t) -> tuple:
+    """The product of each top-level mode of t (t wrapped to a tuple when it is an int)."""
+    return tuple(product(v) for v in t) if type(t) is tuple else (t,)
+
+
+def inner_product(a, b):
+    """sum of a_i * b_i over the leaves of congruent a, b."""
+    if type(a) is tuple:
+        r = 0
+        for x, y in zip(a, b):
+            r = add(r, inner_product(x, y))
+        return r
+    return mul(a, b)
+
+
+def prefix_product(a, init=1):
+    """Exclusive prefix product of a, congruent to a: the compact column-major strides."""
+    if type(a) is tuple:
+        out = []
+        for v in a:
+            out.append(prefix_product(v, init))
+            init = mul(init, product(v))
+        return tuple(out)
+    return init
+
+
+def ceil_div(a, b):
+    """CuTe's ceil_div on IntTuples: int/int rounds up; tuple/int folds b through a's modes;
+    tuple/tuple is by mode (missing modes of b are 1); int/tuple divides by product(b)."""
+    if type(a) is tuple:
+        if type(b) is tuple:
+            if len(b) > len(a):
+                raise LayoutError(f"ceil_div: divisor {fmt(b)} has more modes than {fmt(a)}")
+            return tuple(ceil_div(x, y) for x, y in zip(a, b + (1,) * (len(a) - len(b))))
+        out = []
+        for v in a:
+            out.append(ceil_div(v, b))
+            b = ceil_div(b, product(v))
+        return tuple(out)
+    if type(b) is tuple:
+        return ceil_div_int(a, product(b))
+    return ceil_div_int(a, b)
+
+
+def shape_div(a, b):
+    """CuTe's shape_div: like ceil_div, but each int/int step needs a | b or b | a."""
+    if type(a) is tuple:
+        if type(b) is tuple:
+            if len(a) != len(b):
+                raise LayoutError(f"shape_div: {fmt(a)} and {fmt(b)} have different ranks")
+            return tuple(shape_div(x, y) for x, y in zip(a, b))
+        out = []
+        for v in a:
+            out.append(shape_div(v, b))
+            b = shape_div(b, product(v))
+        return tuple(out)
+    if type(b) is tuple:
+        return shape_div(a, product(b))
+    ok = divides(b, a)
+    if ok is not True:
+        ok = divides(a, b) if ok is False else (divides(a, b) or None)
+    require(ok, f"{fmt(b)} divides {fmt(a)} or {fmt(a)} divides {fmt(b)}", "shape_div")
+    return ceil_div_int(a, b)
+
+
+def congruent(a, b) -> bool:
+    """a and b have the same nesting profile."""
+    if type(a) is tuple:
+        return type(b) is tuple and len(a) == len(b) and all(congruent(x, y) for x, y in zip(a, b))
+    return type(b) is not tuple
+
+
+def _idx_mod_div(idx, s):
+    if type(idx) is int and type(s) is int:
+        return idx % s, idx // s
+    return symbolic.norm(idx % s), symbolic.norm(idx // s)
+
+
+def crd2idx(crd, shape, stride=None):
+    """The index of coordinate crd in (shape, stride); stride defaults to column-major.
+
+    An int coordinate against a tuple shape is split colexicographically, the last mode taking
+    what is left (CuTe's extension of a layout beyond its size).
+
+    >>> crd2idx((1, 2), (4, 3), (3, 1))
+    5
+    >>> crd2idx(5, (4, 3))
+    5
+    """
+    if stride is None:
+        stride = prefix_product(shape)
+    if type(crd) is tuple:
+        if type(shape) is not tuple or len(crd) != len(shape):
+            raise LayoutError(f"coordinate {fmt(crd)} does not match shape {fmt(shape)}")
+        r = 0
+        for c, s, d in zip(crd, shape, stride):
+            r = add(r, crd2idx(c, s, d))
+        return r
+    if type(shape) is tuple:
+        r = 0
+        last = len(shape) - 1
+        for i, (s, d) in enumerate(zip(shape, stride)):
+            if i == last:
+                return add(r, crd2idx(crd, s, d))
+            c, crd = _idx_mod_div(crd, product(s))
+            r = add(r, crd2idx(c, s, d))
+        return r
+    return mul(crd, stride)
+
+
+def idx2crd(idx, shape, stride=None):
+    """The natural (hierarchical) coordinate of idx in shape.
+
+    Without stride: colexicographic split, the last mode taking what is left. With stride (CuTe's
+    idx2crd(idx, shape, stride)): each leaf is (idx // stride) % shape.
+
+    >>> idx2crd(5, (4, 3))
+    (1, 1)
+    >>> idx2crd(17, (2, 16), (16, 1))
+    (1, 1)
+    """
+    if stride is not None:
+        if type(shape) is tuple:
+            return tuple(idx2crd(idx, s, d) for s, d in zip(shape, stride))
+        q = idx // stride if type(idx) is int and type(stride) is int else symbolic.norm(idx // stride)
+        return _idx_mod_div(q, shape)[0]
+    if type(shape) is tuple:
+        out = []
+        last = len(shape) - 1
+        for i, s in enumerate(shape):
+            if i == last:
+                out.append(idx2crd(idx, s))
+            else:
+                c, idx = _idx_mod_div(idx, product(s))
+                out.append(idx2crd(c, s))
+        return tuple(out)
+    return idx

@@ -1,0 +1,78 @@
+"""right_inverse and left_inverse of a layout (CuTe's C++ definitions)."""
+from __future__ import annotations
+
+from . import int_tuple as it
+from .coalesce import _flat_coalesce, coalesce
+from .complement import sorted_by_stride
+from .errors import LayoutError
+from .layout import Layout
+
+__all__ = ["right_inverse", "left_inverse"]
+
+
+def _modes(layout, op):
+    if not isinstance(layout, Layout):
+        if layout is None:
+            return None
+        layout = Layout(it.normalize(layout, op))
+    c = coalesce(layout)
+    shapes = c.shape if type(c.shape) is tuple else (c.shape,)
+    strides = c.stride if type(c.stride) is tuple else (c.stride,)
+    pre = it.prefix_product(shapes)
+    return list(zip(shapes, strides, pre))
+
+
+def right_inverse(layout) -> Layout:
+    """The largest compact ``R`` with ``layout(R(i)) == i`` for all i < size(R).
+
+    Built from the modes of coalesce(layout) whose strides chain 1, s0*d0, ... in sorted order;
+    modes that do not chain are skipped (CuTe's C++; pycute stops at the first one, which differs
+    for layouts with a stride-0 mode).
+
+    >>> str(right_inverse(Layout((4, 2), (2, 1))))
+    '(2,4):(4,1)'
+    """
+    modes = _modes(layout, "right_inverse")
+    if modes is None:
+        return None
+    cur = 1
+    res_s, res_d = [1], [0]
+    for s, d, p in sorted_by_stride(modes, f"right_inverse({layout})"):
+        k = it.eq(d, cur)
+        if k is None:
+            raise LayoutError(f"right_inverse({layout}): whether stride {it.fmt(d)} equals "
+                              f"{it.fmt(cur)} could not be proven from the declared facts")
+        if k:
+            res_s.append(s)
+            res_d.append(p)
+            cur = it.mul(s, d)
+    return _flat_coalesce(res_s, res_d)
+
+
+def left_inverse(layout) -> Layout:
+    """A layout ``L'`` with ``L'(layout(i)) == i`` for all i < size(layout) when layout is
+    injective (in general, CuTe's quasi-inverse: ``layout(L'(layout(i))) == layout(i)``).
+
+    CuTe's C++ algorithm (pycute computes right_inverse(make_layout(L, complement(L))) instead;
+    both are left inverses of an injective layout, but they may differ outside its image).
+
+    >>> str(left_inverse(Layout((4, 2), (2, 16))))
+    '(2,8,2):(0,1,4)'
+    """
+    modes = _modes(layout, "left_inverse")
+    if modes is None:
+        return None
+    sorted_modes = sorted_by_stride(modes, f"left_inverse({layout})")
+    res_s, res_d = [], [0]
+    span = 1
+    for s, d, p in sorted_modes:
+        if it.is_zero(d):
+            continue
+        if it.lt(d, 0) is not False:
+            raise LayoutError(f"left_inverse({layout}): stride {it.fmt(d)} is not provably positive")
+        q = it.exact_div(d, span, f"left_inverse({layout}): divisibility condition")
+        res_s.append(q)
+        res_d.append(p)
+        span = it.mul(span, q)
+    res_s.append(sorted_modes[-1][0])
+    return _flat_coalesce(res_s, res_d)
