@@ -57,7 +57,8 @@ _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 def _dlpack_pointer(value) -> tuple[int, int]:
     dev_type, dev_id = value.__dlpack_device__()
     if dev_type not in (_DLPACK_CUDA, _DLPACK_CUDA_MANAGED):
-        raise TypeError(f"its __dlpack_device__ is type {dev_type}, not a CUDA device (type {_DLPACK_CUDA})")
+        raise TypeError(f"a {type(value).__name__} whose __dlpack_device__() is ({dev_type}, {dev_id}) is not "
+                        f"device memory (CUDA memory has DLPack device type {_DLPACK_CUDA})")
     capsule = value.__dlpack__()
     # A legacy "dltensor" capsule points at a DLManagedTensor whose first member is the DLTensor.
     tensor = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
@@ -230,7 +231,7 @@ class ArgumentPacker:
                         return convert_pointer(int(value))
                     try:
                         address, dev = pointer_and_device(value)
-                    except TypeError as exc:
+                    except (TypeError, ValueError) as exc:  # not device memory, or a freed DeviceBuffer
                         expected = "an int or a device pointer" if takes_int else "a device pointer"
                         self._fail(spec, value, f"this parameter takes {expected}: {exc}")
                     if tensor_type is not None and isinstance(value, tensor_type):

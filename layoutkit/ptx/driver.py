@@ -15,7 +15,8 @@ import threading
 from dataclasses import dataclass, field
 
 __all__ = ["CudaDriverError", "Device", "DriverUnavailableError", "Function", "SharedMemoryLimitError",
-           "bindings", "check", "current_device", "device", "device_count", "load_function"]
+           "bindings", "check", "current_device", "device", "device_count", "initialize",
+           "load_function"]
 
 # A plain word for the CUresults a user of layoutkit meets; others get the driver's own string.
 _EXPLANATIONS = {
@@ -96,7 +97,7 @@ _init_lock = threading.Lock()
 _initialized = False
 
 
-def _init() -> None:
+def initialize() -> None:
     global _initialized
     if _initialized:
         return
@@ -115,7 +116,7 @@ def _init() -> None:
 
 def device_count() -> int:
     """Number of visible CUDA devices (raises DriverUnavailableError without a driver)."""
-    _init()
+    initialize()
     return check(bindings().cuDeviceGetCount(), "cuDeviceGetCount")
 
 
@@ -201,7 +202,7 @@ def device(ordinal: int = 0) -> Device:
 
 def current_device() -> Device:
     """The device of the context current on this thread (PyTorch's current device), else device 0."""
-    _init()
+    initialize()
     cu = bindings()
     ctx = check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
     if ctx is None or int(ctx) == 0:

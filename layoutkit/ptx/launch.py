@@ -34,7 +34,10 @@ class LaunchConfigError(ValueError):
 
 
 def _dim3(what: str, value) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
+    try:
+        dims = (value,) if isinstance(value, int) else tuple(value)
+    except TypeError:
+        dims = ()
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) for d in dims):
         raise LaunchConfigError(f"{what} = {value!r}: give an int or a tuple of 1 to 3 ints")
     return tuple(dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
@@ -162,9 +165,10 @@ class CompiledKernel:
 
     def _resolve_unknown_devices(self, ordinal: int | None) -> int:
         """Device of pointers whose objects do not say it (array-interface objects), by asking the driver."""
+        driver.initialize()
         cu = driver.bindings()
-        attr = cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
         for spec, address in self._packer.unknown_device:
+            attr = cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
             try:
                 dev = driver.check(cu.cuPointerGetAttribute(attr, address), "cuPointerGetAttribute")
             except driver.DriverUnavailableError:

@@ -182,7 +182,10 @@ def encode_tiled_arguments(address: int, dtype, *, shape, strides, box, swizzle:
 def _tensor_facts(tensor):
     """(address, dtype, shape, strides in elements, device ordinal or None) of a tensor-like object."""
     from .arguments import pointer_and_device  # the one place that reads tensors' pointers
-    address, dev = pointer_and_device(tensor)
+    try:
+        address, dev = pointer_and_device(tensor)
+    except TypeError as exc:
+        raise TensorMapError(f"tensor: {exc}") from None
     if hasattr(tensor, "stride") and callable(tensor.stride):  # torch.Tensor
         return address, tensor.dtype, tuple(tensor.shape), tuple(tensor.stride()), dev
     cai = getattr(tensor, "__cuda_array_interface__", None)
@@ -206,7 +209,7 @@ class TensorMap:
 
     def __init__(self, encoding: TiledEncoding, device: int | None = None):
         cu = driver.bindings()
-        driver._init()
+        driver.initialize()
         e = encoding
         u64, u32 = cu.cuuint64_t, cu.cuuint32_t  # cuda-python rejects plain ints in these arrays
         self._handle = driver.check(cu.cuTensorMapEncodeTiled(
