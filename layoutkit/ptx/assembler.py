@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import cache as cubin_cache
 from .cubin import Cubin
-from .ptxas_errors import PTXAssemblyError, assembly_error
+from .ptxas_errors import assembly_error
 from .resources import parse_ptxas_report, warn_about
 from .settings import get_settings
 from .toolchain import ToolchainError, find_ptxas, ptxas_version
@@ -31,7 +31,8 @@ def assemble(ptx: str, arch: str = "sm_90a", *, options: Iterable[str] = (),
     Issues ``RegisterSpillWarning`` / ``SetmaxnregIgnoredWarning`` for entries that need
     them, on cache hits too. Raises ``PTXAssemblyError`` when ptxas rejects the PTX.
 
-    >>> ptx = ".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\nret;\\n}\\n"
+    >>> ptx = ".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    >>> ptx += ".visible .entry k()\\n{\\nret;\\n}\\n"
     >>> cubin = assemble(ptx, cache=False)
     >>> cubin.entries, cubin.resources["k"].spills, cubin.data[:4]
     (('k',), False, b'\\x7fELF')

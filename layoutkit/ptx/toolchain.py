@@ -156,7 +156,7 @@ def _is_executable(path: Path) -> bool:
 
 @dataclass(frozen=True)
 class PtxasVersion:
-    """ptxas's ``--version`` report: ``release`` (major, minor), ``build`` ('V13.0.88'), full ``text``."""
+    """ptxas's ``--version``: ``release`` (major, minor), ``build`` ('V13.0.88'), the full ``text``."""
 
     release: tuple[int, int]
     build: str

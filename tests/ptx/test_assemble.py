@@ -1,4 +1,4 @@
-"""assemble(): real ptxas runs, argument checks, and ptxas errors explained with PTX and Python lines."""
+"""assemble(): real ptxas runs, argument checks, ptxas errors shown with PTX and Python lines."""
 from __future__ import annotations
 
 import pickle

@@ -28,7 +28,8 @@ def test_every_field_of_a_recorded_log():
 
 def test_spill_counts_from_a_recorded_log():
     usage = parse_ptxas_report(LOG_SPILL)["spiller"]
-    assert (usage.spill_store_bytes, usage.spill_load_bytes, usage.stack_frame_bytes) == (168, 216, 176)
+    spills = (usage.spill_store_bytes, usage.spill_load_bytes, usage.stack_frame_bytes)
+    assert spills == (168, 216, 176)
     assert usage.spills
 
 
@@ -110,7 +111,8 @@ def test_spills_are_reported_and_warned_about_with_the_byte_counts(cache_dir):
     with pytest.warns(RegisterSpillWarning) as caught:
         cubin = assemble(spilling_ptx("greedy"))
     usage = cubin.resources["greedy"]
-    assert usage.registers <= SPILL_CAP and usage.spill_store_bytes > 0 and usage.spill_load_bytes > 0
+    assert usage.registers <= SPILL_CAP
+    assert usage.spill_store_bytes > 0 and usage.spill_load_bytes > 0
     message = str(caught[0].message)
     assert "'greedy'" in message
     assert f"{usage.spill_store_bytes} bytes spill stores" in message

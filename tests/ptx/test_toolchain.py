@@ -1,4 +1,4 @@
-"""Settings and the CUDA tool finder: search order, overrides, the not-found error, ptxas version."""
+"""Settings and the CUDA tool finder: search order, overrides, the not-found error, versions."""
 from __future__ import annotations
 
 import sys
