@@ -1,0 +1,74 @@
+"""`layoutkit tour`: the README's main job — a short layout-algebra session that prints each result
+and checks it against the value CuTe documents (or against brute force), then reports the
+toolchain it found.
+
+Each step is (title, expression text, computed object, expected CuTe notation or a check).
+A wrong result exits non-zero, so the tour doubles as a smoke test of a fresh install.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, TextIO
+
+from layoutkit import algebra as la
+
+
+@dataclass(frozen=True)
+class TourStep:
+    title: str
+    expression: str
+    compute: Callable[[], object]
+    check: Callable[[object], bool]
+    expected: str
+
+
+def _equals(text: str) -> Callable[[object], bool]:
+    return lambda result: str(result) == text
+
+
+def _is_bijection_onto(n: int) -> Callable[[object], bool]:
+    return lambda layout: sorted(layout(i) for i in range(la.size(layout))) == list(range(n))
+
+
+def _steps() -> list[TourStep]:
+    M, K = la.symbol("M", divisible_by=128), la.symbol("K", divisible_by=64)
+    sw128_tile = la.ComposedLayout(la.Swizzle(3, 4, 3), 0, la.Layout((8, 64), (64, 1)))
+    return [
+        TourStep("column-major by default", "make_layout((4, 2))",
+                 lambda: la.make_layout((4, 2)), _equals("(4,2):(1,4)"), "(4,2):(1,4)"),
+        TourStep("composition is function composition",
+                 "composition((6,2):(8,2), (4,3):(3,1))",
+                 lambda: la.composition(la.Layout((6, 2), (8, 2)), la.Layout((4, 3), (3, 1))),
+                 _equals("((2,2),3):((24,2),8)"), "((2,2),3):((24,2),8)"),
+        TourStep("complement fills the gaps up to a cotarget", "complement(4:2, 24)",
+                 lambda: la.complement(la.Layout(4, 2), 24), _equals("(2,3):(1,8)"),
+                 "(2,3):(1,8)"),
+        TourStep("logical_divide splits a layout into tiles",
+                 "logical_divide((4,2,3):(2,1,8), 4:2)",
+                 lambda: la.logical_divide(la.Layout((4, 2, 3), (2, 1, 8)), la.Layout(4, 2)),
+                 _equals("((2,2),(2,3)):((4,1),(2,8))"), "((2,2),(2,3)):((4,1),(2,8))"),
+        TourStep("symbolic: a row-major (M,K) global tensor tiled by (128,64)",
+                 "zipped_divide((M,K):(K,1), (128,64)), M % 128 == 0, K % 64 == 0",
+                 lambda: la.zipped_divide(la.Layout((M, K), (K, 1)), (la.Layout(128), la.Layout(64))),
+                 _equals("((128,64),(M/128,K/64)):((K,1),(128*K,64))"),
+                 "((128,64),(M/128,K/64)):((K,1),(128*K,64))"),
+        TourStep("128-byte swizzle of an 8x64 bf16 smem tile is a permutation",
+                 "Sw<3,4,3> o (8,64):(64,1)", lambda: sw128_tile, _is_bijection_onto(512),
+                 "a bijection onto [0, 512)"),
+        TourStep("thread-value layout: 32 threads x 4 values over a (4,32) tile",
+                 "make_layout_tv((4,8):(8,1), (1,4):(4,1))",
+                 lambda: la.make_layout_tv(la.Layout((4, 8), (8, 1)), la.Layout((1, 4), (4, 1)))[1],
+                 _is_bijection_onto(128), "a bijection onto the 128 tile elements"),
+    ]
+
+
+def run_tour(out: TextIO) -> bool:
+    """Print every step of the tour to ``out``; True when every result checks."""
+    all_ok = True
+    for number, step in enumerate(_steps(), 1):
+        result = step.compute()
+        ok = step.check(result)
+        all_ok &= ok
+        print(f"{number}. {step.title}\n   {step.expression}\n   = {result}"
+              f"   [{'ok' if ok else 'WRONG, expected ' + step.expected}]", file=out)
+    return all_ok
