@@ -91,7 +91,7 @@ def test_every_form_assembles():
     (lambda k: convert.mov(k, k.reg("u8")), PTXTypeError, "the type must be one of .pred"),
     (lambda k: convert.pack(k, (k.reg("u32"),)), PTXTypeError, "packs 2 or 4 registers"),
     (lambda k: convert.pack(k, (k.reg("u32"), k.reg("u16"))), PTXTypeError,
-     r"operand parts\[1\] = %us0 \(.u16\): a .u16 register cannot receive a .b32"),
+     r"operand parts\[1\] = %us0 \(.u16\): a .u16 register cannot be used as .b32"),
     (lambda k: convert.unpack(k, k.reg("b32"), 3), PTXBuildError, "operand count = 3"),
     (lambda k: convert.unpack(k, k.reg("b32"), 2, part_type="f32"), PTXTypeError,
      "2 parts of .f32 do not make .b32"),

@@ -152,8 +152,9 @@ def address(k: Kernel, instr: str, operand: str, value, *, offset: int = 0,
 
 
 def regs_of(k: Kernel, instr: str, operand: str, values, ptype: PTXType, count: int,
-            *, allow_sink: bool = False) -> tuple:
-    """Exactly `count` registers compatible with `ptype` (a vector or MMA fragment)."""
+            *, writes: bool = False, allow_sink: bool = False) -> tuple:
+    """Exactly `count` registers compatible with `ptype` (a vector or MMA fragment) that the
+    instruction reads, or writes when `writes`."""
     values = tuple(values) if isinstance(values, (tuple, list)) else (values,)
     if len(values) != count:
         raise PTXRangeError(f"needs exactly {count} registers of .{ptype}, got {len(values)}",
@@ -166,7 +167,9 @@ def regs_of(k: Kernel, instr: str, operand: str, values, ptype: PTXType, count: 
         if not isinstance(v, Reg):
             raise PTXTypeError(f"element {i} must be a register", instruction=instr,
                                operand=operand, value=v)
-        out.append(dest(k, instr, v, ptype, f"{operand}[{i}]"))
+        name = f"{operand}[{i}]"
+        out.append(dest(k, instr, v, ptype, name) if writes else
+                   source(k, instr, name, v, ptype, imm=False))
     return tuple(out)
 
 

@@ -102,7 +102,7 @@ def ld(k: Kernel, space: str, addr, dtype, *, vec: int = 1, cache=None, eviction
         d = dest(k, opcode, out, t)
         defs, target = (d,), d
     else:
-        defs = regs_of(k, opcode, "out", out, t, vec) if out is not None else k.regs(t, vec)
+        defs = regs_of(k, opcode, "out", out, t, vec, writes=True) if out is not None else k.regs(t, vec)
         target = Vector(defs)
     requires = EVICTION if eviction or prefetch else Requirement()
     k.emit(opcode, (target, a), defs=defs, pred=pred, requires=requires)
