@@ -155,7 +155,11 @@ def _by_mode(op, a, b):
 def logical_divide(a, b):
     if isinstance(a, pc.ComposedLayout):
         return pc.ComposedLayout(a.layoutB, a.offset, logical_divide(a.layoutA, b))
-    return _by_mode(lambda x, t: pc.logical_divide(x, t) if not isinstance(t, tuple) else logical_divide(x, t), a, b)
+    def one(x, t):
+        if isinstance(t, tuple):
+            return logical_divide(x, t)
+        return composition(x, _concat([t, complement(t, pc.size(x))]))
+    return _by_mode(one, a, b)
 
 
 @_guarded
