@@ -98,6 +98,7 @@ _initialized = False
 
 
 def initialize() -> None:
+    """cuInit once per process; DriverUnavailableError where cuda-python, libcuda or a device is missing."""
     global _initialized
     if _initialized:
         return

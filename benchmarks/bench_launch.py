@@ -1,0 +1,129 @@
+"""Per-launch host overhead: layoutkit's CompiledKernel.launch against the raw cuda.bindings floor,
+a trivial Triton kernel and a trivial PyTorch op, all in one run.
+
+Each method launches an empty kernel (two tensor pointers + one int) in batches; a batch's time is
+host wall time from before the first launch to after the synchronize that ends it, divided by the
+launches in it. The table reports the median over batches (methods interleaved batch by batch) and
+the same for the host loop alone (before the synchronize), each also as a ratio to the floor.
+
+    python benchmarks/bench_launch.py [--launches 10000] [--batch 500]
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from layoutkit.ptx import CompiledKernel, assemble  # noqa: E402
+from layoutkit.ptx import driver  # noqa: E402
+
+EMPTY = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry empty(.param .u64 a, .param .u64 b, .param .u32 n)
+{
+    ret;
+}
+"""
+
+
+def layoutkit_launcher(a, b, n):
+    kernel = CompiledKernel(assemble(EMPTY))
+    launch = kernel.launch
+
+    def run():
+        launch(a, b, n, grid=1, block=32)
+    return run
+
+
+def raw_floor_launcher(a, b, n):
+    """cuLaunchKernel on the same cubin with the parameters packed once: the floor."""
+    cu = driver.bindings()
+    fn = driver.load_function(assemble(EMPTY).data, "empty", driver.device(a.device.index)).handle
+    values = (ctypes.c_uint64(a.data_ptr()), ctypes.c_uint64(b.data_ptr()), ctypes.c_uint32(n))
+    pointers = (ctypes.c_void_p * 3)(*[ctypes.addressof(v) for v in values])
+    params = ctypes.addressof(pointers)
+    stream = cu.CUstream(torch.cuda.current_stream().cuda_stream)
+    launch = cu.cuLaunchKernel
+
+    def run():
+        launch(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)
+    run.keep = (values, pointers)
+    return run
+
+
+def triton_launcher(a, b, n):
+    try:
+        import triton
+    except ImportError:
+        return None
+
+    @triton.jit
+    def empty(a_ptr, b_ptr, n):
+        pass
+
+    def run():
+        empty[(1,)](a, b, n)
+    return run
+
+
+def torch_launcher(a, b, n):
+    x = torch.zeros(4, device="cuda")
+
+    def run():
+        x.add_(1)
+    return run
+
+
+def measure(launchers, launches: int, batch: int) -> dict[str, tuple[float, float]]:
+    for run in launchers.values():  # warm-up: module loads, JIT, caches
+        for _ in range(1000):
+            run()
+    torch.cuda.synchronize()
+    total, host = {name: [] for name in launchers}, {name: [] for name in launchers}
+    for _ in range(max(launches // batch, 1)):
+        for name, run in launchers.items():
+            start = time.perf_counter()
+            for _ in range(batch):
+                run()
+            queued = time.perf_counter()
+            torch.cuda.synchronize()
+            end = time.perf_counter()
+            total[name].append((end - start) / batch * 1e6)
+            host[name].append((queued - start) / batch * 1e6)
+    return {name: (statistics.median(total[name]), statistics.median(host[name])) for name in launchers}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--launches", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=500)
+    args = parser.parse_args()
+    a, b, n = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda"), 1024
+    launchers = {
+        "raw cuLaunchKernel (floor)": raw_floor_launcher(a, b, n),
+        "layoutkit CompiledKernel.launch": layoutkit_launcher(a, b, n),
+        "triton (empty @triton.jit)": triton_launcher(a, b, n),
+        "torch x.add_(1)": torch_launcher(a, b, n),
+    }
+    launchers = {name: run for name, run in launchers.items() if run is not None}
+    results = measure(launchers, args.launches, args.batch)
+    floor_total, floor_host = results["raw cuLaunchKernel (floor)"]
+    print(f"\nLaunch overhead, {datetime.date.today()}, {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"{args.launches} launches per method in batches of {args.batch} (median over batches)\n")
+    print("| method | µs per launch (incl. sync) | ratio | µs host loop only | ratio |")
+    print("|---|---:|---:|---:|---:|")
+    for name, (total, host) in results.items():
+        print(f"| {name} | {total:.2f} | {total / floor_total:.2f} | {host:.2f} | {host / floor_host:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
