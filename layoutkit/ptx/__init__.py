@@ -15,7 +15,7 @@ from .toolchain import (PtxasVersion, ToolchainError, ToolNotFoundError,  # noqa
                         find_cuobjdump, find_nvdisasm, find_ptxas, find_tool, ptxas_version)
 from .resources import (PtxasReportError, PtxasWarning, RegisterSpillWarning,  # noqa: F401
                         ResourceUsage, SetmaxnregIgnoredWarning, parse_ptxas_report)
-from .ptxas_errors import PTXAssemblyError, PTXLoc  # noqa: F401
+from .ptxas_errors import PTXAssemblyError  # noqa: F401
 from .cubin import Cubin  # noqa: F401
 from .cache import CacheInfo, CacheWarning, cache_clear, cache_info  # noqa: F401
 from .assembler import assemble  # noqa: F401

@@ -8,9 +8,9 @@ the Python ``path:line`` that emitted it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from .toolchain import ToolchainError
+from .builder.source_location import SourceLocation
 
 _LINE_REFS = (re.compile(r", line (\d+);"), re.compile(r"\bat line (\d+)\b"))
 _FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"((?:[^"\\]|\\.)*)"')
@@ -20,29 +20,15 @@ _CONTEXT = 2        # PTX lines shown on each side of the offending one
 _MAX_EXCERPTS = 5   # offending lines quoted in one message
 
 
-@dataclass(frozen=True)
-class PTXLoc:
-    """A ``.loc K line column`` directive resolved through ``.file K "file"``: where the
-    generator of the PTX says a PTX line came from (for layoutkit, the user's Python line).
-    Column 0 when the directive gives none."""
-
-    file: str
-    line: int
-    column: int = 0
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}"
-
-
 class PTXAssemblyError(ToolchainError):
     """ptxas rejected the PTX. Carries ptxas's ``diagnostics`` and the offending lines.
 
     ``ptx_lines`` are the 1-based PTX line numbers ptxas named (in its order, no repeats);
-    ``source`` maps each to the ``PTXLoc`` (Python file:line) that emitted it, where known.
+    ``source`` maps each to the ``SourceLocation`` (Python file:line) that emitted it, where known.
     """
 
     def __init__(self, message: str, *, diagnostics: str, command: tuple[str, ...],
-                 ptx_lines: tuple[int, ...] = (), source: dict[int, PTXLoc] | None = None):
+                 ptx_lines: tuple[int, ...] = (), source: dict[int, SourceLocation] | None = None):
         super().__init__(message)
         self.diagnostics = diagnostics
         self.command = command
@@ -54,7 +40,7 @@ class PTXAssemblyError(ToolchainError):
                                  self.source))
 
     @property
-    def source_location(self) -> PTXLoc | None:
+    def source_location(self) -> SourceLocation | None:
         """The Python location of the first offending PTX line, if the PTX records it."""
         return next((self.source[n] for n in self.ptx_lines if n in self.source), None)
 
@@ -91,7 +77,7 @@ def assembly_error(ptx: str, log: str, *, arch: str, returncode: int,
                             ptx_lines=tuple(lines), source=source)
 
 
-def ptx_loc(ptx: str, line_number: int) -> PTXLoc | None:
+def ptx_loc(ptx: str, line_number: int) -> SourceLocation | None:
     """The Python location of PTX line ``line_number`` (1-based): the last ``.loc`` before it
     inside the same function, resolved through the module's ``.file`` table."""
     files: dict[int, str] = {}
@@ -108,7 +94,7 @@ def ptx_loc(ptx: str, line_number: int) -> PTXLoc | None:
             loc = None
     if loc is None or loc[0] not in files:
         return None
-    return PTXLoc(files[loc[0]], loc[1], loc[2])
+    return SourceLocation(files[loc[0]], loc[1], loc[2])
 
 
 def _referenced_lines(diagnostics: str, line_count: int) -> list[int]:

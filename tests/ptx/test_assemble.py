@@ -5,7 +5,7 @@ import pickle
 
 import pytest
 
-from layoutkit.ptx import (Cubin, PTXAssemblyError, PTXLoc, RegisterSpillWarning, assemble,
+from layoutkit.ptx import (Cubin, PTXAssemblyError, SourceLocation, RegisterSpillWarning, assemble,
                            ptxas_version)
 from layoutkit.ptx.ptxas_errors import ptx_loc
 
@@ -82,18 +82,18 @@ def test_ptxas_error_shows_ptxas_message_the_ptx_line_and_the_python_line(cache_
     assert f"PTX line {BAD_INSTRUCTION_LINE} (emitted by /home/user/my kernel.py:12)" in message
     assert f"> {BAD_INSTRUCTION_LINE} |   frobnicate.u32 %r2, %r1;" in message
     assert f"  {BAD_INSTRUCTION_LINE - 1} |   .loc 1 12 5" in message  # context
-    assert err.source_location == PTXLoc("/home/user/my kernel.py", 12, 5)
+    assert err.source_location == SourceLocation("/home/user/my kernel.py", 12, 5)
     assert "error" in err.diagnostics and err.command[1:3] == ("-arch=sm_90a", "-v")
 
 
 def test_ptx_loc_takes_the_last_loc_before_the_line_and_resets_per_function():
-    assert ptx_loc(BROKEN, 12) == PTXLoc("/home/user/helpers.py", 33, 8)
-    assert ptx_loc(BROKEN, 10) == PTXLoc("/home/user/my kernel.py", 10, 4)
+    assert ptx_loc(BROKEN, 12) == SourceLocation("/home/user/helpers.py", 33, 8)
+    assert ptx_loc(BROKEN, 10) == SourceLocation("/home/user/my kernel.py", 10, 4)
     assert ptx_loc(BROKEN, 8) is None  # before any .loc
     two_functions = BROKEN.replace("  ret;\n}\n", "  ret;\n}\n.visible .entry j()\n{\n  ret;\n}\n")
     last_line = two_functions.count("\n") - 1
     assert ptx_loc(two_functions, last_line) is None
-    assert ptx_loc('.file 3 "a.py"\n.loc 3 7\nx;\n', 3) == PTXLoc("a.py", 7, 0)
+    assert ptx_loc('.file 3 "a.py"\n.loc 3 7\nx;\n', 3) == SourceLocation("a.py", 7, 0)
     assert ptx_loc('.loc 4 7 1\nx;\n', 2) is None  # .loc of an undeclared file
 
 
