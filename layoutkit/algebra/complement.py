@@ -22,7 +22,7 @@ def sorted_by_stride(modes: list, what: str) -> list:
             return 0
         k = it.le(x[1], y[1])
         if k is None:
-            raise LayoutError(f"{what}: the order of strides {it.fmt(x[1])} and {it.fmt(y[1])} "
+            raise LayoutError(f"{it._text(what)}: the order of strides {it.fmt(x[1])} and {it.fmt(y[1])} "
                               "could not be proven from the declared facts")
         return -1 if k else 1
     return sorted(modes, key=functools.cmp_to_key(cmp))
@@ -58,22 +58,44 @@ def complement(layout, cotarget=None) -> Layout:
         cotarget = it.normalize(cotarget, "complement cotarget")
     shapes, strides = it.flatten(flt.shape), it.flatten(flt.stride)
     if it.is_zero(strides[0]):
-        return Layout._new(it.product(cotarget), 1)
+        return Layout(it.product(cotarget))
+    if all(type(d) is int for d in strides) and all(type(x) is int for x in shapes):
+        fast = _complement_int(shapes, strides, cotarget)
+        if fast is not None:
+            return fast
     for d in strides:
         if it.lt(d, 0) is not False:
             raise LayoutError(f"complement({layout}): stride {it.fmt(d)} is not provably "
                               "positive; complement needs nonnegative strides")
     cur = 1
     res_s, res_d = [], []
-    for s, d in sorted_by_stride(list(zip(shapes, strides)), f"complement({layout})"):
+    for s, d in sorted_by_stride(list(zip(shapes, strides)), lambda: f"complement({layout})"):
         if it.lt(d, cur) is True:
             raise LayoutError(f"complement({layout}): the layout is not injective (stride "
                               f"{it.fmt(d)} lies inside the extent {it.fmt(cur)} of smaller modes)")
-        it.require(it.divides(cur, d), f"stride {it.fmt(d)} is a multiple of the extent "
-                   f"{it.fmt(cur)} of the smaller modes", f"complement({layout})")
+        it.require(it.divides(cur, d), lambda: f"stride {it.fmt(d)} is a multiple of the extent "
+                   f"{it.fmt(cur)} of the smaller modes", lambda: f"complement({layout})")
         res_s.append(it.exact_div(d, cur, "complement"))
         res_d.append(cur)
         cur = it.mul(s, d)
     res_s.append(it.product(it.ceil_div(cotarget, cur)))
+    res_d.append(cur)
+    return _flat_coalesce(res_s, res_d)
+
+
+def _complement_int(shapes, strides, cotarget):
+    """The all-int path of complement; None when a check fails (the general path raises)."""
+    cur = 1
+    res_s, res_d = [], []
+    for d, s in sorted(zip(strides, shapes)):
+        if d < cur or d % cur:
+            return None
+        res_s.append(d // cur)
+        res_d.append(cur)
+        cur = s * d
+    if type(cotarget) is int:
+        res_s.append(-(-cotarget // cur))
+    else:
+        res_s.append(it.product(it.ceil_div(cotarget, cur)))
     res_d.append(cur)
     return _flat_coalesce(res_s, res_d)

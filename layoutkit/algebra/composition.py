@@ -47,18 +47,39 @@ def composition(A, B):
     shapes, strides = flat.shape, flat.stride
     if type(shapes) is not tuple:
         shapes, strides = (shapes,), (strides,)
-    return _compose(shapes, strides, B.shape, B.stride, A, B)
+    if type(B.shape) is not tuple:
+        return _compose_leaf(shapes, strides, B.shape, B.stride, A, B, None)
+    digits = {}
+    result = _compose(shapes, strides, B.shape, B.stride, A, B, digits)
+    _check_no_carry(shapes, digits, A, B)
+    return result
 
 
-def _compose(shapes, strides, b_shape, b_stride, A, B):
+def _compose(shapes, strides, b_shape, b_stride, A, B, digits):
     if type(b_shape) is tuple:
-        parts = [_compose(shapes, strides, s, d, A, B) for s, d in zip(b_shape, b_stride)]
+        parts = [_compose(shapes, strides, s, d, A, B, digits) for s, d in zip(b_shape, b_stride)]
         return Layout._new(tuple(p.shape for p in parts), tuple(p.stride for p in parts))
-    return _compose_leaf(shapes, strides, b_shape, b_stride, A, B)
+    return _compose_leaf(shapes, strides, b_shape, b_stride, A, B, digits)
 
 
-def _compose_leaf(shapes, strides, n, r, A, B) -> Layout:
-    """coalesced A (flat) ∘ n:r."""
+def _check_no_carry(shapes, digits, A, B):
+    """B's modes are composed one by one; their sum is A∘B only if, in every mode of coalesced A
+    (but the last, which is unbounded), the largest digits of B's modes add up without a carry
+    (after coalescing, a carry always changes A's value). CuTe assumes this; we check it."""
+    for k, terms in digits.items():
+        if len(terms) < 2:
+            continue
+        total = terms[0]
+        for t in terms[1:]:
+            total = it.add(total, t)
+        it.require(it.lt(total, shapes[k]), lambda: f"B's modes overlap in A's mode {k} of shape "
+                   f"{it.fmt(shapes[k])} (their largest offsets there sum to {it.fmt(total)}, so "
+                   "A∘B is not the concatenation of A∘B_i; B is not injective into A's modes)",
+                   lambda: _ctx(A, B))
+
+
+def _compose_leaf(shapes, strides, n, r, A, B, digits) -> Layout:
+    """coalesced A (flat) ∘ n:r; records in ``digits`` the largest digit it uses in each mode."""
     if it.is_zero(r):
         return Layout._new(n, r)
     last = len(shapes) - 1
@@ -78,12 +99,14 @@ def _compose_leaf(shapes, strides, n, r, A, B) -> Layout:
             continue
         inside = it.divides(ar, s)
         if inside is True:                    # s/ar elements of this mode, stride ar*d
-            m = it.min_(it.exact_div(s, ar, "composition"), n, _ctx(A, B))
-            it.require(it.divides(m, n), f"shape divisibility condition: {it.fmt(m)} divides "
+            m = it.min_(it.exact_div(s, ar, "composition"), n, lambda: _ctx(A, B))
+            it.require(it.divides(m, n), lambda: f"shape divisibility condition: {it.fmt(m)} divides "
                        f"{it.fmt(n)} (B's remaining size vs. A's mode {i} of shape {it.fmt(s)})",
-                       _ctx(A, B))
+                       lambda: _ctx(A, B))
             res_s.append(m)
             res_d.append(it.mul(it.mul(sgn, ar), d))
+            if digits is not None:
+                digits.setdefault(i, []).append(it.mul(it.add(m, -1), ar))
             n = it.exact_div(n, m, "composition")
             ar = 1
             continue
@@ -93,12 +116,14 @@ def _compose_leaf(shapes, strides, n, r, A, B) -> Layout:
         if fits is True:                      # the remaining n elements all lie inside this mode
             res_s.append(n)
             res_d.append(it.mul(it.mul(sgn, ar), d))
+            if digits is not None:
+                digits.setdefault(i, []).append(it.mul(it.add(n, -1), ar))
             n, ar = 1, 1
             continue
         known = None if None in (skip, inside, fits) else False
-        it.require(known, f"stride divisibility condition: B's stride {it.fmt(ar)} and A's mode "
+        it.require(known, lambda: f"stride divisibility condition: B's stride {it.fmt(ar)} and A's mode "
                    f"{i} of shape {it.fmt(s)} (neither divides the other, and B's remaining "
-                   f"{it.fmt(n)} elements do not fit in the mode)", _ctx(A, B))
+                   f"{it.fmt(n)} elements do not fit in the mode)", lambda: _ctx(A, B))
     if not res_s:
         return Layout._new(n, it.mul(it.mul(sgn, ar), strides[last]))
     if not it.is_one(n):

@@ -12,7 +12,7 @@ from . import symbolic
 from .errors import LayoutError
 
 __all__ = ["is_int", "is_tuple", "flatten", "product", "product_each", "inner_product",
-           "prefix_product", "ceil_div", "shape_div", "congruent", "crd2idx", "idx2crd",
+           "prefix_product", "compact_col_major", "ceil_div", "shape_div", "congruent", "crd2idx", "idx2crd",
            "fmt", "normalize"]
 
 
@@ -40,10 +40,7 @@ def normalize(x, what: str):
     try:
         return operator.index(x)
     except TypeError:
-        try:
-            return symbolic.norm(x)
-        except Exception:
-            raise LayoutError(f"{what}: {x!r} is not an integer") from None
+        raise LayoutError(f"{what}: {x!r} is not an integer") from None
 
 
 def fmt(x) -> str:
@@ -80,9 +77,9 @@ def exact_div(n, d, context: str):
     """n / d where d must divide n."""
     if type(n) is int and type(d) is int:
         if n % d:
-            raise LayoutError(f"{context}: {d} does not divide {n}")
+            raise LayoutError(f"{_text(context)}: {d} does not divide {n}")
         return n // d
-    return symbolic.exact_div(n, d, context)
+    return symbolic.exact_div(n, d, _text(context))
 
 
 def divides(d, n):
@@ -137,9 +134,17 @@ def sign(x) -> int:
     return 1 if symbolic.le(0, x) else -1 if symbolic.lt(x, 0) else 0
 
 
-def require(known, what: str, context: str):
-    """Raise LayoutError unless ``known`` is True (False: failed; None: not provable)."""
+def _text(x) -> str:
+    return x() if callable(x) else x
+
+
+def require(known, what, context):
+    """Raise LayoutError unless ``known`` is True (False: failed; None: not provable).
+    ``what`` and ``context`` are strings or zero-argument callables, evaluated only on failure."""
     if known is not True:
+        what, context = _text(what), _text(context)
+        if known is False:
+            raise LayoutError(f"{context}: {what} does not hold")
         symbolic.require(known, what, context)
 
 
@@ -148,7 +153,7 @@ def min_(a, b, context: str):
     k = le(a, b)
     if k is None:
         k = le(b, a)
-        require(k, f"{fmt(a)} <= {fmt(b)} or {fmt(b)} <= {fmt(a)}", context)
+        require(k, lambda: f"{fmt(a)} <= {fmt(b)} or {fmt(b)} <= {fmt(a)}", context)
         return b
     return a if k else b
 
@@ -159,6 +164,11 @@ def flatten(t) -> tuple:
     """The leaves of t, in order, as a flat tuple (an int becomes a 1-tuple)."""
     if type(t) is not tuple:
         return (t,)
+    for v in t:
+        if type(v) is tuple:
+            break
+    else:
+        return t
     out = []
     for v in t:
         if type(v) is tuple:
@@ -204,6 +214,18 @@ def prefix_product(a, init=1):
     return init
 
 
+def compact_col_major(shape, current=1):
+    """Column-major strides for shape starting at current; a size-1 mode gets stride 0 (CuTe's
+    compact_major<LayoutLeft> for static 1s; pycute's prefix_product gives it the running product)."""
+    if type(shape) is tuple:
+        out = []
+        for v in shape:
+            out.append(compact_col_major(v, current))
+            current = mul(current, product(v))
+        return tuple(out)
+    return 0 if type(shape) is int and shape == 1 else current
+
+
 def ceil_div(a, b):
     """CuTe's ceil_div on IntTuples: int/int rounds up; tuple/int folds b through a's modes;
     tuple/tuple is by mode (missing modes of b are 1); int/tuple divides by product(b)."""
@@ -239,7 +261,7 @@ def shape_div(a, b):
     ok = divides(b, a)
     if ok is not True:
         ok = divides(a, b) if ok is False else (divides(a, b) or None)
-    require(ok, f"{fmt(b)} divides {fmt(a)} or {fmt(a)} divides {fmt(b)}", "shape_div")
+    require(ok, lambda: f"{fmt(b)} divides {fmt(a)} or {fmt(a)} divides {fmt(b)}", "shape_div")
     return ceil_div_int(a, b)
 
 
@@ -302,6 +324,11 @@ def idx2crd(idx, shape, stride=None):
     if stride is not None:
         if type(shape) is tuple:
             return tuple(idx2crd(idx, s, d) for s, d in zip(shape, stride))
+        if is_one(shape):
+            return 0
+        if is_zero(stride):
+            raise LayoutError(f"idx2crd: a mode of shape {fmt(shape)} has stride 0, so its "
+                              "coordinate cannot be recovered from an index")
         q = idx // stride if type(idx) is int and type(stride) is int else symbolic.norm(idx // stride)
         return _idx_mod_div(q, shape)[0]
     if type(shape) is tuple:

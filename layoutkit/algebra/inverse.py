@@ -37,7 +37,14 @@ def right_inverse(layout) -> Layout:
         return None
     cur = 1
     res_s, res_d = [1], [0]
-    for s, d, p in sorted_by_stride(modes, f"right_inverse({layout})"):
+    if all(type(m[1]) is int for m in modes):
+        for d, s, p in sorted((m[1], m[0], m[2]) for m in modes):
+            if d == cur:
+                res_s.append(s)
+                res_d.append(p)
+                cur = s * d
+        return _flat_coalesce(res_s, res_d)
+    for s, d, p in sorted_by_stride(modes, lambda: f"right_inverse({layout})"):
         k = it.eq(d, cur)
         if k is None:
             raise LayoutError(f"right_inverse({layout}): whether stride {it.fmt(d)} equals "
@@ -62,7 +69,7 @@ def left_inverse(layout) -> Layout:
     modes = _modes(layout, "left_inverse")
     if modes is None:
         return None
-    sorted_modes = sorted_by_stride(modes, f"left_inverse({layout})")
+    sorted_modes = sorted_by_stride(modes, lambda: f"left_inverse({layout})")
     res_s, res_d = [], [0]
     span = 1
     for s, d, p in sorted_modes:
@@ -70,7 +77,7 @@ def left_inverse(layout) -> Layout:
             continue
         if it.lt(d, 0) is not False:
             raise LayoutError(f"left_inverse({layout}): stride {it.fmt(d)} is not provably positive")
-        q = it.exact_div(d, span, f"left_inverse({layout}): divisibility condition")
+        q = it.exact_div(d, span, lambda: f"left_inverse({layout}): divisibility condition")
         res_s.append(q)
         res_d.append(p)
         span = it.mul(span, q)

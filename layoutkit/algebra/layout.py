@@ -19,6 +19,21 @@ def _check_shape_leaves(shape_) -> None:
             raise LayoutError(f"Layout shape {it.fmt(shape_)}: extent {it.fmt(s)} is not provably positive")
 
 
+def _fast_shape(shape) -> bool:
+    """shape is already a valid all-int IntTuple (the common case, checked without copying)."""
+    if type(shape) is int:
+        return shape >= 1
+    return type(shape) is tuple and all(_fast_shape(s) for s in shape)
+
+
+def _fast_pair(shape, stride) -> bool:
+    """(shape, stride) are already valid, congruent, all-int IntTuples."""
+    if type(shape) is int:
+        return type(stride) is int and shape >= 1
+    return (type(shape) is tuple and type(stride) is tuple and len(shape) == len(stride)
+            and all(_fast_pair(s, d) for s, d in zip(shape, stride)))
+
+
 def _py(x) -> str:
     if type(x) is tuple:
         inner = ", ".join(_py(v) for v in x)
@@ -67,11 +82,14 @@ class Layout:
     __slots__ = ("shape", "stride", "_hash")
 
     def __init__(self, shape, stride=None):
-        shape = it.normalize(shape, "Layout shape")
-        _check_shape_leaves(shape)
         if stride is None:
-            stride = it.prefix_product(shape)
-        else:
+            if not _fast_shape(shape):
+                shape = it.normalize(shape, "Layout shape")
+                _check_shape_leaves(shape)
+            stride = it.compact_col_major(shape)
+        elif not _fast_pair(shape, stride):
+            shape = it.normalize(shape, "Layout shape")
+            _check_shape_leaves(shape)
             stride = it.normalize(stride, "Layout stride")
             if not it.congruent(shape, stride):
                 raise LayoutError(f"Layout: shape {it.fmt(shape)} and stride {it.fmt(stride)} "
@@ -175,11 +193,14 @@ class Layout:
 
 
 def make_layout(*args, stride=None):
-    """``make_layout(shape, stride=None)``: a layout, column-major (CuTe's LayoutLeft) by default;
+    """``make_layout(shape, stride=None)``: a layout, column-major (CuTe's LayoutLeft) by default,
+    where, as in CuTe's C++, a size-1 mode gets stride 0 (pycute gives it the running product);
     ``make_layout(L0, L1, ...)``: the layouts as the modes of one layout.
 
     >>> make_layout((4, 3))
     Layout((4, 3), (1, 4))
+    >>> make_layout((4, 1, 2))
+    Layout((4, 1, 2), (1, 0, 4))
     >>> str(make_layout(Layout(4, 2), Layout((2, 2), (1, 8))))
     '(4,(2,2)):(2,(1,8))'
     """

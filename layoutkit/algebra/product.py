@@ -66,9 +66,11 @@ def append_modes(layout: Layout, r: int) -> Layout:
 
 
 def _zip_layouts(a: Layout, b: Layout) -> Layout:
-    if type(a.shape) is tuple:
-        return Layout._new(tuple(zip(a.shape, b.shape)), tuple(zip(a.stride, b.stride)))
-    return Layout._new(((a.shape, b.shape),), ((a.stride, b.stride),))
+    """((a0,b0),(a1,b1),...); an int-shaped operand counts as its single mode (CuTe's zip)."""
+    def modes(t):
+        return t if type(t) is tuple else (t,)
+    return Layout._new(tuple(zip(modes(a.shape), modes(b.shape))),
+                       tuple(zip(modes(a.stride), modes(b.stride))))
 
 
 def _rank_sensitive(block, tiler, raked: bool):
@@ -109,7 +111,7 @@ def _ordered_layout(shape_: tuple, order) -> Layout:
     strides = [0] * len(shape_)
     cur = 1
     for i in sorted(range(len(shape_)), key=lambda i: order[i]):
-        strides[i] = cur
+        strides[i] = 0 if shape_[i] == 1 else cur
         cur = it.mul(cur, shape_[i])
     return Layout._new(tuple(shape_), tuple(strides))
 
@@ -132,7 +134,7 @@ def tile_to_shape(block: Layout, trg_shape, order=None) -> Layout:
     block_shape = it.product_each(padded.shape)
     target = it.product_each(trg_shape)
     for t, b in zip(target, block_shape):
-        it.require(it.divides(b, t), f"block extent {it.fmt(b)} divides target extent "
-                   f"{it.fmt(t)}", f"tile_to_shape({block}, {it.fmt(trg_shape)})")
+        it.require(it.divides(b, t), lambda: f"block extent {it.fmt(b)} divides target extent "
+                   f"{it.fmt(t)}", lambda: f"tile_to_shape({block}, {it.fmt(trg_shape)})")
     reps = tuple(it.exact_div(t, b, "tile_to_shape") for t, b in zip(target, block_shape))
     return blocked_product(padded, _ordered_layout(reps, order))
