@@ -7,7 +7,7 @@ Pure stdlib (plus sympy for typesetting symbols); no CUDA.
 
 >>> from layoutkit.algebra import Layout, make_layout_tv
 >>> fig = show(*make_layout_tv(Layout((4, 8), (8, 1)), Layout((1, 4), (1, 1))))
->>> fig.svg.count(">T31<"), fig.svg.count(">V3<")
+>>> fig.svg.count(">T31</tspan>"), fig.svg.count(">V3</tspan>")   # thread 31's 4 cells; value 3 of 32 threads
 (4, 32)
 """
 from __future__ import annotations
