@@ -88,7 +88,24 @@ crd2idx = _guarded(pc.crd2idx)
 idx2crd = _guarded(pc.idx2crd)
 coalesce = _guarded(pc.coalesce)
 filter = _guarded(pc.filter)  # noqa: A001 - the CuTe name
-right_inverse = _guarded(pc.right_inverse)
+
+
+@_guarded
+def right_inverse(layout):
+    """C++'s right_inverse (layout.hpp): over the coalesced modes sorted by stride, take each mode
+    whose stride is the running extent; others (stride 0) are skipped. pycute stops at the first
+    mismatch, so a stride-0 mode makes its result trivial."""
+    c = pc.coalesce(layout)
+    shape = c.shape if isinstance(c.shape, tuple) else (c.shape,)
+    stride = c.stride if isinstance(c.stride, tuple) else (c.stride,)
+    preprod = pc.prefix_product(shape)
+    r_shape, r_stride, cur = [1], [0], 1
+    for k in sorted(range(len(shape)), key=lambda k: stride[k]):
+        if stride[k] == cur:
+            r_shape.append(shape[k])
+            r_stride.append(preprod[k])
+            cur = shape[k] * stride[k]
+    return pc.coalesce(pc.Layout(tuple(r_shape), tuple(r_stride)))
 
 
 @_guarded
@@ -285,7 +302,7 @@ def _map_leaves(layout, f):
 
 @_guarded
 def max_common_vector(a, b):
-    common = pc.coalesce(pc.composition(a, pc.right_inverse(b)))
+    common = pc.coalesce(composition(a, right_inverse(b)))
     first = common[0]
     return first.shape if first.stride == 1 else 1
 
