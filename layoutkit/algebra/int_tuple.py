@@ -63,7 +63,7 @@ def mul(a, b):
 def add(a, b):
     if type(a) is int and type(b) is int:
         return a + b
-    return symbolic.norm(a + b)
+    return symbolic.norm(symbolic.expand(a + b))
 
 
 def ceil_div_int(a, b):

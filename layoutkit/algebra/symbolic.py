@@ -6,6 +6,12 @@ is known exact and ``ceil_div(M, 64)`` simplifies to ``M/64``. Conditions an ope
 ``divides``/``le``/``eq``, which answer True, False or None (unknown); ``require`` turns an
 unknown into a LayoutError that says the condition could not be proven from the declared facts.
 
+Decisions that only shape the result's form (is this extent 1? can these two modes merge?) treat
+an unproven fact as false, as CuTe treats a dynamic int: substituting values into a symbolic result
+gives exactly the integer result whenever no symbolic extent of it becomes 1 (and, for a merge,
+two different expressions do not happen to coincide); otherwise it is the same function with an
+extra size-1 mode. Decisions an operation's correctness depends on are proven or raise.
+
 Every function here is reached only when a sympy object is present: plain ints never touch sympy.
 """
 from __future__ import annotations
@@ -75,6 +81,11 @@ def norm(x):
             return int(x)
         raise LayoutError(f"value {x} is not an integer")
     return x
+
+
+def expand(x):
+    """x multiplied out, so that sums of products stay in one canonical form."""
+    return sympy.expand(x)
 
 
 def display(x) -> str:
@@ -173,7 +184,11 @@ def exact_div(n, d, context: str):
 def ceil_div(a, b):
     """ceiling(a / b) for positive b, simplified."""
     q = sympy.cancel(sympy.sympify(a) / b)
-    return norm(q if divides(b, a) else sympy.ceiling(q))
+    if divides(b, a):
+        return norm(q)
+    if lt(0, a) and le(a, b):
+        return 1
+    return norm(sympy.ceiling(q))
 
 
 def substitute(x, values: dict):
