@@ -118,7 +118,7 @@ class ComposedLayout:
 
     def _repr_svg_(self):
         from . import render
-        return render.layout_svg(self)
+        return render.svg_or_none(self)
 
 
 def acts_on_inner(op):

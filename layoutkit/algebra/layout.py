@@ -189,7 +189,7 @@ class Layout:
 
     def _repr_svg_(self):
         from . import render
-        return render.layout_svg(self)
+        return render.svg_or_none(self)
 
 
 def make_layout(*args, stride=None):

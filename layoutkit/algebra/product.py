@@ -65,19 +65,22 @@ def append_modes(layout: Layout, r: int) -> Layout:
     return make_layout(*modes)
 
 
-def _zip_layouts(a: Layout, b: Layout) -> Layout:
-    """((a0,b0),(a1,b1),...); an int-shaped operand counts as its single mode (CuTe's zip)."""
-    def modes(t):
-        return t if type(t) is tuple else (t,)
-    return Layout._new(tuple(zip(modes(a.shape), modes(b.shape))),
-                       tuple(zip(modes(a.stride), modes(b.stride))))
+def _zip_layouts(a: Layout, b: Layout, r: int) -> Layout:
+    """((a0,b0),(a1,b1),...) for rank-r a, b (CuTe's zip); for r == 1 the single pair is
+    ((a, b)), where a 1-tuple operand stands for its one mode and an int shape (even one that
+    the product split into a tuple) for itself."""
+    if r == 1:
+        def one(t):
+            return t[0] if type(t) is tuple and len(t) == 1 else t
+        return Layout._new(((one(a.shape), one(b.shape)),), ((one(a.stride), one(b.stride)),))
+    return Layout._new(tuple(zip(a.shape, b.shape)), tuple(zip(a.stride, b.stride)))
 
 
 def _rank_sensitive(block, tiler, raked: bool):
     tiler = as_layout_tiler(tiler, "raked_product" if raked else "blocked_product")
     r = max(rank(block), rank(tiler))
     result = logical_product(append_modes(block, r), append_modes(tiler, r))
-    return _zip_layouts(result[1], result[0]) if raked else _zip_layouts(result[0], result[1])
+    return _zip_layouts(result[1], result[0], r) if raked else _zip_layouts(result[0], result[1], r)
 
 
 @acts_on_inner
