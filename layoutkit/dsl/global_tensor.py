@@ -1,0 +1,138 @@
+"""Global tensors: a pointer parameter with a layout (shape and strides may be symbolic) and
+bounds for masking; tiling and per-thread partitioning with the layout algebra.
+
+Each tensor also carries, per mode of its bounds, a coordinate layout: the same algebra ops
+(local_tile, composition with the TV layout, slicing by thread) applied to a layout that maps
+an element to its coordinate along that mode. So any view knows every element's coordinate in
+the original tensor, and loads/stores mask exactly the elements outside the bounds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from layoutkit.algebra import ComposedLayout, Layout, LayoutError, composition, local_tile, size
+
+from .errors import TraceError
+from .ir import Value
+from .tracer import current
+from .types import DType
+from .values import TVLayout
+
+DEFAULT = object()
+
+
+@dataclass(frozen=True)
+class PointerArg:
+    """A pointer parameter inside the kernel: its IR value, element type and whether the
+    specialization knows it is 16-byte aligned."""
+
+    value: Value
+    dtype: DType
+    aligned16: bool
+    name: str
+
+    @property
+    def alignment(self) -> int:
+        """Bytes the address is known to be a multiple of."""
+        return 16 if self.aligned16 else self.dtype.nbytes
+
+    def __repr__(self) -> str:
+        return f"Pointer[{self.dtype}] {self.name}"
+
+
+def _coordinate_layout(layout: Layout, mode: int) -> Layout:
+    """layout's domain mapped to the (column-major, flattened) coordinate along `mode`."""
+    shape = layout.shape if isinstance(layout.shape, tuple) else (layout.shape,)
+    strides = tuple(Layout(s).stride if i == mode else _zeros(s) for i, s in enumerate(shape))
+    return Layout(shape, strides) if isinstance(layout.shape, tuple) else Layout(shape[0],
+                                                                                strides[0])
+
+
+def _zeros(shape):
+    return tuple(_zeros(s) for s in shape) if isinstance(shape, tuple) else 0
+
+
+class GlobalTensor:
+    """A view of global memory: `ptr` + `offset` + `layout(coordinate)` elements of dtype.
+
+    `bounds` (one extent per mode of the original tensor, or None) masks loads and stores;
+    `tv` is set on a thread's partition (then the layout is over the TV layout's values)."""
+
+    def __init__(self, ptr: PointerArg, layout: Layout, offset, coords, bounds, tv=None):
+        self.ptr, self.layout, self.offset = ptr, layout, offset
+        self.coords, self.bounds, self.tv = coords, bounds, tv
+
+    @property
+    def dtype(self) -> DType:
+        return self.ptr.dtype
+
+    def __repr__(self) -> str:
+        part = f", partition of {self.tv}" if self.tv is not None else ""
+        return f"GlobalTensor({self.dtype}, {self.layout}, offset {self.offset}{part})"
+
+    def tile(self, tiler, coord) -> "GlobalTensor":
+        """The tile at `coord` of this tensor divided by `tiler` (the algebra's local_tile)."""
+        if self.tv is not None:
+            raise TraceError("tile() divides a whole tensor or tile, not a thread's partition")
+        try:
+            sub, off = local_tile(self.layout, tiler, coord)
+            coords = tuple((local_tile(cl, tiler, coord), co) for cl, co in self.coords)
+        except LayoutError as exc:
+            raise TraceError(f"tile({tiler}, {coord}) of {self.layout}: {exc}") from None
+        coords = tuple((sub_c, co + off_c) for (sub_c, off_c), co in coords)
+        return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds)
+
+    def partition(self, tv: TVLayout) -> "GlobalTensor":
+        """This thread's values of the tile under the TV layout `tv` (thread = lk.thread_id())."""
+        trace = current("partition")
+        if not isinstance(tv, TVLayout):
+            raise TraceError(f"partition takes a TVLayout (lk.tv_layout(thr, val)), got {tv!r}")
+        if self.tv is not None:
+            raise TraceError(f"this tensor is already a thread's partition ({self.tv})")
+        shape = self.layout.shape if isinstance(self.layout.shape, tuple) else (self.layout.shape,)
+        tile_shape = tuple(size(s) for s in shape)
+        if len(tile_shape) != len(tv.tile) or any(sympy.simplify(a - b) != 0 for a, b in
+                                                   zip(tile_shape, tv.tile)):
+            raise TraceError(f"partition: the tile has shape {tile_shape} but the TV layout "
+                             f"{tv} covers a tile of shape {tv.tile}")
+        threads = 32 * trace.fn.num_warps
+        if tv.num_threads != threads:
+            raise TraceError(f"partition: the TV layout {tv} has {tv.num_threads} threads but the "
+                             f"kernel runs {threads} (num_warps={trace.fn.num_warps})")
+        tid = trace.special("thread_idx", 0)
+
+        def mine(layout):
+            sub, off = composition(layout, tv.layout).slice_and_offset((tid, None))
+            return sub, off
+        try:
+            sub, off = mine(self.layout)
+            coords = tuple((mine(cl), co) for cl, co in self.coords)
+        except LayoutError as exc:
+            raise TraceError(f"partition of {self.layout} by {tv}: {exc}") from None
+        coords = tuple((sub_c, co + off_c) for (sub_c, off_c), co in coords)
+        return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds, tv)
+
+
+def global_tensor(ptr: PointerArg, layout: Layout, bounds=DEFAULT) -> GlobalTensor:
+    """A global tensor of `ptr`'s dtype: element at coordinate c is `ptr[layout(c)]`.
+
+    `bounds`: one extent per mode of `layout` that loads/stores mask against (default: the
+    layout's own shape, so a ragged last tile is masked); None for no masking."""
+    if not isinstance(ptr, PointerArg):
+        raise TraceError(f"global_tensor: the first argument is a Pointer parameter of the "
+                         f"kernel, got {ptr!r}")
+    if isinstance(layout, ComposedLayout) or not isinstance(layout, Layout):
+        raise TraceError(f"global_tensor: the layout is a Layout (shape:stride), got {layout!r}")
+    modes = list(layout) if isinstance(layout.shape, tuple) else [layout]
+    if bounds is DEFAULT:
+        bounds = tuple(size(m) for m in modes)
+    elif bounds is not None:
+        bounds = tuple(bounds) if isinstance(bounds, (tuple, list)) else (bounds,)
+        if len(bounds) != len(modes):
+            raise TraceError(f"global_tensor: bounds {bounds} has {len(bounds)} extents but "
+                             f"the layout {layout} has {len(modes)} modes")
+    coords = () if bounds is None else tuple((_coordinate_layout(layout, m), 0)
+                                             for m in range(len(modes)))
+    return GlobalTensor(ptr, layout, 0, coords, bounds)

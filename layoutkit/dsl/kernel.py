@@ -1,0 +1,201 @@
+"""`@kernel`: trace a Python function per specialization, verify, lower to PTX, assemble,
+cache, launch; and introspect (IR, PTX, resources, SASS) without a GPU.
+
+    @lk.kernel(num_warps=4)
+    def scale(x: lk.Pointer[lk.f32], n: lk.i32, a: lk.f32, BLOCK: lk.constexpr): ...
+
+    scale[grid](x, n, 2.0, BLOCK=512)          # launch: block = 32 * num_warps threads
+    scale.ptx(x, n, 2.0, BLOCK=512)            # same arguments, no GPU needed
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import sympy
+
+from layoutkit.algebra import LayoutError, symbol
+from layoutkit.ptx import PTXBuildError, assemble, disassemble
+from layoutkit.ptx.builder import SourceLocation
+
+from .arguments import Parameter, bind, key_entry, parameter
+from .errors import DSLError, KernelDefinitionError, TraceError, user_frame_location
+from .global_tensor import PointerArg
+from .ir import Function, Op
+from .lower import lower
+from .tracer import tracing
+from .types import PointerType
+from .values import Scalar
+from .verifier import verify
+
+MAX_WARPS = 32   # 1024 threads per block
+
+
+@dataclass
+class Specialization:
+    """One compiled specialization: its key, verified IR, PTX, and (lazily) cubin/launcher."""
+
+    key: tuple
+    ir: Function
+    ptx: str
+    _cubin: object = field(default=None, repr=False)
+    _compiled: object = field(default=None, repr=False)
+
+    @property
+    def cubin(self):
+        if self._cubin is None:
+            self._cubin = assemble(self.ptx)
+        return self._cubin
+
+    @property
+    def compiled(self):
+        if self._compiled is None:
+            from layoutkit.ptx import CompiledKernel
+            self._compiled = CompiledKernel(self.cubin, self.ir.name)
+        return self._compiled
+
+
+class Kernel:
+    """A traced kernel; see the module docstring. `num_warps` fixes the block size."""
+
+    def __init__(self, fn, num_warps: int = 4):
+        where = SourceLocation(fn.__code__.co_filename, fn.__code__.co_firstlineno)
+        if isinstance(num_warps, bool) or not isinstance(num_warps, int) or \
+                not 1 <= num_warps <= MAX_WARPS:
+            raise KernelDefinitionError(f"kernel {fn.__name__}: num_warps={num_warps!r} must be "
+                                        f"an int in 1..{MAX_WARPS}", where)
+        self.fn, self.name, self.num_warps = fn, fn.__name__, num_warps
+        self.params = self._parameters(fn, where)
+        self._runtime = tuple(i for i, p in enumerate(self.params) if p.kind != "constexpr")
+        self._cache: dict[tuple, Specialization] = {}
+
+    @staticmethod
+    def _parameters(fn, where) -> tuple[Parameter, ...]:
+        try:
+            annotations = inspect.get_annotations(fn, eval_str=True)
+        except Exception as exc:  # an annotation that does not evaluate
+            raise KernelDefinitionError(f"kernel {fn.__name__}: its annotations do not "
+                                        f"evaluate ({exc})", where) from None
+        params = []
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                raise KernelDefinitionError(f"kernel {fn.__name__}: parameter {p.name} is "
+                                            "*args/**kwargs/keyword-only; kernel parameters are "
+                                            "plain", where)
+            ann = annotations.get(p.name, inspect.Parameter.empty)
+            made = parameter(p.name, ann)
+            if made is None:
+                shown = "missing" if ann is inspect.Parameter.empty else repr(ann)
+                raise KernelDefinitionError(
+                    f"kernel {fn.__name__}: parameter {p.name} needs an annotation: "
+                    f"lk.Pointer[dtype], lk.i32, lk.i64, lk.u32, lk.f32, lk.f64 or "
+                    f"lk.constexpr (got {shown})", where)
+            params.append(made)
+        return tuple(params)
+
+    # ---- specialization ---------------------------------------------------------------------
+    def key(self, *args, **kwargs) -> tuple:
+        """The specialization key of these arguments (see layoutkit.dsl.arguments)."""
+        values = bind(self.params, args, kwargs, self.name)
+        return tuple(key_entry(p, v) for p, v in zip(self.params, values))
+
+    def specialize(self, *args, **kwargs) -> Specialization:
+        """The (cached) specialization for these arguments: traced, verified and lowered."""
+        values = bind(self.params, args, kwargs, self.name)
+        key = tuple(key_entry(p, v) for p, v in zip(self.params, values))
+        spec = self._cache.get(key)
+        if spec is None:
+            ir = self._trace(key, values)
+            spec = self._cache[key] = Specialization(key, ir, lower(ir))
+        return spec
+
+    def _trace(self, key: tuple, values: tuple) -> Function:
+        fn_ir = Function(self.name, self.num_warps)
+        try:
+            with tracing(fn_ir) as trace:
+                proxies = [self._proxy(trace, i, p, fact, v)
+                           for i, (p, fact, v) in enumerate(zip(self.params, key, values))]
+                result = self.fn(*proxies)
+                if result is not None:
+                    raise TraceError(f"kernel {self.name} returns {result!r}; a kernel writes "
+                                     "its results to memory and returns nothing",
+                                     SourceLocation(self.fn.__code__.co_filename,
+                                                    self.fn.__code__.co_firstlineno))
+            return verify(fn_ir)
+        except DSLError as exc:
+            raise exc.with_traceback(None) from None
+        except (LayoutError, PTXBuildError, sympy.SympifyError, TypeError, ValueError) as exc:
+            where = user_frame_location(exc.__traceback__)
+            raise TraceError(f"{type(exc).__name__}: {exc}", where).with_traceback(None) \
+                from None
+
+    def _proxy(self, trace, index: int, p: Parameter, fact, value):
+        if p.kind == "constexpr":
+            return value
+        vtype = p.annotation
+        result = trace.fn.new_value(vtype)
+        where = SourceLocation(self.fn.__code__.co_filename, self.fn.__code__.co_firstlineno)
+        trace.fn.params.append(Op("param", (), (result,), {"name": p.name, "index": index},
+                                  (), where))
+        if p.kind == "pointer":
+            return PointerArg(result, vtype.dtype, fact, p.name)
+        if not vtype.is_int:
+            return Scalar(result)
+        if fact == "1":
+            return 1
+        if fact in ("16", "+"):
+            sym = symbol(p.name, 16 if fact == "16" else 1)
+        else:
+            sym = sympy.Symbol(p.name, integer=True)
+        return trace.bind(sym, result)
+
+    # ---- launch -------------------------------------------------------------------------------
+    def __getitem__(self, grid):
+        """`kernel[grid](args...)`: launch on a grid (an int or a tuple of 1-3 ints)."""
+        def launch(*args, stream=None, **kwargs):
+            self.launch(grid, *args, stream=stream, **kwargs)
+        return launch
+
+    def launch(self, grid, *args, stream=None, **kwargs) -> None:
+        """Launch on `grid` with block = 32 * num_warps threads and the kernel's dynamic smem."""
+        values = bind(self.params, args, kwargs, self.name)
+        spec = self._cache.get(tuple(key_entry(p, v) for p, v in zip(self.params, values)))
+        if spec is None:
+            spec = self.specialize(*values)
+        runtime = [values[i] for i in self._runtime]
+        spec.compiled.launch(*runtime, grid=grid, block=(32 * self.num_warps, 1, 1),
+                             smem_bytes=0, stream=stream)
+
+    # ---- introspection (no GPU) --------------------------------------------------------------
+    def ir(self, *args, **kwargs) -> Function:
+        """The verified IR of the specialization for these arguments (prints as text)."""
+        return self.specialize(*args, **kwargs).ir
+
+    def ptx(self, *args, **kwargs) -> str:
+        """The PTX text of the specialization for these arguments."""
+        return self.specialize(*args, **kwargs).ptx
+
+    def resources(self, *args, **kwargs):
+        """ptxas's resource report (registers, spills, shared memory) for these arguments."""
+        spec = self.specialize(*args, **kwargs)
+        return spec.cubin.resources[self.name]
+
+    def sass(self, *args, **kwargs) -> str:
+        """The SASS of the specialization (nvdisasm or cuobjdump)."""
+        return disassemble(self.specialize(*args, **kwargs).cubin)
+
+    def __repr__(self) -> str:
+        params = ", ".join(p.describe() for p in self.params)
+        return f"<lk.kernel {self.name}({params}) num_warps={self.num_warps}>"
+
+
+def kernel(fn=None, *, num_warps: int = 4):
+    """Decorator: `@kernel` or `@kernel(num_warps=8)` turns a function into a `Kernel`."""
+    if fn is None:
+        return lambda f: Kernel(f, num_warps)
+    if not callable(fn):
+        raise KernelDefinitionError(f"@kernel decorates a function, got {fn!r}")
+    return Kernel(fn, num_warps)
+
+
+__all__ = ["Kernel", "Specialization", "kernel", "PointerType"]

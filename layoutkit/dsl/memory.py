@@ -1,0 +1,171 @@
+"""load / store between a thread's partition of a global tensor and a register tensor.
+
+The access is split into chunks of `vec` consecutive value indices, `vec` the widest power of
+two (at most 16 bytes) such that, for every chunk: the register and memory layouts agree on it
+(max_common_vector of the two), its address is provably vec-aligned (pointer alignment fact and
+symbolic offsets) and its bounds mask is the same for all its elements. Elements outside the
+bounds are not accessed (a load gives `other` there).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from layoutkit.algebra import Layout, LayoutError, max_common_vector
+
+from .errors import LayoutMismatchError, TraceError
+from .facts import provably_divisible, provably_less
+from .global_tensor import GlobalTensor
+from .tracer import current
+from .types import bool_, i32, i64
+from .values import RegisterTensor, _operand
+
+
+@dataclass(frozen=True)
+class Chunk:
+    first: int          # first value index
+    vec: int            # number of values
+    offset: object      # element offset of the first value (sympy or int)
+    checks: tuple       # ((coordinate, bound), ...) still to test at run time
+    never: bool         # provably outside the bounds
+
+
+def _values_layout(view: GlobalTensor) -> Layout:
+    return Layout(view.tv.layout[1].shape)
+
+
+def _coordinate(view: GlobalTensor, mode: int, v: int):
+    layout, base = view.coords[mode]
+    return sympy.sympify(base + layout(v))
+
+
+def _uniform(view: GlobalTensor, v0: int, vec: int) -> bool:
+    """The bounds mask is the same for values v0 .. v0+vec-1."""
+    if view.bounds is None or vec == 1:
+        return True
+    for mode, bound in enumerate(view.bounds):
+        first = _coordinate(view, mode, v0)
+        deltas = [sympy.simplify(_coordinate(view, mode, v0 + k) - first) for k in range(vec)]
+        if all(d == 0 for d in deltas):
+            continue
+        if all(d == k for k, d in enumerate(deltas)) and provably_divisible(first, vec) and \
+                provably_divisible(bound, vec):
+            continue
+        return False
+    return True
+
+
+def _aligned(view: GlobalTensor, v0: int, vec: int) -> bool:
+    nbytes = vec * view.dtype.nbytes
+    if nbytes > view.ptr.alignment:
+        return False
+    return provably_divisible(view.offset + view.layout(v0), vec)
+
+
+def plan(view: GlobalTensor) -> list[Chunk]:
+    """The chunks of a load/store of `view` (a thread's partition); see the module docstring."""
+    n = view.tv.num_values
+    try:
+        common = max_common_vector(view.layout, _values_layout(view))
+    except LayoutError:
+        common = 1
+    common = common if isinstance(common, int) else 1
+    vec = 1
+    while vec * 2 <= min(common, 16 // view.dtype.nbytes) and common % (vec * 2) == 0 \
+            and n % (vec * 2) == 0:
+        vec *= 2
+    while vec > 1 and not all(_aligned(view, v0, vec) and _uniform(view, v0, vec)
+                              for v0 in range(0, n, vec)):
+        vec //= 2
+    chunks = []
+    for v0 in range(0, n, vec):
+        checks, never = [], False
+        for mode, bound in enumerate(view.bounds or ()):
+            coordinate = _coordinate(view, mode, v0)
+            known = provably_less(coordinate, bound)
+            if known is False:
+                never = True
+            elif known is None:
+                checks.append((coordinate, bound))
+        chunks.append(Chunk(v0, vec, sympy.sympify(view.offset + view.layout(v0)),
+                            tuple(checks), never))
+    return chunks
+
+
+def _mask(trace, checks):
+    mask = None
+    for coordinate, bound in checks:
+        wide = (sympy.sympify(coordinate).free_symbols | sympy.sympify(bound).free_symbols) \
+            & trace.wide
+        dtype = i64 if wide else i32
+        key = ("in_bounds", sympy.sympify(coordinate), sympy.sympify(bound), dtype)
+        p = trace._lookup(key)
+        if p is None:
+            (p,) = trace.emit("cmp", [trace.index(coordinate, dtype), trace.index(bound, dtype)],
+                              [bool_], {"kind": "lt"})
+            trace.memo[-1][key] = p
+        mask = p if mask is None else trace.emit("logic", [mask, p], [bool_], {"kind": "and"})[0]
+    return mask
+
+
+def _address(trace, offset):
+    disp, rest = sympy.sympify(offset).as_coeff_Add()
+    if not disp.is_Integer:
+        disp, rest = 0, offset
+    return trace.index(rest, i64), int(disp)
+
+
+def _check_view(what: str, view) -> None:
+    if not isinstance(view, GlobalTensor) or view.tv is None:
+        raise TraceError(f"{what} takes a thread's partition of a global tensor "
+                         f"(tensor.tile(...).partition(tv)), got {view!r}")
+
+
+def load(src: GlobalTensor, *, other=0) -> RegisterTensor:
+    """This thread's values of `src` (a partition) as a register tensor with src's TV layout.
+    Values outside src's bounds are `other` and are not read."""
+    _check_view("lk.load", src)
+    trace = current("lk.load")
+    if not isinstance(other, (int, float)) or isinstance(other, bool):
+        raise TraceError(f"lk.load: other= is a Python number, got {other!r}")
+    values = [None] * src.tv.num_values
+    for chunk in plan(src):
+        if chunk.never:
+            results = (_operand("lk.load other=", other, src.dtype),) * chunk.vec
+        else:
+            base, disp = _address(trace, chunk.offset)
+            mask = _mask(trace, chunk.checks)
+            operands = [src.ptr.value, base] + ([mask] if mask is not None else [])
+            results = trace.emit("load", operands, [src.dtype] * chunk.vec,
+                                 {"vec": chunk.vec, "masked": mask is not None, "disp": disp,
+                                  "other": other})
+        values[chunk.first:chunk.first + chunk.vec] = results
+    return RegisterTensor(src.dtype, src.tv, values)
+
+
+def store(dst: GlobalTensor, value: RegisterTensor) -> None:
+    """Write the register tensor `value` to this thread's partition `dst` (same TV layout and
+    dtype; elements outside dst's bounds are not written)."""
+    _check_view("lk.store", dst)
+    trace = current("lk.store")
+    if not isinstance(value, RegisterTensor):
+        raise TraceError(f"lk.store writes a register tensor, got {value!r}")
+    if value.layout != dst.tv:
+        raise LayoutMismatchError(
+            "lk.store: the register tensor and the destination partition have different layouts\n"
+            f"      register tensor: {value.layout}\n"
+            f"      destination:     {dst.tv}\n"
+            "  layoutkit never converts layouts implicitly")
+    if value.dtype != dst.dtype:
+        raise TraceError(f"lk.store: a {value.dtype} tensor into {dst.dtype} memory; cast it "
+                         f"explicitly with lk.cast(x, lk.{dst.dtype})")
+    for chunk in plan(dst):
+        if chunk.never:
+            continue
+        base, disp = _address(trace, chunk.offset)
+        mask = _mask(trace, chunk.checks)
+        data = list(value.values[chunk.first:chunk.first + chunk.vec])
+        operands = [dst.ptr.value, base, *data] + ([mask] if mask is not None else [])
+        trace.emit("store", operands, (), {"vec": chunk.vec, "masked": mask is not None,
+                                           "disp": disp})

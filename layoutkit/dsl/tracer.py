@@ -1,0 +1,170 @@
+"""The tracing context: the IR being built, the open blocks, and the runtime symbols.
+
+Integers inside a kernel are sympy expressions: integer parameters, `thread_id()`,
+`block_id(axis)` and loop induction variables are symbols bound to IR values, so layouts over
+them stay symbolic; `Trace.index(expr)` turns an expression into an `index` op when a runtime
+value is needed (the lowering shares common subexpressions). One trace is active at a time per
+thread of the Python program (a ContextVar), only while a kernel is being traced.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+import sympy
+
+from .errors import TraceError, here
+from .ir import Block, Function, Op, Value
+from .types import DType, i32, i64
+
+_ACTIVE: contextvars.ContextVar["Trace | None"] = contextvars.ContextVar("layoutkit_trace",
+                                                                        default=None)
+
+
+class Trace:
+    """The state of one kernel trace (see the module docstring)."""
+
+    def __init__(self, fn: Function):
+        self.fn = fn
+        self.blocks: list[Block] = [fn.body]
+        self.memo: list[dict] = [{}]
+        self.symbols: dict[sympy.Symbol, Value] = {}
+        self.specials: dict[tuple[str, int], sympy.Symbol] = {}
+        self.wide: set[sympy.Symbol] = set()   # symbols bound to i64 values
+        self._loop_count = 0
+
+    # ---- building -------------------------------------------------------------------------
+    def emit(self, name: str, operands=(), result_types=(), attrs=None, blocks=(),
+             location=None) -> tuple[Value, ...]:
+        results = tuple(self.fn.new_value(t) for t in result_types)
+        op = Op(name, tuple(operands), results, dict(attrs or {}), tuple(blocks),
+                location if location is not None else here())
+        self.blocks[-1].ops.append(op)
+        return results
+
+    @contextlib.contextmanager
+    def block(self, block: Block):
+        """Emit into `block` (a region of an op) inside the `with`."""
+        self.blocks.append(block)
+        self.memo.append({})
+        try:
+            yield block
+        finally:
+            self.blocks.pop()
+            self.memo.pop()
+
+    def _lookup(self, key):
+        for memo in reversed(self.memo):
+            if key in memo:
+                return memo[key]
+        return None
+
+    # ---- symbols ----------------------------------------------------------------------------
+    def bind(self, sym: sympy.Symbol, value: Value) -> sympy.Symbol:
+        if sym in self.symbols:
+            raise TraceError(f"the name {sym} is bound twice in this kernel; rename the "
+                             "parameter (tid, bid_x/y/z and i<N> name runtime indices)")
+        self.symbols[sym] = value
+        if value.type == i64:
+            self.wide.add(sym)
+        return sym
+
+    def special(self, kind: str, axis: int) -> sympy.Symbol:
+        """The symbol of %tid.<axis> / %ctaid.<axis>, made on first use at the kernel's top."""
+        key = (kind, axis)
+        if key not in self.specials:
+            name = ("tid" if kind == "thread_idx" else "bid") + ("" if axis == 0 and
+                                                                  kind == "thread_idx"
+                                                                  else "_" + "xyz"[axis])
+            sym = sympy.Symbol(name, integer=True, nonnegative=True)
+            value = self.fn.new_value(i32)
+            # at the front of the body, so it dominates every block already opened
+            self.fn.body.ops.insert(self._top_count(),
+                                    Op(kind, (), (value,), {"axis": axis}, (), here()))
+            self.specials[key] = self.bind(sym, value)
+        return self.specials[key]
+
+    def _top_count(self) -> int:
+        count = 0
+        for op in self.fn.body.ops:
+            if op.name not in ("thread_idx", "block_idx"):
+                break
+            count += 1
+        return count
+
+    def loop_symbol(self, nonnegative: bool) -> sympy.Symbol:
+        self._loop_count += 1
+        return sympy.Symbol(f"i{self._loop_count - 1}", integer=True,
+                            nonnegative=True if nonnegative else None)
+
+    # ---- values -----------------------------------------------------------------------------
+    def index(self, expr, dtype: DType | None = None) -> Value:
+        """An integer Value computing `expr` (a sympy expression over bound symbols or an int).
+        `dtype` defaults to i64 when a symbol of the expression is i64, else i32."""
+        expr = sympy.sympify(expr)
+        free = sorted(expr.free_symbols, key=lambda s: s.name)
+        unknown = [s for s in free if s not in self.symbols]
+        if unknown:
+            raise TraceError(f"the integer expression {expr} uses {', '.join(map(str, unknown))}, "
+                             "which is not a kernel parameter, thread_id(), block_id() or loop "
+                             "index of this kernel")
+        if not expr.is_integer:
+            raise TraceError(f"the index expression {expr} is not provably an integer; use "
+                             "floor division (//) or declare divisibility")
+        if dtype is None:
+            dtype = i64 if any(s in self.wide for s in free) else i32
+        key = ("index", expr, dtype)
+        found = self._lookup(key)
+        if found is None:
+            (found,) = self.emit("index", [self.symbols[s] for s in free], [dtype],
+                                 {"expr": expr, "syms": tuple(free)})
+            self.memo[-1][key] = found
+        return found
+
+    def constant(self, value, dtype: DType) -> Value:
+        key = ("const", value, dtype)
+        found = self._lookup(key)
+        if found is None:
+            (found,) = self.emit("const", (), [dtype], {"value": value})
+            self.memo[-1][key] = found
+        return found
+
+
+def current(what: str = "this operation") -> Trace:
+    """The active trace, or a TraceError saying `what` works only inside a traced kernel."""
+    trace = _ACTIVE.get()
+    if trace is None:
+        raise TraceError(f"{what} is a kernel operation: call it inside a @lk.kernel function "
+                         "(it runs while the kernel is traced)")
+    return trace
+
+
+@contextlib.contextmanager
+def tracing(fn: Function):
+    token = _ACTIVE.set(Trace(fn))
+    try:
+        yield _ACTIVE.get()
+    finally:
+        _ACTIVE.reset(token)
+
+
+def thread_id() -> sympy.Symbol:
+    """The thread's index in its block (%tid.x), a sympy symbol in 0..32*num_warps-1."""
+    return current("lk.thread_id()").special("thread_idx", 0)
+
+
+def block_id(axis: int = 0) -> sympy.Symbol:
+    """The block's index along `axis` of the grid (%ctaid), a non-negative sympy symbol."""
+    if axis not in (0, 1, 2):
+        raise TraceError(f"block_id(axis={axis!r}): axis is 0, 1 or 2")
+    return current("lk.block_id()").special("block_idx", axis)
+
+
+def is_int_expr(x) -> bool:
+    """A Python int or an integer sympy expression (the kernel's integers)."""
+    if isinstance(x, bool):
+        return False
+    return isinstance(x, int) or (isinstance(x, sympy.Basic) and bool(x.is_integer))
+
+
+__all__ = ["Trace", "current", "tracing", "thread_id", "block_id", "is_int_expr", "i32", "i64"]
