@@ -31,6 +31,15 @@ def _fmt_tiler(t) -> str:
 
 
 def _flat_coalesce(shapes, strides) -> Layout:
+    for x in shapes:
+        if type(x) is not int:
+            break
+    else:
+        for x in strides:
+            if type(x) is not int:
+                break
+        else:
+            return _flat_coalesce_int(shapes, strides)
     rs, rd = [], []
     for s, d in zip(shapes, strides):
         if it.is_one(s):
@@ -43,6 +52,26 @@ def _flat_coalesce(shapes, strides) -> Layout:
                 continue
         rs.append(s)
         rd.append(d)
+    if not rs:
+        return Layout._new(1, 0)
+    if len(rs) == 1:
+        return Layout._new(rs[0], rd[0])
+    return Layout._new(tuple(rs), tuple(rd))
+
+
+def _flat_coalesce_int(shapes, strides) -> Layout:
+    rs, rd = [], []
+    ps = pd = 0
+    for s, d in zip(shapes, strides):
+        if s == 1:
+            continue
+        if rs and ps * pd == d:
+            ps *= s
+            rs[-1] = ps
+            continue
+        rs.append(s)
+        rd.append(d)
+        ps, pd = s, d
     if not rs:
         return Layout._new(1, 0)
     if len(rs) == 1:

@@ -6,6 +6,7 @@ leaf is a sympy expression. The scalar helpers (``mul``, ``ceil_div``, ``exact_d
 """
 from __future__ import annotations
 
+import functools
 import operator
 
 from . import symbolic
@@ -169,6 +170,11 @@ def flatten(t) -> tuple:
             break
     else:
         return t
+    return _flatten_nested(t)
+
+
+@functools.lru_cache(maxsize=4096)
+def _flatten_nested(t) -> tuple:
     out = []
     for v in t:
         if type(v) is tuple:

@@ -32,18 +32,29 @@ def right_inverse(layout) -> Layout:
     >>> str(right_inverse(Layout((4, 2), (2, 1))))
     '(2,4):(4,1)'
     """
+    if isinstance(layout, Layout):
+        c = _flat_coalesce(it.flatten(layout.shape), it.flatten(layout.stride))
+        if type(c.shape) is int:
+            if type(c.stride) is int:
+                return _flat_coalesce((1, c.shape), (0, 1)) if c.stride == 1 else Layout._new(1, 0)
+        elif type(c.shape) is tuple and all(type(d) is int for d in c.stride) and all(type(x) is int for x in c.shape):
+            pre, p = [], 1
+            for x in c.shape:
+                pre.append(p)
+                p *= x
+            cur = 1
+            res_s, res_d = [1], [0]
+            for d, s, p in sorted(zip(c.stride, c.shape, pre)):
+                if d == cur:
+                    res_s.append(s)
+                    res_d.append(p)
+                    cur = s * d
+            return _flat_coalesce(res_s, res_d)
     modes = _modes(layout, "right_inverse")
     if modes is None:
         return None
     cur = 1
     res_s, res_d = [1], [0]
-    if all(type(m[1]) is int for m in modes):
-        for d, s, p in sorted((m[1], m[0], m[2]) for m in modes):
-            if d == cur:
-                res_s.append(s)
-                res_d.append(p)
-                cur = s * d
-        return _flat_coalesce(res_s, res_d)
     for s, d, p in sorted_by_stride(modes, lambda: f"right_inverse({layout})"):
         k = it.eq(d, cur)
         if k is None:
