@@ -1,10 +1,11 @@
 """Kernel arguments: checking Python values against a signature and packing them into the
 parameter buffer handed to ``cuLaunchKernel``.
 
-An :class:`ArgumentPacker` is built once per signature: one ctypes buffer holding every parameter
-at its offset (each aligned as the PTX declares it; tensor maps 64-byte aligned) and the array of
-pointers into it that the driver reads (``kernelParams``). Each launch overwrites the buffer in
-place with one ``struct.pack_into``; nothing else is allocated.
+An :class:`ArgumentPacker` is built once per signature (and thread): one ctypes buffer holding every
+parameter at its offset (each aligned as the PTX declares it; tensor maps 64-byte aligned) and the
+array of pointers into it that the driver reads (``kernelParams``). Each launch overwrites the
+buffer in place with one ``struct.pack_into``: through a function generated for the signature
+when the arguments are the common case (layoutkit.ptx.fastpath), else through per-kind checks.
 
 Device pointers come from torch tensors (read without importing torch: only if the caller already
 did), :class:`~layoutkit.ptx.memory.DeviceBuffer`, ``__cuda_array_interface__`` or ``__dlpack__``.
@@ -16,9 +17,10 @@ import numbers
 import struct
 import sys
 
+from .fastpath import FAST_PATH_MISSES, build_fast_pack
 from .signature import EntrySignature, ParamKind, ParamSpec
 
-__all__ = ["ArgumentPacker", "KernelArgumentError", "pointer_and_device"]
+__all__ = ["ArgumentPacker", "FAST_PATH_MISSES", "KernelArgumentError", "pointer_and_device"]
 
 
 class KernelArgumentError(ValueError):
@@ -137,6 +139,8 @@ class ArgumentPacker:
         self.kernel_params = ctypes.addressof(self._pointers) if self.params else 0
         self._converters = tuple(self._converter(p) for p in self.params)
         self._values = [None] * len(self.params)
+        self.has_pointers = any(p.kind in (ParamKind.POINTER, ParamKind.INT_OR_POINTER) for p in self.params)
+        self._build_fast_pack()
         # set by pack(): the device ordinal the arguments live on (None if none says), whether a torch
         # tensor was among them, and the pointers whose device is unknown (checked by the launcher).
         self.device: int | None = None
@@ -149,7 +153,32 @@ class ArgumentPacker:
         return bytes(self._storage[self._base:self._base + self.size])
 
     def pack(self, args) -> None:
-        """Check ``args`` against the signature and write them into the parameter buffer."""
+        """Check ``args`` against the signature and write them into the parameter buffer.
+
+        Sets ``device`` (the arguments' device ordinal, None if none says), ``saw_torch`` and
+        ``unknown_device`` (pointers whose device the launcher must ask the driver for).
+        """
+        try:
+            device = self.fast_pack(args)
+        except FAST_PATH_MISSES:
+            self.pack_checked(args)
+            return
+        self.device = device
+        self.saw_torch = self.has_pointers
+        if self.unknown_device:
+            self.unknown_device = []
+
+    def _build_fast_pack(self) -> None:
+        self._fast_tensor_type = torch_tensor_type()
+        self.fast_pack, self.fast_source = build_fast_pack(self, self._fast_tensor_type)
+
+    def pack_checked(self, args) -> None:
+        """:meth:`pack` without the fast path: every argument through its kind's checks."""
+        if self._fast_tensor_type is None and torch_tensor_type() is not None:
+            self._build_fast_pack()  # torch was imported since: let its tensors take the fast path
+        self._pack_checked(args)
+
+    def _pack_checked(self, args) -> None:
         if len(args) != len(self.params):
             names = ", ".join(p.name for p in self.params)
             raise KernelArgumentError(f"kernel {self.signature.name!r} takes {len(self.params)} arguments "

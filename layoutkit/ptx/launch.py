@@ -7,8 +7,9 @@ handle, a ``CUstream``, or any object with ``cuda_stream`` or ``__cuda_stream__`
 current stream of the arguments' device when a torch tensor is among the arguments; else the
 legacy default stream. The launch is asynchronous: synchronize before reading results on the host.
 
-Per-launch host work is kept small: the function handle, the packed parameter buffer, the stream
-objects and the last launch shape's validation are cached on the CompiledKernel.
+Per-launch host work is kept small: the function handle, the packed parameter buffer (with a packing
+function generated for the signature), the stream objects and the last launch shape's validation are
+cached, per thread, on the CompiledKernel.
 """
 from __future__ import annotations
 
@@ -18,9 +19,12 @@ import threading
 
 from . import driver
 from .arguments import ArgumentPacker, KernelArgumentError
+from .fastpath import FAST_PATH_MISSES
 from .signature import EntrySignature, ParamSpec, SignatureError, parse_entry
 
 __all__ = ["CompiledKernel", "LaunchConfigError"]
+
+_get_ident = threading.get_ident
 
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
@@ -71,6 +75,17 @@ def _stream_handle(stream) -> int:
                             "cuda_stream or __cuda_stream__")
 
 
+class _ThreadState:
+    """What one thread's launches of a kernel reuse: its parameter buffer and the last checked shape."""
+
+    __slots__ = ("packer", "shape", "fn", "head", "params", "config")
+
+    def __init__(self, packer: ArgumentPacker):
+        self.packer = packer
+        self.params = packer.kernel_params
+        self.shape = self.fn = self.head = self.config = None  # head: (function handle, grid, block, smem)
+
+
 class CompiledKernel:
     """One entry of a cubin, launchable on any device: cubin bytes + its :class:`EntrySignature`.
 
@@ -94,13 +109,16 @@ class CompiledKernel:
             raise SignatureError(f"name = {name!r} but the signature is of kernel {signature.name!r}")
         self.signature = signature.with_params(params) if params is not None else signature
         self.name = signature.name
-        self._packer = ArgumentPacker(self.signature)
+        self._states: dict[int, _ThreadState] = {}  # by thread id: launches from many threads are safe
         self._functions: dict[int, driver.Function] = {}
         self._streams: dict[int, object] = {}
-        self._checked_shape = None  # (device, grid, block, smem_bytes, cluster) of the last validated launch
-        self._dims = None
-        self._config = None
-        self._lock = threading.Lock()
+        cu = None
+        try:
+            cu = driver.bindings()
+        except driver.DriverUnavailableError:
+            pass  # no cuda-python: packing still works; launching raises in function()
+        self._launch_kernel = getattr(cu, "cuLaunchKernel", None)
+        self._launch_kernel_ex = getattr(cu, "cuLaunchKernelEx", None)
 
     @classmethod
     def from_ptx(cls, ptx: str, name: str | None = None, *, arch: str = "sm_90a",
@@ -117,57 +135,79 @@ class CompiledKernel:
             fn = self._functions[dev.ordinal] = driver.load_function(self.cubin, self.name, dev)
         return fn
 
+    def _state(self) -> _ThreadState:
+        state = self._states.get(_get_ident())
+        if state is None:
+            state = self._states[_get_ident()] = _ThreadState(ArgumentPacker(self.signature))
+        return state
+
     def pack(self, *args) -> bytes:
         """Check ``args`` and return the packed parameter bytes (no GPU needed; for inspection)."""
-        with self._lock:
-            self._packer.pack(args)
-            return self._packer.packed_bytes()
+        packer = self._state().packer
+        packer.pack(args)
+        return packer.packed_bytes()
 
     def launch(self, *args, grid, block, smem_bytes: int = 0, stream=None, cluster=None) -> None:
         """Queue one launch of the kernel with ``args`` (see the module docstring for streams)."""
-        with self._lock:
-            packer = self._packer
-            packer.pack(args)
-            ordinal = packer.device
-            if ordinal is None or packer.unknown_device:
-                ordinal = self._resolve_unknown_devices(ordinal)
-            fn = self._functions.get(ordinal)
-            if fn is None:
-                fn = self.function(ordinal)
-            shape = (ordinal, grid, block, smem_bytes, cluster)
-            if shape != self._checked_shape:
-                self._validate_shape(fn, grid, block, smem_bytes, cluster)
-                self._checked_shape = shape
-            if stream is not None:
-                raw = _stream_handle(stream)
-            elif packer.saw_torch:
-                raw = _torch_current_stream(ordinal)
-            else:
-                raw = 0
-            handle = self._streams.get(raw)
-            if handle is None:
-                handle = self._streams[raw] = driver.bindings().CUstream(raw)
-            self._launch(fn, handle)
-
-    def _launch(self, fn: driver.Function, stream) -> None:
-        cu = driver.bindings()
-        params = self._packer.kernel_params
-        if self._config is None:
-            result = cu.cuLaunchKernel(fn.handle, *self._dims, stream, params, 0)
+        state = self._states.get(_get_ident()) or self._state()
+        packer = state.packer
+        try:
+            ordinal = packer.fast_pack(args)
+            saw_torch = packer.has_pointers
+        except FAST_PATH_MISSES:
+            packer.pack_checked(args)
+            ordinal, saw_torch = packer.device, packer.saw_torch
+            if packer.unknown_device:
+                ordinal = self._resolve_unknown_devices(packer, ordinal)
+        if ordinal is None:
+            ordinal = driver.current_device().ordinal
+        shape = (ordinal, grid, block, smem_bytes, cluster)
+        if shape != state.shape:
+            self._prepare(state, shape)
+        if stream is not None:
+            raw = _stream_handle(stream)
+        elif saw_torch:
+            raw = (_torch_stream_getter or _torch_current_stream)(ordinal)
         else:
-            self._config.hStream = stream
-            result = cu.cuLaunchKernelEx(self._config, fn.handle, params, 0)
-        if result[0] != 0:
-            if getattr(result[0], "name", "") == "CUDA_ERROR_INVALID_CONTEXT":
-                with fn.device.activated():  # no context current on this thread: launch inside ours
-                    return self._launch(fn, stream)
-            driver.check(result, f"cuLaunchKernel{'Ex' if self._config is not None else ''}({self.name!r})")
+            raw = 0
+        handle = self._streams.get(raw)
+        if handle is None:
+            handle = self._streams[raw] = driver.bindings().CUstream(raw)
+        if state.config is None:
+            err = self._launch_kernel(*state.head, handle, state.params, 0)[0]
+        else:
+            state.config.hStream = handle
+            err = self._launch_kernel_ex(state.config, state.fn.handle, state.params, 0)[0]
+        if err:
+            self._launch_failed(err, state, handle)
 
-    def _resolve_unknown_devices(self, ordinal: int | None) -> int:
+    def _prepare(self, state: _ThreadState, shape) -> None:
+        """Load the function for the shape's device and check the shape; cache both in ``state``."""
+        ordinal, grid, block, smem_bytes, cluster = shape
+        state.shape = None
+        state.fn = self._functions.get(ordinal) or self.function(ordinal)
+        dims, state.config = self._launch_plan(state.fn, grid, block, smem_bytes, cluster)
+        state.head = (state.fn.handle, *dims)
+        state.params = state.packer.kernel_params
+        state.shape = shape
+
+    def _launch_failed(self, err, state: _ThreadState, stream) -> None:
+        call = f"cuLaunchKernel{'Ex' if state.config is not None else ''}({self.name!r})"
+        if getattr(err, "name", "") != "CUDA_ERROR_INVALID_CONTEXT":
+            driver.check((err,), call)
+        params, fn = state.params, state.fn
+        with fn.device.activated():  # no context was current on this thread: launch inside ours
+            if state.config is None:
+                result = self._launch_kernel(*state.head, stream, params, 0)
+            else:
+                result = self._launch_kernel_ex(state.config, fn.handle, params, 0)
+        driver.check(result, call)
+
+    def _resolve_unknown_devices(self, packer: ArgumentPacker, ordinal: int | None) -> int | None:
         """Device of pointers whose objects do not say it (array-interface objects), by asking the driver."""
         driver.initialize()
         cu = driver.bindings()
-        for spec, address in self._packer.unknown_device:
+        for spec, address in packer.unknown_device:
             attr = cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
             try:
                 dev = driver.check(cu.cuPointerGetAttribute(attr, address), "cuPointerGetAttribute")
@@ -181,9 +221,10 @@ class CompiledKernel:
             elif int(dev) != ordinal:
                 raise KernelArgumentError(f"kernel {self.name!r}: parameter {spec.name!r} is on CUDA device "
                                           f"{int(dev)} but other arguments are on device {ordinal}")
-        return ordinal if ordinal is not None else driver.current_device().ordinal
+        return ordinal
 
-    def _validate_shape(self, fn: driver.Function, grid, block, smem_bytes, cluster) -> None:
+    def _launch_plan(self, fn: driver.Function, grid, block, smem_bytes, cluster):
+        """Check a launch shape; return ((grid..., block..., smem_bytes), CUlaunchConfig or None)."""
         sig = self.signature
         g, b = _dim3("grid", grid), _dim3("block", block)
         for what, dims, limits in (("grid", g, MAX_GRID), ("block", b, MAX_BLOCK)):
@@ -208,8 +249,7 @@ class CompiledKernel:
         except driver.SharedMemoryLimitError as exc:
             raise LaunchConfigError(str(exc)) from None
         c = self._cluster_dims(g, cluster)
-        self._dims = (*g, *b, smem_bytes)
-        self._config = None if cluster is None else self._launch_config(g, b, smem_bytes, c)
+        return (*g, *b, smem_bytes), None if cluster is None else self._launch_config(g, b, smem_bytes, c)
 
     def _cluster_dims(self, g, cluster):
         sig = self.signature

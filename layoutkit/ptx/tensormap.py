@@ -212,13 +212,15 @@ class TensorMap:
         driver.initialize()
         e = encoding
         u64, u32 = cu.cuuint64_t, cu.cuuint32_t  # cuda-python rejects plain ints in these arrays
-        self._handle = driver.check(cu.cuTensorMapEncodeTiled(
-            cu.CUtensorMapDataType(e.dtype), e.rank, e.global_address,
-            [u64(d) for d in e.global_dims], [u64(s) for s in e.global_strides],
-            [u32(b) for b in e.box], [u32(s) for s in e.element_strides],
-            cu.CUtensorMapInterleave(e.interleave), cu.CUtensorMapSwizzle(e.swizzle),
-            cu.CUtensorMapL2promotion(e.l2_promotion), cu.CUtensorMapFloatOOBfill(e.oob_fill)),
-            "cuTensorMapEncodeTiled")
+        dev = driver.device(device) if device is not None else driver.current_device()
+        with dev.activated():  # the driver wants a current context even for this host-side encoding
+            self._handle = driver.check(cu.cuTensorMapEncodeTiled(
+                cu.CUtensorMapDataType(e.dtype), e.rank, e.global_address,
+                [u64(d) for d in e.global_dims], [u64(s) for s in e.global_strides],
+                [u32(b) for b in e.box], [u32(s) for s in e.element_strides],
+                cu.CUtensorMapInterleave(e.interleave), cu.CUtensorMapSwizzle(e.swizzle),
+                cu.CUtensorMapL2promotion(e.l2_promotion), cu.CUtensorMapFloatOOBfill(e.oob_fill)),
+                "cuTensorMapEncodeTiled")
         self.encoding = encoding
         self.device = device
         self.packed = ctypes.string_at(self._handle.getPtr(), TENSORMAP_BYTES)

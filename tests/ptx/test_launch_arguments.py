@@ -192,3 +192,60 @@ def test_compiled_kernel_pack_and_repr():
     kernel = CompiledKernel(b"\x7fELF", signature=parse_entry(MIXED))
     assert kernel.pack(*mixed_args())[:1] == b"\x07"
     assert repr(kernel).startswith("CompiledKernel(mixed(.u8 flag, .u64 out, .u32 n, .align 64 .b8 tmap[128]")
+
+
+def test_the_generated_fast_path_agrees_with_the_checked_path(monkeypatch):
+    class Tensor:
+        def __init__(self, ptr, dev):
+            self.ptr, self.dev = ptr, dev
+
+        def data_ptr(self):
+            return self.ptr
+
+        def get_device(self):
+            return self.dev
+
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=Tensor))
+    monkeypatch.setattr(arguments, "_torch_tensor", None)
+    sig = parse_entry(".entry k(.param .u64 .ptr.align 16 x, .param .u64 y, .param .u32 n, .param .s8 s,"
+                      " .param .f32 f, .param .align 64 .b8 t[128]) { ret; }")
+    fast, checked = ArgumentPacker(sig), ArgumentPacker(sig)
+    args = (Tensor(BASE, 0), Tensor(BASE + 4, 0), 7, -5, 0.5, FakeTensorMap())
+    assert fast.fast_pack(args) == 0  # taken, and says the device
+    checked.pack_checked(args)
+    assert fast.packed_bytes() == checked.packed_bytes()
+    for doubtful in [(Tensor(BASE + 4, 0),) + args[1:],           # misaligned: the checked path words it
+                     args[:1] + (Tensor(BASE, 1),) + args[2:],     # two devices
+                     args[:2] + (2 ** 32,) + args[3:],             # out of .u32 range (struct refuses)
+                     args[:2] + (np.int32(7),) + args[3:],         # not an exact int
+                     args[:4] + (1,) + args[5:],                   # an int for a float
+                     args[:5] + (FakeTensorMap(device=1),),        # tensor map on another device
+                     args[:5]]:                                    # too few
+        with pytest.raises(arguments.FAST_PATH_MISSES):
+            fast.fast_pack(doubtful)
+
+
+def test_packing_from_many_threads_keeps_each_threads_arguments():
+    import threading
+    kernel = CompiledKernel(b"", signature=parse_entry(".entry k(.param .u32 n) { ret; }"))
+    seen, errors = {}, []
+    together = threading.Barrier(8)  # all threads alive at once, so no thread id is reused
+
+    def work(n):
+        try:
+            together.wait()
+            for _ in range(200):
+                got = kernel.pack(n)
+                if got != n.to_bytes(4, "little"):
+                    errors.append((n, got))
+            seen[n] = kernel._state().packer.kernel_params
+            together.wait()
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(seen.values())) == 8  # one parameter buffer per thread

@@ -24,7 +24,7 @@ def kernel_with_fake_function(ptx, *, static_smem=1024, max_threads=1024, num_re
 
 
 def validate(kernel, fn, grid=1, block=128, smem=0, cluster=None):
-    kernel._validate_shape(fn, grid, block, smem, cluster)
+    return kernel._launch_plan(fn, grid, block, smem, cluster)
 
 
 PLAIN = ".visible .entry plain(.param .u32 n) { ret; }"
@@ -49,8 +49,7 @@ def test_register_limited_block_size():
     kernel, fn = kernel_with_fake_function(PLAIN, max_threads=640, num_regs=96)
     with pytest.raises(LaunchConfigError, match="768 threads; with 96 registers per thread it can run at most 640"):
         validate(kernel, fn, block=768)
-    validate(kernel, fn, block=640)
-    assert kernel._dims == (1, 1, 1, 640, 1, 1, 0) and kernel._config is None
+    assert validate(kernel, fn, block=640) == ((1, 1, 1, 640, 1, 1, 0), None)
 
 
 def test_reqntid_and_maxntid():
@@ -117,8 +116,7 @@ def test_cluster_directives():
     with pytest.raises(LaunchConfigError, match=r"cluster = \(4, 1, 1\) but the PTX fixes .reqnctapercluster "
                                                 r"\(2, 1, 1\)"):
         validate(kernel, fn, grid=8, cluster=4)
-    validate(kernel, fn, grid=8)  # a plain launch runs as clusters of 2
-    assert kernel._config is None
+    assert validate(kernel, fn, grid=8)[1] is None  # a plain launch runs as clusters of 2
     kernel, fn = kernel_with_fake_function(".visible .entry k() .explicitcluster { ret; }")
     with pytest.raises(LaunchConfigError, match="declared .explicitcluster: pass cluster="):
         validate(kernel, fn, grid=8)
@@ -198,3 +196,42 @@ def test_importing_layoutkit_ptx_needs_no_cuda_python():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "import cuda.bindings.driver failed with ImportError: cuda-python is not installed" in done.stdout
+
+
+def test_launch_calls_the_driver_with_the_cached_plan_and_the_right_stream(monkeypatch):
+    import types
+
+    from layoutkit.ptx import arguments, launch
+
+    class Tensor:
+        def __init__(self, dev=0):
+            self.dev = dev
+
+        def data_ptr(self):
+            return 0x7F00_0000_1000
+
+        def get_device(self):
+            return self.dev
+
+    current = {0: 0xAB0}
+    fake_torch = types.SimpleNamespace(Tensor=Tensor, _C=types.SimpleNamespace(
+        _cuda_getCurrentRawStream=lambda index: current[index]))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(arguments, "_torch_tensor", None)
+    monkeypatch.setattr(launch, "_torch_stream_getter", None)
+    kernel, fn = kernel_with_fake_function(".entry k(.param .u64 x, .param .u32 n) { ret; }")
+    kernel._functions[0] = fn
+    calls = []
+    kernel._launch_kernel = lambda *a: calls.append(a) or (0,)
+    kernel.launch(Tensor(), 3, grid=(4, 2), block=128)
+    kernel.launch(Tensor(), 3, grid=(4, 2), block=128, stream=0x77)
+    current[0] = 0xAB8
+    kernel.launch(Tensor(), 3, grid=(4, 2), block=128)
+    handles = [int(c[8]) for c in calls]
+    assert handles == [0xAB0, 0x77, 0xAB8]  # torch's current stream, unless stream= says otherwise
+    assert calls[0][:8] == (None, 4, 2, 1, 128, 1, 1, 0)
+    assert calls[0][9] == kernel._state().packer.kernel_params and calls[0][10] == 0
+    with pytest.raises(LaunchConfigError, match="block.x = 2048"):
+        kernel.launch(Tensor(), 3, grid=1, block=2048)
+    kernel.launch(Tensor(), 3, grid=(4, 2), block=128)  # the refused shape left no stale plan behind
+    assert calls[-1][:8] == calls[0][:8]
