@@ -31,6 +31,7 @@ SPECIAL_REGISTERS: dict[str, tuple] = {
     **_xyz("cluster_ctaid", _SM90), **_xyz("cluster_nctaid", _SM90),
     **_xyz("clusterid", _SM90), **_xyz("nclusterid", _SM90),
     "cluster_ctarank": (_U32, _SM90), "cluster_nctarank": (_U32, _SM90),
+    "is_explicit_cluster": (TYPES["pred"], _SM90),
 }
 
 
