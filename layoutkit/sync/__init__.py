@@ -18,3 +18,7 @@ from .debug_record import (ERROR_BUFFER_PARAM, RECORD_BYTES, RECORD_MAGIC, Debug
                            TimeoutRecord, WaitSite, decode, raise_if_timed_out)
 from .bounded_wait import DEFAULT_TIMEOUT_S, BoundedWaits  # noqa: F401
 from .error_buffer import WaitErrorBuffer  # noqa: F401
+from .barrier_ops import (cluster_arrive, cluster_sync, cluster_wait, cta_sync,  # noqa: F401
+                          elect_one, fence_proxy_async, named_arrive, named_sync)
+from .role_split_emit import (RoleContext, check_directives, emit_role_split,  # noqa: F401
+                              set_role_registers, warpgroup_index)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from layoutkit.ptx.builder import Address, Kernel, Reg, Symbol
 from layoutkit.ptx.isa import mbarrier as isa_mbarrier
-from layoutkit.ptx.isa import mbarrier_wait
+from layoutkit.ptx.isa import mbarrier_wait, named_barrier
 from layoutkit.ptx.isa import sm90 as I
 
 from .errors import MbarrierLayoutError
@@ -83,7 +83,7 @@ def init_mbarriers(k: Kernel, region: BarrierRegion, *, tid: Reg | None = None) 
             for stage in range(array.stages):
                 isa_mbarrier.init(k, region.slot(k, array, stage).address, array.arrive_count)
         isa_mbarrier.fence_init(k)
-    k.emit("bar.sync", (WHOLE_CTA_ID,))
+    named_barrier.bar_sync(k, WHOLE_CTA_ID)
 
 
 def arrive(k: Kernel, slot: BarrierSlot, count: int | Reg | None = None, *, pred=None) -> None:
