@@ -9,7 +9,9 @@ cache, launch; and introspect (IR, PTX, resources, SASS) without a GPU.
 """
 from __future__ import annotations
 
+import builtins
 import inspect
+import linecache
 from dataclasses import dataclass, field
 
 import sympy
@@ -55,11 +57,21 @@ class Specialization:
         return self._compiled
 
 
+def definition_line(fn) -> SourceLocation:
+    """The `def` line of fn (co_firstlineno is its first decorator's line)."""
+    code = fn.__code__
+    line = code.co_firstlineno
+    for offset in builtins.range(32):
+        if linecache.getline(code.co_filename, line + offset).lstrip().startswith("def "):
+            return SourceLocation(code.co_filename, line + offset)
+    return SourceLocation(code.co_filename, line)
+
+
 class Kernel:
     """A traced kernel; see the module docstring. `num_warps` fixes the block size."""
 
     def __init__(self, fn, num_warps: int = 4):
-        where = SourceLocation(fn.__code__.co_filename, fn.__code__.co_firstlineno)
+        where = definition_line(fn)
         if isinstance(num_warps, bool) or not isinstance(num_warps, int) or \
                 not 1 <= num_warps <= MAX_WARPS:
             raise KernelDefinitionError(f"kernel {fn.__name__}: num_warps={num_warps!r} must be "
@@ -119,8 +131,7 @@ class Kernel:
                 if result is not None:
                     raise TraceError(f"kernel {self.name} returns {result!r}; a kernel writes "
                                      "its results to memory and returns nothing",
-                                     SourceLocation(self.fn.__code__.co_filename,
-                                                    self.fn.__code__.co_firstlineno))
+                                     definition_line(self.fn))
             return verify(fn_ir)
         except DSLError as exc:
             raise exc.with_traceback(None) from None
@@ -134,9 +145,8 @@ class Kernel:
             return value
         vtype = p.annotation
         result = trace.fn.new_value(vtype)
-        where = SourceLocation(self.fn.__code__.co_filename, self.fn.__code__.co_firstlineno)
         trace.fn.params.append(Op("param", (), (result,), {"name": p.name, "index": index},
-                                  (), where))
+                                  (), definition_line(self.fn)))
         if p.kind == "pointer":
             return PointerArg(result, vtype.dtype, fact, p.name)
         if not vtype.is_int:

@@ -1,0 +1,69 @@
+"""GPU tests of the kernel DSL (marker `gpu`): elementwise y = a*x + b in f32 and bf16 on random
+data with ragged sizes, and a loop with a carried tensor, checked element by element.
+The kernels cannot hang: no barriers or waits, every loop bound is a kernel argument."""
+import numpy as np
+import pytest
+
+from layoutkit.ptx import DriverUnavailableError, device_count
+
+try:
+    device_count()
+except DriverUnavailableError as exc:
+    pytest.skip(f"GPU test skipped: {exc}", allow_module_level=True)
+
+torch = pytest.importorskip("torch")
+
+from tests.dsl.kernels import axpb, axpb_bf16, row_sums  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+SIZES = [1, 7, 127, 128, 511, 512, 4095, 4096, 100_003, 1 << 20]
+
+
+@pytest.mark.parametrize("values", [1, 2, 4])
+@pytest.mark.parametrize("n", SIZES)
+def test_axpb_f32(n, values):
+    gen = torch.Generator(device="cuda").manual_seed(n)
+    x = torch.randn(n, device="cuda", generator=gen)
+    y = torch.full((n + 64,), float("nan"), device="cuda")     # guard past the end
+    tile = 128 * values
+    axpb[(n + tile - 1) // tile](x, y, n, 1.5, -0.25, VALUES=values)
+    torch.cuda.synchronize()
+    expected = x.double() * 1.5 - 0.25
+    assert torch.allclose(y[:n].double(), expected, rtol=1e-6, atol=1e-6)
+    assert torch.isnan(y[n:]).all()                           # nothing written past n
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_axpb_bf16(n):
+    gen = torch.Generator(device="cuda").manual_seed(n + 1)
+    x = torch.randn(n, device="cuda", generator=gen).to(torch.bfloat16)
+    y = torch.zeros(n + 64, device="cuda", dtype=torch.bfloat16)
+    axpb_bf16[(n + 1023) // 1024](x, y, n, 2.0, 0.5)
+    torch.cuda.synchronize()
+    expected = (x.float() * 2.0 + 0.5).to(torch.bfloat16)
+    assert torch.equal(y[:n], expected)
+    assert (y[n:] == 0).all()
+
+
+def test_unaligned_pointer_uses_the_scalar_specialization():
+    n = 1000
+    base = torch.randn(n + 1, device="cuda")
+    x = base[1:]                                             # 4-byte aligned only
+    y = torch.empty(n, device="cuda")
+    axpb[(n + 511) // 512](x, y, n, 3.0, 1.0, VALUES=4)
+    torch.cuda.synchronize()
+    assert torch.allclose(y, x * 3.0 + 1.0)
+    assert axpb.key(x, y, n, 3.0, 1.0, 4)[0] is False
+
+
+@pytest.mark.parametrize("m, n", [(1, 1), (3, 31), (5, 32), (17, 1000)])
+def test_row_sums_loop(m, n):
+    x = torch.randn(m, n, device="cuda", dtype=torch.float32)
+    y = torch.full((m, 32), float("nan"), device="cuda")
+    row_sums[m](x, y, m, n)
+    torch.cuda.synchronize()
+    lanes = torch.zeros(m, 32, dtype=torch.float64)
+    host = x.double().cpu().numpy()
+    for lane in range(32):
+        lanes[:, lane] = torch.from_numpy(host[:, lane::32].sum(axis=1))
+    assert np.allclose(y.double().cpu().numpy(), lanes.numpy(), rtol=1e-5, atol=1e-5)
