@@ -1,5 +1,12 @@
-"""layoutkit: hand-written Hopper kernels with explicit layouts. Import as ``import layoutkit as lk``."""
-from layoutkit import algebra
+"""layoutkit: hand-written Hopper kernels with explicit layouts. ``import layoutkit as lk``.
 
-__all__ = ["algebra"]
+The public surface: the layout algebra (``lk.Layout``, ``lk.composition``, ...), the kernel
+language (``lk.kernel``, ``lk.global_tensor``, ``lk.load``, ``lk.range``, ...), and the packages
+themselves for the lower levels: ``lk.algebra``, ``lk.dsl``, ``lk.sync``, ``lk.ptx``.
+"""
+from layoutkit import algebra, dsl, ptx, sync
+from layoutkit.algebra import *  # noqa: F401,F403
+from layoutkit.dsl import *  # noqa: F401,F403  (includes lk.range and lk.if_)
+
+__all__ = ["algebra", "dsl", "ptx", "sync", *algebra.__all__, *dsl.__all__]
 __version__ = "0.1.0"
