@@ -49,6 +49,14 @@ def complement(layout, cotarget=None) -> Layout:
         layout = layout.inner
     if not isinstance(layout, Layout):
         layout = Layout(it.normalize(layout, "complement layout"))
+    if cotarget is not None and type(cotarget) is int and type(layout.shape) is tuple:
+        shapes, strides = it.flatten(layout.shape), it.flatten(layout.stride)
+        if all(type(x) is int for x in shapes) and all(type(d) is int for d in strides):
+            kept = [(s, d) for s, d in zip(shapes, strides) if s != 1 and d != 0]
+            if kept and all(d > 0 for _, d in kept):
+                fast = _complement_int([s for s, _ in kept], [d for _, d in kept], cotarget)
+                if fast is not None:
+                    return fast
     flt = filter(layout)
     if cotarget is None:
         cotarget = cosize(flt)

@@ -102,9 +102,9 @@ class Layout:
     def _new(cls, shape, stride) -> "Layout":
         """Trusted constructor for results computed by the algebra (no validation)."""
         self = object.__new__(cls)
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "stride", stride)
-        object.__setattr__(self, "_hash", None)
+        _SET_SHAPE(self, shape)
+        _SET_STRIDE(self, stride)
+        _SET_HASH(self, None)
         return self
 
     def __setattr__(self, name, value):
@@ -190,6 +190,10 @@ class Layout:
     def _repr_svg_(self):
         from . import render
         return render.svg_or_none(self)
+
+
+# the slots' setters, bound once: the algebra builds many small results
+_SET_SHAPE, _SET_STRIDE, _SET_HASH = Layout.shape.__set__, Layout.stride.__set__, Layout._hash.__set__
 
 
 def make_layout(*args, stride=None):
