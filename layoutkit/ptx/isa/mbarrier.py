@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..builder import SINK, Kernel, PTXBuildError, Reg, Requirement
 from .checks import choose, dest, sink_or_dest, source
 from .cluster import mapa
-from .hopper_operands import (B64, PRED, RELAXED, SHARED_CTA, SM90, SM90_PTX80, U32,
+from .hopper_operands import (B64, PRED, RELAXED, SHARED_CTA, SM90, SM90_PTX80,
                               shared_address, u32_operand)
 
 MAX_COUNT = (1 << 20) - 1      # expected/arrive counts and tx bytes (PTX ISA "mbarrier")

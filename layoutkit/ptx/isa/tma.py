@@ -178,8 +178,8 @@ def bulk_copy(k: Kernel, dst, src, size, *, kind: str = "global_to_shared", bar=
                             "(bar=); shared_to_global completes through bulk groups (no bar)",
                             instruction="cp.async.bulk", operand="bar", value=bar)
     if multicast is not None and kind != "global_to_shared":
-        raise PTXBuildError("multicast exists only for global_to_shared", instruction="cp.async.bulk",
-                            operand="multicast", value=multicast)
+        raise PTXBuildError("multicast exists only for global_to_shared",
+                            instruction="cp.async.bulk", operand="multicast", value=multicast)
     if cache_policy is not None and kind == "shared_to_cluster":
         raise PTXBuildError("an L2 hint applies to copies that touch global memory",
                             instruction="cp.async.bulk", operand="cache_policy", value=cache_policy)

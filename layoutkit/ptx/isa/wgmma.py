@@ -9,8 +9,9 @@ and RS `d, {a0..a3}, b-desc, scale-d, imm-scale-a, imm-scale-b[, imm-trans-b]`: 
 immediates exist only for f16/bf16 (register A is always K-major, so RS has no trans-a).
 scale-d is a predicate or 0/1 (0: D = A*B, no zeroed accumulators needed); imm-scale-a/b are
 ±1; imm-trans 0 = K-major, 1 = M/N-major. A from registers is 4 registers of .b32 (or
-.f16x2/.bf16x2 matching the input type); ptxas rejects .u32/.s32/.f32 there. Ordering: `fence` before the first wgmma and after any other write
-of its accumulator or A registers; read them only after a `wait_group` covers the wgmma.
+.f16x2/.bf16x2 matching the input type); ptxas rejects .u32/.s32/.f32 there.
+Ordering: `fence` before the first wgmma and after any other write of its accumulator or A
+registers; read them only after a `wait_group` covers the wgmma.
 """
 from __future__ import annotations
 
@@ -106,7 +107,8 @@ def mma_async(k: Kernel, d, a, b, *, n: int, ab_type: str = "bf16", b_type: str 
         raise PTXTypeError(f"A and B types must match (only e4m3/e5m2 mix); A is .{ab_type}",
                            instruction="wgmma.mma_async", operand="b_type", value=b_type)
     kdim, accs, has_trans, a_regs = INPUTS[ab_type]
-    if isinstance(n, bool) or not isinstance(n, int) or not (N_STEP <= n <= N_MAX and n % N_STEP == 0):
+    if isinstance(n, bool) or not isinstance(n, int) \
+            or not (N_STEP <= n <= N_MAX and n % N_STEP == 0):
         raise PTXBuildError(f"N must be {N_STEP}..{N_MAX} in steps of {N_STEP}",
                             instruction="wgmma.mma_async", operand="n", value=n)
     instr = f"wgmma.mma_async.sync.aligned.m{M}n{n}k{kdim}.{acc_type}.{ab_type}.{b_type}"
