@@ -104,7 +104,9 @@ class MbarrierLayout:
                                   thing="mbarrier array", value=name)
 
     def __contains__(self, array) -> bool:
-        return array in self._arrays
+        """Whether `array` was added to THIS layout (identity: an equal array made elsewhere
+        belongs to another region)."""
+        return any(a is array for a in self._arrays)
 
 
 __all__ = ["MAX_ARRIVE_COUNT", "MBARRIER_BYTES", "MbarrierArray", "MbarrierLayout"]

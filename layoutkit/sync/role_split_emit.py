@@ -3,9 +3,9 @@
     mov.u32 t, %tid.x;  shr.u32 w, t, 5;
     shfl.sync.idx.b32 w, w, 0, 31, 0xFFFFFFFF;  // lane 0's warp index: provably warp-uniform
     shr.u32 wg, w, 2;                            // warpgroup = tid.x >> 7
-    setp.lt.u32 p, wg, <end of role 0>;  @p bra.uni $role_<name0>;
-    ...                                          // one test per role but the last,
-                                                 // which falls through
+    setp.ge.u32 p, wg, <first of role n-1>;  @p bra.uni $role_<name n-1>;
+    ...                                          // one test per role, highest first,
+                                                 // but role 0, which falls through
   $role_<name0>:
     setmaxnreg.dec.sync.aligned.u32 24;          // per RoleSplit.direction; none at the cap
     <body of role 0>
@@ -111,9 +111,9 @@ def emit_role_split(k: Kernel, split: RoleSplit,
     tid, wg = warpgroup_index(k, tid)
     labels = {n: k.label(f"role_{n}") for n in names}
     end = k.label("roles_end")
-    for role in split.roles[:-1]:
-        stop = split.warpgroup_range(role.name).stop
-        I.bra(k, labels[role.name], uni=True, pred=I.setp(k, "lt", wg, stop, dtype="u32"))
+    for role in reversed(split.roles[1:]):   # highest role first; role 0 falls through
+        first = split.first_warpgroup(role.name)
+        I.bra(k, labels[role.name], uni=True, pred=I.setp(k, "ge", wg, first, dtype="u32"))
     for i, role in enumerate(split.roles):
         k.place(labels[role.name])
         set_role_registers(k, split, role.name)
