@@ -25,6 +25,7 @@ from .signature import EntrySignature, ParamSpec, SignatureError, parse_entry
 __all__ = ["CompiledKernel", "LaunchConfigError"]
 
 _get_ident = threading.get_ident
+_MUTABLE = object()  # stands in the launch-shape cache for a shape passed as a mutable sequence
 
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
@@ -78,12 +79,14 @@ def _stream_handle(stream) -> int:
 class _ThreadState:
     """What one thread's launches of a kernel reuse: its parameter buffer and the last checked shape."""
 
-    __slots__ = ("packer", "shape", "fn", "head", "params", "config")
+    __slots__ = ("packer", "params", "ordinal", "grid", "block", "smem_bytes", "cluster", "fn", "head",
+                 "config")
 
     def __init__(self, packer: ArgumentPacker):
         self.packer = packer
         self.params = packer.kernel_params
-        self.shape = self.fn = self.head = self.config = None  # head: (function handle, grid, block, smem)
+        self.ordinal = None  # the cached plan's device, shape (as passed), function, launch arguments
+        self.grid = self.block = self.smem_bytes = self.cluster = self.fn = self.head = self.config = None
 
 
 class CompiledKernel:
@@ -161,9 +164,9 @@ class CompiledKernel:
                 ordinal = self._resolve_unknown_devices(packer, ordinal)
         if ordinal is None:
             ordinal = driver.current_device().ordinal
-        shape = (ordinal, grid, block, smem_bytes, cluster)
-        if shape != state.shape:
-            self._prepare(state, shape)
+        if (grid is not state.grid or block is not state.block or smem_bytes is not state.smem_bytes
+                or cluster is not state.cluster or ordinal != state.ordinal):
+            self._prepare(state, ordinal, grid, block, smem_bytes, cluster)
         if stream is not None:
             raw = _stream_handle(stream)
         elif saw_torch:
@@ -181,15 +184,19 @@ class CompiledKernel:
         if err:
             self._launch_failed(err, state, handle)
 
-    def _prepare(self, state: _ThreadState, shape) -> None:
-        """Load the function for the shape's device and check the shape; cache both in ``state``."""
-        ordinal, grid, block, smem_bytes, cluster = shape
-        state.shape = None
-        state.fn = self._functions.get(ordinal) or self.function(ordinal)
-        dims, state.config = self._launch_plan(state.fn, grid, block, smem_bytes, cluster)
-        state.head = (state.fn.handle, *dims)
-        state.params = state.packer.kernel_params
-        state.shape = shape
+    def _prepare(self, state: _ThreadState, ordinal: int, grid, block, smem_bytes, cluster) -> None:
+        """Load the function for the device and check the shape (skipped when it equals the cached
+        one, which ``launch`` compares by identity); cache both in ``state``."""
+        shape = (ordinal, grid, block, smem_bytes, cluster)
+        if shape != (state.ordinal, state.grid, state.block, state.smem_bytes, state.cluster):
+            state.ordinal = None  # no valid plan while checking
+            state.fn = self._functions.get(ordinal) or self.function(ordinal)
+            dims, state.config = self._launch_plan(state.fn, grid, block, smem_bytes, cluster)
+            state.head = (state.fn.handle, *dims)
+        # only immutable shapes are kept for the identity test: a list could change in place
+        keep = [v if v is None or type(v) in (int, tuple) else _MUTABLE for v in shape[1:]]
+        state.ordinal = ordinal
+        state.grid, state.block, state.smem_bytes, state.cluster = keep
 
     def _launch_failed(self, err, state: _ThreadState, stream) -> None:
         call = f"cuLaunchKernel{'Ex' if state.config is not None else ''}({self.name!r})"

@@ -235,3 +235,16 @@ def test_launch_calls_the_driver_with_the_cached_plan_and_the_right_stream(monke
         kernel.launch(Tensor(), 3, grid=1, block=2048)
     kernel.launch(Tensor(), 3, grid=(4, 2), block=128)  # the refused shape left no stale plan behind
     assert calls[-1][:8] == calls[0][:8]
+
+
+def test_a_grid_list_changed_in_place_is_checked_again(monkeypatch):
+    kernel, fn = kernel_with_fake_function(PLAIN)
+    kernel._functions[0] = fn
+    calls = []
+    kernel._launch_kernel = lambda *a: calls.append(a) or (0,)
+    monkeypatch.setattr(driver, "current_device", lambda: fn.device)
+    grid = [1, 1]
+    kernel.launch(1, grid=grid, block=32)
+    grid[0] = 6
+    kernel.launch(1, grid=grid, block=32)
+    assert [c[1] for c in calls] == [1, 6]
