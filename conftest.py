@@ -9,18 +9,13 @@ import pytest
 @functools.lru_cache(maxsize=1)
 def hopper_gpu_absent_reason() -> str | None:
     """None when an sm_90 GPU is usable through the CUDA driver, else why not."""
+    from layoutkit.ptx import DriverUnavailableError, device, device_count
     try:
-        from cuda.bindings import driver as cu
-    except ImportError as exc:  # pragma: no cover - cuda-python is a dependency
-        return f"cuda-python is not importable ({exc})"
-    err, = cu.cuInit(0)
-    if err != cu.CUresult.CUDA_SUCCESS:
-        return f"the CUDA driver did not initialise (cuInit returned {err.name})"
-    err, count = cu.cuDeviceGetCount()
-    if err != cu.CUresult.CUDA_SUCCESS or count == 0:
-        return "no CUDA device is present"
-    err, major = cu.cuDeviceGetAttribute(
-        cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0)
+        if device_count() == 0:
+            return "no CUDA device is present"
+        major = device(0).attribute("COMPUTE_CAPABILITY_MAJOR")
+    except DriverUnavailableError as exc:
+        return str(exc)
     if major != 9:
         return f"device 0 has compute capability {major}.x; layoutkit's GPU tests need 9.0 (Hopper)"
     return None
