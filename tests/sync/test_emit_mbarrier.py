@@ -2,8 +2,6 @@
 bounded debug wait (golden text) - and every kernel assembles for sm_90a."""
 from __future__ import annotations
 
-import warnings
-
 import pytest
 
 from layoutkit import sync as S
