@@ -15,11 +15,12 @@ True
 """
 from .control import if_, range  # noqa: A004
 from .errors import (ConstexprError, DSLError, KernelArgumentError, KernelDefinitionError,
-                     LayoutMismatchError, TraceError, VerifierError)
+                     LayoutMismatchError, SharedMemoryError, TraceError, VerifierError)
 from .global_tensor import GlobalTensor, PointerArg, global_tensor
 from .ir import Block, Function, Op, Value
 from .kernel import Kernel, Specialization, kernel
 from .memory import load, store
+from .shared import SharedTensor, barrier, shared_tensor
 from .tracer import block_id, thread_id
 from .types import (DType, Pointer, PointerType, bf16, bool_, constexpr, f16, f32, f64, i32, i64,
                     u32)
@@ -33,9 +34,10 @@ __all__ = [
     "i32", "i64", "u32", "f16", "bf16", "f32", "f64", "bool_",
     "thread_id", "block_id", "range", "if_",
     "global_tensor", "GlobalTensor", "PointerArg", "load", "store",
+    "shared_tensor", "SharedTensor", "barrier",
     "TVLayout", "tv_layout", "RegisterTensor", "Scalar", "full",
     "cast", "exp2", "fma", "maximum", "minimum", "rsqrt", "sqrt", "where",
     "Function", "Block", "Op", "Value", "verify",
     "DSLError", "KernelDefinitionError", "KernelArgumentError", "ConstexprError",
-    "LayoutMismatchError", "TraceError", "VerifierError",
+    "LayoutMismatchError", "TraceError", "SharedMemoryError", "VerifierError",
 ]

@@ -121,8 +121,10 @@ class range:  # noqa: A001 - the DSL's counterpart of Python's range
         body.args = [iv] + [trace.fn.new_value(v.type) for v in inits]
         nonnegative = self.step > 0 and provably_less(-1, self.start) is True
         sym = trace.bind(trace.loop_symbol(nonnegative), iv)
+        dependent = any(trace.thread_dependent(b) for b in (self.start, self.stop))
         results = trace.emit("for", bounds + inits, [v.type for v in inits],
-                             {"unroll": self.unroll}, blocks=(body,))
+                             {"unroll": self.unroll, "thread_dependent": dependent},
+                             blocks=(body,))
         with trace.block(body):
             carried = _rebuild(self.carry, body.args[1:])
             yield (sym, carried) if self.carry else sym

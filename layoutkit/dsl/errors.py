@@ -51,6 +51,10 @@ class TraceError(DSLError):
     """Any other mistake found while tracing a kernel (wrong operand type, bad range, ...)."""
 
 
+class SharedMemoryError(DSLError):
+    """The kernel's shared memory exceeds the per-block limit, or a shared layout is unusable."""
+
+
 class VerifierError(DSLError):
     """The IR broke a structural rule (a bug in a DSL op, or a value used outside its region)."""
 
@@ -72,4 +76,5 @@ def here() -> SourceLocation | None:
 
 
 __all__ = ["DSLError", "KernelDefinitionError", "KernelArgumentError", "ConstexprError",
-           "LayoutMismatchError", "TraceError", "VerifierError", "user_frame_location", "here"]
+           "LayoutMismatchError", "TraceError", "SharedMemoryError", "VerifierError",
+           "user_frame_location", "here"]

@@ -45,9 +45,25 @@ class PointerArg:
 def _coordinate_layout(layout: Layout, mode: int) -> Layout:
     """layout's domain mapped to the (column-major, flattened) coordinate along `mode`."""
     shape = layout.shape if isinstance(layout.shape, tuple) else (layout.shape,)
-    strides = tuple(Layout(s).stride if i == mode else _zeros(s) for i, s in enumerate(shape))
+    strides = tuple(_column_major(s, 1)[0] if i == mode else _zeros(s)
+                    for i, s in enumerate(shape))
     return Layout(shape, strides) if isinstance(layout.shape, tuple) else Layout(shape[0],
                                                                                 strides[0])
+
+
+def _column_major(shape, start):
+    """(strides, next stride) of a compact column-major layout of `shape` starting at `start`.
+
+    Unlike make_layout, a size-1 mode keeps a nonzero stride: a tile that reaches past an
+    extent of 1 must see coordinates 1, 2, ... there, or its out-of-bounds elements would
+    look in bounds (coordinate 0) and escape the mask."""
+    if isinstance(shape, tuple):
+        strides = []
+        for s in shape:
+            stride, start = _column_major(s, start)
+            strides.append(stride)
+        return tuple(strides), start
+    return start, start * shape
 
 
 def _zeros(shape):
@@ -67,6 +83,13 @@ class GlobalTensor:
     @property
     def dtype(self) -> DType:
         return self.ptr.dtype
+
+    @property
+    def alignment(self) -> int:
+        """Bytes the base address is known to be a multiple of."""
+        return self.ptr.alignment
+
+    max_vector = 1 << 30       # no layout-imposed cap on the vector width
 
     def __repr__(self) -> str:
         part = f", partition of {self.tv}" if self.tv is not None else ""

@@ -20,7 +20,12 @@ Op table (name: operands -> results; attrs):
   select:     c, a, b -> v
   load:       ptr, offset(i64)[, mask] -> v*vec   dtype, vec, masked
   store:      ptr, offset(i64), v*vec[, mask] ->   vec, masked
-  for:        start, stop, step, init... -> carried...   unroll; body(iv, carried...) ends in yield
+  shared_load:  offset(i32) -> v*vec      alloc, vec, disp, swizzle (B,M,S) or None
+  shared_store: offset(i32), v*vec ->     alloc, vec, disp, swizzle
+  barrier:    ->                          (bar.sync 0: every thread of the block)
+  shfl:       v, lane(i32) -> v           mode in bfly idx (32-bit values)
+  for:        start, stop, step, init... -> carried...   unroll, thread_dependent;
+                                          body(iv, carried...) ends in yield
   if:         cond ->                     then-block (no results)
   yield:      v... ->                     (terminates a for body)
 """
@@ -65,15 +70,40 @@ class Op:
     location: SourceLocation | None = None
 
 
+@dataclass(frozen=True)
+class SharedAllocation:
+    """One shared-memory buffer of the kernel: `nbytes` at byte `offset` of the dynamic shared
+    array (a multiple of `align`), made at `location` by the user's code."""
+
+    name: str
+    nbytes: int
+    align: int
+    offset: int
+    what: str
+    location: SourceLocation | None
+
+    def describe(self) -> str:
+        where = f"{self.location.file}:{self.location.line}" if self.location else "?"
+        return (f"{self.name}: {self.nbytes} B, align {self.align}, at +{self.offset} "
+                f"({self.what}; {where})")
+
+
 @dataclass
 class Function:
-    """One traced kernel specialization: parameters (in PTX order), body, launch facts."""
+    """One traced kernel specialization: parameters (in PTX order), body, launch facts
+    (`shared`: the dynamic shared-memory allocations, `shared_bytes` their total)."""
 
     name: str
     num_warps: int
     params: list[Op] = field(default_factory=list)
     body: Block = field(default_factory=Block)
+    shared: list[SharedAllocation] = field(default_factory=list)
     _next_id: int = 0
+
+    @property
+    def shared_bytes(self) -> int:
+        """Bytes of dynamic shared memory a launch needs (end of the last allocation)."""
+        return max((a.offset + a.nbytes for a in self.shared), default=0)
 
     def new_value(self, vtype, hint: str = "") -> Value:
         value = Value(self._next_id, vtype, hint)
@@ -115,6 +145,7 @@ def format_function(fn: Function) -> str:
     params = ", ".join(f"{op.results[0]!r}: {op.results[0].type} {op.attrs['name']}"
                        for op in fn.params)
     out = [f"kernel {fn.name}({params}) num_warps={fn.num_warps} {{"]
+    out += [f"  shared {a.describe()}" for a in fn.shared]
     _format_block(fn.body, "  ", out)
     out.append("}")
     return "\n".join(out)

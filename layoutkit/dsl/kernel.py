@@ -167,14 +167,15 @@ class Kernel:
         return launch
 
     def launch(self, grid, *args, stream=None, **kwargs) -> None:
-        """Launch on `grid` with block = 32 * num_warps threads and the kernel's dynamic smem."""
+        """Launch on `grid` with block = 32 * num_warps threads and the kernel's dynamic shared
+        memory (the total of its lk.shared_tensor allocations, computed at trace time)."""
         values = bind(self.params, args, kwargs, self.name)
         spec = self._cache.get(tuple(key_entry(p, v) for p, v in zip(self.params, values)))
         if spec is None:
             spec = self.specialize(*values)
         runtime = [values[i] for i in self._runtime]
         spec.compiled.launch(*runtime, grid=grid, block=(32 * self.num_warps, 1, 1),
-                             smem_bytes=0, stream=stream)
+                             smem_bytes=spec.ir.shared_bytes, stream=stream)
 
     # ---- introspection (no GPU) --------------------------------------------------------------
     def ir(self, *args, **kwargs) -> Function:

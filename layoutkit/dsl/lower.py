@@ -15,6 +15,7 @@ from layoutkit.ptx.isa import transcendental as sfu
 
 from .ir import Block, Function, Op
 from .lower_index import IndexLowering
+from .lower_shared import SharedLowering
 from .types import PointerType, bool_
 
 _INVERSE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
@@ -27,7 +28,7 @@ def _half_bits(value: float, name: str) -> int:
     return (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16   # round to nearest even (bf16)
 
 
-class Lowering:
+class Lowering(SharedLowering):
     def __init__(self, fn: Function):
         self.fn = fn
         self.module = Module(line_info=True)
@@ -45,6 +46,7 @@ class Lowering:
             param = k.param(op.attrs["name"], ptype if ptype not in ("bf16", "f16") else "b16")
             with k.at(op.location):
                 self.vals[value.id] = memory.ld_param(k, param)
+        self.declare_shared()
         self.block(self.fn.body)
         control.ret(k)
         return self.module
@@ -263,7 +265,7 @@ class Lowering:
         control.bra(k, end, pred=p)
         k.place(top)
         if op.attrs.get("unroll") == 1:
-            k.raw('.pragma "nounroll";')
+            control.pragma(k, "nounroll")
         self.vals[body.args[0].id] = iv
         for arg, var in zip(body.args[1:], carried):
             self.vals[arg.id] = var

@@ -1,10 +1,11 @@
-"""load / store between a thread's partition of a global tensor and a register tensor.
+"""load / store between a thread's partition of a global or shared tensor and a register tensor.
 
 The access is split into chunks of `vec` consecutive value indices, `vec` the widest power of
 two (at most 16 bytes) such that, for every chunk: the register and memory layouts agree on it
 (max_common_vector of the two), its address is provably vec-aligned (pointer alignment fact and
-symbolic offsets) and its bounds mask is the same for all its elements. Elements outside the
-bounds are not accessed (a load gives `other` there).
+symbolic offsets), its bounds mask is the same for all its elements, and (shared memory) a
+swizzle Sw<B,M,S> keeps it contiguous (vec <= 2**M). Elements outside the bounds of a global
+tensor are not accessed (a load gives `other` there).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from layoutkit.algebra import Layout, LayoutError, max_common_vector
 from .errors import LayoutMismatchError, TraceError
 from .facts import provably_divisible, provably_less
 from .global_tensor import GlobalTensor
+from .shared import SharedTensor, shared_access
 from .tracer import current
 from .types import bool_, i32, i64
 from .values import RegisterTensor, _operand
@@ -56,15 +58,16 @@ def _uniform(view: GlobalTensor, v0: int, vec: int) -> bool:
     return True
 
 
-def _aligned(view: GlobalTensor, v0: int, vec: int) -> bool:
+def _aligned(view, v0: int, vec: int) -> bool:
     nbytes = vec * view.dtype.nbytes
-    if nbytes > view.ptr.alignment:
+    if nbytes > view.alignment:
         return False
     return provably_divisible(view.offset + view.layout(v0), vec)
 
 
-def plan(view: GlobalTensor) -> list[Chunk]:
-    """The chunks of a load/store of `view` (a thread's partition); see the module docstring."""
+def plan(view) -> list[Chunk]:
+    """The chunks of a load/store of `view` (a thread's partition of a global or shared
+    tensor); see the module docstring."""
     n = view.tv.num_values
     try:
         common = max_common_vector(view.layout, _values_layout(view))
@@ -72,7 +75,7 @@ def plan(view: GlobalTensor) -> list[Chunk]:
         common = 1
     common = common if isinstance(common, int) else 1
     vec = 1
-    while vec * 2 <= min(common, 16 // view.dtype.nbytes) and common % (vec * 2) == 0 \
+    while vec * 2 <= min(common, 16 // view.dtype.nbytes, view.max_vector) and common % (vec * 2) == 0 \
             and n % (vec * 2) == 0:
         vec *= 2
     while vec > 1 and not all(_aligned(view, v0, vec) and _uniform(view, v0, vec)
@@ -117,16 +120,33 @@ def _address(trace, offset):
 
 
 def _check_view(what: str, view) -> None:
-    if not isinstance(view, GlobalTensor) or view.tv is None:
-        raise TraceError(f"{what} takes a thread's partition of a global tensor "
+    if not isinstance(view, (GlobalTensor, SharedTensor)) or view.tv is None:
+        raise TraceError(f"{what} takes a thread's partition of a global or shared tensor "
                          f"(tensor.tile(...).partition(tv)), got {view!r}")
 
 
-def load(src: GlobalTensor, *, other=0) -> RegisterTensor:
-    """This thread's values of `src` (a partition) as a register tensor with src's TV layout.
-    Values outside src's bounds are `other` and are not read."""
+def _shared_load(trace, src: SharedTensor) -> RegisterTensor:
+    values = [None] * src.tv.num_values
+    for chunk in plan(src):
+        values[chunk.first:chunk.first + chunk.vec] = shared_access(
+            trace, src.alloc, src.dtype, src.swizzle, chunk.offset, chunk.vec)
+    return RegisterTensor(src.dtype, src.tv, values)
+
+
+def _shared_store(trace, dst: SharedTensor, value: RegisterTensor) -> None:
+    for chunk in plan(dst):
+        shared_access(trace, dst.alloc, dst.dtype, dst.swizzle, chunk.offset, chunk.vec,
+                      value.values[chunk.first:chunk.first + chunk.vec])
+
+
+def load(src, *, other=0) -> RegisterTensor:
+    """This thread's values of `src` (a partition of a global or shared tensor) as a register
+    tensor with src's TV layout. Values outside a global tensor's bounds are `other` and are
+    not read."""
     _check_view("lk.load", src)
     trace = current("lk.load")
+    if isinstance(src, SharedTensor):
+        return _shared_load(trace, src)
     if not isinstance(other, (int, float)) or isinstance(other, bool):
         raise TraceError(f"lk.load: other= is a Python number, got {other!r}")
     values = [None] * src.tv.num_values
@@ -144,9 +164,10 @@ def load(src: GlobalTensor, *, other=0) -> RegisterTensor:
     return RegisterTensor(src.dtype, src.tv, values)
 
 
-def store(dst: GlobalTensor, value: RegisterTensor) -> None:
-    """Write the register tensor `value` to this thread's partition `dst` (same TV layout and
-    dtype; elements outside dst's bounds are not written)."""
+def store(dst, value: RegisterTensor) -> None:
+    """Write the register tensor `value` to this thread's partition `dst` of a global or shared
+    tensor (same TV layout and dtype; elements outside a global tensor's bounds are not
+    written)."""
     _check_view("lk.store", dst)
     trace = current("lk.store")
     if not isinstance(value, RegisterTensor):
@@ -160,6 +181,9 @@ def store(dst: GlobalTensor, value: RegisterTensor) -> None:
     if value.dtype != dst.dtype:
         raise TraceError(f"lk.store: a {value.dtype} tensor into {dst.dtype} memory; cast it "
                          f"explicitly with lk.cast(x, lk.{dst.dtype})")
+    if isinstance(dst, SharedTensor):
+        _shared_store(trace, dst, value)
+        return
     for chunk in plan(dst):
         if chunk.never:
             continue

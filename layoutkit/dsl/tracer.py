@@ -53,6 +53,25 @@ class Trace:
             self.blocks.pop()
             self.memo.pop()
 
+    def thread_dependent(self, expr) -> bool:
+        """Whether the integer expression `expr` mentions a thread index."""
+        tids = {s for (kind, _), s in self.specials.items() if kind == "thread_idx"}
+        return bool(sympy.sympify(expr).free_symbols & tids)
+
+    def require_uniform(self, what: str) -> None:
+        """Raise unless every thread of the block reaches this point: not inside lk.if_ and not
+        inside an lk.range whose bounds depend on the thread (bar.sync and shfl.sync over the
+        full warp must be executed by all participating threads, else they hang or are
+        undefined: PTX ISA "bar", "shfl.sync")."""
+        for parent in self.blocks[:-1]:
+            owner = parent.ops[-1]
+            if owner.name == "if" or (owner.name == "for" and owner.attrs.get("thread_dependent")):
+                kind = "lk.if_" if owner.name == "if" else "an lk.range with thread-dependent bounds"
+                line = owner.location.line if owner.location is not None else "?"
+                raise TraceError(f"{what} inside {kind} (opened at line {line}): every thread of "
+                                 "the block must reach it, or the barrier/shuffle hangs; move it "
+                                 "out of the branch")
+
     def _lookup(self, key):
         for memo in reversed(self.memo):
             if key in memo:

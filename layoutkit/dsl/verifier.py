@@ -61,6 +61,15 @@ def _check_types(op: Op) -> None:
             _fail(op, "has one operand and one result")
     elif name in ("load", "store"):
         _check_memory(op)
+    elif name in ("shared_load", "shared_store"):
+        _check_shared(op)
+    elif name == "barrier":
+        if ops or res:
+            _fail(op, "takes no operands and has no results")
+    elif name == "shfl":
+        if len(ops) != 2 or ops[1].type != i32 or len(res) != 1 or res[0].type != ops[0].type \
+                or ops[0].type.nbytes > 4 or a.get("mode") not in ("bfly", "idx"):
+            _fail(op, "shuffles one value of at most 32 bits by an i32 lane, mode bfly or idx")
     elif name == "for":
         _check_for(op)
     elif name == "if":
@@ -87,6 +96,17 @@ def _check_memory(op: Op) -> None:
     expected = 2 + (0 if op.name == "load" else vec) + (1 if masked else 0)
     if len(op.operands) != expected or (masked and op.operands[-1].type != bool_):
         _fail(op, "operands are ptr, offset, values (store), then the bool mask when masked")
+
+
+def _check_shared(op: Op) -> None:
+    vec = op.attrs["vec"]
+    data = op.results if op.name == "shared_load" else op.operands[1:]
+    if not op.operands or op.operands[0].type != i32:
+        _fail(op, "addresses its buffer with an i32 element offset")
+    if vec not in (1, 2, 4, 8) or len(data) != vec or len({v.type for v in data}) != 1:
+        _fail(op, f"moves 1, 2, 4 or 8 values of one type, got vec={vec} with {len(data)}")
+    if vec * data[0].type.nbytes > 16:
+        _fail(op, f"a vector access moves at most 16 bytes; {vec} x {data[0].type}")
 
 
 def _check_for(op: Op) -> None:

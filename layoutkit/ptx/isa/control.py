@@ -1,4 +1,4 @@
-"""Control flow and ordering: bra (divergent or .uni), ret, exit, trap, membar, fence.
+"""Control flow and ordering: bra (divergent or .uni), ret, exit, trap, membar, fence, pragma.
 
 `bra.uni` promises that every active thread takes the same branch (a guard must then be
 warp-uniform); plain `bra` may diverge. Memory fences: `membar.{cta,gl,sys}` and
@@ -51,3 +51,18 @@ def fence(k: Kernel, sem: str = "acq_rel", scope: str = "gpu", *, pred=None) -> 
     choose("fence", "scope", scope, FENCE_SCOPES)
     requires = Requirement((7, 8), 90) if scope == "cluster" else Requirement()
     k.emit(f"fence.{sem}.{scope}", pred=pred, requires=requires)
+
+
+PRAGMAS = ("nounroll",)
+
+
+def pragma(k: Kernel, name: str = "nounroll") -> None:
+    """`.pragma "nounroll";`: placed in a loop's header block (right after its label), ptxas
+    does not unroll that loop (PTX ISA "Descriptions of .pragma strings").
+
+    >>> from layoutkit.ptx.builder import Module
+    >>> k = Module().kernel("k"); pragma(k); k.body_lines()[-1]
+    '    .pragma "nounroll";'
+    """
+    choose(".pragma", "name", name, PRAGMAS)
+    k.emit(f'.pragma "{name}"')

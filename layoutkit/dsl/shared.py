@@ -1,0 +1,197 @@
+"""Shared tensors: buffers of the block's dynamic shared memory with a layout (a plain Layout or
+a Swizzle composed with one), tiled and partitioned like global tensors, and `lk.barrier()`.
+
+Each `lk.shared_tensor(layout, dtype)` reserves cosize(layout) elements at trace time, aligned
+to 16 bytes (the widest vector access) or, for a swizzled layout, to the swizzle's period: the
+XOR pattern repeats every 2**(B+M+|S|) elements, so a buffer starting at a multiple of that many
+elements' bytes keeps the physical bank pattern the layout describes (Sw<3,3,3> on 16-bit
+elements, CuTe's 128-byte swizzle, repeats every 1024 B). The allocations' total is the
+launch's dynamic shared memory; more than the opt-in limit is a `SharedMemoryError` that lists
+every allocation.
+
+>>> import layoutkit.dsl as lk
+>>> from layoutkit.algebra import ComposedLayout, Layout, Swizzle
+>>> @lk.kernel(num_warps=1)
+... def k(x: lk.Pointer[lk.bf16]):
+...     tile = lk.shared_tensor(ComposedLayout(Swizzle(3, 3, 3), 0, Layout((8, 64), (64, 1))),
+...                             lk.bf16)
+>>> [(a.nbytes, a.align) for a in k.ir(lk.Pointer[lk.bf16]).shared]
+[(1024, 1024)]
+"""
+from __future__ import annotations
+
+import sympy
+
+from layoutkit.algebra import ComposedLayout, Layout, LayoutError, Swizzle, composition
+from layoutkit.algebra import cosize, local_tile, size
+
+from .errors import SharedMemoryError, TraceError, here
+from .ir import SharedAllocation
+from .tracer import current
+from .types import DType, bool_, i32
+from .values import TVLayout
+
+# The per-block opt-in limit of Hopper (sm_90): 227 KB of dynamic shared memory
+# (CUDA C Programming Guide, "Compute capabilities", table "Technical specifications").
+MAX_SHARED_BYTES = 232448
+MIN_ALIGN = 16      # bytes: the widest vector access (ld.shared.v4.b32)
+
+
+def swizzle_alignment(swizzle: Swizzle | None, dtype: DType) -> int:
+    """The byte alignment a buffer with this swizzle (acting on element offsets) needs.
+
+    >>> from layoutkit.dsl.types import bf16, f32
+    >>> swizzle_alignment(Swizzle(3, 3, 3), bf16), swizzle_alignment(Swizzle(2, 2, 3), f32)
+    (1024, 512)
+    """
+    if swizzle is None:
+        return max(MIN_ALIGN, dtype.nbytes)
+    return max(MIN_ALIGN, swizzle.size() * dtype.nbytes)
+
+
+def allocate(what: str, nbytes: int, align: int, name: str | None = None) -> SharedAllocation:
+    """Reserve `nbytes` (aligned to `align`) of the kernel's shared memory at trace time."""
+    trace = current(what)
+    fn = trace.fn
+    name = name or f"smem{len(fn.shared)}"
+    offset = -(-fn.shared_bytes // align) * align
+    alloc = SharedAllocation(name, nbytes, align, offset, what, here())
+    fn.shared.append(alloc)
+    if fn.shared_bytes > MAX_SHARED_BYTES:
+        listing = "\n".join("      " + a.describe() for a in fn.shared)
+        raise SharedMemoryError(
+            f"{what}: the kernel's shared memory would total {fn.shared_bytes} bytes, over the "
+            f"{MAX_SHARED_BYTES}-byte (227 KB) per-block limit of sm_90; allocations:\n{listing}")
+    return alloc
+
+
+class SharedTensor:
+    """A view of a shared buffer: element c is at `swizzle(offset + layout(c))` of `alloc`
+    (offsets in elements; no swizzle when `swizzle` is None). `tv` is set on a thread's
+    partition, whose layout is then over the TV layout's values."""
+
+    bounds = None          # shared tiles are whole: no masking
+    coords = ()
+
+    def __init__(self, alloc: SharedAllocation, dtype: DType, swizzle, layout: Layout, offset,
+                 tv: TVLayout | None = None):
+        self.alloc, self.dtype, self.swizzle = alloc, dtype, swizzle
+        self.layout, self.offset, self.tv = layout, offset, tv
+
+    @property
+    def alignment(self) -> int:
+        """Bytes the buffer's start is a multiple of."""
+        return self.alloc.align
+
+    @property
+    def max_vector(self) -> int:
+        """Elements a swizzle keeps contiguous: 2**M (its low M bits are never changed)."""
+        return 1 << self.swizzle.base if self.swizzle is not None else 1 << 30
+
+    def __repr__(self) -> str:
+        sw = f"{self.swizzle} o " if self.swizzle is not None else ""
+        part = f", partition of {self.tv}" if self.tv is not None else ""
+        return f"SharedTensor({self.dtype}, {sw}{self.layout}, offset {self.offset}{part})"
+
+    def tile(self, tiler, coord) -> "SharedTensor":
+        """The tile at `coord` of this tensor divided by `tiler` (the algebra's local_tile)."""
+        if self.tv is not None:
+            raise TraceError("tile() divides a whole tensor or tile, not a thread's partition")
+        try:
+            sub, off = local_tile(self.layout, tiler, coord)
+        except LayoutError as exc:
+            raise TraceError(f"tile({tiler}, {coord}) of {self.layout}: {exc}") from None
+        return SharedTensor(self.alloc, self.dtype, self.swizzle, sub, self.offset + off)
+
+    def partition(self, tv: TVLayout) -> "SharedTensor":
+        """This thread's values of the tile under the TV layout `tv` (thread = lk.thread_id())."""
+        trace = current("partition")
+        check_partition(trace, "partition", self.layout, tv)
+        tid = trace.special("thread_idx", 0)
+        try:
+            sub, off = composition(self.layout, tv.layout).slice_and_offset((tid, None))
+        except LayoutError as exc:
+            raise TraceError(f"partition of {self.layout} by {tv}: {exc}") from None
+        return SharedTensor(self.alloc, self.dtype, self.swizzle, sub, self.offset + off, tv)
+
+
+def check_partition(trace, what: str, layout: Layout, tv) -> None:
+    """The tile of `layout` has the TV layout's tile shape and tv covers the whole block."""
+    if not isinstance(tv, TVLayout):
+        raise TraceError(f"{what} takes a TVLayout (lk.tv_layout(thr, val)), got {tv!r}")
+    shape = layout.shape if isinstance(layout.shape, tuple) else (layout.shape,)
+    tile_shape = tuple(size(s) for s in shape)
+    if len(tile_shape) != len(tv.tile) or any(sympy.simplify(a - b) != 0
+                                              for a, b in zip(tile_shape, tv.tile)):
+        raise TraceError(f"{what}: the tile has shape {tile_shape} but the TV layout {tv} covers "
+                         f"a tile of shape {tv.tile}")
+    threads = 32 * trace.fn.num_warps
+    if tv.num_threads != threads:
+        raise TraceError(f"{what}: the TV layout {tv} has {tv.num_threads} threads but the kernel "
+                         f"runs {threads} (num_warps={trace.fn.num_warps})")
+
+
+def shared_tensor(layout, dtype: DType, *, name: str | None = None) -> SharedTensor:
+    """A new shared buffer of `dtype` elements laid out by `layout`: a Layout of int shape and
+    stride, or ComposedLayout(Swizzle(B, M, S), offset, Layout) (the swizzle acts on element
+    offsets). It holds cosize(layout) elements."""
+    what = "lk.shared_tensor"
+    current(what)
+    if not isinstance(dtype, DType) or dtype == bool_:
+        raise TraceError(f"{what}: the element type is a DType such as lk.bf16, got {dtype!r}")
+    swizzle, offset = None, 0
+    if isinstance(layout, ComposedLayout):
+        if not isinstance(layout.outer, Swizzle):
+            raise TraceError(f"{what}: a composed shared layout is Swizzle o offset o Layout, "
+                             f"got {layout}")
+        swizzle, offset, inner = layout.outer, layout.offset, layout.inner
+    elif isinstance(layout, Layout):
+        inner = layout
+    else:
+        raise TraceError(f"{what}: the layout is a Layout or a swizzled ComposedLayout, got "
+                         f"{layout!r}")
+    try:
+        elements = layout.cosize() if swizzle is not None else cosize(inner)
+    except LayoutError as exc:
+        raise TraceError(f"{what}: {layout} has no integer size ({exc})") from None
+    if not isinstance(elements, int) or not isinstance(offset, int) or offset < 0:
+        raise TraceError(f"{what}: a shared layout has integer shapes, strides and a "
+                         f"non-negative offset, got {layout}")
+    align = swizzle_alignment(swizzle, dtype)
+    alloc = allocate(what, elements * dtype.nbytes, align, name)
+    return SharedTensor(alloc, dtype, swizzle, inner, offset)
+
+
+def shared_access(trace, alloc: SharedAllocation, dtype: DType, swizzle, offset, vec: int,
+                  data=None) -> tuple:
+    """Emit a shared load (data None; returns the vec values) or store of `data` at element
+    `offset` (a kernel integer expression, before the swizzle) of `alloc`. A constant part
+    of the offset that is a multiple of the swizzle period becomes the instruction's
+    displacement (the swizzle commutes with adding whole periods)."""
+    disp, rest = sympy.sympify(offset).as_coeff_Add()
+    if not disp.is_Integer:
+        disp, rest = sympy.Integer(0), sympy.sympify(offset)
+    disp = int(disp)
+    if swizzle is not None:
+        period = swizzle.size()
+        rest, disp = rest + disp % period, disp - disp % period
+    attrs = {"buffer": alloc.name, "base": alloc.offset, "vec": vec, "disp": disp,
+             "swizzle": None if swizzle is None else (swizzle.bits, swizzle.base, swizzle.shift)}
+    index = trace.index(rest, i32)
+    if data is None:
+        return trace.emit("shared_load", [index], [dtype] * vec, attrs)
+    trace.emit("shared_store", [index, *data], (), attrs)
+    return ()
+
+
+def barrier() -> None:
+    """A block-wide barrier (`bar.sync 0`): every thread waits until all threads of the block
+    arrive, and shared-memory writes before it are visible to reads after it. Every thread
+    must reach it: inside lk.if_ (or a loop with thread-dependent bounds) it is an error."""
+    trace = current("lk.barrier()")
+    trace.require_uniform("lk.barrier()")
+    trace.emit("barrier", (), ())
+
+
+__all__ = ["SharedTensor", "shared_tensor", "barrier", "allocate", "swizzle_alignment",
+           "check_partition", "shared_access", "MAX_SHARED_BYTES"]
