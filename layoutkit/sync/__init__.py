@@ -11,7 +11,8 @@ from .roles import (REGISTERS_PER_SM, SETMAXNREG_RANGE, WARPGROUP_THREADS,  # no
                     RoleSplit, WarpRole, entry_register_cap)
 from .named_barriers import (NAMED_BARRIER_COUNT, WHOLE_CTA_ID, NamedBarrier,  # noqa: F401
                              NamedBarrierAllocator)
-from .mbarrier_layout import MAX_ARRIVE_COUNT, MBARRIER_BYTES, MbarrierArray, MbarrierLayout  # noqa: F401
+from .mbarrier_layout import (MAX_ARRIVE_COUNT, MBARRIER_BYTES, MbarrierArray,  # noqa: F401
+                              MbarrierLayout)
 from .mbarrier_ops import (BarrierRegion, BarrierSlot, RingRegisters, arrive,  # noqa: F401
                            arrive_expect_tx, declare_mbarriers, expect_tx, init_mbarriers, wait)
 from .debug_record import (ERROR_BUFFER_PARAM, RECORD_BYTES, RECORD_MAGIC, DebugTable,  # noqa: F401

@@ -100,8 +100,9 @@ class MbarrierLayout:
         for a in self._arrays:
             if a.name == name:
                 return a
-        raise MbarrierLayoutError(f"no such array; arrays: {', '.join(a.name for a in self._arrays)}",
-                                  thing="mbarrier array", value=name)
+        names = ", ".join(a.name for a in self._arrays)
+        raise MbarrierLayoutError(f"no such array; arrays: {names}", thing="mbarrier array",
+                                  value=name)
 
     def __contains__(self, array) -> bool:
         """Whether `array` was added to THIS layout (identity: an equal array made elsewhere

@@ -4,10 +4,10 @@ A `Protocol` is the barriers' `Init`s plus one `RolePath` per group of threads t
 lockstep (an elected producer thread, a consumer warpgroup): its barrier events in program
 order, loops unrolled. The DSL records these from the real kernel; tests write them by hand.
 
-`check_protocol(protocol)` runs the mbarrier rules of hopper-ptx.md §3 on it - phases complete when the
-pending arrivals reach 0 and the transaction bytes reach 0; `wait(P)` passes when the phase
-before the current one had parity P (a fresh barrier's "phase -1" has parity 1) - scheduling
-the paths round-robin until all finish or all are blocked, and reports:
+`check_protocol(protocol)` runs the mbarrier rules of hopper-ptx.md §3 on it - phases complete
+when the pending arrivals reach 0 and the transaction bytes reach 0; `wait(P)` passes when the
+phase before the current one had parity P (a fresh barrier's "phase -1" has parity 1) -
+scheduling the paths round-robin until all finish or all are blocked, and reports:
 
 - wrong parity (static, whatever the schedule): a role's wait #n on one barrier is for phase n,
   or n-1 when the barrier starts signalled (a free `empty` slot), so its parity is fixed;
