@@ -20,6 +20,7 @@ from .global_tensor import GlobalTensor, PointerArg, global_tensor
 from .ir import Block, Function, Op, Value
 from .kernel import Kernel, Specialization, kernel
 from .memory import load, store
+from .reduce import broadcast, reduce_max, reduce_sum
 from .shared import SharedTensor, barrier, shared_tensor
 from .tracer import block_id, thread_id
 from .types import (DType, Pointer, PointerType, bf16, bool_, constexpr, f16, f32, f64, i32, i64,
@@ -35,6 +36,7 @@ __all__ = [
     "thread_id", "block_id", "range", "if_",
     "global_tensor", "GlobalTensor", "PointerArg", "load", "store",
     "shared_tensor", "SharedTensor", "barrier",
+    "reduce_max", "reduce_sum", "broadcast",
     "TVLayout", "tv_layout", "RegisterTensor", "Scalar", "full",
     "cast", "exp2", "fma", "maximum", "minimum", "rsqrt", "sqrt", "where",
     "Function", "Block", "Op", "Value", "verify",
