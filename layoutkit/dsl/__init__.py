@@ -14,6 +14,7 @@ Imports: layoutkit.algebra, layoutkit.sync, layoutkit.ptx, numpy, sympy.
 True
 """
 from .control import if_, range  # noqa: A004
+from .convert import convert_layout
 from .errors import (ConstexprError, DSLError, KernelArgumentError, KernelDefinitionError,
                      LayoutMismatchError, SharedMemoryError, TraceError, VerifierError)
 from .global_tensor import GlobalTensor, PointerArg, global_tensor
@@ -36,7 +37,7 @@ __all__ = [
     "thread_id", "block_id", "range", "if_",
     "global_tensor", "GlobalTensor", "PointerArg", "load", "store",
     "shared_tensor", "SharedTensor", "barrier",
-    "reduce_max", "reduce_sum", "broadcast",
+    "reduce_max", "reduce_sum", "broadcast", "convert_layout",
     "TVLayout", "tv_layout", "RegisterTensor", "Scalar", "full",
     "cast", "exp2", "fma", "maximum", "minimum", "rsqrt", "sqrt", "where",
     "Function", "Block", "Op", "Value", "verify",
