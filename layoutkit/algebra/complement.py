@@ -49,14 +49,21 @@ def complement(layout, cotarget=None) -> Layout:
         layout = layout.inner
     if not isinstance(layout, Layout):
         layout = Layout(it.normalize(layout, "complement layout"))
-    if cotarget is not None and type(cotarget) is int and type(layout.shape) is tuple:
-        shapes, strides = it.flatten(layout.shape), it.flatten(layout.stride)
-        if all(type(x) is int for x in shapes) and all(type(d) is int for d in strides):
-            kept = [(s, d) for s, d in zip(shapes, strides) if s != 1 and d != 0]
-            if kept and all(d > 0 for _, d in kept):
-                fast = _complement_int([s for s, _ in kept], [d for _, d in kept], cotarget)
+    if cotarget is not None and _int_cotarget(cotarget):
+        shape_, stride_ = layout.shape, layout.stride
+        if type(shape_) is int:
+            if type(stride_) is int and shape_ != 1 and stride_ > 0:
+                fast = _complement_int((shape_,), (stride_,), cotarget)
                 if fast is not None:
                     return fast
+        else:
+            shapes, strides = it.flatten(shape_), it.flatten(stride_)
+            if all(type(x) is int for x in shapes) and all(type(d) is int for d in strides):
+                kept = [(s, d) for s, d in zip(shapes, strides) if s != 1 and d != 0]
+                if kept and all(d > 0 for _, d in kept):
+                    fast = _complement_int([s for s, _ in kept], [d for _, d in kept], cotarget)
+                    if fast is not None:
+                        return fast
     flt = filter(layout)
     if cotarget is None:
         cotarget = cosize(flt)
@@ -89,6 +96,13 @@ def complement(layout, cotarget=None) -> Layout:
     res_s.append(it.product(it.ceil_div(cotarget, cur)))
     res_d.append(cur)
     return _flat_coalesce(res_s, res_d)
+
+
+def _int_cotarget(cotarget) -> bool:
+    """An int, or a flat tuple of ints (logical_divide passes a coalesced shape)."""
+    if type(cotarget) is int:
+        return True
+    return type(cotarget) is tuple and all(type(c) is int for c in cotarget)
 
 
 def _complement_int(shapes, strides, cotarget):

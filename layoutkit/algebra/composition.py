@@ -7,7 +7,7 @@ from .composed import ComposedLayout
 from .errors import LayoutError
 from .layout import Layout
 
-__all__ = ["composition"]
+__all__ = ["composition", "compose_flat"]
 
 
 def composition(A, B):
@@ -43,7 +43,11 @@ def composition(A, B):
                           "a layout; compose the ComposedLayout with the Layout instead")
     if not isinstance(B, Layout):
         B = Layout(it.normalize(B, "composition tiler"), 1)
-    flat = coalesce_x(A)
+    return compose_flat(coalesce_x(A), A, B)
+
+
+def compose_flat(flat: Layout, A: Layout, B: Layout):
+    """A ∘ B for a Layout B, given ``flat = coalesce_x(A)`` (callers that have it skip a coalesce)."""
     shapes, strides = flat.shape, flat.stride
     if type(shapes) is not tuple:
         shapes, strides = (shapes,), (strides,)

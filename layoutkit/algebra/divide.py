@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from . import int_tuple as it
-from .coalesce import by_mode, coalesce
+from .coalesce import _flat_coalesce_int, by_mode, coalesce
 from .complement import complement
 from .composed import acts_on_inner
-from .composition import composition
+from .composition import compose_flat, composition
 from .errors import LayoutError
 from .layout import Layout, make_layout
 
@@ -39,6 +39,14 @@ def logical_divide(layout: Layout, tiler) -> Layout:
     if type(tiler) is tuple:
         return by_mode(logical_divide, layout, tiler, True, "logical_divide")
     tiler = as_layout_tiler(tiler, "logical_divide")
+    shapes, strides = it.flatten(layout.shape), it.flatten(layout.stride)
+    if shapes[-1] != 1 and all(type(x) is int for x in shapes) and \
+            all(type(d) is int for d in strides):
+        # all-int path: coalesce once; with a last leaf != 1 it is also composition's coalesce_x
+        flat = _flat_coalesce_int(shapes, strides)
+        rest = complement(tiler, flat.shape)
+        return compose_flat(flat, layout, Layout._new((tiler.shape, rest.shape),
+                                                      (tiler.stride, rest.stride)))
     cotarget = coalesce(layout).shape
     return composition(layout, make_layout(tiler, complement(tiler, cotarget)))
 
