@@ -22,6 +22,7 @@ from .layout import (Layout, cosize, crd2idx, depth, flatten, idx2crd, make_layo
 from .partition import local_partition, local_tile
 from .product import (blocked_product, flat_product, logical_product, raked_product,
                       tile_to_shape, tiled_product, zipped_product)
+from .render import Figure, layout_latex, layout_svg, show, tv_layout_svg
 from .swizzle import Swizzle
 from .symbolic import symbol
 from .tv import make_layout_tv
@@ -37,4 +38,5 @@ __all__ = [
     "local_partition", "local_tile",
     "upcast", "downcast", "max_common_vector", "max_common_layout",
     "Swizzle", "ComposedLayout", "make_layout_tv",
+    "show", "Figure", "layout_latex", "layout_svg", "tv_layout_svg",
 ]
