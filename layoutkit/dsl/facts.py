@@ -42,3 +42,25 @@ def provably_less(a, b) -> bool | None:
     if diff.is_nonpositive:
         return False
     return None
+
+
+def within_block(expr, tid, threads: int):
+    """expr with floor(tid/q) -> 0 and Mod(tid, q) -> tid for q >= threads (0 <= tid < threads):
+    the thread index's bound, which the symbol's assumptions cannot carry.
+
+    >>> t = sympy.Symbol("tid", integer=True, nonnegative=True)
+    >>> within_block(8 * sympy.Mod(t, 256) + sympy.floor(t / 256) + sympy.floor(t / 32), t, 256)
+    8*tid + floor(tid/32)
+    """
+    def floor_(arg):
+        num, den = sympy.fraction(sympy.together(arg))
+        if num == tid and den.is_Integer and den >= threads:
+            return sympy.Integer(0)
+        return sympy.floor(arg)
+
+    def mod_(a, q):
+        if a == tid and q.is_Integer and q >= threads:
+            return tid
+        return sympy.Mod(a, q)
+    expr = sympy.sympify(expr)
+    return expr.replace(sympy.floor, floor_).replace(sympy.Mod, mod_)

@@ -15,6 +15,7 @@ import sympy
 from layoutkit.algebra import ComposedLayout, Layout, LayoutError, composition, local_tile, size
 
 from .errors import TraceError
+from .facts import within_block
 from .ir import Value
 from .tracer import current
 from .types import DType
@@ -134,7 +135,9 @@ class GlobalTensor:
             coords = tuple((mine(cl), co) for cl, co in self.coords)
         except LayoutError as exc:
             raise TraceError(f"partition of {self.layout} by {tv}: {exc}") from None
-        coords = tuple((sub_c, co + off_c) for (sub_c, off_c), co in coords)
+        off = within_block(off, tid, threads)
+        coords = tuple((sub_c, co + within_block(off_c, tid, threads))
+                       for (sub_c, off_c), co in coords)
         return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds, tv)
 
 

@@ -26,6 +26,7 @@ from layoutkit.algebra import ComposedLayout, Layout, LayoutError, Swizzle, comp
 from layoutkit.algebra import cosize, local_tile, size
 
 from .errors import SharedMemoryError, TraceError, here
+from .facts import within_block
 from .ir import SharedAllocation
 from .tracer import current
 from .types import DType, bool_, i32
@@ -72,6 +73,7 @@ class SharedTensor:
 
     bounds = None          # shared tiles are whole: no masking
     coords = ()
+    _start = None          # the buffer's own offset (set on a whole buffer)
 
     def __init__(self, alloc: SharedAllocation, dtype: DType, swizzle, layout: Layout, offset,
                  tv: TVLayout | None = None):
@@ -93,6 +95,17 @@ class SharedTensor:
         part = f", partition of {self.tv}" if self.tv is not None else ""
         return f"SharedTensor({self.dtype}, {sw}{self.layout}, offset {self.offset}{part})"
 
+    def view(self, layout) -> "SharedTensor":
+        """The same buffer seen through another layout (a Layout or a swizzled ComposedLayout,
+        e.g. the transposed one); it must stay inside the buffer."""
+        if self._start is None:
+            raise TraceError("view() re-lays a whole shared buffer, not a tile or a partition")
+        swizzle, start, inner, elements = _parse("SharedTensor.view", layout)
+        if elements * self.dtype.nbytes > self.alloc.nbytes:
+            raise TraceError(f"SharedTensor.view: {layout} spans {elements} elements, the buffer "
+                             f"{self.alloc.name} holds {self.alloc.nbytes // self.dtype.nbytes}")
+        return SharedTensor(self.alloc, self.dtype, swizzle, inner, start)
+
     def tile(self, tiler, coord) -> "SharedTensor":
         """The tile at `coord` of this tensor divided by `tiler` (the algebra's local_tile)."""
         if self.tv is not None:
@@ -112,6 +125,7 @@ class SharedTensor:
             sub, off = composition(self.layout, tv.layout).slice_and_offset((tid, None))
         except LayoutError as exc:
             raise TraceError(f"partition of {self.layout} by {tv}: {exc}") from None
+        off = within_block(off, tid, tv.num_threads)
         return SharedTensor(self.alloc, self.dtype, self.swizzle, sub, self.offset + off, tv)
 
 
@@ -131,14 +145,8 @@ def check_partition(trace, what: str, layout: Layout, tv) -> None:
                          f"runs {threads} (num_warps={trace.fn.num_warps})")
 
 
-def shared_tensor(layout, dtype: DType, *, name: str | None = None) -> SharedTensor:
-    """A new shared buffer of `dtype` elements laid out by `layout`: a Layout of int shape and
-    stride, or ComposedLayout(Swizzle(B, M, S), offset, Layout) (the swizzle acts on element
-    offsets). It holds cosize(layout) elements."""
-    what = "lk.shared_tensor"
-    current(what)
-    if not isinstance(dtype, DType) or dtype == bool_:
-        raise TraceError(f"{what}: the element type is a DType such as lk.bf16, got {dtype!r}")
+def _parse(what: str, layout):
+    """(swizzle or None, offset, inner Layout, elements spanned) of a shared layout."""
     swizzle, offset = None, 0
     if isinstance(layout, ComposedLayout):
         if not isinstance(layout.outer, Swizzle):
@@ -157,9 +165,23 @@ def shared_tensor(layout, dtype: DType, *, name: str | None = None) -> SharedTen
     if not isinstance(elements, int) or not isinstance(offset, int) or offset < 0:
         raise TraceError(f"{what}: a shared layout has integer shapes, strides and a "
                          f"non-negative offset, got {layout}")
+    return swizzle, offset, inner, elements
+
+
+def shared_tensor(layout, dtype: DType, *, name: str | None = None) -> SharedTensor:
+    """A new shared buffer of `dtype` elements laid out by `layout`: a Layout of int shape and
+    stride, or ComposedLayout(Swizzle(B, M, S), offset, Layout) (the swizzle acts on element
+    offsets). It holds cosize(layout) elements."""
+    what = "lk.shared_tensor"
+    current(what)
+    if not isinstance(dtype, DType) or dtype == bool_:
+        raise TraceError(f"{what}: the element type is a DType such as lk.bf16, got {dtype!r}")
+    swizzle, offset, inner, elements = _parse(what, layout)
     align = swizzle_alignment(swizzle, dtype)
     alloc = allocate(what, elements * dtype.nbytes, align, name)
-    return SharedTensor(alloc, dtype, swizzle, inner, offset)
+    tensor = SharedTensor(alloc, dtype, swizzle, inner, offset)
+    tensor._start = offset
+    return tensor
 
 
 def shared_access(trace, alloc: SharedAllocation, dtype: DType, swizzle, offset, vec: int,

@@ -164,7 +164,7 @@ def _operand(what: str, x, dtype: DType):
 
 
 def _apply(op: str, kind, *args, result: DType | None = None):
-    what = f"operator {_name(kind)}" if kind in ("add", "sub", "mul", "div", "lt", "le", "gt",
+    what = "lk.where" if op == "select" else f"operator {_name(kind)}" if kind in ("add", "sub", "mul", "div", "lt", "le", "gt",
                                                  "ge", "and", "or") else f"lk.{kind}"
     data = args[1:] if op == "select" else args
     layout, dtype = _common(what, data)
@@ -175,8 +175,13 @@ def _apply(op: str, kind, *args, result: DType | None = None):
         if cond_dtype != bool_:
             raise TraceError(f"{what}: the condition is a bool, got {cond_dtype}")
         if cond_layout is not None:
-            layout = _common(what, (args[0],) + tuple(a for a in data
-                                                      if isinstance(a, RegisterTensor)))[0]
+            for a in data:
+                if isinstance(a, RegisterTensor) and a.layout != cond_layout:
+                    raise LayoutMismatchError(
+                        f"{what}: the condition's and a value's layouts differ\n"
+                        f"      condition: {cond_layout}\n      {a.dtype} tensor: {a.layout}\n"
+                        "  layoutkit never converts layouts implicitly")
+            layout = cond_layout
         operands = [_operand(what, args[0], bool_)] + [_operand(what, a, dtype) for a in data]
     else:
         operands = [_operand(what, a, dtype) for a in data]
