@@ -34,7 +34,8 @@ import struct
 
 from .signature import ParamKind
 
-__all__ = ["FAST_PATH_MISSES", "NotFast", "build_fast_pack"]
+__all__ = ["FAST_PATH_MISSES", "NeverATensor", "NotFast", "argument_checks", "build_fast_pack",
+           "compile_function", "fast_namespace"]
 
 
 class NotFast(Exception):
@@ -51,58 +52,86 @@ def build_fast_pack(packer, torch_tensor_type=None):
     ``torch_tensor_type``: the class pointer arguments must have (``torch.Tensor``); with None, a
     signature with pointer parameters never takes the fast path.
     """
-    params = packer.params
     lines = ["def fast_pack(args):"]
-    names = [f"a{i}" for i in range(len(params))]
+    names = [f"a{i}" for i in range(len(packer.params))]
     if names:
         lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
     else:
         lines.append("    if args:\n        raise NotFast")
+    checks, values = argument_checks(packer.params, "raise NotFast", on_device=None)
+    lines += checks
+    lines.append(f"    pack_into(storage, base{''.join(', ' + v for v in values)})")
+    lines.append("    return d")
+    namespace = {"NotFast": NotFast}
+    return compile_function("\n".join(lines), f"fast_pack {packer.signature.name}",
+                            fast_namespace(packer, torch_tensor_type, namespace))
+
+
+def argument_checks(params, miss: str, on_device: str | None) -> tuple[list[str], list[str]]:
+    """(lines, values): the generated checks of unpacked arguments ``a0, a1, ...`` and the
+    expressions ``pack_into`` takes for them.
+
+    ``miss``: the statement that leaves the fast path. The lines leave the device ordinal in ``d``
+    (None when no argument names one); with ``on_device`` (a name in the namespace) they instead
+    require every argument that names a device to name that one, and at least one to name it.
+    """
     pointers = [i for i, p in enumerate(params) if p.kind in (ParamKind.POINTER, ParamKind.INT_OR_POINTER)]
-    checks = {ParamKind.INT: "int", ParamKind.FLOAT: "float"}
-    values = []
+    tensormaps = [i for i, p in enumerate(params) if p.kind is ParamKind.TENSORMAP]
+    types = {ParamKind.INT: "int", ParamKind.FLOAT: "float"}
+    lines, values = [], []
     for i, p in enumerate(params):
         if p.kind is ParamKind.BYTES:
-            lines.append("    raise NotFast  # by-value byte arrays always take the checked path")
+            lines.append(f"    {miss}  # by-value byte arrays always take the checked path")
         elif i in pointers:
-            lines.append(f"    if type(a{i}) is not T:\n        raise NotFast")
-        elif p.kind in checks:
-            lines.append(f"    if type(a{i}) is not {checks[p.kind]}:\n        raise NotFast")
+            lines.append(f"    if type(a{i}) is not T:\n        {miss}")
+        elif p.kind in types:
+            lines.append(f"    if type(a{i}) is not {types[p.kind]}:\n        {miss}")
     if pointers:
         first, rest = pointers[0], pointers[1:]
         lines.append(f"    d = a{first}.get_device()")
-        cond = " or ".join(["d < 0"] + [f"a{i}.get_device() != d" for i in rest])
-        lines.append(f"    if {cond}:\n        raise NotFast")
+        cond = " or ".join([f"d != {on_device}" if on_device else "d < 0"]
+                           + [f"a{i}.get_device() != d" for i in rest])
+        lines.append(f"    if {cond}:\n        {miss}")
     else:
         lines.append("    d = None")
     for i, p in enumerate(params):
         if i in pointers:
             if p.kind is ParamKind.POINTER and p.pointer_align > 1:
-                lines.append(f"    p{i} = a{i}.data_ptr()\n    if p{i} % {p.pointer_align}:\n        raise NotFast")
+                lines.append(f"    p{i} = a{i}.data_ptr()\n    if p{i} % {p.pointer_align}:\n        {miss}")
                 values.append(f"p{i}")
             else:
                 values.append(f"a{i}.data_ptr()")
-        elif p.kind is ParamKind.TENSORMAP:
-            lines.append(f"    m{i} = a{i}.packed\n    if type(m{i}) is not bytes:\n        raise NotFast")
-            lines.append(f"    e{i} = a{i}.device")
-            if pointers:
-                lines.append(f"    if e{i} is not None and e{i} != d:\n        raise NotFast")
+        elif i in tensormaps:
+            lines.append(f"    m{i} = getattr(a{i}, 'packed', None)\n    if type(m{i}) is not bytes:\n        {miss}")
+            lines.append(f"    e{i} = getattr(a{i}, 'device', None)")
+            if pointers or on_device:
+                lines.append(f"    if e{i} is not None and e{i} != {on_device or 'd'}:\n        {miss}")
             else:
                 lines.append(f"    if e{i} is not None:\n        if d is None:\n            d = e{i}\n"
-                             f"        elif e{i} != d:\n            raise NotFast")
+                             f"        elif e{i} != d:\n            {miss}")
             values.append(f"m{i}")
         else:
             values.append(f"a{i}")
-    lines.append(f"    pack_into(storage, base{''.join(', ' + v for v in values)})")
-    lines.append("    return d")
-    source = "\n".join(lines)
-    namespace = {"NotFast": NotFast, "T": torch_tensor_type if pointers else None,
-                 "pack_into": packer._struct.pack_into, "storage": packer._storage, "base": packer._base}
-    if pointers and torch_tensor_type is None:
-        namespace["T"] = _NeverATensor
-    exec(compile(source, f"<layoutkit fast_pack {packer.signature.name}>", "exec"), namespace)
-    return namespace["fast_pack"], source
+    if on_device and not pointers:  # the device must be named by a tensor map
+        named = " and ".join(f"e{i} is None" for i in tensormaps) or "True"
+        lines.append(f"    if {named}:\n        {miss}")
+    return lines, values
 
 
-class _NeverATensor:
+def fast_namespace(packer, torch_tensor_type, namespace: dict) -> dict:
+    """``namespace`` plus what :func:`argument_checks`' lines and ``pack_into`` of ``packer`` need."""
+    has_pointers = any(p.kind in (ParamKind.POINTER, ParamKind.INT_OR_POINTER) for p in packer.params)
+    namespace.update({"T": (torch_tensor_type or NeverATensor) if has_pointers else None,
+                      "pack_into": packer._struct.pack_into, "storage": packer._storage, "base": packer._base})
+    return namespace
+
+
+def compile_function(source: str, label: str, namespace: dict):
+    """(function, source): the function ``source`` defines (its first line: ``def NAME(...):``),
+    compiled with ``namespace`` as its globals."""
+    exec(compile(source, f"<layoutkit {label}>", "exec"), namespace)
+    return namespace[source[4:source.index("(")]], source
+
+
+class NeverATensor:
     """Stands for torch.Tensor before torch is imported: no argument has this type."""

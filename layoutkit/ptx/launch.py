@@ -51,15 +51,21 @@ def _dim3(what: str, value) -> tuple[int, int, int]:
 _torch_stream_getter = None
 
 
-def _torch_current_stream(device_index: int) -> int:
-    """PyTorch's current stream on ``device_index`` as a raw handle (fast C entry point if present)."""
+def torch_stream_getter():
+    """The function ``device_index -> raw handle`` of PyTorch's current stream (its fast C entry point
+    if present); torch must have been imported."""
     global _torch_stream_getter
     if _torch_stream_getter is None:
         torch = sys.modules["torch"]
         raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
         _torch_stream_getter = raw if raw is not None else (
             lambda index: torch.cuda.current_stream(index).cuda_stream)
-    return _torch_stream_getter(device_index)
+    return _torch_stream_getter
+
+
+def _torch_current_stream(device_index: int) -> int:
+    """PyTorch's current stream on ``device_index`` as a raw handle."""
+    return torch_stream_getter()(device_index)
 
 
 def _stream_handle(stream) -> int:
@@ -132,6 +138,9 @@ class CompiledKernel:
 
     def function(self, device: int | None = None) -> driver.Function:
         """The loaded function on ``device`` (default: the current device); loads it on first use."""
+        fn = self._functions.get(device)
+        if fn is not None:
+            return fn
         dev = driver.device(device) if device is not None else driver.current_device()
         fn = self._functions.get(dev.ordinal)
         if fn is None:
@@ -182,7 +191,17 @@ class CompiledKernel:
             state.config.hStream = handle
             err = self._launch_kernel_ex(state.config, state.fn.handle, state.params, 0)[0]
         if err:
-            self._launch_failed(err, state, handle)
+            self._launch_failed(err, state.fn, state.head, state.config, state.params, handle)
+
+    def configure(self, grid, block, smem_bytes: int = 0, stream=None, cluster=None, *, device: int | None = None):
+        """A function ``launcher(*args)`` that launches like ``launch(*args, grid=grid, block=block, ...)``
+        with less host work per call; the shape is checked now, on ``device`` (default: the current one).
+
+        Its fast path: pointer arguments exact torch tensors on that device, called from this thread;
+        anything else launches through :meth:`launch` (see layoutkit.ptx.launcher).
+        """
+        from .launcher import configured_launcher  # it builds on this module's helpers
+        return configured_launcher(self, grid, block, smem_bytes, stream, cluster, device)
 
     def _prepare(self, state: _ThreadState, ordinal: int, grid, block, smem_bytes, cluster) -> None:
         """Load the function for the device and check the shape (skipped when it equals the cached
@@ -198,16 +217,18 @@ class CompiledKernel:
         state.ordinal = ordinal
         state.grid, state.block, state.smem_bytes, state.cluster = keep
 
-    def _launch_failed(self, err, state: _ThreadState, stream) -> None:
-        call = f"cuLaunchKernel{'Ex' if state.config is not None else ''}({self.name!r})"
+    def _launch_failed(self, err, fn: driver.Function, head: tuple, config, params: int, stream) -> None:
+        """Raise the launch's CudaDriverError; with no context current on this thread, launch again
+        inside the device's primary context (the launch ``head`` or ``config`` did not run)."""
+        call = f"cuLaunchKernel{'Ex' if config is not None else ''}({self.name!r})"
         if getattr(err, "name", "") != "CUDA_ERROR_INVALID_CONTEXT":
             driver.check((err,), call)
-        params, fn = state.params, state.fn
-        with fn.device.activated():  # no context was current on this thread: launch inside ours
-            if state.config is None:
-                result = self._launch_kernel(*state.head, stream, params, 0)
+        with fn.device.activated():
+            if config is None:
+                result = self._launch_kernel(*head, stream, params, 0)
             else:
-                result = self._launch_kernel_ex(state.config, fn.handle, params, 0)
+                config.hStream = stream
+                result = self._launch_kernel_ex(config, fn.handle, params, 0)
         driver.check(result, call)
 
     def _resolve_unknown_devices(self, packer: ArgumentPacker, ordinal: int | None) -> int | None:
