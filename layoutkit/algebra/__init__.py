@@ -22,6 +22,7 @@ from .layout import (Layout, cosize, crd2idx, depth, flatten, idx2crd, make_layo
 from .partition import local_partition, local_tile
 from .product import (blocked_product, flat_product, logical_product, raked_product,
                       tile_to_shape, tiled_product, zipped_product)
+from .prove import divides, less, less_equal
 from .render import Figure, layout_latex, layout_svg, show, tv_layout_svg
 from .swizzle import Swizzle
 from .symbolic import symbol
@@ -39,4 +40,5 @@ __all__ = [
     "upcast", "downcast", "max_common_vector", "max_common_layout",
     "Swizzle", "ComposedLayout", "make_layout_tv",
     "show", "Figure", "layout_latex", "layout_svg", "tv_layout_svg",
+    "divides", "less", "less_equal",
 ]
