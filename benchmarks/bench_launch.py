@@ -1,4 +1,5 @@
-"""Per-launch host overhead: layoutkit's CompiledKernel.launch against the raw cuda.bindings floor,
+"""Per-launch host overhead: layoutkit's CompiledKernel.launch and its configured launcher
+(``kernel.configure(grid, block)``) against the raw cuda.bindings floor,
 a trivial Triton kernel and a trivial PyTorch op, all in one run.
 
 Each method launches an empty kernel (two tensor pointers + one int) in batches; a batch's time is
@@ -41,6 +42,14 @@ def layoutkit_launcher(a, b, n):
 
     def run():
         launch(a, b, n, grid=1, block=32)
+    return run
+
+
+def layoutkit_configured_launcher(a, b, n):
+    launcher = CompiledKernel(assemble(EMPTY)).configure(1, 32)
+
+    def run():
+        launcher(a, b, n)
     return run
 
 
@@ -111,6 +120,7 @@ def main() -> None:
     launchers = {
         "raw cuLaunchKernel (floor)": raw_floor_launcher(a, b, n),
         "layoutkit CompiledKernel.launch": layoutkit_launcher(a, b, n),
+        "layoutkit kernel.configure(grid, block)(x, y, n)": layoutkit_configured_launcher(a, b, n),
         "triton (empty @triton.jit)": triton_launcher(a, b, n),
         "torch x.add_(1)": torch_launcher(a, b, n),
     }

@@ -74,6 +74,38 @@ def check_vector_add_torch():
         raise AssertionError("a misaligned pointer was launched")
 
 
+def check_configured_launch_torch():
+    torch = torch_or_skip()
+    kernel = CompiledKernel.from_ptx(K.VECTOR_ADD)
+    n = 1_000_003
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    c = torch.full((n + 64,), float("nan"), device="cuda")
+    launcher = kernel.configure((n + 255) // 256, 256)
+    launcher(a, b, c, n)
+    torch.cuda.synchronize()
+    assert torch.equal(c[:n], a + b), "configured vector_add result differs from a + b"
+    assert torch.isnan(c[n:]).all(), "configured vector_add wrote past n"
+    side = torch.cuda.Stream()
+    c.fill_(float("nan"))
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):  # the launcher follows torch's current stream at each call
+        launcher(a, b, c, n)
+    side.synchronize()
+    assert torch.equal(c[:n], a + b), "configured vector_add on torch's current (side) stream"
+    try:
+        launcher(a[1:], b, c, n - 1)
+    except ValueError as exc:
+        assert "must be 16-byte aligned" in str(exc), exc
+    else:
+        raise AssertionError("a misaligned pointer was launched by the configured launcher")
+    try:
+        kernel.configure(1, 2048)
+    except LaunchConfigError as exc:
+        assert "block.x = 2048" in str(exc), exc
+    else:
+        raise AssertionError("configure accepted a 2048-thread block")
+
+
 def check_vector_add_device_buffer():
     kernel = CompiledKernel.from_ptx(K.VECTOR_ADD)
     n = 4099
@@ -210,6 +242,7 @@ def check_cluster_launch():
 CHECKS = {
     "vector_add_torch": check_vector_add_torch,
     "vector_add_device_buffer": check_vector_add_device_buffer,
+    "configured_launch_torch": check_configured_launch_torch,
     "dynamic_smem_optin": check_dynamic_smem_optin,
     **{f"tma_round_trip_{s}": (lambda s=s: check_tma_round_trip(s)) for s in SWIZZLE_CASES},
     "mbarrier_ping_pong": check_ping_pong,
