@@ -1,16 +1,12 @@
 """Facts about the kernel's integer expressions: divisibility and sign, proven from the declared
 facts of the symbols (an extent `symbol(name, d)` is a positive multiple of d; thread, block and
-loop indices are non-negative integers). Unknown means "not proven", never "false"."""
+loop indices are non-negative integers), by layoutkit.algebra's prover. Unknown means "not
+proven", never "false"."""
 from __future__ import annotations
 
 import sympy
 
-
-def _hidden(expr):
-    """expr with each extent E (declared a multiple of d) written as d*q, q a positive integer."""
-    return expr.xreplace({
-        e: e.divisor * sympy.Symbol(f"{e.name}__q", integer=True, positive=True)
-        for e in expr.free_symbols if getattr(e, "divisor", 1) > 1})
+from layoutkit.algebra import divides, less
 
 
 def provably_divisible(expr, d: int) -> bool:
@@ -21,27 +17,12 @@ def provably_divisible(expr, d: int) -> bool:
     >>> provably_divisible(4 * t + n, 4), provably_divisible(4 * t + n, 8)
     (True, False)
     """
-    if d == 1:
-        return True
-    expr = sympy.sympify(expr)
-    if expr.is_Integer:
-        return int(expr) % d == 0
-    return bool(sympy.cancel(_hidden(expr) / d).is_integer)
+    return d == 1 or divides(d, expr) is True
 
 
 def provably_less(a, b) -> bool | None:
     """True / False when a < b holds / fails for every value of the symbols, None when unknown."""
-    diff = sympy.sympify(b) - sympy.sympify(a)
-    if diff.is_Integer:
-        return int(diff) > 0
-    positive = diff.is_positive
-    if positive is None:
-        positive = _hidden(diff).is_positive
-    if positive:
-        return True
-    if diff.is_nonpositive:
-        return False
-    return None
+    return less(a, b)
 
 
 def within_block(expr, tid, threads: int):
