@@ -32,7 +32,9 @@ def _is_bijection_onto(n: int) -> Callable[[object], bool]:
 
 def _steps() -> list[TourStep]:
     M, K = la.symbol("M", divisible_by=128), la.symbol("K", divisible_by=64)
-    sw128_tile = la.ComposedLayout(la.Swizzle(3, 4, 3), 0, la.Layout((8, 64), (64, 1)))
+    # Swizzles act on element offsets: the 128-byte swizzle of 16-bit data is Sw<3,3,3>
+    # (Sw<3,4,3> on byte addresses, as hopper-ptx.md writes it).
+    sw128_tile = la.ComposedLayout(la.Swizzle(3, 3, 3), 0, la.Layout((8, 64), (64, 1)))
     return [
         TourStep("column-major by default", "make_layout((4, 2))",
                  lambda: la.make_layout((4, 2)), _equals("(4,2):(1,4)"), "(4,2):(1,4)"),
@@ -53,7 +55,7 @@ def _steps() -> list[TourStep]:
                  _equals("((128,64),(M/128,K/64)):((K,1),(128*K,64))"),
                  "((128,64),(M/128,K/64)):((K,1),(128*K,64))"),
         TourStep("128-byte swizzle of an 8x64 bf16 smem tile is a permutation",
-                 "Sw<3,4,3> o (8,64):(64,1)", lambda: sw128_tile, _is_bijection_onto(512),
+                 "Sw<3,3,3> o (8,64):(64,1)", lambda: sw128_tile, _is_bijection_onto(512),
                  "a bijection onto [0, 512)"),
         TourStep("thread-value layout: 32 threads x 4 values over a (4,32) tile",
                  "make_layout_tv((4,8):(8,1), (1,4):(4,1))",
