@@ -2,6 +2,10 @@
 
   layoutkit tour            the README's main job: a checked layout-algebra session, then the
                             PTX toolchain (build, assemble and, on a Hopper GPU, run a kernel)
+  layoutkit compile RECIPE  assemble a recipe's default kernels for sm_90a (any machine):
+                            [--ptx] [--sass] [--resources]
+  layoutkit run RECIPE      on a Hopper GPU: check the recipe against its reference, then
+                            benchmark it beside the library doing the same work
   layoutkit cache info      where the cubin cache lives, its entries and bytes
   layoutkit cache clear     delete every cached cubin
 """
@@ -14,6 +18,33 @@ import sys
 def _tour(args: argparse.Namespace) -> int:
     from layoutkit.tour import run_tour
     return 0 if run_tour(sys.stdout) else 1
+
+
+def _compile(args: argparse.Namespace) -> int:
+    from layoutkit import ptx
+    from layoutkit.recipe_runner import compile_recipe
+    for spec in compile_recipe(args.recipe):
+        print(f"== {spec.recipe}: {spec.name}: {spec.resource_line()}")
+        if args.ptx:
+            print(spec.ptx)
+        if args.resources:
+            for entry, usage in spec.cubin.resources.items():
+                print(f"   {entry}: {usage}")
+        if args.sass:
+            print(ptx.disassemble(spec.cubin))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from layoutkit.recipe_runner import load_recipe
+    recipe = load_recipe(args.recipe)
+    for needed in ("check", "benchmark"):
+        if not callable(getattr(recipe, needed, None)):
+            print(f"recipe {args.recipe} defines no {needed}()", file=sys.stderr)
+            return 2
+    print(f"check: worst relative error {recipe.check():.3g}")
+    recipe.benchmark()
+    return 0
 
 
 def _cache(args: argparse.Namespace) -> int:
@@ -32,6 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("tour", help="a checked layout-algebra session and a toolchain check"
                         ).set_defaults(run=_tour)
+    compile_ = commands.add_parser("compile", help="assemble a recipe's kernels for sm_90a")
+    compile_.add_argument("recipe", help="a name in recipes/ (e.g. softmax) or a path")
+    for flag, what in (("--ptx", "print the PTX"), ("--sass", "print the SASS (nvdisasm)"),
+                       ("--resources", "print the full ptxas resource report")):
+        compile_.add_argument(flag, action="store_true", help=what)
+    compile_.set_defaults(run=_compile)
+    run = commands.add_parser("run", help="check and benchmark a recipe on a Hopper GPU")
+    run.add_argument("recipe", help="a name in recipes/ (e.g. softmax) or a path")
+    run.set_defaults(run=_run)
     cache = commands.add_parser("cache", help="inspect or clear the cubin cache")
     cache.add_argument("action", choices=("info", "clear"))
     cache.set_defaults(run=_cache)
@@ -39,8 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from layoutkit.recipe_runner import RecipeError
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except RecipeError as exc:
+        print(f"layoutkit {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -64,8 +64,25 @@ def _steps() -> list[TourStep]:
     ]
 
 
+def _compile_recipes(out: TextIO) -> bool:
+    """Assemble every recipe's default kernels with ptxas (sm_90a) and print their resources."""
+    from layoutkit.ptx import find_ptxas, ptxas_version
+    from layoutkit.recipe_runner import all_recipes, compile_recipe
+    print(f"\nRecipes, assembled for sm_90a by {find_ptxas()} ({ptxas_version().build}):", file=out)
+    for path in all_recipes():
+        for spec in compile_recipe(str(path)):
+            print(f"   {spec.recipe}: {spec.name}: {spec.resource_line()}", file=out)
+    return True
+
+
 def run_tour(out: TextIO) -> bool:
-    """Print every step of the tour to ``out``; True when every result checks."""
+    """Print every step of the tour to ``out``, then compile the recipes (from a checkout);
+    True when every result checks."""
+    all_ok = _layout_steps(out)
+    return _compile_recipes(out) and all_ok
+
+
+def _layout_steps(out: TextIO) -> bool:
     all_ok = True
     for number, step in enumerate(_steps(), 1):
         result = step.compute()

@@ -1,0 +1,66 @@
+"""Recipes as the command line sees them: a recipe is one Python file (in ``recipes/``) that
+defines ``compile_default() -> {name: ptx}`` (the specializations it builds by default, no GPU
+needed) and, for ``layoutkit run``, ``check()`` (runs on random inputs against a reference,
+raising on a mismatch) and ``benchmark()`` (times it beside the library doing the same work).
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+RECIPE_DIR = Path("recipes")
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be found or does not follow the recipe protocol."""
+
+
+def recipe_path(name_or_path: str) -> Path:
+    """``softmax``, ``recipes/softmax.py`` or any path to a recipe file."""
+    path = Path(name_or_path)
+    candidates = [path] if path.suffix == ".py" else [RECIPE_DIR / f"{name_or_path}.py"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    known = sorted(p.stem for p in RECIPE_DIR.glob("*.py")) if RECIPE_DIR.is_dir() else []
+    raise RecipeError(f"recipe {name_or_path!r}: no file {candidates[0]} (run from the repository "
+                      f"root; recipes here: {', '.join(known) or 'none'})")
+
+
+def load_recipe(name_or_path: str) -> ModuleType:
+    path = recipe_path(name_or_path)
+    spec = importlib.util.spec_from_file_location(f"layoutkit_recipe_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "compile_default", None)):
+        raise RecipeError(f"recipe {path}: defines no compile_default() -> {{name: ptx}}")
+    return module
+
+
+def all_recipes() -> list[Path]:
+    return sorted(p for p in RECIPE_DIR.glob("*.py") if not p.name.startswith("_")) \
+        if RECIPE_DIR.is_dir() else []
+
+
+@dataclass(frozen=True)
+class CompiledSpecialization:
+    recipe: str
+    name: str
+    ptx: str
+    cubin: object          # layoutkit.ptx.Cubin
+
+    def resource_line(self) -> str:
+        usage = next(iter(self.cubin.resources.values()))
+        return (f"{usage.registers} registers, {usage.shared_bytes} B static smem, "
+                f"{usage.spill_store_bytes + usage.spill_load_bytes} B spilled")
+
+
+def compile_recipe(name_or_path: str) -> list[CompiledSpecialization]:
+    """Assemble every default specialization of a recipe for sm_90a (no GPU needed)."""
+    from layoutkit import ptx
+    module = load_recipe(name_or_path)
+    stem = recipe_path(name_or_path).stem
+    return [CompiledSpecialization(stem, name, text, ptx.assemble(text))
+            for name, text in module.compile_default().items()]
