@@ -17,3 +17,7 @@ for bench in benchmarks/bench_launch.py; do
   echo "== $bench"
   timeout 240 python3 "$bench" 2>&1 | tee "$OUT/$(basename "$bench" .py).md"
 done
+for recipe in recipes/*.py; do
+  echo "== layoutkit run $recipe"
+  timeout 240 python3 -m layoutkit run "$recipe" 2>&1 | tee "$OUT/run_$(basename "$recipe" .py).txt"
+done
