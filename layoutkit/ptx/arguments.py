@@ -20,7 +20,7 @@ import sys
 from .fastpath import FAST_PATH_MISSES, build_fast_pack
 from .signature import EntrySignature, ParamKind, ParamSpec
 
-__all__ = ["ArgumentPacker", "FAST_PATH_MISSES", "KernelArgumentError", "pointer_and_device"]
+__all__ = ["ArgumentPacker", "FAST_PATH_MISSES", "KernelArgumentError", "device_address"]
 
 
 class KernelArgumentError(ValueError):
@@ -67,10 +67,24 @@ def _dlpack_pointer(value) -> tuple[int, int]:
     return (tensor.data or 0) + tensor.byte_offset, int(dev_id)
 
 
-def pointer_and_device(value) -> tuple[int, int | None]:
-    """(device address, device ordinal or None when the object does not say) of a device array.
+def device_address(value) -> tuple[int, int | None]:
+    """(address, device ordinal or None when the object does not say) of device memory: a CUDA torch
+    tensor, a :class:`~layoutkit.ptx.DeviceBuffer`, or an object with ``__cuda_array_interface__``
+    or a CUDA ``__dlpack__``; the address of its first element, in bytes.
 
-    Raises TypeError for values that are not device memory (CPU tensors, numpy arrays, ...).
+    Raises TypeError for what is not device memory (numpy arrays, CPU tensors, ...) and ValueError
+    for a freed DeviceBuffer. Torch is never imported here: a tensor is recognised only if the
+    program imported torch.
+
+    >>> from layoutkit.ptx import Device, DeviceBuffer
+    >>> buf = DeviceBuffer(0x7F0000001000, (4,), "float32", Device(1, None, None), owner=False)
+    >>> hex(device_address(buf)[0]), device_address(buf)[1]
+    ('0x7f0000001000', 1)
+    >>> import numpy as np
+    >>> device_address(np.zeros(4))
+    Traceback (most recent call last):
+    ...
+    TypeError: a ndarray whose __dlpack_device__() is (1, 0) is not device memory (CUDA memory has DLPack device type 2)
     """
     tensor_type = torch_tensor_type()
     if tensor_type is not None and isinstance(value, tensor_type):
@@ -259,7 +273,7 @@ class ArgumentPacker:
                     if takes_int and isinstance(value, numbers.Integral):  # numpy ints, bool
                         return convert_pointer(int(value))
                     try:
-                        address, dev = pointer_and_device(value)
+                        address, dev = device_address(value)
                     except (TypeError, ValueError) as exc:  # not device memory, or a freed DeviceBuffer
                         expected = "an int or a device pointer" if takes_int else "a device pointer"
                         self._fail(spec, value, f"this parameter takes {expected}: {exc}")

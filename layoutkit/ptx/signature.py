@@ -105,7 +105,7 @@ class ParamSpec:
     def refined(self, richer: ParamSpec) -> ParamSpec:
         """This parsed spec with a higher layer's richer spec applied, checked for agreement.
 
-        The richer spec may narrow the kind (a 64-bit integer becomes a pointer), raise the pointer
+        The richer spec may narrow the kind (a 64-bit integer becomes a pointer or only an integer), raise the pointer
         alignment and name a dtype; it may not change the name, byte size or slot alignment.
         """
         if richer.name != self.name:
@@ -115,13 +115,28 @@ class ParamSpec:
             raise SignatureError(
                 f"parameter {self.name!r}: the richer spec says {richer.size} bytes aligned to "
                 f"{richer.align} but the PTX declares {self.describe()}")
-        allowed = {self.kind, ParamKind.POINTER} if self.kind is ParamKind.INT_OR_POINTER else {self.kind}
+        allowed = ({self.kind, ParamKind.POINTER, ParamKind.INT} if self.kind is ParamKind.INT_OR_POINTER
+                   else {self.kind})
         if self.kind is ParamKind.BYTES and self.size == TENSORMAP_BYTES:
             allowed.add(ParamKind.TENSORMAP)
         if richer.kind not in allowed:
             raise SignatureError(f"parameter {self.name!r}: kind {richer.kind.value} does not fit "
                                  f"the PTX declaration {self.describe()}")
         return dataclasses.replace(richer, ptx_type=self.ptx_type)
+
+    @classmethod
+    def scalar(cls, name: str, ptx_type: str) -> ParamSpec:
+        """A number passed by value as PTX type ``ptx_type`` (``"u32"``, ``"s64"``, ``"f32"``, ...): an
+        int in the type's range or a float; a 64-bit integer takes ints only, never a pointer.
+
+        >>> ParamSpec.scalar("n", "s64").describe(), ParamSpec.scalar("n", "s64").kind.value
+        ('.param .s64 n', 'int')
+        """
+        if ptx_type not in _SCALAR_TYPES:
+            raise SignatureError(f"parameter {name!r}: .{ptx_type} is not a scalar PTX type "
+                                 f"({', '.join(_SCALAR_TYPES)})")
+        size, kind = _SCALAR_TYPES[ptx_type]
+        return cls(name, ptx_type, ParamKind.INT if kind is ParamKind.INT_OR_POINTER else kind, size, size)
 
     @classmethod
     def pointer(cls, name: str, *, align: int = 1, dtype: str | None = None) -> ParamSpec:

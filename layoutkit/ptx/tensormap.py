@@ -181,9 +181,9 @@ def encode_tiled_arguments(address: int, dtype, *, shape, strides, box, swizzle:
 
 def _tensor_facts(tensor):
     """(address, dtype, shape, strides in elements, device ordinal or None) of a tensor-like object."""
-    from .arguments import pointer_and_device  # the one place that reads tensors' pointers
+    from .arguments import device_address  # the one place that reads tensors' pointers
     try:
-        address, dev = pointer_and_device(tensor)
+        address, dev = device_address(tensor)
     except TypeError as exc:
         raise TensorMapError(f"tensor: {exc}") from None
     if hasattr(tensor, "stride") and callable(tensor.stride):  # torch.Tensor

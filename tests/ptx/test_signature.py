@@ -114,6 +114,29 @@ def test_spec_constructor_rules():
         ParamSpec("x", "u32", ParamKind.POINTER, 4, 4)
 
 
+def test_scalar_specs_match_the_parsed_declaration():
+    sig = parse_entry(".entry k(.param .u32 a, .param .s64 b, .param .b64 c, .param .f32 d, .param .u8 e) { ret; }")
+    specs = [ParamSpec.scalar(p.name, p.ptx_type) for p in sig.params]
+    assert [(p.kind, p.size, p.align) for p in specs] == [
+        (ParamKind.INT, 4, 4), (ParamKind.INT, 8, 8), (ParamKind.INT, 8, 8), (ParamKind.FLOAT, 4, 4),
+        (ParamKind.INT, 1, 1)]
+    rich = sig.with_params(specs)
+    assert rich.params[1].kind is ParamKind.INT  # a 64-bit integer narrowed to ints only
+    from layoutkit.ptx import DeviceBuffer, Device, KernelArgumentError
+    from layoutkit.ptx.arguments import ArgumentPacker
+    packer = ArgumentPacker(rich)
+    packer.pack((1, -2, 2 ** 64 - 1, 0.5, 255))
+    assert packer.packed_bytes()[8:16] == (-2).to_bytes(8, "little", signed=True)
+    buffer = DeviceBuffer(0x7F0000001000, (4,), "float32", Device(0, None, None), owner=False)
+    with pytest.raises(KernelArgumentError, match=r"parameter 'b' \(.param .s64 b\): got a DeviceBuffer; this "
+                                                  r"parameter \(.s64\) takes an int"):
+        packer.pack((1, buffer, 0, 0.5, 255))
+    with pytest.raises(SignatureError, match=r"parameter 'x': .f8 is not a scalar PTX type \(u8, s8"):
+        ParamSpec.scalar("x", "f8")
+    with pytest.raises(SignatureError, match="kind float does not fit the PTX declaration .param .u32 a"):
+        sig.with_params([ParamSpec.scalar("a", "f32")] + specs[1:])
+
+
 def test_builder_made_kernels_parse():
     module = Module(target="sm_90a")
     k = module.kernel("built", maxntid=(256, 1, 1))
