@@ -10,6 +10,8 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
+from layoutkit.ptx import device_address
+
 from .errors import ConstexprError, KernelArgumentError
 from .types import DType, PointerType, constexpr, host_dtype
 
@@ -44,18 +46,20 @@ def parameter(name: str, annotation) -> Parameter | None:
 
 
 def _address(value) -> tuple[int | None, DType | None]:
-    """(device or host address, element dtype) of an array-like argument, else (None, None)."""
-    data_ptr = getattr(value, "data_ptr", None)
-    if callable(data_ptr):                                   # torch.Tensor
-        return int(data_ptr()), host_dtype(value)
-    iface = getattr(value, "__cuda_array_interface__", None) or \
-        getattr(value, "__array_interface__", None)
-    if iface is not None:
-        return int(iface["data"][0]), host_dtype(value)
-    ptr = getattr(value, "ptr", None)                        # layoutkit.ptx.DeviceBuffer
-    if isinstance(ptr, int):
-        return ptr, None
-    return None, None
+    """(device or host address, element dtype) of an array-like argument, else (None, None).
+    Host arrays (numpy, CPU tensors) count, so that specializations build and print without a GPU."""
+    try:
+        address = device_address(value)[0]  # CUDA tensors, DeviceBuffers, CUDA array interfaces
+    except TypeError:
+        iface = getattr(value, "__array_interface__", None)
+        data_ptr = getattr(value, "data_ptr", None)          # a CPU torch tensor
+        if iface is not None:
+            address = int(iface["data"][0])
+        elif callable(data_ptr):
+            address = int(data_ptr())
+        else:
+            return None, None
+    return address, host_dtype(value)
 
 
 def pointer_fact(p: Parameter, value) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from layoutkit.algebra import LayoutError, symbol
-from layoutkit.ptx import PTXBuildError, assemble, disassemble
+from layoutkit.ptx import CompiledKernel, ParamSpec, PTXBuildError, assemble, disassemble
 from layoutkit.ptx.builder import SourceLocation
 
 from .arguments import Parameter, bind, key_entry, parameter
@@ -31,6 +31,7 @@ from .values import Scalar
 from .verifier import verify
 
 MAX_WARPS = 32   # 1024 threads per block
+MAX_LAUNCHERS = 16  # configured launchers kept per specialization (one per grid)
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Specialization:
     ptx: str
     _cubin: object = field(default=None, repr=False)
     _compiled: object = field(default=None, repr=False)
+    _launchers: dict = field(default_factory=dict, repr=False)
 
     @property
     def cubin(self):
@@ -51,10 +53,36 @@ class Specialization:
 
     @property
     def compiled(self):
+        """The CompiledKernel, its parameters refined with the key's facts: a pointer must be
+        16-byte aligned where the key says so (else element-aligned), a 64-bit scalar takes ints only."""
         if self._compiled is None:
-            from layoutkit.ptx import CompiledKernel
-            self._compiled = CompiledKernel(self.cubin, self.ir.name)
+            self._compiled = CompiledKernel(self.cubin, self.ir.name, params=self.param_specs())
         return self._compiled
+
+    def param_specs(self) -> list[ParamSpec]:
+        """The PTX parameters as layoutkit.ptx ParamSpecs, in order."""
+        specs = []
+        for op in self.ir.params:
+            name, vtype = op.attrs["name"], op.results[0].type
+            if isinstance(vtype, PointerType):
+                align = 16 if self.key[op.attrs["index"]] is True else vtype.dtype.nbytes
+                specs.append(ParamSpec.pointer(name, align=align, dtype=vtype.dtype.name))
+            else:
+                specs.append(ParamSpec.scalar(name, vtype.ptx))
+        return specs
+
+    def launcher(self, grid, threads: int):
+        """The compiled kernel configured for `grid` and `threads` (kept per grid; see
+        CompiledKernel.configure): the shape is checked once, a launch is one call."""
+        try:
+            launcher = self._launchers.get(grid)
+        except TypeError:  # an unhashable grid (a list): configure checks it every time
+            return self.compiled.configure(grid, threads, self.ir.shared_bytes)
+        if launcher is None:
+            if len(self._launchers) >= MAX_LAUNCHERS:
+                self._launchers.clear()
+            launcher = self._launchers[grid] = self.compiled.configure(grid, threads, self.ir.shared_bytes)
+        return launcher
 
 
 def definition_line(fn) -> SourceLocation:
@@ -174,8 +202,11 @@ class Kernel:
         if spec is None:
             spec = self.specialize(*values)
         runtime = [values[i] for i in self._runtime]
-        spec.compiled.launch(*runtime, grid=grid, block=(32 * self.num_warps, 1, 1),
-                             smem_bytes=spec.ir.shared_bytes, stream=stream)
+        if stream is None:  # torch's current stream at each call (or the legacy default stream)
+            spec.launcher(grid, 32 * self.num_warps)(*runtime)
+        else:
+            spec.compiled.launch(*runtime, grid=grid, block=(32 * self.num_warps, 1, 1),
+                                 smem_bytes=spec.ir.shared_bytes, stream=stream)
 
     # ---- introspection (no GPU) --------------------------------------------------------------
     def ir(self, *args, **kwargs) -> Function:
