@@ -5,12 +5,12 @@ function by a fake loaded on a fake device, and torch by a stand-in module whose
 exposes ``data_ptr()``, ``get_device()``, ``dtype``, ``is_cuda`` and ``device`` (what
 layoutkit.ptx reads; the packer recognises torch tensors by exact type ``torch.Tensor``). Two kinds
 of stand-in tensor: methods written in Python (slower than torch's) and methods that are C
-builtins (close to torch's METH_NOARGS methods). Each row is the median over repeats of a batch of
-calls, in µs per launch (the best repeat and the median: this machine's CPU is shared, so the best is
-the steadier number); "overhead" subtracts the floor row (the no-op called with parameters
+builtins (close to torch's METH_NOARGS methods). Each row times repeats of a batch of calls, in µs
+per launch: the best repeat and the median (on a shared CPU the best is the steadier number);
+"overhead" subtracts the floor row (the no-op called with parameters
 packed once, which is what the GPU benchmark's floor does on top of the real driver call).
 
-    python benchmarks/bench_launch_cpu.py [--calls 20000] [--repeats 15]
+    python benchmarks/bench_launch_cpu.py [--calls 20000] [--repeats 21]
 """
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def measure(rows: dict, calls: int, repeats: int) -> dict[str, tuple[float, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000)
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=21)
     args = parser.parse_args()
     print(f"Python {sys.version.split()[0]}; µs per launch, best and median of {args.repeats} x {args.calls} calls\n")
     print("| tensors | method | µs best | overhead µs best | µs median | overhead µs median |")
