@@ -7,7 +7,8 @@ float an exact ``float``, every tensor map a TensorMap. It packs the parameter b
 ``struct.pack_into`` (which also range-checks the integers) and returns the device ordinal (None
 when no argument names one). Any doubt raises :class:`NotFast` (or the error of the failing
 operation) and the caller re-packs through the checked path, which words every error; so this
-function never decides that an argument is wrong, only that it is certainly right.
+function never decides that an argument is wrong, only that it is certainly right. The same
+checks (:func:`argument_checks`) open the configured launcher (layoutkit.ptx.launcher).
 
 >>> from layoutkit.ptx.signature import parse_entry
 >>> from layoutkit.ptx.arguments import ArgumentPacker
@@ -92,7 +93,7 @@ def argument_checks(params, miss: str, on_device: str | None) -> tuple[list[str]
         cond = " or ".join([f"d != {on_device}" if on_device else "d < 0"]
                            + [f"a{i}.get_device() != d" for i in rest])
         lines.append(f"    if {cond}:\n        {miss}")
-    else:
+    elif not on_device:
         lines.append("    d = None")
     for i, p in enumerate(params):
         if i in pointers:
@@ -112,9 +113,10 @@ def argument_checks(params, miss: str, on_device: str | None) -> tuple[list[str]
             values.append(f"m{i}")
         else:
             values.append(f"a{i}")
-    if on_device and not pointers:  # the device must be named by a tensor map
-        named = " and ".join(f"e{i} is None" for i in tensormaps) or "True"
-        lines.append(f"    if {named}:\n        {miss}")
+    if on_device and not pointers and tensormaps:  # the device must be named by a tensor map
+        lines.append(f"    if {' and '.join(f'e{i} is None' for i in tensormaps)}:\n        {miss}")
+    elif on_device and not pointers:
+        lines.append(f"    {miss}  # no argument names a device: launch() takes the current one")
     return lines, values
 
 
