@@ -47,7 +47,7 @@ def parameter(name: str, annotation) -> Parameter | None:
 
 def _address(value) -> tuple[int | None, DType | None]:
     """(device or host address, element dtype) of an array-like argument, else (None, None).
-    Host arrays (numpy, CPU tensors) count, so that specializations build and print without a GPU."""
+    Host arrays (numpy, CPU tensors) count: specializations build and print without a GPU."""
     try:
         address = device_address(value)[0]  # CUDA tensors, DeviceBuffers, CUDA array interfaces
     except TypeError:

@@ -54,7 +54,8 @@ class Specialization:
     @property
     def compiled(self):
         """The CompiledKernel, its parameters refined with the key's facts: a pointer must be
-        16-byte aligned where the key says so (else element-aligned), a 64-bit scalar takes ints only."""
+        16-byte aligned where the key says so (else element-aligned); a 64-bit scalar takes
+        ints only."""
         if self._compiled is None:
             self._compiled = CompiledKernel(self.cubin, self.ir.name, params=self.param_specs())
         return self._compiled
@@ -81,7 +82,8 @@ class Specialization:
         if launcher is None:
             if len(self._launchers) >= MAX_LAUNCHERS:
                 self._launchers.clear()
-            launcher = self._launchers[grid] = self.compiled.configure(grid, threads, self.ir.shared_bytes)
+            launcher = self.compiled.configure(grid, threads, self.ir.shared_bytes)
+            self._launchers[grid] = launcher
         return launcher
 
 
