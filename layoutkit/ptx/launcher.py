@@ -122,7 +122,8 @@ def configured_launcher(kernel, grid, block, smem_bytes: int = 0, stream=None, c
     torch_stream = raw_stream is None and has_pointers
     namespace = fast_namespace(packer, tensor_type, {
         "general": general, "failed": failed, "MISSING": MISSING,
-        "get_ident": threading.get_ident, "owner": threading.get_ident(), "ordinal": ordinal, "PACK_ERRORS": PACK_ERRORS, "params": packer.kernel_params,
+        "get_ident": threading.get_ident, "owner": threading.get_ident(), "ordinal": ordinal,
+        "PACK_ERRORS": PACK_ERRORS, "params": packer.kernel_params,
         "fn": fn.handle, "config": config, "launch": kernel._launch_kernel, "launch_ex": kernel._launch_kernel_ex,
         "streams": streams, "add_stream": add_stream,
         "stream_of": torch_stream_getter() if torch_stream and tensor_type is not None else None,
