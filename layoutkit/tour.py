@@ -69,7 +69,11 @@ def _compile_recipes(out: TextIO) -> bool:
     from layoutkit.ptx import find_ptxas, ptxas_version
     from layoutkit.recipe_runner import all_recipes, compile_recipe
     print(f"\nRecipes, assembled for sm_90a by {find_ptxas()} ({ptxas_version().build}):", file=out)
-    for path in all_recipes():
+    recipes = all_recipes()
+    if not recipes:
+        print("   (no recipes/ folder here: run the tour from the repository root to build them)",
+              file=out)
+    for path in recipes:
         for spec in compile_recipe(str(path)):
             print(f"   {spec.recipe}: {spec.name}: {spec.resource_line()}", file=out)
     return True
