@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sympy
 
+from . import int_tuple
 from .errors import LayoutError
 from .symbolic import _hidden
 
@@ -34,17 +35,7 @@ def divides(d, n) -> bool | None:
     >>> divides(4, 4 * t + M), divides(8, 4 * t + M)
     (True, None)
     """
-    d, n = _operand(d, "divides", "d"), _operand(n, "divides", "n")
-    if type(d) is int and type(n) is int:
-        return n == 0 if d == 0 else n % d == 0
-    if d == 0:
-        return True if n == 0 else None
-    q = sympy.cancel(_hidden(sympy.sympify(n) / d))
-    if q.is_integer:
-        return True
-    if q.is_Rational:
-        return False
-    return None
+    return int_tuple.divides(_operand(d, "divides", "d"), _operand(n, "divides", "n"))
 
 
 def less(a, b) -> bool | None:

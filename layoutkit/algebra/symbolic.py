@@ -156,7 +156,7 @@ def eq(a, b):
 def divides(d, n):
     """True/False when d | n is provable/refutable for all symbol values, else None."""
     if d == 0:
-        return n == 0
+        return True if n == 0 else None
     q = sympy.cancel(_hidden(sympy.sympify(n) / d))
     if q.is_integer:
         return True
