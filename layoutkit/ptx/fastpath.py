@@ -123,11 +123,8 @@ def argument_checks(params, miss: str, on_device: str | None) -> tuple[list[str]
 def fast_namespace(packer, torch_tensor_type, namespace: dict) -> dict:
     """``namespace`` plus what :func:`argument_checks`' lines and ``pack_into`` of ``packer`` need."""
     has_pointers = any(p.kind in (ParamKind.POINTER, ParamKind.INT_OR_POINTER) for p in packer.params)
-    # pack_into takes the buffer through the buffer protocol: a byte memoryview exports it for less
-    # than the ctypes array, which builds its format and shape on every export
     namespace.update({"T": (torch_tensor_type or NeverATensor) if has_pointers else None,
-                      "pack_into": packer._struct.pack_into, "storage": memoryview(packer._storage).cast("B"),
-                      "base": packer._base})
+                      "pack_into": packer._struct.pack_into, "storage": packer._storage, "base": packer._base})
     return namespace
 
 

@@ -35,9 +35,8 @@ def launcher(a0=MISSING, a1=MISSING, /, *extra):
     except PACK_ERRORS:
         return general((a0, a1), extra)
     raw = stream_of(ordinal)
-    try:
-        s = streams[raw]
-    except KeyError:
+    s = streams.get(raw)
+    if s is None:
         s = add_stream(raw)
     err = launch(fn, 2, 1, 1, 128, 1, 1, 0, s, params, 0)[0]
     if err:
@@ -80,8 +79,7 @@ def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: 
     lines.append(f"    try:\n        pack_into(storage, base{''.join(', ' + v for v in values)})\n"
                  f"    except PACK_ERRORS:\n        {miss}")
     if stream == "torch":
-        # a dict subscript inside try costs less than .get() and a None test (no setup cost in 3.11+)
-        lines.append("    raw = stream_of(ordinal)\n    try:\n        s = streams[raw]\n    except KeyError:\n"
+        lines.append("    raw = stream_of(ordinal)\n    s = streams.get(raw)\n    if s is None:\n"
                      "        s = add_stream(raw)")
     if cluster:
         lines.append("    config.hStream = s\n    err = launch_ex(config, fn, params, 0)[0]")
