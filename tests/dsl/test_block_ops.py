@@ -13,15 +13,13 @@ from layoutkit.ptx import assemble
 
 from .block_kernels import (BLOCKED, STRIDED, WARP_BLOCKED, WARP_LOCAL, convert_roundtrip,
                             row_stats, transpose_tile)
+from . import source_lines
+
 THIS_FILE = __file__
 
 
 def line_of(text: str) -> int:
-    with open(THIS_FILE) as f:
-        for number, line in enumerate(f, 1):
-            if text in line and "line_of(" not in line:
-                return number
-    raise AssertionError(text)
+    return source_lines.line_of(THIS_FILE, text)
 
 B, F = lk.Pointer[lk.bf16], lk.Pointer[lk.f32]
 
