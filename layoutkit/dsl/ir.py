@@ -7,7 +7,9 @@ Tensors are a trace-time view: a register tensor is a tuple of Values, one per v
 its TV layout, so the IR itself is scalar and the layout checks happen while tracing.
 
 Op table (name: operands -> results; attrs):
-  param:      -> v                       name, index
+  param:      -> v                       name, index (None for a hidden parameter: then also
+                                          `resolve`, a function of the kernel's bound arguments
+                                          giving the launch value, and `what`)
   thread_idx / block_idx: -> i32         axis
   const:      -> v                       value
   index:      syms... -> i32|i64         expr (sympy; operands bind expr's free symbols, `syms`)
@@ -28,6 +30,10 @@ Op table (name: operands -> results; attrs):
                                           body(iv, carried...) ends in yield
   if:         cond ->                     then-block (no results)
   yield:      v... ->                     (terminates a for body)
+
+Hopper and MMA ops are documented where they are traced and lowered: layoutkit/dsl/mbarrier.py,
+roles.py, tma.py, wgmma.py, mma.py (and their lower_*.py mixins). Each registers its verifier
+rules with `verifier.op_rule`.
 """
 from __future__ import annotations
 
@@ -99,6 +105,11 @@ class Function:
     body: Block = field(default_factory=Block)
     shared: list[SharedAllocation] = field(default_factory=list)
     _next_id: int = 0
+
+    @property
+    def hidden(self) -> list[Op]:
+        """The param ops the DSL added (tensor maps, the debug error buffer), in PTX order."""
+        return [op for op in self.params if op.attrs["index"] is None]
 
     @property
     def shared_bytes(self) -> int:

@@ -26,7 +26,7 @@ from .global_tensor import PointerArg
 from .ir import Function, Op
 from .lower import lower
 from .tracer import tracing
-from .types import PointerType
+from .types import PointerType, TensorMapType
 from .values import Scalar
 from .verifier import verify
 
@@ -65,12 +65,21 @@ class Specialization:
         specs = []
         for op in self.ir.params:
             name, vtype = op.attrs["name"], op.results[0].type
-            if isinstance(vtype, PointerType):
+            if isinstance(vtype, TensorMapType):
+                specs.append(ParamSpec.tensormap(name))
+            elif isinstance(vtype, PointerType) and op.attrs["index"] is None:
+                specs.append(ParamSpec.pointer(name, align=vtype.dtype.nbytes,
+                                               dtype=vtype.dtype.name))
+            elif isinstance(vtype, PointerType):
                 align = 16 if self.key[op.attrs["index"]] is True else vtype.dtype.nbytes
                 specs.append(ParamSpec.pointer(name, align=align, dtype=vtype.dtype.name))
             else:
                 specs.append(ParamSpec.scalar(name, vtype.ptx))
         return specs
+
+    def hidden_values(self, values: tuple) -> list:
+        """The launch values of the DSL's hidden parameters for the bound arguments `values`."""
+        return [op.attrs["resolve"](values) for op in self.ir.hidden]
 
     def launcher(self, grid, threads: int):
         """The compiled kernel configured for `grid` and `threads` (kept per grid; see
@@ -204,6 +213,8 @@ class Kernel:
         if spec is None:
             spec = self.specialize(*values)
         runtime = [values[i] for i in self._runtime]
+        if spec.ir.hidden:
+            runtime += spec.hidden_values(values)
         if stream is None:  # torch's current stream at each call (or the legacy default stream)
             spec.launcher(grid, 32 * self.num_warps)(*runtime)
         else:

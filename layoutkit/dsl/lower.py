@@ -15,8 +15,13 @@ from layoutkit.ptx.isa import transcendental as sfu
 
 from .ir import Block, Function, Op
 from .lower_index import IndexLowering
+from .lower_mbarrier import MbarrierLowering
+from .lower_mma import MmaLowering
+from .lower_roles import RoleLowering
 from .lower_shared import SharedLowering
-from .types import PointerType, bool_
+from .lower_tma import TmaLowering
+from .lower_wgmma import WgmmaLowering
+from .types import PointerType, TensorMapType, bool_
 
 _INVERSE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
 
@@ -28,7 +33,8 @@ def _half_bits(value: float, name: str) -> int:
     return (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16   # round to nearest even (bf16)
 
 
-class Lowering(SharedLowering):
+class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, WgmmaLowering,
+               MmaLowering):
     def __init__(self, fn: Function):
         self.fn = fn
         self.module = Module(line_info=True)
@@ -42,6 +48,9 @@ class Lowering(SharedLowering):
         k = self.k
         for op in self.fn.params:
             value = op.results[0]
+            if isinstance(value.type, TensorMapType):   # used by address, never loaded
+                self.vals[value.id] = k.tensormap_param(op.attrs["name"])
+                continue
             ptype = "u64" if isinstance(value.type, PointerType) else value.type.ptx
             param = k.param(op.attrs["name"], ptype if ptype not in ("bf16", "f16") else "b16")
             with k.at(op.location):

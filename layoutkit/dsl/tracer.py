@@ -42,6 +42,19 @@ class Trace:
         self.blocks[-1].ops.append(op)
         return results
 
+    def hidden_param(self, name: str, vtype, resolve, what: str) -> Value:
+        """A kernel parameter the user did not write (a tensor map, an error buffer), declared
+        after the user's parameters; `resolve(args)` gives its launch value from the kernel's
+        bound arguments (all of them, in signature order). One per `name`."""
+        for op in self.fn.params:
+            if op.attrs["name"] == name:
+                return op.results[0]
+        value = self.fn.new_value(vtype)
+        self.fn.params.append(Op("param", (), (value,), {"name": name, "index": None,
+                                                         "resolve": resolve, "what": what},
+                                 (), here()))
+        return value
+
     @contextlib.contextmanager
     def block(self, block: Block):
         """Emit into `block` (a region of an op) inside the `with`."""

@@ -52,6 +52,18 @@ HOST_NAMES: dict[str, DType] = {
 
 
 @dataclass(frozen=True)
+class TensorMapType:
+    """The type of a TMA tensor-map kernel parameter (a by-value CUtensorMap the DSL derives
+    from a global tensor's layout and a shared tile's layout, encoded at launch)."""
+
+    def __str__(self) -> str:
+        return "tensormap"
+
+
+tensormap = TensorMapType()
+
+
+@dataclass(frozen=True)
 class PointerType:
     """The annotation `Pointer[dtype]`: a global-memory address of `dtype` elements."""
 

@@ -11,13 +11,33 @@ from .errors import VerifierError
 from .ir import Block, Function, Op
 from .types import DType, PointerType, bool_, i32, i64
 
+# Rules of the ops that other modules of the DSL define (mbarrier, roles, TMA, wgmma, mma):
+# op name -> check(op), which calls `fail(op, rule)` when the op is malformed.
+OP_RULES: dict = {}
+
+
+def op_rule(*names: str):
+    """Decorator: register `check(op)` as the verifier rule of the IR ops `names`."""
+    def register(check):
+        for name in names:
+            if name in OP_RULES:
+                raise ValueError(f"IR op {name!r} has a verifier rule already")
+            OP_RULES[name] = check
+        return check
+    return register
+
+
 BINARY = ("add", "sub", "mul", "div", "max", "min")
 UNARY = ("neg", "abs", "exp2", "sqrt", "rsqrt", "rcp")
 CMP = ("lt", "le", "gt", "ge", "eq", "ne")
 
 
-def _fail(op: Op, rule: str) -> None:
+def fail(op: Op, rule: str) -> None:
+    """Raise the VerifierError of `op` breaking `rule`."""
     raise VerifierError(f"IR op '{op.name}' (results {list(op.results)}): {rule}", op.location)
+
+
+_fail = fail
 
 
 def _same_type(op: Op, values) -> None:
@@ -77,6 +97,8 @@ def _check_types(op: Op) -> None:
             _fail(op, "takes one bool and owns one block")
     elif name == "yield":
         pass
+    elif name in OP_RULES:
+        OP_RULES[name](op)
     else:
         _fail(op, "is not an op of the kernel IR")
 

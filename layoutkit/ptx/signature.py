@@ -143,6 +143,15 @@ class ParamSpec:
         """A 64-bit device-pointer parameter whose value must be ``align``-byte aligned."""
         return cls(name, "u64", ParamKind.POINTER, 8, 8, pointer_align=align, dtype=dtype)
 
+    @classmethod
+    def tensormap(cls, name: str, *, align: int = TENSORMAP_MIN_PARAM_ALIGN) -> ParamSpec:
+        """A CUtensorMap by value (``.param .align 64 .b8 name[128]``); takes a TensorMap.
+
+        >>> ParamSpec.tensormap("tmap_a").describe()
+        '.param .align 64 .b8 tmap_a[128]'
+        """
+        return cls(name, "b8", ParamKind.TENSORMAP, TENSORMAP_BYTES, align)
+
 
 @dataclass(frozen=True)
 class EntrySignature:
