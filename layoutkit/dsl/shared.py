@@ -74,6 +74,7 @@ class SharedTensor:
     bounds = None          # shared tiles are whole: no masking
     coords = ()
     _start = None          # the buffer's own offset (set on a whole buffer)
+    parent = None          # on a thread's partition: the tile it partitions
 
     def __init__(self, alloc: SharedAllocation, dtype: DType, swizzle, layout: Layout, offset,
                  tv: TVLayout | None = None):
@@ -126,7 +127,9 @@ class SharedTensor:
         except LayoutError as exc:
             raise TraceError(f"partition of {self.layout} by {tv}: {exc}") from None
         off = within_block(off, tid, tv.num_threads)
-        return SharedTensor(self.alloc, self.dtype, self.swizzle, sub, self.offset + off, tv)
+        view = SharedTensor(self.alloc, self.dtype, self.swizzle, sub, self.offset + off, tv)
+        view.parent = self
+        return view
 
 
 def check_partition(trace, what: str, layout: Layout, tv) -> None:
