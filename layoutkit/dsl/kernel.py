@@ -6,6 +6,12 @@ cache, launch; and introspect (IR, PTX, resources, SASS) without a GPU.
 
     scale[grid](x, n, 2.0, BLOCK=512)          # launch: block = 32 * num_warps threads
     scale.ptx(x, n, 2.0, BLOCK=512)            # same arguments, no GPU needed
+
+Options: `cluster=(x, y, z)` launches the kernel in thread-block clusters of that shape
+(`.reqnctapercluster`; see layoutkit.dsl.cluster); `debug=True` builds bounded mbarrier waits
+that raise layoutkit.sync.BarrierTimeoutError instead of hanging (see layoutkit.dsl.debug_waits;
+`debug=None`, the default, follows LAYOUTKIT_DEBUG at each specialization). Both are part of the
+specialization key (its last entry, `KernelOptions`).
 """
 from __future__ import annotations
 
@@ -13,18 +19,24 @@ import builtins
 import inspect
 import linecache
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import sympy
 
 from layoutkit.algebra import LayoutError, symbol
 from layoutkit.ptx import CompiledKernel, ParamSpec, PTXBuildError, assemble, disassemble
-from layoutkit.ptx.builder import SourceLocation
+from layoutkit.ptx import get_settings
+from layoutkit.ptx.builder import Requirement, SourceLocation
+from layoutkit.ptx.builder.directives import Directives
 
 from .arguments import Parameter, bind, key_entry, parameter
+from .debug_waits import sink_of
 from .errors import DSLError, KernelDefinitionError, TraceError, user_frame_location
 from .global_tensor import PointerArg
 from .ir import Function, Op
-from .lower import lower
+from .lower import Lowering
+from .lower_roles import kernel_directives
+from .roles import finish_sync
 from .tracer import tracing
 from .types import PointerType, TensorMapType
 from .values import Scalar
@@ -32,6 +44,33 @@ from .verifier import verify
 
 MAX_WARPS = 32   # 1024 threads per block
 MAX_LAUNCHERS = 16  # configured launchers kept per specialization (one per grid)
+MAX_CLUSTER_CTAS = 8   # the portable cluster size of sm_90 (CUDA programming guide, clusters)
+
+
+class KernelOptions(NamedTuple):
+    """The last entry of a specialization key: the kernel's cluster shape and debug build."""
+
+    cluster: tuple[int, int, int] | None
+    debug: bool
+
+
+@dataclass
+class KernelFunction(Function):
+    """The IR of one specialization with the kernel's launch options (cluster shape, debug)."""
+
+    cluster: tuple[int, int, int] | None = None
+    debug: bool = False
+
+
+def lower(fn: Function) -> str:
+    """The PTX of a traced kernel, with its directives (block size, role register cap,
+    cluster shape; see lower_roles.kernel_directives)."""
+    lowering = Lowering(fn)
+    directives = kernel_directives(fn)
+    lowering.k.directives = Directives.build(**directives)
+    if directives["reqnctapercluster"] is not None:   # what Module.kernel requires for it
+        lowering.module.require(Requirement(version=(7, 8), sm=90), ".reqnctapercluster")
+    return lowering.run().text()
 
 
 @dataclass
@@ -81,17 +120,24 @@ class Specialization:
         """The launch values of the DSL's hidden parameters for the bound arguments `values`."""
         return [op.attrs["resolve"](values) for op in self.ir.hidden]
 
+    @property
+    def cluster(self):
+        """The cluster shape the kernel launches with (None: no clusters)."""
+        return getattr(self.ir, "cluster", None)
+
     def launcher(self, grid, threads: int):
         """The compiled kernel configured for `grid` and `threads` (kept per grid; see
         CompiledKernel.configure): the shape is checked once, a launch is one call."""
         try:
             launcher = self._launchers.get(grid)
         except TypeError:  # an unhashable grid (a list): configure checks it every time
-            return self.compiled.configure(grid, threads, self.ir.shared_bytes)
+            return self.compiled.configure(grid, threads, self.ir.shared_bytes,
+                                           cluster=self.cluster)
         if launcher is None:
             if len(self._launchers) >= MAX_LAUNCHERS:
                 self._launchers.clear()
-            launcher = self.compiled.configure(grid, threads, self.ir.shared_bytes)
+            launcher = self.compiled.configure(grid, threads, self.ir.shared_bytes,
+                                               cluster=self.cluster)
             self._launchers[grid] = launcher
         return launcher
 
@@ -106,16 +152,38 @@ def definition_line(fn) -> SourceLocation:
     return SourceLocation(code.co_filename, line)
 
 
+def _cluster_shape(name: str, cluster, where) -> tuple[int, int, int] | None:
+    if cluster is None:
+        return None
+    dims = (cluster,) if isinstance(cluster, int) else tuple(cluster) \
+        if isinstance(cluster, (tuple, list)) else ()
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1
+                                      for d in dims):
+        raise KernelDefinitionError(f"kernel {name}: cluster={cluster!r} must be an int or a "
+                                    "tuple of 1 to 3 positive ints (x, y, z)", where)
+    dims = tuple(dims) + (1,) * (3 - len(dims))
+    if dims[0] * dims[1] * dims[2] > MAX_CLUSTER_CTAS:
+        raise KernelDefinitionError(f"kernel {name}: cluster={dims} has "
+                                    f"{dims[0] * dims[1] * dims[2]} CTAs; a portable cluster "
+                                    f"has at most {MAX_CLUSTER_CTAS}", where)
+    return dims
+
+
 class Kernel:
     """A traced kernel; see the module docstring. `num_warps` fixes the block size."""
 
-    def __init__(self, fn, num_warps: int = 4):
+    def __init__(self, fn, num_warps: int = 4, *, cluster=None, debug: bool | None = None):
         where = definition_line(fn)
         if isinstance(num_warps, bool) or not isinstance(num_warps, int) or \
                 not 1 <= num_warps <= MAX_WARPS:
             raise KernelDefinitionError(f"kernel {fn.__name__}: num_warps={num_warps!r} must be "
                                         f"an int in 1..{MAX_WARPS}", where)
+        if debug not in (None, True, False):
+            raise KernelDefinitionError(f"kernel {fn.__name__}: debug={debug!r} must be True, "
+                                        "False or None (None: follow LAYOUTKIT_DEBUG)", where)
         self.fn, self.name, self.num_warps = fn, fn.__name__, num_warps
+        self.cluster = _cluster_shape(fn.__name__, cluster, where)
+        self.debug = debug
         self.params = self._parameters(fn, where)
         self._runtime = tuple(i for i, p in enumerate(self.params) if p.kind != "constexpr")
         self._cache: dict[tuple, Specialization] = {}
@@ -145,15 +213,24 @@ class Kernel:
         return tuple(params)
 
     # ---- specialization ---------------------------------------------------------------------
+    def options(self) -> KernelOptions:
+        """The cluster shape and the debug flag a specialization made now gets (debug=None
+        follows LAYOUTKIT_DEBUG, read at each call)."""
+        debug = self.debug if self.debug is not None else get_settings().debug
+        return KernelOptions(self.cluster, debug)
+
+    def _key(self, values) -> tuple:
+        return tuple(key_entry(p, v) for p, v in zip(self.params, values)) + (self.options(),)
+
     def key(self, *args, **kwargs) -> tuple:
-        """The specialization key of these arguments (see layoutkit.dsl.arguments)."""
-        values = bind(self.params, args, kwargs, self.name)
-        return tuple(key_entry(p, v) for p, v in zip(self.params, values))
+        """The specialization key of these arguments (see layoutkit.dsl.arguments), ending in
+        the kernel's KernelOptions."""
+        return self._key(bind(self.params, args, kwargs, self.name))
 
     def specialize(self, *args, **kwargs) -> Specialization:
         """The (cached) specialization for these arguments: traced, verified and lowered."""
         values = bind(self.params, args, kwargs, self.name)
-        key = tuple(key_entry(p, v) for p, v in zip(self.params, values))
+        key = self._key(values)
         spec = self._cache.get(key)
         if spec is None:
             ir = self._trace(key, values)
@@ -161,7 +238,9 @@ class Kernel:
         return spec
 
     def _trace(self, key: tuple, values: tuple) -> Function:
-        fn_ir = Function(self.name, self.num_warps)
+        options = key[-1]
+        fn_ir = KernelFunction(self.name, self.num_warps, cluster=options.cluster,
+                               debug=options.debug)
         try:
             with tracing(fn_ir) as trace:
                 proxies = [self._proxy(trace, i, p, fact, v)
@@ -171,6 +250,7 @@ class Kernel:
                     raise TraceError(f"kernel {self.name} returns {result!r}; a kernel writes "
                                      "its results to memory and returns nothing",
                                      definition_line(self.fn))
+                finish_sync(trace)
             return verify(fn_ir)
         except DSLError as exc:
             raise exc.with_traceback(None) from None
@@ -209,7 +289,7 @@ class Kernel:
         """Launch on `grid` with block = 32 * num_warps threads and the kernel's dynamic shared
         memory (the total of its lk.shared_tensor allocations, computed at trace time)."""
         values = bind(self.params, args, kwargs, self.name)
-        spec = self._cache.get(tuple(key_entry(p, v) for p, v in zip(self.params, values)))
+        spec = self._cache.get(self._key(values))
         if spec is None:
             spec = self.specialize(*values)
         runtime = [values[i] for i in self._runtime]
@@ -219,7 +299,11 @@ class Kernel:
             spec.launcher(grid, 32 * self.num_warps)(*runtime)
         else:
             spec.compiled.launch(*runtime, grid=grid, block=(32 * self.num_warps, 1, 1),
-                                 smem_bytes=spec.ir.shared_bytes, stream=stream)
+                                 smem_bytes=spec.ir.shared_bytes, stream=stream,
+                                 cluster=spec.cluster)
+        sink = sink_of(spec.ir)
+        if sink is not None:   # debug build: wait, and name a barrier that timed out
+            sink.check_launch()
 
     # ---- introspection (no GPU) --------------------------------------------------------------
     def ir(self, *args, **kwargs) -> Function:
@@ -241,16 +325,20 @@ class Kernel:
 
     def __repr__(self) -> str:
         params = ", ".join(p.describe() for p in self.params)
-        return f"<lk.kernel {self.name}({params}) num_warps={self.num_warps}>"
+        extra = (f" cluster={self.cluster}" if self.cluster else "") + \
+            (f" debug={self.debug}" if self.debug is not None else "")
+        return f"<lk.kernel {self.name}({params}) num_warps={self.num_warps}{extra}>"
 
 
-def kernel(fn=None, *, num_warps: int = 4):
-    """Decorator: `@kernel` or `@kernel(num_warps=8)` turns a function into a `Kernel`."""
+def kernel(fn=None, *, num_warps: int = 4, cluster=None, debug: bool | None = None):
+    """Decorator: `@kernel` or `@kernel(num_warps=8, cluster=(2, 1, 1), debug=True)` turns a
+    function into a `Kernel` (see the module docstring for the options)."""
     if fn is None:
-        return lambda f: Kernel(f, num_warps)
+        return lambda f: Kernel(f, num_warps, cluster=cluster, debug=debug)
     if not callable(fn):
         raise KernelDefinitionError(f"@kernel decorates a function, got {fn!r}")
-    return Kernel(fn, num_warps)
+    return Kernel(fn, num_warps, cluster=cluster, debug=debug)
 
 
-__all__ = ["Kernel", "Specialization", "kernel", "PointerType"]
+__all__ = ["Kernel", "KernelFunction", "KernelOptions", "Specialization", "kernel",
+           "PointerType"]

@@ -1,0 +1,151 @@
+"""What the synchronization ops remember while one kernel is traced, and the integer facts they
+check (bounds of stage and phase expressions, warp-uniform conditions).
+
+`sync_state(trace)` is the per-trace record (kept beside the trace, gone with it): the mbarrier
+arrays made and initialised, the open `lk.expect_tx` scopes, the warp-role regions, the
+named-barrier uses, and the kernel's cluster shape and debug flag. `lk.kernel` calls
+`finish_sync(trace)` after the kernel body returns, which runs the whole-kernel checks (roles
+cover the block, register budgets, named-barrier counts, no lk.barrier() inside a role).
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+
+import sympy
+
+from .facts import provably_less
+from .ir import Op
+
+WARP_THREADS = 32
+
+
+@dataclass
+class ExpectTxScope:
+    """An open `with lk.expect_tx(ref):`: its arrive op (bytes filled in at exit), the block
+    depth it was opened at, and the copies attached so far as (what, nbytes)."""
+
+    ref: object
+    op: Op
+    depth: int
+    copies: list = field(default_factory=list)
+
+
+@dataclass
+class RoleRegion:
+    """One `with lk.warp_role(...)` region: name, warpgroups (first, count), registers, op."""
+
+    name: str
+    first: int
+    count: int
+    registers: int | None
+    op: Op
+
+    @property
+    def threads(self) -> int:
+        return 4 * WARP_THREADS * self.count
+
+
+@dataclass
+class NamedBarrierUse:
+    """One lk.named_barrier_sync/arrive: id, thread count, kind, the role reaching it, op."""
+
+    id: int
+    threads: int
+    kind: str
+    role: str | None
+    op: Op
+
+
+@dataclass
+class SyncState:
+    """The synchronization facts of one trace (see the module docstring)."""
+
+    cluster: tuple[int, int, int] | None = None
+    debug: bool = False
+    arrays: dict = field(default_factory=dict)           # name -> dsl MbarrierArray
+    initialised: set = field(default_factory=set)        # names of initialised arrays
+    scopes: list = field(default_factory=list)           # open ExpectTxScope, innermost last
+    roles: list = field(default_factory=list)            # RoleRegion, in program order
+    role_stack: list = field(default_factory=list)       # the RoleRegion being traced
+    named: list = field(default_factory=list)            # NamedBarrierUse
+    elect_depth: int = 0                                 # open lk.elect_one regions
+
+
+_STATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def sync_state(trace) -> SyncState:
+    """The SyncState of `trace` (made on first use, from the kernel's cluster/debug options)."""
+    state = _STATES.get(trace)
+    if state is None:
+        state = SyncState(cluster=getattr(trace.fn, "cluster", None),
+                          debug=bool(getattr(trace.fn, "debug", False)))
+        _STATES[trace] = state
+    return state
+
+
+def current_role(trace) -> RoleRegion | None:
+    """The warp-role region being traced, or None outside every role."""
+    stack = sync_state(trace).role_stack
+    return stack[-1] if stack else None
+
+
+# ---- integer facts ------------------------------------------------------------------------
+def value_range(expr) -> tuple[object, object]:
+    """(lowest, highest) value of an integer expression where cheaply known, else None for an
+    unknown end: ints, Mod(x, q) (in 0..q-1 for q > 0), and sums of those with constants."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return int(expr), int(expr)
+    if isinstance(expr, sympy.Mod) and expr.args[1].is_Integer and expr.args[1] > 0:
+        return 0, int(expr.args[1]) - 1
+    if isinstance(expr, sympy.Add):
+        lo, hi = 0, 0
+        for term in expr.args:
+            t_lo, t_hi = value_range(term)
+            lo = None if lo is None or t_lo is None else lo + t_lo
+            hi = None if hi is None or t_hi is None else hi + t_hi
+        return lo, hi
+    lo = 0 if provably_less(-1, expr) is True else None
+    return lo, None
+
+
+def provably_outside(expr, lo: int, hi: int) -> bool | None:
+    """True when the integer expression can take a value outside lo..hi for sure (an int out
+    of range, or a range that does not fit), False when provably inside, None when unknown."""
+    e_lo, e_hi = value_range(expr)
+    if e_lo is not None and e_hi is not None:
+        if e_hi < lo or e_lo > hi:
+            return True
+        if lo <= e_lo and e_hi <= hi:
+            return False
+        return True if e_lo == e_hi else None
+    if e_hi is None and provably_less(hi, expr) is True:
+        return True
+    if e_lo is None and provably_less(expr, lo) is True:
+        return True
+    if (e_lo is not None and e_lo >= lo or provably_less(lo - 1, expr) is True) and \
+            provably_less(expr, hi + 1) is True:
+        return False
+    return None
+
+
+def warp_uniform(expr, tid) -> bool:
+    """Whether the integer expression has one value across the 32 lanes of each warp: the
+    thread index `tid` appears only inside floor(tid / q) with q a multiple of 32."""
+    expr = sympy.sympify(expr)
+    if tid not in expr.free_symbols:
+        return True
+    marker = sympy.Dummy("warp", integer=True)
+
+    def floor_(arg):
+        num, den = sympy.fraction(sympy.together(arg))
+        if num == tid and den.is_Integer and den % WARP_THREADS == 0:
+            return marker
+        return sympy.floor(arg)
+    return tid not in expr.replace(sympy.floor, floor_).free_symbols
+
+
+__all__ = ["ExpectTxScope", "NamedBarrierUse", "RoleRegion", "SyncState", "current_role",
+           "provably_outside", "sync_state", "value_range", "warp_uniform"]
