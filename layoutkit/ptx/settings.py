@@ -20,9 +20,13 @@ The variables:
 ``LAYOUTKIT_DEBUG``
     ``1``/``true``/``yes``/``on`` (any case) turns on debug reports: each
     ``assemble`` call prints one line to stderr (cache hit or miss, the cache
-    key, the ptxas command). ``0``/``false``/``no``/``off`` or empty turns them
-    off; any other value is a ``SettingsError``. Never part of a cache key: it
-    changes no output.
+    key, the ptxas command); and DSL kernels that leave ``debug`` unset
+    (``@lk.kernel(debug=None)``) are built as debug builds, whose mbarrier
+    waits are bounded and raise ``BarrierTimeoutError`` instead of hanging.
+    ``0``/``false``/``no``/``off`` or empty turns both off; any other value is
+    a ``SettingsError``. The DSL puts the resulting debug flag in each
+    kernel's specialization key (it changes the PTX, hence the cubin cache key
+    too); the reports change no output.
 
 Also read, because the toolchain search follows them: ``CUDA_HOME`` (then
 ``CUDA_PATH``) for ``$CUDA_HOME/bin``, ``PATH`` for the last resort, and
