@@ -75,11 +75,14 @@ class GlobalTensor:
     """A view of global memory: `ptr` + `offset` + `layout(coordinate)` elements of dtype.
 
     `bounds` (one extent per mode of the original tensor, or None) masks loads and stores;
-    `tv` is set on a thread's partition (then the layout is over the TV layout's values)."""
+    `tv` is set on a thread's partition (then the layout is over the TV layout's values);
+    `root` is the layout the tensor was made with (its tiles keep it: TMA maps the whole tensor)."""
 
-    def __init__(self, ptr: PointerArg, layout: Layout, offset, coords, bounds, tv=None):
+    def __init__(self, ptr: PointerArg, layout: Layout, offset, coords, bounds, tv=None,
+                 root: Layout | None = None):
         self.ptr, self.layout, self.offset = ptr, layout, offset
         self.coords, self.bounds, self.tv = coords, bounds, tv
+        self.root = layout if root is None else root
 
     @property
     def dtype(self) -> DType:
@@ -106,7 +109,8 @@ class GlobalTensor:
         except LayoutError as exc:
             raise TraceError(f"tile({tiler}, {coord}) of {self.layout}: {exc}") from None
         coords = tuple((sub_c, co + off_c) for (sub_c, off_c), co in coords)
-        return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds)
+        return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds,
+                            root=self.root)
 
     def partition(self, tv: TVLayout) -> "GlobalTensor":
         """This thread's values of the tile under the TV layout `tv` (thread = lk.thread_id())."""
@@ -138,7 +142,8 @@ class GlobalTensor:
         off = within_block(off, tid, threads)
         coords = tuple((sub_c, co + within_block(off_c, tid, threads))
                        for (sub_c, off_c), co in coords)
-        return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds, tv)
+        return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds, tv,
+                            root=self.root)
 
 
 def global_tensor(ptr: PointerArg, layout: Layout, bounds=DEFAULT) -> GlobalTensor:
