@@ -1,0 +1,79 @@
+"""Per-thread execution: IR blocks compiled once into `Step`s by the op handlers, run by each
+thread as a coroutine over the structured IR.
+
+An op family plugs in with `@handler("name", ...)` on a function `compile(op, compiler) ->
+Step`; `Step.run(thread)` executes the op for one thread and returns None, a `Wait` (the
+thread blocks until it is ready; sync ops), or an iterator of Waits (ops with regions: loops,
+branches, warp roles, which run their blocks with `run_steps`). `Step.preempt` marks memory
+accesses: the thread yields to the scheduler just before them.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..ir import Block, Function, Op
+from .errors import ExecutionError
+from .machine import PREEMPT, Wait
+
+HANDLERS: dict[str, Callable] = {}
+
+
+def handler(*names: str):
+    """Decorator: register `compile(op, compiler) -> Step` for the IR ops `names`."""
+    def register(compile_op):
+        for name in names:
+            if name in HANDLERS:
+                raise ValueError(f"IR op {name!r} has an interpreter handler already")
+            HANDLERS[name] = compile_op
+        return compile_op
+    return register
+
+
+class Step:
+    """One compiled op: `run(thread)` (see the module docstring), the `op`, `preempt`."""
+
+    __slots__ = ("run", "op", "preempt")
+
+    def __init__(self, run: Callable, op: Op, preempt: bool = False):
+        self.run, self.op, self.preempt = run, op, preempt
+
+
+class Compiler:
+    """Compiles a verified `Function`'s blocks into Steps (once per run)."""
+
+    def __init__(self, fn: Function):
+        self.fn = fn
+        self.allocations = {a.name: a for a in fn.shared}
+        self.body = self.block(fn.body)
+
+    def block(self, block: Block) -> list[Step]:
+        steps = []
+        for op in block.ops:
+            compile_op = HANDLERS.get(op.name)
+            if compile_op is None:
+                line = op.location.line if op.location is not None else "?"
+                raise ExecutionError(f"the CPU interpreter has no handler for IR op '{op.name}' "
+                                     f"(line {line}); known ops: {', '.join(sorted(HANDLERS))}",
+                                     op.location)
+            steps.append(compile_op(op, self))
+        return steps
+
+
+def run_steps(thread, steps: list[Step]):
+    """Run compiled steps for `thread`, yielding Waits and preemption points."""
+    for step in steps:
+        if step.preempt:
+            yield PREEMPT
+        thread.last_op = step.op
+        result = step.run(thread)
+        if result is None:
+            continue
+        if isinstance(result, Wait):
+            yield result
+            while not result.ready():
+                yield result
+        else:
+            yield from result
+
+
+__all__ = ["handler", "Step", "Compiler", "run_steps", "HANDLERS"]

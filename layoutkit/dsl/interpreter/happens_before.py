@@ -1,0 +1,144 @@
+"""Happens-before race detection on shared memory, with vector clocks (per CTA).
+
+Each thread has a vector clock; so does each asynchronous agent (the async proxy that TMA
+copies write through). A completed barrier phase joins its participants' clocks; an mbarrier
+arrive publishes the arriving thread's clock into the barrier's phase and a wait that sees the
+phase complete takes it in (the families call `release` / `acquire`). Each shared byte
+remembers its last writer and last reader (thread or agent, and that one's clock at the
+access). An access by thread t conflicts with an earlier one by u != t (write/any, any/write)
+when t's clock has not yet seen u's clock at that access: nothing orders them, so the result
+depends on timing, and that is a `RaceError` at the second access.
+
+Only the last reader of a byte is kept, so some write-after-read races between concurrent
+readers can go unseen; a reported race is always real (no false positives).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Op
+from .errors import RaceError
+from .machine import location_text
+
+ASYNC_AGENTS = ("the async proxy (TMA copies)",)
+
+
+class CtaClocks:
+    """The clocks of one CTA's threads and agents, and its shared bytes' last accesses."""
+
+    def __init__(self, threads: int, shared_bytes: int):
+        size = threads + len(ASYNC_AGENTS)
+        self.threads = threads
+        self.clock = np.zeros((size, size), dtype=np.int64)
+        self.clock[np.arange(size), np.arange(size)] = 1
+        self.writer = np.full(shared_bytes, -1, dtype=np.int32)
+        self.write_clock = np.zeros(shared_bytes, dtype=np.int64)
+        self.write_op = np.zeros(shared_bytes, dtype=np.int32)
+        self.reader = np.full(shared_bytes, -1, dtype=np.int32)
+        self.read_clock = np.zeros(shared_bytes, dtype=np.int64)
+        self.read_op = np.zeros(shared_bytes, dtype=np.int32)
+
+    def agent(self, index: int) -> int:
+        return self.threads + index
+
+
+class HappensBefore:
+    """See the module docstring."""
+
+    def __init__(self):
+        self.ops: list[Op | None] = [None]
+        self.op_index: dict[int, int] = {}
+
+    def add_cta(self, cta) -> None:
+        cta.state["hb"] = CtaClocks(len(cta.threads), cta.shared.data.size)
+
+    def _op(self, op: Op) -> int:
+        index = self.op_index.get(id(op))
+        if index is None:
+            index = self.op_index[id(op)] = len(self.ops)
+            self.ops.append(op)
+        return index
+
+    # ---- synchronization --------------------------------------------------------------------
+    def synchronize(self, threads) -> None:
+        """A completed barrier phase: every participant has seen every other's past."""
+        clocks: CtaClocks = threads[0].cta.state["hb"]
+        rows = [t.tid for t in threads]
+        joined = clocks.clock[rows].max(axis=0)
+        clocks.clock[rows] = joined
+        clocks.clock[rows, rows] += 1
+
+    def release(self, cta, who: int) -> np.ndarray:
+        """The clock that `who` (a thread's tid or an agent's row) publishes now; its own
+        component advances, so its later accesses are not covered."""
+        clocks: CtaClocks = cta.state["hb"]
+        published = clocks.clock[who].copy()
+        clocks.clock[who, who] += 1
+        return published
+
+    def acquire(self, cta, who: int, published: np.ndarray) -> None:
+        """`who` has seen everything `published` covers (a successful wait)."""
+        clocks: CtaClocks = cta.state["hb"]
+        np.maximum(clocks.clock[who], published, out=clocks.clock[who])
+
+    # ---- accesses -----------------------------------------------------------------------------
+    def access(self, thread, start: int, nbytes: int, writes: bool, what: str, op: Op,
+               who: int | None = None, same=None) -> None:
+        """Check and record an access of shared bytes [start, start + nbytes) by a thread
+        (or by agent row `who`). `same` (writes): per byte, whether the write leaves the byte
+        unchanged; such a write races with nobody (every order gives the same bytes) and does
+        not replace an unordered earlier writer."""
+        clocks: CtaClocks = thread.cta.state["hb"]
+        me = thread.tid if who is None else who
+        mine = clocks.clock[me]
+        end = start + nbytes
+        benign = same if writes and same is not None else None
+        unordered = self._check(clocks, mine, me, clocks.writer, clocks.write_clock,
+                                clocks.write_op, start, end, "wrote", what, writes, op, benign)
+        if not writes:
+            clocks.reader[start:end] = me
+            clocks.read_clock[start:end] = mine[me]
+            clocks.read_op[start:end] = self._op(op)
+            return
+        self._check(clocks, mine, me, clocks.reader, clocks.read_clock, clocks.read_op,
+                    start, end, "read", what, writes, op, benign)
+        if unordered is not None:          # unchanged bytes keep their unordered writer
+            keep = np.flatnonzero(unordered) + start
+            saved = clocks.writer[keep], clocks.write_clock[keep], clocks.write_op[keep]
+        clocks.writer[start:end] = me
+        clocks.write_clock[start:end] = mine[me]
+        clocks.write_op[start:end] = self._op(op)
+        clocks.reader[start:end] = -1
+        if unordered is not None:
+            clocks.writer[keep], clocks.write_clock[keep], clocks.write_op[keep] = saved
+
+    def _check(self, clocks: CtaClocks, mine, me: int, owner, stamp, ops, start: int, end: int,
+               done: str, what: str, writes: bool, op: Op, benign):
+        """Raise on the first racing byte; returns the mask of unordered but benign bytes
+        (or None when there are none)."""
+        others = owner[start:end]
+        if not (others >= 0).any():
+            return None
+        seen = mine[np.maximum(others, 0)]
+        racing = (others >= 0) & (others != me) & (seen < stamp[start:end])
+        if not racing.any():
+            return None
+        if benign is not None:
+            harmless = racing & benign
+            racing = racing & ~benign
+            if not racing.any():
+                return harmless
+        at = int(np.flatnonzero(racing)[0])
+        other = int(others[at])
+        who = f"thread {other}" if other < clocks.threads else \
+            ASYNC_AGENTS[other - clocks.threads]
+        other_op = self.ops[int(ops[start + at])]
+        verb = "writes" if writes else "reads"
+        raise RaceError(
+            f"{what} {verb} shared byte {start + at}, which {who} {done} "
+            f"({location_text(other_op)}) with nothing ordering the two accesses (no barrier, "
+            "no mbarrier wait in between): the result depends on timing; synchronize them "
+            "(lk.barrier(), or an mbarrier arrive/wait)", op.location)
+
+
+__all__ = ["HappensBefore", "CtaClocks", "ASYNC_AGENTS"]

@@ -1,0 +1,93 @@
+"""Evaluation of `index` ops exactly as their lowering computes them (layoutkit.dsl.lower_index):
+sums and products wrap at the register width, floor(p/q) and Mod(p, q) are a shift/mask when q
+is a power of two (floor semantics, also for a negative p) and div/rem (toward zero) otherwise,
+a bound symbol of another width is converted (sign-extended or truncated) first.
+
+Each expression compiles once into a Python function of the bound values.
+
+>>> import sympy
+>>> t = sympy.Symbol("t", integer=True, nonnegative=True)
+>>> f = compile_index(sympy.floor(t / 32) + 4 * t + 2 ** 31, (t,), 32)
+>>> f(33)
+-2147483515
+"""
+from __future__ import annotations
+
+import sympy
+
+from ..errors import TraceError
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+class _Source:
+    """Python source text of an expression, with wrapping at `bits`."""
+
+    def __init__(self, names: dict, bits: int):
+        self.names, self.bits = names, bits
+
+    def wrap(self, text: str) -> str:
+        return f"_wrap({text}, {self.bits})"
+
+    def text(self, expr) -> str:
+        if expr.is_Integer:
+            return self.wrap(str(int(expr)))
+        if isinstance(expr, sympy.Symbol):
+            if expr not in self.names:
+                raise TraceError(f"index symbol {expr} has no runtime value in this kernel")
+            return self.wrap(self.names[expr])
+        if isinstance(expr, sympy.Add):
+            return self.wrap(" + ".join(f"({self.text(a)})" for a in sympy.Add.make_args(expr)))
+        if isinstance(expr, sympy.Mul):
+            coeff, rest = expr.as_coeff_Mul()
+            if not coeff.is_Integer:
+                raise TraceError(f"the index expression {expr} has a fractional coefficient; "
+                                 "use floor division")
+            factors = [f"({self.text(f)})" for f in sympy.Mul.make_args(rest)]
+            return self.wrap(" * ".join([str(int(coeff))] + factors))
+        if isinstance(expr, sympy.floor):
+            num, den = sympy.fraction(sympy.together(expr.args[0]))
+            return self._divide(expr, num, den, "floor")
+        if isinstance(expr, sympy.Mod):
+            return self._divide(expr, *expr.args, "mod")
+        raise TraceError(f"the index expression {expr} ({type(expr).__name__}) cannot be "
+                         "evaluated as integer arithmetic")
+
+    def _divide(self, expr, num, den, kind: str) -> str:
+        if not (den.is_Integer and int(den) > 0):
+            raise TraceError(f"{expr}: only division by a positive integer constant is lowered")
+        d, p = int(den), self.text(num)
+        if _power_of_two(d):            # shr.s / and.b: floor semantics even for negative p
+            return f"(({p}) >> {d.bit_length() - 1})" if kind == "floor" else \
+                f"(({p}) & {d - 1})"
+        return f"_tdiv({p}, {d})" if kind == "floor" else f"_trem({p}, {d})"
+
+
+def _wrap(value: int, bits: int) -> int:
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def _tdiv(a: int, b: int) -> int:
+    q = abs(a) // b
+    return q if a >= 0 else -q
+
+
+def _trem(a: int, b: int) -> int:
+    return a - b * _tdiv(a, b)
+
+
+def compile_index(expr, symbols, bits: int):
+    """A function of the symbols' values (in the order of `symbols`) giving `expr` as the
+    lowering computes it in a `bits`-wide signed register."""
+    expr = sympy.sympify(expr)
+    names = {s: f"v{i}" for i, s in enumerate(symbols)}
+    body = _Source(names, bits).text(expr)
+    args = ", ".join(names[s] for s in symbols)
+    scope = {"_wrap": _wrap, "_tdiv": _tdiv, "_trem": _trem}
+    return eval(f"lambda {args}: {body}", scope)   # noqa: S307 - text built from the IR above
+
+
+__all__ = ["compile_index"]

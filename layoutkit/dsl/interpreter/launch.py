@@ -1,0 +1,182 @@
+"""`interpret(kernel, grid, *args, seed=0, **kwargs)`: run a kernel on the CPU.
+
+The kernel is specialized exactly as a launch would (the arrays' dtypes and alignment facts,
+the integers' facts, the constexprs), its verified IR compiled into per-op steps, and every CTA
+of the grid run with one thread coroutine per thread of the block under the seeded scheduler.
+Pointer arguments are numpy arrays (C-contiguous; bf16 data as uint16 bit patterns, see
+`to_bf16`), which are the global memory: stores land in them. Scalars are Python numbers.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..arguments import bind
+from ..kernel import Kernel
+from ..types import PointerType, TensorMapType
+from .errors import ExecutionError
+from .executor import Compiler, run_steps
+from .happens_before import HappensBefore
+from .machine import CTA, WARP_SIZE
+from .memory import GlobalMemory, SharedMemory
+from .numerics import to_dtype
+from .scheduler import DEFAULT_MAX_STEPS, Scheduler
+
+OPTION_NAMES = ("seed", "max_steps", "race_check")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What a run did: the `seed`, the scheduler's decisions (`schedule`: a thread uid, or
+    -1 - k for the k-th asynchronous completion), the `steps` taken, the CTAs in run order."""
+
+    seed: int
+    schedule: tuple
+    steps: int
+    ctas: tuple
+
+    @property
+    def digest(self) -> str:
+        """A short hash of the schedule (equal for equal interleavings)."""
+        data = np.asarray(self.schedule, dtype=np.int64).tobytes()
+        return hashlib.sha1(data).hexdigest()[:16]
+
+
+class Unresolved:
+    """A hidden parameter whose launch value could not be computed for host arrays."""
+
+    def __init__(self, name: str, error: Exception):
+        self.name, self.error = name, error
+
+    def __repr__(self) -> str:
+        return f"<unresolved hidden parameter {self.name}: {self.error}>"
+
+
+class Machine:
+    """One kernel run: global memory, the compiled kernel, the scheduler and the CTAs."""
+
+    def __init__(self, fn, values: tuple, params, scheduler: Scheduler, race_check: bool):
+        self.fn = fn
+        self.scheduler = scheduler
+        self.memory = GlobalMemory()
+        self.params = self._bind_params(fn, values, params)
+        self.compiled = Compiler(fn)
+        self.hb = HappensBefore() if race_check else None
+        self.state: dict = {}        # per-family machine-wide state
+        self.ctas: list[CTA] = []
+
+    def _bind_params(self, fn, values: tuple, params) -> dict:
+        env = {}
+        for op in fn.params:
+            value, index = op.results[0], op.attrs["index"]
+            if index is None:
+                try:
+                    env[value.id] = op.attrs["resolve"](values)
+                except Exception as exc:  # a resolver made for device arrays
+                    env[value.id] = Unresolved(op.attrs["name"], exc)
+                continue
+            arg, name = values[index], params[index].name
+            if isinstance(value.type, PointerType):
+                env[value.id] = self.memory.add(name, _host_array(name, arg), value.type.dtype)
+            elif isinstance(value.type, TensorMapType):
+                env[value.id] = arg
+            else:
+                env[value.id] = to_dtype(arg, value.type)
+        return env
+
+    # ---- hooks the op families call -------------------------------------------------------
+    def on_barrier_complete(self, barrier, threads) -> None:
+        if self.hb is not None:
+            self.hb.synchronize(threads)
+
+    def on_shared_access(self, thread, start: int, nbytes: int, writes: bool, what: str,
+                         op, same=None) -> None:
+        """Race-check an access (`same`: per byte, whether a write leaves it unchanged)."""
+        if self.hb is not None:
+            self.hb.access(thread, start, nbytes, writes, what, op, same=same)
+
+    def on_thread_exit(self, thread) -> None:
+        for hook in self.state.get("exit_hooks", ()):
+            hook(thread)
+
+    # ---- running ----------------------------------------------------------------------------
+    def new_cta(self, coord: tuple) -> CTA:
+        cta = CTA(self, coord, self.fn.num_warps, len(self.ctas) * 32 * self.fn.num_warps)
+        cta.shared = SharedMemory(self.fn)
+        if self.hb is not None:
+            self.hb.add_cta(cta)
+        for thread in cta.threads:
+            thread.env = dict(self.params)
+            thread.gen = run_steps(thread, self.compiled.body)
+        self.ctas.append(cta)
+        return cta
+
+    def run(self, coords: list[tuple], resident: int) -> None:
+        """Run the CTAs at `coords`, `resident` of them interleaved at a time."""
+        for at in range(0, len(coords), resident):
+            wave = [self.new_cta(c) for c in coords[at:at + resident]]
+            threads = [t for cta in wave for t in cta.threads]
+            for thread in threads:
+                self.scheduler.start(thread)
+            self.scheduler.run(threads)
+
+
+def _host_array(name: str, arg) -> np.ndarray:
+    if not isinstance(arg, np.ndarray):
+        raise ExecutionError(f"argument {name}: the CPU interpreter takes numpy arrays for "
+                             f"pointer parameters, got {type(arg).__name__}", None)
+    if not arg.flags.c_contiguous:
+        raise ExecutionError(f"argument {name}: a {arg.shape} array with strides {arg.strides} "
+                             "is not C-contiguous; the kernel would address its memory as one "
+                             "block (pass np.ascontiguousarray(...))", None)
+    return arg
+
+
+def _grid(grid) -> tuple[int, int, int]:
+    dims = (grid,) if isinstance(grid, int) else tuple(grid)
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1
+                                      for d in dims):
+        raise ExecutionError(f"grid {grid!r}: one to three positive ints", None)
+    return dims + (1,) * (3 - len(dims))
+
+
+def interpret(kernel: Kernel, grid, *args, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS,
+              race_check: bool = True, **kwargs) -> Execution:
+    """Run `kernel` on `grid` on the CPU (see the module docstring); returns the Execution.
+
+    `seed` picks the interleaving (threads, asynchronous completions, the CTAs' order);
+    `race_check` tracks happens-before on shared memory (RaceError at the first unordered
+    conflicting access). Kernel parameters named like these options go positionally."""
+    if not isinstance(kernel, Kernel):
+        raise ExecutionError(f"interpret runs an @lk.kernel, got {kernel!r}", None)
+    dims = _grid(grid)
+    values = bind(kernel.params, args, kwargs, kernel.name)
+    spec = kernel.specialize(*values)
+    scheduler = Scheduler(seed, max_steps)
+    machine = Machine(spec.ir, values, kernel.params, scheduler, race_check)
+    coords = [(x, y, z) for z, y, x in itertools.product(*(range(d) for d in dims[::-1]))]
+    random.Random(seed).shuffle(coords)
+    machine.run(coords, resident=1)
+    return Execution(seed, tuple(scheduler.schedule), scheduler.steps,
+                     tuple(c.coord for c in machine.ctas))
+
+
+def to_bf16(values) -> np.ndarray:
+    """A uint16 array of the bf16 bit patterns nearest (ties to even) to `values` (the way to
+    pass bf16 data to the interpreter without a bf16 numpy dtype)."""
+    from .numerics import bf16_from_f32_bits
+    as32 = np.ascontiguousarray(values, dtype=np.float32)
+    return bf16_from_f32_bits(as32.view(np.uint32)).reshape(as32.shape)
+
+
+def from_bf16(bits) -> np.ndarray:
+    """float32 values of a uint16 array of bf16 bit patterns."""
+    bits = np.ascontiguousarray(bits, dtype=np.uint16)
+    return (bits.astype(np.uint32) << 16).view(np.float32).reshape(bits.shape)
+
+
+__all__ = ["interpret", "Execution", "Machine", "to_bf16", "from_bf16", "WARP_SIZE"]

@@ -1,0 +1,273 @@
+"""Scalar numerics of the kernel IR as the GPU computes them (PTX ISA semantics, sm_90).
+
+Register values: f32 and bf16 as numpy float32 (a bf16 value is a float32 that bf16 represents
+exactly), f16 as numpy float16, f64 as Python float, integers as Python ints wrapped to their
+width, bools as Python bools. Every float result is rounded once to nearest even: add, sub,
+mul, div and sqrt are computed in float64 and rounded to the target (exact, since float64 has
+at least 2p + 2 bits for p = 24, 11, 8: double rounding is innocuous, Figueroa 1995); fma
+rounds the exact a * b + c once (`round_pair`). ex2/rsqrt are the SFU approximations: float64
+results rounded to the target. Comparisons are ordered (false when an operand is NaN), max/min
+return the non-NaN operand (PTX ISA "setp", "max").
+
+>>> float(to_dtype(1.0 + 2 ** -9, BF16))          # a tie: rounds to the even neighbour
+1.0
+>>> wrap(2 ** 31, I32), trunc_div(-7, 2)
+(-2147483648, -3)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..types import DType, bf16, bool_, f16, f32, f64, i32, i64, u32
+
+BF16, F16, F32, F64, I32, I64, U32, BOOL = bf16, f16, f32, f64, i32, i64, u32, bool_
+
+_BITS = {"i32": 32, "i64": 64, "u32": 32}
+
+
+def wrap(value: int, dtype: DType) -> int:
+    """`value` reduced to `dtype`'s width (two's complement for signed types)."""
+    bits = _BITS[dtype.name]
+    value &= (1 << bits) - 1
+    if dtype.kind == "int" and value >> (bits - 1):
+        value -= 1 << bits
+    return value
+
+
+def trunc_div(a: int, b: int) -> int:
+    """PTX div.s32/s64: the quotient rounded toward zero (b != 0)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def trunc_rem(a: int, b: int) -> int:
+    """PTX rem.s32/s64: a - b * trunc_div(a, b), the sign of a."""
+    return a - b * trunc_div(a, b)
+
+
+def bf16_from_f32_bits(bits: np.ndarray) -> np.ndarray:
+    """Round float32 bit patterns (uint32) to bf16 bit patterns (uint16), nearest even;
+    a NaN stays a NaN (cvt.rn.bf16.f32 gives the canonical 0x7FFF)."""
+    bits = bits.astype(np.uint32)
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16
+    return np.where(nan, np.uint32(0x7FFF), rounded).astype(np.uint16)
+
+
+def bf16_round(values) -> np.ndarray:
+    """float32 array of the bf16 values nearest (ties to even) to the float32 `values` (what
+    cvt.rn.bf16.f32 then a widening back gives)."""
+    as32 = np.ascontiguousarray(values, dtype=np.float32)
+    bits = bf16_from_f32_bits(as32.view(np.uint32)).astype(np.uint32) << 16
+    return bits.view(np.float32)
+
+
+def to_dtype(value, dtype: DType):
+    """The register value of `dtype` nearest (even) to the Python/numpy number `value`."""
+    name = dtype.name
+    if name == "f32":
+        return value if isinstance(value, np.float32) else _make(float(value), name)
+    if name == "bf16":
+        return _round_pair(float(value), 0.0, BF16)
+    if name == "f16":
+        return _make(float(value), name)
+    if name == "f64":
+        return float(value)
+    if name == "bool":
+        return bool(value)
+    return wrap(int(value), dtype)
+
+
+_MANTISSA = {"f32": 24, "bf16": 8, "f16": 11}
+_MIN_EXP = {"f32": -126, "bf16": -126, "f16": -14}
+_MAX = {"f32": float(np.finfo(np.float32).max), "f16": 65504.0,
+        "bf16": float(np.float32(np.uint32(0x7F7F0000).view(np.float32)))}
+
+
+def _round_pair(hi: float, lo: float, dtype: DType):
+    """The `dtype` value nearest (ties to even) to the exact real hi + lo, where lo is the
+    rounding error of hi (|lo| <= ulp(hi) / 2, as from TwoSum or an exact product)."""
+    name = dtype.name
+    if not math.isfinite(hi) or hi == 0.0:
+        return _make(hi + lo, name) if hi == 0.0 and lo != 0.0 and not math.isfinite(lo) \
+            else (_round_pair(lo, 0.0, dtype) if hi == 0.0 and lo != 0.0 else _make(hi, name))
+    p = _MANTISSA[name]
+    e = max(math.frexp(hi)[1] - 1, _MIN_EXP[name])     # hi's binade (subnormals: the minimum)
+    quantum = math.ldexp(1.0, e - p + 1)                # the target's ulp there
+    scaled = hi / quantum                               # exact: a power-of-two scaling
+    floor = math.floor(scaled)
+    frac = scaled - floor                               # exact
+    if frac == 0.0:
+        result = hi                                     # on the grid; lo is below half an ulp
+    elif frac != 0.5:
+        result = (floor + (frac > 0.5)) * quantum
+    elif lo != 0.0:                                     # hi is a midpoint, x is not
+        result = (floor + (lo > 0)) * quantum
+    else:
+        result = (floor + floor % 2) * quantum          # a true tie: to even
+    if abs(result) > _MAX[name]:                        # IEEE 754 overflow to infinity
+        result = math.copysign(math.inf, result)
+    return _make(result, name)
+
+
+def _make(value: float, name: str):
+    with np.errstate(over="ignore"):
+        return np.float16(value) if name == "f16" else np.float32(value)
+
+
+def round_float(value: float, dtype: DType):
+    """`value` (a float64 result of one operation on `dtype` operands) rounded to dtype."""
+    if dtype.name == "f64":
+        return value
+    if dtype.name in ("f16", "f32"):
+        return _make(value, dtype.name)
+    return _round_pair(value, 0.0, BF16)
+
+
+def _two_sum(a: float, b: float) -> tuple[float, float]:
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def fma(a, b, c, dtype: DType):
+    """a * b + c rounded once (fma.rn); for f64 the product's low part is split (Dekker)."""
+    if dtype.name == "f64":
+        hi, lo = _two_product(float(a), float(b))
+        s, e = _two_sum(hi, float(c))
+        return s + (e + lo)
+    product = float(a) * float(b)                       # exact: 2p <= 53 bits
+    if not math.isfinite(product) or not math.isfinite(float(c)):
+        return round_float(product + float(c), dtype)
+    s, e = _two_sum(product, float(c))
+    return _round_pair(s, e, dtype)
+
+
+def _two_product(a: float, b: float) -> tuple[float, float]:
+    p = a * b
+    if not math.isfinite(p):
+        return p, 0.0
+
+    def split(x):
+        t = 134217729.0 * x
+        hi = t - (t - x)
+        return hi, x - hi
+    ah, al = split(a)
+    bh, bl = split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def binary(kind: str, a, b, dtype: DType):
+    """The `binary` op (add sub mul div max min) on register values of dtype."""
+    if dtype.is_float:
+        x, y = float(a), float(b)
+        if kind == "max" or kind == "min":
+            if math.isnan(x):
+                return b
+            if math.isnan(y):
+                return a
+            if x == y == 0.0:        # max(-0, +0) = +0, min(-0, +0) = -0
+                neg = math.copysign(1.0, x) < 0 or math.copysign(1.0, y) < 0
+                pos = math.copysign(1.0, x) > 0 or math.copysign(1.0, y) > 0
+                zero = 0.0 if (kind == "max" and pos) or (kind == "min" and not neg) else -0.0
+                return to_dtype(zero, dtype)
+            return a if (x > y) == (kind == "max") else b
+        if kind == "add":
+            r = x + y
+        elif kind == "sub":
+            r = x - y
+        elif kind == "mul":
+            r = x * y
+        elif y == 0.0:
+            r = math.nan if x == 0.0 or math.isnan(x) else math.copysign(math.inf, x) * \
+                math.copysign(1.0, y)
+        else:
+            r = x / y
+        return round_float(r, dtype)
+    if kind == "add":
+        return wrap(a + b, dtype)
+    if kind == "sub":
+        return wrap(a - b, dtype)
+    if kind == "mul":
+        return wrap(a * b, dtype)      # mul.lo
+    if kind == "max":
+        return max(a, b)
+    if kind == "min":
+        return min(a, b)
+    return None                          # div: the caller checks b != 0 (it names the op)
+
+
+def int_div(a: int, b: int, dtype: DType) -> int:
+    """div.s32/s64 (toward zero) or div.u32; b != 0."""
+    if dtype.kind == "uint":
+        return a // b
+    return wrap(trunc_div(a, b), dtype)
+
+
+def unary(kind: str, a, dtype: DType):
+    """The `unary` op (neg abs exp2 sqrt rsqrt rcp) on a register value of dtype."""
+    if not dtype.is_float:
+        return wrap(-a, dtype) if kind == "neg" else wrap(abs(a), dtype)
+    x = float(a)
+    if kind == "neg":
+        return to_dtype(-x, dtype)
+    if kind == "abs":
+        return to_dtype(abs(x), dtype)
+    if kind == "exp2":
+        if dtype.name == "bf16" and _subnormal(x, dtype):     # ex2.approx.ftz.bf16
+            x = 0.0
+        r = math.inf if x > 1024 else 0.0 if x < -1100 else (
+            math.nan if math.isnan(x) else 2.0 ** x)
+        out = round_float(r, dtype)
+        return to_dtype(0.0, dtype) if dtype.name == "bf16" and _subnormal(float(out), dtype) \
+            else out
+    if kind == "sqrt":
+        return round_float(math.sqrt(x) if x >= 0 else (x if x == 0 else math.nan), dtype)
+    if kind == "rsqrt":
+        r = math.inf if x == 0 else math.nan if x < 0 or math.isnan(x) else 1.0 / math.sqrt(x)
+        return round_float(math.copysign(r, x) if x == 0 else r, dtype)
+    r = math.copysign(math.inf, x) if x == 0 else 1.0 / x     # rcp.rn
+    return round_float(r, dtype)
+
+
+def _subnormal(x: float, dtype: DType) -> bool:
+    return x != 0.0 and abs(x) < math.ldexp(1.0, _MIN_EXP[dtype.name])
+
+
+def compare(kind: str, a, b, dtype: DType) -> bool:
+    """setp.<kind>: ordered for floats (false when either is NaN)."""
+    if dtype.is_float:
+        x, y = float(a), float(b)
+        if math.isnan(x) or math.isnan(y):
+            return False
+        a, b = x, y
+    return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b, "eq": a == b,
+            "ne": a != b}[kind]
+
+
+def cast(a, src: DType, dst: DType):
+    """cvt as the lowering emits it: float narrowing and int -> float round to nearest even,
+    float -> int truncates toward zero and saturates (NaN -> 0), int -> int wraps."""
+    if src.is_float and dst.is_float:
+        return to_dtype(float(a), dst)
+    if dst.is_float:
+        hi = float(a)
+        lo = float(a - int(hi)) if math.isfinite(hi) else 0.0
+        return _round_pair(hi, lo, dst) if dst.name != "f64" else hi
+    if src.is_float:
+        x = float(a)
+        if math.isnan(x):
+            return 0
+        bits = _BITS[dst.name]
+        lo, hi = (0, (1 << bits) - 1) if dst.kind == "uint" else (-(1 << bits - 1),
+                                                                  (1 << bits - 1) - 1)
+        if math.isinf(x):
+            return hi if x > 0 else lo
+        return min(max(int(x), lo), hi)
+    return wrap(int(a), dst)
+
+
+__all__ = ["wrap", "trunc_div", "trunc_rem", "to_dtype", "round_float", "fma", "binary",
+           "int_div", "unary", "compare", "cast", "bf16_round", "bf16_from_f32_bits"]

@@ -1,0 +1,142 @@
+"""The seeded adversarial scheduler: which thread runs next, and when asynchronous operations
+(TMA copies, wgmma groups) complete.
+
+Threads are coroutines that yield before every memory access and at every sync op. At each
+step the scheduler picks, with a `random.Random(seed)`, either a runnable thread (uniformly) or,
+with a per-run probability also drawn from the seed, a pending asynchronous operation to
+complete. So one seed fixes one interleaving (the run is deterministic: same seed, same
+`schedule`), and different seeds explore different ones: early and late completions of copies,
+any order of threads between barriers. When no thread can run, a pending operation completes;
+when none is pending either and threads remain, that is a deadlock (`DeadlockError`, listing who
+waits on what).
+"""
+from __future__ import annotations
+
+import random
+from array import array
+
+from .deadlock import deadlock_report
+from .errors import DeadlockError, ExecutionError, InterpreterError
+from .machine import PREEMPT, Thread
+
+DEFAULT_MAX_STEPS = 20_000_000
+# how eagerly pending asynchronous operations complete, one value drawn per run (per seed)
+EAGERNESS = (0.01, 0.1, 0.5)
+
+
+class AsyncOperation:
+    """A pending asynchronous operation: `complete()` applies its effect (it may notify
+    waiters); `describe()` names it for reports; `ready()` says whether it may complete now
+    (an in-order queue completes its oldest first)."""
+
+    def ready(self) -> bool:
+        return True
+
+    def complete(self) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+def add_context(exc: InterpreterError, thread: Thread) -> InterpreterError:
+    """Prefix the error's message with the CTA and thread that raised it."""
+    prefix = thread.describe()
+    if not exc.message.startswith("CTA "):
+        exc.message = f"{prefix}: {exc.message}"
+        exc.args = (exc._text(),)
+    return exc
+
+
+class Scheduler:
+    """See the module docstring. `schedule` records every decision (a thread's uid, or -1 - k
+    for the k-th asynchronous completion) so two runs can be compared."""
+
+    def __init__(self, seed: int, max_steps: int = DEFAULT_MAX_STEPS):
+        self.rng = random.Random(seed)
+        self.eagerness = self.rng.choice(EAGERNESS)
+        self.runnable: list[Thread] = []
+        self.pending: list[AsyncOperation] = []
+        self.schedule = array("q")
+        self.max_steps = max_steps
+        self.steps = 0
+        self.completed = 0
+
+    # ---- bookkeeping ----------------------------------------------------------------------
+    def start(self, thread: Thread) -> None:
+        self.runnable.append(thread)
+
+    def wake(self, thread: Thread) -> None:
+        if thread.waiting is not None:
+            thread.waiting = None
+            self.runnable.append(thread)
+
+    def post(self, operation: AsyncOperation) -> None:
+        """Register an asynchronous operation to complete at a later step of our choosing."""
+        self.pending.append(operation)
+
+    # ---- running ----------------------------------------------------------------------------
+    def run(self, threads: list[Thread]) -> None:
+        """Run `threads` (already started) until all finish; DeadlockError when stuck."""
+        rng, runnable = self.rng, self.runnable
+        while True:
+            self.steps += 1
+            if self.steps > self.max_steps:
+                raise ExecutionError(f"the kernel ran more than {self.max_steps} scheduler steps "
+                                     "(an endless loop, or a spin that never sees its flag?)",
+                                     None)
+            ready = [p for p in self.pending if p.ready()] if self.pending else ()
+            if ready and (not runnable or rng.random() < self.eagerness):
+                operation = ready[rng.randrange(len(ready))]
+                self.pending.remove(operation)
+                self.schedule.append(-1 - self.completed)
+                self.completed += 1
+                operation.complete()
+                continue
+            if not runnable:
+                if all(t.done for t in threads):
+                    return
+                if self._recheck(threads):
+                    continue
+                raise DeadlockError(deadlock_report(threads, self.pending), None)
+            at = rng.randrange(len(runnable))
+            thread = runnable[at]
+            self.schedule.append(thread.uid)
+            self._resume(thread, at)
+
+    def _recheck(self, threads: list[Thread]) -> bool:
+        """Wake blocked threads whose condition holds (a sync object that changed state
+        without notifying); whether any was."""
+        woken = False
+        for thread in threads:
+            if thread.waiting is not None and thread.waiting.ready():
+                queue = thread.waiting.queue
+                if thread in queue.threads:
+                    queue.threads.remove(thread)
+                self.wake(thread)
+                woken = True
+        return woken
+
+    def _resume(self, thread: Thread, at: int) -> None:
+        try:
+            wait = thread.gen.send(None)
+        except StopIteration:
+            thread.done = True
+            self._drop(at)
+            thread.cta.machine.on_thread_exit(thread)
+            return
+        except InterpreterError as exc:
+            raise add_context(exc, thread).with_traceback(None) from None
+        if wait is PREEMPT or wait.ready():
+            return
+        thread.waiting = wait
+        wait.queue.add(thread)
+        self._drop(at)
+
+    def _drop(self, at: int) -> None:
+        runnable = self.runnable
+        runnable[at] = runnable[-1]
+        runnable.pop()
+
+
+__all__ = ["Scheduler", "AsyncOperation", "DEFAULT_MAX_STEPS", "add_context"]
