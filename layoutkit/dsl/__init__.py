@@ -20,7 +20,7 @@ from .errors import (ConstexprError, DSLError, KernelArgumentError, KernelDefini
 from .global_tensor import GlobalTensor, PointerArg, global_tensor
 from .ir import Block, Function, Op, Value
 from .kernel import Kernel, Specialization, kernel
-from .memory import load, store
+from .memory import in_bounds, load, store
 from .reduce import broadcast, reduce_max, reduce_sum
 from .shared import SharedTensor, barrier, shared_tensor
 from .tracer import block_id, thread_id
@@ -35,7 +35,7 @@ __all__ = [
     "Pointer", "PointerType", "DType", "constexpr",
     "i32", "i64", "u32", "f16", "bf16", "f32", "f64", "bool_",
     "thread_id", "block_id", "range", "if_",
-    "global_tensor", "GlobalTensor", "PointerArg", "load", "store",
+    "global_tensor", "GlobalTensor", "PointerArg", "load", "store", "in_bounds",
     "shared_tensor", "SharedTensor", "barrier",
     "reduce_max", "reduce_sum", "broadcast", "convert_layout",
     "TVLayout", "tv_layout", "RegisterTensor", "Scalar", "full",

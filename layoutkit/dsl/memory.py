@@ -164,6 +164,23 @@ def load(src, *, other=0) -> RegisterTensor:
     return RegisterTensor(src.dtype, src.tv, values)
 
 
+def in_bounds(view: GlobalTensor) -> RegisterTensor:
+    """A bool register tensor with view's TV layout: True where the value lies inside the
+    global tensor's bounds (the elements lk.load reads and lk.store writes), e.g. to keep the
+    `other` values of a masked load out of a reduction: lk.where(lk.in_bounds(X), x, 0.0)."""
+    _check_view("lk.in_bounds", view)
+    trace = current("lk.in_bounds")
+    if not isinstance(view, GlobalTensor):
+        raise TraceError(f"lk.in_bounds takes a partition of a global tensor (shared tiles have "
+                         f"no bounds), got {view!r}")
+    values = [None] * view.tv.num_values
+    for chunk in plan(view):
+        mask = trace.constant(False, bool_) if chunk.never else _mask(trace, chunk.checks)
+        values[chunk.first:chunk.first + chunk.vec] = \
+            (mask if mask is not None else trace.constant(True, bool_),) * chunk.vec
+    return RegisterTensor(bool_, view.tv, values)
+
+
 def store(dst, value: RegisterTensor) -> None:
     """Write the register tensor `value` to this thread's partition `dst` of a global or shared
     tensor (same TV layout and dtype; elements outside a global tensor's bounds are not
