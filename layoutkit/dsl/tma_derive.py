@@ -236,6 +236,14 @@ def plan_copies(element_bytes: int, *, contiguous: int | None, tile_extents, sha
         w *= b
         current = next((m for m in layouts if m not in order and tile_extents[m] > 1
                         and _first_piece(layouts[m])[1] == w), None)
+    if span is not None and len(order) == 1:
+        other = next((m for m in layouts if m != contiguous and tile_extents[m] > 1), None)
+        if other is not None:
+            raise TmaError(f"{what}: with the {mode} swizzle a TMA box is rows of {box[0]} "
+                           f"elements ({span} bytes) {box[0]} elements apart, but no other mode "
+                           f"of the shared tile steps by {w} (mode {other} is laid out as "
+                           f"{shared[other]}); lay the tile out in {box[0]}-element-wide column "
+                           "blocks of consecutive rows")
     if box[0] * e % INNER_MULTIPLE:
         raise TmaError(f"{what}: the box's inner extent is {box[0]} elements = {box[0] * e} bytes; "
                        f"TMA moves rows of a multiple of {INNER_MULTIPLE} bytes")
