@@ -204,8 +204,8 @@ def _named(kind: str, barrier_id, threads) -> None:
                          "barrier would never complete")
     require_warp_uniform(trace, what)
     role = current_role(trace)
-    (trace.emit("named_barrier", (), (), {"kind": kind, "id": barrier_id, "threads": threads,
-                                          "role": role.name if role else None}))
+    trace.emit("named_barrier", (), (), {"kind": kind, "id": barrier_id, "threads": threads,
+                                         "role": role.name if role else None})
     op = trace.blocks[-1].ops[-1]
     sync_state(trace).named.append(NamedBarrierUse(barrier_id, threads, kind,
                                                    role.name if role else None, op))

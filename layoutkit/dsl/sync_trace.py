@@ -4,8 +4,8 @@ check (bounds of stage and phase expressions, warp-uniform conditions).
 `sync_state(trace)` is the per-trace record (kept beside the trace, gone with it): the mbarrier
 arrays made and initialised, the open `lk.expect_tx` scopes, the warp-role regions, the
 named-barrier uses, and the kernel's cluster shape and debug flag. `lk.kernel` calls
-`finish_sync(trace)` after the kernel body returns, which runs the whole-kernel checks (roles
-cover the block, register budgets, named-barrier counts, no lk.barrier() inside a role).
+`roles.finish_sync(trace)` after the kernel body returns, which runs the whole-kernel checks
+(roles cover the block, register budgets, named-barrier counts, no lk.barrier() in a role).
 """
 from __future__ import annotations
 
