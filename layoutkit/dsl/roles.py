@@ -294,11 +294,20 @@ def _finish_named(trace, state, split: RoleSplit | None) -> None:
                                   f"{', '.join(roles) or 'none'}): {exc.rule}", first.op) from None
 
 
+def _finish_elects(trace) -> None:
+    for elect in (op for op in _walk(trace.fn.body) if op.name == "elect_one"):
+        for op in _walk(elect.blocks[0]):
+            if op.name in WHOLE_BLOCK_OPS:
+                raise _location_error(f"{WHOLE_BLOCK_OPS[op.name]} inside lk.elect_one(): one "
+                                      "lane per warp reaches it, so it hangs", op)
+
+
 def finish_sync(trace) -> None:
     """The whole-kernel checks, after the kernel body returned (called by lk.kernel)."""
     state = sync_state(trace)
     split = _finish_roles(trace, state)
     _finish_named(trace, state, split)
+    _finish_elects(trace)
 
 
 # ---- verifier rules -----------------------------------------------------------------------

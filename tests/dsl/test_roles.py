@@ -1,6 +1,7 @@
 """The PTX of warp roles (setmaxnreg per role), elect_one, named barriers, warp indices and
 clusters; assembled for sm_90a with no ignored setmaxnreg (C7508) and no spills."""
 import re
+import warnings
 
 import sympy
 
@@ -109,3 +110,42 @@ def test_cluster_is_part_of_the_key_and_the_launch():
     spec = K.cluster_ring.specialize(lk.Pointer[lk.i32], 8)
     assert spec.cluster == (2, 1, 1)
     assert spec.compiled.signature.reqnctapercluster == (2, 1, 1)
+
+
+def test_warp_specialized_skeleton_assembles_without_c7508_or_spills():
+    """One producer warpgroup (an elected thread of its warp 0 arms full[s] with the bytes of
+    two attached copies), two consumer warpgroups (wait full, sync on a named barrier, release
+    empty) over a 4-stage ring of persistent tiles: ptxas reports no ignored setmaxnreg and no
+    spills (a warning of either fails this test)."""
+    from layoutkit.dsl.mbarrier import attach_copy
+
+    def fn(x: PTR, tiles: lk.i32, k_tiles: lk.i32):
+        full = lk.mbarrier_array(4, 1, name="full")
+        empty = lk.mbarrier_array(4, 256, name="empty")
+        with lk.if_(sympy.Eq(lk.thread_id(), 0)):
+            lk.mbarrier_init(full, empty)
+            lk.fence_mbarrier_init()
+        lk.barrier()
+        with lk.warp_role("producer", warpgroups=(0,), registers=24):
+            with lk.if_(sympy.Eq(lk.warp_id_in_warpgroup(), 0)):
+                for t in lk.range(0, tiles):
+                    for k in lk.range(0, k_tiles):
+                        p = lk.producer_state(t * k_tiles + k, 4)
+                        lk.mbarrier_wait(empty[p.stage], p.phase)
+                        with lk.elect_one(), lk.expect_tx(full[p.stage]) as slot:
+                            attach_copy(slot, 128 * 64 * 2, "A tile")
+                            attach_copy(slot, 256 * 64 * 2, "B tile")
+        with lk.warp_role("consumer", warpgroups=(1, 2), registers=240):
+            for t in lk.range(0, tiles):
+                for k in lk.range(0, k_tiles):
+                    c = lk.consumer_state(t * k_tiles + k, 4)
+                    lk.mbarrier_wait(full[c.stage], c.phase)
+                    lk.named_barrier_sync(1, 256)
+                    lk.mbarrier_arrive(empty[c.stage])
+    k = lk.Kernel(fn, 12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        usage = k.resources(PTR, 8, 6)
+    assert not usage.setmaxnreg_ignored and usage.spill_store_bytes == 0
+    assert "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%u" in k.ptx(PTR, 8, 6)
+    assert ", 49152;" in k.ptx(PTR, 8, 6)                 # 16 KB + 32 KB per stage

@@ -157,6 +157,12 @@ def test_elect_and_barriers_need_whole_warps():
             lk.named_barrier_sync(1, 384)  # SYNC IN ELECT
     check(trace_error(sync_in_elect), "# SYNC IN ELECT", "inside lk.elect_one()")
 
+    def barrier_in_elect():
+        with lk.elect_one():
+            lk.barrier()  # BARRIER IN ELECT
+    check(trace_error(barrier_in_elect), "# BARRIER IN ELECT", "lk.barrier()",
+          "inside lk.elect_one()", "hangs")
+
     def uniform():   # a warp-uniform condition is fine
         with lk.if_(sympy.Eq(lk.warp_id(), 3)):
             with lk.elect_one():
