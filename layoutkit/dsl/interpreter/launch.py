@@ -79,7 +79,7 @@ class Machine:
                 except Exception as exc:  # a resolver made for device arrays
                     env[value.id] = Unresolved(op.attrs["name"], exc)
                 continue
-            arg, name = values[index], params[index].name
+            arg, name = values[index], params[index]
             if isinstance(value.type, PointerType):
                 env[value.id] = self.memory.add(name, _host_array(name, arg), value.type.dtype)
             elif isinstance(value.type, TensorMapType):
@@ -153,11 +153,20 @@ def interpret(kernel: Kernel, grid, *args, seed: int = 0, max_steps: int = DEFAU
     conflicting access). Kernel parameters named like these options go positionally."""
     if not isinstance(kernel, Kernel):
         raise ExecutionError(f"interpret runs an @lk.kernel, got {kernel!r}", None)
-    dims = _grid(grid)
     values = bind(kernel.params, args, kwargs, kernel.name)
     spec = kernel.specialize(*values)
+    return run_ir(spec.ir, grid, values, [p.name for p in kernel.params], seed=seed,
+                  max_steps=max_steps, race_check=race_check)
+
+
+def run_ir(fn, grid, values, names=None, *, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS,
+           race_check: bool = True) -> Execution:
+    """Run a verified IR Function on `grid`: `values` are the arguments by parameter index
+    (pointer arguments numpy arrays), `names` their names (for messages)."""
+    dims = _grid(grid)
+    names = names or [f"arg{i}" for i in range(len(values))]
     scheduler = Scheduler(seed, max_steps)
-    machine = Machine(spec.ir, values, kernel.params, scheduler, race_check)
+    machine = Machine(fn, tuple(values), names, scheduler, race_check)
     coords = [(x, y, z) for z, y, x in itertools.product(*(range(d) for d in dims[::-1]))]
     random.Random(seed).shuffle(coords)
     machine.run(coords, resident=1)
@@ -179,4 +188,4 @@ def from_bf16(bits) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32).reshape(bits.shape)
 
 
-__all__ = ["interpret", "Execution", "Machine", "to_bf16", "from_bf16", "WARP_SIZE"]
+__all__ = ["interpret", "run_ir", "Execution", "Machine", "to_bf16", "from_bf16", "WARP_SIZE"]
