@@ -14,9 +14,10 @@ Pipeline (one pass over x, the whole row lives in registers):
 Work split, from the row length (the tile is (ROWS, BLOCK_N), BLOCK_N = next power of two >= n,
 each lane owns chunks of C = 8 consecutive columns, 16 bytes of bf16, chunks 8 * lanes apart):
   BLOCK_N <= 1024: one row per warp, 4 rows per block of 4 warps (shuffles only);
-  longer rows: one row per block, each thread K = VALUES / C chunks (VALUES = 16 below 16k
-  columns, 32 from there), so num_warps = BLOCK_N / (32 * VALUES) stays <= 32; shuffles,
-  then the warps' partials through shared memory between barriers.
+  longer rows: one row per block of BLOCK_N / 1024 warps, each lane K = 4 chunks (32 values
+  whatever the row length: 58-64 registers, ~1024 resident threads and 64 KB of bf16 input
+  per SM; recipes/softmax.py says why that is the split to want); shuffles, then the warps'
+  partials through shared memory between barriers.
 
 Constraints: x is a contiguous CUDA bf16 tensor (2-D, or N-D normalized over the last dim);
 w and b are contiguous bf16 vectors of n; 1 <= n <= 32768; eps > 0. Vector accesses need
@@ -33,7 +34,7 @@ from layoutkit.benchmarking import gbps, interleaved
 MAX_COLUMNS = 32768
 CHUNK = 8                        # bf16 values per 16-byte access
 ROW_PER_WARP_MAX = 1024
-MAX_WARPS = 32
+VALUES_PER_LANE = 32
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,10 +48,8 @@ def config(n: int) -> dict:
     chunk = min(CHUNK, block_n // 32)
     if block_n <= ROW_PER_WARP_MAX:
         return {"num_warps": 4, "ROWS": 4, "C": chunk, "K": block_n // (32 * chunk)}
-    values = 16 if block_n < 16384 else 32
-    warps = block_n // (32 * values)
-    assert warps <= MAX_WARPS
-    return {"num_warps": warps, "ROWS": 1, "C": chunk, "K": values // chunk}
+    return {"num_warps": block_n // (32 * VALUES_PER_LANE), "ROWS": 1, "C": chunk,
+            "K": VALUES_PER_LANE // chunk}
 
 
 def row_layout(num_warps: int, ROWS: int, C: int, K: int) -> lk.TVLayout:

@@ -10,10 +10,20 @@ Pipeline (one pass, the whole row lives in registers):
       y = e * (1 / sum) -> bf16 --st.v4.b32--> global
 
 Work split, from the row length (the tile is (ROWS, BLOCK_N), BLOCK_N = next power of two >= n):
-  BLOCK_N <= 2048: one row per warp, 4 rows per block of 4 warps (shuffles only);
-  longer rows: one row per block of min(32, BLOCK_N / 512) warps (shuffles, then the warps'
-  partials through shared memory between barriers).
-Each lane owns chunks of 8 consecutive columns (16 bytes of bf16), chunks 8 * lanes apart.
+  BLOCK_N <= 1024: one row per warp, 4 rows per block of 4 warps (shuffles only);
+  longer rows: one row per block of BLOCK_N / 1024 warps (2 at 2k ... 32 at 32k): shuffles,
+  then the warps' partials through shared memory between barriers.
+Each lane owns K chunks of C = 8 consecutive columns (16 bytes of bf16), chunks 8 * lanes apart;
+past 1k columns every lane holds VALUES = C * K = 32 values, whatever the row length.
+
+Why 32 values a lane: a block's loads are in flight only until its first reduction, so the
+bandwidth an SM reaches grows with the bytes its resident blocks hold (Little's law). The f32
+row is in registers, so that is bounded by the register file: 32 values cost ptxas 48-62
+registers (recipe compile --resources), i.e. ~1024 threads and 64-80 KB of bf16 input
+resident per SM at every row length. The earlier split (16 values a lane up to 16k, 32 warps
+at 16k) had 57 registers x 1024 threads at 16k: one block and 32 KB per SM, every SM idle
+during that block's two 32-warp reductions (32 shared loads per thread each); 16k was the
+slowest row length. Fewer warps per row also means fewer partials to combine per barrier.
 
 Constraints: x is a CUDA bf16 tensor, contiguous, 2-D (or N-D: softmax over the last dim);
 1 <= n <= 32768 (longer rows would spill registers). Vector accesses need n % 16 == 0
@@ -21,31 +31,30 @@ Constraints: x is a CUDA bf16 tensor, contiguous, 2-D (or N-D: softmax over the 
 """
 from __future__ import annotations
 
-import statistics
+import functools
 
 import layoutkit as lk
+from layoutkit.benchmarking import gbps, interleaved
 
 LOG2E = 1.4426950408889634
 MAX_COLUMNS = 32768
 CHUNK = 8                        # bf16 values per 16-byte access
-ROW_PER_WARP_MAX = 2048
+ROW_PER_WARP_MAX = 1024
+VALUES_PER_LANE = 32             # see "Why 32 values a lane" above
 
 
+@functools.lru_cache(maxsize=None)
 def config(n: int) -> dict:
     """The tile for rows of n columns: num_warps, ROWS (rows per block), C (consecutive
     columns per access), K (chunks per lane)."""
-    if not isinstance(n, int) or not 1 <= n <= MAX_COLUMNS:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_COLUMNS:
         raise ValueError(f"softmax: the row length n = {n!r} must be an int in 1..{MAX_COLUMNS}")
     block_n = max(32, 1 << (n - 1).bit_length())
     chunk = min(CHUNK, block_n // 32)
     if block_n <= ROW_PER_WARP_MAX:
-        warps, rows = 4, 4
-        threads_per_row = 32
-    else:
-        warps, rows = min(32, block_n // 512), 1
-        threads_per_row = 32 * warps
-    return {"num_warps": warps, "ROWS": rows, "C": chunk,
-            "K": block_n // (threads_per_row * chunk)}
+        return {"num_warps": 4, "ROWS": 4, "C": chunk, "K": block_n // (32 * chunk)}
+    return {"num_warps": block_n // (32 * VALUES_PER_LANE), "ROWS": 1, "C": chunk,
+            "K": VALUES_PER_LANE // chunk}
 
 
 def row_layout(num_warps: int, ROWS: int, C: int, K: int) -> lk.TVLayout:
@@ -84,12 +93,16 @@ def kernel_for(num_warps: int) -> lk.Kernel:
     return _KERNELS[num_warps]
 
 
-def _arguments(m: int, n: int):
+@functools.lru_cache(maxsize=None)
+def _launch_plan(n: int):
     cfg = config(n)
-    k = kernel_for(cfg["num_warps"])
-    grid = (m + cfg["ROWS"] - 1) // cfg["ROWS"]
     constexprs = {"WARPS": cfg["num_warps"], "ROWS": cfg["ROWS"], "C": cfg["C"], "K": cfg["K"]}
-    return k, grid, constexprs
+    return kernel_for(cfg["num_warps"]), cfg["ROWS"], constexprs
+
+
+def _arguments(m: int, n: int):
+    k, rows, constexprs = _launch_plan(n)
+    return k, (m + rows - 1) // rows, constexprs
 
 
 def softmax(x, out=None):
@@ -111,10 +124,10 @@ def softmax(x, out=None):
 
 
 def compile_default() -> dict:
-    """PTX of the default specializations (no GPU): {name: ptx} for 1k, 4k, 8k and 32k columns."""
+    """PTX of the default specializations (no GPU): {name: ptx} for 1k to 32k columns."""
     ptr = lk.Pointer[lk.bf16]
     result = {}
-    for n in (1024, 4096, 8192, 32768):
+    for n in (1024, 4096, 8192, 16384, 32768):
         k, _, constexprs = _arguments(4096, n)
         result[f"softmax n={n}"] = k.ptx(ptr, ptr, 4096, n, **constexprs)
     return result
@@ -137,37 +150,23 @@ def check(shapes=((1, 1), (3, 7), (17, 100), (64, 1000), (9, 2049), (5, 4096), (
     return worst
 
 
-def _median_ms(fn, reps: int) -> float:
-    import torch
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
-
-
 def benchmark(m: int = 4096, columns=(1024, 4096, 8192, 16384, 32768), reps: int = 50) -> list:
-    """Time this softmax against torch.softmax on the same random bf16 (m, n) inputs (CUDA
-    events, medians of `reps`, interleaved); prints and returns the table rows."""
+    """Time this softmax against torch.softmax on the same random bf16 (m, n) inputs
+    (layoutkit.benchmarking: CUDA events, L2 flushed before each call, which also keeps the
+    Python launch out of the timed span, medians, interleaved); prints and returns the rows."""
     import torch
     rows = []
     print(f"{'shape':>16} {'layoutkit ms':>13} {'torch ms':>9} {'GB/s':>7} {'speedup':>8}")
     for n in columns:
         x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
         out = torch.empty_like(x)
-        softmax(x, out)                                          # compile + warm up
-        torch.softmax(x, dim=-1)
-        torch.cuda.synchronize()
-        ours = _median_ms(lambda: softmax(x, out), reps)
-        theirs = _median_ms(lambda: torch.softmax(x, dim=-1), reps)
-        gbps = 2 * x.numel() * x.element_size() / ours / 1e6
-        rows.append({"m": m, "n": n, "layoutkit_ms": ours, "torch_ms": theirs, "gbps": gbps,
+        times = interleaved({"layoutkit": lambda: softmax(x, out),
+                             "torch": lambda: torch.softmax(x, dim=-1)}, reps=reps)
+        ours, theirs = times["layoutkit"].median_ms, times["torch"].median_ms
+        rate = gbps(2 * x.numel() * x.element_size(), ours)
+        rows.append({"m": m, "n": n, "layoutkit_ms": ours, "torch_ms": theirs, "gbps": rate,
                      "speedup": theirs / ours})
-        print(f"{f'({m}, {n})':>16} {ours:13.4f} {theirs:9.4f} {gbps:7.0f} "
+        print(f"{f'({m}, {n})':>16} {ours:13.4f} {theirs:9.4f} {rate:7.0f} "
               f"{theirs / ours:8.2f}")
     return rows
 

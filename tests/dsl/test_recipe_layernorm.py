@@ -25,22 +25,24 @@ def test_default_specializations_assemble_without_spills():
 
 
 @pytest.mark.parametrize("n, warps, rows, barriers", [
-    (1, 4, 4, 0), (100, 4, 4, 0), (1024, 4, 4, 0), (1025, 4, 1, 2), (4096, 8, 1, 2),
-    (8191, 16, 1, 2), (16384, 16, 1, 2), (32768, 32, 1, 2)])
+    (1, 4, 4, 0), (100, 4, 4, 0), (1024, 4, 4, 0), (1025, 2, 1, 2), (4096, 4, 1, 2),
+    (8191, 8, 1, 2), (16384, 16, 1, 2), (32768, 32, 1, 2)])
 def test_work_split_by_row_length(n, warps, rows, barriers):
     kernel, tile_rows, constexprs = layernorm._launch_plan(n)
     assert (kernel.num_warps, tile_rows) == (warps, rows)
     ptx = kernel.ptx(PTR, PTR, PTR, PTR, 10, n, 1e-5, **constexprs)
     assert ptx.count("bar.sync 0;") == barriers     # rows over several warps: smem + barriers
     usage = assemble(ptx).resources[kernel.name]
-    assert usage.spill_store_bytes == 0 and usage.registers <= 65536 // (32 * warps)
+    assert usage.spill_store_bytes == 0
+    if n % 16 == 0:     # 16-byte accesses: <= 64 registers, >= 1024 resident threads per SM
+        assert usage.registers <= 64
 
 
 def test_centered_values_past_n_are_zeroed_with_the_load_predicates():
     kernel, _, constexprs = layernorm._launch_plan(4096)
     ptx = kernel.ptx(PTR, PTR, PTR, PTR, 10, 4096, 1e-5, **constexprs)
     selects = re.findall(r"selp\.f32 %f\d+, %f\d+, 0f00000000, %p\d+;", ptx)
-    assert len(selects) == 16                       # every value of the thread's row part
+    assert len(selects) == 32                       # every value of the thread's row part
     assert ptx.count("div.rn.f32") == 1             # 1/n once; the rest are multiplies
 
 

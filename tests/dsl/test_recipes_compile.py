@@ -30,7 +30,8 @@ def test_softmax_default_specializations_assemble_without_spills():
 
 
 @pytest.mark.parametrize("n, warps, barriers", [(1, 4, 0), (100, 4, 0), (1000, 4, 0),
-                                                (2049, 8, 2), (8191, 16, 2), (32768, 32, 2)])
+                                                (1025, 2, 2), (2049, 4, 2), (8191, 8, 2),
+                                                (16384, 16, 2), (32768, 32, 2)])
 def test_softmax_splits_rows_by_length(n, warps, barriers):
     kernel, grid, constexprs = softmax._arguments(10, n)
     assert kernel.num_warps == warps
@@ -38,7 +39,12 @@ def test_softmax_splits_rows_by_length(n, warps, barriers):
     ptr = lk.Pointer[lk.bf16]
     ptx = kernel.ptx(ptr, ptr, 10, n, **constexprs)
     assert ptx.count("bar.sync 0;") == barriers     # rows over several warps: smem + barriers
-    assemble(ptx)
+    usage = assemble(ptx).resources[kernel.name]
+    assert usage.spill_store_bytes == 0
+    if n % 16 == 0:     # 16-byte accesses: <= 64 registers, >= 1024 resident threads per SM
+        assert usage.registers <= 64
+    if n > softmax.ROW_PER_WARP_MAX:
+        assert constexprs["C"] * constexprs["K"] == softmax.VALUES_PER_LANE
 
 
 def test_softmax_rejects_rows_it_cannot_hold():
