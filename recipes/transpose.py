@@ -183,9 +183,10 @@ def check_arguments(x, out=None) -> lk.DType:
                             tuple(getattr(out, "shape", ())) != (n, m) or
                             getattr(out, "device", None) != x.device or
                             not out.is_contiguous()):
+        got = getattr(out, "dtype", type(out).__name__)
         raise ValueError(f"transpose: out must be a contiguous {x.dtype} tensor of shape "
-                         f"({n}, {m}) on {x.device}, got {getattr(out, 'dtype', type(out).__name__)}"
-                         f" {tuple(getattr(out, 'shape', ()))} on {getattr(out, 'device', '?')}")
+                         f"({n}, {m}) on {x.device}, got {got} "
+                         f"{tuple(getattr(out, 'shape', ()))} on {getattr(out, 'device', '?')}")
     return DTYPES[name]
 
 

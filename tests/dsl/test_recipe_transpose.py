@@ -6,7 +6,7 @@ import warnings
 import pytest
 
 import layoutkit as lk
-from layoutkit.ptx import assemble
+from layoutkit.ptx import RegisterSpillWarning, assemble
 from tests.dsl.test_recipes_compile import load_recipe
 
 transpose = load_recipe("transpose")
@@ -72,7 +72,11 @@ def test_ragged_unaligned_shapes_assemble_with_narrower_accesses():
     ptx = transpose.kernel_for(lk.bf16).ptx(ptr, ptr, 1000, 777, False)
     assert "ld.global.v4" not in ptx and "st.global.v4" not in ptx    # n odd: scalar rows
     assert "st.shared.v4.b32" in ptx                                   # the tile stays wide
-    assemble(ptx)
+    with warnings.catch_warnings():
+        # 64 predicated 2-byte loads a thread: ptxas may spill a few bytes on this slow path
+        warnings.simplefilter("ignore", RegisterSpillWarning)
+        usage = assemble(ptx).resources["transpose_bf16"]
+    assert usage.spill_store_bytes <= 16
 
 
 def test_grid_puts_the_longer_tile_count_on_x():
