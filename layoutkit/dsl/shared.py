@@ -171,16 +171,21 @@ def _parse(what: str, layout):
     return swizzle, offset, inner, elements
 
 
-def shared_tensor(layout, dtype: DType, *, name: str | None = None) -> SharedTensor:
+def shared_tensor(layout, dtype: DType, *, name: str | None = None,
+                  align: int | None = None) -> SharedTensor:
     """A new shared buffer of `dtype` elements laid out by `layout`: a Layout of int shape and
     stride, or ComposedLayout(Swizzle(B, M, S), offset, Layout) (the swizzle acts on element
-    offsets). It holds cosize(layout) elements."""
+    offsets). It holds cosize(layout) elements. `align`: a larger byte alignment than the
+    layout needs (a power of two; e.g. 128 for an unswizzled TMA tile)."""
     what = "lk.shared_tensor"
     current(what)
     if not isinstance(dtype, DType) or dtype == bool_:
         raise TraceError(f"{what}: the element type is a DType such as lk.bf16, got {dtype!r}")
+    if align is not None and (isinstance(align, bool) or not isinstance(align, int) or
+                              align < 1 or align & (align - 1)):
+        raise TraceError(f"{what}: align= is a power-of-two number of bytes, got {align!r}")
     swizzle, offset, inner, elements = _parse(what, layout)
-    align = swizzle_alignment(swizzle, dtype)
+    align = max(swizzle_alignment(swizzle, dtype), align or 1)
     alloc = allocate(what, elements * dtype.nbytes, align, name)
     tensor = SharedTensor(alloc, dtype, swizzle, inner, offset)
     tensor._start = offset

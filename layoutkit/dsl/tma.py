@@ -44,7 +44,8 @@ into (load: each receiving CTA's) shared memory:
 from __future__ import annotations
 
 import sympy
-from layoutkit.algebra import Layout
+
+from layoutkit.algebra import Layout, size
 
 from . import verifier
 from .cluster import block_rank_in_cluster
@@ -53,9 +54,9 @@ from .global_tensor import GlobalTensor
 from .mbarrier import MbarrierRef, attach_copy
 from .shared import SharedTensor
 from .sync_trace import sync_state
-from .tma_derive import TmaError, plan_copies, tensor_modes, tile_to_modes
+from .tma_derive import SMEM_ALIGN, TmaError, plan_copies, tensor_modes, tile_to_modes
 from .tma_map import tensormap_param
-from .tracer import current, is_int_expr
+from .tracer import current
 from .types import TensorMapType, i32
 
 AXES = "xyz"
@@ -90,7 +91,6 @@ def derive(what: str, shared: SharedTensor, tile: GlobalTensor, split: int = 1):
     origins = [sympy.sympify(o) for _, o in tile.coords]
     walks, extents = tile_to_modes(coord_layouts, tile.layout.shape, what)
     g_shape, s_shape = _shapes(tile.layout), _shapes(shared.layout)
-    from layoutkit.algebra import size
     if len(g_shape) != len(s_shape) or any(size(a) != size(b) for a, b in zip(g_shape, s_shape)):
         raise TraceError(f"{what}: the global tile has shape {g_shape} but the shared tile "
                          f"{shared.layout} has shape {s_shape}; they must match mode by mode")
@@ -102,10 +102,17 @@ def derive(what: str, shared: SharedTensor, tile: GlobalTensor, split: int = 1):
     plan = plan_copies(shared.dtype.nbytes, contiguous=modes.contiguous, tile_extents=extents,
                        shared=per_mode, swizzle=shared.swizzle, offset=shared.offset, what=what,
                        split=split)
+    nbytes = shared.dtype.nbytes
+    need = SMEM_ALIGN if shared.swizzle is None else max(SMEM_ALIGN,
+                                                         shared.swizzle.size() * nbytes)
+    if shared.alloc.align < need:
+        raise TmaError(f"{what}: the shared buffer {shared.alloc.name} is {shared.alloc.align}-byte "
+                       f"aligned, but a TMA box's shared address is a multiple of {need} bytes; "
+                       f"allocate it with lk.shared_tensor(..., align={need})")
     return modes, plan, origins
 
 
-def _common_attrs(trace, what, shared, tile, modes, plan, tmap_attrs) -> dict:
+def _common_attrs(shared: SharedTensor, tile: GlobalTensor, plan, tmap_attrs: dict) -> dict:
     return {"tensor": tile.ptr.name, "modes": plan.order,
             "tensor_dims": tmap_attrs["dims"], "tensor_strides": tmap_attrs["strides"],
             "box": plan.box, "swizzle": plan.swizzle, "dtype": shared.dtype.name,
@@ -157,7 +164,7 @@ def tma_load(dst: SharedTensor, src: GlobalTensor, barrier: MbarrierRef, *,
     modes, plan, origins = derive(what, dst, src, 1 if group is None else group[0])
     tmap, tmap_attrs = tensormap_param(trace, what, src, modes, plan)
     describe = f"{what} of {src.ptr.name} {plan.box[::-1]} into {dst.alloc.name}"
-    attrs = _common_attrs(trace, what, dst, src, modes, plan, tmap_attrs)
+    attrs = _common_attrs(dst, src, plan, tmap_attrs)
     bar = barrier.byte_offset()
     for deltas, start in plan.copies:
         coords = [origins[m] + d for m, d in zip(plan.order, deltas)]
@@ -186,7 +193,7 @@ def tma_store(dst: GlobalTensor, src: SharedTensor) -> None:
     _check_tiles(what, src, dst)
     modes, plan, origins = derive(what, src, dst)
     tmap, tmap_attrs = tensormap_param(trace, what, dst, modes, plan)
-    attrs = _common_attrs(trace, what, src, dst, modes, plan, tmap_attrs)
+    attrs = _common_attrs(src, dst, plan, tmap_attrs)
     for deltas, start in plan.copies:
         coords = [origins[m] + d for m, d in zip(plan.order, deltas)]
         offset = sympy.sympify(src.offset) + start

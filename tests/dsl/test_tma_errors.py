@@ -17,12 +17,12 @@ def line_of(text: str) -> int:
 
 
 def load_kernel(shared_layout, tile=(128, 64), tensor=None, multicast=None, cluster=None,
-                shared_tile=None, partition=False, scope=True):
+                shared_tile=None, partition=False, scope=True, align=128):
     """A kernel that TMA-loads the (0, 0) tile of a (M, K) bf16 tensor into `shared_layout`."""
     @lk.kernel(num_warps=4, cluster=cluster)
     def k(a: BF16, M: lk.i32, K: lk.i32):
         A = lk.global_tensor(a, tensor(M, K) if tensor else Layout((M, K), (K, 1)))
-        s_a = lk.shared_tensor(shared_layout, lk.bf16)
+        s_a = lk.shared_tensor(shared_layout, lk.bf16, align=align)
         if shared_tile is not None:
             s_a = s_a.tile(*shared_tile)
         full = lk.mbarrier_array(1, arrive_count=1, name="full")
@@ -85,6 +85,14 @@ def test_misaligned_shared_tile_is_refused():
     k = load_kernel(Layout((16, 8), (8, 1)), tile=(4, 8), shared_tile=((4, 8), (1, 0)))
     err = error_of(k, BF16, 1000, 1024)
     assert "starts at element offset 32" in str(err) and "128 bytes" in str(err)
+    assert_at(err, "# THE LOAD")
+
+
+def test_unswizzled_buffer_needs_128_byte_alignment():
+    k = load_kernel(Layout((128, 64), (64, 1)), align=None)
+    err = error_of(k, BF16, 1000, 1024)
+    assert "the shared buffer smem0 is 16-byte aligned" in str(err)
+    assert "lk.shared_tensor(..., align=128)" in str(err)
     assert_at(err, "# THE LOAD")
 
 

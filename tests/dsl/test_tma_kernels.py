@@ -24,9 +24,11 @@ def tile_layout(mode: str):
     return ComposedLayout(swizzle, 0, inner), (TILE_M, 2 * row)
 
 
-def reader_tv():
-    """128 threads as 16 rows x 8 threads, 8 consecutive elements each: a (16, 64) sub-tile."""
-    return lk.tv_layout(Layout((16, 8), (8, 1)), Layout((1, 8), (1, 1)))
+def reader_tv(width: int = 64):
+    """128 threads, 8 consecutive elements each, over a (128 * 8 // width, width) sub-tile
+    (width 64: 16 rows x 8 threads; width 32: 32 rows x 4 threads)."""
+    across = width // 8
+    return lk.tv_layout(Layout((THREADS // across, across), (across, 1)), Layout((1, 8), (1, 1)))
 
 
 def _first_thread():
@@ -45,7 +47,7 @@ def tma_round_trip(a: BF16, out: BF16, c: BF16, pad: BF16, M: lk.i32, K: lk.i32,
     C = lk.global_tensor(c, Layout((M, K), (K, 1)))
     Out = lk.global_tensor(out, Layout((M, K), (K, 1)))
     Pad = lk.global_tensor(pad, Layout((PM, PK), (PK, 1)))
-    s_a = lk.shared_tensor(layout, lk.bf16, name="s_a")
+    s_a = lk.shared_tensor(layout, lk.bf16, name="s_a", align=128)
     full = lk.mbarrier_array(1, arrive_count=1, name="full")
     with _first_thread():
         lk.mbarrier_init(full)
@@ -56,12 +58,13 @@ def tma_round_trip(a: BF16, out: BF16, c: BF16, pad: BF16, M: lk.i32, K: lk.i32,
         with lk.expect_tx(full[0]):
             lk.tma_load(s_a, A.tile(tile, (m, k)), full[0])
     lk.mbarrier_wait(full[0], 0)
-    tv = reader_tv()
-    for i in range(tile[0] // 16):
-        for j in range(tile[1] // 64):
-            values = lk.load(s_a.tile((16, 64), (i, j)).partition(tv))
-            lk.store(Out.tile(tile, (m, k)).tile((16, 64), (i, j)).partition(tv), values)
-            lk.store(Pad.tile(tile, (m, k)).tile((16, 64), (i, j)).partition(tv), values)
+    width = min(tile[1], 64)
+    tv, sub = reader_tv(width), (THREADS * 8 // width, width)
+    for i in range(tile[0] // sub[0]):
+        for j in range(tile[1] // sub[1]):
+            values = lk.load(s_a.tile(sub, (i, j)).partition(tv))
+            lk.store(Out.tile(tile, (m, k)).tile(sub, (i, j)).partition(tv), values)
+            lk.store(Pad.tile(tile, (m, k)).tile(sub, (i, j)).partition(tv), values)
     with _first_thread():
         lk.tma_store(C.tile(tile, (m, k)), s_a)
         lk.tma_store_commit()
@@ -69,11 +72,12 @@ def tma_round_trip(a: BF16, out: BF16, c: BF16, pad: BF16, M: lk.i32, K: lk.i32,
 
 
 @lk.kernel(num_warps=THREADS // 32, cluster=(2, 1, 1))
-def tma_multicast(a: BF16, out: BF16, M: lk.i32, K: lk.i32):
-    """Both CTAs of a cluster of 2 load the cluster's (128, 64) tile of `a` with one multicast
-    (each issues 64 rows to both); each writes its copy to its own block of `out`, (2M, K)."""
+def tma_multicast(a: BF16, out: BF16, M: lk.i32, K: lk.i32, TILES_M: lk.i32):
+    """Both CTAs of a cluster of 2 load the cluster's (128, 64) tile of the ragged (M, K) `a`
+    with one multicast (each issues 64 rows to both); CTA r of the cluster writes its copy to
+    rows r * 128 * TILES_M + (tile rows) of `out`, (2 * 128 * TILES_M, K)."""
     A = lk.global_tensor(a, Layout((M, K), (K, 1)))
-    Out = lk.global_tensor(out, Layout((2 * M, K), (K, 1)))
+    Out = lk.global_tensor(out, Layout((2 * 128 * TILES_M, K), (K, 1)))
     s_a = lk.shared_tensor(ComposedLayout(Swizzle(3, 3, 3), 0, Layout((128, 64), (64, 1))),
                            lk.bf16, name="s_a")
     full = lk.mbarrier_array(1, arrive_count=1, name="full")
@@ -88,15 +92,11 @@ def tma_multicast(a: BF16, out: BF16, M: lk.i32, K: lk.i32):
     lk.mbarrier_wait(full[0], 0)
     tv = reader_tv()
     rank = lk.block_rank_in_cluster()
-    mine = Out.tile((128, 64), (2 * m + rank, k))
+    mine = Out.tile((128, 64), (rank * TILES_M + m, k))
     for i in range(128 // 16):
         lk.store(mine.tile((16, 64), (i, 0)).partition(tv),
                  lk.load(s_a.tile((16, 64), (i, 0)).partition(tv)))
     lk.cluster_sync()                       # no CTA exits while its peer may still write to it
-
-
-def round_trip_ops(mode: str):
-    return tma_round_trip.ir(BF16, BF16, BF16, BF16, 200, 136, 256, 256, mode)
 
 
 def ops_named(fn, name: str) -> list:
@@ -130,6 +130,9 @@ def test_round_trip_assembles_and_its_ops_carry_the_copy(mode):
         assert sympy.simplify(kx - (boxes * row * bid_y + n * row)) == 0
         assert [str(x) for x in a["tensor_dims"]] == ["K", "M"]
         assert [str(x) for x in a["tensor_strides"]] == ["1", "K"]
+    reads = ops_named(spec.ir, "shared_load")               # every element read back, 8 at once
+    assert sum(op.attrs["vec"] for op in reads) * THREADS == TILE_M * boxes * row
+    assert all(op.attrs["vec"] == 8 for op in reads)
     (arrive,) = ops_named(spec.ir, "mbarrier_arrive_expect_tx")
     assert arrive.attrs["tx_bytes"] == boxes * row * 128          # the whole tile, derived
     text = spec.ptx
@@ -142,7 +145,7 @@ def test_round_trip_assembles_and_its_ops_carry_the_copy(mode):
 
 
 def test_multicast_slices_the_box_and_charges_the_whole_tile():
-    spec = tma_multicast.specialize(BF16, BF16, 256, 128)
+    spec = tma_multicast.specialize(BF16, BF16, 300, 136, 3)
     assert spec.cubin.resources["tma_multicast"].registers > 0
     (load,) = ops_named(spec.ir, "tma_load")
     a = load.attrs
@@ -164,7 +167,7 @@ def test_store_wait_variants_lower_to_bulk_group_waits():
     @lk.kernel(num_warps=1)
     def k(c: BF16, M: lk.i32):
         C = lk.global_tensor(c, Layout((M, 64), (64, 1)))
-        s_c = lk.shared_tensor(Layout((32, 64), (64, 1)), lk.bf16)
+        s_c = lk.shared_tensor(Layout((32, 64), (64, 1)), lk.bf16, align=128)
         lk.fence_proxy_async()
         lk.barrier()
         with _first_thread():
