@@ -143,7 +143,12 @@ def condition(trace, cond):
         if cond.dtype != bool_:
             raise TraceError(f"lk.if_: the condition is a bool, got a {cond.dtype} scalar")
         return cond.value
-    if isinstance(cond, (bool, sympy.logic.boolalg.BooleanAtom)):
+    if isinstance(cond, bool):
+        raise TraceError(f"lk.if_: the condition is the Python bool {cond}, fixed while tracing; "
+                         "Python's == and != on kernel integers compare the expressions, not "
+                         "their run-time values: write lk.eq(a, b) / lk.ne(a, b) (or <, <=, >, "
+                         ">=), and use a plain Python `if` for a trace-time condition")
+    if isinstance(cond, sympy.logic.boolalg.BooleanAtom):     # a relation sympy decided
         return trace.constant(bool(cond), bool_)
     if type(cond) in _RELATIONS:
         lhs, rhs = cond.args
@@ -154,6 +159,17 @@ def condition(trace, cond):
         return p
     raise TraceError(f"lk.if_: the condition is a bool scalar or a comparison of kernel "
                      f"integers (e.g. lk.thread_id() < n), got {cond!r}")
+
+
+def eq(a, b):
+    """The run-time condition a == b of kernel integers, for lk.if_ (Python's == on sympy
+    expressions compares the expressions themselves)."""
+    return sympy.Eq(a, b)
+
+
+def ne(a, b):
+    """The run-time condition a != b of kernel integers, for lk.if_."""
+    return sympy.Ne(a, b)
 
 
 @contextlib.contextmanager
