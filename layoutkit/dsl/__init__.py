@@ -13,14 +13,18 @@ Imports: layoutkit.algebra, layoutkit.sync, layoutkit.ptx, numpy, sympy.
 >>> "ld.global.v4.f32" in axpb.ptx(lk.Pointer[lk.f32], lk.Pointer[lk.f32], 4096, 2.0, 1.0)
 True
 """
-from .control import if_, range  # noqa: A004
+from .control import eq, if_, ne, range  # noqa: A004
 from .convert import convert_layout
+from .cp_async import cp_async, cp_async_commit, cp_async_wait
 from .errors import (ConstexprError, DSLError, KernelArgumentError, KernelDefinitionError,
                      LayoutMismatchError, SharedMemoryError, TraceError, VerifierError)
 from .global_tensor import GlobalTensor, PointerArg, global_tensor
 from .ir import Block, Function, Op, Value
 from .kernel import Kernel, Specialization, kernel
+from .ldmatrix import ldmatrix
 from .memory import in_bounds, load, store
+from .mma import mma_sync
+from .mma_layouts import MmaLayouts, mma_sync_layouts
 from .reduce import broadcast, reduce_max, reduce_sum
 from .shared import SharedTensor, barrier, shared_tensor
 from .tracer import block_id, thread_id
@@ -29,18 +33,45 @@ from .types import (DType, Pointer, PointerType, bf16, bool_, constexpr, f16, f3
 from .values import (RegisterTensor, Scalar, TVLayout, cast, exp2, fma, full, maximum, minimum,
                      rsqrt, sqrt, tv_layout, where)
 from .verifier import verify
+from .wgmma import (transpose, warpgroup_stack, wgmma, wgmma_a_layout, wgmma_accumulator,
+                    wgmma_accumulator_layout, wgmma_commit, wgmma_fence, wgmma_wait)
+from .wgmma_protocol import AccumulatorUseError
+from .mbarrier import (MbarrierArray, MbarrierRef, expect_tx, fence_mbarrier_init,
+                       fence_proxy_async, mbarrier_array, mbarrier_arrive, mbarrier_init,
+                       mbarrier_wait)
+from .pipeline import RingState, consumer_state, producer_state
+from .roles import (elect_one, lane_id, named_barrier_arrive, named_barrier_sync,
+                    thread_id_in_warpgroup, warp_id, warp_id_in_warpgroup, warp_role,
+                    warpgroup_id)
+from .cluster import (block_id_in_cluster, block_rank_in_cluster, cluster_id, cluster_shape,
+                      cluster_size, cluster_sync, num_clusters)
+
+from .tma import TmaError, tma_load, tma_store, tma_store_commit, tma_store_wait
 
 __all__ = [
     "kernel", "Kernel", "Specialization",
     "Pointer", "PointerType", "DType", "constexpr",
     "i32", "i64", "u32", "f16", "bf16", "f32", "f64", "bool_",
-    "thread_id", "block_id", "range", "if_",
+    "thread_id", "block_id", "range", "if_", "eq", "ne",
     "global_tensor", "GlobalTensor", "PointerArg", "load", "store", "in_bounds",
     "shared_tensor", "SharedTensor", "barrier",
     "reduce_max", "reduce_sum", "broadcast", "convert_layout",
+    "cp_async", "cp_async_commit", "cp_async_wait", "ldmatrix", "mma_sync",
+    "mma_sync_layouts", "MmaLayouts",
     "TVLayout", "tv_layout", "RegisterTensor", "Scalar", "full",
     "cast", "exp2", "fma", "maximum", "minimum", "rsqrt", "sqrt", "where",
     "Function", "Block", "Op", "Value", "verify",
+    "wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_accumulator",
+    "wgmma_accumulator_layout", "wgmma_a_layout", "transpose", "warpgroup_stack",
+    "AccumulatorUseError",
+    "mbarrier_array", "MbarrierArray", "MbarrierRef", "mbarrier_init", "fence_mbarrier_init",
+    "mbarrier_arrive", "expect_tx", "mbarrier_wait", "fence_proxy_async",
+    "producer_state", "consumer_state", "RingState",
+    "warp_role", "elect_one", "named_barrier_sync", "named_barrier_arrive",
+    "warp_id", "lane_id", "warpgroup_id", "warp_id_in_warpgroup", "thread_id_in_warpgroup",
+    "cluster_sync", "cluster_shape", "cluster_size", "block_rank_in_cluster",
+    "block_id_in_cluster", "cluster_id", "num_clusters",
     "DSLError", "KernelDefinitionError", "KernelArgumentError", "ConstexprError",
     "LayoutMismatchError", "TraceError", "SharedMemoryError", "VerifierError",
+    "tma_load", "tma_store", "tma_store_commit", "tma_store_wait", "TmaError",
 ]
