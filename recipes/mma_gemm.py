@@ -68,7 +68,8 @@ def copy_layout(tile: tuple, contiguous: int, threads: int) -> lk.TVLayout:
     lines = threads // per_line
     repeats = tile[1 - contiguous] // lines
     return lk.TVLayout(tile, lk.Layout(((per_line, lines), (CHUNK, repeats)),
-                                       ((CHUNK * stride_c, stride_o), (stride_c, lines * stride_o))))
+                                       ((CHUNK * stride_c, stride_o),
+                                        (stride_c, lines * stride_o))))
 
 
 def ring_k_major(rows: int, BK: int, stages: int):

@@ -3,9 +3,9 @@
 mma.sync.aligned.m16n8k{8,16} (PTX ISA 9.7.13.4.8, "Matrix Fragments for mma.m16n8k16 with
 floating point type"): with groupID = lane / 4 and threadID_in_group = lane % 4,
 
-  A (M x K), a_i:  row = groupID + 8 * (i/2 % 2),      col = 2 * threadID_in_group + i % 2 + 8 * (i/4)
-  B (K x N), b_i:  row = 2 * threadID_in_group + i % 2 + 8 * (i/2),   col = groupID
-  C (M x N), c_i:  row = groupID + 8 * (i/2),           col = 2 * threadID_in_group + i % 2
+  A (M x K), a_i:  row = groupID + 8 * (i/2 % 2),  col = 2 * threadID_in_group + i%2 + 8 * (i/4)
+  B (K x N), b_i:  row = 2 * threadID_in_group + i%2 + 8 * (i/2),  col = groupID
+  C (M x N), c_i:  row = groupID + 8 * (i/2),       col = 2 * threadID_in_group + i%2
 
 The TV layouts map (lane, value i) to the column-major index of that coordinate in the atom's
 tile: A over (M, K), B over (N, K) (both operands with K as their second mode, as CuTe does),

@@ -31,11 +31,16 @@ def split_swizzled(offset, swizzle) -> tuple:
     inner, outer, disp = sympy.Integer(0), sympy.Integer(0), 0
     period = swizzle.size() if swizzle is not None else 1
     for term in sympy.Add.make_args(offset):
+        coeff, factor = term.as_coeff_Mul()
         if term.is_Integer:
             disp += int(term) - int(term) % period
             inner += int(term) % period
         elif swizzle is not None and provably_divisible(term, period):
             outer += term
+        elif swizzle is not None and coeff.is_Integer and coeff > period:
+            # c * x = (c - c % P) * x + (c % P) * x, x an integer expression
+            outer += (int(coeff) - int(coeff) % period) * factor
+            inner += (int(coeff) % period) * factor
         else:
             inner += term
     return inner, outer, disp
