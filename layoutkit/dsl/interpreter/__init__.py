@@ -24,7 +24,8 @@ deadlocks are errors that name the op's source line.
 Op families plug in with `executor.handler` (one module per family: ops_scalar, ops_memory,
 ops_block, ops_control, ...).
 """
-from . import ops_block, ops_control, ops_memory, ops_scalar  # noqa: F401 - register handlers
+from . import (ops_block, ops_control, ops_mbarrier, ops_memory, ops_roles,  # noqa: F401
+               ops_scalar)  # (each registers its ops' handlers)
 from .checking import check_on_cpu, relative_to_max
 from .errors import (DeadlockError, DivergenceError, ExecutionError, InterpreterError,
                      MemoryFaultError, RaceError)
@@ -32,6 +33,7 @@ from .executor import HANDLERS, Step, handler
 from .launch import Execution, from_bf16, interpret, run_ir, to_bf16
 from .scheduler import AsyncOperation
 
-__all__ = ["interpret", "run_ir", "check_on_cpu", "relative_to_max", "Execution", "to_bf16", "from_bf16", "handler", "Step", "HANDLERS",
+__all__ = ["interpret", "run_ir", "check_on_cpu", "relative_to_max", "Execution",
+           "to_bf16", "from_bf16", "handler", "Step", "HANDLERS",
            "AsyncOperation", "InterpreterError", "MemoryFaultError", "RaceError",
            "DeadlockError", "DivergenceError", "ExecutionError"]

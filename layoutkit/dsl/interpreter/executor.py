@@ -72,6 +72,7 @@ def run_steps(thread, steps: list[Step]):
             yield result
             while not result.ready():
                 yield result
+            result.acquired(thread)
         else:
             yield from result
 

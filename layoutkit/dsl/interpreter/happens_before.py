@@ -60,12 +60,17 @@ class HappensBefore:
         return index
 
     # ---- synchronization --------------------------------------------------------------------
-    def synchronize(self, threads) -> None:
-        """A completed barrier phase: every participant has seen every other's past."""
-        clocks: CtaClocks = threads[0].cta.state["hb"]
-        rows = [t.tid for t in threads]
+    def synchronize(self, arrived, waiters) -> None:
+        """A completed barrier phase of one CTA's threads: the waiters (bar.sync) have seen
+        the past of every arriver (bar.sync or bar.arrive); every arriver's clock advances."""
+        if not arrived:
+            return
+        clocks: CtaClocks = arrived[0].cta.state["hb"]
+        rows = [t.tid for t in arrived]
         joined = clocks.clock[rows].max(axis=0)
-        clocks.clock[rows] = joined
+        if waiters:
+            clocks.clock[[t.tid for t in waiters]] = np.maximum(
+                clocks.clock[[t.tid for t in waiters]], joined)
         clocks.clock[rows, rows] += 1
 
     def release(self, cta, who: int) -> np.ndarray:

@@ -24,6 +24,7 @@ from .happens_before import HappensBefore
 from .machine import CTA, WARP_SIZE
 from .memory import GlobalMemory, SharedMemory
 from .numerics import to_dtype
+from .ops_roles import cluster_registers
 from .scheduler import DEFAULT_MAX_STEPS, Scheduler
 
 OPTION_NAMES = ("seed", "max_steps", "race_check")
@@ -89,9 +90,16 @@ class Machine:
         return env
 
     # ---- hooks the op families call -------------------------------------------------------
-    def on_barrier_complete(self, barrier, threads) -> None:
+    def on_barrier_complete(self, barrier, arrived, waiters) -> None:
+        """A barrier phase completed: the waiters have seen every arriver's past."""
         if self.hb is not None:
-            self.hb.synchronize(threads)
+            by_cta: dict = {}
+            for thread in arrived:
+                by_cta.setdefault(id(thread.cta), ([], []))[0].append(thread)
+            for thread in waiters:
+                by_cta.setdefault(id(thread.cta), ([], []))[1].append(thread)
+            for cta_arrived, cta_waiters in by_cta.values():
+                self.hb.synchronize(cta_arrived, cta_waiters)
 
     def on_shared_access(self, thread, start: int, nbytes: int, writes: bool, what: str,
                          op, same=None) -> None:
@@ -115,10 +123,14 @@ class Machine:
         self.ctas.append(cta)
         return cta
 
-    def run(self, coords: list[tuple], resident: int) -> None:
-        """Run the CTAs at `coords`, `resident` of them interleaved at a time."""
-        for at in range(0, len(coords), resident):
-            wave = [self.new_cta(c) for c in coords[at:at + resident]]
+    def run(self, clusters: list[list[tuple]], grid: tuple, shape: tuple) -> None:
+        """Run the clusters (lists of CTA coordinates, in rank order) one after another, the
+        CTAs of a cluster interleaved."""
+        for coords in clusters:
+            wave = [self.new_cta(c) for c in coords]
+            for cta in wave:
+                cta.state["cluster_ctas"] = wave
+                cta.state["cluster_registers"] = cluster_registers(cta.coord, grid, shape)
             threads = [t for cta in wave for t in cta.threads]
             for thread in threads:
                 self.scheduler.start(thread)
@@ -167,9 +179,16 @@ def run_ir(fn, grid, values, names=None, *, seed: int = 0, max_steps: int = DEFA
     names = names or [f"arg{i}" for i in range(len(values))]
     scheduler = Scheduler(seed, max_steps)
     machine = Machine(fn, tuple(values), names, scheduler, race_check)
-    coords = [(x, y, z) for z, y, x in itertools.product(*(range(d) for d in dims[::-1]))]
-    random.Random(seed).shuffle(coords)
-    machine.run(coords, resident=1)
+    shape = tuple(getattr(fn, "cluster", None) or (1, 1, 1))
+    if any(d % s for d, s in zip(dims, shape)):
+        raise ExecutionError(f"grid {dims} is not a whole number of clusters of shape {shape}",
+                             None)
+    origins = [(x, y, z) for z, y, x in itertools.product(
+        *(range(0, d, s) for d, s in zip(dims[::-1], shape[::-1])))]
+    random.Random(seed).shuffle(origins)
+    clusters = [[(ox + x, oy + y, oz + z) for z in range(shape[2]) for y in range(shape[1])
+                 for x in range(shape[0])] for ox, oy, oz in origins]
+    machine.run(clusters, dims, shape)
     return Execution(seed, tuple(scheduler.schedule), scheduler.steps,
                      tuple(c.coord for c in machine.ctas))
 

@@ -48,6 +48,9 @@ class Wait:
         """'waits at bar.sync 0: 96 of 128 threads arrived' (the op's line is added)."""
         raise NotImplementedError
 
+    def acquired(self, thread) -> None:
+        """Called once when `thread` leaves the wait (a successful wait's memory ordering)."""
+
 
 class Preempt:
     """Yielded before a memory access: the scheduler may run other threads first."""
@@ -108,12 +111,15 @@ class BarrierState:
     queue: WaitQueue
     expected: int | None = None
     arrived: list = field(default_factory=list)
+    waiters: list = field(default_factory=list)
     generation: int = 0
+    name: str | None = None
     first_op: Op | None = None
 
-    def arrive(self, thread: Thread, count: int, op: Op) -> int:
-        """Count `thread`'s arrival (a phase of `count` threads); returns the generation it
-        belongs to. Completing the phase notifies the waiters."""
+    def arrive(self, thread: Thread, count: int, op: Op, waits: bool = True) -> int:
+        """Count `thread`'s arrival (a phase of `count` threads; `waits`: bar.sync, else
+        bar.arrive); returns the generation it belongs to. Completing the phase notifies the
+        waiters."""
         if self.expected is None:
             self.expected, self.first_op = count, op
         elif count != self.expected:
@@ -124,8 +130,11 @@ class BarrierState:
                 "same thread count (PTX ISA 'bar.sync')", op.location)
         generation = self.generation
         self.arrived.append(thread)
+        if waits:
+            self.waiters.append(thread)
         if len(self.arrived) == self.expected:
-            thread.cta.machine.on_barrier_complete(self, self.arrived)
+            thread.cta.machine.on_barrier_complete(self, self.arrived, self.waiters)
+            self.waiters = []
             self.arrived, self.expected, self.first_op = [], None, None
             self.generation += 1
             self.queue.notify()
@@ -145,7 +154,7 @@ class BarrierWait(Wait):
     def describe(self) -> str:
         b = self.barrier
         expected = b.expected if b.expected is not None else "?"
-        name = "bar.sync 0" if b.ident == 0 else f"named barrier {b.ident}"
+        name = b.name or ("bar.sync 0" if b.ident == 0 else f"named barrier {b.ident}")
         return f"waits at {name}: {len(b.arrived)} of {expected} threads arrived"
 
 
