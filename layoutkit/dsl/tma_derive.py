@@ -20,7 +20,7 @@ the PTX coordinates do. The rules (hopper-ptx.md section 4, cuTensorMapEncodeTil
 ...                    shared=(Layout(128, 64), Layout(64, 1)), swizzle=Swizzle(3, 3, 3),
 ...                    offset=0)
 >>> plan.order, plan.box, plan.swizzle, plan.copies, plan.box_bytes
-((1, 0), (64, 128), '128B', ((0, 0),), 16384)
+((1, 0), (64, 128), '128B', (((0, 0), 0),), 16384)
 """
 from __future__ import annotations
 
