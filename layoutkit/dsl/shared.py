@@ -107,6 +107,23 @@ class SharedTensor:
                              f"{self.alloc.name} holds {self.alloc.nbytes // self.dtype.nbytes}")
         return SharedTensor(self.alloc, self.dtype, swizzle, inner, start)
 
+    def __getitem__(self, coord) -> "SharedTensor":
+        """CuTe's slice: `ring[:, :, stage]` fixes the modes given an index (an int or a kernel
+        integer) and keeps the `:` ones, e.g. one stage of a (BM, BK, STAGES) ring buffer."""
+        if self.tv is not None:
+            raise TraceError("slicing ([...]) selects from a whole tensor or tile, not a "
+                             "thread's partition")
+        coord = coord if isinstance(coord, tuple) else (coord,)
+        if any(isinstance(c, slice) and c != slice(None) for c in coord):
+            raise TraceError(f"SharedTensor[{coord}]: each index is ':' (keep the mode) or one "
+                             "index; ranges are tiles (use .tile)")
+        keep = tuple(None if isinstance(c, slice) else c for c in coord)
+        try:
+            sub, off = self.layout.slice_and_offset(keep)
+        except LayoutError as exc:
+            raise TraceError(f"SharedTensor[{coord}] of {self.layout}: {exc}") from None
+        return SharedTensor(self.alloc, self.dtype, self.swizzle, sub, self.offset + off)
+
     def tile(self, tiler, coord) -> "SharedTensor":
         """The tile at `coord` of this tensor divided by `tiler` (the algebra's local_tile)."""
         if self.tv is not None:
