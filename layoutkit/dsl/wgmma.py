@@ -49,8 +49,8 @@ from .shared import SharedTensor
 from .tracer import current
 from .types import bf16, bool_, f16, f32, i32
 from .values import RegisterTensor, Scalar
-from .wgmma_layouts import (K_STEP, M_BLOCK, WARPGROUP, check_fragment, wgmma_a_layout,
-                            wgmma_accumulator_layout)
+from .wgmma_layouts import (K_STEP, M_BLOCK, WARPGROUP, check_fragment, warpgroup_stack,
+                            wgmma_a_layout, wgmma_accumulator_layout)
 from .wgmma_operands import rank2, shared_operand
 from .wgmma_protocol import FENCE, MMA, UNDEF, WAIT, check
 
@@ -217,4 +217,4 @@ def _check_mma(op) -> None:
 
 
 __all__ = ["wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_accumulator",
-           "transpose", "wgmma_accumulator_layout", "wgmma_a_layout"]
+           "transpose", "wgmma_accumulator_layout", "wgmma_a_layout", "warpgroup_stack"]

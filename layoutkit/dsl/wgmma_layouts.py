@@ -80,6 +80,34 @@ def wgmma_a_layout(k: int, m: int = M_BLOCK) -> TVLayout:
     return _fragment(m, k)
 
 
+def warpgroup_stack(layout: TVLayout, warpgroups: int) -> TVLayout:
+    """The CTA-wide TV layout of `warpgroups` per-warpgroup (m, n) tiles stacked along M: thread
+    T holds what thread T % 128 holds in `layout`, moved down by m * (T // 128) rows.
+    For epilogues of warpgroups that each own rows of one block tile (wrap the values with
+    lk.RegisterTensor(acc.dtype, stacked, acc.values)).
+
+    >>> str(warpgroup_stack(wgmma_accumulator_layout(8), 2))
+    '(((4,8,4),2),(2,2,1)):(((256,1,16),64),(128,8,1024)) over tile (128,8)'
+    """
+    if isinstance(warpgroups, bool) or not isinstance(warpgroups, int) or warpgroups < 1:
+        raise TraceError(f"lk.warpgroup_stack: warpgroups is a positive int, got {warpgroups!r}")
+    if not isinstance(layout, TVLayout) or len(layout.tile) != 2 or \
+            layout.num_threads != WARPGROUP:
+        raise TraceError(f"lk.warpgroup_stack: stacks a 128-thread TV layout over a 2-D tile, "
+                         f"got {layout}")
+    m, n = layout.tile
+    rows = m * warpgroups
+
+    def restride(mode_shape, mode_stride):   # index r + m*c -> r + rows*c
+        if isinstance(mode_shape, tuple):
+            return tuple(restride(s, d) for s, d in zip(mode_shape, mode_stride))
+        return mode_stride % m + rows * (mode_stride // m)
+    threads, values = layout.layout[0], layout.layout[1]
+    shape = ((threads.shape, warpgroups), values.shape)
+    stride = ((restride(threads.shape, threads.stride), m), restride(values.shape, values.stride))
+    return TVLayout((rows, n), Layout(shape, stride))
+
+
 def index_table(layout: Layout) -> np.ndarray:
     """layout(i) for every flat index i of an integer layout (colexicographic), as int64."""
     flat = flatten(layout)
@@ -116,5 +144,5 @@ def check_fragment(what: str, operand: str, got: TVLayout, expected: TVLayout) -
             "lk.wgmma_a_layout, or lk.convert_layout to it)")
 
 
-__all__ = ["wgmma_accumulator_layout", "wgmma_a_layout", "same_function", "index_table",
+__all__ = ["wgmma_accumulator_layout", "wgmma_a_layout", "warpgroup_stack", "same_function", "index_table",
            "check_fragment", "WARPGROUP", "M_BLOCK", "K_STEP"]
