@@ -39,6 +39,8 @@ class TmaLowering:
         offset = self._tma_u32(offset_value)
         if isinstance(offset, int):
             return Address(self.smem, base + offset * scale)
+        if scale == 1:
+            return Address(arith.add(self.k, offset, self.smem, dtype="u32"), base)
         return Address(arith.mad(self.k, offset, scale, self.smem, mode="lo", dtype="u32"), base)
 
     def _tma_coords(self, values) -> tuple:
