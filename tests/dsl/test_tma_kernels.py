@@ -179,3 +179,29 @@ def test_store_wait_variants_lower_to_bulk_group_waits():
     assert "cp.async.bulk.wait_group.read 1;" in text and "cp.async.bulk.wait_group 0;" in text
     assert "fence.proxy.async.shared::cta;" in text
     k.specialize(BF16, 1000).cubin
+
+
+@lk.kernel(num_warps=4)
+def ring_loads(a: BF16, M: lk.i32, K: lk.i32):
+    A = lk.global_tensor(a, Layout((M, K), (K, 1)))
+    ring = lk.shared_tensor(ComposedLayout(Swizzle(3, 3, 3), 0,
+                                           Layout((128, 64, 4), (64, 1, 8192))), lk.bf16)
+    full = lk.mbarrier_array(4, arrive_count=1, name="full")
+    with _first_thread():
+        lk.mbarrier_init(full)
+    for kk in lk.range(0, K // 64):
+        stage = kk % 4
+        with _first_thread():
+            with lk.expect_tx(full[stage]):
+                lk.tma_load(ring[:, :, stage], A.tile((128, 64), (lk.block_id(0), kk)),
+                            full[stage])
+        lk.mbarrier_wait(full[stage], (kk // 4) % 2)
+
+
+def test_a_ring_stage_chosen_at_run_time_is_a_tma_destination():
+    spec = ring_loads.specialize(BF16, 1024, 1024)
+    spec.cubin
+    (load,) = ops_named(spec.ir, "tma_load")
+    (kk,) = sympy.sympify(load.attrs["stage"]).free_symbols
+    assert sympy.simplify(load.attrs["offset"] - 8192 * sympy.Mod(kk, 4)) == 0
+    assert load.attrs["bytes"] == 16384 and load.attrs["box"] == (64, 128)
