@@ -157,7 +157,7 @@ class Checker:
         raise AccumulatorUseError(message, op.location)
 
     def _read_error(self, op: Op, v, issue: Issue, role: str) -> None:
-        reader = "loop.next (a copy into the loop's registers)" if op.name == "yield" else \
+        reader = "loop.next (a copy into the loop's registers at the end of its body)" if op.name == "yield" else \
             f"this op ({op.name})"
         self.fail(op, f"{reader} reads {v!r}, the {role} of the wgmma at line "
                       f"{_line(issue.op)}, while that wgmma may still run; commit it "
