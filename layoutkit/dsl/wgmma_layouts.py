@@ -144,5 +144,6 @@ def check_fragment(what: str, operand: str, got: TVLayout, expected: TVLayout) -
             "lk.wgmma_a_layout, or lk.convert_layout to it)")
 
 
-__all__ = ["wgmma_accumulator_layout", "wgmma_a_layout", "warpgroup_stack", "same_function", "index_table",
+__all__ = ["wgmma_accumulator_layout", "wgmma_a_layout", "warpgroup_stack", "same_function",
+           "index_table",
            "check_fragment", "WARPGROUP", "M_BLOCK", "K_STEP"]

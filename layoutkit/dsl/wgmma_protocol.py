@@ -157,8 +157,9 @@ class Checker:
         raise AccumulatorUseError(message, op.location)
 
     def _read_error(self, op: Op, v, issue: Issue, role: str) -> None:
-        reader = "loop.next (a copy into the loop's registers at the end of its body)" if op.name == "yield" else \
-            f"this op ({op.name})"
+        reader = f"this op ({op.name})"
+        if op.name == "yield":
+            reader = "loop.next (a copy into the loop's registers at the end of its body)"
         self.fail(op, f"{reader} reads {v!r}, the {role} of the wgmma at line "
                       f"{_line(issue.op)}, while that wgmma may still run; commit it "
                       "(lk.wgmma_commit()) and wait for it (lk.wgmma_wait(n)) before reading")
