@@ -5,8 +5,12 @@ function by a fake loaded on a fake device, and torch by a stand-in module whose
 exposes ``data_ptr()``, ``get_device()``, ``dtype``, ``is_cuda`` and ``device`` (what
 layoutkit.ptx reads; the packer recognises torch tensors by exact type ``torch.Tensor``). Two kinds
 of stand-in tensor: methods written in Python (slower than torch's) and methods that are C
-builtins (close to torch's METH_NOARGS methods). Each row times repeats of a batch of calls, in µs
-per launch: the best repeat and the median (on a shared CPU the best is the steadier number);
+builtins (close to torch's METH_NOARGS methods). Where PyTorch is installed, a third kind: real CPU
+``torch.Tensor``s, with the fake device numbered -1 (what ``get_device()`` answers for CPU memory) so
+that the configured launcher's fast path runs torch's own ``data_ptr()``/``get_device()``;
+``launch()`` refuses CPU tensors, so that row is left out there, and torch's current-stream query
+stays a fake (it needs a GPU; benchmarks/bench_launch.py times it). Each row times repeats of a
+batch of calls, in µs per launch: the best repeat and the median (on a shared CPU the best is the steadier number);
 "overhead" subtracts the floor row (the no-op called with parameters
 packed once, which is what the GPU benchmark's floor does on top of the real driver call).
 
@@ -63,6 +67,20 @@ class CTensor:
         self.device = f"cuda:{device}"
 
 
+def real_torch_tensor():
+    """torch.Tensor standing for a CUDA tensor type (its CPU tensors are on "device -1"), or None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+
+    def cpu_tensor(address: int, device: int = -1):
+        return torch.zeros(1024)  # the address is torch's: only the cost of reading it matters
+    cpu_tensor.__name__ = f"torch {torch.__version__} CPU tensor"
+    cpu_tensor.torch = torch
+    return cpu_tensor
+
+
 def no_op_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
                  hStream, kernelParams, extra):
     return (0,)
@@ -70,20 +88,21 @@ def no_op_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDim
 
 def install_fakes(tensor_type) -> None:
     """torch stand-in, a driver whose cuLaunchKernel does nothing, and a fake current device."""
-    current_stream = {0: 0}  # torch's legacy default stream on device 0
-    fake_torch = types.SimpleNamespace(Tensor=tensor_type,
-                                       _C=types.SimpleNamespace(_cuda_getCurrentRawStream=current_stream.get))
-    sys.modules["torch"] = fake_torch
+    current_stream = {0: 0, -1: 0}  # torch's legacy default stream on devices 0 and -1
+    torch = getattr(tensor_type, "torch", None)
+    if torch is None:
+        torch = types.SimpleNamespace(Tensor=tensor_type, _C=types.SimpleNamespace())
+    sys.modules["torch"] = torch
     arguments._torch_tensor = None
-    launch_module._torch_stream_getter = None
+    launch_module._torch_stream_getter = current_stream.get  # the real query needs a GPU
     driver.bindings().cuLaunchKernel = no_op_launch
 
 
-def fake_kernel() -> CompiledKernel:
+def fake_kernel(ordinal: int = 0) -> CompiledKernel:
     kernel = CompiledKernel(b"\x7fELF", signature=parse_entry(EMPTY))
-    dev = Device(0, None, None, {"MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
-                                 "MAX_SHARED_MEMORY_PER_BLOCK": 49152})
-    kernel._functions[0] = Function(kernel.name, dev, driver.bindings().CUfunction(), 0, 8, 1024)
+    dev = Device(ordinal, None, None, {"MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
+                                       "MAX_SHARED_MEMORY_PER_BLOCK": 49152})
+    kernel._functions[ordinal] = Function(kernel.name, dev, driver.bindings().CUfunction(), 0, 8, 1024)
     driver.current_device = lambda: dev
     return kernel
 
@@ -98,14 +117,16 @@ def methods(tensor_type) -> dict:
     def floor():
         raw(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)
 
-    kernel = fake_kernel()
+    real_torch = hasattr(tensor_type, "torch")
+    kernel = fake_kernel(-1 if real_torch else 0)
     launch = kernel.launch
 
     def compiled_launch():
         launch(a, b, n, grid=1, block=32)
 
-    rows = {"floor: no-op cuLaunchKernel, params packed once": floor,
-            "CompiledKernel.launch(x, y, n, grid=, block=)": compiled_launch}
+    rows = {"floor: no-op cuLaunchKernel, params packed once": floor}
+    if not real_torch:
+        rows["CompiledKernel.launch(x, y, n, grid=, block=)"] = compiled_launch
     configure = getattr(kernel, "configure", None)
     if configure is not None:
         launcher = configure(1, 32)
@@ -144,7 +165,9 @@ def main() -> None:
     print(f"Python {sys.version.split()[0]}; µs per launch, best and median of {args.repeats} x {args.calls} calls\n")
     print("| tensors | method | µs best | overhead µs best | µs median | overhead µs median |")
     print("|---|---|---:|---:|---:|---:|")
-    for tensor_type in (CTensor, PyTensor):
+    for tensor_type in (CTensor, PyTensor, real_torch_tensor()):
+        if tensor_type is None:
+            continue
         results = measure(methods(tensor_type), args.calls, args.repeats)
         best, median = next(iter(results.values()))
         for name, (b, m) in results.items():

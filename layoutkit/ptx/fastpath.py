@@ -16,9 +16,7 @@ checks (:func:`argument_checks`) open the configured launcher (layoutkit.ptx.lau
 >>> print(build_fast_pack(packer)[1])
 def fast_pack(args):
     a0, a1 = args
-    if type(a0) is not T:
-        raise NotFast
-    if type(a1) is not int:
+    if type(a0) is not T or type(a1) is not int:
         raise NotFast
     d = a0.get_device()
     if d < 0:
@@ -68,51 +66,55 @@ def build_fast_pack(packer, torch_tensor_type=None):
                             fast_namespace(packer, torch_tensor_type, namespace))
 
 
-def argument_checks(params, miss: str, on_device: str | None) -> tuple[list[str], list[str]]:
-    """(lines, values): the generated checks of unpacked arguments ``a0, a1, ...`` and the
-    expressions ``pack_into`` takes for them.
+def argument_checks(params, miss: str, on_device: str | None,
+                    names: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """(lines, values): the generated checks of the unpacked arguments (``names``, default ``a0, a1,
+    ...``) and the expressions ``pack_into`` takes for them.
 
     ``miss``: the statement that leaves the fast path. The lines leave the device ordinal in ``d``
-    (None when no argument names one); with ``on_device`` (a name in the namespace) they instead
-    require every argument that names a device to name that one, and at least one to name it.
+    (None when no argument names one); with ``on_device`` (an expression, e.g. the ordinal as a
+    literal) they instead require every argument that names a device to name that one, and at least
+    one to name it.
     """
+    names = names or [f"a{i}" for i in range(len(params))]
     pointers = [i for i, p in enumerate(params) if p.kind in (ParamKind.POINTER, ParamKind.INT_OR_POINTER)]
     tensormaps = [i for i, p in enumerate(params) if p.kind is ParamKind.TENSORMAP]
     types = {ParamKind.INT: "int", ParamKind.FLOAT: "float"}
+    if any(p.kind is ParamKind.BYTES for p in params):
+        return [f"    {miss}  # by-value byte arrays always take the checked path"], []
+    typed = [f"type({names[i]}) is not {'T' if i in pointers else types[p.kind]}"
+             for i, p in enumerate(params) if i in pointers or p.kind in types]
     lines, values = [], []
-    for i, p in enumerate(params):
-        if p.kind is ParamKind.BYTES:
-            lines.append(f"    {miss}  # by-value byte arrays always take the checked path")
-        elif i in pointers:
-            lines.append(f"    if type(a{i}) is not T:\n        {miss}")
-        elif p.kind in types:
-            lines.append(f"    if type(a{i}) is not {types[p.kind]}:\n        {miss}")
-    if pointers:
+    if typed:
+        lines.append(f"    if {' or '.join(typed)}:\n        {miss}")
+    if pointers and on_device:
+        lines.append(f"    if {' or '.join(f'{names[i]}.get_device() != {on_device}' for i in pointers)}:\n"
+                     f"        {miss}")
+    elif pointers:
         first, rest = pointers[0], pointers[1:]
-        lines.append(f"    d = a{first}.get_device()")
-        cond = " or ".join([f"d != {on_device}" if on_device else "d < 0"]
-                           + [f"a{i}.get_device() != d" for i in rest])
-        lines.append(f"    if {cond}:\n        {miss}")
+        lines.append(f"    d = {names[first]}.get_device()")
+        lines.append(f"    if {' or '.join(['d < 0'] + [f'{names[i]}.get_device() != d' for i in rest])}:\n"
+                     f"        {miss}")
     elif not on_device:
         lines.append("    d = None")
-    for i, p in enumerate(params):
+    device = on_device or "d"
+    for i, (p, a) in enumerate(zip(params, names)):
         if i in pointers:
+            lines.append(f"    p{i} = {a}.data_ptr()")
             if p.kind is ParamKind.POINTER and p.pointer_align > 1:
-                lines.append(f"    p{i} = a{i}.data_ptr()\n    if p{i} % {p.pointer_align}:\n        {miss}")
-                values.append(f"p{i}")
-            else:
-                values.append(f"a{i}.data_ptr()")
+                lines.append(f"    if p{i} % {p.pointer_align}:\n        {miss}")
+            values.append(f"p{i}")
         elif i in tensormaps:
-            lines.append(f"    m{i} = getattr(a{i}, 'packed', None)\n    if type(m{i}) is not bytes:\n        {miss}")
-            lines.append(f"    e{i} = getattr(a{i}, 'device', None)")
+            lines.append(f"    m{i} = getattr({a}, 'packed', None)\n    if type(m{i}) is not bytes:\n        {miss}")
+            lines.append(f"    e{i} = getattr({a}, 'device', None)")
             if pointers or on_device:
-                lines.append(f"    if e{i} is not None and e{i} != {on_device or 'd'}:\n        {miss}")
+                lines.append(f"    if e{i} is not None and e{i} != {device}:\n        {miss}")
             else:
                 lines.append(f"    if e{i} is not None:\n        if d is None:\n            d = e{i}\n"
                              f"        elif e{i} != d:\n            {miss}")
             values.append(f"m{i}")
         else:
-            values.append(f"a{i}")
+            values.append(a)
     if on_device and not pointers and tensormaps:  # the device must be named by a tensor map
         lines.append(f"    if {' and '.join(f'e{i} is None' for i in tensormaps)}:\n        {miss}")
     elif on_device and not pointers:

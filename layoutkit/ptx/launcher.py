@@ -3,90 +3,171 @@
 ``launcher = kernel.configure(grid, block, smem_bytes=0, stream=None, cluster=None, device=None)``
 checks the shape against the kernel loaded on ``device`` (default: the current device) and returns a
 function; ``launcher(*args)`` then does what ``kernel.launch(*args, grid=grid, block=block, ...)``
-does: the same device and stream choice, the same argument checks, the same errors.
+does: the same device and stream choice, the same argument checks, the same errors, except that a
+wrong number of arguments is refused by Python's own call (a TypeError naming the launcher and the
+missing parameter or the count), which costs nothing per call.
 
-Its common case runs as one function generated for the signature (see layoutkit.ptx.fastpath):
-every pointer argument an exact torch tensor on the configured device, every integer an exact
-``int`` (range-checked by ``struct.pack_into``), every float an exact ``float``, every tensor map a
-TensorMap, called from the thread that configured it (the parameter buffer is that thread's). Any
-other call goes through ``kernel.launch``, so arguments on another device, DeviceBuffers, numpy
-integers or a call from another thread still launch correctly, only slower, and every error a user
-can cause is worded there.
+Its common case runs as one function generated for the signature, whose positional parameters are
+the kernel's (checks shared with layoutkit.ptx.fastpath): every pointer argument an exact torch
+tensor on the configured device, every integer an exact ``int`` (range-checked by
+``struct.pack_into``), every float an exact ``float``, every tensor map a TensorMap, and no other
+call of the same launcher in progress (another thread's, or a re-entrant one). The launcher owns
+one parameter buffer and remembers what it last packed into it: a value equal to the remembered
+one (the same int, the same float or bytes object) is not written again. Any other call goes
+through ``kernel.launch`` (with its thread's own buffer), so arguments on another device,
+DeviceBuffers, numpy integers or concurrent calls still launch correctly, only slower, and every
+error a user can cause is worded there.
 
 >>> from layoutkit.ptx.signature import parse_entry
 >>> from layoutkit.ptx.arguments import ArgumentPacker
 >>> sig = parse_entry(".entry k(.param .u64 .ptr.align 16 x, .param .u32 n) { ret; }")
->>> print(launcher_source(ArgumentPacker(sig), dims=(2, 1, 1, 128, 1, 1, 0), cluster=False, stream="torch"))
-def launcher(a0=MISSING, a1=MISSING, /, *extra):
-    if a1 is MISSING or extra or get_ident() != owner:
-        return general((a0, a1), extra)
-    if type(a0) is not T:
-        return general((a0, a1), extra)
-    if type(a1) is not int:
-        return general((a0, a1), extra)
-    d = a0.get_device()
-    if d != ordinal:
-        return general((a0, a1), extra)
-    p0 = a0.data_ptr()
-    if p0 % 16:
-        return general((a0, a1), extra)
-    try:
-        pack_into(storage, base, p0, a1)
-    except PACK_ERRORS:
-        return general((a0, a1), extra)
-    raw = stream_of(ordinal)
-    s = streams.get(raw)
-    if s is None:
-        s = add_stream(raw)
-    err = launch(fn, 2, 1, 1, 128, 1, 1, 0, s, params, 0)[0]
-    if err:
-        failed(err, s)
+>>> print(launcher_source(ArgumentPacker(sig), dims=(2, 1, 1, 128, 1, 1, 0), cluster=False, stream="torch",
+...                       ordinal=0, names=["x", "n"]))
+def make_launcher():
+    last0 = last1 = None
+    busy = False
+<BLANKLINE>
+    def launcher(x, n, /):
+        nonlocal busy, last0, last1
+        if busy:
+            return general((x, n))
+        busy = True
+        try:
+            if type(x) is not T or type(n) is not int:
+                return general((x, n))
+            if x.get_device() != 0:
+                return general((x, n))
+            p0 = x.data_ptr()
+            if p0 % 16:
+                return general((x, n))
+            if not (p0 == last0 and n == last1):
+                last0 = None  # the buffer is in doubt until the pack below completes
+                try:
+                    pack_into(storage, base, p0, n)
+                except PACK_ERRORS:
+                    return general((x, n))
+                last0, last1 = p0, n
+            raw = stream_of(0)
+            try:
+                s = streams[raw]
+            except KeyError:
+                s = add_stream(raw)
+            err = launch(fn, 2, 1, 1, 128, 1, 1, 0, s, params, 0)[0]
+            if err:
+                failed(err, s)
+        finally:
+            busy = False
+    return launcher
 """
 from __future__ import annotations
 
+import builtins
+import keyword
 import struct
+import sys
 import threading
 
 from . import driver
 from .arguments import ArgumentPacker, torch_tensor_type
 from .fastpath import NeverATensor, argument_checks, compile_function, fast_namespace
 from .launch import _dim3, _stream_handle, torch_stream_getter
+from .signature import ParamKind
 
 __all__ = ["configured_launcher", "launcher_source"]
-
-MISSING = object()  # the default of the generated launcher's parameters: "not given"
 
 # What pack_into raises for an exact int or float its format cannot hold; the checked path words it.
 PACK_ERRORS = (struct.error, OverflowError)
 
+# Names the generated code uses besides the namespace's: a kernel parameter named like one of
+# these (or a builtin) gets the positional name argN instead.
+_GENERATED_LOCALS = {"busy", "d", "raw", "s", "err", "make_launcher", "launcher"}
 
-def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: str) -> str:
-    """The generated launcher's source for ``packer``'s signature.
+
+def parameter_names(params, namespace_names) -> list[str]:
+    """The launcher's positional parameter names: each kernel parameter's PTX name where it is a
+    Python identifier no generated name or builtin shadows, else ``argN`` (N: its position)."""
+    taken = set(namespace_names) | _GENERATED_LOCALS | set(dir(builtins))
+    taken |= {f"{t}{i}" for i in range(len(params)) for t in ("p", "m", "e", "last")}  # temporaries, cells
+    names = []
+    for i, p in enumerate(params):
+        name = p.name
+        if not name.isidentifier() or keyword.iskeyword(name) or name in taken:
+            name = f"arg{i}"
+            while name in taken or any(q.name == name for q in params):
+                name += "_"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def gil_guards_launches() -> bool:
+    """Whether the GIL serialises the generated launchers' bytecode (False on free-threaded builds)."""
+    is_gil_enabled = getattr(sys, "_is_gil_enabled", None)
+    return is_gil_enabled is None or is_gil_enabled()
+
+
+def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: str, ordinal: int = 0,
+                    names: list[str] | None = None, guard: str = "busy") -> str:
+    """The source of ``make_launcher()``, which returns the generated launcher for ``packer``'s
+    signature (positional parameters ``names``, default ``a0, a1, ...``).
 
     ``dims``: (grid x, y, z, block x, y, z, dynamic shared bytes), written into the call;
     ``cluster``: launch through ``cuLaunchKernelEx`` with the namespace's ``config``;
-    ``stream``: "fixed" (the namespace's ``s``) or "torch" (PyTorch's current stream on the device).
+    ``stream``: "fixed" (the namespace's ``s``) or "torch" (PyTorch's current stream on ``ordinal``);
+    ``guard``: how a call makes sure that no other call writes the launcher's parameter buffer
+    between its packing and the driver's copy of it: "busy" (a flag tested and set with no call in
+    between, so that under the GIL no other thread runs in between, and cleared when the launch
+    returns) or "owner" (only the configuring thread's calls take the fast path; for free-threaded
+    builds, where nothing is atomic without a lock).
     """
     n = len(packer.params)
-    names = [f"a{i}" for i in range(n)]
-    # Positional parameters (cheaper to call than *args), defaulting to MISSING so that a call with
-    # too few or too many arguments still reaches launch(), which words the error.
-    miss = f"return general(({', '.join(names)}{',' if n == 1 else ''}), extra)"
-    lines = [f"def launcher({''.join(a + '=MISSING, ' for a in names)}{'/, ' if n else ''}*extra):",
-             f"    if {f'a{n - 1} is MISSING or ' if n else ''}extra or get_ident() != owner:\n        {miss}"]
-    checks, values = argument_checks(packer.params, miss, on_device="ordinal")
-    lines += checks
-    lines.append(f"    try:\n        pack_into(storage, base{''.join(', ' + v for v in values)})\n"
-                 f"    except PACK_ERRORS:\n        {miss}")
+    names = names or [f"a{i}" for i in range(n)]
+    miss = f"return general(({', '.join(names)}{',' if n == 1 else ''}))"
+    checks, values = argument_checks(packer.params, miss, on_device=str(ordinal), names=names)
+    lasts = [f"last{i}" for i in range(len(values))]
+    body = checks + _pack_lines(packer.params, values, lasts, miss) + _launch_lines(dims, cluster, stream, ordinal)
+    signature = f"    def launcher({', '.join(names)}{', /' if n else ''}):"
+    lines = ["def make_launcher():"] + ([f"    {' = '.join(lasts)} = None"] if lasts else [])
+    if guard == "busy":
+        lines += ["    busy = False", "", signature, f"        nonlocal {', '.join(['busy'] + lasts)}",
+                  f"        if busy:\n            {miss}", "        busy = True", "        try:"]
+        lines += _indented(body, "        ") + ["        finally:", "            busy = False"]
+    else:
+        lines += ["", signature] + ([f"        nonlocal {', '.join(lasts)}"] if lasts else [])
+        lines += [f"        if get_ident() != owner:\n            {miss}"] + _indented(body, "    ")
+    return "\n".join(lines + ["    return launcher"])
+
+
+def _pack_lines(params, values: list[str], lasts: list[str], miss: str) -> list[str]:
+    """Pack ``values`` unless the buffer already holds them: each is compared with what it was last
+    packed as (``lasts``), an int by value (same value, same bytes), a float or bytes by identity
+    (equal floats can differ in bytes: 0.0 and -0.0)."""
+    if not values:
+        return []
+    same = [f"{v} {'is' if p.kind is ParamKind.FLOAT or p.is_array else '=='} {last}"
+            for p, v, last in zip(params, values, lasts)]
+    return [f"    if not ({' and '.join(same)}):",
+            f"        {lasts[0]} = None  # the buffer is in doubt until the pack below completes",
+            f"        try:\n            pack_into(storage, base, {', '.join(values)})",
+            f"        except PACK_ERRORS:\n            {miss}",
+            f"        {', '.join(lasts)}{',' if len(lasts) == 1 else ''} = {', '.join(values)}"]
+
+
+def _launch_lines(dims: tuple, cluster: bool, stream: str, ordinal: int) -> list[str]:
+    """The stream choice (one query of PyTorch's current stream) and the driver call."""
+    lines = []
     if stream == "torch":
-        lines.append("    raw = stream_of(ordinal)\n    s = streams.get(raw)\n    if s is None:\n"
-                     "        s = add_stream(raw)")
+        lines.append(f"    raw = stream_of({ordinal})\n    try:\n        s = streams[raw]\n"
+                     "    except KeyError:\n        s = add_stream(raw)")
     if cluster:
         lines.append("    config.hStream = s\n    err = launch_ex(config, fn, params, 0)[0]")
     else:
         lines.append(f"    err = launch(fn, {', '.join(str(v) for v in dims)}, s, params, 0)[0]")
-    lines.append("    if err:\n        failed(err, s)")
-    return "\n".join(lines)
+    return lines + ["    if err:\n        failed(err, s)"]
+
+
+def _indented(chunks: list[str], prefix: str) -> list[str]:
+    return [prefix + line for chunk in chunks for line in chunk.split("\n")]
 
 
 def configured_launcher(kernel, grid, block, smem_bytes: int = 0, stream=None, cluster=None,
@@ -108,9 +189,8 @@ def configured_launcher(kernel, grid, block, smem_bytes: int = 0, stream=None, c
         handle = streams[raw] = cu.CUstream(raw)
         return handle
 
-    def general(given: tuple, extra: tuple):
+    def general(args: tuple):
         """Every call the generated code does not take: kernel.launch with the configured shape."""
-        args = tuple(a for a in given if a is not MISSING) + extra
         if namespace["T"] is NeverATensor and torch_tensor_type() is not None:
             namespace["T"], namespace["stream_of"] = torch_tensor_type(), torch_stream_getter()
         kernel.launch(*args, grid=grid, block=block, smem_bytes=smem_bytes, stream=raw_stream, cluster=cluster)
@@ -121,16 +201,19 @@ def configured_launcher(kernel, grid, block, smem_bytes: int = 0, stream=None, c
     tensor_type = torch_tensor_type()
     torch_stream = raw_stream is None and has_pointers
     namespace = fast_namespace(packer, tensor_type, {
-        "general": general, "failed": failed, "MISSING": MISSING,
-        "get_ident": threading.get_ident, "owner": threading.get_ident(), "ordinal": ordinal,
+        "general": general, "failed": failed,
+        "get_ident": threading.get_ident, "owner": threading.get_ident(),
         "PACK_ERRORS": PACK_ERRORS, "params": packer.kernel_params,
         "fn": fn.handle, "config": config, "launch": kernel._launch_kernel, "launch_ex": kernel._launch_kernel_ex,
         "streams": streams, "add_stream": add_stream,
         "stream_of": torch_stream_getter() if torch_stream and tensor_type is not None else None,
         "s": None if torch_stream else (streams.get(raw_stream or 0) or add_stream(raw_stream or 0)),
     })
-    source = launcher_source(packer, dims, config is not None, "torch" if torch_stream else "fixed")
-    launcher, _ = compile_function(source, f"launcher {kernel.name}", namespace)
+    names = parameter_names(kernel.signature.params, namespace)
+    source = launcher_source(packer, dims, config is not None, "torch" if torch_stream else "fixed", ordinal,
+                             names, "busy" if gil_guards_launches() else "owner")
+    make_launcher, _ = compile_function(source, f"launcher {kernel.name}", namespace)
+    launcher = make_launcher()
     launcher.__name__ = kernel.name
     launcher.__qualname__ = f"{kernel.name}[grid={grid}, block={block}, smem_bytes={smem_bytes}]"
     launcher.__doc__ = (f"Launch {kernel.name!r} on grid {grid}, block {block}; takes its arguments "
@@ -139,4 +222,3 @@ def configured_launcher(kernel, grid, block, smem_bytes: int = 0, stream=None, c
     launcher.grid, launcher.block, launcher.smem_bytes, launcher.cluster = grid, block, smem_bytes, cluster
     launcher.stream = raw_stream
     return launcher
-

@@ -15,6 +15,7 @@ import pytest
 from layoutkit.ptx import (CompiledKernel, CudaDriverError, Device, DeviceBuffer, Function, KernelArgumentError,
                            LaunchConfigError, parse_entry)
 from layoutkit.ptx import arguments, driver, launch
+from layoutkit.ptx import launcher as launcher_module
 
 BASE = 0x7F00_0000_0000
 H200_SMEM = {"MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448, "MAX_SHARED_MEMORY_PER_BLOCK": 49152}
@@ -51,6 +52,7 @@ class Recorder:
 
     def __init__(self, kernel, result=0):
         self.kernel, self.calls, self.result = kernel, [], result
+        self.during = None  # called once inside the next launch, while the driver "reads" the buffer
         kernel._launch_kernel, kernel._launch_kernel_ex = self.launch, self.launch_ex
 
     def packed(self, params):
@@ -58,6 +60,9 @@ class Recorder:
         return ctypes.string_at(first, self.kernel._state().packer.size)
 
     def launch(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        if self.during is not None:
+            during, self.during = self.during, None
+            during()
         self.calls.append((f, (gx, gy, gz, bx, by, bz, smem), int(stream), self.packed(params), params))
         return (self.result,)
 
@@ -125,9 +130,6 @@ def test_arguments_the_fast_path_does_not_take_still_launch_like_launch(torch_st
 
 
 BAD = [
-    ((), r"takes 4 arguments \(x, y, n, a\) but 0 were given"),
-    (good_args()[:3], r"takes 4 arguments \(x, y, n, a\) but 3 were given"),
-    (good_args() + (1,), r"takes 4 arguments \(x, y, n, a\) but 5 were given"),
     ((Tensor(BASE + 4),) + good_args()[1:], "the address 0x7f0000000004 must be 16-byte aligned"),
     ((Tensor(BASE, -1),) + good_args()[1:], "the torch tensor is on cpu, not on a CUDA device"),
     (good_args()[:1] + (Tensor(BASE, 1),) + good_args()[2:], "parameter 'y' is on CUDA device 1 but parameter "
@@ -156,10 +158,38 @@ def test_bad_arguments_are_refused_with_launchs_message(torch_streams, monkeypat
     assert recorder.calls[-1][3][:8] == (BASE + 0x100).to_bytes(8, "little")
 
 
+@pytest.mark.parametrize("count, launch_message, launcher_message", [
+    (0, r"takes 4 arguments \(x, y, n, a\) but 0 were given", r"missing 4 required positional arguments: 'x', "),
+    (3, r"takes 4 arguments \(x, y, n, a\) but 3 were given", r"missing 1 required positional argument: 'a'"),
+    (5, r"takes 4 arguments \(x, y, n, a\) but 5 were given", r"takes 4 positional arguments but 5 were given"),
+])
+def test_a_wrong_argument_count_is_refused_by_the_call(torch_streams, monkeypatch, count, launch_message,
+                                                       launcher_message):
+    kernel, recorder = fake_kernel(monkeypatch=monkeypatch)
+    launcher = kernel.configure(1, 32)
+    args = (good_args() + (1,))[:count]
+    with pytest.raises(KernelArgumentError, match=launch_message):
+        kernel.launch(*args, grid=1, block=32)
+    with pytest.raises(TypeError, match=r"^k\[grid=\(1, 1, 1\), block=\(32, 1, 1\), smem_bytes=0\]\(\) "
+                                        + launcher_message):
+        launcher(*args)
+    assert recorder.calls == []
+
+
 def test_arguments_are_positional_only(torch_streams, monkeypatch):
     kernel, _ = fake_kernel(monkeypatch=monkeypatch)
-    with pytest.raises(TypeError):
-        kernel.configure(1, 32)(*good_args()[:3], a0=0.5)
+    with pytest.raises(TypeError, match="positional-only arguments passed as keyword arguments: 'a'"):
+        kernel.configure(1, 32)(*good_args()[:3], a=0.5)
+
+
+def test_parameters_named_like_generated_names_or_builtins_are_positional_names(torch_streams, monkeypatch):
+    ptx = ".entry k(.param .u64 launch, .param .u32 type, .param .u32 s, .param .u32 $x, .param .u32 arg3) { ret; }"
+    kernel, recorder = fake_kernel(ptx, monkeypatch=monkeypatch)
+    launcher = kernel.configure(1, 32)
+    assert launcher.source.splitlines()[4] == "    def launcher(arg0, arg1, arg2, arg3_, arg3, /):"
+    launcher(Tensor(BASE), 1, 2, 3, 4)
+    assert recorder.calls[-1][3] == ((BASE).to_bytes(8, "little") + b"".join(v.to_bytes(4, "little")
+                                                                              for v in (1, 2, 3, 4)))
 
 
 @pytest.mark.parametrize("shape, message", [
@@ -234,7 +264,12 @@ def test_torch_imported_after_configure_is_picked_up(monkeypatch):
     assert general[4] == kernel._state().packer.kernel_params != fast[4]
 
 
-def test_another_thread_launches_through_its_own_buffer(torch_streams, monkeypatch):
+@pytest.mark.parametrize("gil", [True, False])
+def test_another_thread_launches_through_its_own_buffer_while_a_launch_is_in_progress(torch_streams, monkeypatch,
+                                                                                     gil):
+    """With the GIL, any thread takes the fast path when no other call is between packing and the
+    driver call; without it (free-threaded builds), only the configuring thread does."""
+    monkeypatch.setattr(launcher_module, "gil_guards_launches", lambda: gil)
     kernel, recorder = fake_kernel(monkeypatch=monkeypatch)
     launcher = kernel.configure(1, 32)
     launcher(*good_args())
@@ -242,11 +277,20 @@ def test_another_thread_launches_through_its_own_buffer(torch_streams, monkeypat
     seen = {}
 
     def other():
-        launcher(*good_args())
         seen["params"] = kernel._state().packer.kernel_params
+        launcher(*good_args())
 
     thread = threading.Thread(target=other)
     thread.start()
     thread.join()
-    assert recorder.calls[-1][4] == seen["params"] != mine
+    assert recorder.calls[-1][4] == (mine if gil else seen["params"])
+
+    def call_from_another_thread():
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+
+    recorder.during = call_from_another_thread  # a second call while the driver reads the buffer
+    launcher(*good_args())
+    assert [c[4] for c in recorder.calls[-2:]] == [seen["params"], mine]
     assert recorder.calls[-1][:4] == recorder.calls[-2][:4]
