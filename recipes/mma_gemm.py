@@ -31,8 +31,11 @@ from __future__ import annotations
 
 import layoutkit as lk
 
+# BM x BN x BK tiles, WM x WN warps (warp tile BM/WM x BN/WN), STAGES-deep ring
 CONFIGS = {
     "128x128x32 w8": {"BM": 128, "BN": 128, "BK": 32, "WM": 2, "WN": 4, "STAGES": 4},
+    "128x256x32 w8": {"BM": 128, "BN": 256, "BK": 32, "WM": 2, "WN": 4, "STAGES": 4},
+    "128x128x64 w8": {"BM": 128, "BN": 128, "BK": 64, "WM": 2, "WN": 4, "STAGES": 3},
     "128x128x32 w4": {"BM": 128, "BN": 128, "BK": 32, "WM": 2, "WN": 2, "STAGES": 4},
 }
 DEFAULT = "128x128x32 w8"
