@@ -272,3 +272,20 @@ def test_cp_async_errors(kernel, arg, marker, error, message):
 def test_ops_outside_a_kernel():
     with pytest.raises(lk.TraceError, match="lk.cp_async_commit.. is a kernel operation"):
         lk.cp_async_commit()
+
+
+@lk.kernel(num_warps=1)
+def copy_when(a: lk.Pointer[lk.bf16], n: lk.i32):
+    s = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
+    A = lk.global_tensor(a, Layout((16, 16), (16, 1)), bounds=None)
+    lk.cp_async(s.partition(COPY_MK), A.partition(COPY_MK), mask=lk.cast(n, lk.i32) > 8)
+    lk.cp_async_commit()
+
+
+def test_cp_async_user_mask_selects_the_source_size():
+    fn = copy_when.ir(BF16, 20)
+    (copy,) = ops(fn, "cp_async")
+    assert copy.attrs["masked"] and copy.operands[-1].type == lk.bool_
+    text = copy_when.ptx(BF16, 20)
+    assert "selp.u32" in text and "cp.async.cg.shared.global" in text
+    assemble(text)
