@@ -5,7 +5,13 @@ a trivial Triton kernel and a trivial PyTorch op, all in one run.
 Each method launches an empty kernel (two tensor pointers + one int) in batches; a batch's time is
 host wall time from before the first launch to after the synchronize that ends it, divided by the
 launches in it. The table reports the median over batches (methods interleaved batch by batch) and
-the same for the host loop alone (before the synchronize), each also as a ratio to the floor.
+the same for the host loop alone (before the synchronize), each also as a ratio to the floor. The
+configured launcher has a second row whose tensors alternate between two pairs, so that its buffer
+is packed on every launch (the first row repeats the same tensors, whose packed values it keeps).
+
+A second table times, alone and without launching, the parts of the configured launcher's Python
+work that call into torch or the standard library (median µs per call over batches), to say where
+the time above the floor goes on this host.
 
     python benchmarks/bench_launch.py [--launches 10000] [--batch 500]
 """
@@ -16,6 +22,7 @@ import ctypes
 import datetime
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -50,6 +57,17 @@ def layoutkit_configured_launcher(a, b, n):
 
     def run():
         launcher(a, b, n)
+    return run
+
+
+def layoutkit_configured_alternating(a, b, n):
+    launcher = CompiledKernel(assemble(EMPTY)).configure(1, 32)
+    c, d = torch.empty_like(a), torch.empty_like(b)
+
+    def run():  # two launches: new pointers every launch
+        launcher(a, b, n)
+        launcher(c, d, n)
+    run.launches = 2
     return run
 
 
@@ -100,15 +118,65 @@ def measure(launchers, launches: int, batch: int) -> dict[str, tuple[float, floa
     total, host = {name: [] for name in launchers}, {name: [] for name in launchers}
     for _ in range(max(launches // batch, 1)):
         for name, run in launchers.items():
+            calls = batch // getattr(run, "launches", 1)
             start = time.perf_counter()
-            for _ in range(batch):
+            for _ in range(calls):
                 run()
             queued = time.perf_counter()
             torch.cuda.synchronize()
             end = time.perf_counter()
-            total[name].append((end - start) / batch * 1e6)
-            host[name].append((queued - start) / batch * 1e6)
+            total[name].append((end - start) / (calls * getattr(run, "launches", 1)) * 1e6)
+            host[name].append((queued - start) / (calls * getattr(run, "launches", 1)) * 1e6)
     return {name: (statistics.median(total[name]), statistics.median(host[name])) for name in launchers}
+
+
+def no_op_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                 hStream, kernelParams, extra):
+    return (0,)
+
+
+def launcher_parts(a, b, n) -> dict:
+    """The configured launcher without the driver call (a no-op in its place), beside the floor's
+    call of the same no-op, and its calls into torch and the standard library, each alone."""
+    launcher = CompiledKernel(assemble(EMPTY)).configure(1, 32)
+    names = launcher.__globals__  # this launcher's own namespace: the no-op replaces only its driver call
+    names["launch"] = no_op_launch
+    pack_into, storage, base = names["pack_into"], names["storage"], names["base"]
+    stream_of, index = names["stream_of"], a.device.index
+    get_ident, pa, pb = threading.get_ident, a.data_ptr(), b.data_ptr()
+    t, c, d = torch.Tensor, torch.empty_like(a), torch.empty_like(b)
+    fn, stream = names["fn"], driver.bindings().CUstream(0)
+
+    def alternating():
+        launcher(a, b, n)
+        launcher(c, d, n)
+    alternating.launches = 2
+    return {
+        "floor's call with a no-op for cuLaunchKernel": lambda: no_op_launch(fn, 1, 1, 1, 32, 1, 1, 0, stream,
+                                                                              names["params"], 0),
+        "configured launcher(x, y, n), a no-op for cuLaunchKernel": lambda: launcher(a, b, n),
+        "  same, tensors alternating (packed every launch)": alternating,
+        "tensor.data_ptr()": lambda: a.data_ptr(),
+        "tensor.get_device()": lambda: a.get_device(),
+        "type(tensor) is torch.Tensor": lambda: type(a) is t,
+        f"current stream query ({getattr(stream_of, '__name__', stream_of)})": lambda: stream_of(index),
+        "struct pack_into of (a, b, n) into the parameter buffer": lambda: pack_into(storage, base, pa, pb, n),
+        "threading.get_ident() (the owner check of free-threaded builds)": lambda: get_ident(),
+        "an empty Python call (the lambda around each part)": lambda: None,
+    }
+
+
+def measure_parts(parts: dict, calls: int = 2000, repeats: int = 51) -> dict[str, float]:
+    """Median µs per call (per launch for a part that launches twice) of each part, over ``repeats``
+    interleaved batches of ``calls``."""
+    times = {name: [] for name in parts}
+    for _ in range(repeats):
+        for name, part in parts.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                part()
+            times[name].append((time.perf_counter() - start) / (calls * getattr(part, "launches", 1)) * 1e6)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main() -> None:
@@ -121,6 +189,7 @@ def main() -> None:
         "raw cuLaunchKernel (floor)": raw_floor_launcher(a, b, n),
         "layoutkit CompiledKernel.launch": layoutkit_launcher(a, b, n),
         "layoutkit kernel.configure(grid, block)(x, y, n)": layoutkit_configured_launcher(a, b, n),
+        "  same, tensors alternating (packed every launch)": layoutkit_configured_alternating(a, b, n),
         "triton (empty @triton.jit)": triton_launcher(a, b, n),
         "torch x.add_(1)": torch_launcher(a, b, n),
     }
@@ -133,6 +202,13 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|")
     for name, (total, host) in results.items():
         print(f"| {name} | {total:.2f} | {total / floor_total:.2f} | {host:.2f} | {host / floor_host:.2f} |")
+    print("\nThe configured launcher's Python work on this host: the launcher and the floor's call with a no-op "
+          "in place of cuLaunchKernel, then the parts that call into torch or the standard library, each "
+          "alone (median µs per call, including the empty call of the last row)\n")
+    print("| part | µs per call |")
+    print("|---|---:|")
+    for name, us in measure_parts(launcher_parts(a, b, n)).items():
+        print(f"| {name} | {us:.3f} |")
 
 
 if __name__ == "__main__":

@@ -98,6 +98,18 @@ def check_configured_launch_torch():
         assert "must be 16-byte aligned" in str(exc), exc
     else:
         raise AssertionError("a misaligned pointer was launched by the configured launcher")
+    # the launcher keeps its last packed values: a repeat, a new output, a new count, an unaligned c
+    for out, count, what in [(c, n, "the same arguments again, after a refused misaligned call"),
+                             (torch.full_like(c, float("nan")), n, "a new output tensor"),
+                             (c, n // 2, "a smaller n"),
+                             (c[1:], n, "an output 4 bytes in (c has no alignment rule)")]:
+        c.fill_(float("nan"))
+        out.fill_(float("nan"))
+        torch.cuda.synchronize()
+        launcher(a, b, out, count)
+        torch.cuda.synchronize()
+        assert torch.equal(out[:count], a[:count] + b[:count]), f"configured vector_add with {what}"
+        assert torch.isnan(out[count:]).all(), f"configured vector_add wrote past n with {what}"
     try:
         kernel.configure(1, 2048)
     except LaunchConfigError as exc:
