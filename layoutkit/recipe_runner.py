@@ -6,6 +6,7 @@ raising on a mismatch) and ``benchmark()`` (times it beside the library doing th
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -33,6 +34,7 @@ def load_recipe(name_or_path: str) -> ModuleType:
     path = recipe_path(name_or_path)
     spec = importlib.util.spec_from_file_location(f"layoutkit_recipe_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module     # dataclasses and pickling look their module up there
     spec.loader.exec_module(module)
     if not callable(getattr(module, "compile_default", None)):
         raise RecipeError(f"recipe {path}: defines no compile_default() -> {{name: ptx}}")

@@ -16,6 +16,7 @@ from layoutkit.algebra import ComposedLayout, Layout, LayoutError, composition, 
 
 from .errors import TraceError
 from .facts import within_block
+from .shared import check_partition
 from .ir import Value
 from .tracer import current
 from .types import DType
@@ -119,17 +120,7 @@ class GlobalTensor:
             raise TraceError(f"partition takes a TVLayout (lk.tv_layout(thr, val)), got {tv!r}")
         if self.tv is not None:
             raise TraceError(f"this tensor is already a thread's partition ({self.tv})")
-        shape = self.layout.shape if isinstance(self.layout.shape, tuple) else (self.layout.shape,)
-        tile_shape = tuple(size(s) for s in shape)
-        if len(tile_shape) != len(tv.tile) or any(sympy.simplify(a - b) != 0 for a, b in
-                                                   zip(tile_shape, tv.tile)):
-            raise TraceError(f"partition: the tile has shape {tile_shape} but the TV layout "
-                             f"{tv} covers a tile of shape {tv.tile}")
-        threads = 32 * trace.fn.num_warps
-        if tv.num_threads != threads:
-            raise TraceError(f"partition: the TV layout {tv} has {tv.num_threads} threads but the "
-                             f"kernel runs {threads} (num_warps={trace.fn.num_warps})")
-        tid = trace.special("thread_idx", 0)
+        tid = check_partition(trace, "partition", self.layout, tv)
 
         def mine(layout):
             sub, off = composition(layout, tv.layout).slice_and_offset((tid, None))
@@ -139,8 +130,8 @@ class GlobalTensor:
             coords = tuple((mine(cl), co) for cl, co in self.coords)
         except LayoutError as exc:
             raise TraceError(f"partition of {self.layout} by {tv}: {exc}") from None
-        off = within_block(off, tid, threads)
-        coords = tuple((sub_c, co + within_block(off_c, tid, threads))
+        off = within_block(off, tid, tv.num_threads)
+        coords = tuple((sub_c, co + within_block(off_c, tid, tv.num_threads))
                        for (sub_c, off_c), co in coords)
         return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds, tv,
                             root=self.root)

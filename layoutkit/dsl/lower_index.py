@@ -2,7 +2,8 @@
 subexpressions within a scope (a block and the blocks nested in it).
 
 Supported forms: integers, bound symbols, sums, products with integer coefficients,
-floor(p/q) and Mod(p, q) for a positive integer q (shifts/masks when q is a power of two);
+floor(p/q) and Mod(p, q) for a positive integer q (shifts/masks when q is a power of two) or a
+provably positive kernel integer q (div/rem: slow, keep them out of inner loops);
 floor and Mod need a provably non-negative p (PTX div/rem truncate toward zero).
 
 >>> import sympy
@@ -118,13 +119,18 @@ class IndexLowering:
                          "lowered to integer arithmetic")
 
     def _divide(self, expr, num, den, ptype: str, kind: str):
-        if not (den.is_Integer and int(den) > 0):
-            raise TraceError(f"{expr}: only division by a positive integer constant is lowered")
+        if not (den.is_Integer and int(den) > 0 or not den.is_Integer and den.is_positive):
+            raise TraceError(f"{expr}: the divisor {den} is not a positive integer constant or a "
+                             "provably positive kernel integer")
         if not num.is_nonnegative:
             raise TraceError(f"{expr}: {num} is not provably non-negative, so floor/mod would "
                              "differ from PTX's truncating division")
-        d = int(den)
         value = self._reg(self.emit(num, ptype), ptype)
+        if not den.is_Integer:      # a run-time divisor: div/rem (tens of instructions)
+            divisor = self._reg(self.emit(den, ptype), ptype)
+            return (arith.div if kind == "floor" else arith.rem)(self.k, value, divisor,
+                                                                   dtype=ptype)
+        d = int(den)
         if kind == "floor":
             if _power_of_two(d):
                 return bits.shr(self.k, value, d.bit_length() - 1, dtype=ptype)

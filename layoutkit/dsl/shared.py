@@ -28,6 +28,7 @@ from layoutkit.algebra import cosize, local_tile, size
 from .errors import SharedMemoryError, TraceError, here
 from .facts import within_block
 from .ir import SharedAllocation
+from .sync_trace import partition_threads
 from .tracer import current
 from .types import DType, bool_, i32
 from .values import TVLayout
@@ -137,8 +138,7 @@ class SharedTensor:
     def partition(self, tv: TVLayout) -> "SharedTensor":
         """This thread's values of the tile under the TV layout `tv` (thread = lk.thread_id())."""
         trace = current("partition")
-        check_partition(trace, "partition", self.layout, tv)
-        tid = trace.special("thread_idx", 0)
+        tid = check_partition(trace, "partition", self.layout, tv)
         try:
             sub, off = composition(self.layout, tv.layout).slice_and_offset((tid, None))
         except LayoutError as exc:
@@ -149,8 +149,10 @@ class SharedTensor:
         return view
 
 
-def check_partition(trace, what: str, layout: Layout, tv) -> None:
-    """The tile of `layout` has the TV layout's tile shape and tv covers the whole block."""
+def check_partition(trace, what: str, layout: Layout, tv):
+    """The tile of `layout` has the TV layout's tile shape and tv covers the block's threads
+    or, inside a warp role, the role's (then thread 0 is the role's first); returns the
+    thread index to partition by."""
     if not isinstance(tv, TVLayout):
         raise TraceError(f"{what} takes a TVLayout (lk.tv_layout(thr, val)), got {tv!r}")
     shape = layout.shape if isinstance(layout.shape, tuple) else (layout.shape,)
@@ -159,10 +161,15 @@ def check_partition(trace, what: str, layout: Layout, tv) -> None:
                                               for a, b in zip(tile_shape, tv.tile)):
         raise TraceError(f"{what}: the tile has shape {tile_shape} but the TV layout {tv} covers "
                          f"a tile of shape {tv.tile}")
-    threads = 32 * trace.fn.num_warps
+    block_threads = 32 * trace.fn.num_warps
+    if tv.num_threads == block_threads:
+        return trace.special("thread_idx", 0)
+    tid, threads, scope = partition_threads(trace)
     if tv.num_threads != threads:
-        raise TraceError(f"{what}: the TV layout {tv} has {tv.num_threads} threads but the kernel "
-                         f"runs {threads} (num_warps={trace.fn.num_warps})")
+        raise TraceError(f"{what}: the TV layout {tv} has {tv.num_threads} threads but {scope}"
+                         + (f" (and the block {block_threads})" if threads != block_threads
+                            else ""))
+    return tid
 
 
 def _parse(what: str, layout):

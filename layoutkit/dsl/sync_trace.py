@@ -16,6 +16,7 @@ import sympy
 
 from .facts import provably_less
 from .ir import Op
+from .types import i32
 
 WARP_THREADS = 32
 
@@ -40,6 +41,7 @@ class RoleRegion:
     count: int
     registers: int | None
     op: Op
+    thread_symbol: object = None    # the role-relative thread index (partition_threads)
 
     @property
     def threads(self) -> int:
@@ -89,6 +91,29 @@ def current_role(trace) -> RoleRegion | None:
     """The warp-role region being traced, or None outside every role."""
     stack = sync_state(trace).role_stack
     return stack[-1] if stack else None
+
+
+def partition_threads(trace) -> tuple[object, int, str]:
+    """(thread index, thread count, what they are) of the threads in scope: inside a warp role
+    the role's own threads (index 0 at the role's first thread), else the block's.
+    The role's index is a symbol `tid_<role>` bound to tid - first, computed once at the top
+    of the role's body so every block of the role sees it."""
+    tid = trace.special("thread_idx", 0)
+    role = current_role(trace)
+    if role is None:
+        threads = WARP_THREADS * trace.fn.num_warps
+        return tid, threads, f"the kernel runs {threads} (num_warps={trace.fn.num_warps})"
+    symbol = role.thread_symbol
+    if symbol is None:
+        first = 4 * WARP_THREADS * role.first
+        value = trace.fn.new_value(i32)
+        body = role.op.blocks[0]
+        body.ops.insert(0, Op("index", (trace.symbols[tid],), (value,),
+                              {"expr": tid - first, "syms": (tid,)}, (), role.op.location))
+        symbol = sympy.Symbol(f"tid_{role.name}", integer=True, nonnegative=True)
+        trace.bind(symbol, value)
+        role.thread_symbol = symbol
+    return symbol, role.threads, f"warp role {role.name!r} runs {role.threads}"
 
 
 # ---- integer facts ------------------------------------------------------------------------
