@@ -196,9 +196,10 @@ class CompiledKernel:
     def configure(self, grid, block, smem_bytes: int = 0, stream=None, cluster=None, *, device: int | None = None):
         """A function ``launcher(*args)`` that launches like ``launch(*args, grid=grid, block=block, ...)``
         with less host work per call; the shape is checked now, on ``device`` (default: the current one).
+        It takes exactly the kernel's arguments, positionally (a wrong count is Python's TypeError).
 
-        Its fast path: pointer arguments exact torch tensors on that device, called from this thread;
-        anything else launches through :meth:`launch` (see layoutkit.ptx.launcher).
+        Its fast path: pointer arguments exact torch tensors on that device, no other call of the
+        launcher in progress; anything else launches through :meth:`launch` (see layoutkit.ptx.launcher).
         """
         from .launcher import configured_launcher  # it builds on this module's helpers
         return configured_launcher(self, grid, block, smem_bytes, stream, cluster, device)
