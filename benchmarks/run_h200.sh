@@ -1,23 +1,46 @@
 #!/usr/bin/env bash
-# One batched device run on the H200: every GPU test, then the benchmarks, logs under $OUT.
-# Usage (on the device machine, repo root): bash benchmarks/run_h200.sh [pytest args...]
+# One batched device run on the H200: GPU tests, then benchmarks; logs under $OUT.
+# Usage (device machine, repo root): bash benchmarks/run_h200.sh [tests] [bench] [recipes]
+#   (no argument: all three). Each pytest group runs in its own process with its own timeout,
+#   so a hang in one group (a pipeline bug) cannot take the others with it; groups whose
+#   kernels wait on mbarriers run with LAYOUTKIT_DEBUG=1 (bounded waits raise, never hang).
 set -uo pipefail
 OUT=${OUT:-/tmp/layoutkit-out}; mkdir -p "$OUT"
 export PYTHONPATH=. PYTHONUNBUFFERED=1 LAYOUTKIT_CACHE_DIR=/tmp/layoutkit-cache
 command -v ptxas >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+parts=${*:-tests bench recipes}
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
   git rev-parse --short HEAD 2>/dev/null; ptxas --version | tail -1
   python3 -c "import torch, triton, cuda.bindings; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda-bindings', cuda.bindings.__version__)"
 } 2>&1 | tee "$OUT/env.txt"
-echo "== pytest -m gpu"
-timeout 420 python3 -m pytest -m gpu tests/gpu -p no:cacheprovider -q -rs \
-    --timeout=90 --timeout-method=thread "$@" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -40
-for bench in benchmarks/bench_launch.py; do
-  [ -f "$bench" ] || continue
-  echo "== $bench"
-  timeout 240 python3 "$bench" 2>&1 | tee "$OUT/$(basename "$bench" .py).md"
-done
-for recipe in recipes/*.py; do
-  echo "== layoutkit run $recipe"
-  timeout 240 python3 -m layoutkit run "$recipe" 2>&1 | tee "$OUT/run_$(basename "$recipe" .py).txt"
-done
+
+gpu_tests() {   # [GPU_ENV=VAR=value] gpu_tests LABEL FILES...
+  local label=$1; shift
+  echo "== pytest $label"
+  timeout 300 env ${GPU_ENV:-} python3 -m pytest -m gpu "$@" -p no:cacheprovider -q -rs \
+      --timeout=150 --timeout-method=thread 2>&1 | tee "$OUT/pytest_$label.log" | tail -8
+}
+
+if [[ $parts == *tests* ]]; then
+  gpu_tests core tests/gpu/test_ptx_backend_gpu.py tests/gpu/test_dsl_gpu.py \
+      tests/gpu/test_sync_gpu.py tests/gpu/test_recipes_gpu.py
+  GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests dsl_sync tests/gpu/test_dsl_sync_gpu.py
+  GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests dsl_tma tests/gpu/test_dsl_tma_gpu.py
+  gpu_tests dsl_wgmma tests/gpu/test_dsl_wgmma_gpu.py
+  gpu_tests recipes tests/gpu/test_recipe_transpose_gpu.py \
+      tests/gpu/test_recipe_layernorm_gpu.py tests/gpu/test_recipe_mma_gemm_gpu.py
+  GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_hopper tests/gpu/test_recipe_gemm_hopper_gpu.py
+  grep -h -E "passed|failed|error" "$OUT"/pytest_*.log | tail -20
+fi
+if [[ $parts == *bench* ]]; then
+  for bench in benchmarks/bench_launch.py benchmarks/bench_gemm.py; do
+    echo "== $bench"
+    timeout 300 python3 "$bench" 2>&1 | tee "$OUT/$(basename "$bench" .py).md"
+  done
+fi
+if [[ $parts == *recipes* ]]; then
+  for recipe in recipes/*.py; do
+    echo "== layoutkit run $recipe"
+    timeout 300 python3 -m layoutkit run "$recipe" 2>&1 | tee "$OUT/run_$(basename "$recipe" .py).txt"
+  done
+fi

@@ -1,6 +1,7 @@
 """Every recipe's PTX assembles for sm_90a (no GPU needed)."""
 import importlib.util
 import pathlib
+import sys
 import warnings
 
 import pytest
@@ -13,6 +14,7 @@ RECIPES = pathlib.Path(__file__).resolve().parents[2] / "recipes"
 def load_recipe(name: str):
     spec = importlib.util.spec_from_file_location(f"recipes_{name}", RECIPES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module          # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

@@ -1,0 +1,297 @@
+"""Warp-specialized bf16 GEMM for Hopper: C = A @ B, bf16 in, f32 accumulate, bf16 out.
+
+A is M x K row-major; B is K x N, either N-major (row-major, strides (N, 1)) or K-major (strides
+(1, K), e.g. `w.t()` of a row-major N x K weight). The kernel, every line of it visible below:
+
+    persistent grid: min(#SMs, #tiles) CTAs; CTA j takes output tiles j, j + grid, ... in a
+    grouped order (GROUP_M tile-rows at a time, so concurrent CTAs share A and B tiles in L2)
+
+    warpgroup 0, producer (40 registers): one elected thread, per tile and k-step:
+        wait empty[s] (phase from the ring counter) -> expect_tx(full[s]) { TMA A tile, TMA B tile }
+    warpgroups 1, 2, consumers (232 registers), each owning 64 rows of the BM=128-row tile:
+        per k-step: wait full[s] -> wgmma 64 x BN x BK (4 x k16) -> commit -> wait_group 1
+                    (the previous k-step's wgmma is done) -> arrive empty[previous s]
+        epilogue:   wait_group 0, release the last stage; f32 -> bf16 into the warpgroup's
+                    swizzled half of the C tile in shared memory; fence.proxy.async; named
+                    barrier over the warpgroup; one thread TMA-stores it (clipped at M, N)
+
+The stage/phase of both sides come from one counter, `tile_iteration * K_TILES + k`, through
+lk.producer_state / lk.consumer_state (layoutkit.sync.PipelineState's rules). Ragged M, N, K
+are exact through TMA bounds: loads past the edge fill zeros (which add nothing to the dot
+products) and stores past the edge are dropped. TMA needs 16-byte aligned rows: a K (or N)
+whose rows are not a multiple of 8 elements is padded on the host (a copy; documented cost).
+
+Config (constexprs): BM x BN x BK tile, STAGES ring depth, GROUP_M raster; `autotune_space`
+lists the sweep, `BEST_CONFIGS` records the winners measured on the H200 (benchmarks/bench_gemm.py
+--sweep), `config_for(m, n, k)` picks one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import layoutkit as lk
+from layoutkit.algebra import ComposedLayout, Layout, Swizzle
+
+SW128 = Swizzle(3, 3, 3)      # the 128-byte swizzle on bf16 element offsets
+ATOM_K = 64                   # bf16 elements in one 128-byte swizzled row
+CONSUMERS = 2                 # consumer warpgroups, 64 rows of the tile each
+WG_ROWS = 64                  # rows of one wgmma (m64)
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
+
+
+@dataclass(frozen=True)
+class Config:
+    """One tile configuration: BM x BN output tile, BK per k-step, STAGES in the ring."""
+
+    BN: int = 256
+    BK: int = 64
+    STAGES: int = 3
+    GROUP_M: int = 8
+    BM: int = CONSUMERS * WG_ROWS
+
+    def smem_bytes(self) -> int:
+        stage = (self.BM + self.BN) * self.BK * 2
+        return self.STAGES * stage + self.BM * self.BN * 2
+
+
+def k_major(rows: int, stages: int) -> ComposedLayout:
+    """A ring of `stages` rows x 64 tiles, K contiguous, 128-byte swizzle (TMA box {64, rows}):
+    the canonical K-major wgmma operand."""
+    return ComposedLayout(SW128, 0, Layout((rows, ATOM_K, stages),
+                                           (ATOM_K, 1, rows * ATOM_K)))
+
+
+def n_major(n: int, stages: int) -> ComposedLayout:
+    """A ring of 64 (K) x n tiles stored N-major in 64-column chunks of 64 rows x 128 bytes,
+    128-byte swizzle: a K x N tile of a row-major B (TMA boxes {64, 64})."""
+    return ComposedLayout(SW128, 0, Layout((ATOM_K, (64, n // 64), stages),
+                                           (64, (1, 64 * ATOM_K), n * ATOM_K)))
+
+
+def c_tile(bm: int, bn: int) -> ComposedLayout:
+    """The bm x bn output tile in 64-column chunks of bm rows x 128 bytes (TMA store boxes
+    {64, 64} per consumer's half)."""
+    return ComposedLayout(SW128, 0, Layout((bm, (64, bn // 64)), (64, (1, 64 * bm))))
+
+
+@lk.kernel(num_warps=4 * (1 + CONSUMERS))
+def gemm_kernel(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.bf16],
+                M: lk.i32, N: lk.i32, K: lk.i32, LDA: lk.i32, LDB: lk.i32, LDC: lk.i32,
+                TILES_M: lk.i32, TILES_N: lk.i32,
+                K_TILES: lk.i32, GRID: lk.constexpr, B_MAJOR: lk.constexpr,
+                BN: lk.constexpr, STAGES: lk.constexpr, GROUP_M: lk.constexpr):
+    BM, BK = CONSUMERS * WG_ROWS, ATOM_K
+    A = lk.global_tensor(a, Layout((M, K), (LDA, 1)))
+    if B_MAJOR == "K":                                   # b[k, n] at n * LDB + k
+        B = lk.global_tensor(b, Layout((N, K), (LDB, 1)))
+        sB = lk.shared_tensor(k_major(BN, STAGES), lk.bf16, name="sB")
+    else:                                                # b[k, n] at k * LDB + n
+        B = lk.global_tensor(b, Layout((K, N), (LDB, 1)))
+        sB = lk.shared_tensor(n_major(BN, STAGES), lk.bf16, name="sB")
+    C = lk.global_tensor(c, Layout((M, N), (LDC, 1)))
+    sA = lk.shared_tensor(k_major(BM, STAGES), lk.bf16, name="sA")
+    sC = lk.shared_tensor(c_tile(BM, BN), lk.bf16, name="sC")
+    full = lk.mbarrier_array(STAGES, 1, name="full")                 # producer + TMA bytes
+    empty = lk.mbarrier_array(STAGES, CONSUMERS * 128, name="empty")  # every consumer thread
+    with lk.if_(lk.eq(lk.thread_id(), 0)):
+        lk.mbarrier_init(full, empty)
+        lk.fence_mbarrier_init()
+    lk.barrier()
+
+    def tile_coords(t):
+        """Output tile t in GROUP_M-row groups: (tile row, tile column)."""
+        per_group = GROUP_M * TILES_N
+        return (t // per_group) * GROUP_M + t % GROUP_M, (t % per_group) // GROUP_M
+
+    def b_tile(s):
+        return sB[:, :, s] if B_MAJOR == "K" else lk.transpose(sB[:, :, s])
+
+    with lk.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
+        with lk.if_(lk.eq(lk.warp_id(), 0)):
+            for t in lk.range(lk.block_id(0), TILES_M * TILES_N, GRID):
+                tm, tn = tile_coords(t)
+                first = (t // GRID) * K_TILES      # t = block + j * GRID, block < GRID
+                for k in lk.range(0, K_TILES):
+                    p = lk.producer_state(first + k, STAGES)
+                    lk.mbarrier_wait(empty[p.stage], p.phase)
+                    with lk.elect_one(), lk.expect_tx(full[p.stage]):
+                        lk.tma_load(sA[:, :, p.stage], A.tile((BM, BK), (tm, k)), full[p.stage])
+                        if B_MAJOR == "K":
+                            lk.tma_load(sB[:, :, p.stage], B.tile((BN, BK), (tn, k)),
+                                        full[p.stage])
+                        else:
+                            lk.tma_load(sB[:, :, p.stage], B.tile((BK, BN), (k, tn)),
+                                        full[p.stage])
+
+    for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
+        with lk.warp_role(f"consumer{wg}", warpgroups=(1 + wg,), registers=CONSUMER_REGISTERS):
+            mine = sC.tile((WG_ROWS, BN), (wg, 0))
+            for t in lk.range(lk.block_id(0), TILES_M * TILES_N, GRID):
+                tm, tn = tile_coords(t)
+                first = (t // GRID) * K_TILES      # t = block + j * GRID, block < GRID
+                loop = lk.range(0, K_TILES, carry=(lk.wgmma_accumulator(BN),))
+                for k, (acc,) in loop:
+                    s = lk.consumer_state(first + k, STAGES)
+                    lk.mbarrier_wait(full[s.stage], s.phase)
+                    lk.wgmma_fence()
+                    acc = lk.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
+                                   b_tile(s.stage), accumulate=k > 0)
+                    lk.wgmma_commit()
+                    lk.wgmma_wait(1)               # the previous k-step's wgmma has finished:
+                    with lk.if_(k > 0):            # its stage goes back to the producer
+                        lk.mbarrier_arrive(empty[(s.stage + STAGES - 1) % STAGES])
+                    loop.next(acc)
+                (acc,) = loop.results
+                lk.wgmma_wait(0)
+                last = (lk.consumer_state(first, STAGES).stage + K_TILES - 1) % STAGES
+                lk.mbarrier_arrive(empty[last])
+                # epilogue: the previous tile's TMA store has read sC before it is rewritten
+                with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
+                    lk.tma_store_wait(0)
+                lk.named_barrier_sync(1 + wg, 128)
+                lk.store(mine.partition(acc.layout), lk.cast(acc, lk.bf16))
+                lk.fence_proxy_async()
+                lk.named_barrier_sync(1 + wg, 128)
+                with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
+                    lk.tma_store(C.tile((WG_ROWS, BN), (2 * tm + wg, tn)), mine)
+                    lk.tma_store_commit()
+            with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
+                lk.tma_store_wait(0)
+
+
+# ---- host side -------------------------------------------------------------------------------
+CONFIGS = (Config(BN=256, STAGES=3), Config(BN=128, STAGES=4), Config(BN=128, STAGES=5),
+           Config(BN=256, STAGES=3, GROUP_M=16), Config(BN=128, STAGES=4, GROUP_M=16))
+# The winners of benchmarks/bench_gemm.py --sweep on the H200, per (M, N, K); config_for falls
+# back to the first CONFIGS entry for shapes not listed.
+BEST_CONFIGS: dict[tuple[int, int, int], Config] = {}
+ALIGN_ELEMENTS = 8            # TMA: global addresses and row strides are multiples of 16 bytes
+
+
+def autotune_space(m: int, n: int, k: int) -> list[Config]:
+    """The configs a sweep tries for this shape."""
+    return list(CONFIGS)
+
+
+def config_for(m: int, n: int, k: int) -> Config:
+    return BEST_CONFIGS.get((m, n, k), CONFIGS[0])
+
+
+def _round_up(x: int, to: int) -> int:
+    return -(-x // to) * to
+
+
+def _tma_ready(x):
+    """x (a 2-D bf16 view) itself when TMA can read it (unit column stride, 16-byte aligned
+    address and row stride), else a copy into a buffer whose rows are padded to 8 elements
+    (the padding is never read: the kernel's extents stop at x's columns)."""
+    import torch
+    rows, cols = x.shape
+    if x.stride(1) == 1 and (rows == 1 or x.stride(0) % ALIGN_ELEMENTS == 0) and \
+            x.data_ptr() % 16 == 0:
+        return x
+    buf = torch.empty(rows, _round_up(cols, ALIGN_ELEMENTS), device=x.device, dtype=x.dtype)
+    buf[:, :cols] = x
+    return buf[:, :cols]
+
+
+def _leading(x) -> int:
+    return x.stride(0) if x.shape[0] > 1 else _round_up(x.shape[1], ALIGN_ELEMENTS)
+
+
+def gemm(a, b, out=None, config: Config | None = None):
+    """C = a @ b for bf16 CUDA tensors a (M x K) and b (K x N; row-major, i.e. N-major, or
+    K-major such as w.t()); returns C (M x N bf16), written into `out` when given."""
+    import torch
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"gemm: a is M x K and b is K x N, got {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
+    if a.dtype != torch.bfloat16 or b.dtype != torch.bfloat16 or not (a.is_cuda and b.is_cuda):
+        raise ValueError(f"gemm: a and b are bf16 CUDA tensors, got {a.dtype} on {a.device} and "
+                         f"{b.dtype} on {b.device}")
+    (m, k), n = a.shape, b.shape[1]
+    if out is None:
+        out = torch.empty(m, n, device=a.device, dtype=torch.bfloat16)
+    elif tuple(out.shape) != (m, n) or out.dtype != torch.bfloat16 or out.device != a.device:
+        raise ValueError(f"gemm: out must be a ({m}, {n}) bf16 tensor on {a.device}, got "
+                         f"{tuple(out.shape)} {out.dtype} on {out.device}")
+    if m == 0 or n == 0:
+        return out
+    if k == 0:
+        return out.zero_()
+    a = _tma_ready(a)
+    if b.stride(1) == 1 or n == 1:
+        major, b_op = "N", _tma_ready(b)           # K x N, N contiguous
+    else:
+        major, b_op = "K", _tma_ready(b.t())       # N x K, K contiguous (b stored K-major)
+    c = _tma_ready(out) if out.stride(1) == 1 else _tma_ready(out.new_empty(m, n))
+    cfg = config or config_for(m, n, k)
+    tiles_m, tiles_n = -(-m // cfg.BM), -(-n // cfg.BN)
+    group = next(g for g in (cfg.GROUP_M, 8, 4, 2, 1) if tiles_m % g == 0)
+    grid = min(torch.cuda.get_device_properties(a.device).multi_processor_count,
+               tiles_m * tiles_n)
+    gemm_kernel[(grid,)](a, b_op, c, m, n, k, _leading(a), _leading(b_op), _leading(c),
+                         tiles_m, tiles_n, -(-k // ATOM_K), GRID=grid, B_MAJOR=major,
+                         BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=group)
+    if c.data_ptr() != out.data_ptr():
+        out.copy_(c)
+    return out
+
+
+def compile_default() -> dict[str, str]:
+    """PTX of the default config for both B layouts (a 4096^3 problem's specialization)."""
+    P = lk.Pointer[lk.bf16]
+    cfg = CONFIGS[0]
+    return {f"gemm_{major}major_{cfg.BM}x{cfg.BN}x{cfg.BK}_s{cfg.STAGES}":
+            gemm_kernel.ptx(P, P, P, 4096, 4096, 4096, 4096, 4096, 4096, 32, 16, 64, GRID=132,
+                            B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M)
+            for major in ("N", "K")}
+
+
+def check(seed: int = 0) -> float:
+    """Random bf16 problems (ragged, tiny, both B layouts, every config) against torch in
+    float64; returns the worst relative error (AssertionError beyond bf16 tolerance)."""
+    import torch
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    shapes = [(1, 1, 1), (7, 13, 5), (128, 256, 64), (200, 136, 72), (129, 300, 1000),
+              (1000, 520, 264), (256, 1024, 4096), (333, 257, 129)]
+    worst = 0.0
+    for i, (m, n, k) in enumerate(shapes):
+        for kmajor in (False, True):
+            a = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
+            b = torch.randn(k, n, device="cuda", generator=gen).to(torch.bfloat16)
+            if kmajor:
+                b = b.t().contiguous().t()
+            cfg = CONFIGS[i % len(CONFIGS)]
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            got = gemm(a, b, out=out, config=cfg).double()
+            want = a.double() @ b.double()
+            err = ((got - want).norm() / want.norm().clamp_min(1e-30)).item()
+            assert err < 1e-2, (f"gemm {m}x{n}x{k} ({'K' if kmajor else 'N'}-major B, {cfg}): "
+                                f"relative error {err:.3g}")
+            worst = max(worst, err)
+    return worst
+
+
+def benchmark(reps: int = 30) -> list[dict]:
+    """bf16 GEMM TFLOP/s against torch.matmul (cuBLAS), interleaved, L2 flushed per call."""
+    import torch
+
+    from layoutkit.benchmarking import interleaved, tflops
+    rows = []
+    print(f"{'M x N x K':>18} {'B':>7} {'layoutkit':>10} {'cuBLAS':>8} {'ratio':>6}  (TFLOP/s)")
+    for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)):
+        for kmajor in (False, True):
+            a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+            if kmajor:
+                b = b.t().contiguous().t()
+            times = interleaved({"layoutkit": lambda: gemm(a, b),
+                                 "cuBLAS": lambda: torch.matmul(a, b)}, reps=reps)
+            ours, theirs = (tflops(2 * m * n * k, times[x].median_ms)
+                            for x in ("layoutkit", "cuBLAS"))
+            tag = "K-major" if kmajor else "N-major"
+            rows.append({"case": f"{m}x{n}x{k} {tag}", "layoutkit_tflops": ours,
+                         "cublas_tflops": theirs, "speedup": ours / theirs})
+            print(f"{f'{m}x{n}x{k}':>18} {tag:>7} {ours:10.1f} {theirs:8.1f} {ours / theirs:6.3f}")
+    return rows

@@ -1,0 +1,59 @@
+"""GPU tests (marker `gpu`) of recipes/gemm_hopper.py: random bf16 problems, ragged and tiny
+ones included, B N-major and K-major, every config, against torch in float64; the output is
+poisoned with NaN first so an unwritten element fails. Run with LAYOUTKIT_DEBUG=1 to turn a
+pipeline hang into layoutkit.sync.BarrierTimeoutError."""
+import pytest
+
+from layoutkit.ptx import DriverUnavailableError, device_count
+
+try:
+    device_count()
+except DriverUnavailableError as exc:
+    pytest.skip(f"GPU test skipped: {exc}", allow_module_level=True)
+
+torch = pytest.importorskip("torch")
+
+from tests.dsl.test_recipes_compile import load_recipe  # noqa: E402
+
+gemm_hopper = load_recipe("gemm_hopper")
+pytestmark = pytest.mark.gpu
+SHAPES = [(1, 1, 1), (1, 8, 8), (7, 13, 5), (64, 64, 64), (128, 256, 64), (129, 257, 65),
+          (200, 136, 72), (333, 1000, 129), (1000, 520, 264), (256, 1024, 4096),
+          (2048, 2048, 512)]
+
+
+def _problem(m, n, k, kmajor, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", generator=gen).to(torch.bfloat16)
+    return a, (b.t().contiguous().t() if kmajor else b)
+
+
+@pytest.mark.parametrize("kmajor", [False, True], ids=["B_N_major", "B_K_major"])
+@pytest.mark.parametrize("m, n, k", SHAPES)
+def test_gemm_matches_float64(m, n, k, kmajor):
+    a, b = _problem(m, n, k, kmajor, m * 1_000_003 + n * 1009 + k)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    got = gemm_hopper.gemm(a, b, out=out)
+    torch.cuda.synchronize()
+    want = a.double() @ b.double()
+    assert not got.isnan().any(), "an output element was not written"
+    err = ((got.double() - want).norm() / want.norm().clamp_min(1e-30)).item()
+    assert err < 1e-2, f"relative error {err:.3g}"
+
+
+@pytest.mark.parametrize("config", gemm_hopper.CONFIGS, ids=str)
+def test_every_config_is_correct(config):
+    a, b = _problem(700, 900, 600, False, 7)
+    got = gemm_hopper.gemm(a, b, config=config)
+    want = a.double() @ b.double()
+    err = ((got.double() - want).norm() / want.norm()).item()
+    assert err < 1e-2, f"{config}: relative error {err:.3g}"
+
+
+def test_unaligned_strides_are_copied_not_misread():
+    a, b = _problem(100, 99, 77, False, 3)            # K = 77, N = 99: rows not 16-byte multiples
+    got = gemm_hopper.gemm(a, b)
+    err = ((got.double() - a.double() @ b.double()).norm() /
+           (a.double() @ b.double()).norm()).item()
+    assert err < 1e-2
