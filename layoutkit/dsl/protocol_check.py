@@ -1,0 +1,69 @@
+"""The static protocol check of every traced kernel (run by `lk.kernel` right after the IR
+verifier, before lowering; always on): the kernel's own IR becomes layoutkit.sync's
+KernelProtocol (protocol_extract) and layoutkit.sync.kernel_check decides it.
+
+Errors raise one `ProtocolError` listing every finding, located at the first one's source line;
+what the analysis could not decide is a `ProtocolWarning` saying what it assumed. In a debug
+build (`@lk.kernel(debug=True)`, bounded waits) the errors are a ProtocolWarning instead, so
+that a suspect kernel can still be run and its hang shown by the hardware as a
+BarrierTimeoutError. Kernels
+without barrier, TMA, wgmma or proxy-fence ops are not walked at all. See docs/sync.md for how
+to read each diagnostic.
+"""
+from __future__ import annotations
+
+import warnings
+
+from layoutkit.sync import ProtocolError as SyncProtocolError
+from layoutkit.sync.kernel_check import check_kernel
+
+from .errors import DSLError
+from .protocol_extract import extract, has_sync
+
+
+class ProtocolError(DSLError, SyncProtocolError):
+    """The kernel's synchronization would hang, race or corrupt data (the static protocol
+    check's errors); `findings` holds each layoutkit.sync Finding."""
+
+    def __init__(self, message: str, location, findings=()):
+        self.message, self.location, self.findings = message, location, tuple(findings)
+        self.rule, self.thing, self.value = message, "barrier protocol", None
+        Exception.__init__(self, self._text())
+
+
+class ProtocolWarning(UserWarning):
+    """Something the static protocol check could not prove (it says what it assumed)."""
+
+
+def _header(protocol, errors: int) -> str:
+    ran = f" (runtime loops checked with {protocol.assumed})" if protocol.assumed else ""
+    return (f"kernel {protocol.kernel}: the static protocol check found {errors} "
+            f"error{'s' if errors != 1 else ''}{ran}:")
+
+
+def check_kernel_protocol(fn):
+    """Check the verified IR `fn`; return it unchanged, raise ProtocolError, or warn."""
+    if not has_sync(fn):
+        return fn
+    protocol = extract(fn)
+    findings = check_kernel(protocol)
+    for finding in findings:
+        if not finding.error:
+            location = finding.site.location
+            warnings.warn_explicit(
+                ProtocolWarning(f"kernel {protocol.kernel}: the static protocol check could not "
+                                f"decide: {finding.message}"),
+                ProtocolWarning, location.file if location else "<kernel>",
+                location.line if location else 0)
+    errors = [f for f in findings if f.error]
+    if errors:
+        body = "\n".join(f"  - {f.text()}" for f in errors)
+        error = ProtocolError(f"{_header(protocol, len(errors))}\n{body}",
+                              errors[0].site.location, errors)
+        if not getattr(fn, "debug", False):
+            raise error
+        warnings.warn(ProtocolWarning(f"debug build, run anyway: {error}"), stacklevel=2)
+    return fn
+
+
+__all__ = ["ProtocolError", "ProtocolWarning", "check_kernel_protocol"]

@@ -1,0 +1,148 @@
+"""Integer and bool IR values of a kernel evaluated for every thread at once (numpy int64 arrays
+over the threads of a CTA or cluster), for the static protocol check.
+
+Values that depend only on parameters, thread/block/cluster indices and loop counters are
+known; anything computed from memory contents (loads, shuffles, carried tensors) is UNKNOWN.
+`index` expressions are exact integer arithmetic (floor division and modulo as sympy defines
+them); the values the check uses are small, so the lowering's register wrap never matters.
+
+>>> import sympy, numpy as np
+>>> t = sympy.Symbol("t", integer=True)
+>>> f = compile_expr(sympy.floor(t / 32) + sympy.Mod(t, 4), (t,))
+>>> f(np.array([0, 33, 70])).tolist()
+[0, 2, 4]
+"""
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+UNKNOWN = None
+_COMPILED: dict = {}
+
+
+class Unevaluable(Exception):
+    """An index expression form the evaluator does not handle."""
+
+
+def _text(expr, names: dict) -> str:
+    if expr.is_Integer:
+        return str(int(expr))
+    if isinstance(expr, sympy.Symbol):
+        return names[expr]
+    if isinstance(expr, sympy.Add):
+        return "(" + " + ".join(_text(a, names) for a in expr.args) + ")"
+    if isinstance(expr, sympy.Mul):
+        coeff, rest = expr.as_coeff_Mul()
+        if not coeff.is_Integer:
+            num, den = sympy.fraction(sympy.together(expr))
+            if den.is_Integer:
+                return f"(({_text(sympy.expand(num), names)}) // {int(den)})"
+            raise Unevaluable(str(expr))
+        return "(" + " * ".join([str(int(coeff))] + [_text(f, names) for f in
+                                                       sympy.Mul.make_args(rest)]) + ")"
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp >= 0:
+        return f"({_text(expr.base, names)} ** {int(expr.exp)})"
+    if isinstance(expr, (sympy.floor, sympy.ceiling)):
+        num, den = sympy.fraction(sympy.together(expr.args[0]))
+        if not (den.is_Integer and den > 0):
+            raise Unevaluable(str(expr))
+        n = _text(sympy.expand(num), names)
+        return f"(({n}) // {int(den)})" if isinstance(expr, sympy.floor) else \
+            f"(-((-({n})) // {int(den)}))"
+    if isinstance(expr, sympy.Mod):
+        return f"(({_text(expr.args[0], names)}) % ({_text(expr.args[1], names)}))"
+    if isinstance(expr, (sympy.Max, sympy.Min)):
+        fn = "_max" if isinstance(expr, sympy.Max) else "_min"
+        return f"{fn}({', '.join(_text(a, names) for a in expr.args)})"
+    raise Unevaluable(str(expr))
+
+
+def _max(*args):
+    out = args[0]
+    for a in args[1:]:
+        out = np.maximum(out, a)
+    return out
+
+
+def _min(*args):
+    out = args[0]
+    for a in args[1:]:
+        out = np.minimum(out, a)
+    return out
+
+
+def compile_expr(expr, symbols):
+    """A function of the symbols' values (ints or int64 arrays) computing the integer
+    expression `expr` exactly; raises Unevaluable for forms it does not know."""
+    key = (expr, tuple(symbols))
+    fn = _COMPILED.get(key)
+    if fn is None:
+        names = {s: f"v{i}" for i, s in enumerate(symbols)}
+        body = _text(sympy.sympify(expr), names)
+        args = ", ".join(names[s] for s in symbols)
+        fn = eval(f"lambda {args}: {body}",  # noqa: S307 - text built from the IR's sympy
+                  {"_max": _max, "_min": _min})
+        _COMPILED[key] = fn
+    return fn
+
+
+_CMP = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+        "eq": np.equal, "ne": np.not_equal}
+_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum,
+        "min": np.minimum}
+
+
+class Values:
+    """Evaluates IR Values over all threads: `fixed` maps value ids to their known values
+    (parameters, thread and block indices, loop counters); others are computed from their
+    defining op on first use and kept until `forget` drops them (a loop's next iteration)."""
+
+    def __init__(self, defs: dict, fixed: dict):
+        self.defs = defs            # value id -> defining Op
+        self.fixed = fixed          # value id -> int / array (set by the walker)
+        self.memo: dict = {}
+
+    def forget(self, ids) -> None:
+        for vid in ids:
+            self.memo.pop(vid, None)
+
+    def __call__(self, value):
+        vid = value.id
+        if vid in self.fixed:
+            return self.fixed[vid]
+        if vid in self.memo:
+            return self.memo[vid]
+        op = self.defs.get(vid)
+        result = UNKNOWN if op is None else self._compute(op, value)
+        self.memo[vid] = result
+        return result
+
+    def _compute(self, op, value):
+        name = op.name
+        if name == "const":
+            v = op.attrs["value"]
+            return v if isinstance(v, (bool, int)) else UNKNOWN
+        args = [self(v) for v in op.operands]
+        if any(a is UNKNOWN for a in args):
+            return UNKNOWN
+        if name == "index":
+            try:
+                return compile_expr(op.attrs["expr"], op.attrs["syms"])(*args)
+            except (Unevaluable, ZeroDivisionError, OverflowError):
+                return UNKNOWN
+        if name == "cmp":
+            return _CMP[op.attrs["kind"]](*args)
+        if name == "logic":
+            return np.logical_and(*args) if op.attrs["kind"] == "and" else np.logical_or(*args)
+        if name == "select":
+            return np.where(*args)
+        if name == "binary" and op.attrs["kind"] in _BIN and getattr(value.type, "is_int", False):
+            return _BIN[op.attrs["kind"]](*args)
+        if name == "cast" and getattr(value.type, "is_int", False) and \
+                getattr(op.operands[0].type, "is_int", False):
+            return args[0]
+        return UNKNOWN
+
+
+__all__ = ["UNKNOWN", "Unevaluable", "Values", "compile_expr"]

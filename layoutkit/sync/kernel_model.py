@@ -1,0 +1,235 @@
+"""A traced kernel's synchronization, as data the static check reads: the mbarrier arrays, and
+per thread class (threads that execute the same events in the same order) its events in
+program order with loops run for concrete trip counts. layoutkit.dsl builds it from the IR
+(layoutkit/dsl/protocol_extract.py); `layoutkit.sync.kernel_check.check_kernel` decides.
+
+Units: stages are ints, byte ranges are [start, stop) byte offsets inside one shared buffer
+(named by its allocation), `cta` is the rank of a CTA in its cluster (0 without clusters).
+Every event carries the `Site` of the user's source line that made it.
+
+>>> site = Site(None, "")
+>>> Wait("full", 0, 0, 1, site).slot
+(0, 'full', 0)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from layoutkit.ptx.builder import SourceLocation
+
+
+@dataclass(frozen=True)
+class Site:
+    """The user's source line of an event and where in the loops it ran ("iteration 3 of the
+    lk.range at line 40"; empty outside runtime loops)."""
+
+    location: SourceLocation | None
+    context: str = ""
+
+    @property
+    def line(self) -> str:
+        return str(self.location.line) if self.location is not None else "?"
+
+    def text(self) -> str:
+        """'line 42' or 'line 42 (iteration 3 of the lk.range at line 40)'."""
+        return f"line {self.line}" + (f" ({self.context})" if self.context else "")
+
+
+@dataclass(frozen=True)
+class BarrierDecl:
+    """An mbarrier array: `stages` barriers named `name`, `arrive_count` arrivals a phase."""
+
+    name: str
+    stages: int
+    arrive_count: int
+    site: Site
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """Bytes [start, stop) of shared buffer `buffer` in CTA `cta`."""
+
+    cta: int
+    buffer: str
+    start: int
+    stop: int
+
+    def overlaps(self, other: "ByteRange") -> bool:
+        return self.cta == other.cta and self.buffer == other.buffer and \
+            self.start < other.stop and other.start < self.stop
+
+    def text(self) -> str:
+        return f"{self.buffer} bytes {self.start}..{self.stop - 1}"
+
+
+# ---- events (one thread class executes each; `arrivals` count that class's threads) ---------
+@dataclass(frozen=True)
+class Init:
+    """mbarrier.init of every barrier of array `barrier` in CTA `cta`."""
+
+    barrier: str
+    cta: int
+    site: Site
+
+
+@dataclass(frozen=True)
+class InitFence:
+    """fence.mbarrier_init: earlier inits of this thread visible to the cluster/async proxy."""
+
+    site: Site
+
+
+@dataclass(frozen=True)
+class Arrive:
+    """`arrivals` arrivals on barrier[stage] of CTA `cta`, first adding `tx_bytes` expected
+    transaction bytes (an arrive.expect_tx when `expect`). `remote`: the CTA is a peer."""
+
+    barrier: str
+    stage: int
+    cta: int
+    arrivals: int
+    site: Site
+    expect: bool = False
+    tx_bytes: int = 0
+    remote: bool = False
+
+    @property
+    def slot(self) -> tuple:
+        return (self.cta, self.barrier, self.stage)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """try_wait.parity on barrier[stage] of CTA `cta` for the phase of parity `parity`."""
+
+    barrier: str
+    stage: int
+    cta: int
+    parity: int
+    site: Site
+
+    @property
+    def slot(self) -> tuple:
+        return (self.cta, self.barrier, self.stage)
+
+
+@dataclass(frozen=True)
+class Copy:
+    """An async copy (TMA load) completing `nbytes` on barrier[stage] of each CTA in `ctas`,
+    writing `dst` there (dst.cta is rewritten per receiving CTA). `issued`: False for bytes
+    attached by hand (no copy op), modelled as landing when attached."""
+
+    barrier: str
+    stage: int
+    ctas: tuple
+    nbytes: int
+    dst: ByteRange | None
+    site: Site
+    what: str = "TMA load"
+
+    def slot(self, cta: int) -> tuple:
+        return (cta, self.barrier, self.stage)
+
+
+@dataclass(frozen=True)
+class ThreadBarrier:
+    """A barrier over threads: bar.sync/bar.arrive `ident` (0: lk.barrier(); 'cluster':
+    lk.cluster_sync()) expecting `threads` threads; `waits` False for bar.arrive."""
+
+    ident: object
+    threads: int
+    arrivals: int
+    waits: bool
+    site: Site
+
+
+@dataclass(frozen=True)
+class SharedWrite:
+    """A generic-proxy shared-memory store (st.shared) of `bytes`."""
+
+    bytes: ByteRange
+    site: Site
+
+
+@dataclass(frozen=True)
+class SharedRead:
+    """A shared-memory read: `proxy` 'generic' (ld.shared), 'wgmma' or 'tma_store' (async)."""
+
+    bytes: ByteRange
+    proxy: str
+    site: Site
+
+
+@dataclass(frozen=True)
+class ProxyFence:
+    """fence.proxy.async.shared::cta."""
+
+    site: Site
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Close the group of `kind` ('wgmma' or 'tma_store') async operations issued since."""
+
+    kind: str
+    site: Site
+
+
+@dataclass(frozen=True)
+class GroupWait:
+    """Wait until at most `pending` committed groups of `kind` are in flight."""
+
+    kind: str
+    pending: int
+    site: Site
+
+
+@dataclass
+class ThreadClass:
+    """Threads executing the same events: `who` describes them ("role 'consumer' (threads
+    128-383)"), `size` counts them, `cta` is their CTA."""
+
+    who: str
+    size: int
+    cta: int
+    events: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Undecided:
+    """Something the extraction could not decide (a data-dependent branch around sync ops)."""
+
+    message: str
+    site: Site
+
+
+@dataclass
+class KernelProtocol:
+    """Everything the static check needs about one kernel (see the module docstring):
+    `assumed` says which trip counts / parameter values the loops ran with."""
+
+    kernel: str
+    barriers: dict            # name -> BarrierDecl
+    classes: list             # ThreadClass
+    ctas: int = 1
+    assumed: str = ""
+    undecided: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosis: `kind` (see kernel_check), `error` (False: a warning saying what could
+    not be proven), the message, and the primary site."""
+
+    kind: str
+    error: bool
+    message: str
+    site: Site
+
+    def text(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+__all__ = ["Arrive", "BarrierDecl", "ByteRange", "Commit", "Copy", "Finding", "GroupWait",
+           "Init", "InitFence", "KernelProtocol", "ProxyFence", "SharedRead", "SharedWrite",
+           "Site", "ThreadBarrier", "ThreadClass", "Undecided", "Wait"]

@@ -1,0 +1,280 @@
+"""The ordering rules of the static protocol check, over each thread class's events in program
+order (the simulation of kernel_check supplies which waits passed on which phase):
+
+- wrong parity: each wait on a barrier is for its next phase, so one class's consecutive waits
+  on it alternate parity (a repeat with arrivals in between waits on a stale phase);
+- race: a wait that passes at once on a fresh barrier (phase -1, parity 1) and is followed by
+  reads of shared bytes that another class publishes on that barrier (its stores before its
+  arrive, or a TMA copy completing on it): the read runs before the data lands;
+- init: a barrier used by threads that pass no lk.barrier()/lk.cluster_sync() after its
+  initialisation, or a cluster-scope use (peer arrive, multicast) without fence.mbarrier_init;
+- wgmma overwrite: a release (arrive) while a wgmma reading shared bytes is still in flight,
+  where another class overwrites those bytes after waiting on the released barrier;
+- proxy fence: generic stores read by the async proxy (wgmma, TMA store) with no
+  fence.proxy.async by the writers between the stores and the read (same class) or the
+  writers' next barrier or arrive, which publishes them (other classes);
+- TMA store: a TMA store's source overwritten, or left in flight at the end, before a
+  commit + wait covers it.
+Each kind is reported once per barrier array / buffer and class.
+"""
+from __future__ import annotations
+
+from .kernel_check import slot_text
+from .kernel_model import (Arrive, Commit, Copy, Finding, GroupWait, Init, InitFence,
+                           KernelProtocol, ProxyFence, SharedRead, SharedWrite, ThreadBarrier,
+                           Wait)
+
+PROXIES = {"wgmma": "a wgmma operand", "tma_store": "a TMA store source"}
+
+
+class Rules:
+    def __init__(self, protocol: KernelProtocol, passes: dict):
+        self.p = protocol
+        self.passes = passes
+        self.findings: list[Finding] = []
+        self.seen: set = set()
+
+    def add(self, kind: str, key, message: str, site) -> None:
+        if (kind, key) not in self.seen:
+            self.seen.add((kind, key))
+            self.findings.append(Finding(kind, True, message, site))
+
+    def name(self, slot) -> str:
+        return slot_text(slot, self.p.ctas)
+
+    # ---- wrong parity ---------------------------------------------------------------------
+    def parity(self) -> None:
+        for c in self.p.classes:
+            last: dict[tuple, Wait] = {}
+            arrived: set = set()
+            for e in c.events:
+                if isinstance(e, Arrive):
+                    arrived = set(last)
+                elif isinstance(e, Wait):
+                    prev = last.get(e.slot)
+                    if prev is not None and prev.parity == e.parity and e.slot in arrived:
+                        self.add("wrong parity", (c.who, e.barrier),
+                                 f"{c.who} waits on {self.name(e.slot)} for parity {e.parity} "
+                                 f"at {e.site.text()}, the parity of its previous wait on it at "
+                                 f"{prev.site.text()}, with arrivals of its own in between: each "
+                                 "wait on a barrier is for its next phase, so the parities "
+                                 "alternate; take stage and phase from one ring state over a "
+                                 "counter that advances once per slot use "
+                                 "(lk.producer_state / lk.consumer_state(counter, STAGES))", e.site)
+                    last[e.slot] = e
+                    arrived.discard(e.slot)
+
+    # ---- race -----------------------------------------------------------------------------
+    def published(self) -> dict:
+        """slot -> [(ByteRange, who, site)] of the bytes each class makes ready by arriving on
+        the slot (its stores since its last wait) or by a copy completing on it."""
+        out: dict[tuple, list] = {}
+        for c in self.p.classes:
+            stores: list = []
+            for e in c.events:
+                if isinstance(e, Wait):
+                    stores = []
+                elif isinstance(e, SharedWrite):
+                    stores.append((e.bytes, c.who, e.site))
+                elif isinstance(e, Arrive):
+                    out.setdefault(e.slot, []).extend(stores)
+                elif isinstance(e, Copy) and e.dst is not None:
+                    for cta in e.ctas:
+                        dst = type(e.dst)(cta, e.dst.buffer, e.dst.start, e.dst.stop)
+                        out.setdefault(e.slot(cta), []).append((dst, c.who, e.site))
+        return out
+
+    def race(self) -> None:
+        published = self.published()
+        for (index, position), phase in sorted(self.passes.items()):
+            if phase != -1:
+                continue
+            c = self.p.classes[index]
+            wait = c.events[position]
+            writes = published.get(wait.slot, ())
+            for e in c.events[position + 1:]:
+                if isinstance(e, Wait) and e.slot == wait.slot:
+                    break
+                if not isinstance(e, SharedRead):
+                    continue
+                hit = next((w for w in writes if w[0].overlaps(e.bytes) and w[1] != c.who),
+                           None)
+                if hit is not None:
+                    self.add("race", (c.who, wait.barrier),
+                             f"{c.who} waits on {self.name(wait.slot)} for parity {wait.parity} "
+                             f"at {wait.site.text()}, which passes at once on the fresh barrier "
+                             "(its phase -1 has parity 1), so its read of "
+                             f"{e.bytes.text()} at {e.site.text()} can run before {hit[1]} "
+                             f"writes them ({hit[2].text()}, completing on "
+                             f"{self.name(wait.slot)}); a first wait for data uses parity 0 "
+                             "(lk.consumer_state)", wait.site)
+                    break
+
+    # ---- init -----------------------------------------------------------------------------
+    def init(self) -> None:
+        inits: dict[tuple, tuple] = {}       # (barrier, cta) -> (class, epochs, site, fenced)
+        for i, c in enumerate(self.p.classes):
+            cta_epoch = cluster_epoch = 0
+            pending: list = []
+            for e in c.events:
+                if isinstance(e, Init):
+                    pending.append((e.barrier, e.cta))
+                    inits[(e.barrier, e.cta)] = (i, cta_epoch, cluster_epoch, e.site, False)
+                elif isinstance(e, InitFence):
+                    for key in pending:
+                        inits[key] = inits[key][:4] + (True,)
+                elif isinstance(e, ThreadBarrier) and e.waits and e.ident in (0, "cluster"):
+                    cta_epoch += 1
+                    cluster_epoch += e.ident == "cluster"
+                    pending = []
+        for i, c in enumerate(self.p.classes):
+            cta_epoch = cluster_epoch = 0
+            for e in c.events:
+                if isinstance(e, ThreadBarrier) and e.waits and e.ident in (0, "cluster"):
+                    cta_epoch += 1
+                    cluster_epoch += e.ident == "cluster"
+                elif isinstance(e, (Arrive, Wait)):
+                    self.use(i, c, e, (e.cta,), inits, cta_epoch, cluster_epoch,
+                             remote=e.cta != c.cta)
+                elif isinstance(e, Copy):
+                    self.use(i, c, e, e.ctas, inits, cta_epoch, cluster_epoch,
+                             remote=e.ctas != (c.cta,))
+
+    def use(self, index, c, e, ctas, inits, cta_epoch, cluster_epoch, remote) -> None:
+        for cta in ctas:
+            found = inits.get((e.barrier, cta))
+            if found is None:
+                continue
+            owner, i_cta, i_cluster, site, fenced = found
+            peer = cta != c.cta
+            if owner != index and (i_cluster >= cluster_epoch if peer else i_cta >= cta_epoch):
+                sync = "lk.cluster_sync()" if peer else "lk.barrier() (or lk.cluster_sync())"
+                self.add("init", e.barrier,
+                         f"{c.who} uses {e.barrier}[{e.stage}]"
+                         f"{' of CTA %d' % cta if self.p.ctas > 1 else ''} at {e.site.text()} "
+                         f"before the initialisation at {site.text()} is visible to it: after "
+                         f"lk.mbarrier_init and lk.fence_mbarrier_init(), every thread passes "
+                         f"{sync} before using the barrier", e.site)
+            elif remote and not fenced:
+                self.add("init", e.barrier,
+                         f"{c.who} uses {e.barrier}[{e.stage}] across the cluster at "
+                         f"{e.site.text()}, but its initialisation at {site.text()} is not "
+                         "followed by lk.fence_mbarrier_init() before the cluster barrier, so "
+                         "the peer CTAs and the TMA unit may not see it", e.site)
+
+    # ---- async reads ------------------------------------------------------------------------
+    def guarded_writes(self) -> dict:
+        """slot -> [(ByteRange, who, site, what)]: writes a class makes after waiting on slot."""
+        out: dict[tuple, list] = {}
+        for c in self.p.classes:
+            guards, wrote = set(), False
+            for e in c.events:
+                if isinstance(e, Wait):
+                    if wrote:
+                        guards, wrote = set(), False
+                    guards.add(e.slot)
+                elif isinstance(e, (Copy, SharedWrite)):
+                    wrote = True
+                    ranges = [e.bytes] if isinstance(e, SharedWrite) else \
+                        [] if e.dst is None else [type(e.dst)(cta, e.dst.buffer, e.dst.start,
+                                                              e.dst.stop) for cta in e.ctas]
+                    what = "store" if isinstance(e, SharedWrite) else e.what
+                    for slot in guards:
+                        out.setdefault(slot, []).extend((r, c.who, e.site, what)
+                                                        for r in ranges)
+        return out
+
+    def in_flight(self) -> None:
+        guarded = self.guarded_writes()
+        for c in self.p.classes:
+            groups = {"wgmma": [[]], "tma_store": [[]]}    # last list: uncommitted
+            for e in c.events:
+                if isinstance(e, SharedRead) and e.proxy in groups:
+                    groups[e.proxy][-1].append(e)
+                elif isinstance(e, Commit):
+                    groups[e.kind].append([])
+                elif isinstance(e, GroupWait):
+                    kept = groups[e.kind][:-1]
+                    kept = kept[len(kept) - e.pending:] if e.pending else []
+                    groups[e.kind] = kept + [groups[e.kind][-1]]
+                elif isinstance(e, Arrive):
+                    self.release(c, e, [r for g in groups["wgmma"] for r in g], guarded)
+                elif isinstance(e, SharedWrite):
+                    for read in (r for g in groups["tma_store"] for r in g):
+                        if read.bytes.overlaps(e.bytes):
+                            self.add("TMA store", (c.who, read.bytes.buffer),
+                                     f"{c.who} writes {e.bytes.text()} at {e.site.text()} while "
+                                     f"the TMA store at {read.site.text()} may still read them: "
+                                     "lk.tma_store_commit() and lk.tma_store_wait() before "
+                                     "overwriting a store's source", e.site)
+            left = [r for g in groups["tma_store"] for r in g]
+            if left:
+                self.add("TMA store", (c.who, "end"),
+                         f"{c.who} reaches the end of the kernel with the TMA store at "
+                         f"{left[0].site.text()} still reading {left[0].bytes.text()} (no "
+                         "lk.tma_store_commit() + lk.tma_store_wait() covers it): the CTA's "
+                         "shared memory may be reused while the store reads it", left[0].site)
+
+    def release(self, c, arrive: Arrive, reads: list, guarded: dict) -> None:
+        for read in reads:
+            for dst, who, site, what in guarded.get(arrive.slot, ()):
+                if who != c.who and dst.overlaps(read.bytes):
+                    self.add("wgmma overwrite", (c.who, arrive.barrier),
+                             f"{c.who} releases {self.name(arrive.slot)} at "
+                             f"{arrive.site.text()} while the wgmma at {read.site.text()} "
+                             f"reading {read.bytes.text()} may still run (no lk.wgmma_wait "
+                             f"retires it first), and {who}'s {what} at {site.text()}, issued "
+                             f"after its wait on {self.name(arrive.slot)}, overwrites those "
+                             "bytes; lk.wgmma_wait(n) for that wgmma before the arrive",
+                             arrive.site)
+                    return
+
+    # ---- proxy fence ------------------------------------------------------------------------
+    def proxy_fence(self) -> None:
+        async_reads = [(c.who, e) for c in self.p.classes for e in c.events
+                       if isinstance(e, SharedRead) and e.proxy in PROXIES]
+        for c in self.p.classes:
+            unfenced: list = []
+
+            def report(write, read_who, read):
+                self.add("proxy fence", write.bytes.buffer,
+                         f"{c.who} writes {write.bytes.text()} with generic stores at "
+                         f"{write.site.text()}, and {read_who} reads them as "
+                         f"{PROXIES[read.proxy]} (async proxy) at {read.site.text()} with no "
+                         "lk.fence_proxy_async() by the writing threads in between: write, "
+                         "lk.fence_proxy_async(), synchronise, then issue", write.site)
+
+            def close(write):
+                for who, read in async_reads:
+                    if who != c.who and read.bytes.overlaps(write.bytes):
+                        report(write, who, read)
+                        return
+            for e in c.events:
+                if isinstance(e, ProxyFence):
+                    unfenced = []
+                elif isinstance(e, SharedWrite):
+                    unfenced.append(e)
+                elif isinstance(e, SharedRead) and e.proxy in PROXIES:
+                    for w in unfenced:
+                        if w.bytes.overlaps(e.bytes):
+                            report(w, c.who, e)
+                elif isinstance(e, (ThreadBarrier, Arrive)):
+                    for w in unfenced:      # the writes are published unfenced here
+                        close(w)
+                    unfenced = []
+            for w in unfenced:
+                close(w)
+
+
+def ordering_findings(protocol: KernelProtocol, passes: dict) -> list[Finding]:
+    """The findings of the rules in the module docstring, in the order listed there."""
+    rules = Rules(protocol, passes)
+    rules.parity()
+    rules.race()
+    rules.init()
+    rules.in_flight()
+    rules.proxy_fence()
+    return rules.findings
+
+
+__all__ = ["ordering_findings"]
