@@ -25,7 +25,7 @@ Op families plug in with `executor.handler` (one module per family: ops_scalar, 
 ops_block, ops_control, ...).
 """
 from . import (ops_block, ops_control, ops_mbarrier, ops_memory, ops_roles,  # noqa: F401
-               ops_scalar)  # (each registers its ops' handlers)
+               ops_mma, ops_scalar, ops_tma, ops_wgmma)  # (each registers its ops' handlers)
 from .checking import check_on_cpu, relative_to_max
 from .errors import (DeadlockError, DivergenceError, ExecutionError, InterpreterError,
                      MemoryFaultError, RaceError)

@@ -1,9 +1,11 @@
 """Happens-before race detection on shared memory, with vector clocks (per CTA).
 
-Each thread has a vector clock; so does each asynchronous agent (the async proxy that TMA
-copies write through). A completed barrier phase joins its participants' clocks; an mbarrier
-arrive publishes the arriving thread's clock into the barrier's phase and a wait that sees the
-phase complete takes it in (the families call `release` / `acquire`). Each shared byte
+Each thread has a vector clock; so does each asynchronous agent (the TMA copies completing on
+one mbarrier: one agent per mbarrier of the kernel, named in `agents`). A completed barrier
+phase joins its participants' clocks; an mbarrier arrive publishes the arriving thread's clock
+into the barrier's phase and a wait that sees the phase complete takes it in (the families call
+`release` / `acquire`). wgmma operand reads, TMA store source reads and cp.async writes are
+recorded as the issuing thread's, at the wait that retires them. Each shared byte
 remembers its last writer and last reader (thread or agent, and that one's clock at the
 access). An access by thread t conflicts with an earlier one by u != t (write/any, any/write)
 when t's clock has not yet seen u's clock at that access: nothing orders them, so the result
@@ -20,14 +22,11 @@ from ..ir import Op
 from .errors import RaceError
 from .machine import location_text
 
-ASYNC_AGENTS = ("the async proxy (TMA copies)",)
-
-
 class CtaClocks:
     """The clocks of one CTA's threads and agents, and its shared bytes' last accesses."""
 
-    def __init__(self, threads: int, shared_bytes: int):
-        size = threads + len(ASYNC_AGENTS)
+    def __init__(self, threads: int, shared_bytes: int, agents: int = 0):
+        size = threads + agents
         self.threads = threads
         self.clock = np.zeros((size, size), dtype=np.int64)
         self.clock[np.arange(size), np.arange(size)] = 1
@@ -45,12 +44,17 @@ class CtaClocks:
 class HappensBefore:
     """See the module docstring."""
 
-    def __init__(self):
+    def __init__(self, agents: tuple = ()):
         self.ops: list[Op | None] = [None]
         self.op_index: dict[int, int] = {}
+        self.agents = tuple(agents)          # names of the asynchronous agents, in row order
 
     def add_cta(self, cta) -> None:
-        cta.state["hb"] = CtaClocks(len(cta.threads), cta.shared.data.size)
+        cta.state["hb"] = CtaClocks(len(cta.threads), cta.shared.data.size, len(self.agents))
+
+    def agent_row(self, cta, index: int) -> int:
+        """The clock row of agent `index` (of `agents`) in `cta`."""
+        return cta.state["hb"].threads + index
 
     def _op(self, op: Op) -> int:
         index = self.op_index.get(id(op))
@@ -93,20 +97,34 @@ class HappensBefore:
         (or by agent row `who`). `same` (writes): per byte, whether the write leaves the byte
         unchanged; such a write races with nobody (every order gives the same bytes) and does
         not replace an unordered earlier writer."""
-        clocks: CtaClocks = thread.cta.state["hb"]
-        me = thread.tid if who is None else who
+        self.access_at(thread.cta, thread.tid if who is None else who, start, nbytes, writes,
+                       what, op, same)
+
+    def access_at(self, cta, me: int, start: int, nbytes: int, writes: bool, what: str, op: Op,
+                  same=None, check: bool = True) -> None:
+        """`access` by clock row `me` of `cta`; `check` False records without checking (a
+        copy from another CTA, whose ordering this per-CTA detector cannot see)."""
+        clocks: CtaClocks = cta.state["hb"]
         mine = clocks.clock[me]
         end = start + nbytes
+        if not check:
+            self._record(clocks, mine, me, start, end, writes, op, None)
+            return
         benign = same if writes and same is not None else None
         unordered = self._check(clocks, mine, me, clocks.writer, clocks.write_clock,
                                 clocks.write_op, start, end, "wrote", what, writes, op, benign)
+        if writes:
+            self._check(clocks, mine, me, clocks.reader, clocks.read_clock, clocks.read_op,
+                        start, end, "read", what, writes, op, benign)
+        self._record(clocks, mine, me, start, end, writes, op, unordered)
+
+    def _record(self, clocks: CtaClocks, mine, me: int, start: int, end: int, writes: bool,
+                op: Op, unordered) -> None:
         if not writes:
             clocks.reader[start:end] = me
             clocks.read_clock[start:end] = mine[me]
             clocks.read_op[start:end] = self._op(op)
             return
-        self._check(clocks, mine, me, clocks.reader, clocks.read_clock, clocks.read_op,
-                    start, end, "read", what, writes, op, benign)
         if unordered is not None:          # unchanged bytes keep their unordered writer
             keep = np.flatnonzero(unordered) + start
             saved = clocks.writer[keep], clocks.write_clock[keep], clocks.write_op[keep]
@@ -136,9 +154,18 @@ class HappensBefore:
         at = int(np.flatnonzero(racing)[0])
         other = int(others[at])
         who = f"thread {other}" if other < clocks.threads else \
-            ASYNC_AGENTS[other - clocks.threads]
+            self.agents[other - clocks.threads]
         other_op = self.ops[int(ops[start + at])]
         verb = "writes" if writes else "reads"
+        if me >= clocks.threads and other < clocks.threads:
+            # an asynchronous copy landing on a thread's unordered access: the thread's access
+            # is the mistake (the copy was issued properly), so the error points at it
+            raise RaceError(
+                f"thread {other} {'writes' if done == 'wrote' else 'reads'} shared byte "
+                f"{start + at} "
+                f"({location_text(other_op)}) that {what} ({location_text(op)}) {verb} with "
+                "nothing ordering the two (no wait on the copy's mbarrier before the access): "
+                "the result depends on timing; wait on the barrier first", other_op.location)
         raise RaceError(
             f"{what} {verb} shared byte {start + at}, which {who} {done} "
             f"({location_text(other_op)}) with nothing ordering the two accesses (no barrier, "
@@ -146,4 +173,4 @@ class HappensBefore:
             "(lk.barrier(), or an mbarrier arrive/wait)", op.location)
 
 
-__all__ = ["HappensBefore", "CtaClocks", "ASYNC_AGENTS"]
+__all__ = ["HappensBefore", "CtaClocks"]

@@ -24,6 +24,7 @@ from .happens_before import HappensBefore
 from .machine import CTA, WARP_SIZE
 from .memory import GlobalMemory, SharedMemory
 from .numerics import to_dtype
+from .ops_mbarrier import MBARRIER_BYTES
 from .ops_roles import cluster_registers
 from .scheduler import DEFAULT_MAX_STEPS, Scheduler
 
@@ -64,9 +65,11 @@ class Machine:
         self.fn = fn
         self.scheduler = scheduler
         self.memory = GlobalMemory()
+        self.values = values         # the bound arguments (hidden parameters' resolvers read them)
         self.params = self._bind_params(fn, values, params)
         self.compiled = Compiler(fn)
-        self.hb = HappensBefore() if race_check else None
+        self.agents = async_agents(fn)
+        self.hb = HappensBefore(tuple(self.agents.values())) if race_check else None
         self.state: dict = {}        # per-family machine-wide state
         self.ctas: list[CTA] = []
 
@@ -135,6 +138,24 @@ class Machine:
             for thread in threads:
                 self.scheduler.start(thread)
             self.scheduler.run(threads)
+
+
+def async_agents(fn) -> dict:
+    """mbarrier byte offset -> the name of the asynchronous agent (the TMA copies completing
+    on that barrier) whose writes the race detector tracks, one per mbarrier of `fn`."""
+    agents: dict = {}
+
+    def walk(block):
+        for op in block.ops:
+            if op.name == "mbarrier_init":
+                a = op.attrs
+                for stage in range(a["stages"]):
+                    agents.setdefault(a["offset"] + MBARRIER_BYTES * stage,
+                                      f"the TMA copies completing on {a['barrier']}[{stage}]")
+            for inner in op.blocks:
+                walk(inner)
+    walk(fn.body)
+    return agents
 
 
 def _host_array(name: str, arg) -> np.ndarray:

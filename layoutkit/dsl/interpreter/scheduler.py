@@ -126,6 +126,8 @@ class Scheduler:
             thread.cta.machine.on_thread_exit(thread)
             return
         except InterpreterError as exc:
+            if getattr(exc, "at_reading_op", False) and thread.last_op is not None:
+                exc.relocate(thread.last_op.location)      # a value that refuses to be read
             raise add_context(exc, thread).with_traceback(None) from None
         if wait is PREEMPT or wait.ready():
             return

@@ -67,7 +67,7 @@ def _is_zero(x):
 SLOT = lk.TVLayout((128,), Layout(((128, 2), 1), ((1, 0), 0)))    # 256 threads, element t % 128
 
 
-@lk.kernel(num_warps=8)
+@lk.kernel(num_warps=8, debug=True)     # broken variants: the static protocol check refuses them
 def ring(out: lk.Pointer[lk.i32], n: lk.i32, PRODUCED: lk.constexpr, CONSUMER_WAITS: lk.constexpr):
     """Warpgroup 0 produces n - PRODUCED rounds into a 2-slot ring (full/empty mbarriers),
     warpgroup 1 consumes n rounds (waiting on full only when CONSUMER_WAITS) and stores the

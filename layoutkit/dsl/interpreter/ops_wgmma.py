@@ -1,0 +1,270 @@
+"""Handlers of the wgmma ops (layoutkit.dsl.wgmma): wgmma, wgmma_fence, wgmma_commit,
+wgmma_wait, wgmma_undef.
+
+A wgmma is one execution per warpgroup: the 128 threads each contribute their accumulator and
+register-A values (a thread goes on at once, as on the GPU); the last to arrive computes the
+result (wgmma_math: the PTX fragments, descriptors and swizzle). Until a thread's
+`wgmma_wait` retires the group, its result registers hold `Pending` values: reading one is a
+RaceError at the reading op, chaining it into the next wgmma is fine. From the first thread's
+issue until every thread of the warpgroup has retired it, the shared operands are claimed:
+a TMA load or a store into them meanwhile is a RaceError, and afterwards a writer must be
+ordered after the last retiring thread (happens-before records the operand reads there).
+`wgmma_undef` values are `Undefined`; accumulating into one is an error. The first wgmma of a
+thread must follow an `lk.wgmma_fence()` (PTX ISA "wgmma.fence"); later fences are the trace-
+time protocol's to check (wgmma_protocol), which knows which registers other instructions wrote.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .collective import arrive
+from .errors import DivergenceError, ExecutionError
+from .executor import Step, handler
+from .machine import Wait, WaitQueue, location_text
+from .unavailable import Pending, Undefined
+from .wgmma_math import (K_STEP, M_BLOCK, WARPGROUP, byte_runs, fragment, multiply,
+                         operand_addresses, read_elements)
+
+
+class WgmmaExecution:
+    """One warpgroup's execution of a wgmma op: the shared bytes it reads (`runs`, claimed),
+    the threads' contributions, the per-thread `results` once `computed`, who `retired` it."""
+
+    def __init__(self, op, cta, group: int, origins: tuple, flag):
+        self.op, self.cta, self.group, self.origins, self.flag = op, cta, group, origins, flag
+        self.pending = [Pending(self, i) for i in range(len(op.results))]
+        self.queue = WaitQueue(cta.machine.scheduler)
+        self.computed = False
+        self.results: dict = {}
+        self.retired: set = set()
+        self.addresses = self._addresses()
+        self.runs = byte_runs([x for table in self.addresses.values() for x in table.values()]) \
+            if self.addresses else []
+        self.claims: list = []
+
+    def describe(self) -> str:
+        return f"the wgmma issued at {location_text(self.op)} by warpgroup {self.group}"
+
+    def _addresses(self) -> dict:
+        a = self.op.attrs
+        out, origins = {}, list(self.origins)
+        if a["a"]["kind"] == "shared":
+            out["a"] = operand_addresses(a["a"], origins.pop(0), M_BLOCK)
+        out["b"] = operand_addresses(a["b"], origins.pop(0), a["n"])
+        return out
+
+
+def _operands(op):
+    """Value ids: (accumulators, register A values, shared origins, accumulate flag or None)."""
+    a = op.attrs
+    ids = [v.id for v in op.operands]
+    count, a_count = a["acc_count"], a["a_count"]
+    acc, regs, rest = ids[:count], ids[count:count + a_count], ids[count + a_count:]
+    origins = 2 if a["a"]["kind"] == "shared" else 1
+    flag = rest[origins] if a["accumulate"] is None else None
+    return acc, regs, rest[:origins], flag
+
+
+def _claim(execution: WgmmaExecution, what: str) -> None:
+    shared = execution.cta.shared
+    buffers = [execution.op.attrs[k]["buffer"] for k in ("a", "b")
+               if execution.op.attrs[k]["kind"] == "shared"]
+    for start, nbytes in execution.runs:
+        shared.check_range(start, nbytes, 1, what, execution.op, None)
+        if shared.claims:
+            shared.check_claims(start, nbytes, False, what, execution.op)
+    for start, nbytes in execution.runs:
+        execution.claims.append(shared.claim(
+            start, nbytes, False, f"{execution.describe()} (reading {', '.join(buffers)})",
+            "lk.wgmma_wait(n) covering it in every thread of the warpgroup before overwriting "
+            "its operands (arrive on the stage's empty barrier after that wait)"))
+
+
+def _value(x, tid: int, op, accumulating: bool):
+    if isinstance(x, Pending):
+        return x.instance.results[tid][x.index]
+    if isinstance(x, Undefined):
+        if accumulating:
+            raise ExecutionError(
+                f"the wgmma accumulates into an accumulator with undefined values "
+                f"(lk.wgmma_accumulator at line {x.line}) in thread {tid} of the warpgroup; "
+                "the first wgmma into it must run with accumulate false", op.location)
+        return 0.0
+    return x
+
+
+def _compute(execution: WgmmaExecution, rendezvous) -> None:
+    """Run the instructions of the op for the whole warpgroup (the last arrival does it)."""
+    op, a = execution.op, execution.op.attrs
+    m, n, kdim = a["m"], a["n"], a["k"]
+    blocks, ksteps = m // M_BLOCK, kdim // K_STEP
+    first = execution.group * WARPGROUP
+    tids = range(first, first + WARPGROUP)
+    accumulating = execution.flag
+    rows, cols = fragment(m, n)
+    d = None
+    if accumulating:
+        d = np.zeros((m, n), dtype=np.float64)
+        values = np.array([[_value(x, t, op, True) for x in rendezvous.arrivals[t][0]]
+                           for t in tids], dtype=np.float64)
+        d[rows, cols] = values
+    shared = execution.cta.shared.data
+    if a["a"]["kind"] == "registers":
+        tile = np.zeros((m, kdim), dtype=np.float64)
+        arows, acols = fragment(m, kdim)
+        tile[arows, acols] = np.array([[float(x) for x in rendezvous.arrivals[t][1]]
+                                       for t in tids], dtype=np.float64)
+        a_blocks = {(b, j): tile[M_BLOCK * b:M_BLOCK * (b + 1), K_STEP * j:K_STEP * (j + 1)]
+                    for b in range(blocks) for j in range(ksteps)}
+    else:
+        a_blocks = {key: read_elements(shared, x, a["dtype"])
+                    for key, x in execution.addresses["a"].items()}
+    b_steps = {j: read_elements(shared, x, a["dtype"])
+               for (_, j), x in execution.addresses["b"].items()}
+    out = multiply(d, a_blocks, b_steps, blocks, ksteps)
+    per_thread = out[rows, cols].astype(np.float32)
+    for i, t in enumerate(tids):
+        execution.results[t] = list(per_thread[i])
+    execution.computed = True
+    execution.queue.notify()
+
+
+@handler("wgmma")
+def _wgmma(op, compiler):
+    acc_ids, reg_ids, origin_ids, flag_id = _operands(op)
+    results = [r.id for r in op.results]
+    static_flag = op.attrs["accumulate"]
+    what = f"the wgmma at {location_text(op)}"
+
+    def run(thread):
+        cta, env = thread.cta, thread.env
+        state = thread.state.setdefault("wgmma", {"fenced": False, "issued": 0, "open": [],
+                                                  "groups": []})
+        if not state["fenced"]:
+            raise ExecutionError(
+                "this wgmma is the thread's first, and no lk.wgmma_fence() ran before it: "
+                "registers written by other instructions are not yet visible to the tensor "
+                "cores (PTX ISA 'wgmma.fence': required before the first wgmma)", op.location)
+        group = thread.tid // WARPGROUP
+        key = ("wgmma", group, state["issued"])
+        origins = tuple(env[v] for v in origin_ids)
+        flag = static_flag if flag_id is None else bool(env[flag_id])
+        executions = cta.state.setdefault("wgmma", {})
+        execution = executions.get(key)
+        if execution is None:
+            execution = executions[key] = WgmmaExecution(op, cta, group, origins, flag)
+            _claim(execution, what)
+        elif execution.op is op and (execution.origins, execution.flag) != (origins, flag):
+            raise DivergenceError(
+                f"thread {thread.tid} issues this wgmma with shared origins {origins} and "
+                f"accumulate={flag}, but its warpgroup's first thread gave {execution.origins} "
+                f"and accumulate={execution.flag}: the operands of a wgmma are the whole "
+                "warpgroup's (PTX .sync.aligned)", op.location)
+        hb = cta.machine.hb
+        if hb is not None and thread.lane == 0:       # each warp reads the operands
+            for start, nbytes in execution.runs:
+                hb.access(thread, start, nbytes, False, what, op)
+        payload = ([env[v] for v in acc_ids], [env[v] for v in reg_ids])
+        members = cta.threads[group * WARPGROUP:(group + 1) * WARPGROUP]
+        arrive(thread, key, members, op, "wgmma", payload,
+               lambda rendezvous: _compute(execution, rendezvous))
+        state["issued"] += 1
+        state["open"].append(execution)
+        for r, pending in zip(results, execution.pending):
+            env[r] = pending
+    return Step(run, op, preempt=True)
+
+
+@handler("wgmma_fence")
+def _fence(op, compiler):
+    def run(thread):
+        thread.state.setdefault("wgmma", {"fenced": False, "issued": 0, "open": [],
+                                          "groups": []})["fenced"] = True
+    return Step(run, op)
+
+
+@handler("wgmma_commit")
+def _commit(op, compiler):
+    def run(thread):
+        state = thread.state.get("wgmma")
+        if state is not None and state["open"]:
+            state["groups"].append(state["open"])
+            state["open"] = []
+    return Step(run, op)
+
+
+class ExecutionWait(Wait):
+    """A thread at wgmma_wait until the warpgroup's execution has been computed."""
+
+    def __init__(self, execution: WgmmaExecution, op):
+        self.execution, self.op, self.queue = execution, op, execution.queue
+
+    def ready(self) -> bool:
+        return self.execution.computed
+
+    def describe(self) -> str:
+        return f"waits at wgmma.wait_group for {self.execution.describe()}, which not every " \
+               "thread of the warpgroup has issued"
+
+
+def _retire(thread, execution: WgmmaExecution) -> None:
+    """The thread's registers take the results; the last thread of the warpgroup frees the
+    shared operands."""
+    values, env = execution.results[thread.tid], thread.env
+    for key, x in env.items():
+        if type(x) is Pending and x.instance is execution:
+            env[key] = values[x.index]
+    if thread.yielded:
+        thread.yielded = [values[x.index] if type(x) is Pending and x.instance is execution
+                          else x for x in thread.yielded]
+    execution.retired.add(thread.tid)
+    if len(execution.retired) < WARPGROUP:
+        return
+    cta = execution.cta
+    for claim in execution.claims:
+        cta.shared.release(claim)
+    hb = cta.machine.hb
+    if hb is not None:        # the operands were read until now
+        for start, nbytes in execution.runs:
+            hb.access(thread, start, nbytes, False, execution.describe(), execution.op)
+    executions = cta.state["wgmma"]
+    for key in [k for k, v in executions.items() if v is execution]:
+        del executions[key]
+
+
+@handler("wgmma_wait")
+def _wait(op, compiler):
+    keep = op.attrs["pending"]
+
+    def run(thread):
+        state = thread.state.get("wgmma")
+        if state is None:
+            return None
+        groups = state["groups"]
+        done = groups[:max(len(groups) - keep, 0)]
+        del groups[:len(done)]
+        return _retire_all(thread, [e for group in done for e in group], op)
+    return Step(run, op)
+
+
+def _retire_all(thread, executions: list, op):
+    for execution in executions:
+        while not execution.computed:
+            yield ExecutionWait(execution, op)
+        _retire(thread, execution)
+
+
+@handler("wgmma_undef")
+def _undef(op, compiler):
+    line = op.location.line if op.location is not None else "?"
+    results = [r.id for r in op.results]
+    value = Undefined(line)
+
+    def run(thread):
+        env = thread.env
+        for r in results:
+            env[r] = value
+    return Step(run, op)
+
+
+__all__ = ["WgmmaExecution"]

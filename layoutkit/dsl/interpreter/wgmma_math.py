@@ -1,0 +1,115 @@
+"""What one wgmma op computes, as the hardware does it (PTX ISA "wgmma.mma_async", sm_90a):
+the register fragments of the accumulator and of a register A operand, the shared-memory
+element addresses a matrix descriptor makes the tensor cores read, and the products.
+
+Fragments (PTX ISA "Register fragments", figures for .m64nNk16): thread T = 32w + 4g + t of
+the warpgroup holds element i of a 16-row block at row 16w + g + 8*((i>>1)&1), column
+8*(i>>2) + 2t + (i&1). Register order (the lowering, lower_wgmma.py): accumulator value v is
+d[v mod N/2] of the instruction for rows 64*(v div N/2)..; register-A value v is element
+v mod K/2 of k16 steps over rows 64*(v div K/2)...
+
+Descriptors (PTX ISA "Matrix Descriptor", "Shared memory matrix layout"): an instruction's
+block of rows x 16 elements starts at byte S = buffer base + (origin + start) * 2 and element
+(r, k) lies at S + the canonical offset of its major-ness and swizzle mode (T = 16 bytes,
+W = the swizzle span in bytes, LBO/SBO the descriptor's byte offsets):
+
+  K-major, no swizzle:  (r%8)*16 + (r//8)*SBO + (k%8)*2 + (k//8)*LBO
+  K-major, swizzled:    (r%8)*W + (r//8)*SBO + k*2
+  MN-major, no swizzle: (r%8)*2 + (r//8)*SBO + (k%8)*16 + (k//8)*LBO
+  MN-major, swizzled:   (r%(W/2))*2 + (r//(W/2))*LBO + (k%8)*W + (k//8)*SBO
+
+then the swizzle moves 16-byte chunks by the address bits, exactly as TMA writes them
+(ops_tma.hardware_swizzle). Products of bf16/f16 values are exact; each k16 instruction adds
+its 16 products to the f32 accumulator in float64 and rounds the sum to f32 once.
+
+>>> rows, cols = fragment(64, 8)
+>>> rows[5].tolist(), cols[5].tolist()       # thread 5: g = 1, t = 1
+([1, 1, 9, 9], [2, 3, 2, 3])
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .ops_tma import hardware_swizzle
+
+WARPGROUP = 128
+M_BLOCK = 64
+K_STEP = 16
+ELEMENT_BYTES = 2        # bf16 / f16 operands
+SPANS = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+
+
+def fragment(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) arrays of shape (128, rows*cols/128): where value v of thread T of the
+    warpgroup sits in a (rows, cols) accumulator or register-A tile."""
+    per_block = cols // 2
+    count = rows // M_BLOCK * per_block
+    T = np.arange(WARPGROUP)[:, None]
+    v = np.arange(count)[None, :]
+    w, g, t = T // 32, (T % 32) // 4, T % 4
+    b, i = v // per_block, v % per_block
+    row = M_BLOCK * b + 16 * w + g + 8 * ((i >> 1) & 1)
+    col = 8 * (i >> 2) + 2 * t + (i & 1)
+    return np.broadcast_to(row, (WARPGROUP, count)), np.broadcast_to(col, (WARPGROUP, count))
+
+
+def canonical_offsets(major: str, mode: str, rows: int, lbo: int, sbo: int) -> np.ndarray:
+    """Byte offsets (rows, 16) of an instruction block's elements from its start address."""
+    r = np.arange(rows)[:, None]
+    k = np.arange(K_STEP)[None, :]
+    e, span = ELEMENT_BYTES, SPANS[mode]
+    if major == "K":
+        if not span:
+            return (r % 8) * 16 + (r // 8) * sbo + (k % 8) * e + (k // 8) * lbo
+        return (r % 8) * span + (r // 8) * sbo + k * e
+    if not span:
+        return (r % 8) * e + (r // 8) * sbo + (k % 8) * 16 + (k // 8) * lbo
+    width = span // e
+    return (r % width) * e + (r // width) * lbo + (k % 8) * span + (k // 8) * sbo
+
+
+def operand_addresses(spec: dict, origin: int, rows: int) -> dict:
+    """(block, kstep) -> byte addresses (rows, 16) in shared memory of each instruction's
+    elements of the shared operand `spec` (a wgmma op's "a"/"b" attrs) at element `origin`."""
+    offsets = canonical_offsets(spec["major"], spec["mode"], rows, spec["lbo"], spec["sbo"])
+    out = {}
+    for block, kstep, start in spec["starts"]:
+        address = spec["base"] + (origin + start) * ELEMENT_BYTES
+        out[(block, kstep)] = hardware_swizzle(address + offsets, spec["mode"])
+    return out
+
+
+def read_elements(shared: np.ndarray, addresses: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 values of the 16-bit elements at byte `addresses` of `shared` (uint8)."""
+    bits = shared[addresses].astype(np.uint16) | (shared[addresses + 1].astype(np.uint16) << 8)
+    if dtype == "bf16":
+        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return bits.view(np.float16).astype(np.float64)
+
+
+def multiply(d: np.ndarray | None, a_blocks: dict, b_steps: dict, blocks: int,
+             ksteps: int) -> np.ndarray:
+    """The accumulator after the op's instructions, in the lowering's order (k-step outer,
+    row block inner): D_b = fl32(D_b + A(b, j) @ B(j)^T) with D_b taken as 0 for the first
+    k-step when `d` is None (scale-d = 0). a_blocks[(b, j)]: (64, 16); b_steps[j]: (N, 16)."""
+    n = b_steps[0].shape[0]
+    out = np.zeros((blocks * M_BLOCK, n), dtype=np.float64) if d is None else d.copy()
+    for j in range(ksteps):
+        for b in range(blocks):
+            rows = slice(M_BLOCK * b, M_BLOCK * (b + 1))
+            out[rows] = (out[rows] + a_blocks[(b, j)] @ b_steps[j].T).astype(np.float32)
+    return out
+
+
+def byte_runs(addresses) -> list[tuple[int, int]]:
+    """(start, nbytes) runs covering the 2-byte elements at `addresses` (any shape)."""
+    touched = np.unique(np.concatenate([np.ravel(a) for a in addresses]))
+    touched = np.unique(np.concatenate([touched, touched + 1]))
+    breaks = np.flatnonzero(np.diff(touched) != 1)
+    starts = np.concatenate([[0], breaks + 1])
+    ends = np.concatenate([breaks, [touched.size - 1]])
+    return [(int(touched[s]), int(touched[e] - touched[s] + 1)) for s, e in zip(starts, ends)]
+
+
+__all__ = ["fragment", "canonical_offsets", "operand_addresses", "read_elements", "multiply",
+           "byte_runs", "WARPGROUP"]
