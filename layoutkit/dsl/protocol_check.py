@@ -12,6 +12,8 @@ to read each diagnostic.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import warnings
 
 from layoutkit.sync import ProtocolError as SyncProtocolError
@@ -21,12 +23,18 @@ from .errors import DSLError
 from .protocol_extract import extract, has_sync
 
 
+_SKIPPED: contextvars.ContextVar[bool] = contextvars.ContextVar("layoutkit_protocol_skip",
+                                                                default=False)
+
+
 class ProtocolError(DSLError, SyncProtocolError):
     """The kernel's synchronization would hang, race or corrupt data (the static protocol
-    check's errors); `findings` holds each layoutkit.sync Finding."""
+    check's errors); `findings` holds each layoutkit.sync Finding, `ir` the verified IR (a CPU
+    interpreter may still run it to show the failure)."""
 
-    def __init__(self, message: str, location, findings=()):
+    def __init__(self, message: str, location, findings=(), ir=None):
         self.message, self.location, self.findings = message, location, tuple(findings)
+        self.ir = ir
         self.rule, self.thing, self.value = message, "barrier protocol", None
         Exception.__init__(self, self._text())
 
@@ -41,9 +49,20 @@ def _header(protocol, errors: int) -> str:
             f"error{'s' if errors != 1 else ''}{ran}:")
 
 
+@contextlib.contextmanager
+def protocol_check_skipped():
+    """Kernels first traced inside the `with` are not checked (for tests of single ops that
+    are not whole protocols; their specializations stay cached unchecked)."""
+    token = _SKIPPED.set(True)
+    try:
+        yield
+    finally:
+        _SKIPPED.reset(token)
+
+
 def check_kernel_protocol(fn):
     """Check the verified IR `fn`; return it unchanged, raise ProtocolError, or warn."""
-    if not has_sync(fn):
+    if _SKIPPED.get() or not has_sync(fn):
         return fn
     protocol = extract(fn)
     findings = check_kernel(protocol)
@@ -59,11 +78,11 @@ def check_kernel_protocol(fn):
     if errors:
         body = "\n".join(f"  - {f.text()}" for f in errors)
         error = ProtocolError(f"{_header(protocol, len(errors))}\n{body}",
-                              errors[0].site.location, errors)
+                              errors[0].site.location, errors, fn)
         if not getattr(fn, "debug", False):
             raise error
         warnings.warn(ProtocolWarning(f"debug build, run anyway: {error}"), stacklevel=2)
     return fn
 
 
-__all__ = ["ProtocolError", "ProtocolWarning", "check_kernel_protocol"]
+__all__ = ["ProtocolError", "ProtocolWarning", "check_kernel_protocol", "protocol_check_skipped"]

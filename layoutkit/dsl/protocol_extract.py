@@ -290,6 +290,8 @@ class Extractor(EventOps):
                           return_inverse=True)[1].reshape(-1)
         seen = set()
         for proto in self.log:
+            if proto.kind in (km.Init, km.InitFence):   # one thread's prologue: no new class
+                continue
             key = proto.mask.tobytes()
             if key not in seen:
                 seen.add(key)
@@ -298,10 +300,14 @@ class Extractor(EventOps):
         for value in np.unique(label):
             threads = np.nonzero(label == value)[0]
             rep, size = int(threads[0]), len(threads)
-            events = [self.instantiate(p, size) for p in self.log if p.mask[rep]]
+            events = [self.instantiate(p, size, threads) for p in self.log
+                      if p.mask[rep] or (p.kind in (km.Init, km.InitFence) and
+                                         p.mask[threads].any())]
             if events:
-                classes.append((rep, km.ThreadClass(self.who(threads), size,
-                                                    int(self.cta[rep]), events)))
+                role = int(self.role[rep])
+                classes.append((rep, km.ThreadClass(
+                    self.roles[role] if role >= 0 else None, int(self.cta[rep]),
+                    tuple(self.tid[threads].tolist()), events, self.ctas > 1)))
         classes.sort(key=lambda item: item[0])
         searched = [vid for vid in self.params if vid not in self.tentative]
         assumed = ", ".join(f"{self.params[vid]}={int(self.values.fixed[vid])}"
@@ -310,28 +316,13 @@ class Extractor(EventOps):
                                  self.ctas, assumed, self.undecided)
 
     @staticmethod
-    def instantiate(proto: Proto, size: int):
+    def instantiate(proto: Proto, size: int, threads):
         fields = dict(proto.fields)
+        if proto.kind is km.Init:
+            fields["partial"] = not proto.mask[threads].all()
         if proto.kind in (km.Arrive, km.ThreadBarrier):
             fields["arrivals"] = size * proto.per_thread
         return proto.kind(**fields)
-
-    def who(self, threads) -> str:
-        """'role 'consumer' (threads 128-383)', 'thread 0', 'CTA 1 thread 0', ..."""
-        tids = self.tid[threads].tolist()
-        first = int(threads[0])
-        if len(tids) == 1:
-            text = f"thread {tids[0]}"
-        elif tids == list(range(tids[0], tids[-1] + 1)):
-            text = f"threads {tids[0]}-{tids[-1]}"
-        elif len(tids) <= 4:
-            text = "threads " + ", ".join(map(str, tids))
-        else:
-            text = f"{len(tids)} threads {tids[0]}, {tids[1]}, ..., {tids[-1]}"
-        role = int(self.role[first])
-        if role >= 0:
-            text = f"role '{self.roles[role]}' ({text})"
-        return (f"CTA {int(self.cta[first])} " if self.ctas > 1 else "") + text
 
 
 def extract(fn) -> km.KernelProtocol:

@@ -17,10 +17,10 @@ and from kernel_rules: wrong parity, race, init, wgmma overwrite, proxy fence, T
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .kernel_model import (Arrive, Copy, Finding, Init, KernelProtocol, SharedRead,
-                           SharedWrite, ThreadBarrier, ThreadClass, Wait)
+                           SharedWrite, ThreadBarrier, ThreadClass, Wait, describe_threads)
 
 
 def slot_text(slot: tuple, ctas: int) -> str:
@@ -85,6 +85,16 @@ class Simulation:
         self.parked: dict[int, tuple] = {}       # class -> (group key, generation) it waits on
         self.passes: dict[tuple[int, int], int] = {}
         self.positions = [0] * len(protocol.classes)
+        self.reported: set = set()      # (kind, barrier array): one finding per array
+        self.waited: dict[tuple, set] = {}    # slot -> phases a wait passed on
+        self.watched = {e.slot for c in protocol.classes for e in c.events
+                        if isinstance(e, Wait)}
+
+    def once(self, kind: str, barrier: str) -> bool:
+        if (kind, barrier) in self.reported:
+            return False
+        self.reported.add((kind, barrier))
+        return True
 
     def add(self, kind: str, message: str, site, error: bool = True) -> None:
         self.findings.append(Finding(kind, error, message, site))
@@ -111,7 +121,7 @@ class Simulation:
         if e.expect:
             s.tx += e.tx_bytes
             s.expected.append((e.tx_bytes, e.site))
-        if e.arrivals > s.pending and not s.flagged:
+        if e.arrivals > s.pending and not s.flagged and self.once("arrive count", e.barrier):
             s.flagged = True
             decl = self.p.barriers[e.barrier]
             self.add("arrive count",
@@ -122,7 +132,7 @@ class Simulation:
                      "toward the next one; elect one thread (lk.elect_one) or init the array "
                      "with the number of threads that arrive per phase", e.site)
         s.log.append((c.who, e.arrivals, e.site))
-        left = e.arrivals
+        left, log = e.arrivals, list(s.log)
         while left:
             take = min(left, s.pending)
             s.pending -= take
@@ -131,8 +141,25 @@ class Simulation:
             s.settle()
             if s.completed == before:
                 break
+            self.skipped(c, e, s, log)
         s.pending -= left
         return True
+
+    def skipped(self, c: ThreadClass, e: Arrive, s: SlotState, log) -> None:
+        """A phase completing while the one before it was never waited for: one use of the
+        slot brings more arrivals than the init count (the waiter then sees the wrong phase)."""
+        done = s.completed - 1
+        if done >= 1 and e.slot in self.watched and \
+                done - 1 not in self.waited.get(e.slot, ()) and not s.flagged and \
+                self.once("arrive count", e.barrier):
+            s.flagged = True
+            decl = self.p.barriers[e.barrier]
+            self.add("arrive count",
+                     f"{c.who} completes phase {done} of {self.name(e.slot)} at "
+                     f"{e.site.text()} before any wait passed its phase {done - 1} (this "
+                     f"phase's arrivals: {_who_list(log)}): the threads arriving per use of the "
+                     f"slot outnumber its init count {s.count} ({decl.site.text()}), so "
+                     "phases complete that no one waits for", e.site)
 
     def copy(self, c: ThreadClass, e: Copy) -> bool:
         states = [self.slot(e.slot(cta), e.site) for cta in e.ctas]
@@ -141,7 +168,8 @@ class Simulation:
         for cta, s in zip(e.ctas, states):
             s.tx -= e.nbytes
             s.delivered.append((e.nbytes, e.site))
-            if s.tx < 0 and s.pending == 0 and not s.flagged:
+            if s.tx < 0 and s.pending == 0 and not s.flagged and \
+                    self.once("expect-tx", e.barrier):
                 s.flagged = True
                 want = sum(n for n, _ in s.expected)
                 got = sum(n for n, _ in s.delivered)
@@ -160,6 +188,7 @@ class Simulation:
         if not s.initialised or not s.passes(e.parity):
             return False
         self.passes[(index, position)] = s.completed - 1
+        self.waited.setdefault(e.slot, set()).add(s.completed - 1)
         return True
 
     def group(self, index: int, c: ThreadClass, e: ThreadBarrier) -> bool:
@@ -229,29 +258,40 @@ class Simulation:
 
     # ---- reports --------------------------------------------------------------------------
     def deadlock(self, blocked) -> None:
-        lines = [self.blocked_text(i, c, c.events[self.positions[i]]) for i, c in blocked]
+        merged: dict = {}          # the threads blocked at one event, whatever their class
+        for i, c in blocked:
+            e = c.events[self.positions[i]]
+            key = (c.role, c.cta, replace(e, arrivals=0) if hasattr(e, "arrivals") else e)
+            if key in merged:
+                merged[key] = (merged[key][0], merged[key][1] + c.tids)
+            else:
+                merged[key] = ((i, c), c.tids)
+        lines = []
+        for (i, c), tids in merged.values():
+            who = describe_threads(c.role, c.cta if c.in_cluster else None, tids)
+            lines.append(self.blocked_text(i, c, c.events[self.positions[i]], who))
         first = blocked[0][1].events[self.positions[blocked[0][0]]]
         self.add("deadlock", "every thread class left is blocked forever:\n      "
                  + "\n      ".join(lines), first.site)
 
-    def blocked_text(self, index: int, c: ThreadClass, e) -> str:
+    def blocked_text(self, index: int, c: ThreadClass, e, who: str) -> str:
         if isinstance(e, ThreadBarrier):
             key = ("cluster",) if e.ident == "cluster" else (c.cta, e.ident)
             g = self.groups[key]
-            return (f"{c.who} at {self.barrier_name(e)} ({e.threads} threads) at "
+            return (f"{who} at {self.barrier_name(e)} ({e.threads} threads) at "
                     f"{e.site.text()}: {g.arrived} of {e.threads} threads arrived "
                     f"({_who_list(g.log)})")
         if isinstance(e, Copy):
-            return (f"{c.who} issues {e.what} at {e.site.text()} on "
+            return (f"{who} issues {e.what} at {e.site.text()} on "
                     f"{self.name(e.slot(e.ctas[0]))}, never initialised")
         s = self.slots[e.slot]
         if not s.initialised:
-            return f"{c.who} uses {self.name(e.slot)} at {e.site.text()}, never initialised"
+            return f"{who} uses {self.name(e.slot)} at {e.site.text()}, never initialised"
         if isinstance(e, Arrive):
-            return f"{c.who} arrives on {self.name(e.slot)} at {e.site.text()}"
+            return f"{who} arrives on {self.name(e.slot)} at {e.site.text()}"
         want = sum(n for n, _ in s.expected)
         got = sum(n for n, _ in s.delivered)
-        text = (f"{c.who} waits on {self.name(e.slot)} for parity {e.parity} at "
+        text = (f"{who} waits on {self.name(e.slot)} for parity {e.parity} at "
                 f"{e.site.text()}: it completed {s.completed} phase(s); phase {s.completed} "
                 f"has {s.count - s.pending} of {s.count} arrivals ({_who_list(s.log)}) and "
                 f"{s.tx} transaction bytes outstanding")
@@ -285,16 +325,18 @@ class Simulation:
         waiting = {c.events[self.positions[i]].slot for i, c in blocked
                    if isinstance(c.events[self.positions[i]], Wait)}
         for key, s in self.slots.items():
-            if s.flagged or key in waiting or not s.initialised:
+            if s.flagged or key in waiting or not s.initialised or \
+                    ("arrive count", key[1]) in self.reported or \
+                    ("expect-tx", key[1]) in self.reported:
                 continue
             decl = self.p.barriers[key[1]]
-            if s.log and s.pending > 0:
+            if s.log and s.pending > 0 and self.once("arrive count", key[1]):
                 self.add("arrive count",
                          f"phase {s.completed} of {self.name(key)} ends with "
                          f"{s.count - s.pending} of its {s.count} arrivals ({_who_list(s.log)}; "
                          f"init count {s.count} at {decl.site.text()}): the threads that arrive "
                          "per phase must number its arrive count", s.log[0][2])
-            elif s.pending == 0 and s.tx > 0:
+            elif s.pending == 0 and s.tx > 0 and self.once("expect-tx", key[1]):
                 site = s.expected[0][1] if s.expected else decl.site
                 self.add("expect-tx",
                          f"phase {s.completed} of {self.name(key)} expects "
@@ -306,12 +348,14 @@ class Simulation:
 
 def check_kernel(protocol: KernelProtocol) -> list[Finding]:
     """Every finding of the static check on `protocol` (errors and warnings), in a fixed
-    order: the simulation's, then kernel_rules' (see both module docstrings)."""
+    order: kernel_rules' (causes), the simulation's, its deadlock (often a consequence of the
+    others), then what could not be decided (see both module docstrings)."""
     from .kernel_rules import ordering_findings
     sim = Simulation(protocol)
     sim.run()
-    findings = list(sim.findings)
-    findings += ordering_findings(protocol, sim.passes)
+    deadlocks = [f for f in sim.findings if f.kind == "deadlock"]
+    findings = ordering_findings(protocol, sim.passes)
+    findings += [f for f in sim.findings if f.kind != "deadlock"] + deadlocks
     findings += [Finding("undecided", False, u.message, u.site) for u in protocol.undecided]
     return findings
 

@@ -65,11 +65,13 @@ class ByteRange:
 # ---- events (one thread class executes each; `arrivals` count that class's threads) ---------
 @dataclass(frozen=True)
 class Init:
-    """mbarrier.init of every barrier of array `barrier` in CTA `cta`."""
+    """mbarrier.init of every barrier of array `barrier` in CTA `cta`; `partial`: only some
+    threads of the class executing it initialise (the others need a barrier after it)."""
 
     barrier: str
     cta: int
     site: Site
+    partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -184,15 +186,44 @@ class GroupWait:
     site: Site
 
 
+def describe_threads(role: str | None, cta: int | None, tids) -> str:
+    """'role 'consumer' (threads 128-383)', 'thread 0', 'CTA 1 threads 0, 32, 64, 96', ...
+
+    >>> describe_threads("producer", None, [0, 32, 64, 96, 128])
+    "role 'producer' (5 threads 0, 32, ..., 128)"
+    """
+    tids = sorted(tids)
+    if len(tids) == 1:
+        text = f"thread {tids[0]}"
+    elif tids == list(range(tids[0], tids[-1] + 1)):
+        text = f"threads {tids[0]}-{tids[-1]}"
+    elif len(tids) <= 4:
+        text = "threads " + ", ".join(map(str, tids))
+    else:
+        text = f"{len(tids)} threads {tids[0]}, {tids[1]}, ..., {tids[-1]}"
+    if role is not None:
+        text = f"role '{role}' ({text})"
+    return (f"CTA {cta} " if cta is not None else "") + text
+
+
 @dataclass
 class ThreadClass:
-    """Threads executing the same events: `who` describes them ("role 'consumer' (threads
-    128-383)"), `size` counts them, `cta` is their CTA."""
+    """Threads executing the same events: their `role` (None outside warp roles), `cta`,
+    thread indices in the CTA (`tids`); `in_cluster` adds the CTA to the description."""
 
-    who: str
-    size: int
+    role: str | None
     cta: int
+    tids: tuple
     events: list = field(default_factory=list)
+    in_cluster: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.tids)
+
+    @property
+    def who(self) -> str:
+        return describe_threads(self.role, self.cta if self.in_cluster else None, self.tids)
 
 
 @dataclass(frozen=True)
@@ -230,6 +261,6 @@ class Finding:
         return f"{self.kind}: {self.message}"
 
 
-__all__ = ["Arrive", "BarrierDecl", "ByteRange", "Commit", "Copy", "Finding", "GroupWait",
+__all__ = ["describe_threads", "Arrive", "BarrierDecl", "ByteRange", "Commit", "Copy", "Finding", "GroupWait",
            "Init", "InitFence", "KernelProtocol", "ProxyFence", "SharedRead", "SharedWrite",
            "Site", "ThreadBarrier", "ThreadClass", "Undecided", "Wait"]

@@ -119,10 +119,11 @@ class Rules:
             for e in c.events:
                 if isinstance(e, Init):
                     pending.append((e.barrier, e.cta))
-                    inits[(e.barrier, e.cta)] = (i, cta_epoch, cluster_epoch, e.site, False)
+                    inits[(e.barrier, e.cta)] = (i, cta_epoch, cluster_epoch, e.site, False,
+                                                 e.partial)
                 elif isinstance(e, InitFence):
                     for key in pending:
-                        inits[key] = inits[key][:4] + (True,)
+                        inits[key] = inits[key][:4] + (True,) + inits[key][5:]
                 elif isinstance(e, ThreadBarrier) and e.waits and e.ident in (0, "cluster"):
                     cta_epoch += 1
                     cluster_epoch += e.ident == "cluster"
@@ -145,11 +146,12 @@ class Rules:
             found = inits.get((e.barrier, cta))
             if found is None:
                 continue
-            owner, i_cta, i_cluster, site, fenced = found
+            owner, i_cta, i_cluster, site, fenced, partial = found
             peer = cta != c.cta
-            if owner != index and (i_cluster >= cluster_epoch if peer else i_cta >= cta_epoch):
+            if (owner != index or partial) and \
+                    (i_cluster >= cluster_epoch if peer else i_cta >= cta_epoch):
                 sync = "lk.cluster_sync()" if peer else "lk.barrier() (or lk.cluster_sync())"
-                self.add("init", e.barrier,
+                self.add("init", c.who,
                          f"{c.who} uses {e.barrier}[{e.stage}]"
                          f"{' of CTA %d' % cta if self.p.ctas > 1 else ''} at {e.site.text()} "
                          f"before the initialisation at {site.text()} is visible to it: after "
