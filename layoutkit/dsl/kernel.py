@@ -36,6 +36,7 @@ from .global_tensor import PointerArg
 from .ir import Function, Op
 from .lower import Lowering
 from .lower_roles import kernel_directives
+from .protocol_check import check_kernel_protocol
 from .roles import finish_sync
 from .tracer import tracing
 from .types import PointerType, TensorMapType
@@ -251,7 +252,7 @@ class Kernel:
                                      "its results to memory and returns nothing",
                                      definition_line(self.fn))
                 finish_sync(trace)
-            return verify(fn_ir)
+            return check_kernel_protocol(verify(fn_ir))
         except DSLError as exc:
             raise exc.with_traceback(None) from None
         except (LayoutError, PTXBuildError, sympy.SympifyError, TypeError, ValueError) as exc:

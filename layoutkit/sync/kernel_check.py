@@ -157,9 +157,10 @@ class Simulation:
             self.add("arrive count",
                      f"{c.who} completes phase {done} of {self.name(e.slot)} at "
                      f"{e.site.text()} before any wait passed its phase {done - 1} (this "
-                     f"phase's arrivals: {_who_list(log)}): the threads arriving per use of the "
-                     f"slot outnumber its init count {s.count} ({decl.site.text()}), so "
-                     "phases complete that no one waits for", e.site)
+                     f"phase's arrivals: {_who_list(log)}): its arrivals run ahead of its "
+                     f"waiters - more arrivals per use of the slot than its init count "
+                     f"{s.count} ({decl.site.text()}), or an arrive with no wait before it",
+                     e.site)
 
     def copy(self, c: ThreadClass, e: Copy) -> bool:
         states = [self.slot(e.slot(cta), e.site) for cta in e.ctas]

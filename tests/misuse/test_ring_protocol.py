@@ -58,9 +58,9 @@ def test_producer_starting_at_phase_0_deadlocks():
           "  - deadlock: every thread class left is blocked forever:\n"
           f"      role 'producer' (threads 0-127) waits on empty[0] for parity 0 at line "
           f"{L('# P0 WAIT')} (iteration 0 of the lk.range at line {L('# P0 LOOP')}): "
-          "it completed 0 phase(s); phase 0 has 0 of 128 arrivals (none) and 0 transaction bytes outstanding; "
-          "this is the role's first wait on a free slot it then fills: a fresh barrier passes "
-          "parity 1 (its phase -1), so the producer starts at phase 1 (lk.producer_state)\n"
+          "it completed 0 phase(s); phase 0 has 0 of 128 arrivals (none) and 0 transaction "
+          "bytes outstanding; this is the role's first wait on a free slot it then fills: a "
+          "fresh barrier passes parity 1 (its phase -1), so the producer starts at phase 1 (lk.producer_state)\n"
           f"      role 'consumer' (threads 128-255) waits on full[0] for parity 0 at line "
           f"{L('# P0 CONSUMER')} (iteration 0 of the lk.range at line {L('# P0 LOOP 2')}): "
           "it completed 0 phase(s); phase 0 has 0 of 128 arrivals (none) and 0 transaction bytes "
@@ -280,8 +280,8 @@ def test_producer_arriving_twice_per_slot():
           f"line {L('# TWICE')} (iteration 0 of the lk.range at line {L('# M4')}) before any "
           "wait passed its phase 0 (this phase's arrivals: 128 from role 'producer' (threads "
           f"0-127) at line {L('# TWICE')} (iteration 0 of the lk.range at line {L('# M4')})): "
-          "the threads arriving per use of the slot outnumber its init count 128 (line "
-          f"{L('# INIT')}), so phases complete that no one waits for\n "
+          "its arrivals run ahead of its waiters - more arrivals per use of the slot than its "
+          f"init count 128 (line {L('# INIT')}), or an arrive with no wait before it\n "
           " - deadlock: every thread class left is blocked forever:\n "
           "     role 'producer' (threads 0-127) waits on empty[0] for parity 0 at line "
           f"{L('# M5')} (iteration 2 of the lk.range at line {L('# M4')}): it completed 0 "
@@ -354,8 +354,8 @@ def test_producer_ring_restarting_every_tile():
                     lk.mbarrier_wait(full[c.stage], c.phase)  # M10
                     read(slots, c.stage)
                     lk.mbarrier_arrive(empty[c.stage])
-    check(diagnose(k, I32, 8, 8, error=lk.ProtocolError, num_warps=8), __file__,
-          "# RESTART WAIT",
+    err = diagnose(k, I32, 8, 8, error=lk.ProtocolError, num_warps=8)
+    check(err, __file__, "# RESTART WAIT",
           "kernel k: the static protocol check found 3 errors (runtime loops checked with "
           "tiles=5, k_tiles=5):\n "
           " - wrong parity: role 'producer' (threads 0-127) waits on empty[0] for parity 1 at "
@@ -371,8 +371,9 @@ def test_producer_ring_restarting_every_tile():
           f"the lk.range at line {L('# M8')}) before any wait passed its phase 2 (this phase's "
           f"arrivals: 128 from role 'producer' (threads 0-127) at line {L('# M9')} (iteration 0 "
           f"of the lk.range at line {L('# M7')}, iteration 1 of the lk.range at line "
-          f"{L('# M8')})): the threads arriving per use of the slot outnumber its init count "
-          f"128 (line {L('# INIT')}), so phases complete that no one waits for\n "
+          f"{L('# M8')})): its arrivals run ahead of its waiters - more arrivals per use of the "
+          f"slot than its init count 128 (line {L('# INIT')}), or an arrive with no wait before "
+          "it\n "
           " - deadlock: every thread class left is blocked forever:\n "
           "     role 'producer' (threads 0-127) waits on empty[0] for parity 0 at line "
           f"{L('# RESTART WAIT')} (iteration 2 of the lk.range at line {L('# M7')}, iteration 1 "
