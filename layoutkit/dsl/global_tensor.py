@@ -18,7 +18,7 @@ from .errors import TraceError
 from .facts import within_block
 from .shared import check_partition
 from .ir import Value
-from .tracer import current
+from .tracer import current, is_int_expr
 from .types import DType
 from .values import TVLayout
 
@@ -109,9 +109,11 @@ class GlobalTensor:
             coords = tuple((local_tile(cl, tiler, coord), co) for cl, co in self.coords)
         except LayoutError as exc:
             raise TraceError(f"tile({tiler}, {coord}) of {self.layout}: {exc}") from None
-        coords = tuple((sub_c, co + off_c) for (sub_c, off_c), co in coords)
+        coords = tuple((sub_c, co + _origin(cl, tiler, coord, off_c))
+                       for ((sub_c, off_c), co), (cl, _) in zip(coords, self.coords))
         return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds,
                             root=self.root)
+
 
     def partition(self, tv: TVLayout) -> "GlobalTensor":
         """This thread's values of the tile under the TV layout `tv` (thread = lk.thread_id())."""
@@ -158,3 +160,16 @@ def global_tensor(ptr: PointerArg, layout: Layout, bounds=DEFAULT) -> GlobalTens
     coords = () if bounds is None else tuple((_coordinate_layout(layout, m), 0)
                                              for m in range(len(modes)))
     return GlobalTensor(ptr, layout, 0, coords, bounds)
+
+
+def _origin(coordinate_layout: Layout, tiler, coord, folded):
+    """The coordinate of a tile's first element along one mode: sum of coord_i * tiler_i *
+    stride_i for a by-mode tiler of integers. local_tile's offset (`folded`) is the same except
+    past a static extent of 1, whose rest mode the algebra gives stride 0; there tile 1 must
+    still start at coordinate tiler_i (out of bounds: masked, and TMA must not see 0)."""
+    strides = coordinate_layout.stride
+    if not (isinstance(tiler, tuple) and isinstance(coord, tuple) and isinstance(strides, tuple)
+            and len(tiler) == len(coord) == len(strides)
+            and all(is_int_expr(x) for x in (*tiler, *coord, *strides))):
+        return folded
+    return sum(c * t * d for c, t, d in zip(coord, tiler, strides))
