@@ -151,7 +151,7 @@ class Rules:
             if (owner != index or partial) and \
                     (i_cluster >= cluster_epoch if peer else i_cta >= cta_epoch):
                 sync = "lk.cluster_sync()" if peer else "lk.barrier() (or lk.cluster_sync())"
-                self.add("init", c.who,
+                self.add("init", e.barrier,
                          f"{c.who} uses {e.barrier}[{e.stage}]"
                          f"{' of CTA %d' % cta if self.p.ctas > 1 else ''} at {e.site.text()} "
                          f"before the initialisation at {site.text()} is visible to it: after "
@@ -251,9 +251,10 @@ class Rules:
                     if who != c.who and read.bytes.overlaps(write.bytes):
                         report(write, who, read)
                         return
+            published: set = set()          # ids of unfenced writes already published
             for e in c.events:
                 if isinstance(e, ProxyFence):
-                    unfenced = []
+                    unfenced, published = [], set()
                 elif isinstance(e, SharedWrite):
                     unfenced.append(e)
                 elif isinstance(e, SharedRead) and e.proxy in PROXIES:
@@ -262,10 +263,12 @@ class Rules:
                             report(w, c.who, e)
                 elif isinstance(e, (ThreadBarrier, Arrive)):
                     for w in unfenced:      # the writes are published unfenced here
-                        close(w)
-                    unfenced = []
+                        if id(w) not in published:
+                            published.add(id(w))
+                            close(w)
             for w in unfenced:
-                close(w)
+                if id(w) not in published:
+                    close(w)
 
 
 def ordering_findings(protocol: KernelProtocol, passes: dict) -> list[Finding]:

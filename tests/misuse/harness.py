@@ -24,7 +24,8 @@ def check(err, path: str, marker: str, message: str) -> None:
     """`err` says exactly `message` and points at the line of `path` holding `marker`."""
     if message is None and os.environ.get("MISUSE_RECORD"):    # authoring aid: record the text
         with open(os.environ["MISUSE_RECORD"], "a") as f:
-            f.write(json.dumps([os.environ.get("PYTEST_CURRENT_TEST"), err.message]) + "\n")
+            f.write(json.dumps([os.environ.get("PYTEST_CURRENT_TEST"), err.message,
+                                err.location.line if err.location else None]) + "\n")
     assert message is not None, f"\nACTUAL ({err.location}):\n{err.message}"
     assert err.message == message, f"\n{err.message}\n!=\n{message}"
     assert err.location is not None and err.location.file == path

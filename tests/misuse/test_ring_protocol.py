@@ -60,7 +60,8 @@ def test_producer_starting_at_phase_0_deadlocks():
           f"{L('# P0 WAIT')} (iteration 0 of the lk.range at line {L('# P0 LOOP')}): "
           "it completed 0 phase(s); phase 0 has 0 of 128 arrivals (none) and 0 transaction "
           "bytes outstanding; this is the role's first wait on a free slot it then fills: a "
-          "fresh barrier passes parity 1 (its phase -1), so the producer starts at phase 1 (lk.producer_state)\n"
+          "fresh barrier passes parity 1 (its phase -1), so the producer starts at phase 1 "
+          "(lk.producer_state)\n"
           f"      role 'consumer' (threads 128-255) waits on full[0] for parity 0 at line "
           f"{L('# P0 CONSUMER')} (iteration 0 of the lk.range at line {L('# P0 LOOP 2')}): "
           "it completed 0 phase(s); phase 0 has 0 of 128 arrivals (none) and 0 transaction bytes "
@@ -330,11 +331,11 @@ def test_barriers_used_without_a_barrier_after_their_init():
           f"before the initialisation at line {L('# NO BARRIER')} is visible to it: after "
           "lk.mbarrier_init and lk.fence_mbarrier_init(), every thread passes lk.barrier() (or "
           "lk.cluster_sync()) before using the barrier\n "
-          " - init: role 'consumer' (threads 128-255) uses full[0] at line "
-          f"{L('# CONSUMER WAIT')} (iteration 0 of the lk.range at line {L('# CONSUMER LOOP')}) "
-          f"before the initialisation at line {L('# NO BARRIER')} is visible to it: after "
-          "lk.mbarrier_init and lk.fence_mbarrier_init(), every thread passes lk.barrier() (or "
-          "lk.cluster_sync()) before using the barrier")
+          " - init: role 'producer' (threads 0-127) uses full[0] at line "
+          f"{L('# PRODUCER ARRIVE')} (iteration 0 of the lk.range at line "
+          f"{L('# PRODUCER LOOP')}) before the initialisation at line {L('# NO BARRIER')} is "
+          "visible to it: after lk.mbarrier_init and lk.fence_mbarrier_init(), every thread "
+          "passes lk.barrier() (or lk.cluster_sync()) before using the barrier")
 
 
 def test_producer_ring_restarting_every_tile():
