@@ -273,6 +273,39 @@ def check(seed: int = 0) -> float:
     return worst
 
 
+def check_cpu(seed: int = 0) -> float:
+    """Run the kernel on the CPU interpreter (layoutkit.dsl.interpreter.check_on_cpu: TMA,
+    wgmma, the mbarrier ring and warp roles executed with race checking) on small ragged
+    problems, B N-major and K-major, rows padded to 8 elements as gemm() pads them, a
+    persistent CTA taking two tiles; compares with numpy in float64 and returns the worst
+    error relative to the largest |C| (AssertionError past 2**-7)."""
+    import numpy as np
+
+    from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
+    rng = np.random.default_rng(seed)
+
+    def padded(x):                       # TMA rows: 16-byte multiples (as _tma_ready pads)
+        out = np.zeros((x.shape[0], _round_up(x.shape[1], ALIGN_ELEMENTS)), np.uint16)
+        out[:, :x.shape[1]] = x
+        return out
+    worst, cfg = 0.0, CONFIGS[1]
+    for (m, n, k), major, grid in (((130, 72, 100), "N", 1), ((64, 136, 64), "K", 2)):
+        a = to_bf16(rng.standard_normal((m, k)))
+        b = to_bf16(rng.standard_normal((k, n)))
+        want = np.zeros((m, _round_up(n, ALIGN_ELEMENTS)))
+        want[:, :n] = from_bf16(a).astype(np.float64) @ from_bf16(b).astype(np.float64)
+        a_op, b_op = padded(a), padded(b if major == "N" else b.T)
+        c = np.zeros(want.shape, np.uint16)
+        tiles_m, tiles_n = -(-m // cfg.BM), -(-n // cfg.BN)
+        group = next(g for g in (cfg.GROUP_M, 8, 4, 2, 1) if tiles_m % g == 0)
+        worst = max(worst, check_on_cpu(
+            gemm_kernel, (grid,), a_op, b_op, c, m, n, k, a_op.shape[1], b_op.shape[1],
+            c.shape[1], tiles_m, tiles_n, -(-k // ATOM_K), GRID=grid, B_MAJOR=major,
+            BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=group, expect={"c": want},
+            tolerance=2 ** -7))
+    return worst
+
+
 def benchmark(reps: int = 30) -> list[dict]:
     """bf16 GEMM TFLOP/s against torch.matmul (cuBLAS), interleaved, L2 flushed per call."""
     import torch

@@ -160,6 +160,32 @@ def _error(got, want) -> float:
     return ((got.double() - want).abs() / want.abs().clamp(min=1.0)).max().item()
 
 
+def check_cpu(seed: int = 0) -> float:
+    """Run the kernel on the CPU interpreter (layoutkit.dsl.interpreter.check_on_cpu, race
+    checking on) for small shapes of both work splits, rows offset far from 0, and compare
+    with layer norm in float64 (numpy); returns the worst error (AssertionError past 2**-7)."""
+    import numpy as np
+
+    from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
+
+    def error(got, want) -> float:          # _error's metric on numpy arrays
+        return float((np.abs(got - want) / np.maximum(np.abs(want), 1.0)).max())
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for m, n in ((3, 7), (5, 100), (2, 1500)):
+        x = to_bf16(rng.standard_normal((m, n)) * 3 + rng.standard_normal((m, 1)) * 8)
+        w, b = to_bf16(rng.standard_normal(n)), to_bf16(rng.standard_normal(n))
+        xf, wf, bf = (from_bf16(t).astype(np.float64) for t in (x, w, b))
+        centred = xf - xf.mean(axis=1, keepdims=True)
+        want = centred / np.sqrt((centred ** 2).mean(axis=1, keepdims=True) + 1e-5) * wf + bf
+        kernel, rows, constexprs = _launch_plan(n)
+        worst = max(worst, check_on_cpu(kernel, -(-m // rows), x, w, b,
+                                        np.zeros((m, n), np.uint16), m, n, 1e-5,
+                                        expect={"y": want}, tolerance=2 ** -7, error=error,
+                                        **constexprs))
+    return worst
+
+
 def check(shapes=((1, 1), (3, 7), (17, 100), (64, 1000), (9, 1024), (5, 2049), (6, 4096),
                   (4, 8191), (3, 16384), (2, 32767), (3, 32768)), seed: int = 0) -> float:
     """Run on random inputs (rows with offsets far from 0, random w and b) and compare with

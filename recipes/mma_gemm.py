@@ -234,6 +234,25 @@ def check(shapes=CHECK_SHAPES, seed: int = 0) -> float:
     return worst
 
 
+def check_cpu(seed: int = 0) -> float:
+    """Run the kernel on the CPU interpreter (layoutkit.dsl.interpreter.check_on_cpu, race
+    checking on) for small ragged problems, B row-major and K-major, and compare with numpy in
+    float64; returns the worst error relative to the largest |C| (AssertionError past 2**-7)."""
+    import numpy as np
+
+    from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for (m, n, k), kmajor in (((40, 72, 40), False), ((33, 20, 24), True)):    # ring, ragged
+        a, b = to_bf16(rng.standard_normal((m, k))), to_bf16(rng.standard_normal((k, n)))
+        want = from_bf16(a).astype(np.float64) @ from_bf16(b).astype(np.float64)
+        kernel, grid, constexprs = _launch_args(m, n, DEFAULT, kmajor)
+        worst = max(worst, check_on_cpu(kernel, grid, a, b.T.copy() if kmajor else b,
+                                        np.zeros((m, n), np.uint16), m, n, k,
+                                        expect={"c": want}, tolerance=2 ** -7, **constexprs))
+    return worst
+
+
 BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (4096, 4096, 1000))
 
 

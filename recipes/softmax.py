@@ -133,6 +133,34 @@ def compile_default() -> dict:
     return result
 
 
+def _row_relative(got, want) -> float:
+    """Error relative to the largest output of each row (softmax outputs span decades)."""
+    import numpy as np
+    return float((np.abs(got - want) / want.max(axis=-1, keepdims=True)).max())
+
+
+def check_cpu(seed: int = 0) -> float:
+    """Run the kernel on the CPU interpreter (layoutkit.dsl.interpreter.check_on_cpu, race
+    checking on) for small shapes of both work splits (a warp per row, a block per row) and
+    compare with numpy in float64; returns the worst error relative to each row's largest
+    output (AssertionError beyond 2**-7)."""
+    import numpy as np
+
+    from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for m, n in ((3, 7), (5, 100), (2, 1500)):
+        x = to_bf16(rng.standard_normal((m, n)) * 4)
+        xf = from_bf16(x).astype(np.float64)
+        want = np.exp(xf - xf.max(axis=1, keepdims=True))
+        want /= want.sum(axis=1, keepdims=True)
+        kernel, grid, constexprs = _arguments(m, n)
+        worst = max(worst, check_on_cpu(kernel, grid, x, np.zeros((m, n), np.uint16), m, n,
+                                        expect={"y": want}, tolerance=2 ** -7,
+                                        error=_row_relative, **constexprs))
+    return worst
+
+
 def check(shapes=((1, 1), (3, 7), (17, 100), (64, 1000), (9, 2049), (5, 4096), (4, 8191),
                   (3, 32768), (2, 32767)), seed: int = 0) -> float:
     """Run on random inputs and compare with torch.softmax in float64; returns the worst

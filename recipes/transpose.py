@@ -213,6 +213,27 @@ def compile_default() -> dict:
     return result
 
 
+def check_cpu(seed: int = 0) -> float:
+    """Run the kernel on the CPU interpreter (layoutkit.dsl.interpreter.check_on_cpu, race
+    checking on) for a small ragged shape of each dtype, both grid orientations, and compare
+    with numpy's transpose exactly (returns 0.0; AssertionError on any difference)."""
+    import numpy as np
+
+    from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
+    rng = np.random.default_rng(seed)
+    host = {"bfloat16": to_bf16, "float16": lambda v: v.astype(np.float16),
+            "float32": lambda v: v.astype(np.float32)}
+    shapes = {"bfloat16": (130, 20), "float16": (20, 130), "float32": (3, 5)}   # grid x, y
+    for name, dtype in DTYPES.items():
+        m, n = shapes[name]
+        x = host[name](rng.standard_normal((m, n)))
+        blocks, rows_on_x = grid(m, n, dtype)
+        want = (from_bf16(x) if name == "bfloat16" else x).T     # bf16: bit patterns
+        check_on_cpu(kernel_for(dtype), blocks, x, np.zeros((n, m), x.dtype), m, n,
+                     rows_on_x, expect={"y": want}, tolerance=0.0)
+    return 0.0
+
+
 def check(shapes=((1, 1), (3, 5), (129, 65), (1000, 777), (256, 4096), (4096, 48), (17, 3000),
                   (2048, 2048)), seed: int = 0) -> float:
     """Transpose random matrices of every dtype and compare with x.t() exactly (returns 0.0;

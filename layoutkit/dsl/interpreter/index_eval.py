@@ -1,6 +1,7 @@
 """Evaluation of `index` ops exactly as their lowering computes them (layoutkit.dsl.lower_index):
 sums and products wrap at the register width, floor(p/q) and Mod(p, q) are a shift/mask when q
-is a power of two (floor semantics, also for a negative p) and div/rem (toward zero) otherwise,
+is a power of two (floor semantics, also for a negative p) and div/rem (toward zero) otherwise
+(also for q a positive kernel integer),
 a bound symbol of another width is converted (sign-extended or truncated) first.
 
 Each expression compiles once into a Python function of the bound values.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import sympy
 
 from ..errors import TraceError
+from .errors import ExecutionError
 
 
 def _power_of_two(n: int) -> bool:
@@ -56,8 +58,12 @@ class _Source:
                          "evaluated as integer arithmetic")
 
     def _divide(self, expr, num, den, kind: str) -> str:
+        if not den.is_Integer and den.is_positive:      # a run-time divisor: div/rem
+            q, p = self.text(den), self.text(num)
+            return f"_tdiv({p}, {q})" if kind == "floor" else f"_trem({p}, {q})"
         if not (den.is_Integer and int(den) > 0):
-            raise TraceError(f"{expr}: only division by a positive integer constant is lowered")
+            raise TraceError(f"{expr}: the divisor {den} is not a positive integer constant or "
+                             "a provably positive kernel integer")
         d, p = int(den), self.text(num)
         if _power_of_two(d):            # shr.s / and.b: floor semantics even for negative p
             return f"(({p}) >> {d.bit_length() - 1})" if kind == "floor" else \
@@ -71,6 +77,9 @@ def _wrap(value: int, bits: int) -> int:
 
 
 def _tdiv(a: int, b: int) -> int:
+    if b <= 0:
+        raise ExecutionError(f"an index expression divides by {b}, a kernel integer the "
+                             "kernel's facts declare positive: pass a positive value", None)
     q = abs(a) // b
     return q if a >= 0 else -q
 

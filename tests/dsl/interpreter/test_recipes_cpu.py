@@ -1,12 +1,14 @@
 """Recipes on the CPU interpreter on small shapes, against numpy references (what
 `layoutkit run RECIPE --cpu` runs)."""
 import importlib.util
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
+from layoutkit.recipe_runner import load_recipe
 
 RECIPES = Path(__file__).resolve().parents[3] / "recipes"
 
@@ -34,3 +36,15 @@ def test_softmax_matches_numpy(m, n):
     err = check_on_cpu(kernel, grid, x, np.zeros((m, n), np.uint16), m, n, expect={"y": want},
                        tolerance=2 ** -7, error=row_relative, **constexprs)
     assert err < 2 ** -7
+
+
+@pytest.mark.parametrize("name, tolerance", [("softmax", 2 ** -7), ("layernorm", 2 ** -7),
+                                             ("transpose", 0.0), ("mma_gemm", 2 ** -7),
+                                             ("gemm_hopper", 2 ** -7)])
+def test_recipe_check_cpu(name, tolerance):
+    """Each recipe's check_cpu() (what `layoutkit run RECIPE --cpu` runs) passes on seed 0."""
+    recipe = load_recipe(name)           # registers the module (gemm_hopper's dataclass needs it)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # protocol-check notes are not this test's subject
+        err = recipe.check_cpu(seed=0)
+    assert 0.0 <= err <= tolerance
