@@ -351,3 +351,16 @@ def test_wgmma_result_read_before_its_wait():
           f"this op (binary) reads %4, the accumulator result of the wgmma at line {L('# M4')}, "
           "while that wgmma may still run; commit it (lk.wgmma_commit()) and wait for it "
           "(lk.wgmma_wait(n)) before reading")
+
+
+def test_branch_on_loaded_data_around_an_arrive_is_a_warning():
+    from .hardware_kernels import data_dependent_arrive_body
+    with pytest.warns(lk.ProtocolWarning) as record:
+        lk.Kernel(data_dependent_arrive_body, 4).ptx(I32, 8)
+    (warning,) = record.list
+    from .hardware_kernels import __file__ as path
+    assert str(warning.message) == (
+        "kernel data_dependent_arrive_body: the static protocol check could not decide: the "
+        "condition of this lk.if_ depends on values loaded from memory; the check assumed "
+        "every thread takes it")
+    assert (warning.filename, warning.lineno) == (path, line_of(path, "# DATA BRANCH"))
