@@ -47,6 +47,7 @@ class Config:
     BK: int = 64
     STAGES: int = 3
     GROUP_M: int = 8
+    CLUSTER: int = 2
     BM: int = CONSUMERS * WG_ROWS
 
     def smem_bytes(self) -> int:
@@ -74,12 +75,15 @@ def c_tile(bm: int, bn: int) -> ComposedLayout:
     return ComposedLayout(SW128, 0, Layout((bm, (64, bn // 64)), (64, (1, 64 * bm))))
 
 
-@lk.kernel(num_warps=4 * (1 + CONSUMERS))
-def gemm_kernel(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.bf16],
-                M: lk.i32, N: lk.i32, K: lk.i32, LDA: lk.i32, LDB: lk.i32, LDC: lk.i32,
-                TILES_M: lk.i32, TILES_N: lk.i32,
-                K_TILES: lk.i32, GRID: lk.constexpr, B_MAJOR: lk.constexpr,
-                BN: lk.constexpr, STAGES: lk.constexpr, GROUP_M: lk.constexpr):
+def gemm_body(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.bf16],
+              M: lk.i32, N: lk.i32, K: lk.i32, LDA: lk.i32, LDB: lk.i32, LDC: lk.i32,
+              TILES_M: lk.i32, TILES_N: lk.i32, K_TILES: lk.i32, GRID: lk.constexpr,
+              B_MAJOR: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
+              GROUP_M: lk.constexpr, CLUSTER: lk.constexpr):
+    """The kernel (see the module docstring). CLUSTER = 2: pairs of CTAs along M share each B
+    tile, every CTA TMA-multicasting half of it to both (half the L2 traffic for B); a stage is
+    free once the consumers of both CTAs released it, so each consumer warp arrives on the
+    empty barrier of both."""
     BM, BK = CONSUMERS * WG_ROWS, ATOM_K
     A = lk.global_tensor(a, Layout((M, K), (LDA, 1)))
     if B_MAJOR == "K":                                   # b[k, n] at n * LDB + k
@@ -91,44 +95,63 @@ def gemm_kernel(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk
     C = lk.global_tensor(c, Layout((M, N), (LDC, 1)))
     sA = lk.shared_tensor(k_major(BM, STAGES), lk.bf16, name="sA")
     sC = lk.shared_tensor(c_tile(BM, BN), lk.bf16, name="sC")
-    full = lk.mbarrier_array(STAGES, 1, name="full")                 # producer + TMA bytes
-    empty = lk.mbarrier_array(STAGES, CONSUMERS * 128, name="empty")  # every consumer thread
+    full = lk.mbarrier_array(STAGES, 1, name="full")        # own producer's arrive + TMA bytes
+    empty = lk.mbarrier_array(STAGES, CLUSTER * CONSUMERS * 4, name="empty")  # consumer warps
+    # cluster kernels: every consumer warp of the cluster arrives once when it is done
+    finished = lk.mbarrier_array(1, CLUSTER * CONSUMERS * 4, name="finished")
     with lk.if_(lk.eq(lk.thread_id(), 0)):
-        lk.mbarrier_init(full, empty)
+        lk.mbarrier_init(full, empty, finished)
         lk.fence_mbarrier_init()
-    lk.barrier()
+    if CLUSTER == 1:
+        lk.barrier()
+        rank, unit = 0, lk.block_id(0)               # a scheduling unit is one CTA
+    else:
+        lk.cluster_sync()                            # the peer's barriers are initialised
+        rank, unit = lk.block_rank_in_cluster(), lk.block_id(0) // CLUSTER
+    units = GRID // CLUSTER
+    pair_rows = (TILES_M + CLUSTER - 1) // CLUSTER   # tile rows in steps of CLUSTER
 
     def tile_coords(t):
-        """Output tile t in GROUP_M-row groups: (tile row, tile column)."""
+        """Unit tile t in GROUP_M-row groups: (tile row of this CTA, tile column)."""
         per_group = GROUP_M * TILES_N
-        return (t // per_group) * GROUP_M + t % GROUP_M, (t % per_group) // GROUP_M
+        row = (t // per_group) * GROUP_M + t % GROUP_M
+        return CLUSTER * row + rank, (t % per_group) // GROUP_M
 
     def b_tile(s):
         return sB[:, :, s] if B_MAJOR == "K" else lk.transpose(sB[:, :, s])
 
     with lk.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
         with lk.if_(lk.eq(lk.warp_id(), 0)):
-            for t in lk.range(lk.block_id(0), TILES_M * TILES_N, GRID):
+            for t in lk.range(unit, pair_rows * TILES_N, units):
                 tm, tn = tile_coords(t)
-                first = (t // GRID) * K_TILES      # t = block + j * GRID, block < GRID
+                first = (t // units) * K_TILES      # t = unit + j * units, unit < units
                 for k in lk.range(0, K_TILES):
                     p = lk.producer_state(first + k, STAGES)
                     lk.mbarrier_wait(empty[p.stage], p.phase)
                     with lk.elect_one(), lk.expect_tx(full[p.stage]):
                         lk.tma_load(sA[:, :, p.stage], A.tile((BM, BK), (tm, k)), full[p.stage])
-                        if B_MAJOR == "K":
-                            lk.tma_load(sB[:, :, p.stage], B.tile((BN, BK), (tn, k)),
-                                        full[p.stage])
-                        else:
-                            lk.tma_load(sB[:, :, p.stage], B.tile((BK, BN), (k, tn)),
-                                        full[p.stage])
+                        b_src = B.tile((BN, BK), (tn, k)) if B_MAJOR == "K" else \
+                            B.tile((BK, BN), (k, tn))
+                        lk.tma_load(sB[:, :, p.stage], b_src, full[p.stage],
+                                    multicast="x" if CLUSTER > 1 else None)
+            if CLUSTER > 1:     # the CTA's shared memory outlives every peer's arrivals
+                lk.mbarrier_wait(finished[0], 0)
+
+    def release(stage):
+        """This warp is done reading `stage`: one arrive per CTA of the cluster."""
+        with lk.elect_one():
+            if CLUSTER == 1:
+                lk.mbarrier_arrive(empty[stage])
+            else:
+                for peer in range(CLUSTER):
+                    lk.mbarrier_arrive(empty[stage], cta=peer)
 
     for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
         with lk.warp_role(f"consumer{wg}", warpgroups=(1 + wg,), registers=CONSUMER_REGISTERS):
             mine = sC.tile((WG_ROWS, BN), (wg, 0))
-            for t in lk.range(lk.block_id(0), TILES_M * TILES_N, GRID):
+            for t in lk.range(unit, pair_rows * TILES_N, units):
                 tm, tn = tile_coords(t)
-                first = (t // GRID) * K_TILES      # t = block + j * GRID, block < GRID
+                first = (t // units) * K_TILES
                 loop = lk.range(0, K_TILES, carry=(lk.wgmma_accumulator(BN),))
                 for k, (acc,) in loop:
                     s = lk.consumer_state(first + k, STAGES)
@@ -138,13 +161,12 @@ def gemm_kernel(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk
                                    b_tile(s.stage), accumulate=k > 0)
                     lk.wgmma_commit()
                     lk.wgmma_wait(1)               # the previous k-step's wgmma has finished:
-                    with lk.if_(k > 0):            # its stage goes back to the producer
-                        lk.mbarrier_arrive(empty[(s.stage + STAGES - 1) % STAGES])
+                    with lk.if_(k > 0):            # its stage goes back to the producer(s)
+                        release((s.stage + STAGES - 1) % STAGES)
                     loop.next(acc)
                 (acc,) = loop.results
                 lk.wgmma_wait(0)
-                last = (lk.consumer_state(first, STAGES).stage + K_TILES - 1) % STAGES
-                lk.mbarrier_arrive(empty[last])
+                release((lk.consumer_state(first, STAGES).stage + K_TILES - 1) % STAGES)
                 # epilogue: the previous tile's TMA store has read sC before it is rewritten
                 with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
                     lk.tma_store_wait(0)
@@ -157,11 +179,22 @@ def gemm_kernel(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk
                     lk.tma_store_commit()
             with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
                 lk.tma_store_wait(0)
+            if CLUSTER > 1:
+                with lk.elect_one():
+                    for peer in range(CLUSTER):
+                        lk.mbarrier_arrive(finished[0], cta=peer)
+
+
+WARPS = 4 * (1 + CONSUMERS)
+gemm_kernel = lk.kernel(gemm_body, num_warps=WARPS)
+gemm_kernel_cluster2 = lk.kernel(gemm_body, num_warps=WARPS, cluster=(2, 1, 1))
+KERNELS = {1: gemm_kernel, 2: gemm_kernel_cluster2}
 
 
 # ---- host side -------------------------------------------------------------------------------
-CONFIGS = (Config(BN=256, STAGES=3), Config(BN=128, STAGES=4), Config(BN=128, STAGES=5),
-           Config(BN=256, STAGES=3, GROUP_M=16), Config(BN=128, STAGES=4, GROUP_M=16))
+CONFIGS = (Config(BN=256, STAGES=3), Config(BN=256, STAGES=3, CLUSTER=1),
+           Config(BN=256, STAGES=3, GROUP_M=4), Config(BN=128, STAGES=5),
+           Config(BN=128, STAGES=4, CLUSTER=1))
 # The winners of benchmarks/bench_gemm.py --sweep on the H200, per (M, N, K); config_for falls
 # back to the first CONFIGS entry for shapes not listed.
 BEST_CONFIGS: dict[tuple[int, int, int], Config] = {}
@@ -227,12 +260,14 @@ def gemm(a, b, out=None, config: Config | None = None):
     c = _tma_ready(out) if out.stride(1) == 1 else _tma_ready(out.new_empty(m, n))
     cfg = config or config_for(m, n, k)
     tiles_m, tiles_n = -(-m // cfg.BM), -(-n // cfg.BN)
-    group = next(g for g in (cfg.GROUP_M, 8, 4, 2, 1) if tiles_m % g == 0)
-    grid = min(torch.cuda.get_device_properties(a.device).multi_processor_count,
-               tiles_m * tiles_n)
-    gemm_kernel[(grid,)](a, b_op, c, m, n, k, _leading(a), _leading(b_op), _leading(c),
-                         tiles_m, tiles_n, -(-k // ATOM_K), GRID=grid, B_MAJOR=major,
-                         BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=group)
+    pair_rows = -(-tiles_m // cfg.CLUSTER)           # tile rows a cluster's CTAs share
+    group = next(g for g in (cfg.GROUP_M, 8, 4, 2, 1) if pair_rows % g == 0)
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    grid = cfg.CLUSTER * min(sms // cfg.CLUSTER, pair_rows * tiles_n)
+    KERNELS[cfg.CLUSTER][(grid,)](a, b_op, c, m, n, k, _leading(a), _leading(b_op),
+                                  _leading(c), tiles_m, tiles_n, -(-k // ATOM_K), GRID=grid,
+                                  B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=group,
+                                  CLUSTER=cfg.CLUSTER)
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)
     return out
@@ -242,9 +277,10 @@ def compile_default() -> dict[str, str]:
     """PTX of the default config for both B layouts (a 4096^3 problem's specialization)."""
     P = lk.Pointer[lk.bf16]
     cfg = CONFIGS[0]
-    return {f"gemm_{major}major_{cfg.BM}x{cfg.BN}x{cfg.BK}_s{cfg.STAGES}":
-            gemm_kernel.ptx(P, P, P, 4096, 4096, 4096, 4096, 4096, 4096, 32, 16, 64, GRID=132,
-                            B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M)
+    return {f"gemm_{major}major_{cfg.BM}x{cfg.BN}x{cfg.BK}_s{cfg.STAGES}_c{cfg.CLUSTER}":
+            KERNELS[cfg.CLUSTER].ptx(P, P, P, 4096, 4096, 4096, 4096, 4096, 4096, 32, 16, 64,
+                                     GRID=132, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
+                                     GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
             for major in ("N", "K")}
 
 
@@ -288,8 +324,10 @@ def check_cpu(seed: int = 0) -> float:
         out = np.zeros((x.shape[0], _round_up(x.shape[1], ALIGN_ELEMENTS)), np.uint16)
         out[:, :x.shape[1]] = x
         return out
-    worst, cfg = 0.0, CONFIGS[1]
-    for (m, n, k), major, grid in (((130, 72, 100), "N", 1), ((64, 136, 64), "K", 2)):
+    worst = 0.0
+    for (m, n, k), major, grid, cfg in (((130, 72, 100), "N", 1, CONFIGS[1]),
+                                        ((64, 136, 64), "K", 2, CONFIGS[1]),
+                                        ((200, 40, 72), "N", 2, CONFIGS[0])):
         a = to_bf16(rng.standard_normal((m, k)))
         b = to_bf16(rng.standard_normal((k, n)))
         want = np.zeros((m, _round_up(n, ALIGN_ELEMENTS)))
@@ -297,12 +335,13 @@ def check_cpu(seed: int = 0) -> float:
         a_op, b_op = padded(a), padded(b if major == "N" else b.T)
         c = np.zeros(want.shape, np.uint16)
         tiles_m, tiles_n = -(-m // cfg.BM), -(-n // cfg.BN)
-        group = next(g for g in (cfg.GROUP_M, 8, 4, 2, 1) if tiles_m % g == 0)
+        pair_rows = -(-tiles_m // cfg.CLUSTER)
+        group = next(g for g in (cfg.GROUP_M, 8, 4, 2, 1) if pair_rows % g == 0)
         worst = max(worst, check_on_cpu(
-            gemm_kernel, (grid,), a_op, b_op, c, m, n, k, a_op.shape[1], b_op.shape[1],
-            c.shape[1], tiles_m, tiles_n, -(-k // ATOM_K), GRID=grid, B_MAJOR=major,
-            BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=group, expect={"c": want},
-            tolerance=2 ** -7))
+            KERNELS[cfg.CLUSTER], (grid,), a_op, b_op, c, m, n, k, a_op.shape[1],
+            b_op.shape[1], c.shape[1], tiles_m, tiles_n, -(-k // ATOM_K), GRID=grid,
+            B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=group, CLUSTER=cfg.CLUSTER,
+            expect={"c": want}, tolerance=2 ** -7))
     return worst
 
 

@@ -22,7 +22,7 @@ def compiled():
 def test_both_b_layouts_assemble_without_spills(compiled):
     assert sorted(name.split("_")[1] for name in compiled) == ["Kmajor", "Nmajor"]
     for name, (_, cubin) in compiled.items():
-        usage = cubin.resources["gemm_kernel"]
+        usage = cubin.resources["gemm_body"]
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, name
         assert usage.stack_frame_bytes == 0 and not usage.setmaxnreg_ignored, name
 
@@ -45,6 +45,8 @@ def test_pipeline_pieces_are_in_the_ptx(compiled):
         assert "wgmma.wait_group.sync.aligned 1" in ptx, name
         assert "cp.async.bulk.tensor.2d.global.shared::cta" in ptx, name     # TMA store
         assert "fence.proxy.async.shared::cta" in ptx, name
+        assert ".reqnctapercluster 2, 1, 1" in ptx and ".multicast::cluster" in ptx, name
+        assert "mapa.shared::cluster" in ptx, name          # consumers release both CTAs' stage
 
 
 def test_configs_fit_in_shared_memory():

@@ -248,10 +248,27 @@ def _wait(op, compiler):
 
 
 def _retire_all(thread, executions: list, op):
+    """wgmma.wait_group is .sync.aligned: the warp's lanes pass it together. So the lanes meet
+    (a warp rendezvous) once the groups are computed, and the last to arrive retires the
+    groups for all of them and joins their clocks: a lane going on (an elected lane arriving
+    on an empty barrier) has seen every lane's retirement."""
     for execution in executions:
         while not execution.computed:
             yield ExecutionWait(execution, op)
-        _retire(thread, execution)
+    warp = thread.warp.threads
+
+    def finish(rendezvous):
+        for member in warp:
+            for execution in rendezvous.arrivals[member.tid]:
+                _retire(member, execution)
+        hb = thread.cta.machine.hb
+        if hb is not None:
+            hb.synchronize(warp, warp)
+
+    met = arrive(thread, ("wgmma_wait", thread.warp.index), warp, op, "wgmma.wait_group",
+                 executions, finish)
+    while not met.complete:
+        yield met
 
 
 @handler("wgmma_undef")
