@@ -40,17 +40,17 @@ def test_correct_kernels_pass_cleanly(case):
     clean(kernel, *args, **kwargs)
 
 
-@pytest.mark.parametrize("major", ["K", "N"])
-def test_hopper_gemm_recipe_passes_cleanly(major):
+@pytest.mark.parametrize("cluster", [1, 2])
+def test_hopper_gemm_recipe_passes_cleanly(cluster):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipes"))
     try:
         import gemm_hopper as G
     finally:
         sys.path.pop(0)
-    cfg = G.CONFIGS[0]
     p = P[lk.bf16]
-    clean(G.gemm_kernel, p, p, p, 4096, 4096, 4096, 4096, 4096, 4096, 32, 16, 64, GRID=132,
-          B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M)
+    for major in ("K", "N"):
+        clean(G.KERNELS[cluster], p, p, p, 4096, 4096, 4096, 4096, 4096, 4096, 32, 16, 64,
+              GRID=132, B_MAJOR=major, BN=256, STAGES=3, GROUP_M=8, CLUSTER=cluster)
 
 
 def test_ring_classes_and_events():
