@@ -5,7 +5,9 @@ order (the simulation of kernel_check supplies which waits passed on which phase
   on it alternate parity (a repeat with arrivals in between waits on a stale phase);
 - race: a wait that passes at once on a fresh barrier (phase -1, parity 1) and is followed by
   reads of shared bytes that another class publishes on that barrier (its stores before its
-  arrive, or a TMA copy completing on it): the read runs before the data lands;
+  arrive, or a TMA copy completing on it): the read runs before the data lands; or a class of
+  the ring (it arrives on a barrier the writer waits on) reading such bytes without ever
+  waiting on the barrier array that publishes them;
 - init: a barrier used by threads that pass no lk.barrier()/lk.cluster_sync() after its
   initialisation, or a cluster-scope use (peer arrive, multicast) without fence.mbarrier_init;
 - wgmma overwrite: a release (arrive) while a wgmma reading shared bytes is still in flight,
@@ -84,8 +86,35 @@ class Rules:
                         out.setdefault(e.slot(cta), []).append((dst, c.who, e.site))
         return out
 
+    def unwaited(self, published: dict) -> None:
+        """A ring member that reads what another class publishes on a barrier array it never
+        waits on (it arrives on a barrier the writer waits on, so it is in the ring)."""
+        waits_on = [{e.barrier for e in c.events if isinstance(e, Wait)} for c in self.p.classes]
+        arrives_on = [{e.barrier for e in c.events if isinstance(e, Arrive)}
+                      for c in self.p.classes]
+        for i, c in enumerate(self.p.classes):
+            for e in c.events:
+                if not isinstance(e, SharedRead):
+                    continue
+                for slot, writes in published.items():
+                    if slot[1] in waits_on[i]:
+                        continue
+                    hit = next((w for w in writes if w[0].overlaps(e.bytes) and w[1] != c.who
+                                and any(arrives_on[i] & waits_on[j]
+                                        for j, d in enumerate(self.p.classes) if d.who == w[1])),
+                               None)
+                    if hit is not None:
+                        self.add("race", (c.who, slot[1]),
+                                 f"{c.who} reads {e.bytes.text()} at {e.site.text()}, which "
+                                 f"{hit[1]} writes ({hit[2].text()}) and publishes on "
+                                 f"{self.name(slot)}, but it never waits on '{slot[1]}': the "
+                                 "read can run before the data lands; wait on the barrier "
+                                 "that completes when the data is ready", e.site)
+                        return
+
     def race(self) -> None:
         published = self.published()
+        self.unwaited(published)
         for (index, position), phase in sorted(self.passes.items()):
             if phase != -1:
                 continue

@@ -384,3 +384,36 @@ def test_producer_ring_restarting_every_tile():
           f"{L('# M10')} (iteration 4 of the lk.range at line {L('# M11')}, iteration 0 of the "
           f"lk.range at line {L('# M12')}): it completed 4 phase(s); phase 4 has 0 of 128 "
           "arrivals (none) and 0 transaction bytes outstanding")
+
+
+def test_consumer_reading_without_waiting_on_full():
+    def k(out: I32, n: lk.i32):
+        full, empty, slots = ring()
+        with lk.warp_role("producer", warpgroups=0):
+            producer(full, empty, slots, n)
+        with lk.warp_role("consumer", warpgroups=1):
+            for i in lk.range(0, n):                                  # NO WAIT LOOP
+                c = lk.consumer_state(i, STAGES)
+                read(slots, c.stage)
+                lk.mbarrier_arrive(empty[c.stage])                    # NO WAIT RELEASE
+    check(protocol_error(k), __file__, "# READ",
+          "kernel k: the static protocol check found 3 errors (runtime loops checked with "
+          "n=5):\n "
+          " - race: role 'consumer' (threads 128-255) reads slots bytes 0..511 at line "
+          f"{L('# READ')} (iteration 0 of the lk.range at line {L('# NO WAIT LOOP')}), which "
+          f"role 'producer' (threads 0-127) writes (line {L('# FILL')} (iteration 0 of the "
+          f"lk.range at line {L('# PRODUCER LOOP')})) and publishes on full[0], but it never "
+          "waits on 'full': the read can run before the data lands; wait on the barrier that "
+          "completes when the data is ready\n "
+          " - arrive count: role 'consumer' (threads 128-255) completes phase 1 of empty[0] at "
+          f"line {L('# NO WAIT RELEASE')} (iteration 2 of the lk.range at line {L('# NO WAIT LOOP')}) "
+          "before any wait passed its phase 0 (this phase's arrivals: 128 from role 'consumer' "
+          f"(threads 128-255) at line {L('# NO WAIT RELEASE')} (iteration 2 of the lk.range at line "
+          f"{L('# NO WAIT LOOP')})): its arrivals run ahead of its waiters - more arrivals per "
+          f"use of the slot than its init count 128 (line {L('# INIT')}), or an arrive with no "
+          "wait before it\n "
+          " - deadlock: every thread class left is blocked forever:\n "
+          "     role 'producer' (threads 0-127) waits on empty[0] for parity 1 at line "
+          f"{L('# PRODUCER WAIT')} (iteration 0 of the lk.range at line "
+          f"{L('# PRODUCER LOOP')}): it completed 3 phase(s); phase 3 has 0 of 128 arrivals "
+          "(none) and 0 transaction bytes outstanding")
