@@ -20,7 +20,7 @@ from layoutkit.sync import ProtocolError as SyncProtocolError
 from layoutkit.sync.kernel_check import check_kernel
 
 from .errors import DSLError
-from .protocol_extract import extract, has_sync
+from .protocol_extract import TooLong, extract, has_sync
 
 
 _SKIPPED: contextvars.ContextVar[bool] = contextvars.ContextVar("layoutkit_protocol_skip",
@@ -64,7 +64,12 @@ def check_kernel_protocol(fn):
     """Check the verified IR `fn`; return it unchanged, raise ProtocolError, or warn."""
     if _SKIPPED.get() or not has_sync(fn):
         return fn
-    protocol = extract(fn)
+    try:
+        protocol = extract(fn)
+    except TooLong as exc:
+        warnings.warn(ProtocolWarning(f"kernel {fn.name}: the static protocol check could not "
+                                      f"decide: {exc}"), stacklevel=2)
+        return fn
     findings = check_kernel(protocol)
     for finding in findings:
         if not finding.error:

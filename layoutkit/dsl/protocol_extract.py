@@ -12,8 +12,9 @@ Approximations, stated: integer parameters that bound runtime loops take the sma
 (respecting declared divisibility) that give each loop `2 * STAGES + 1` iterations (STAGES: the
 largest mbarrier array), which covers every stage/phase residue of the rings; other integer
 parameters take 16 times their divisor; block indices are 0 (the CTA's position in its
-cluster); a loop runs at most MAX_TRIPS iterations; a byte range of a shared access is the
-span of the executing threads' accesses.
+cluster); a byte range of a shared access is the span of the executing threads' accesses. A
+kernel whose loops would need more than MAX_TRIPS iterations of one loop or MAX_WALKS body
+walks in all is not checked (`TooLong`; the caller warns).
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from layoutkit.sync import kernel_model as km
 from .protocol_ops import EventOps
 from .protocol_values import UNKNOWN, Values
 
-MAX_TRIPS = 256
+MAX_TRIPS = 4096          # iterations of one loop the walk follows at most
+MAX_WALKS = 50_000        # loop-body walks in all; past it the kernel is not checked
 DEFAULT_PARAM = 16
 SEARCH_LIMIT = 1 << 24
 RELEVANT = {"mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
@@ -45,6 +47,10 @@ def _walk(block):
 def has_sync(fn) -> bool:
     """Whether the kernel has any op the protocol check reasons about."""
     return any(op.name in RELEVANT for op in _walk(fn.body))
+
+
+class TooLong(Exception):
+    """The walk would exceed MAX_TRIPS / MAX_WALKS; the message says which loop."""
 
 
 class Proto:
@@ -92,6 +98,7 @@ class Extractor(EventOps):
         self.trips = 2 * self.stages + 1
         self.tentative = set(self.params)
         self.relevant, self.syncs = {}, {}
+        self.walks = 0
         self._mark(fn.body)
 
     def _fixed(self) -> dict:
@@ -200,7 +207,14 @@ class Extractor(EventOps):
         body_ids = {a.id for a in body.args}
         for inner in _walk(body):
             body_ids.update(r.id for r in inner.results)
-        for i in range(min(int(trips.max(initial=0)), MAX_TRIPS)):
+        count = int(trips.max(initial=0))
+        self.walks += count
+        if count > MAX_TRIPS or self.walks > MAX_WALKS:
+            line = op.location.line if op.location else "?"
+            raise TooLong(f"the lk.range at line {line} runs {count} iterations (in all "
+                          f"{self.walks} loop-body walks; the check follows at most "
+                          f"{MAX_TRIPS} and {MAX_WALKS}), so the kernel was not checked")
+        for i in range(count):
             sub = mask & (full_trips > i)
             self.values.forget(body_ids)
             self.values.fixed[body.args[0].id] = full_lo + i * step
@@ -330,4 +344,4 @@ def extract(fn) -> km.KernelProtocol:
     return Extractor(fn).run()
 
 
-__all__ = ["Extractor", "extract", "has_sync", "MAX_TRIPS"]
+__all__ = ["Extractor", "TooLong", "extract", "has_sync", "MAX_TRIPS", "MAX_WALKS"]

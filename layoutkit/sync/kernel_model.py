@@ -261,6 +261,6 @@ class Finding:
         return f"{self.kind}: {self.message}"
 
 
-__all__ = ["describe_threads", "Arrive", "BarrierDecl", "ByteRange", "Commit", "Copy", "Finding", "GroupWait",
-           "Init", "InitFence", "KernelProtocol", "ProxyFence", "SharedRead", "SharedWrite",
+__all__ = ["describe_threads", "Arrive", "BarrierDecl", "ByteRange", "Commit", "Copy", "Finding",
+           "GroupWait", "Init", "InitFence", "KernelProtocol", "ProxyFence", "SharedRead", "SharedWrite",
            "Site", "ThreadBarrier", "ThreadClass", "Undecided", "Wait"]

@@ -91,3 +91,16 @@ def test_skipped_context_leaves_a_broken_kernel_unchecked():
         lk.Kernel(k).ir(P[lk.i32], 8)
     with pytest.warns(lk.ProtocolWarning, match="debug build, run anyway"):
         lk.Kernel(k, debug=True).ir(P[lk.i32], 8)
+
+
+def test_a_kernel_too_long_to_walk_is_a_warning_not_a_check():
+    def k(x: P[lk.i32], n: lk.i32):
+        full = lk.mbarrier_array(1, 128, name="full")
+        with lk.if_(lk.eq(lk.thread_id(), 0)):
+            lk.mbarrier_init(full)
+        lk.barrier()
+        for i in lk.range(0, 5000):
+            lk.mbarrier_arrive(full[0])
+            lk.mbarrier_wait(full[0], i % 2)
+    with pytest.warns(lk.ProtocolWarning, match="the lk.range at line .* runs 5000 iterations"):
+        lk.Kernel(k).ir(P[lk.i32], 8)
