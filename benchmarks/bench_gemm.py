@@ -55,7 +55,10 @@ def main(argv=None) -> int:
                                      "cuBLAS": lambda: torch.matmul(a, b)}, reps=args.reps)
                 ours, theirs = (tflops(flops, times[x].median_ms) for x in ("layoutkit", "cuBLAS"))
                 tag = "K-major" if kmajor else "N-major"
-                extra = f"   {config}" if config is not None else ""
+                extra = ""
+                if config is not None:
+                    units = recipe._resident_units(a.device, config, "K" if kmajor else "N")
+                    extra = f"   {config}, {units} resident units"
                 print(f"{m:6d} {n:6d} {k:6d} {tag:>7} {ours:10.1f} {theirs:8.1f} "
                       f"{ours / theirs:6.3f}{extra}")
     return 0

@@ -228,6 +228,29 @@ def _tma_ready(x):
     return buf[:, :cols]
 
 
+_RESIDENT: dict = {}
+
+
+def _resident_units(device, cfg: Config, major: str) -> int:
+    """Scheduling units (CTAs, or clusters of cfg.CLUSTER CTAs) that run at once: the SM count,
+    or for clusters what cuOccupancyMaxActiveClusters allows (GPCs need not hold a whole number
+    of clusters; a persistent grid larger than what is resident would run in two waves)."""
+    import torch
+    key = (device, cfg, major)
+    if key not in _RESIDENT:
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        if cfg.CLUSTER == 1:
+            _RESIDENT[key] = sms
+        else:
+            P = lk.Pointer[lk.bf16]
+            spec = KERNELS[cfg.CLUSTER].specialize(
+                P, P, P, 4096, 4096, 4096, 4096, 4096, 4096, 32, 16, 64, GRID=sms, B_MAJOR=major,
+                BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
+            _RESIDENT[key] = spec.compiled.max_active_clusters(
+                WARPS * 32, spec.ir.shared_bytes, (cfg.CLUSTER, 1, 1))
+    return _RESIDENT[key]
+
+
 def _leading(x) -> int:
     return x.stride(0) if x.shape[0] > 1 else _round_up(x.shape[1], ALIGN_ELEMENTS)
 
@@ -262,8 +285,7 @@ def gemm(a, b, out=None, config: Config | None = None):
     tiles_m, tiles_n = -(-m // cfg.BM), -(-n // cfg.BN)
     pair_rows = -(-tiles_m // cfg.CLUSTER)           # tile rows a cluster's CTAs share
     group = next(g for g in (cfg.GROUP_M, 8, 4, 2, 1) if pair_rows % g == 0)
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    grid = cfg.CLUSTER * min(sms // cfg.CLUSTER, pair_rows * tiles_n)
+    grid = cfg.CLUSTER * min(_resident_units(a.device, cfg, major), pair_rows * tiles_n)
     KERNELS[cfg.CLUSTER][(grid,)](a, b_op, c, m, n, k, _leading(a), _leading(b_op),
                                   _leading(c), tiles_m, tiles_n, -(-k // ATOM_K), GRID=grid,
                                   B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=group,

@@ -47,6 +47,7 @@ from .cluster import (block_id_in_cluster, block_rank_in_cluster, cluster_id, cl
                       cluster_size, cluster_sync, num_clusters)
 
 from .tma import TmaError, tma_load, tma_store, tma_store_commit, tma_store_wait
+from .protocol_check import ProtocolError, ProtocolWarning, protocol_check_skipped
 
 __all__ = [
     "kernel", "Kernel", "Specialization",
@@ -74,4 +75,5 @@ __all__ = [
     "DSLError", "KernelDefinitionError", "KernelArgumentError", "ConstexprError",
     "LayoutMismatchError", "TraceError", "SharedMemoryError", "VerifierError",
     "tma_load", "tma_store", "tma_store_commit", "tma_store_wait", "TmaError",
+    "ProtocolError", "ProtocolWarning", "protocol_check_skipped",
 ]

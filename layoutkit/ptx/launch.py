@@ -302,6 +302,24 @@ class CompiledKernel:
                                         f"cluster.{axis} = {cd}; the grid must be a whole number of clusters")
         return c
 
+    def max_active_clusters(self, block, smem_bytes: int, cluster, device: int | None = None) -> int:
+        """How many clusters of shape ``cluster`` can run at once on the device with this block
+        size and dynamic shared memory (cuOccupancyMaxActiveClusters): the grid of a persistent
+        cluster kernel, in clusters. Raises LaunchConfigError when not even one fits."""
+        fn = self.function(device)
+        b, c = _dim3("block", block), _dim3("cluster", cluster)
+        try:
+            fn.ensure_dynamic_smem(smem_bytes)
+        except driver.SharedMemoryLimitError as exc:
+            raise LaunchConfigError(str(exc)) from None
+        config = self._launch_config(c, b, smem_bytes, c)
+        count = driver.check(driver.bindings().cuOccupancyMaxActiveClusters(fn.handle, config),
+                             "cuOccupancyMaxActiveClusters")
+        if count < 1:
+            raise LaunchConfigError(f"kernel {self.name!r}: no cluster of {c} blocks of {b} threads "
+                                    f"with {smem_bytes} bytes of shared memory fits on the device")
+        return int(count)
+
     @staticmethod
     def _launch_config(g, b, smem_bytes, c):
         cu = driver.bindings()

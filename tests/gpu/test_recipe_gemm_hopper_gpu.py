@@ -57,3 +57,10 @@ def test_unaligned_strides_are_copied_not_misread():
     err = ((got.double() - a.double() @ b.double()).norm() /
            (a.double() @ b.double()).norm()).item()
     assert err < 1e-2
+
+
+@pytest.mark.parametrize("config", gemm_hopper.CONFIGS, ids=str)
+def test_resident_units_fit_the_device(config):
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    units = gemm_hopper._resident_units(torch.device("cuda", 0), config, "N")
+    assert 1 <= units * config.CLUSTER <= sms
