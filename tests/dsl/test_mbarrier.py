@@ -56,7 +56,8 @@ def test_init_fence_and_barrier_ptx_in_order():
 def test_arrive_count_and_constant_stage_fold_into_the_address():
     def body(full, empty):
         lk.mbarrier_arrive(empty[2])
-        lk.mbarrier_arrive(empty[3], count=4)
+        with lk.if_(is_zero(lk.warp_id())):          # 32 threads x 4 = empty[3]'s 128 arrivals
+            lk.mbarrier_arrive(empty[3], count=4)
     ptx = lines(build(body).ptx(PTR, 8))
     assert "mbarrier.arrive.shared::cta.b64 _, [%u0+48];" in ptx
     assert "mbarrier.arrive.shared::cta.b64 _, [%u0+56], 4;" in ptx
@@ -64,7 +65,10 @@ def test_arrive_count_and_constant_stage_fold_into_the_address():
 
 def test_remote_arrive_maps_the_peer_address_in_a_cluster_kernel():
     def body(full, empty):
-        lk.mbarrier_arrive(full[1], cta=(lk.block_rank_in_cluster() + 1) % 2)
+        lk.cluster_sync()                             # the peer's init is visible to this CTA
+        with lk.if_(is_zero(lk.thread_id())):
+            lk.mbarrier_arrive(full[1], cta=(lk.block_rank_in_cluster() + 1) % 2)
+        lk.mbarrier_wait(full[1], 0)                  # the peer's arrive landed before exit
     k = build(body, cluster=(2, 1, 1))
     ptx = k.ptx(PTR, 8)
     assert re.search(r"mapa\.shared::cluster\.u32 %u\d+, %u\d+, %u\d+;\s*\n\s*"
@@ -77,13 +81,14 @@ def test_remote_arrive_maps_the_peer_address_in_a_cluster_kernel():
 
 def test_expect_tx_arrives_with_the_total_of_attached_copies_before_them():
     def body(full, empty):
-        with lk.elect_one():
+        with lk.if_(is_zero(lk.warp_id())), lk.elect_one():     # one thread: full[0] counts 1
             with lk.expect_tx(full[0]) as ref:
                 attach_copy(ref, 8192, "A tile")
                 attach_copy(full[0], 4096, "B tile")
     k = build(body)
     assert "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%u0], 12288;" in lines(k.ptx(PTR, 8))
-    (op,) = [o for o in k.ir(PTR, 8).body.ops if o.name == "elect_one"][0].blocks[0].ops[-1:]
+    (warp0,) = [o for o in k.ir(PTR, 8).body.ops if o.name == "if"][-1:]
+    (op,) = [o for o in warp0.blocks[0].ops if o.name == "elect_one"][0].blocks[0].ops[-1:]
     assert op.name == "mbarrier_arrive_expect_tx"
     assert op.attrs["copies"] == (("A tile", 8192), ("B tile", 4096))
     assert op.attrs["barrier"] == "full" and op.attrs["stage"] == 0
@@ -93,7 +98,12 @@ def test_wait_is_a_try_wait_loop_with_runtime_stage_and_phase():
     def body(full, empty):
         for k in lk.range(0, 100):
             c = lk.consumer_state(k, 4)
+            p = lk.producer_state(k, 4)
+            with lk.if_(is_zero(lk.thread_id())):     # thread 0 fills, all 128 release
+                lk.mbarrier_wait(empty[p.stage], p.phase)
+                lk.mbarrier_arrive(full[p.stage])
             lk.mbarrier_wait(full[c.stage], c.phase)
+            lk.mbarrier_arrive(empty[c.stage])
     ptx = build(body).ptx(PTR, 8)
     # power-of-two ring: stage = k & 3, phase = (k >> 2) & 1, both without division
     assert re.search(r"and\.b32 (%s\d+), %s\d+, 3;", ptx)
@@ -145,9 +155,16 @@ def test_ring_states_follow_the_sync_pipeline_state(stages):
                 (expected.index, expected.phase)
 
 
+def arrive_then_wait(full, empty):
+    """Thread 0 arrives on full[0] (count 1); every thread waits for its phase 0."""
+    with lk.if_(is_zero(lk.thread_id())):
+        lk.mbarrier_arrive(full[0])
+    lk.mbarrier_wait(full[0], 0)
+
+
 def test_debug_build_differs_from_release_only_by_the_bounded_waits():
-    release = build(lambda full, empty: lk.mbarrier_wait(full[0], 0), debug=False)
-    debug = build(lambda full, empty: lk.mbarrier_wait(full[0], 0), debug=True)
+    release = build(arrive_then_wait, debug=False)
+    debug = build(arrive_then_wait, debug=True)
     rel, dbg = release.ptx(PTR, 8), debug.ptx(PTR, 8)
     for marker in (ERROR_BUFFER_PARAM, "%globaltimer", "trap;", "membar.sys"):
         assert marker not in rel and marker in dbg
@@ -171,7 +188,7 @@ def test_debug_build_differs_from_release_only_by_the_bounded_waits():
 
 
 def test_layoutkit_debug_env_selects_the_debug_build(monkeypatch):
-    k = build(lambda full, empty: lk.mbarrier_wait(full[0], 0), debug=None)
+    k = build(arrive_then_wait, debug=None)
     monkeypatch.setenv("LAYOUTKIT_DEBUG", "0")
     assert ERROR_BUFFER_PARAM not in k.ptx(PTR, 8)
     monkeypatch.setenv("LAYOUTKIT_DEBUG", "1")

@@ -57,7 +57,7 @@ def test_elect_one_and_named_barriers():
             with lk.if_(sympy.Eq(lk.warp_id_in_warpgroup(), 0)):
                 with lk.elect_one():
                     lk.fence_proxy_async()
-            lk.named_barrier_arrive(2, 288)
+                lk.named_barrier_arrive(2, 288)        # this warp + 256 consumers = 288
         with lk.warp_role("consumer", warpgroups=(1, 2), registers=232):
             lk.named_barrier_sync(2, 288)
             lk.named_barrier_sync(3, 256)

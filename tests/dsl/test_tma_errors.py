@@ -26,15 +26,20 @@ def load_kernel(shared_layout, tile=(128, 64), tensor=None, multicast=None, clus
         if shared_tile is not None:
             s_a = s_a.tile(*shared_tile)
         full = lk.mbarrier_array(1, arrive_count=1, name="full")
-        lk.mbarrier_init(full)
+        with lk.if_(lk.thread_id() < 1):
+            lk.mbarrier_init(full)
+            lk.fence_mbarrier_init()
+        lk.barrier()
         src = A.tile(tile, (0, 0))
         if partition:
             src = src.partition(lk.tv_layout(Layout((128, 1)), Layout((1, 64))))
-        if scope:
-            with lk.expect_tx(full[0]):
-                lk.tma_load(s_a, src, full[0], multicast=multicast)  # THE LOAD
-        else:
-            lk.tma_load(s_a, src, full[0])  # UNSCOPED LOAD
+        with lk.if_(lk.thread_id() < 1):        # one thread arms full[0] (count 1) and loads
+            if scope:
+                with lk.expect_tx(full[0]):
+                    lk.tma_load(s_a, src, full[0], multicast=multicast)  # THE LOAD
+            else:
+                lk.tma_load(s_a, src, full[0])  # UNSCOPED LOAD
+        lk.mbarrier_wait(full[0], 0)
     return k
 
 

@@ -187,15 +187,20 @@ def ring_loads(a: BF16, M: lk.i32, K: lk.i32):
     ring = lk.shared_tensor(ComposedLayout(Swizzle(3, 3, 3), 0,
                                            Layout((128, 64, 4), (64, 1, 8192))), lk.bf16)
     full = lk.mbarrier_array(4, arrive_count=1, name="full")
+    empty = lk.mbarrier_array(4, arrive_count=128, name="empty")
     with _first_thread():
-        lk.mbarrier_init(full)
+        lk.mbarrier_init(full, empty)
+        lk.fence_mbarrier_init()
+    lk.barrier()
     for kk in lk.range(0, K // 64):
-        stage = kk % 4
+        p, c = lk.producer_state(kk, 4), lk.consumer_state(kk, 4)
         with _first_thread():
-            with lk.expect_tx(full[stage]):
-                lk.tma_load(ring[:, :, stage], A.tile((128, 64), (lk.block_id(0), kk)),
-                            full[stage])
-        lk.mbarrier_wait(full[stage], (kk // 4) % 2)
+            lk.mbarrier_wait(empty[p.stage], p.phase)
+            with lk.expect_tx(full[p.stage]):
+                lk.tma_load(ring[:, :, p.stage], A.tile((128, 64), (lk.block_id(0), kk)),
+                            full[p.stage])
+        lk.mbarrier_wait(full[c.stage], c.phase)
+        lk.mbarrier_arrive(empty[c.stage])
 
 
 def test_a_ring_stage_chosen_at_run_time_is_a_tma_destination():
