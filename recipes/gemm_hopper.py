@@ -138,13 +138,15 @@ def gemm_body(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.b
                 lk.mbarrier_wait(finished[0], 0)
 
     def release(stage):
-        """This warp is done reading `stage`: one arrive per CTA of the cluster."""
+        """This warp's wgmmas are done reading `stage` (after lk.wgmma_wait): one arrive per
+        CTA of the cluster, cta-scoped (only async-proxy reads to report: a cluster-scoped
+        release would cost a MEMBAR.ALL.GPU per arrive, half the GEMM's speed)."""
         with lk.elect_one():
             if CLUSTER == 1:
                 lk.mbarrier_arrive(empty[stage])
             else:
                 for peer in range(CLUSTER):
-                    lk.mbarrier_arrive(empty[stage], cta=peer)
+                    lk.mbarrier_arrive(empty[stage], cta=peer, scope="cta")
 
     for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
         with lk.warp_role(f"consumer{wg}", warpgroups=(1 + wg,), registers=CONSUMER_REGISTERS):

@@ -69,7 +69,8 @@ class MbarrierLowering:
                 arith.add(self.k, address.base, address.offset, dtype="u32")
             if not isinstance(base, Reg):
                 base = convert.mov(self.k, base, dtype="u32")
-            isa_mbarrier.arrive_remote(self.k, base, self._u32(op.operands[1]), count)
+            isa_mbarrier.arrive_remote(self.k, base, self._u32(op.operands[1]), count,
+                                       scope=op.attrs.get("scope", "cluster"))
         else:
             arrive(self.k, self._slot(op), count)
 

@@ -21,7 +21,8 @@ the dynamic shared array (lowering adds the array's address); `barrier` the arra
   mbarrier_init:              ->      barrier, offset (int, of stage 0), stages, arrive_count
   fence_mbarrier_init:        ->      (fence.mbarrier_init.release.cluster)
   mbarrier_arrive:  offset[, rank] -> barrier, stage, count, remote (rank: i32 cluster rank of
-                                      the peer CTA whose barrier receives the arrival)
+                                      the peer CTA whose barrier receives the arrival), scope
+                                      (release scope of a remote arrive: cluster or cta)
   mbarrier_arrive_expect_tx: offset -> barrier, stage, tx_bytes, copies ((what, nbytes), ...)
   mbarrier_wait:    offset, parity[, stage, errors] -> barrier, stage, phase (expr), debug
                                       (debug: stage is the i32 stage, errors the hidden pointer
@@ -181,10 +182,14 @@ def fence_mbarrier_init() -> None:
     current("lk.fence_mbarrier_init").emit("fence_mbarrier_init", (), ())
 
 
-def mbarrier_arrive(ref, *, count: int = 1, cta=None) -> None:
+def mbarrier_arrive(ref, *, count: int = 1, cta=None, scope: str = "cluster") -> None:
     """Arrive `count` times (1..2^20-1) on `ref` from every thread that executes this. With
     `cta=rank` (an int or integer expression), arrive on the barrier at the same offset in the
-    CTA of that cluster rank (mapa + arrive.release.cluster; cluster kernels only)."""
+    CTA of that cluster rank (mapa + arrive.release.<scope>; cluster kernels only). `scope`
+    ("cluster" or "cta") is that remote arrive's release scope: "cluster" publishes this
+    thread's earlier writes to the peer (ptxas emits MEMBAR.ALL.GPU: about a microsecond);
+    "cta" costs nothing and suffices when the arrive only reports that async-proxy reads
+    finished (a consumer releasing a stage its wgmma read, after lk.wgmma_wait)."""
     what = "lk.mbarrier_arrive"
     trace = current(what)
     ref = _ref(what, ref)
@@ -193,6 +198,9 @@ def mbarrier_arrive(ref, *, count: int = 1, cta=None) -> None:
             not 1 <= count <= ref.array.arrive_count:
         raise TraceError(f"{what} on {ref.describe()}: count = {count!r} must be an int in "
                          f"1..{ref.array.arrive_count} (the array's arrive count per phase)")
+    if scope not in ("cluster", "cta"):
+        raise TraceError(f"{what} on {ref.describe()}: scope = {scope!r} must be 'cluster' or "
+                         "'cta' (the release scope of a remote arrive)")
     operands = [ref.byte_offset()]
     if cta is not None:
         cluster = sync_state(trace).cluster
@@ -205,7 +213,7 @@ def mbarrier_arrive(ref, *, count: int = 1, cta=None) -> None:
                              f"(the cluster {cluster} has {size} CTAs)")
         operands.append(trace.index(cta, i32))
     trace.emit("mbarrier_arrive", operands, (), {**ref.attrs(), "count": count,
-                                                 "remote": cta is not None})
+                                                 "remote": cta is not None, "scope": scope})
 
 
 @contextlib.contextmanager

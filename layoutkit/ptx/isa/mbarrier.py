@@ -206,11 +206,14 @@ def fence_init(k: Kernel, *, pred=None) -> None:
     k.emit("fence.mbarrier_init.release.cluster", pred=pred, requires=SM90_PTX80)
 
 
-def arrive_remote(k: Kernel, bar, rank, count=None, *, pred=None) -> None:
+def arrive_remote(k: Kernel, bar, rank, count=None, *, scope: str = "cluster", pred=None) -> None:
     """Arrive on the barrier at the same shared offset as `bar` in the CTA of cluster rank
-    `rank`: `mapa.shared::cluster.u32` then `mbarrier.arrive.release.cluster.shared::cluster`."""
+    `rank`: `mapa.shared::cluster.u32` then `mbarrier.arrive.release.<scope>.shared::cluster`.
+    `scope="cluster"` orders this thread's earlier memory writes before the peer's wait (ptxas
+    emits MEMBAR.ALL.GPU for it on sm_90); `"cta"` does not (no fence in SASS): enough when
+    the arrive only says that async-proxy reads (wgmma, TMA store) already completed."""
     remote = mapa(k, bar, rank, pred=pred)
-    arrive(k, remote, count, sem="release", scope="cluster", space="cluster", pred=pred)
+    arrive(k, remote, count, sem="release", scope=scope, space="cluster", pred=pred)
 
 
 __all__ = ["MAX_COUNT", "arrive", "arrive_drop", "arrive_expect_tx", "arrive_remote",
