@@ -36,6 +36,7 @@ SW128 = Swizzle(3, 3, 3)      # the 128-byte swizzle on bf16 element offsets
 ATOM_K = 64                   # bf16 elements in one 128-byte swizzled row
 CONSUMERS = 2                 # consumer warpgroups, 64 rows of the tile each
 WG_ROWS = 64                  # rows of one wgmma (m64)
+EPILOGUE_N = 128              # the epilogue stores C in column chunks of this width (smem)
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 
 
@@ -52,7 +53,7 @@ class Config:
 
     def smem_bytes(self) -> int:
         stage = (self.BM + self.BN) * self.BK * 2
-        return self.STAGES * stage + self.BM * self.BN * 2
+        return self.STAGES * stage + self.BM * min(self.BN, EPILOGUE_N) * 2
 
 
 def k_major(rows: int, stages: int) -> ComposedLayout:
@@ -94,7 +95,8 @@ def gemm_body(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.b
         sB = lk.shared_tensor(n_major(BN, STAGES), lk.bf16, name="sB")
     C = lk.global_tensor(c, Layout((M, N), (LDC, 1)))
     sA = lk.shared_tensor(k_major(BM, STAGES), lk.bf16, name="sA")
-    sC = lk.shared_tensor(c_tile(BM, BN), lk.bf16, name="sC")
+    EPI = min(BN, EPILOGUE_N)                        # C leaves through smem in EPI-wide chunks
+    sC = lk.shared_tensor(c_tile(BM, EPI), lk.bf16, name="sC")
     full = lk.mbarrier_array(STAGES, 1, name="full")        # own producer's arrive + TMA bytes
     empty = lk.mbarrier_array(STAGES, CLUSTER * CONSUMERS * 4, name="empty")  # consumer warps
     # cluster kernels: every consumer warp of the cluster arrives once when it is done
@@ -150,7 +152,8 @@ def gemm_body(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.b
 
     for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
         with lk.warp_role(f"consumer{wg}", warpgroups=(1 + wg,), registers=CONSUMER_REGISTERS):
-            mine = sC.tile((WG_ROWS, BN), (wg, 0))
+            mine = sC.tile((WG_ROWS, EPI), (wg, 0))
+            chunk_layout = lk.wgmma_accumulator_layout(EPI)
             for t in lk.range(unit, pair_rows * TILES_N, units):
                 tm, tn = tile_coords(t)
                 first = (t // units) * K_TILES
@@ -169,16 +172,24 @@ def gemm_body(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.b
                 (acc,) = loop.results
                 lk.wgmma_wait(0)
                 release((lk.consumer_state(first, STAGES).stage + K_TILES - 1) % STAGES)
-                # epilogue: the previous tile's TMA store has read sC before it is rewritten
-                with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
-                    lk.tma_store_wait(0)
-                lk.named_barrier_sync(1 + wg, 128)
-                lk.store(mine.partition(acc.layout), lk.cast(acc, lk.bf16))
-                lk.fence_proxy_async()
-                lk.named_barrier_sync(1 + wg, 128)
-                with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
-                    lk.tma_store(C.tile((WG_ROWS, BN), (2 * tm + wg, tn)), mine)
-                    lk.tma_store_commit()
+                # epilogue, EPI columns at a time: accumulator values [j*v, (j+1)*v) are
+                # columns [j*EPI, (j+1)*EPI) in the EPI-wide accumulator layout (the wgmma
+                # accumulator layout repeats every 8 columns), so each chunk is a register view
+                per_chunk = chunk_layout.num_values
+                for j in range(BN // EPI):
+                    chunk = lk.RegisterTensor(lk.f32, chunk_layout,
+                                              acc.values[j * per_chunk:(j + 1) * per_chunk])
+                    # the previous chunk's TMA store has read sC before it is rewritten
+                    with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
+                        lk.tma_store_wait(0)
+                    lk.named_barrier_sync(1 + wg, 128)
+                    lk.store(mine.partition(chunk_layout), lk.cast(chunk, lk.bf16))
+                    lk.fence_proxy_async()
+                    lk.named_barrier_sync(1 + wg, 128)
+                    with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
+                        lk.tma_store(C.tile((WG_ROWS, EPI), (2 * tm + wg, (BN // EPI) * tn + j)),
+                                     mine)
+                        lk.tma_store_commit()
             with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
                 lk.tma_store_wait(0)
             if CLUSTER > 1:
@@ -194,9 +205,9 @@ KERNELS = {1: gemm_kernel, 2: gemm_kernel_cluster2}
 
 
 # ---- host side -------------------------------------------------------------------------------
-CONFIGS = (Config(BN=256, STAGES=3), Config(BN=256, STAGES=3, CLUSTER=1),
-           Config(BN=256, STAGES=3, GROUP_M=4), Config(BN=128, STAGES=5),
-           Config(BN=128, STAGES=4, CLUSTER=1))
+CONFIGS = (Config(BN=256, STAGES=4), Config(BN=256, STAGES=4, CLUSTER=1),
+           Config(BN=256, STAGES=3), Config(BN=256, STAGES=4, GROUP_M=16),
+           Config(BN=128, STAGES=6))
 # The winners of benchmarks/bench_gemm.py --sweep on the H200, per (M, N, K); config_for falls
 # back to the first CONFIGS entry for shapes not listed.
 BEST_CONFIGS: dict[tuple[int, int, int], Config] = {}
