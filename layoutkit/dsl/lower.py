@@ -136,6 +136,8 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
             d = getattr(arith, kind if kind == "neg" else "abs_")(k, a, dtype=t.ptx)
         elif kind == "exp2":
             d = sfu.ex2(k, a, dtype=t.ptx, ftz=t.name == "bf16")
+        elif kind == "log2":
+            d = sfu.lg2(k, a, dtype=t.ptx)
         elif kind == "sqrt":
             d = sfu.sqrt(k, a, rounding="rn", dtype=t.ptx)
         elif kind == "rcp":

@@ -199,7 +199,7 @@ def _apply(op: str, kind, *args, result: DType | None = None):
 
 
 # PTX has these forms only for some types (PTX ISA; ex2 bf16 needs .ftz, no f16/bf16 div).
-_FLOAT_ONLY = {"exp2": ("f32", "f16", "bf16"), "sqrt": ("f32", "f64"), "rsqrt": ("f32", "f64"),
+_FLOAT_ONLY = {"exp2": ("f32", "f16", "bf16"), "log2": ("f32",), "sqrt": ("f32", "f64"), "rsqrt": ("f32", "f64"),
                "rcp": ("f32", "f64"), "div": ("f32", "f64", "i32", "i64"), "fma": ("f32", "f64",
                                                                                      "f16", "bf16")}
 
@@ -232,6 +232,11 @@ def fma(a, b, c):
 def exp2(x):
     """Elementwise 2**x (the SFU approximation, ex2.approx; f32, f16, bf16)."""
     return _apply("unary", "exp2", x)
+
+
+def log2(x):
+    """Elementwise log2(x) (the SFU approximation, lg2.approx; f32): -inf at 0, NaN below."""
+    return _apply("unary", "log2", x)
 
 
 def sqrt(x):
@@ -278,4 +283,4 @@ def full(layout: TVLayout, value, dtype: DType = f32) -> RegisterTensor:
 
 
 __all__ = ["TVLayout", "tv_layout", "Scalar", "RegisterTensor", "maximum", "minimum", "fma",
-           "exp2", "sqrt", "rsqrt", "where", "cast", "full", "i32"]
+           "exp2", "log2", "sqrt", "rsqrt", "where", "cast", "full", "i32"]

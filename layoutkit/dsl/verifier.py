@@ -28,7 +28,7 @@ def op_rule(*names: str):
 
 
 BINARY = ("add", "sub", "mul", "div", "max", "min")
-UNARY = ("neg", "abs", "exp2", "sqrt", "rsqrt", "rcp")
+UNARY = ("neg", "abs", "exp2", "log2", "sqrt", "rsqrt", "rcp")
 CMP = ("lt", "le", "gt", "ge", "eq", "ne")
 
 

@@ -207,7 +207,7 @@ def int_div(a: int, b: int, dtype: DType) -> int:
 
 
 def unary(kind: str, a, dtype: DType):
-    """The `unary` op (neg abs exp2 sqrt rsqrt rcp) on a register value of dtype."""
+    """The `unary` op (neg abs exp2 log2 sqrt rsqrt rcp) on a register value of dtype."""
     if not dtype.is_float:
         return wrap(-a, dtype) if kind == "neg" else wrap(abs(a), dtype)
     x = float(a)
@@ -223,6 +223,9 @@ def unary(kind: str, a, dtype: DType):
         out = round_float(r, dtype)
         return to_dtype(0.0, dtype) if dtype.name == "bf16" and _subnormal(float(out), dtype) \
             else out
+    if kind == "log2":              # lg2.approx: -inf at +-0, NaN below 0
+        r = -math.inf if x == 0 else math.nan if x < 0 or math.isnan(x) else math.log2(x)
+        return round_float(r, dtype)
     if kind == "sqrt":
         return round_float(math.sqrt(x) if x >= 0 else (x if x == 0 else math.nan), dtype)
     if kind == "rsqrt":
