@@ -1,0 +1,190 @@
+"""The DSL's Python work per launch, measured on the CPU: `kernel[grid](args)` end to end, its
+stages, and the recipes' wrappers (softmax, layernorm, transpose), with no GPU.
+
+What stands in for the GPU: the driver's ``cuLaunchKernel`` is a no-op of the same signature,
+``load_function`` returns a fake loaded function on a fake device 0, torch's current-stream query
+is a dict lookup. The PTX is real (ptxas assembles it, as on the GPU). Tensors are real torch CPU
+tensors posing as CUDA tensors of device 0: ``torch.Tensor.get_device`` and ``is_cuda`` are
+overridden in Python for the run (each read costs ~0.05 µs more than torch's C getter), so every
+layer takes the path it takes for CUDA tensors. Needs torch (any build; CPU is enough).
+
+Rows, in µs per call (best and median of repeats of a batch of calls; on a shared CPU the best
+is the steadier number): the configured launcher alone (the floor the DSL adds to), the DSL
+call, the stages of the DSL call timed one by one, and each recipe wrapper beside the DSL call
+it makes. "above" is the row minus the row it builds on.
+
+    python benchmarks/bench_dsl_launch_cpu.py [--calls 5000] [--repeats 15]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+import layoutkit.dsl as lk  # noqa: E402
+from layoutkit.algebra import Layout  # noqa: E402
+from layoutkit.ptx import Device, Function, driver  # noqa: E402
+from layoutkit.ptx import arguments, launch as launch_module  # noqa: E402
+
+DEVICE = Device(0, None, None, {"MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
+                                "MAX_SHARED_MEMORY_PER_BLOCK": 49152})
+
+
+@lk.kernel(num_warps=2)
+def scale(x: lk.Pointer[lk.f32], y: lk.Pointer[lk.f32], n: lk.i64, a: lk.f32):
+    """y = a * x over n elements, 4 per thread: the 4-argument kernel of the DSL rows."""
+    tv = lk.tv_layout(Layout(64), Layout(4))
+    X = lk.global_tensor(x, Layout(n)).tile((256,), (lk.block_id(0),)).partition(tv)
+    Y = lk.global_tensor(y, Layout(n)).tile((256,), (lk.block_id(0),)).partition(tv)
+    lk.store(Y, lk.load(X) * a)
+
+
+@lk.kernel(num_warps=2)
+def scale_by(x: lk.Pointer[lk.f32], y: lk.Pointer[lk.f32], n: lk.i64, a: lk.f32,
+             VALUES: lk.constexpr):
+    """`scale` with its values per thread a constexpr."""
+    tv = lk.tv_layout(Layout(64), Layout(VALUES))
+    X = lk.global_tensor(x, Layout(n)).tile((64 * VALUES,), (lk.block_id(0),)).partition(tv)
+    Y = lk.global_tensor(y, Layout(n)).tile((64 * VALUES,), (lk.block_id(0),)).partition(tv)
+    lk.store(Y, lk.load(X) * a)
+
+
+def no_op_launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+    return (0,)
+
+
+def install_fakes() -> None:
+    """torch CPU tensors as CUDA tensors of device 0; a driver that loads and launches nothing."""
+    torch.Tensor.get_device = lambda self: 0
+    torch.Tensor.is_cuda = property(lambda self: True)
+    arguments._torch_tensor = None
+    launch_module._torch_stream_getter = {0: 0}.get
+    driver.bindings().cuLaunchKernel = no_op_launch
+    driver.current_device = lambda: DEVICE
+    driver.device = lambda ordinal=0: DEVICE
+    handle = driver.bindings().CUfunction()
+    driver.load_function = lambda cubin, name, dev: Function(name, dev, handle, 0, 32, 1024)
+
+
+def launcher_of(kernel, grid, *args, **kwargs):
+    """The configured launcher `kernel[grid]` ends in, and its runtime arguments."""
+    spec = kernel.specialize(*args, **kwargs)
+    values = [v for p, v in zip(kernel.params, _bound(kernel, args, kwargs)) if p.kind != "constexpr"]
+    return spec.launcher(grid, 32 * kernel.num_warps), tuple(values)
+
+
+def _bound(kernel, args, kwargs):
+    names = [p.name for p in kernel.params]
+    return tuple(args) + tuple(kwargs[n] for n in names[len(args):])
+
+
+def dsl_rows() -> dict:
+    x, y = torch.zeros(4096), torch.zeros(4096)
+    x1 = torch.zeros(4097)[1:]                        # 4 bytes past a 16-byte boundary
+    grid = 16
+    launcher, runtime = launcher_of(scale, grid, x, y, 4096, 2.0)
+    launcher_u, runtime_u = launcher_of(scale, grid, x1, y, 4096, 2.0)
+    launcher(*runtime)
+    rows = {
+        "configured launcher (x, y, n, a): the floor": lambda: launcher(*runtime),
+        "scale[16](x, y, n, a)": lambda: scale[grid](x, y, 4096, 2.0),
+        "scale[16](x, y, n=n, a=a)": lambda: scale[grid](x, y, n=4096, a=2.0),
+        "scale[16] alternating aligned / unaligned x (2 calls)":
+            lambda: (scale[grid](x, y, 4096, 2.0), scale[grid](x1, y, 4096, 2.0)),
+        "  floor for the row above (2 calls)": lambda: (launcher(*runtime), launcher_u(*runtime_u)),
+        "scale_by[16](x, y, n, a, 4)": lambda: scale_by[grid](x, y, 4096, 2.0, 4),
+        "scale_by[16](x, y, n, a, VALUES=4)": lambda: scale_by[grid](x, y, 4096, 2.0, VALUES=4),
+    }
+    launcher_of(scale_by, grid, x, y, 4096, 2.0, 4)
+    rows.update(stage_rows(scale, grid, (x, y, 4096, 2.0)))
+    return rows
+
+
+def stage_rows(kernel, grid, args) -> dict:
+    """The DSL call's stages one by one (what each costs alone), for this code's internals."""
+    from layoutkit.dsl.arguments import bind
+    params, name = kernel.params, kernel.name
+    values = bind(params, args, {}, name)
+    key = kernel._key(values)
+    spec = kernel._cache[key]
+    threads = 32 * kernel.num_warps
+    return {
+        "  stage: kernel[grid] (the launch closure)": lambda: kernel[grid],
+        "  stage: bind (positional)": lambda: bind(params, args, {}, name),
+        "  stage: key (facts of 4 arguments + options)": lambda: kernel._key(values),
+        "  stage: kernel.options()": kernel.options,
+        "  stage: specialization lookup": lambda: kernel._cache.get(key),
+        "  stage: runtime values + hidden": lambda: [values[i] for i in kernel._runtime],
+        "  stage: spec.launcher(grid, threads)": lambda: spec.launcher(grid, threads),
+    }
+
+
+def recipe_rows() -> dict:
+    from recipes import layernorm as ln
+    from recipes import softmax as sm
+    from recipes import transpose as tr
+    m, n = 4096, 1024
+    x = torch.zeros(m, n, dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    w, b = torch.zeros(n, dtype=torch.bfloat16), torch.zeros(n, dtype=torch.bfloat16)
+    xt = torch.empty(n, m, dtype=torch.bfloat16)
+
+    sm_kernel, sm_grid, sm_const = sm._arguments(m, n)
+    ln_kernel, ln_rows, ln_const = ln._launch_plan(n)
+    ln_grid = (m + ln_rows - 1) // ln_rows
+    tr_kernel = tr.kernel_for(lk.bf16)
+    tr_grid, rows_on_x = tr.grid(m, n, lk.bf16)
+    sm.softmax(x, out), ln.layernorm(x, w, b, 1e-5, out), tr.transpose(x, xt)  # compile once
+    sm_launcher, sm_runtime = launcher_of(sm_kernel, sm_grid, x, out, m, n, **sm_const)
+    ln_launcher, ln_runtime = launcher_of(ln_kernel, ln_grid, x, w, b, out, m, n, 1e-5, **ln_const)
+    tr_launcher, tr_runtime = launcher_of(tr_kernel, tr_grid, x, xt, m, n, rows_on_x)
+    return {
+        "softmax: configured launcher": lambda: sm_launcher(*sm_runtime),
+        "softmax: kernel[grid](x, out, m, n, **constexprs)":
+            lambda: sm_kernel[sm_grid](x, out, m, n, **sm_const),
+        "softmax(x, out)": lambda: sm.softmax(x, out),
+        "layernorm: configured launcher": lambda: ln_launcher(*ln_runtime),
+        "layernorm: kernel[grid](x, w, b, out, m, n, eps, **constexprs)":
+            lambda: ln_kernel[ln_grid](x, w, b, out, m, n, 1e-5, **ln_const),
+        "layernorm(x, w, b, 1e-5, out)": lambda: ln.layernorm(x, w, b, 1e-5, out),
+        "transpose: configured launcher": lambda: tr_launcher(*tr_runtime),
+        "transpose: kernel[grid](x, out, m, n, rows_on_x)":
+            lambda: tr_kernel[tr_grid](x, xt, m, n, rows_on_x),
+        "transpose(x, out)": lambda: tr.transpose(x, xt),
+    }
+
+
+def measure(rows: dict, calls: int, repeats: int) -> dict[str, tuple[float, float]]:
+    times = {name: [] for name in rows}
+    for _ in range(repeats):
+        for name, run in rows.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                run()
+            times[name].append((time.perf_counter() - start) / calls * 1e6)
+    return {name: (min(t), statistics.median(t)) for name, t in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args()
+    install_fakes()
+    print(f"Python {sys.version.split()[0]}, torch {torch.__version__}; µs per call, best and "
+          f"median of {args.repeats} x {args.calls} calls\n")
+    print("| row | µs best | µs median |")
+    print("|---|---:|---:|")
+    for rows in (dsl_rows(), recipe_rows()):
+        for name, (best, median) in measure(rows, args.calls, args.repeats).items():
+            print(f"| {name} | {best:.2f} | {median:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
