@@ -1,11 +1,13 @@
 """The ``layoutkit`` command line (also ``python -m layoutkit``).
 
-  layoutkit tour            the README's main job: a checked layout-algebra session, then the
-                            PTX toolchain (build, assemble and, on a Hopper GPU, run a kernel)
+  layoutkit tour            the README's main job: a checked layout-algebra session, every
+                            recipe assembled and, on a Hopper GPU, checked and benchmarked
+                            (one summary table)
   layoutkit compile RECIPE  assemble a recipe's default kernels for sm_90a (any machine):
                             [--ptx] [--sass] [--resources]
   layoutkit run RECIPE      on a Hopper GPU: check the recipe against its reference, then
-                            benchmark it beside the library doing the same work
+                            benchmark it beside the library doing the same work;
+                            --cpu: run its check on the CPU interpreter (any machine)
   layoutkit cache info      where the cubin cache lives, its entries and bytes
   layoutkit cache clear     delete every cached cubin
 """
@@ -36,14 +38,17 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from layoutkit.recipe_runner import load_recipe
-    recipe = load_recipe(args.recipe)
-    for needed in ("check", "benchmark"):
-        if not callable(getattr(recipe, needed, None)):
-            print(f"recipe {args.recipe} defines no {needed}()", file=sys.stderr)
+    from layoutkit.recipe_runner import check_and_benchmark, load_recipe
+    if args.cpu:
+        recipe = load_recipe(args.recipe)
+        if not callable(getattr(recipe, "check_cpu", None)):
+            print(f"recipe {args.recipe} defines no check_cpu()", file=sys.stderr)
             return 2
-    print(f"check: worst relative error {recipe.check():.3g}")
-    recipe.benchmark()
+        print(f"check on the CPU interpreter (seed {args.seed}): worst relative error "
+              f"{recipe.check_cpu(seed=args.seed):.3g}")
+        return 0
+    worst, _ = check_and_benchmark(args.recipe)
+    print(f"check: worst relative error {worst:.3g}")
     return 0
 
 
@@ -71,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.set_defaults(run=_compile)
     run = commands.add_parser("run", help="check and benchmark a recipe on a Hopper GPU")
     run.add_argument("recipe", help="a name in recipes/ (e.g. softmax) or a path")
+    run.add_argument("--cpu", action="store_true",
+                     help="run the recipe's check on the CPU interpreter instead (no GPU)")
+    run.add_argument("--seed", type=int, default=0, help="the interpreter's scheduling seed")
     run.set_defaults(run=_run)
     cache = commands.add_parser("cache", help="inspect or clear the cubin cache")
     cache.add_argument("action", choices=("info", "clear"))

@@ -66,3 +66,65 @@ def compile_recipe(name_or_path: str) -> list[CompiledSpecialization]:
     stem = recipe_path(name_or_path).stem
     return [CompiledSpecialization(stem, name, text, ptx.assemble(text))
             for name, text in module.compile_default().items()]
+
+
+# ---- running recipes on a GPU -----------------------------------------------------------------
+RATIO_KEYS = ("speedup", "ratio", "vs_copy")   # layoutkit relative to the reference (> 1: faster)
+CASE_KEYS = ("case", "dtype", "m", "n", "k", "config")
+
+
+@dataclass(frozen=True)
+class BenchmarkLine:
+    """One row of the summary table: recipe, case, and layoutkit's speed relative to the
+    reference library in the same run (> 1: layoutkit is faster)."""
+
+    recipe: str
+    case: str
+    ratio: float
+
+
+def summarize(recipe: str, rows) -> list[BenchmarkLine]:
+    """A recipe's benchmark() rows (dicts) as summary lines: the case from its "case" key (or
+    dtype/m/n/k/config), the ratio from "speedup", "ratio" or "vs_copy"."""
+    lines = []
+    for row in rows or ():
+        ratio = next((row[key] for key in RATIO_KEYS if key in row), None)
+        if ratio is None:
+            raise RecipeError(f"recipe {recipe}: a benchmark() row has none of {RATIO_KEYS}: {row}")
+        case = row.get("case") or " ".join(f"{key}={row[key]}" for key in CASE_KEYS[1:]
+                                           if key in row)
+        lines.append(BenchmarkLine(recipe, str(case), float(ratio)))
+    return lines
+
+
+def gpu_present() -> bool:
+    """Whether the driver sees at least one GPU (False without a driver)."""
+    from layoutkit.ptx import DriverUnavailableError, device_count
+    try:
+        return device_count() > 0
+    except DriverUnavailableError:
+        return False
+
+
+def check_and_benchmark(path: str) -> tuple[float, list[BenchmarkLine]]:
+    """Run a recipe's check() (raising on a mismatch) and benchmark(); (worst error, lines)."""
+    module = load_recipe(path)
+    for needed in ("check", "benchmark"):
+        if not callable(getattr(module, needed, None)):
+            raise RecipeError(f"recipe {path}: defines no {needed}()")
+    worst = module.check()
+    return worst, summarize(recipe_path(path).stem, module.benchmark())
+
+
+def format_summary(lines: list[BenchmarkLine]) -> str:
+    """The one table the tour prints: recipe, case, layoutkit / reference.
+
+    >>> print(format_summary([BenchmarkLine("softmax", "m=4096 n=4096", 2.08)]))
+    recipe   case           layoutkit / reference
+    softmax  m=4096 n=4096                   2.08
+    """
+    width_r = max([len("recipe")] + [len(x.recipe) for x in lines])
+    width_c = max([len("case")] + [len(x.case) for x in lines])
+    out = [f"{'recipe':<{width_r}}  {'case':<{width_c}}  layoutkit / reference"]
+    out += [f"{x.recipe:<{width_r}}  {x.case:<{width_c}}  {x.ratio:>21.2f}" for x in lines]
+    return "\n".join(out)

@@ -80,10 +80,37 @@ def _compile_recipes(out: TextIO) -> bool:
 
 
 def run_tour(out: TextIO) -> bool:
-    """Print every step of the tour to ``out``, then compile the recipes (from a checkout);
-    True when every result checks."""
+    """Print every step of the tour to ``out``, then compile the recipes (from a checkout) and,
+    when a GPU is present, check and benchmark each, ending with one summary table; True when
+    every result checks."""
     all_ok = _layout_steps(out)
-    return _compile_recipes(out) and all_ok
+    compiled = _compile_recipes(out)
+    return _run_recipes(out) and compiled and all_ok
+
+
+def _run_recipes(out: TextIO) -> bool:
+    """On a GPU: every recipe's check() and benchmark(), then one table of their ratios."""
+    from layoutkit.recipe_runner import (all_recipes, check_and_benchmark, format_summary,
+                                         gpu_present)
+    if not gpu_present():
+        print("\nNo GPU here: the recipes were assembled, not run (`layoutkit run RECIPE` on a "
+              "Hopper GPU checks and benchmarks one; `layoutkit run RECIPE --cpu` runs its "
+              "check on the CPU interpreter).", file=out)
+        return True
+    lines, ok = [], True
+    for path in all_recipes():
+        print(f"\n== {path.stem}: check and benchmark", file=out, flush=True)
+        try:
+            worst, rows = check_and_benchmark(str(path))
+        except AssertionError as exc:
+            print(f"   CHECK FAILED: {exc}", file=out)
+            ok = False
+            continue
+        print(f"   check: worst relative error {worst:.3g}", file=out)
+        lines += rows
+    print("\nSummary (layoutkit / reference library, same run; > 1 is faster):", file=out)
+    print(format_summary(lines), file=out)
+    return ok
 
 
 def _layout_steps(out: TextIO) -> bool:
