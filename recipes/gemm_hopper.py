@@ -208,9 +208,14 @@ KERNELS = {1: gemm_kernel, 2: gemm_kernel_cluster2}
 CONFIGS = (Config(BN=256, STAGES=4), Config(BN=256, STAGES=4, CLUSTER=1),
            Config(BN=256, STAGES=3), Config(BN=256, STAGES=4, GROUP_M=16),
            Config(BN=128, STAGES=6))
-# The winners of benchmarks/bench_gemm.py --sweep on the H200, per (M, N, K); config_for falls
-# back to the first CONFIGS entry for shapes not listed.
-BEST_CONFIGS: dict[tuple[int, int, int], Config] = {}
+# The winners of `benchmarks/bench_gemm.py --sweep --kmajor` on the H200 (2026-11-29, commit
+# 57f5d44; docs/PERFORMANCE.md), per (M, N, K), both B layouts agreeing; config_for falls back
+# to CONFIGS[0] for shapes not listed.
+BEST_CONFIGS: dict[tuple[int, int, int], Config] = {
+    (4096, 4096, 4096): CONFIGS[0],      # 0.926 (N-major) / 0.938 (K-major) of cuBLAS
+    (8192, 8192, 8192): CONFIGS[0],      # 0.933 / 0.935
+    (8192, 8192, 1024): CONFIGS[0],      # 0.974 / 0.972
+}
 ALIGN_ELEMENTS = 8            # TMA: global addresses and row strides are multiples of 16 bytes
 
 
