@@ -1,0 +1,393 @@
+"""FlashAttention-3-class forward attention for Hopper: O = softmax(Q K^T * scale) V and the
+log-sum-exp of every row, bf16 in and out, f32 accumulation and softmax.
+
+Tensors are (batch, seqlen, heads, head_dim) like FlashAttention's API (any strides with a
+contiguous head_dim; `layout="bhsd"` takes torch SDPA's (batch, heads, seqlen, head_dim)
+instead); K and V may have fewer heads than Q (grouped-query attention: query head h reads
+key/value head h // (heads_q // heads_kv)); seqlen_q and seqlen_k may differ and need not be
+tile multiples. Causal masking is bottom-right aligned (FlashAttention >= 2.1): query i sees
+keys j <= i + seqlen_k - seqlen_q. Rows that see no key get O = 0 and lse = -inf.
+
+One CTA per (128-row query tile, head, batch); 3 warpgroups (every line below is in the kernel):
+
+    warpgroup 0, producer (PRODUCER_REGISTERS): one elected thread loads the Q tile once
+        (q_full), then per key block j = n_end-1 .. 0 (ring counter i): wait k_empty[s] ->
+        expect_tx(k_full[s]) { TMA K_j }; wait v_empty[s] -> expect_tx(v_full[s]) { TMA V_j }
+    warpgroups 1, 2, consumers (CONSUMER_REGISTERS), 64 query rows each:
+        prologue   S_0 = Q K_0^T; softmax(S_0) -> m, l, P_0
+        per block  [ping-pong: wait my turn]  S_i = Q K_i^T (SS wgmma, issued)
+                   O *= alpha_{i-1}; O += P_{i-1} V_{i-1} (RS wgmma: P from registers, issued)
+                   [ping-pong: the other warpgroup's turn]
+                   wait_group 1 (S_i done, P V still running) -> release K stage;
+                   online softmax of S_i (mask on boundary blocks): m, l, alpha_i, P_i in f32
+                   wait_group 0 -> release V stage; P_i -> bf16 (the A fragment of the next P V)
+        epilogue   O *= alpha; O += P V; O /= l; lse = m*scale + ln l; O -> shared (the warp-
+                   group's rows of the Q tile, free now) -> fence.proxy.async -> TMA store
+
+Numerics (FlashAttention's online softmax, exact up to bf16 rounding of P): the running max m
+is in score units and starts at -inf; c = scale * log2(e) is folded into one fma per score,
+P = exp2(S*c - m*c), alpha = exp2((m_old - m_new) * c); a row whose max is still -inf (all
+masked) uses 0 in the exponent (so -inf - -inf never makes a NaN). Final O = O / l and lse =
+(m*c + log2 l) * ln 2 (natural log, FlashAttention's units); l = 0 gives O = 0, lse = -inf.
+
+Pipeline switches (constexprs, `Config`): BN keys per block, STAGES ring depth, OVERLAP (intra-
+warpgroup: S_i issued before the softmax of S_{i-1} finishes its P V; off = FlashAttention-2's
+order inside a warpgroup), PINGPONG (the two consumer warpgroups take turns issuing wgmmas
+through named barriers so one's softmax runs under the other's matrix work), register budgets.
+`ablations(head_dim)` lists the configs the benchmark compares.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import layoutkit as lk
+from layoutkit.algebra import ComposedLayout, Layout, Swizzle, composition
+
+SW128 = Swizzle(3, 3, 3)       # the 128-byte swizzle on bf16 element offsets
+ATOM = 64                      # bf16 elements in one 128-byte swizzled row
+WG_ROWS = 64                   # query rows of one consumer warpgroup (one m64 wgmma)
+CONSUMERS = 2
+BM = CONSUMERS * WG_ROWS       # query rows per CTA
+HEAD_DIMS = (64, 128)
+LOG2E, LN2 = math.log2(math.e), math.log(2.0)
+NEG_INF = float("-inf")
+EPILOGUE_BARRIER, PINGPONG_BARRIER = 1, 1 + CONSUMERS   # named barrier ids (+ warpgroup index)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One pipeline configuration; every field is a constexpr of the kernel."""
+
+    BN: int = 128
+    STAGES: int = 2
+    OVERLAP: bool = True
+    PINGPONG: bool = True
+    PRODUCER_REGISTERS: int = 24
+    CONSUMER_REGISTERS: int = 240
+
+    def smem_bytes(self, head_dim: int) -> int:
+        """Q tile (reused for O) and the K and V rings, bytes."""
+        return 2 * head_dim * (BM + 2 * self.STAGES * self.BN)
+
+
+def tile_layout(rows: int, head_dim: int, stages: int | None = None) -> ComposedLayout:
+    """rows x head_dim bf16 (x stages), head_dim contiguous in 64-element column blocks of 128-
+    byte swizzled rows (TMA boxes {64, rows}), with two size-1 modes for the head and batch
+    modes of the (seqlen, head_dim, heads, batch) global tensor: the K-major wgmma operand of
+    Q and K, and (transposed) the MN-major operand V."""
+    shape = (rows, (ATOM, head_dim // ATOM), 1, 1)
+    stride = (ATOM, (1, rows * ATOM), 0, 0)
+    if stages is not None:
+        shape, stride = shape + (stages,), stride + (rows * head_dim,)
+    return ComposedLayout(SW128, 0, Layout(shape, stride))
+
+
+def row_col(tv: lk.TVLayout, tid):
+    """For a TV layout over a (rows, cols) tile: the (row, col) of this thread's value 0 (kernel
+    integers of `tid`) and each value's (row, col) offset from it (ints)."""
+    rows, cols = tv.tile
+    out = []
+    for strides in ((1, 0), (0, 1)):
+        sub, first = composition(Layout((rows, cols), strides), tv.layout).slice_and_offset(
+            (tid, None))
+        out.append((first, [int(sub(v)) for v in range(tv.num_values)]))
+    (row0, drow), (col0, dcol) = out
+    return row0, col0, drow, dcol
+
+
+def attention_body(q: lk.Pointer[lk.bf16], k: lk.Pointer[lk.bf16], v: lk.Pointer[lk.bf16],
+                   o: lk.Pointer[lk.bf16], lse: lk.Pointer[lk.f32],
+                   SQ: lk.i32, SK: lk.i32, HQ: lk.i32, HK: lk.i32, BATCH: lk.i32,
+                   GROUP: lk.i32, Q_SS: lk.i32, Q_SH: lk.i32, Q_SB: lk.i32,
+                   K_SS: lk.i32, K_SH: lk.i32, K_SB: lk.i32, V_SS: lk.i32, V_SH: lk.i32,
+                   V_SB: lk.i32, O_SS: lk.i32, O_SH: lk.i32, O_SB: lk.i32, LSE_SROW: lk.i32,
+                   N_END: lk.i32, N_MASKED: lk.i32, DIAG1: lk.i32, SCALE_LOG2: lk.f32,
+                   D: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
+                   CAUSAL: lk.constexpr, OVERLAP: lk.constexpr, PINGPONG: lk.constexpr,
+                   PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
+    """The kernel (see the module docstring). Grid (ceil(SQ/128), HQ, BATCH). This CTA runs key
+    blocks j = n_end-1 .. 0 as ring steps i = n_end-1-j; steps [0, N_MASKED) are masked. Non-
+    causal: n_end = N_END = ceil(SK/BN), N_MASKED = 1 (the last block may be ragged). Causal
+    (BN divides BM): DIAG1 = SK - SQ + 1 >= 1 (the host strips query rows that see no key), so
+    row r sees keys < min(SK, r + DIAG1); n_end = m*BM/BN + N_END, and the masked blocks are
+    the last N_MASKED (both depend on DIAG1 only: see `block_counts`)."""
+    Q = lk.global_tensor(q, Layout((SQ, D, HQ, BATCH), (Q_SS, 1, Q_SH, Q_SB)))
+    K = lk.global_tensor(k, Layout((SK, D, HK, BATCH), (K_SS, 1, K_SH, K_SB)))
+    V = lk.global_tensor(v, Layout((SK, D, HK, BATCH), (V_SS, 1, V_SH, V_SB)))
+    O = lk.global_tensor(o, Layout((SQ, D, HQ, BATCH), (O_SS, 1, O_SH, O_SB)))
+    LSE = lk.global_tensor(lse, Layout((SQ, HQ * BATCH), (1, LSE_SROW)))
+    sQ = lk.shared_tensor(tile_layout(BM, D), lk.bf16, name="sQ")       # Q, then O
+    sK = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sK")
+    sV = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sV")
+    q_full = lk.mbarrier_array(1, 1, name="q_full")
+    k_full = lk.mbarrier_array(STAGES, 1, name="k_full")       # producer arrive + TMA bytes
+    v_full = lk.mbarrier_array(STAGES, 1, name="v_full")
+    k_empty = lk.mbarrier_array(STAGES, CONSUMERS * 4, name="k_empty")  # one per consumer warp
+    v_empty = lk.mbarrier_array(STAGES, CONSUMERS * 4, name="v_empty")
+    with lk.if_(lk.eq(lk.thread_id(), 0)):
+        lk.mbarrier_init(q_full, k_full, v_full, k_empty, v_empty)
+        lk.fence_mbarrier_init()
+    lk.barrier()
+    m_blk, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    hk = h // GROUP
+    n_end = m_blk * (BM // BN) + N_END if CAUSAL else N_END
+
+    with lk.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
+        with lk.if_(lk.eq(lk.warp_id(), 0)):
+            with lk.elect_one(), lk.expect_tx(q_full[0]):
+                lk.tma_load(sQ, Q.tile((BM, D, 1, 1), (m_blk, 0, h, b)), q_full[0])
+            for i in lk.range(0, n_end):
+                j = n_end - 1 - i
+                p = lk.producer_state(i, STAGES)
+                lk.mbarrier_wait(k_empty[p.stage], p.phase)
+                with lk.elect_one(), lk.expect_tx(k_full[p.stage]):
+                    lk.tma_load(sK[:, :, :, :, p.stage], K.tile((BN, D, 1, 1), (j, 0, hk, b)),
+                                k_full[p.stage])
+                lk.mbarrier_wait(v_empty[p.stage], p.phase)
+                with lk.elect_one(), lk.expect_tx(v_full[p.stage]):
+                    lk.tma_load(sV[:, :, :, :, p.stage], V.tile((BN, D, 1, 1), (j, 0, hk, b)),
+                                v_full[p.stage])
+
+    for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
+        with lk.warp_role(f"consumer{wg}", warpgroups=(1 + wg,), registers=CONSUMER_REGISTERS):
+            consumer(wg, Env(**locals()))
+
+
+def release(ring, stage) -> None:
+    """This warp's wgmmas are done reading `stage` of `ring` (after lk.wgmma_wait): one elected
+    arrive per consumer warp."""
+    with lk.elect_one():
+        lk.mbarrier_arrive(ring[stage])
+
+
+class Env:
+    """The kernel's parameters, tensors, barriers and block indices, by name (for consumer)."""
+
+    def __init__(self, **names):
+        self.__dict__.update(names)
+
+
+def consumer(wg: int, e: Env) -> None:
+    """The body of consumer warpgroup `wg`, traced inside its role."""
+    D, BN, STAGES, CAUSAL, OVERLAP, PINGPONG = e.D, e.BN, e.STAGES, e.CAUSAL, e.OVERLAP, \
+        e.PINGPONG
+    sQ2 = e.sQ[:, :, 0, 0].tile((WG_ROWS, D), (wg, 0))        # this warpgroup's Q rows
+    c = e.SCALE_LOG2
+    s_layout, o_layout = lk.wgmma_accumulator_layout(BN), lk.wgmma_accumulator_layout(D)
+    row0, col0, drow, dcol = row_col(s_layout, lk.thread_id_in_warpgroup())
+    first_row = e.m_blk * BM + wg * WG_ROWS + row0
+
+    def turn():
+        """Ping-pong: wait until the other warpgroup has issued its wgmmas."""
+        if PINGPONG:
+            lk.named_barrier_sync(PINGPONG_BARRIER + wg, 2 * 128)
+
+    def pass_turn():
+        if PINGPONG:
+            lk.named_barrier_arrive(PINGPONG_BARRIER + (wg + 1) % CONSUMERS, 2 * 128)
+
+    # Ring step i has the stage and phase of counter i + 2 * STAGES (a whole lap later), whose
+    # sums of kernel integers the DSL proves non-negative term by term (n_end - 1 + 4 >= 0).
+    def scores(i, j):
+        """Issue S = Q K_j^T (ring step i) into a fresh accumulator; not waited."""
+        s = lk.consumer_state(i + 2 * STAGES, STAGES)   # = ring step i
+        lk.mbarrier_wait(e.k_full[s.stage], s.phase)
+        lk.wgmma_fence()
+        acc = lk.wgmma(lk.wgmma_accumulator(BN), sQ2, e.sK[:, :, 0, 0, s.stage],
+                       accumulate=False)
+        lk.wgmma_commit()
+        return acc, s.stage
+
+    def pv(acc, p, i):
+        """Issue O += P V (V of ring step i; P the bf16 register A operand)."""
+        s = lk.consumer_state(i + 2 * STAGES, STAGES)   # = ring step i
+        lk.mbarrier_wait(e.v_full[s.stage], s.phase)
+        lk.wgmma_fence()
+        acc = lk.wgmma(acc, p, lk.transpose(e.sV[:, :, 0, 0, s.stage]), accumulate=True)
+        lk.wgmma_commit()
+        return acc, s.stage
+
+    def mask(S, j):
+        """S with -inf where key j*BN + col is past SK or (causal) past the row's diagonal."""
+        limits = {}
+        for r in sorted(set(drow)):
+            limit = lk.cast(e.SK - j * BN - col0, lk.i32)
+            if CAUSAL:
+                limit = lk.minimum(limit, lk.cast(first_row + r + e.DIAG1 - j * BN - col0,
+                                                  lk.i32))
+            limits[r] = limit
+        keep = lk.RegisterTensor(lk.bool_, S.layout,
+                                 [(limits[r] > dc).value for r, dc in zip(drow, dcol)])
+        return lk.where(keep, S, NEG_INF)
+
+    def softmax(S, m_old, l_old, masked: bool, j):
+        """One online-softmax step on the scores S: (P f32, m, l, alpha); alpha None first."""
+        if masked:
+            S = mask(S, j)
+        m = lk.reduce_max(S, 1)
+        if m_old is not None:
+            m = lk.maximum(m, m_old)
+        m_use = lk.where(m > NEG_INF, m, 0.0)          # all masked so far: exponent base 0
+        P = lk.exp2(lk.fma(S, c, lk.broadcast(m_use * c * -1.0, S.layout)))
+        row_sum = lk.reduce_sum(P, 1)
+        if m_old is None:
+            return P, m, row_sum, None
+        alpha = lk.exp2((m_old - m_use) * c)           # m_old = -inf: 0
+        return P, m, l_old * alpha + row_sum, alpha
+
+    # ---- prologue: block n_end - 1, ring step 0 (masked: it may be a boundary block) ------
+    lk.mbarrier_wait(e.q_full[0], 0)
+    if PINGPONG and wg == 1:        # warpgroup 0 issues first
+        lk.named_barrier_arrive(PINGPONG_BARRIER, 2 * 128)
+    turn()
+    S, k_stage = scores(0, e.n_end - 1)
+    pass_turn()
+    lk.wgmma_wait(0)
+    release(e.k_empty, k_stage)
+    P, m, l, _ = softmax(S, None, None, True, e.n_end - 1)
+    alpha = lk.full(m.layout, 1.0)
+    P = lk.cast(P, lk.bf16)
+    O = lk.full(o_layout, 0.0)
+
+    def step(previous, j, carry, masked: bool):
+        """Ring step i = previous + 1 on key block j: returns the new carry (O, P, m, l,
+        alpha)."""
+        i = previous + 1
+        O, P, m, l, alpha = carry
+        O = O * lk.broadcast(alpha, o_layout)
+        if OVERLAP:
+            turn()
+            S, k_stage = scores(i, j)
+            O, v_stage = pv(O, P, previous)
+            pass_turn()
+            lk.wgmma_wait(1)                    # S done; P V still running under the softmax
+            release(e.k_empty, k_stage)
+            P_new, m, l, alpha = softmax(S, m, l, masked, j)
+            lk.wgmma_wait(0)
+            release(e.v_empty, v_stage)
+        else:
+            turn()
+            O, v_stage = pv(O, P, previous)
+            S, k_stage = scores(i, j)
+            pass_turn()
+            lk.wgmma_wait(0)
+            release(e.v_empty, v_stage)
+            release(e.k_empty, k_stage)
+            P_new, m, l, alpha = softmax(S, m, l, masked, j)
+        return O, lk.cast(P_new, lk.bf16), m, l, alpha
+
+    carry = (O, P, m, l, alpha)
+    n_end = e.n_end
+    for masked, start, stop in ((True, 0, e.N_MASKED - 1), (False, e.N_MASKED - 1, n_end - 1)):
+        loop = lk.range(start, stop, carry=carry)        # ring step i = previous + 1
+        for previous, values in loop:
+            loop.next(*step(previous, n_end - 2 - previous, values, masked))
+        carry = loop.results
+    O, P, m, l, alpha = carry
+
+    # ---- epilogue: the last P V, normalisation, O through shared memory, lse -------------
+    O = O * lk.broadcast(alpha, o_layout)
+    turn()
+    O, v_stage = pv(O, P, n_end - 1)
+    pass_turn()
+    lk.wgmma_wait(0)
+    release(e.v_empty, v_stage)
+    if PINGPONG and wg == 0:        # balances the other warpgroup's opening arrive
+        lk.named_barrier_sync(PINGPONG_BARRIER, 2 * 128)
+    seen = l > 0.0
+    inv_l = lk.where(seen, 1.0 / lk.where(seen, l, 1.0), 0.0)
+    O = O * lk.broadcast(inv_l, o_layout)
+    m_use = lk.where(m > NEG_INF, m, 0.0)
+    row_lse = lk.where(seen, (m_use * c + lk.log2(lk.where(seen, l, 1.0))) * LN2, NEG_INF)
+    with lk.if_(lk.eq(lk.lane_id() % 4, 0)):        # one lane of each row's quad
+        rows = e.LSE.tile((WG_ROWS, 1), (e.m_blk * CONSUMERS + wg, e.h + e.HQ * e.b))
+        lk.store(rows.partition(row_lse.layout), row_lse)
+    lk.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)    # every Q read of this warpgroup retired
+    lk.store(sQ2.partition(o_layout), lk.cast(O, lk.bf16))
+    lk.fence_proxy_async()
+    lk.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)
+    with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
+        lk.tma_store(e.O.tile((WG_ROWS, D, 1, 1), (e.m_blk * CONSUMERS + wg, 0, e.h, e.b)),
+                     e.sQ.tile((WG_ROWS, D, 1, 1), (wg, 0, 0, 0)))
+        lk.tma_store_commit()
+        lk.tma_store_wait(0)
+
+
+WARPS = 4 * (1 + CONSUMERS)
+attention_kernel = lk.kernel(attention_body, num_warps=WARPS)
+
+
+# ---- host side -------------------------------------------------------------------------------
+CONFIGS = {64: Config(BN=128), 128: Config(BN=128)}     # defaults per head dim
+ALIGN_ELEMENTS = 8            # TMA: global addresses and strides are multiples of 16 bytes
+
+
+def ablations(head_dim: int) -> dict[str, Config]:
+    """The default config and one switched-off pipeline choice per entry (benchmark rows)."""
+    base = CONFIGS[head_dim]
+    return {"default": base, "no ping-pong": replace(base, PINGPONG=False),
+            "no intra-warpgroup overlap": replace(base, OVERLAP=False),
+            "no ping-pong, no overlap": replace(base, PINGPONG=False, OVERLAP=False),
+            "1 stage": replace(base, STAGES=1)}
+
+
+def block_counts(sq: int, sk: int, causal: bool, bn: int) -> tuple[int, int, int]:
+    """(N_END, N_MASKED, DIAG1) of the kernel for seqlen_q sq <= (causal) seqlen_k sk."""
+    if not causal:
+        return -(-sk // bn), 1, 1
+    diag1 = sk - sq + 1
+    return (diag1 + BM - 2) // bn + 1, (diag1 + BM - 2) // bn + 1 - diag1 // bn, diag1
+
+
+def _strides(x) -> tuple[int, int, int]:
+    """(seqlen, heads, batch) element strides of a (batch, seqlen, heads, head_dim) view."""
+    return x.stride(1), x.stride(2), x.stride(0)
+
+
+def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -> tuple:
+    """(grid, positional arguments, constexprs) of one launch on (batch, seqlen, heads, dim)
+    views q, k, v, o and an lse of rows (batch * heads) x seqlen_q with row stride lse_row."""
+    batch, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    n_end, n_masked, diag1 = block_counts(sq, sk, causal, cfg.BN)
+    lse_t, lse_row = lse
+    args = (q, k, v, o, lse_t, sq, sk, hq, hk, batch, hq // hk, *_strides(q), *_strides(k),
+            *_strides(v), *_strides(o), lse_row, n_end, n_masked, diag1, scale * LOG2E)
+    constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
+                      OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
+                      PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
+                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
+    return (-(-sq // BM), hq, batch), args, constexprs
+
+
+class _Shape:
+    """A stand-in tensor (shape and strides) for specializing without torch."""
+
+    def __init__(self, shape, strides=None):
+        self.shape = tuple(shape)
+        if strides is None:
+            strides, run = [], 1
+            for n in reversed(self.shape):
+                strides.insert(0, run)
+                run *= n
+        self._strides = tuple(strides)
+
+    def stride(self, i):
+        return self._strides[i]
+
+
+def compile_default() -> dict[str, str]:
+    """PTX of the default config of each head dim, non-causal and causal (a (4, 4096, 16, d)
+    problem's specialization)."""
+    P, F = lk.Pointer[lk.bf16], lk.Pointer[lk.f32]
+    out = {}
+    for d, cfg in CONFIGS.items():
+        for causal in (False, True):
+            t = _Shape((4, 4096, 16, d))
+            grid, args, constexprs = kernel_arguments(t, t, t, t, (F, 4096), causal,
+                                                      d ** -0.5, cfg)
+            args = (P, P, P, P) + args[4:]
+            name = f"attention_d{d}_bn{cfg.BN}_s{cfg.STAGES}{'_causal' if causal else ''}"
+            out[name] = attention_kernel.ptx(*args, **constexprs)
+    return out
