@@ -11,6 +11,9 @@ Each field of the ``Used`` line is matched on its own: the smem and cumulative s
 parts appear only when nonzero, and older releases print ``N bytes cmem[K]`` banks.
 ``(C7508) ... 'setmaxnreg' ignored`` is printed once per affected entry, before any
 entry's block, so it is attributed by reading the PTX (see ``_entries_ignoring_setmaxnreg``).
+Other ``(C75xx)`` infos (wgmma serialized, ``warpgroup.wait``/``arrive`` injected: the
+pipeline the author wrote is not the one that runs) name their function and are kept as the
+entry's ``performance_notes``.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ _SMEM = re.compile(r"(\d+) bytes smem")
 _CUMULATIVE = re.compile(r"(\d+) bytes cumulative stack size")
 _CMEM = re.compile(r"(\d+) bytes cmem\[(\d+)\]")
 _C7508 = "(C7508)"
+_PERFORMANCE_NOTE = re.compile(r"ptxas info\s*: (\(C75\d\d\)[^\n]*?) in function '([^']+)'")
 
 
 class PtxasWarning(UserWarning):
@@ -40,6 +44,11 @@ class RegisterSpillWarning(PtxasWarning):
 
 class SetmaxnregIgnoredWarning(PtxasWarning):
     """ptxas dropped ``setmaxnreg`` (C7508): the entry has no register cap at entry."""
+
+
+class PtxasPerformanceWarning(PtxasWarning):
+    """ptxas changed the author's wgmma pipeline (C75xx: wgmmas serialized, waits or fences
+    injected), usually because other instructions touch accumulator registers in flight."""
 
 
 class PtxasReportError(RuntimeError):
@@ -65,6 +74,7 @@ class ResourceUsage:
     cumulative_stack_bytes: int = 0
     constant_bytes: Mapping[int, int] = field(default_factory=dict, hash=False)
     setmaxnreg_ignored: bool = False
+    performance_notes: tuple[str, ...] = ()
 
     @property
     def spills(self) -> bool:
@@ -81,6 +91,7 @@ class ResourceUsage:
     def from_json(cls, data: Mapping) -> ResourceUsage:
         fields = dict(data)
         fields["constant_bytes"] = {int(b): int(s) for b, s in fields["constant_bytes"].items()}
+        fields["performance_notes"] = tuple(fields.get("performance_notes", ()))
         return cls(**fields)
 
 
@@ -127,12 +138,17 @@ def parse_ptxas_report(log: str, ptx: str = "") -> dict[str, ResourceUsage]:
                 f"ptxas's -v report has no 'Used N registers' line for entry '{name}'; "
                 f"layoutkit cannot read this ptxas's output format. The report:\n{log}")
     ignoring = _entries_ignoring_setmaxnreg(log.count(_C7508), ptx, list(found))
-    return {name: ResourceUsage(**fields, setmaxnreg_ignored=name in ignoring)
+    notes: dict[str, list[str]] = {}
+    for note, function in _PERFORMANCE_NOTE.findall(log):
+        notes.setdefault(function, []).append(note)
+    return {name: ResourceUsage(**fields, setmaxnreg_ignored=name in ignoring,
+                                performance_notes=tuple(notes.get(name, ())))
             for name, fields in found.items()}
 
 
 def warn_about(resources: Mapping[str, ResourceUsage], *, stacklevel: int = 2) -> None:
-    """Issue a RegisterSpillWarning / SetmaxnregIgnoredWarning for each entry that needs one."""
+    """Issue a RegisterSpillWarning / PtxasPerformanceWarning / SetmaxnregIgnoredWarning for
+    each entry that needs one."""
     for usage in resources.values():
         if usage.spills:
             warnings.warn(RegisterSpillWarning(
@@ -141,6 +157,12 @@ def warn_about(resources: Mapping[str, ResourceUsage], *, stacklevel: int = 2) -
                 f"spill loads ({usage.registers} registers used, {usage.stack_frame_bytes} bytes "
                 "stack frame); raise the register cap (.maxnreg) or reduce live values"),
                 stacklevel=stacklevel + 1)
+        if usage.performance_notes:
+            warnings.warn(PtxasPerformanceWarning(
+                f"ptxas changed the wgmma pipeline of entry '{usage.name}': "
+                + "; ".join(usage.performance_notes)
+                + " (keep accumulator and A-operand registers untouched between a wgmma and "
+                "the wait_group that covers it)"), stacklevel=stacklevel + 1)
         if usage.setmaxnreg_ignored:
             warnings.warn(SetmaxnregIgnoredWarning(
                 f"ptxas ignored setmaxnreg in entry '{usage.name}' (C7508: unable to determine "
