@@ -102,16 +102,18 @@ def attention_body(q: lk.Pointer[lk.bf16], k: lk.Pointer[lk.bf16], v: lk.Pointer
                    GROUP: lk.i32, Q_SS: lk.i32, Q_SH: lk.i32, Q_SB: lk.i32,
                    K_SS: lk.i32, K_SH: lk.i32, K_SB: lk.i32, V_SS: lk.i32, V_SH: lk.i32,
                    V_SB: lk.i32, O_SS: lk.i32, O_SH: lk.i32, O_SB: lk.i32, LSE_SROW: lk.i32,
-                   N_END: lk.i32, N_MASKED: lk.i32, DIAG1: lk.i32, SCALE_LOG2: lk.f32,
+                   N_MASKED: lk.i32, N_REST1: lk.i32, DIAG1: lk.i32, SCALE_LOG2: lk.f32,
                    D: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
                    CAUSAL: lk.constexpr, OVERLAP: lk.constexpr, PINGPONG: lk.constexpr,
                    PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
-    """The kernel (see the module docstring). Grid (ceil(SQ/128), HQ, BATCH). This CTA runs key
-    blocks j = n_end-1 .. 0 as ring steps i = n_end-1-j; steps [0, N_MASKED) are masked. Non-
-    causal: n_end = N_END = ceil(SK/BN), N_MASKED = 1 (the last block may be ragged). Causal
-    (BN divides BM): DIAG1 = SK - SQ + 1 >= 1 (the host strips query rows that see no key), so
-    row r sees keys < min(SK, r + DIAG1); n_end = m*BM/BN + N_END, and the masked blocks are
-    the last N_MASKED (both depend on DIAG1 only: see `block_counts`)."""
+    """The kernel (see the module docstring). Grid (ceil(SQ/128), HQ, BATCH). This CTA runs
+    n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j: first N_MASKED masked ones,
+    then N_REST1 - 1 (+ m*BM/BN when causal, m the query tile) that need no mask. Non-causal:
+    N_MASKED = 1 (the last block may be ragged), N_REST1 = ceil(SK/BN). Causal (BN divides
+    BM): DIAG1 = SK - SQ + 1 >= 1 (the host strips query rows that see no key), so row r sees
+    keys < min(SK, r + DIAG1); see `block_counts`. The loop bounds are sums of independent
+    parameters, so every choice of them is one consistent protocol (the static check picks
+    its own)."""
     Q = lk.global_tensor(q, Layout((SQ, D, HQ, BATCH), (Q_SS, 1, Q_SH, Q_SB)))
     K = lk.global_tensor(k, Layout((SK, D, HK, BATCH), (K_SS, 1, K_SH, K_SB)))
     V = lk.global_tensor(v, Layout((SK, D, HK, BATCH), (V_SS, 1, V_SH, V_SB)))
@@ -131,7 +133,7 @@ def attention_body(q: lk.Pointer[lk.bf16], k: lk.Pointer[lk.bf16], v: lk.Pointer
     lk.barrier()
     m_blk, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     hk = h // GROUP
-    n_end = m_blk * (BM // BN) + N_END if CAUSAL else N_END
+    n_end = N_MASKED + N_REST1 - 1 + (m_blk * (BM // BN) if CAUSAL else 0)
 
     with lk.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
         with lk.if_(lk.eq(lk.warp_id(), 0)):
@@ -187,8 +189,8 @@ def consumer(wg: int, e: Env) -> None:
         if PINGPONG:
             lk.named_barrier_arrive(PINGPONG_BARRIER + (wg + 1) % CONSUMERS, 2 * 128)
 
-    # Ring step i has the stage and phase of counter i + 2 * STAGES (a whole lap later), whose
-    # sums of kernel integers the DSL proves non-negative term by term (n_end - 1 + 4 >= 0).
+    # Ring step i has the stage and phase of counter i + 2 * STAGES (a whole lap later): the
+    # DSL proves such a sum of kernel integers non-negative term by term (n_end - 1 + 4 >= 0).
     def scores(i, j):
         """Issue S = Q K_j^T (ring step i) into a fresh accumulator; not waited."""
         s = lk.consumer_state(i + 2 * STAGES, STAGES)   # = ring step i
@@ -333,11 +335,21 @@ def ablations(head_dim: int) -> dict[str, Config]:
 
 
 def block_counts(sq: int, sk: int, causal: bool, bn: int) -> tuple[int, int, int]:
-    """(N_END, N_MASKED, DIAG1) of the kernel for seqlen_q sq <= (causal) seqlen_k sk."""
+    """(N_MASKED, N_REST1, DIAG1) of the kernel for seqlen_q sq <= (causal) seqlen_k sk.
+
+    Causal, query tile m (rows mBM .. mBM+BM-1, BN dividing BM): key block j is needed while
+    j*BN <= mBM + BM-1 + DIAG1-1, so n_end = m*BM/BN + (DIAG1 + BM-2)//BN + 1; it needs no mask
+    for any row while (j+1)*BN <= mBM + DIAG1 (which also keeps it inside SK), so the first
+    m*BM/BN + DIAG1//BN blocks are unmasked. Blocks past SK in a ragged last tile are masked.
+
+    >>> block_counts(1000, 1000, True, 128), block_counts(1000, 1000, False, 128)
+    ((1, 1, 1), (1, 8, 1))
+    """
     if not causal:
-        return -(-sk // bn), 1, 1
+        return 1, -(-sk // bn), 1
     diag1 = sk - sq + 1
-    return (diag1 + BM - 2) // bn + 1, (diag1 + BM - 2) // bn + 1 - diag1 // bn, diag1
+    n_end0 = (diag1 + BM - 2) // bn + 1
+    return n_end0 - diag1 // bn, diag1 // bn + 1, diag1
 
 
 def _strides(x) -> tuple[int, int, int]:
@@ -345,15 +357,18 @@ def _strides(x) -> tuple[int, int, int]:
     return x.stride(1), x.stride(2), x.stride(0)
 
 
-def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -> tuple:
-    """(grid, positional arguments, constexprs) of one launch on (batch, seqlen, heads, dim)
-    views q, k, v, o and an lse of rows (batch * heads) x seqlen_q with row stride lse_row."""
+def kernel_arguments(views, pointers, lse_row: int, causal: bool, scale: float,
+                     cfg: Config) -> tuple:
+    """(grid, positional arguments, constexprs) of one launch. `views`: q, k, v, o as objects
+    with .shape (batch, seqlen, heads, head_dim) and .stride(i) in elements; `pointers`: what
+    the kernel gets for q, k, v, o, lse (tensors, or arrays on the CPU interpreter); lse is
+    (batch * heads) rows of seqlen_q, `lse_row` elements apart."""
+    q, k, v, o = views
     batch, sq, hq, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
-    n_end, n_masked, diag1 = block_counts(sq, sk, causal, cfg.BN)
-    lse_t, lse_row = lse
-    args = (q, k, v, o, lse_t, sq, sk, hq, hk, batch, hq // hk, *_strides(q), *_strides(k),
-            *_strides(v), *_strides(o), lse_row, n_end, n_masked, diag1, scale * LOG2E)
+    n_masked, n_rest1, diag1 = block_counts(sq, sk, causal, cfg.BN)
+    args = (*pointers, sq, sk, hq, hk, batch, hq // hk, *_strides(q), *_strides(k),
+            *_strides(v), *_strides(o), lse_row, n_masked, n_rest1, diag1, float(scale) * LOG2E)
     constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
                       OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
@@ -385,9 +400,158 @@ def compile_default() -> dict[str, str]:
     for d, cfg in CONFIGS.items():
         for causal in (False, True):
             t = _Shape((4, 4096, 16, d))
-            grid, args, constexprs = kernel_arguments(t, t, t, t, (F, 4096), causal,
-                                                      d ** -0.5, cfg)
-            args = (P, P, P, P) + args[4:]
+            grid, args, constexprs = kernel_arguments((t, t, t, t), (P, P, P, P, F), 4096,
+                                                      causal, d ** -0.5, cfg)
             name = f"attention_d{d}_bn{cfg.BN}_s{cfg.STAGES}{'_causal' if causal else ''}"
             out[name] = attention_kernel.ptx(*args, **constexprs)
     return out
+
+
+def _tma_ready(x):
+    """x itself when TMA can read it (head_dim contiguous, 16-byte aligned address and
+    strides), else a contiguous copy (a documented cost)."""
+    aligned = x.stride(3) == 1 and x.data_ptr() % 16 == 0 and \
+        all(x.stride(i) % ALIGN_ELEMENTS == 0 or x.shape[i] == 1 for i in range(3))
+    return x if aligned else x.contiguous()
+
+
+def _check_inputs(q, k, v, layout: str, softmax_scale, config):
+    import torch
+    if layout not in ("bshd", "bhsd"):
+        raise ValueError(f"flash_attention: layout is 'bshd' (batch, seqlen, heads, head_dim; "
+                         f"FlashAttention's) or 'bhsd' (torch SDPA's), got {layout!r}")
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 4:
+            raise ValueError(f"flash_attention: {name} is a 4-D torch tensor ({layout}), got "
+                             f"{type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))}")
+        if x.dtype != torch.bfloat16 or not x.is_cuda or x.device != q.device:
+            raise ValueError(f"flash_attention: {name} is a bf16 CUDA tensor on q's device "
+                             f"({q.device}), got {x.dtype} on {x.device}")
+    q, k, v = ((x.transpose(1, 2) if layout == "bhsd" else x) for x in (q, k, v))
+    (batch, sq, hq, d), (bk, sk, hk, dk) = q.shape, k.shape
+    if tuple(v.shape) != tuple(k.shape) or bk != batch or dk != d:
+        raise ValueError(f"flash_attention: k and v are (batch, seqlen_k, heads_kv, head_dim) "
+                         f"with q's batch {batch} and head_dim {d} ({layout} order), got k "
+                         f"{tuple(k.shape)} and v {tuple(v.shape)}")
+    if d not in HEAD_DIMS:
+        raise ValueError(f"flash_attention: head_dim = {d} is not supported; the kernel "
+                         f"handles {', '.join(map(str, HEAD_DIMS))}")
+    if hk == 0 or hq % hk:
+        raise ValueError(f"flash_attention: heads_q = {hq} must be a multiple of heads_kv = "
+                         f"{hk} (grouped-query attention shares each K/V head among "
+                         "heads_q // heads_kv query heads)")
+    if softmax_scale is not None and (isinstance(softmax_scale, bool) or
+                                      not isinstance(softmax_scale, (int, float)) or
+                                      not math.isfinite(softmax_scale)):
+        raise ValueError(f"flash_attention: softmax_scale is a finite float or None "
+                         f"(1/sqrt(head_dim)), got {softmax_scale!r}")
+    if config is not None and not isinstance(config, Config):
+        raise ValueError(f"flash_attention: config is a Config, got {config!r}")
+    return q, k, v
+
+
+def flash_attention(q, k, v, causal: bool = False, softmax_scale: float | None = None, *,
+                    layout: str = "bshd", config: Config | None = None):
+    """Forward attention on bf16 CUDA tensors: returns (o, lse). q is (batch, seqlen_q,
+    heads_q, head_dim) and k, v (batch, seqlen_k, heads_kv, head_dim) for layout="bshd"; with
+    layout="bhsd" every tensor (o too) is (batch, heads, seqlen, head_dim) as in torch SDPA.
+    o is bf16 in q's layout, lse f32 (batch, heads_q, seqlen_q) in natural-log units;
+    softmax_scale defaults to 1/sqrt(head_dim); causal is bottom-right aligned."""
+    import torch
+    qs, ks, vs = _check_inputs(q, k, v, layout, softmax_scale, config)
+    (batch, sq, hq, d), sk = qs.shape, ks.shape[1]
+    scale = d ** -0.5 if softmax_scale is None else float(softmax_scale)
+    cfg = config or CONFIGS[d]
+    if causal and BM % cfg.BN:
+        raise ValueError(f"flash_attention: causal attention needs a key block BN dividing "
+                         f"{BM} (the query tile), got config BN = {cfg.BN}")
+    shape = (batch, hq, sq, d) if layout == "bhsd" else (batch, sq, hq, d)
+    out = torch.empty(shape, device=q.device, dtype=torch.bfloat16)
+    o = out.transpose(1, 2) if layout == "bhsd" else out
+    lse = torch.empty(batch, hq, sq, device=q.device, dtype=torch.float32)
+    if out.numel() == 0:
+        return out, lse
+    dead = max(sq - sk, 0) if causal else 0 if sk else sq      # rows that see no key
+    if dead:
+        o[:, :dead].zero_()
+        lse[:, :, :dead] = float("-inf")
+    if dead == sq:
+        return out, lse
+    qs, ks, vs = (_tma_ready(x) for x in (qs, ks, vs))
+    o_run = _tma_ready(o)
+    rows = lse.view(batch * hq, sq)
+    grid, args, constexprs = kernel_arguments(
+        (qs[:, dead:], ks, vs, o_run[:, dead:]),
+        (qs[:, dead:], ks, vs, o_run[:, dead:], rows[:, dead:]), sq, causal, scale, cfg)
+    attention_kernel[grid](*args, **constexprs)
+    if o_run.data_ptr() != o.data_ptr():
+        o.copy_(o_run)
+    return out, lse
+
+
+def reference(q, k, v, causal: bool, scale: float):
+    """float64 numpy attention on (batch, seqlen, heads, head_dim) arrays: (o, lse); rows that
+    see no key give o = 0, lse = -inf."""
+    import numpy as np
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    group = q.shape[2] // k.shape[2]
+    k, v = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
+    s = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    sq, sk = q.shape[1], k.shape[1]
+    if causal:
+        visible = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + sk - sq
+        s = np.where(visible, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m_use = np.where(np.isfinite(m), m, 0.0)
+    p = np.exp(s - m_use)
+    l = p.sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        o = np.einsum("bhqk,bkhd->bqhd", np.where(l > 0, p / l, 0.0), v)
+        lse = np.where(l > 0, m_use + np.log(l), -np.inf)[..., 0]
+    return o, lse
+
+
+def _finite_error(got, want) -> float:
+    """relative_to_max over finite entries; inf when the infinite entries differ."""
+    import numpy as np
+    inf = ~np.isfinite(want)
+    if np.any(got[inf] != want[inf]) or np.any(~np.isfinite(got[~inf])):
+        return float("inf")
+    fin = want[~inf]
+    return float(np.max(np.abs(got[~inf] - fin)) / max(np.max(np.abs(fin)), 1e-30)) \
+        if fin.size else 0.0
+
+
+CPU_CASES = ((1, 70, 150, 2, 1, 64, False), (1, 100, 200, 2, 2, 64, True),
+             (1, 130, 40, 1, 1, 64, True))       # batch, sq, sk, hq, hk, d, causal
+
+
+def check_cpu(seed: int = 0, cases=CPU_CASES, config: Config | None = None) -> float:
+    """Run the kernel on the CPU interpreter (TMA, wgmma, mbarrier rings, roles, named barriers,
+    with race checking) on small ragged problems (GQA, causal with seqlen_q < and > seqlen_k)
+    against numpy in float64; returns the worst error relative to the largest |o| (or |lse|)
+    (AssertionError past 2**-7)."""
+    import numpy as np
+
+    from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for batch, sq, sk, hq, hk, d, causal in cases:
+        cfg = config or CONFIGS[d]
+        q, k, v = (to_bf16(rng.standard_normal((batch, n, h, d)))
+                   for n, h in ((sq, hq), (sk, hk), (sk, hk)))
+        scale = d ** -0.5
+        o_want, lse_want = reference(from_bf16(q), from_bf16(k), from_bf16(v), causal, scale)
+        dead = max(sq - sk, 0) if causal else 0
+        run = sq - dead
+        qr = np.ascontiguousarray(q[:, dead:])
+        o = np.zeros((batch, run, hq, d), np.uint16)
+        lse = np.zeros((batch * hq, run), np.float32)
+        views = tuple(_Shape(x.shape) for x in (qr, k, v, o))
+        grid, args, constexprs = kernel_arguments(views, (qr, k, v, o, lse), run, causal,
+                                                  scale, cfg)
+        worst = max(worst, check_on_cpu(
+            attention_kernel, grid, *args, **constexprs, error=_finite_error,
+            expect={"o": o_want[:, dead:], "lse": lse_want[:, :, dead:].reshape(batch * hq, run)},
+            tolerance=2 ** -7))
+    return worst
