@@ -4,12 +4,9 @@ The kernels cannot hang: no barriers or waits, every loop bound is a kernel argu
 import numpy as np
 import pytest
 
-from layoutkit.ptx import DriverUnavailableError, device_count
+from tests.gpu.gpu_only import require_gpu
 
-try:
-    device_count()
-except DriverUnavailableError as exc:
-    pytest.skip(f"GPU test skipped: {exc}", allow_module_level=True)
+require_gpu()
 
 torch = pytest.importorskip("torch")
 

@@ -5,12 +5,9 @@ accumulator as the register A operand). Checked against float64 torch references
 cannot hang: no mbarrier waits, loop bounds are kernel arguments."""
 import pytest
 
-from layoutkit.ptx import DriverUnavailableError, device_count
+from tests.gpu.gpu_only import require_gpu
 
-try:
-    device_count()
-except DriverUnavailableError as exc:
-    pytest.skip(f"GPU test skipped: {exc}", allow_module_level=True)
+require_gpu()
 
 torch = pytest.importorskip("torch")
 

@@ -5,12 +5,9 @@ against torch in float64. No kernel here waits on anything but bar.sync and cp.a
 so none can hang."""
 import pytest
 
-from layoutkit.ptx import DriverUnavailableError, device_count
+from tests.gpu.gpu_only import require_gpu
 
-try:
-    device_count()
-except DriverUnavailableError as exc:
-    pytest.skip(f"GPU test skipped: {exc}", allow_module_level=True)
+require_gpu()
 
 torch = pytest.importorskip("torch")
 

@@ -5,12 +5,9 @@ import random
 
 import pytest
 
-from layoutkit.ptx import DriverUnavailableError, device_count
+from tests.gpu.gpu_only import require_gpu
 
-try:
-    device_count()
-except DriverUnavailableError as exc:
-    pytest.skip(f"GPU test skipped: {exc}", allow_module_level=True)
+require_gpu()
 
 torch = pytest.importorskip("torch")
 
