@@ -127,21 +127,61 @@ def check_arguments(x, weight, bias, eps) -> tuple[int, int]:
     return m, n
 
 
+_PLANS: dict = {}       # x.shape -> (kernel[grid], m, n, its constexprs, the vectors' shape)
+MAX_PLANS = 256
+
+
+def _plan(shape, m: int, n: int):
+    """What layernorm launches for an x of this (checked) shape; kept per shape."""
+    plan = _PLANS.get(shape)
+    if plan is None:
+        kernel, rows, constexprs = _launch_plan(n)
+        plan = (kernel[(m + rows - 1) // rows] if m else None, m, n,
+                tuple(constexprs.values()), (n,))
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[shape] = plan
+    return plan
+
+
+def _is_plain(t, torch) -> bool:
+    """Whether t is certainly a contiguous CUDA bf16 torch.Tensor (the fast check)."""
+    return type(t) is torch.Tensor and t.dtype is torch.bfloat16 and t.is_cuda and \
+        t.is_contiguous()
+
+
+def check_output(x, out) -> None:
+    """Raise ValueError naming the rule unless out can hold layernorm's result for x: a
+    contiguous tensor of x's dtype and shape on x's device."""
+    if str(getattr(out, "dtype", None)) != str(x.dtype) or \
+            tuple(getattr(out, "shape", ())) != tuple(x.shape) or \
+            getattr(out, "device", None) != x.device or not out.is_contiguous():
+        raise ValueError(f"layernorm: out must be a contiguous {x.dtype} tensor of shape "
+                         f"{tuple(x.shape)} on {x.device}, got "
+                         f"{getattr(out, 'dtype', type(out).__name__)} "
+                         f"{tuple(getattr(out, 'shape', ()))} on {getattr(out, 'device', '?')}")
+
+
 def layernorm(x, weight, bias, eps: float = 1e-5, out=None):
     """torch.nn.functional.layer_norm(x, (n,), weight, bias, eps) for contiguous CUDA bf16
-    tensors (n = x.shape[-1]), computed by this recipe."""
-    m, n = check_arguments(x, weight, bias, eps)
+    tensors (n = x.shape[-1]), computed by this recipe (written into `out`, a contiguous bf16
+    tensor of x's shape on x's device, when given)."""
+    import torch
+    plan = _PLANS.get(x.shape) if type(x) is torch.Tensor else None
+    if plan is None or not (_is_plain(x, torch) and _is_plain(weight, torch) and
+                            _is_plain(bias, torch) and weight.shape == plan[4] and
+                            bias.shape == plan[4] and type(eps) is float and eps > 0 and
+                            weight.get_device() == bias.get_device() == x.get_device()):
+        m, n = check_arguments(x, weight, bias, eps)
+        plan = _plan(x.shape, m, n)
+    launch, m, n, constexprs, _ = plan
     if out is None:
-        import torch
         out = torch.empty_like(x)
-    elif str(getattr(out, "dtype", None)) != str(x.dtype) or \
-            tuple(getattr(out, "shape", ())) != tuple(x.shape) or not out.is_contiguous():
-        raise ValueError(f"layernorm: out must be a contiguous {x.dtype} tensor of shape "
-                         f"{tuple(x.shape)}, got {getattr(out, 'dtype', type(out).__name__)} "
-                         f"{tuple(getattr(out, 'shape', ()))}")
-    if m:
-        kernel, rows, constexprs = _launch_plan(n)
-        kernel[(m + rows - 1) // rows](x, weight, bias, out, m, n, float(eps), **constexprs)
+    elif not (_is_plain(out, torch) and out.shape == x.shape and
+              out.get_device() == x.get_device()):
+        check_output(x, out)
+    if launch is not None:
+        launch(x, weight, bias, out, m, n, float(eps), *constexprs)
     return out
 
 

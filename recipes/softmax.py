@@ -105,21 +105,74 @@ def _arguments(m: int, n: int):
     return k, (m + rows - 1) // rows, constexprs
 
 
-def softmax(x, out=None):
-    """torch.softmax(x, dim=-1) for a contiguous CUDA bf16 tensor, computed by this recipe."""
+_PLANS: dict = {}       # x.shape -> (kernel[grid] or None when x is empty, m, n, constexprs)
+MAX_PLANS = 256
+
+
+def _plan(shape):
+    """What softmax launches for an x of this shape (checked; kept per shape)."""
+    plan = _PLANS.get(shape)
+    if plan is None:
+        if len(shape) < 1:
+            raise ValueError("softmax: x must be contiguous with at least one dimension")
+        n = shape[-1]
+        m = 1
+        for extent in shape[:-1]:
+            m *= extent
+        plan = (None, m, n, ())
+        if m and n:
+            k, grid, constexprs = _arguments(m, n)
+            plan = (k[grid], m, n, tuple(constexprs.values()))
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[shape] = plan
+    return plan
+
+
+def _is_plain(t, torch) -> bool:
+    """Whether t is certainly a contiguous CUDA bf16 torch.Tensor (the fast check)."""
+    return type(t) is torch.Tensor and t.dtype is torch.bfloat16 and t.is_cuda and \
+        t.is_contiguous()
+
+
+def check_input(x) -> None:
+    """Raise ValueError naming the rule unless x is a contiguous CUDA bf16 torch tensor."""
     import torch
     if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16 or not x.is_cuda:
         raise ValueError(f"softmax: x must be a CUDA bfloat16 tensor, got {type(x).__name__} "
                          f"{getattr(x, 'dtype', '')}")
     if x.dim() < 1 or not x.is_contiguous():
         raise ValueError("softmax: x must be contiguous with at least one dimension")
-    n = x.shape[-1]
-    m = x.numel() // n if n else 0
-    out = torch.empty_like(x) if out is None else out
-    if m == 0:
-        return out
-    k, grid, constexprs = _arguments(m, n)
-    k[grid](x, out, m, n, **constexprs)
+
+
+def check_output(x, out) -> None:
+    """Raise ValueError naming the rule unless out can hold softmax(x): a contiguous bf16
+    torch tensor of x's shape on x's device."""
+    import torch
+    if not isinstance(out, torch.Tensor) or out.dtype != torch.bfloat16 or \
+            tuple(out.shape) != tuple(x.shape) or out.device != x.device or \
+            not out.is_contiguous():
+        raise ValueError(f"softmax: out must be a contiguous bfloat16 tensor of shape "
+                         f"{tuple(x.shape)} on {x.device}, got {type(out).__name__} "
+                         f"{getattr(out, 'dtype', '')} {tuple(getattr(out, 'shape', ()))} on "
+                         f"{getattr(out, 'device', '?')}")
+
+
+def softmax(x, out=None):
+    """torch.softmax(x, dim=-1) for a contiguous CUDA bf16 tensor, computed by this recipe
+    (written into `out`, a contiguous bf16 tensor of x's shape on x's device, when given)."""
+    import torch
+    if not _is_plain(x, torch):
+        check_input(x)
+    plan = _plan(x.shape)
+    if out is None:
+        out = torch.empty_like(x)
+    elif not (_is_plain(out, torch) and out.shape == x.shape and
+              out.get_device() == x.get_device()):
+        check_output(x, out)
+    launch, m, n, constexprs = plan
+    if launch is not None:
+        launch(x, out, m, n, *constexprs)
     return out
 
 

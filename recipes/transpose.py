@@ -190,17 +190,43 @@ def check_arguments(x, out=None) -> lk.DType:
     return DTYPES[name]
 
 
+_PLANS: dict = {}       # (x.shape, x.dtype) -> (kernel[grid] or None when empty, m, n, ROWS_ON_X)
+MAX_PLANS = 256
+
+
+def _plan(x, dtype: lk.DType):
+    """What transpose launches for a (checked) x of this shape and dtype; kept per both."""
+    m, n = x.shape
+    plan = (None, m, n, True)
+    if m and n:
+        blocks, rows_on_x = grid(m, n, dtype)
+        plan = (kernel_for(dtype)[blocks], m, n, rows_on_x)
+    if len(_PLANS) >= MAX_PLANS:
+        _PLANS.clear()
+    _PLANS[(x.shape, x.dtype)] = plan
+    return plan
+
+
+def _is_plain_output(x, out, tensor) -> bool:
+    """Whether out is certainly a contiguous tensor of type `tensor` (torch.Tensor) that can
+    hold x.t() on x's device (the fast check)."""
+    return type(out) is tensor and out.dtype is x.dtype and out.is_contiguous() and \
+        out.shape == x.shape[::-1] and out.is_cuda and out.get_device() == x.get_device()
+
+
 def transpose(x, out=None):
     """x.t().contiguous() for a contiguous 2-D CUDA tensor of bf16, f16 or f32 (written into
     `out`, shape (n, m), when given)."""
-    dtype = check_arguments(x, out)
-    m, n = x.shape
+    import torch
+    plan = _PLANS.get((x.shape, x.dtype)) if type(x) is torch.Tensor else None
+    if plan is None or not (x.is_cuda and x.is_contiguous()) or \
+            not (out is None or _is_plain_output(x, out, torch.Tensor)):
+        plan = _plan(x, check_arguments(x, out))
+    launch, m, n, rows_on_x = plan
     if out is None:
-        import torch
         out = torch.empty((n, m), dtype=x.dtype, device=x.device)
-    if m and n:
-        blocks, rows_on_x = grid(m, n, dtype)
-        kernel_for(dtype)[blocks](x, out, m, n, rows_on_x)
+    if launch is not None:
+        launch(x, out, m, n, rows_on_x)
     return out
 
 

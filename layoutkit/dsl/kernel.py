@@ -25,7 +25,7 @@ import sympy
 
 from layoutkit.algebra import LayoutError, symbol
 from layoutkit.ptx import CompiledKernel, ParamSpec, PTXBuildError, assemble, disassemble
-from layoutkit.ptx import get_settings
+from layoutkit.ptx import debug_enabled
 from layoutkit.ptx.builder import Requirement, SourceLocation
 from layoutkit.ptx.builder.directives import Directives
 
@@ -33,6 +33,7 @@ from .arguments import Parameter, bind, key_entry, parameter
 from .debug_waits import sink_of
 from .errors import DSLError, KernelDefinitionError, TraceError, user_frame_location
 from .global_tensor import PointerArg
+from .launch_fast import build_fast_launch, no_fast_launch, torch_module
 from .ir import Function, Op
 from .lower import Lowering
 from .lower_roles import kernel_directives
@@ -45,6 +46,7 @@ from .verifier import verify
 
 MAX_WARPS = 32   # 1024 threads per block
 MAX_LAUNCHERS = 16  # configured launchers kept per specialization (one per grid)
+MAX_GRIDS = 64      # `kernel[grid]` launch functions kept per kernel
 MAX_CLUSTER_CTAS = 8   # the portable cluster size of sm_90 (CUDA programming guide, clusters)
 
 
@@ -84,6 +86,10 @@ class Specialization:
     _cubin: object = field(default=None, repr=False)
     _compiled: object = field(default=None, repr=False)
     _launchers: dict = field(default_factory=dict, repr=False)
+    has_hidden: bool = field(init=False, repr=False)   # hidden parameters: no fast launch
+
+    def __post_init__(self):
+        self.has_hidden = bool(self.ir.hidden)
 
     @property
     def cubin(self):
@@ -188,6 +194,9 @@ class Kernel:
         self.params = self._parameters(fn, where)
         self._runtime = tuple(i for i, p in enumerate(self.params) if p.kind != "constexpr")
         self._cache: dict[tuple, Specialization] = {}
+        self._options = {flag: KernelOptions(self.cluster, flag) for flag in (False, True)}
+        self._grids: dict = {}            # grid -> the function `kernel[grid]` returns
+        self._fast, self._fast_tensor = no_fast_launch, None   # see layoutkit.dsl.launch_fast
 
     @staticmethod
     def _parameters(fn, where) -> tuple[Parameter, ...]:
@@ -217,8 +226,7 @@ class Kernel:
     def options(self) -> KernelOptions:
         """The cluster shape and the debug flag a specialization made now gets (debug=None
         follows LAYOUTKIT_DEBUG, read at each call)."""
-        debug = self.debug if self.debug is not None else get_settings().debug
-        return KernelOptions(self.cluster, debug)
+        return self._options[self.debug if self.debug is not None else debug_enabled()]
 
     def _key(self, values) -> tuple:
         return tuple(key_entry(p, v) for p, v in zip(self.params, values)) + (self.options(),)
@@ -281,9 +289,24 @@ class Kernel:
 
     # ---- launch -------------------------------------------------------------------------------
     def __getitem__(self, grid):
-        """`kernel[grid](args...)`: launch on a grid (an int or a tuple of 1-3 ints)."""
+        """`kernel[grid](args...)`: launch on a grid (an int or a tuple of 1-3 ints); the
+        function is kept per grid. Plain arguments take the fast path (see
+        layoutkit.dsl.launch_fast); any other call, and a first one, goes through `launch`."""
+        try:
+            launch = self._grids.get(grid)
+        except TypeError:   # an unhashable grid (a list): launch() checks it every time
+            return lambda *args, stream=None, **kwargs: \
+                self.launch(grid, *args, stream=stream, **kwargs)
+        if launch is None:
+            if len(self._grids) >= MAX_GRIDS:
+                self._grids.clear()
+            launch = self._grids[grid] = self._launch_on(grid)
+        return launch
+
+    def _launch_on(self, grid):
         def launch(*args, stream=None, **kwargs):
-            self.launch(grid, *args, stream=stream, **kwargs)
+            if stream is not None or not self._fast(grid, args, kwargs):
+                self.launch(grid, *args, stream=stream, **kwargs)
         return launch
 
     def launch(self, grid, *args, stream=None, **kwargs) -> None:
@@ -305,6 +328,12 @@ class Kernel:
         sink = sink_of(spec.ir)
         if sink is not None:   # debug build: wait, and name a barrier that timed out
             sink.check_launch()
+        torch = torch_module()
+        if torch is not None and torch.Tensor is not self._fast_tensor:  # torch came (or changed)
+            options = self._options if self.debug is None else self._options[self.debug]
+            self._fast = build_fast_launch(self.name, self.params, self._cache, options,
+                                           torch) or no_fast_launch
+            self._fast_tensor = torch.Tensor
 
     # ---- introspection (no GPU) --------------------------------------------------------------
     def ir(self, *args, **kwargs) -> Function:
