@@ -30,9 +30,8 @@ from layoutkit.algebra import LayoutError, composition
 
 from . import verifier
 from .errors import LayoutMismatchError, TraceError
-from .facts import provably_less
 from .global_tensor import GlobalTensor
-from .memory import Chunk, _address, _coordinate, _mask, plan
+from .memory import Chunk, _address, _mask, chunks_of, plan
 from .shared import SharedTensor, shared_access
 from .smem_address import bank_ways, split_swizzled
 from .tracer import current
@@ -41,23 +40,6 @@ from .values import Scalar, _operand
 
 CP_ASYNC_BYTES = (4, 8, 16)
 MAX_PENDING = 255
-
-
-def _chunks(view: GlobalTensor, vec: int) -> list[Chunk]:
-    """The chunks of `vec` values of the global partition `view` with their bounds checks."""
-    chunks = []
-    for v0 in range(0, view.tv.num_values, vec):
-        checks, never = [], False
-        for mode, bound in enumerate(view.bounds or ()):
-            coordinate = _coordinate(view, mode, v0)
-            known = provably_less(coordinate, bound)
-            if known is False:
-                never = True
-            elif known is None:
-                checks.append((coordinate, bound))
-        chunks.append(Chunk(v0, vec, sympy.sympify(view.offset + view.layout(v0)),
-                            tuple(checks), never))
-    return chunks
 
 
 def _check(dst, src, mask) -> None:
@@ -112,7 +94,7 @@ def cp_async(dst: SharedTensor, src: GlobalTensor, *, mask=None) -> None:
     nbytes = vec * src.dtype.nbytes
     swizzle = None if dst.swizzle is None else (dst.swizzle.bits, dst.swizzle.base,
                                                   dst.swizzle.shift)
-    for chunk in _chunks(src, vec):
+    for chunk in chunks_of(src, vec):
         shared_offset = dst.offset + dst.layout(chunk.first)
         keep = None if chunk.never else _mask(trace, chunk.checks)
         if mask is not None and not chunk.never:

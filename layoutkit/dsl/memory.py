@@ -81,8 +81,14 @@ def plan(view) -> list[Chunk]:
     while vec > 1 and not all(_aligned(view, v0, vec) and _uniform(view, v0, vec)
                               for v0 in range(0, n, vec)):
         vec //= 2
+    return chunks_of(view, vec)
+
+
+def chunks_of(view, vec: int) -> list[Chunk]:
+    """The partition `view` cut into chunks of `vec` consecutive values, each with the bounds
+    checks that tracing could not prove (and `never` when one provably fails)."""
     chunks = []
-    for v0 in range(0, n, vec):
+    for v0 in range(0, view.tv.num_values, vec):
         checks, never = [], False
         for mode, bound in enumerate(view.bounds or ()):
             coordinate = _coordinate(view, mode, v0)
