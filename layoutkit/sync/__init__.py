@@ -23,5 +23,5 @@ from .barrier_ops import (cluster_arrive, cluster_sync, cluster_wait, cta_sync, 
                           elect_one, fence_proxy_async, named_arrive, named_sync)
 from .role_split_emit import (RoleContext, check_directives, emit_role_split,  # noqa: F401
                               set_role_registers, warpgroup_index)
-from .protocol import (Arrive, ArriveExpectTx, Copy, ExpectTx, Init, Protocol,  # noqa: F401
-                       RolePath, Wait, check_protocol, check_protocol_or_raise)
+from .kernel_model import Finding, KernelProtocol, Site  # noqa: F401
+from .kernel_check import check_kernel  # noqa: F401
