@@ -323,15 +323,20 @@ attention_kernel = lk.kernel(attention_body, num_warps=WARPS)
 # ---- host side -------------------------------------------------------------------------------
 CONFIGS = {64: Config(BN=128), 128: Config(BN=128)}     # defaults per head dim
 ALIGN_ELEMENTS = 8            # TMA: global addresses and strides are multiples of 16 bytes
+SHARED_LIMIT = 232448 - 1024  # sm_90's opt-in shared memory, less room for the mbarriers
 
 
-def ablations(head_dim: int) -> dict[str, Config]:
-    """The default config and one switched-off pipeline choice per entry (benchmark rows)."""
+def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
+    """The default config and one switched-off pipeline choice per entry (benchmark rows),
+    plus FlashAttention-3's 176-key blocks for non-causal head dim 128."""
     base = CONFIGS[head_dim]
-    return {"default": base, "no ping-pong": replace(base, PINGPONG=False),
+    rows = {"default": base, "no ping-pong": replace(base, PINGPONG=False),
             "no intra-warpgroup overlap": replace(base, OVERLAP=False),
             "no ping-pong, no overlap": replace(base, PINGPONG=False, OVERLAP=False),
             "1 stage": replace(base, STAGES=1)}
+    if head_dim == 128 and not causal:
+        rows["BN=176"] = replace(base, BN=176)
+    return rows
 
 
 def block_counts(sq: int, sk: int, causal: bool, bn: int) -> tuple[int, int, int]:
@@ -415,20 +420,21 @@ def _tma_ready(x):
     return x if aligned else x.contiguous()
 
 
-def _check_inputs(q, k, v, layout: str, softmax_scale, config):
-    import torch
+def check_inputs(q, k, v, causal, softmax_scale, layout: str, config):
+    """Validate flash_attention's arguments (torch tensors, or anything with the same shape,
+    dtype, device, dim() and transpose()); returns q, k, v as (batch, seqlen, heads, head_dim)
+    views and the config. Every mistake is a ValueError naming the argument, value and rule."""
     if layout not in ("bshd", "bhsd"):
         raise ValueError(f"flash_attention: layout is 'bshd' (batch, seqlen, heads, head_dim; "
                          f"FlashAttention's) or 'bhsd' (torch SDPA's), got {layout!r}")
     for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor) or x.dim() != 4:
-            raise ValueError(f"flash_attention: {name} is a 4-D torch tensor ({layout}), got "
+        if not hasattr(x, "dim") or x.dim() != 4:
+            raise ValueError(f"flash_attention: {name} is a 4-D tensor ({layout}), got "
                              f"{type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))}")
-        if x.dtype != torch.bfloat16 or not x.is_cuda or x.device != q.device:
-            raise ValueError(f"flash_attention: {name} is a bf16 CUDA tensor on q's device "
-                             f"({q.device}), got {x.dtype} on {x.device}")
+        if str(x.dtype) != "torch.bfloat16":
+            raise ValueError(f"flash_attention: {name} is a bf16 tensor, got {x.dtype}")
     q, k, v = ((x.transpose(1, 2) if layout == "bhsd" else x) for x in (q, k, v))
-    (batch, sq, hq, d), (bk, sk, hk, dk) = q.shape, k.shape
+    (batch, sq, hq, d), (bk, sk, hk, dk) = tuple(q.shape), tuple(k.shape)
     if tuple(v.shape) != tuple(k.shape) or bk != batch or dk != d:
         raise ValueError(f"flash_attention: k and v are (batch, seqlen_k, heads_kv, head_dim) "
                          f"with q's batch {batch} and head_dim {d} ({layout} order), got k "
@@ -440,6 +446,8 @@ def _check_inputs(q, k, v, layout: str, softmax_scale, config):
         raise ValueError(f"flash_attention: heads_q = {hq} must be a multiple of heads_kv = "
                          f"{hk} (grouped-query attention shares each K/V head among "
                          "heads_q // heads_kv query heads)")
+    if not isinstance(causal, bool):
+        raise ValueError(f"flash_attention: causal is True or False, got {causal!r}")
     if softmax_scale is not None and (isinstance(softmax_scale, bool) or
                                       not isinstance(softmax_scale, (int, float)) or
                                       not math.isfinite(softmax_scale)):
@@ -447,7 +455,20 @@ def _check_inputs(q, k, v, layout: str, softmax_scale, config):
                          f"(1/sqrt(head_dim)), got {softmax_scale!r}")
     if config is not None and not isinstance(config, Config):
         raise ValueError(f"flash_attention: config is a Config, got {config!r}")
-    return q, k, v
+    cfg = config or CONFIGS[d]
+    if causal and BM % cfg.BN:
+        raise ValueError(f"flash_attention: causal attention needs a key block BN dividing "
+                         f"{BM} (the query tile), got config BN = {cfg.BN}")
+    if cfg.smem_bytes(d) > SHARED_LIMIT:
+        raise ValueError(f"flash_attention: config {cfg} needs {cfg.smem_bytes(d)} bytes of "
+                         f"shared memory at head_dim {d}, over the {SHARED_LIMIT} available")
+    if not q.is_cuda:
+        raise ValueError(f"flash_attention: q is a CUDA tensor, got one on {q.device}")
+    for name, x in (("k", k), ("v", v)):
+        if x.device != q.device:
+            raise ValueError(f"flash_attention: {name} is on q's device ({q.device}), got "
+                             f"{x.device}")
+    return q, k, v, cfg
 
 
 def flash_attention(q, k, v, causal: bool = False, softmax_scale: float | None = None, *,
@@ -458,13 +479,9 @@ def flash_attention(q, k, v, causal: bool = False, softmax_scale: float | None =
     o is bf16 in q's layout, lse f32 (batch, heads_q, seqlen_q) in natural-log units;
     softmax_scale defaults to 1/sqrt(head_dim); causal is bottom-right aligned."""
     import torch
-    qs, ks, vs = _check_inputs(q, k, v, layout, softmax_scale, config)
+    qs, ks, vs, cfg = check_inputs(q, k, v, causal, softmax_scale, layout, config)
     (batch, sq, hq, d), sk = qs.shape, ks.shape[1]
     scale = d ** -0.5 if softmax_scale is None else float(softmax_scale)
-    cfg = config or CONFIGS[d]
-    if causal and BM % cfg.BN:
-        raise ValueError(f"flash_attention: causal attention needs a key block BN dividing "
-                         f"{BM} (the query tile), got config BN = {cfg.BN}")
     shape = (batch, hq, sq, d) if layout == "bhsd" else (batch, sq, hq, d)
     out = torch.empty(shape, device=q.device, dtype=torch.bfloat16)
     o = out.transpose(1, 2) if layout == "bhsd" else out
@@ -555,3 +572,92 @@ def check_cpu(seed: int = 0, cases=CPU_CASES, config: Config | None = None) -> f
             expect={"o": o_want[:, dead:], "lse": lse_want[:, :, dead:].reshape(batch * hq, run)},
             tolerance=2 ** -7))
     return worst
+
+
+def check(seed: int = 0) -> float:
+    """Random bf16 problems (ragged, GQA, causal with seqlen_q <, = and > seqlen_k, seqlen_q 1,
+    both layouts, every ablation config) on the GPU against torch in float64; returns the
+    worst error of o relative to max |o_ref| (AssertionError past 2**-7, or an lse off by more
+    than 2e-3 where finite, or an infinity in the wrong place)."""
+    import torch
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    cases = [(1, 1, 1, 1, 1, 64, False), (2, 300, 257, 4, 2, 64, False),
+             (2, 257, 300, 4, 1, 128, True), (1, 1000, 600, 2, 2, 128, True),
+             (1, 1, 1000, 8, 2, 128, True), (3, 129, 129, 2, 2, 64, True),
+             (1, 512, 2048, 4, 4, 128, False)]
+    worst = 0.0
+    for i, (batch, sq, sk, hq, hk, d, causal) in enumerate(cases):
+        q = torch.randn(batch, sq, hq, d, device="cuda", generator=gen).to(torch.bfloat16)
+        k = torch.randn(batch, sk, hk, d, device="cuda", generator=gen).to(torch.bfloat16)
+        v = torch.randn(batch, sk, hk, d, device="cuda", generator=gen).to(torch.bfloat16)
+        configs = list(ablations(d, causal).values())
+        cfg = configs[i % len(configs)]
+        o, lse = flash_attention(q, k, v, causal=causal, config=cfg)
+        o_ref, lse_ref = reference_torch(q, k, v, causal, d ** -0.5)
+        worst = max(worst, compare(o, lse, o_ref, lse_ref, f"case {i} {cfg}"))
+    return worst
+
+
+def reference_torch(q, k, v, causal: bool, scale: float):
+    """float64 torch attention on (batch, seqlen, heads, head_dim) tensors: (o, lse (batch,
+    heads, seqlen_q)); rows that see no key give o = 0, lse = -inf."""
+    import torch
+    q, k, v = (x.double().transpose(1, 2) for x in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    s = (q @ k.transpose(-1, -2)) * scale
+    sq, sk = q.shape[2], k.shape[2]
+    if causal:
+        rows = torch.arange(sq, device=q.device)[:, None]
+        visible = torch.arange(sk, device=q.device)[None, :] <= rows + sk - sq
+        s = s.masked_fill(~visible, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - lse.clamp_min(-1e300)[..., None]).nan_to_num(0.0)
+    return (p @ v).transpose(1, 2), lse
+
+
+def compare(o, lse, o_ref, lse_ref, what: str) -> float:
+    """Error of o relative to max |o_ref|; asserts it (2**-7) and lse (2e-3 absolute where
+    finite, same infinities)."""
+    import torch
+    assert not o.isnan().any(), f"{what}: NaN in o (an element not written?)"
+    err = ((o.double() - o_ref).abs().max() / o_ref.abs().max().clamp_min(1e-30)).item()
+    assert err < 2 ** -7, f"{what}: o off by {err:.3g} of max |o|"
+    finite = torch.isfinite(lse_ref)
+    assert torch.equal(torch.isfinite(lse), finite), f"{what}: lse infinities misplaced"
+    assert (lse[~finite] == lse_ref[~finite]).all(), f"{what}: lse infinities differ"
+    if finite.any():
+        lerr = (lse.double()[finite] - lse_ref[finite]).abs().max().item()
+        assert lerr < 2e-3, f"{what}: lse off by {lerr:.3g}"
+    return err
+
+
+def attention_flops(batch: int, heads: int, sq: int, sk: int, d: int, causal: bool) -> float:
+    """4 * batch * heads * sq * sk * d, halved for causal (FlashAttention's convention)."""
+    return 4.0 * batch * heads * sq * sk * d / (2 if causal else 1)
+
+
+def benchmark(reps: int = 20) -> list[dict]:
+    """TFLOP/s of flash_attention against torch SDPA's best backend (benchmarks/
+    bench_attention.py has the full table and the ablation rows)."""
+    import torch
+
+    from layoutkit.benchmarking import interleaved, tflops
+    rows = []
+    for d in HEAD_DIMS:
+        for causal in (False, True):
+            batch, heads, s = 16384 * 16 // 4096 // 16, 16, 4096
+            q, k, v = (torch.randn(batch, s, heads, d, device="cuda").to(torch.bfloat16)
+                       for _ in range(3))
+            qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            times = interleaved({"layoutkit": lambda: flash_attention(q, k, v, causal),
+                                 "sdpa": lambda: sdpa(qt, kt, vt, is_causal=causal)}, reps=reps)
+            flops = attention_flops(batch, heads, s, s, d, causal)
+            ours, theirs = (tflops(flops, times[x].median_ms) for x in ("layoutkit", "sdpa"))
+            rows.append({"case": f"d{d} s{s} {'causal' if causal else 'full'}",
+                         "layoutkit_tflops": ours, "sdpa_tflops": theirs,
+                         "speedup": ours / theirs})
+            print(f"d={d} seqlen={s} causal={causal}: layoutkit {ours:.1f}, SDPA {theirs:.1f} "
+                  f"TFLOP/s ({ours / theirs:.3f}x)")
+    return rows
