@@ -8,6 +8,7 @@ so picking the compiled specialization at launch is one dict lookup.
 from __future__ import annotations
 
 import numbers
+import sys
 from dataclasses import dataclass
 
 from layoutkit.ptx import device_address
@@ -77,7 +78,16 @@ def pointer_fact(p: Parameter, value) -> bool:
     if dtype is not None and dtype != want:
         raise KernelArgumentError(f"argument {p.name}: an array of {dtype} given for "
                                   f"{p.describe()} (no implicit conversion)")
+    if dtype is None and _is_torch_tensor(value):   # a torch dtype no kernel type matches
+        raise KernelArgumentError(f"argument {p.name}: a tensor of {value.dtype} given for "
+                                  f"{p.describe()} (no implicit conversion)")
     return address % 16 == 0
+
+
+def _is_torch_tensor(value) -> bool:
+    torch = sys.modules.get("torch")       # never imported here: only if the program did
+    tensor = getattr(torch, "Tensor", None)
+    return isinstance(tensor, type) and isinstance(value, tensor)
 
 
 def int_fact(p: Parameter, value) -> str:

@@ -1,0 +1,208 @@
+"""The DSL's launch fast path (layoutkit.dsl.launch_fast) on the CPU: after a first launch through
+the checked path, plain calls launch without it, pick the specialization the checked path would
+(alignment, int facts, constexprs, debug flag) and pack the same bytes; every other call still
+goes through the checked path and its worded errors. Fakes: tests/dsl/fake_gpu.py.
+"""
+import struct
+
+import pytest
+
+import layoutkit.dsl as lk
+from layoutkit.algebra import Layout
+from layoutkit.dsl.launch_fast import build_fast_launch, fast_launch_source, torch_module
+from layoutkit.ptx import SettingsError
+
+from .fake_gpu import BASE, STREAM, FakeGPU, Tensor
+
+
+@lk.kernel(num_warps=1)
+def scale(x: lk.Pointer[lk.f32], y: lk.Pointer[lk.f32], n: lk.i32, a: lk.f32):
+    """y = a * x over n elements, 4 consecutive per thread (vector accesses when aligned)."""
+    tv = lk.tv_layout(Layout(32), Layout(4))
+    X = lk.global_tensor(x, Layout(n)).tile((128,), (lk.block_id(0),)).partition(tv)
+    Y = lk.global_tensor(y, Layout(n)).tile((128,), (lk.block_id(0),)).partition(tv)
+    lk.store(Y, lk.load(X) * a)
+
+
+@lk.kernel(num_warps=1)
+def scale_by(x: lk.Pointer[lk.f32], y: lk.Pointer[lk.f32], n: lk.i32, a: lk.f32,
+             VALUES: lk.constexpr):
+    """`scale` with VALUES consecutive elements per thread."""
+    tv = lk.tv_layout(Layout(32), Layout(VALUES))
+    X = lk.global_tensor(x, Layout(n)).tile((32 * VALUES,), (lk.block_id(0),)).partition(tv)
+    Y = lk.global_tensor(y, Layout(n)).tile((32 * VALUES,), (lk.block_id(0),)).partition(tv)
+    lk.store(Y, lk.load(X) * a)
+
+
+X, Y = Tensor(BASE), Tensor(BASE + 0x10000)
+
+
+def packed(x, y, n, a) -> bytes:
+    """The parameter buffer of scale/scale_by: x (u64), y (u64), n (s32), a (f32)."""
+    return struct.pack("<QQif", x.ptr, y.ptr, n, a)
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    fake = FakeGPU(monkeypatch, [scale, scale_by])
+    yield fake
+    fake.reset()
+
+
+@pytest.fixture
+def checked(monkeypatch):
+    """The calls that went through Kernel.launch (the checked path), per kernel name."""
+    calls = []
+    for k in (scale, scale_by):
+        def spy(grid, *args, _real=k.launch, _name=k.name, **kwargs):
+            calls.append(_name)
+            return _real(grid, *args, **kwargs)
+        monkeypatch.setitem(k.__dict__, "launch", spy)
+    return calls
+
+
+def test_a_second_launch_takes_the_fast_path_with_the_same_bytes(gpu, checked):
+    scale[4](X, Y, 4096, 2.0)
+    scale[4](X, Y, 4096, 2.0)
+    scale[4](Tensor(BASE + 0x20000), Y, 8192, 0.5)     # same facts, other values: packed
+    assert checked == ["scale"]
+    first, second, third = gpu.calls
+    assert first.spec is second.spec is third.spec and first.spec.key == scale.key(X, Y, 4096, 2.0)
+    assert first.packed == second.packed == packed(X, Y, 4096, 2.0)
+    assert third.packed == packed(Tensor(BASE + 0x20000), Y, 8192, 0.5)
+    assert (first.grid, first.block, first.stream) == ((4, 1, 1), 32, STREAM)
+
+
+def test_an_unaligned_pointer_after_an_aligned_one_picks_the_other_specialization(gpu, checked):
+    x4 = Tensor(BASE + 4)                              # 4-byte aligned only
+    for x in (X, X, x4, x4, X, x4):
+        scale[4](x, Y, 4096, 2.0)
+    specs = [c.spec for c in gpu.calls]
+    aligned, unaligned = specs[0], specs[2]
+    assert specs == [aligned, aligned, unaligned, unaligned, aligned, unaligned]
+    assert aligned.key[0] is True and unaligned.key[0] is False
+    assert unaligned.param_specs()[0].pointer_align == 4 and aligned.ptx != unaligned.ptx
+    assert [c.packed for c in gpu.calls] == [packed(x, Y, 4096, 2.0) for x in (X, X, x4, x4, X, x4)]
+    assert checked == ["scale", "scale"]              # one first launch per specialization
+
+
+def test_an_unaligned_pointer_never_reaches_the_aligned_launcher(gpu, checked):
+    scale[4](X, Y, 4096, 2.0)
+    aligned = gpu.calls[0].spec
+    for offset in (4, 8, 12, 20):
+        scale[4](Tensor(BASE + offset), Y, 4096, 2.0)
+        assert gpu.calls[-1].spec is not aligned and gpu.calls[-1].spec.key[0] is False
+
+
+@pytest.mark.parametrize("values", [(4096, 8192), (4095, 17), (4104, 24), (1, 1), (0, -3)])
+def test_a_changed_int_fact_picks_its_specialization(gpu, checked, values):
+    scale[4](X, Y, 4096, 2.0)
+    for n in values:
+        scale[4](X, Y, n, 2.0)
+        assert gpu.calls[-1].spec.key == scale.key(X, Y, n, 2.0)
+        assert gpu.calls[-1].packed == packed(X, Y, n, 2.0)
+    facts = {c.spec.key[2] for c in gpu.calls}
+    assert facts == {scale.key(X, Y, n, 2.0)[2] for n in (4096,) + values}
+    assert len(checked) == len(facts)                  # a new fact: its first launch is checked
+
+
+def test_keywords_bind_like_positionals(gpu, checked):
+    scale[4](X, Y, 4096, 2.0)
+    scale[4](X, Y, n=4096, a=2.0)
+    scale[4](x=X, a=2.0, n=4096, y=Y)
+    assert checked == ["scale"]
+    assert len({id(c.spec) for c in gpu.calls}) == 1
+    assert {c.packed for c in gpu.calls} == {packed(X, Y, 4096, 2.0)}
+
+
+def test_constexprs_positional_and_by_keyword(gpu, checked):
+    scale_by[4](X, Y, 4096, 2.0, 4)
+    scale_by[4](X, Y, 4096, 2.0, 4)
+    scale_by[4](X, Y, 4096, 2.0, VALUES=4)
+    scale_by[8](X, Y, 4096, 2.0, VALUES=2)
+    scale_by[8](X, Y, 4096, 2.0, 2)
+    specs = [c.spec for c in gpu.calls]
+    assert specs[0] is specs[1] is specs[2] and specs[3] is specs[4] is not specs[0]
+    assert specs[0].key[4] == ("int", 4) and specs[3].key[4] == ("int", 2)
+    assert checked == ["scale_by", "scale_by"]
+    with pytest.raises(lk.ConstexprError, match="constexpr VALUES = \\[4\\] is not hashable"):
+        scale_by[4](X, Y, 4096, 2.0, [4])
+    assert len(gpu.calls) == 5
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((X, Y, 4096), {}, r"kernel scale: missing argument\(s\) a"),
+    ((X, Y, 4096, 2.0, 5), {}, r"kernel scale takes 4 arguments \(x, y, n, a\), got 5"),
+    ((X, Y, 4096), {"a": 2.0, "b": 1}, r"kernel scale has no parameter 'b'"),
+    ((X, Y, 4096, 2.0), {"n": 3}, r"kernel scale: argument 'n' given twice"),
+    ((Tensor(BASE, "bfloat16"), Y, 4096, 2.0), {}, r"argument x: an array of bf16 given for "
+     r"x: Pointer\[f32\]"),
+    ((Tensor(BASE, "int8"), Y, 4096, 2.0), {}, r"argument x: a tensor of torch.int8 given for "
+     r"x: Pointer\[f32\]"),
+    ((X, Y, 2 ** 31, 2.0), {}, r"argument n: 2147483648 does not fit i32"),
+    ((X, Y, True, 2.0), {}, r"argument n: True is not an integer"),
+    ((X, Y, 4096, "2"), {}, r"argument a: '2' is not a number"),
+    ((X, None, 4096, 2.0), {}, r"argument y: None is not an array"),
+])
+def test_wrong_arguments_are_refused_by_the_checked_path(gpu, checked, args, kwargs, message):
+    scale[4](X, Y, 4096, 2.0)
+    with pytest.raises(lk.KernelArgumentError, match=message):
+        scale[4](*args, **kwargs)
+    assert len(gpu.calls) == 1 and checked == ["scale", "scale"]
+
+
+def test_an_int_for_a_float_launches_through_the_checked_path(gpu, checked):
+    scale[4](X, Y, 4096, 2.0)
+    scale[4](X, Y, 4096, 2)
+    assert gpu.calls[0].spec is gpu.calls[1].spec and gpu.calls[1].packed == packed(X, Y, 4096, 2.0)
+    assert checked == ["scale", "scale"]
+
+
+def test_an_explicit_stream_or_a_list_grid_launches_through_the_checked_path(gpu, checked):
+    scale[4](X, Y, 4096, 2.0)
+    scale[4](X, Y, 4096, 2.0, stream=0x77)
+    scale[[4]](X, Y, 4096, 2.0)
+    scale[[4]](X, Y, 4096, 2.0)
+    assert [c.stream for c in gpu.calls] == [STREAM, 0x77, STREAM, STREAM]
+    assert {c.grid for c in gpu.calls} == {(4, 1, 1)} and len(checked) == 4
+    assert len({c.packed for c in gpu.calls}) == 1
+
+
+def test_layoutkit_debug_is_read_at_every_launch(gpu, checked, monkeypatch):
+    monkeypatch.setenv("LAYOUTKIT_DEBUG", "0")
+    scale[4](X, Y, 4096, 2.0)
+    monkeypatch.setenv("LAYOUTKIT_DEBUG", "1")
+    scale[4](X, Y, 4096, 2.0)
+    monkeypatch.setenv("LAYOUTKIT_DEBUG", "off")
+    scale[4](X, Y, 4096, 2.0)
+    release, debug, again = (c.spec for c in gpu.calls)
+    assert release.key[-1].debug is False and debug.key[-1].debug is True and again is release
+    assert checked == ["scale", "scale"]
+    monkeypatch.setenv("LAYOUTKIT_DEBUG", "maybe")
+    with pytest.raises(SettingsError, match="LAYOUTKIT_DEBUG='maybe'"):
+        scale[4](X, Y, 4096, 2.0)
+
+
+def test_the_fast_key_is_the_checked_key(gpu):
+    scale_by[4](X, Y, 4096, 2.0, 4)
+    torch = torch_module()
+    fast = build_fast_launch("scale_by", scale_by.params, scale_by._cache, scale_by._options, torch)
+    for x in (X, Tensor(BASE + 4), Tensor(BASE + 16)):
+        for n in (1, 2, 8, 16, 17, 24, 0, -16, 2 ** 31 - 1):
+            seen = []
+            spec = scale_by._cache[scale_by.key(X, Y, 4096, 2.0, 4)]
+            key = scale_by.key(x, Y, n, 2.0, 4)
+            scale_by._cache[key] = spec            # any specialization, under the checked key
+            spec._launchers[4] = lambda *runtime: seen.append(runtime)
+            assert fast(4, (x, Y, n, 2.0, 4), {}) is True and seen == [(x, Y, n, 2.0)]
+            del scale_by._cache[key]
+            scale_by._cache[scale_by.key(X, Y, 4096, 2.0, 4)] = spec
+
+
+def test_no_fast_path_for_parameters_named_like_its_own_names(gpu):
+    @lk.kernel(num_warps=1)
+    def odd(_lk_x: lk.Pointer[lk.f32], n: lk.i32):
+        pass
+    assert build_fast_launch("odd", odd.params, odd._cache, odd._options, torch_module()) is None
+    assert "def fast_launch(_lk_grid, _lk_args, _lk_kwargs):" in \
+        fast_launch_source(scale.params, debug_fixed=True)
