@@ -10,6 +10,7 @@ require_gpu()
 
 torch = pytest.importorskip("torch")
 
+from tests.dsl.axpb_reference import axpb_mismatches  # noqa: E402
 from tests.dsl.kernels import axpb, axpb_bf16, row_sums  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -42,15 +43,42 @@ def test_axpb_bf16(n):
     assert (y[n:] == 0).all()
 
 
+def check_axpb(y, x, a: float, b: float) -> None:
+    """y is a * x + b in f32, fused or not (see tests/dsl/axpb_reference.py)."""
+    host = x.double().cpu().numpy()
+    bad = axpb_mismatches(y.double().cpu().numpy(), host, a, b)
+    assert bad.size == 0, f"{bad.size} wrong values, first at {bad[:8].tolist()}"
+
+
 def test_unaligned_pointer_uses_the_scalar_specialization():
     n = 1000
-    base = torch.randn(n + 1, device="cuda")
+    gen = torch.Generator(device="cuda").manual_seed(1000)
+    base = torch.randn(n + 1, device="cuda", generator=gen)
     x = base[1:]                                             # 4-byte aligned only
-    y = torch.empty(n, device="cuda")
+    y = torch.full((n + 64,), float("nan"), device="cuda")    # guard past the end
     axpb[(n + 511) // 512](x, y, n, 3.0, 1.0, VALUES=4)
     torch.cuda.synchronize()
-    assert torch.allclose(y, x * 3.0 + 1.0)
+    check_axpb(y[:n], x, 3.0, 1.0)
+    assert torch.isnan(y[n:]).all()
     assert axpb.key(x, y, n, 3.0, 1.0, 4)[0] is False
+
+
+def test_aligned_and_unaligned_pointers_alternate():
+    """The fast launch path and each specialization's configured launcher (with its packing
+    memo) across alternating specializations, grids and values: every launch's own values."""
+    n = 1000
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    base = torch.randn(n + 4, device="cuda", generator=gen)
+    y = torch.empty(n + 64, device="cuda")
+    for offset, a, values in ((0, 3.0, 4), (1, -2.0, 4), (0, 0.5, 4), (2, 1.5, 4), (1, 3.0, 4),
+                              (0, 3.0, 2), (1, 3.0, 2), (0, 3.0, 4)):
+        x = base[offset:offset + n]
+        y.fill_(float("nan"))
+        axpb[-(-n // (128 * values))](x, y, n, a, 1.0, VALUES=values)
+        torch.cuda.synchronize()
+        check_axpb(y[:n], x, a, 1.0)
+        assert torch.isnan(y[n:]).all()
+        assert axpb.key(x, y, n, a, 1.0, values)[0] is (x.data_ptr() % 16 == 0)
 
 
 @pytest.mark.parametrize("m, n", [(1, 1), (3, 31), (5, 32), (17, 1000)])
