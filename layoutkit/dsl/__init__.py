@@ -30,8 +30,8 @@ from .shared import SharedTensor, barrier, shared_tensor
 from .tracer import block_id, thread_id
 from .types import (DType, Pointer, PointerType, bf16, bool_, constexpr, f16, f32, f64, i32, i64,
                     u32)
-from .values import (RegisterTensor, Scalar, TVLayout, cast, exp2, fma, full, maximum, minimum,
-                     rsqrt, sqrt, tv_layout, where)
+from .values import (RegisterTensor, Scalar, TVLayout, cast, exp2, fma, full, log2, maximum,
+                     minimum, rsqrt, sqrt, tv_layout, where)
 from .verifier import verify
 from .wgmma import (transpose, warpgroup_stack, wgmma, wgmma_a_layout, wgmma_accumulator,
                     wgmma_accumulator_layout, wgmma_commit, wgmma_fence, wgmma_wait)
@@ -60,7 +60,7 @@ __all__ = [
     "cp_async", "cp_async_commit", "cp_async_wait", "ldmatrix", "mma_sync",
     "mma_sync_layouts", "MmaLayouts",
     "TVLayout", "tv_layout", "RegisterTensor", "Scalar", "full",
-    "cast", "exp2", "fma", "maximum", "minimum", "rsqrt", "sqrt", "where",
+    "cast", "exp2", "fma", "log2", "maximum", "minimum", "rsqrt", "sqrt", "where",
     "Function", "Block", "Op", "Value", "verify",
     "wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_accumulator",
     "wgmma_accumulator_layout", "wgmma_a_layout", "transpose", "warpgroup_stack",
