@@ -1,0 +1,119 @@
+"""Forward attention, layoutkit's recipes/flash_attention.py against torch SDPA with each of
+its backends forced (cuDNN, Flash, memory-efficient), same run.
+
+    PYTHONPATH=. python3 benchmarks/bench_attention.py [--reps 20] [--quick] [--no-ablations]
+
+bf16, head dims 64 and 128, seqlen 1k-16k (seqlen_q = seqlen_k), causal and not; batch x heads
+fill the GPU (batch = 16384 / seqlen, heads = 2048 / head_dim: 16k tokens x 2048 channels).
+Each case is checked against SDPA first; then every candidate is timed interleaved with the L2
+flushed before each call (layoutkit.benchmarking). Prints TFLOP/s (4*B*H*Sq*Sk*D / time,
+halved for causal) and the ratio layoutkit / best SDPA backend; a backend that raises for a
+case is skipped and named. Then the ablation rows (head dim 128, seqlen 8k): each pipeline
+choice switched off in turn (recipes/flash_attention.ablations).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from layoutkit.benchmarking import interleaved, tflops
+from layoutkit.recipe_runner import load_recipe
+
+SEQLENS = (1024, 2048, 4096, 8192, 16384)
+TOKENS, CHANNELS = 16384, 2048
+
+
+def _backends():
+    from torch.nn.attention import SDPBackend
+    return {"cuDNN": SDPBackend.CUDNN_ATTENTION, "Flash": SDPBackend.FLASH_ATTENTION,
+            "mem-eff": SDPBackend.EFFICIENT_ATTENTION}
+
+
+def _sdpa(backend, q, k, v, causal):
+    from torch.nn.attention import sdpa_kernel
+
+    def run():
+        with sdpa_kernel([backend]):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return run
+
+
+def _inputs(seqlen: int, d: int):
+    batch, heads = max(1, TOKENS // seqlen), CHANNELS // d
+    q, k, v = (torch.randn(batch, seqlen, heads, d, device="cuda").to(torch.bfloat16)
+               for _ in range(3))
+    return batch, heads, q, k, v
+
+
+def case(recipe, d: int, seqlen: int, causal: bool, reps: int, configs=None) -> dict:
+    """Time one shape: {name: TFLOP/s} for layoutkit (each config) and every SDPA backend."""
+    batch, heads, q, k, v = _inputs(seqlen, d)
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))         # SDPA's (b, h, s, d) views
+    want = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+    candidates, skipped = {}, []
+    for name, backend in _backends().items():
+        run = _sdpa(backend, qt, kt, vt, causal)
+        try:
+            run()
+            torch.cuda.synchronize()
+        except Exception as exc:     # noqa: BLE001 - a backend that cannot run this case
+            skipped.append(f"{name} ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})")
+            continue
+        candidates[name] = run
+    for label, cfg in (configs or {"layoutkit": None}).items():
+        o, _ = recipe.flash_attention(q, k, v, causal=causal, config=cfg)
+        err = (o.transpose(1, 2).float() - want.float()).abs().max().item()
+        if not err < 2e-2:
+            raise AssertionError(f"d={d} seqlen={seqlen} causal={causal} {label}: max error "
+                                 f"{err:.3g} against SDPA")
+        candidates[label] = (lambda cfg=cfg: recipe.flash_attention(q, k, v, causal=causal,
+                                                                     config=cfg))
+    times = interleaved(candidates, reps=reps)
+    flops = recipe.attention_flops(batch, heads, seqlen, seqlen, d, causal)
+    return {name: tflops(flops, t.median_ms) for name, t in times.items()}, skipped, \
+        (batch, heads)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="seqlen 2k and 16k only")
+    parser.add_argument("--no-ablations", action="store_true")
+    args = parser.parse_args(argv)
+    recipe = load_recipe("flash_attention")
+    torch.manual_seed(0)
+    seqlens = (2048, 16384) if args.quick else SEQLENS
+    backends = list(_backends())
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}  (TFLOP/s; ratio = "
+          "layoutkit / best SDPA backend)\n")
+    print("| hd | seqlen | causal | B x H | layoutkit | " + " | ".join(backends) +
+          " | ratio |")
+    print("|---|---|---|---|---|" + "---|" * len(backends) + "---|")
+    notes = []
+    for d in recipe.HEAD_DIMS:
+        for causal in (False, True):
+            for seqlen in seqlens:
+                got, skipped, (b, h) = case(recipe, d, seqlen, causal, args.reps)
+                best = max((got[x] for x in backends if x in got), default=float("nan"))
+                cells = " | ".join(f"{got[x]:.1f}" if x in got else "skip" for x in backends)
+                print(f"| {d} | {seqlen} | {causal} | {b}x{h} | {got['layoutkit']:.1f} | "
+                      f"{cells} | {got['layoutkit'] / best:.3f} |", flush=True)
+                notes += [f"d={d} seqlen={seqlen} causal={causal}: skipped {s}" for s in skipped]
+    for note in notes:
+        print(note)
+    if not args.no_ablations:
+        print("\nAblations (head dim 128, seqlen 8192; TFLOP/s, ratio to the default):\n")
+        print("| causal | config | TFLOP/s | ratio |\n|---|---|---|---|")
+        for causal in (False, True):
+            configs = recipe.ablations(128, causal)
+            got, _, _ = case(recipe, 128, 8192, causal, args.reps, configs)
+            for name in configs:
+                print(f"| {causal} | {name} | {got[name]:.1f} | "
+                      f"{got[name] / got['default']:.3f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
