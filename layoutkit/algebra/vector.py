@@ -96,9 +96,8 @@ def max_common_layout(a: Layout, b: Layout) -> Layout:
     '4:1'
     """
     inv_b = right_inverse(b)
-    common = coalesce(composition(a, inv_b))
-    first = common[0] if type(common.shape) is tuple else common
-    if type(first.stride) is int and first.stride == 1:
+    first = _common_prefix(a, inv_b)
+    if first is not None:
         return composition(inv_b, first)
     return Layout._new(1, 0)
 
@@ -109,8 +108,34 @@ def max_common_vector(a: Layout, b: Layout):
     >>> max_common_vector(Layout((4, 8), (1, 4)), Layout((4, 8), (1, 4)))
     32
     """
-    common = coalesce(composition(a, right_inverse(b)))
+    first = _common_prefix(a, right_inverse(b))
+    return first.shape if first is not None else 1
+
+
+def _common_prefix(a: Layout, inv_b: Layout):
+    """The first mode of coalesce(a o inv_b) when its stride is 1, else None. Where a o inv_b is
+    not admissible (CuTe's composition precondition fails: a's modes do not divide inv_b's
+    size), an integer inv_b is cut to its longest prefix that is: the elements a and b agree
+    on lie in such a prefix. Symbolic layouts raise LayoutError as composition does."""
+    try:
+        common = coalesce(composition(a, inv_b))
+    except LayoutError:
+        size = it.product(inv_b.shape)
+        if type(size) is not int:
+            raise
+        breaks, prefix = {1}, 1          # admissible lengths: prefix(k modes) * m, m | mode k
+        for extent in it.flatten(a.shape):
+            if type(extent) is not int:
+                break
+            breaks |= {prefix * m for m in range(1, extent + 1) if extent % m == 0}
+            prefix *= extent
+        for n in sorted((x for x in breaks if x < size), reverse=True):
+            try:
+                common = coalesce(composition(a, composition(inv_b, Layout._new(n, 1))))
+                break
+            except LayoutError:
+                continue
+        else:
+            return None
     first = common[0] if type(common.shape) is tuple else common
-    if type(first.stride) is int and first.stride == 1:
-        return first.shape
-    return 1
+    return first if type(first.stride) is int and first.stride == 1 else None

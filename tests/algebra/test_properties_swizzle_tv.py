@@ -154,3 +154,12 @@ def test_make_layout_tv_gives_each_thread_value_pair_one_tile_element(thr_pair, 
             m, n = idx % M, idx // M
             assert thr((m // vm, n // vn)) == t and val((m % vm, n % vn)) == v
     assert len(seen) == T * V and la.size(tv) == T * V
+
+
+def test_max_common_vector_where_the_full_composition_is_not_admissible():
+    # Found by hypothesis in CI: a o right_inverse(b) breaks CuTe's divisibility precondition
+    # (a's first mode of 4 does not divide b's contiguous 6), yet a and b agree on 4 elements.
+    A = la.Layout((((1, 1, 2), 2, 3),), (((1, 1, 1), 2, 8),))
+    B = la.Layout((2, (3, 2)), (1, (2, 12)))
+    assert la.max_common_vector(A, B) == 4
+    assert str(la.max_common_layout(A, B)) == "4:1"
