@@ -10,6 +10,7 @@ import pytest
 import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
 from layoutkit.dsl.launch_fast import build_fast_launch, fast_launch_source, torch_module
+from layoutkit.ptx import KernelArgumentError as PTXKernelArgumentError
 from layoutkit.ptx import SettingsError
 
 from .fake_gpu import BASE, STREAM, FakeGPU, Tensor
@@ -206,3 +207,34 @@ def test_no_fast_path_for_parameters_named_like_its_own_names(gpu):
     assert build_fast_launch("odd", odd.params, odd._cache, odd._options, torch_module()) is None
     assert "def fast_launch(_lk_grid, _lk_args, _lk_kwargs):" in \
         fast_launch_source(scale.params, debug_fixed=True)
+
+
+def test_launches_between_the_fast_ones_never_leave_stale_parameters(gpu, checked):
+    """The configured launcher keeps its last packed values; checked launches of the same
+    specialization (another buffer), a refused value and a failed pack must not make a later
+    fast launch send anything but its own arguments."""
+    X2, Y2 = Tensor(BASE + 0x40000), Tensor(BASE + 0x50000)
+    scale[4](X, Y, 4096, 2.0)
+    scale[4](X, Y, 4096, 5)                        # an int for a: the checked path's buffer
+    scale[4](X, Y, 4096, 2.0)                      # fast, the launcher's memo: nothing repacked
+    with pytest.raises(PTXKernelArgumentError, match="overflows .f32"):
+        scale[4](X2, Y2, 4096, 1e39)               # pack_into fails after writing x and y
+    scale[4](X, Y, 4096, 2.0)
+    scale[4](X, Y, 4096, 2.0, stream=STREAM)       # an explicit stream: launch(), own buffer
+    scale[4](X2, Y2, 4095, 2.0)                    # another specialization ('+'), then back
+    scale[4](X, Y, 4096, 2.0)
+    assert [c.packed for c in gpu.calls] == [packed(X, Y, 4096, 2.0), packed(X, Y, 4096, 5.0),
+                                             packed(X, Y, 4096, 2.0), packed(X, Y, 4096, 2.0),
+                                             packed(X, Y, 4096, 2.0), packed(X2, Y2, 4095, 2.0),
+                                             packed(X, Y, 4096, 2.0)]
+    assert len({id(c.spec) for c in gpu.calls}) == 2
+
+
+def test_many_grids_each_launch_with_their_own_shape_and_values(gpu, checked):
+    grids = list(range(1, 20)) + [(2, 3), (3, 2)]   # more than a specialization keeps launchers
+    for rounds in range(2):
+        for g in grids:
+            n = 128 * (g if isinstance(g, int) else g[0] * g[1])
+            scale[g](X, Y, n + rounds, 2.0)
+            dims = (g, 1, 1) if isinstance(g, int) else (*g, 1)
+            assert gpu.calls[-1].grid == dims and gpu.calls[-1].packed == packed(X, Y, n + rounds, 2.0)
