@@ -231,11 +231,11 @@ def consumer(wg: int, e: Env) -> None:
         if m_old is not None:
             m = lk.maximum(m, m_old)
         m_use = lk.where(m > NEG_INF, m, 0.0)          # all masked so far: exponent base 0
-        P = lk.exp2(lk.fma(S, c, lk.broadcast(m_use * c * -1.0, S.layout)))
+        P = lk.exp2(lk.fma(S, c, lk.broadcast(m_use * c * -1.0, S.layout)), ftz=True)
         row_sum = lk.reduce_sum(P, 1)
         if m_old is None:
             return P, m, row_sum, None
-        alpha = lk.exp2((m_old - m_use) * c)           # m_old = -inf: 0
+        alpha = lk.exp2((m_old - m_use) * c, ftz=True)  # m_old = -inf: 0
         return P, m, l_old * alpha + row_sum, alpha
 
     # ---- prologue: block n_end - 1, ring step 0 (masked: it may be a boundary block) ------

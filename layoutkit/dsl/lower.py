@@ -135,7 +135,7 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
         if kind in ("neg", "abs"):
             d = getattr(arith, kind if kind == "neg" else "abs_")(k, a, dtype=t.ptx)
         elif kind == "exp2":
-            d = sfu.ex2(k, a, dtype=t.ptx, ftz=t.name == "bf16")
+            d = sfu.ex2(k, a, dtype=t.ptx, ftz=t.name == "bf16" or op.attrs.get("ftz", False))
         elif kind == "log2":
             d = sfu.lg2(k, a, dtype=t.ptx)
         elif kind == "sqrt":

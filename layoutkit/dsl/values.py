@@ -163,7 +163,7 @@ def _operand(what: str, x, dtype: DType):
     raise TraceError(f"{what}: {x!r} is not a tensor, scalar or number")
 
 
-def _apply(op: str, kind, *args, result: DType | None = None):
+def _apply(op: str, kind, *args, result: DType | None = None, extra: dict | None = None):
     what = "lk.where" if op == "select" else f"operator {_name(kind)}" if kind in ("add", "sub", "mul", "div", "lt", "le", "gt",
                                                  "ge", "and", "or") else f"lk.{kind}"
     data = args[1:] if op == "select" else args
@@ -189,6 +189,7 @@ def _apply(op: str, kind, *args, result: DType | None = None):
     out = result or (bool_ if op == "cmp" else dtype)
     trace = current(what)
     attrs = {} if kind is None else {"kind": kind}
+    attrs.update(extra or {})
     if layout is None:
         return Scalar(trace.emit(op, operands, [out], attrs)[0])
     values = []
@@ -229,9 +230,14 @@ def fma(a, b, c):
     return _apply("fma", None, a, b, c)
 
 
-def exp2(x):
-    """Elementwise 2**x (the SFU approximation, ex2.approx; f32, f16, bf16)."""
-    return _apply("unary", "exp2", x)
+def exp2(x, *, ftz: bool = False):
+    """Elementwise 2**x (the SFU approximation, ex2.approx; f32, f16, bf16). `ftz=True` (f32)
+    flushes subnormal inputs and results to zero: one MUFU.EX2, where the IEEE-subnormal form
+    costs a compare and two multiplies more (softmax exponents, whose tiny results do not
+    matter, take it; bf16 always flushes)."""
+    if not isinstance(ftz, bool):
+        raise TraceError(f"lk.exp2: ftz is True or False, got {ftz!r}")
+    return _apply("unary", "exp2", x, extra={"ftz": True} if ftz else None)
 
 
 def log2(x):

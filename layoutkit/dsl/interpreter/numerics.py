@@ -206,8 +206,9 @@ def int_div(a: int, b: int, dtype: DType) -> int:
     return wrap(trunc_div(a, b), dtype)
 
 
-def unary(kind: str, a, dtype: DType):
-    """The `unary` op (neg abs exp2 log2 sqrt rsqrt rcp) on a register value of dtype."""
+def unary(kind: str, a, dtype: DType, ftz: bool = False):
+    """The `unary` op (neg abs exp2 log2 sqrt rsqrt rcp) on a register value of dtype; `ftz`
+    (exp2): subnormal input and result flushed to zero, as bf16 always is."""
     if not dtype.is_float:
         return wrap(-a, dtype) if kind == "neg" else wrap(abs(a), dtype)
     x = float(a)
@@ -216,12 +217,13 @@ def unary(kind: str, a, dtype: DType):
     if kind == "abs":
         return to_dtype(abs(x), dtype)
     if kind == "exp2":
-        if dtype.name == "bf16" and _subnormal(x, dtype):     # ex2.approx.ftz.bf16
+        flush = ftz or dtype.name == "bf16"                    # ex2.approx.ftz
+        if flush and _subnormal(x, dtype):
             x = 0.0
         r = math.inf if x > 1024 else 0.0 if x < -1100 else (
             math.nan if math.isnan(x) else 2.0 ** x)
         out = round_float(r, dtype)
-        return to_dtype(0.0, dtype) if dtype.name == "bf16" and _subnormal(float(out), dtype) \
+        return to_dtype(0.0, dtype) if flush and _subnormal(float(out), dtype) \
             else out
     if kind == "log2":              # lg2.approx: -inf at +-0, NaN below 0
         r = -math.inf if x == 0 else math.nan if x < 0 or math.isnan(x) else math.log2(x)

@@ -94,11 +94,11 @@ def _fma(op, compiler):
 def _unary(op, compiler):
     (a,) = _ids(op.operands)
     r, dtype, kind = op.results[0].id, op.results[0].type, op.attrs["kind"]
-    compute = numerics.unary
+    compute, ftz = numerics.unary, op.attrs.get("ftz", False)
 
     def run(thread):
         env = thread.env
-        env[r] = compute(kind, env[a], dtype)
+        env[r] = compute(kind, env[a], dtype, ftz)
     return Step(run, op)
 
 
