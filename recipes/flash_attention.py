@@ -578,7 +578,7 @@ def check(seed: int = 0) -> float:
     """Random bf16 problems (ragged, GQA, causal with seqlen_q <, = and > seqlen_k, seqlen_q 1,
     both layouts, every ablation config) on the GPU against torch in float64; returns the
     worst error of o relative to max |o_ref| (AssertionError past 2**-7, or an lse off by more
-    than 2e-3 where finite, or an infinity in the wrong place)."""
+    than 2e-3 + 1e-5 |lse| where finite, or an infinity in the wrong place)."""
     import torch
     gen = torch.Generator(device="cuda").manual_seed(seed)
     cases = [(1, 1, 1, 1, 1, 64, False), (2, 300, 257, 4, 2, 64, False),
@@ -617,8 +617,8 @@ def reference_torch(q, k, v, causal: bool, scale: float):
 
 
 def compare(o, lse, o_ref, lse_ref, what: str) -> float:
-    """Error of o relative to max |o_ref|; asserts it (2**-7) and lse (2e-3 absolute where
-    finite, same infinities)."""
+    """Error of o relative to max |o_ref|; asserts it (2**-7) and lse (2e-3 + 1e-5 |lse| where
+    finite, the same infinities)."""
     import torch
     assert not o.isnan().any(), f"{what}: NaN in o (an element not written?)"
     err = ((o.double() - o_ref).abs().max() / o_ref.abs().max().clamp_min(1e-30)).item()
@@ -626,9 +626,9 @@ def compare(o, lse, o_ref, lse_ref, what: str) -> float:
     finite = torch.isfinite(lse_ref)
     assert torch.equal(torch.isfinite(lse), finite), f"{what}: lse infinities misplaced"
     assert (lse[~finite] == lse_ref[~finite]).all(), f"{what}: lse infinities differ"
-    if finite.any():
-        lerr = (lse.double()[finite] - lse_ref[finite]).abs().max().item()
-        assert lerr < 2e-3, f"{what}: lse off by {lerr:.3g}"
+    if finite.any():      # f32 scores: the error grows with the logits' magnitude
+        off = (lse.double()[finite] - lse_ref[finite]).abs() - 1e-5 * lse_ref[finite].abs()
+        assert off.max().item() < 2e-3, f"{what}: lse off by {off.max().item():.3g} + 1e-5|lse|"
     return err
 
 
