@@ -200,9 +200,9 @@ def _apply(op: str, kind, *args, result: DType | None = None, extra: dict | None
 
 
 # PTX has these forms only for some types (PTX ISA; ex2 bf16 needs .ftz, no f16/bf16 div).
-_FLOAT_ONLY = {"exp2": ("f32", "f16", "bf16"), "log2": ("f32",), "sqrt": ("f32", "f64"), "rsqrt": ("f32", "f64"),
-               "rcp": ("f32", "f64"), "div": ("f32", "f64", "i32", "i64"), "fma": ("f32", "f64",
-                                                                                     "f16", "bf16")}
+_FLOAT_ONLY = {"exp2": ("f32", "f16", "bf16"), "log2": ("f32",), "sqrt": ("f32", "f64"),
+               "rsqrt": ("f32", "f64"), "rcp": ("f32", "f64"), "div": ("f32", "f64", "i32", "i64"),
+               "fma": ("f32", "f64", "f16", "bf16")}
 
 
 def check_math(what: str, op: str, kind, dtype: DType) -> None:

@@ -1,8 +1,9 @@
 """GPU tests (marker `gpu`) of recipes/flash_attention.py against float64 torch: random shapes
 (ragged, GQA, causal with seqlen_q <, = and > seqlen_k, seqlen_q 1, seqlen_k 1), huge logits,
 both layouts, strided inputs (copied for TMA), a custom scale, every ablation config; the
-log-sum-exp is checked everywhere (finite to 2e-3 + 1e-5 |lse|, -inf exactly on rows that see no key). Run
-with LAYOUTKIT_DEBUG=1 to turn a pipeline hang into layoutkit.sync.BarrierTimeoutError."""
+log-sum-exp is checked everywhere (finite to 2e-3 + 1e-5 |lse|, -inf exactly on rows that see
+no key). Run with LAYOUTKIT_DEBUG=1 to turn a pipeline hang into
+layoutkit.sync.BarrierTimeoutError."""
 import pytest
 
 from layoutkit.ptx import DriverUnavailableError, device_count
