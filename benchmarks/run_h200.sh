@@ -30,10 +30,12 @@ if [[ $parts == *tests* ]]; then
   gpu_tests recipes tests/gpu/test_recipe_transpose_gpu.py \
       tests/gpu/test_recipe_layernorm_gpu.py tests/gpu/test_recipe_mma_gemm_gpu.py
   GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_hopper tests/gpu/test_recipe_gemm_hopper_gpu.py
+  GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention tests/gpu/test_recipe_flash_attention_gpu.py
+  gpu_tests misuse tests/gpu/test_misuse_gpu.py
   grep -h -E "passed|failed|error" "$OUT"/pytest_*.log | tail -20
 fi
 if [[ $parts == *bench* ]]; then
-  for bench in benchmarks/bench_launch.py benchmarks/bench_gemm.py; do
+  for bench in benchmarks/bench_launch.py benchmarks/bench_gemm.py benchmarks/bench_attention.py; do
     echo "== $bench"
     timeout 300 python3 "$bench" 2>&1 | tee "$OUT/$(basename "$bench" .py).md"
   done

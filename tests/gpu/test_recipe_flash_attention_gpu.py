@@ -6,12 +6,9 @@ no key). Run with LAYOUTKIT_DEBUG=1 to turn a pipeline hang into
 layoutkit.sync.BarrierTimeoutError."""
 import pytest
 
-from layoutkit.ptx import DriverUnavailableError, device_count
+from tests.gpu.gpu_only import require_gpu
 
-try:
-    device_count()
-except DriverUnavailableError as exc:
-    pytest.skip(f"GPU test skipped: {exc}", allow_module_level=True)
+require_gpu()
 
 torch = pytest.importorskip("torch")
 

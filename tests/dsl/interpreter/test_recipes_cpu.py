@@ -40,7 +40,8 @@ def test_softmax_matches_numpy(m, n):
 
 @pytest.mark.parametrize("name, tolerance", [("softmax", 2 ** -7), ("layernorm", 2 ** -7),
                                              ("transpose", 0.0), ("mma_gemm", 2 ** -7),
-                                             ("gemm_hopper", 2 ** -7)])
+                                             ("gemm_hopper", 2 ** -7),
+                                             ("flash_attention", 2 ** -7)])
 def test_recipe_check_cpu(name, tolerance):
     """Each recipe's check_cpu() (what `layoutkit run RECIPE --cpu` runs) passes on seed 0."""
     recipe = load_recipe(name)           # registers the module (gemm_hopper's dataclass needs it)
