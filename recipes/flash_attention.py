@@ -170,150 +170,183 @@ class Env:
         self.__dict__.update(names)
 
 
-def consumer(wg: int, e: Env) -> None:
-    """The body of consumer warpgroup `wg`, traced inside its role."""
-    D, BN, STAGES, CAUSAL, OVERLAP, PINGPONG = e.D, e.BN, e.STAGES, e.CAUSAL, e.OVERLAP, \
-        e.PINGPONG
-    sQ2 = e.sQ[:, :, 0, 0].tile((WG_ROWS, D), (wg, 0))        # this warpgroup's Q rows
-    c = e.SCALE_LOG2
-    s_layout, o_layout = lk.wgmma_accumulator_layout(BN), lk.wgmma_accumulator_layout(D)
-    row0, col0, drow, dcol = row_col(s_layout, lk.thread_id_in_warpgroup())
-    first_row = e.m_blk * BM + wg * WG_ROWS + row0
+class Consumer:
+    """Consumer warpgroup `wg`'s part of the kernel, traced inside its role: the wgmma issue
+    steps, the online softmax and the epilogue (see the module docstring)."""
 
-    def turn():
-        """Ping-pong: wait until the other warpgroup has issued its wgmmas."""
-        if PINGPONG:
-            lk.named_barrier_sync(PINGPONG_BARRIER + wg, 2 * 128)
+    def __init__(self, wg: int, e: Env):
+        self.wg, self.e = wg, e
+        self.sQ2 = e.sQ[:, :, 0, 0].tile((WG_ROWS, e.D), (wg, 0))     # this warpgroup's Q rows
+        self.c = e.SCALE_LOG2
+        self.neg_c = e.SCALE_LOG2 * -1.0
+        self.s_layout = lk.wgmma_accumulator_layout(e.BN)
+        self.o_layout = lk.wgmma_accumulator_layout(e.D)
+        self.row0, self.col0, self.drow, self.dcol = row_col(self.s_layout,
+                                                             lk.thread_id_in_warpgroup())
+        self.first_row = e.m_blk * BM + wg * WG_ROWS + self.row0
 
-    def pass_turn():
-        if PINGPONG:
-            lk.named_barrier_arrive(PINGPONG_BARRIER + (wg + 1) % CONSUMERS, 2 * 128)
+    # ---- ping-pong: the two consumer warpgroups take turns issuing their wgmmas ------------
+    def turn(self) -> None:
+        """Wait until the other warpgroup has issued its wgmmas."""
+        if self.e.PINGPONG:
+            lk.named_barrier_sync(PINGPONG_BARRIER + self.wg, 2 * 128)
 
+    def pass_turn(self) -> None:
+        if self.e.PINGPONG:
+            lk.named_barrier_arrive(PINGPONG_BARRIER + (self.wg + 1) % CONSUMERS, 2 * 128)
+
+    # ---- wgmma issue (not waited) --------------------------------------------------------
     # Ring step i has the stage and phase of counter i + 2 * STAGES (a whole lap later): the
     # DSL proves such a sum of kernel integers non-negative term by term (n_end - 1 + 4 >= 0).
-    def scores(i, j):
-        """Issue S = Q K_j^T (ring step i) into a fresh accumulator; not waited."""
-        s = lk.consumer_state(i + 2 * STAGES, STAGES)   # = ring step i
+    def scores(self, i, j):
+        """Issue S = Q K_j^T (ring step i) into a fresh accumulator; returns (S, K stage)."""
+        e = self.e
+        s = lk.consumer_state(i + 2 * e.STAGES, e.STAGES)
         lk.mbarrier_wait(e.k_full[s.stage], s.phase)
         lk.wgmma_fence()
-        acc = lk.wgmma(lk.wgmma_accumulator(BN), sQ2, e.sK[:, :, 0, 0, s.stage],
+        acc = lk.wgmma(lk.wgmma_accumulator(e.BN), self.sQ2, e.sK[:, :, 0, 0, s.stage],
                        accumulate=False)
         lk.wgmma_commit()
         return acc, s.stage
 
-    def pv(acc, p, i):
-        """Issue O += P V (V of ring step i; P the bf16 register A operand)."""
-        s = lk.consumer_state(i + 2 * STAGES, STAGES)   # = ring step i
+    def pv(self, O, P, i):
+        """Issue O += P V (V of ring step i; P the bf16 register A operand); returns (O, V
+        stage)."""
+        e = self.e
+        s = lk.consumer_state(i + 2 * e.STAGES, e.STAGES)
         lk.mbarrier_wait(e.v_full[s.stage], s.phase)
-        lk.wgmma_fence()
-        acc = lk.wgmma(acc, p, lk.transpose(e.sV[:, :, 0, 0, s.stage]), accumulate=True)
+        lk.wgmma_fence()                        # also orders the O rescale before the wgmma
+        O = lk.wgmma(O, P, lk.transpose(e.sV[:, :, 0, 0, s.stage]), accumulate=True)
         lk.wgmma_commit()
-        return acc, s.stage
+        return O, s.stage
 
-    def mask(S, j):
+    # ---- online softmax ------------------------------------------------------------------
+    def mask(self, S, j):
         """S with -inf where key j*BN + col is past SK or (causal) past the row's diagonal."""
+        e = self.e
         limits = {}
-        for r in sorted(set(drow)):
-            limit = lk.cast(e.SK - j * BN - col0, lk.i32)
-            if CAUSAL:
-                limit = lk.minimum(limit, lk.cast(first_row + r + e.DIAG1 - j * BN - col0,
-                                                  lk.i32))
+        for r in sorted(set(self.drow)):
+            limit = lk.cast(e.SK - j * e.BN - self.col0, lk.i32)
+            if e.CAUSAL:
+                limit = lk.minimum(limit, lk.cast(self.first_row + r + e.DIAG1 - j * e.BN -
+                                                  self.col0, lk.i32))
             limits[r] = limit
         keep = lk.RegisterTensor(lk.bool_, S.layout,
-                                 [(limits[r] > dc).value for r, dc in zip(drow, dcol)])
+                                 [(limits[r] > dc).value for r, dc in zip(self.drow, self.dcol)])
         return lk.where(keep, S, NEG_INF)
 
-    def softmax(S, m_old, l_old, masked: bool, j):
-        """One online-softmax step on the scores S: (P f32, m, l, alpha); alpha None first."""
+    def softmax(self, S, m_old, l_old, masked: bool, j):
+        """One online-softmax step on the scores S: (P f32, m, l, alpha); alpha is None on the
+        first block. m is the row max in score units (-inf while a row has seen no key); l is
+        each thread's partial row sum (lk.thread_sum), reduced across the quad once, in the
+        epilogue. Unmasked blocks hold finite scores, so their m is finite and needs no -inf
+        guard; masked blocks use 0 in the exponent for a row still all -inf (no -inf - -inf)."""
         if masked:
-            S = mask(S, j)
+            S = self.mask(S, j)
         m = lk.reduce_max(S, 1)
         if m_old is not None:
             m = lk.maximum(m, m_old)
-        m_use = lk.where(m > NEG_INF, m, 0.0)          # all masked so far: exponent base 0
-        P = lk.exp2(lk.fma(S, c, lk.broadcast(m_use * c * -1.0, S.layout)), ftz=True)
-        row_sum = lk.reduce_sum(P, 1)
+        m_use = lk.where(m > NEG_INF, m, 0.0) if masked else m
+        neg_mc = m_use * self.neg_c
+        P = lk.exp2(lk.fma(S, self.c, lk.broadcast(neg_mc, S.layout)), ftz=True)
+        row_sum = lk.thread_sum(P, 1)
         if m_old is None:
             return P, m, row_sum, None
-        alpha = lk.exp2((m_old - m_use) * c, ftz=True)  # m_old = -inf: 0
-        return P, m, l_old * alpha + row_sum, alpha
+        alpha = lk.exp2(lk.fma(m_old, self.c, neg_mc), ftz=True)    # m_old = -inf: 0
+        return P, m, l_old * lk.broadcast(alpha, row_sum.layout) + row_sum, alpha
 
-    # ---- prologue: block n_end - 1, ring step 0 (masked: it may be a boundary block) ------
-    lk.mbarrier_wait(e.q_full[0], 0)
-    if PINGPONG and wg == 1:        # warpgroup 0 issues first
-        lk.named_barrier_arrive(PINGPONG_BARRIER, 2 * 128)
-    turn()
-    S, k_stage = scores(0, e.n_end - 1)
-    pass_turn()
-    lk.wgmma_wait(0)
-    release(e.k_empty, k_stage)
-    P, m, l, _ = softmax(S, None, None, True, e.n_end - 1)
-    alpha = lk.full(m.layout, 1.0)
-    P = lk.cast(P, lk.bf16)
-    O = lk.full(o_layout, 0.0)
+    # ---- the pipeline ----------------------------------------------------------------------
+    def prologue(self):
+        """Block n_end - 1 (ring step 0, masked: it may be a boundary block): returns the carry
+        (O, P, m, l, alpha)."""
+        e = self.e
+        lk.mbarrier_wait(e.q_full[0], 0)
+        if e.PINGPONG and self.wg == 1:         # warpgroup 0 issues first
+            lk.named_barrier_arrive(PINGPONG_BARRIER, 2 * 128)
+        self.turn()
+        S, k_stage = self.scores(0, e.n_end - 1)
+        self.pass_turn()
+        lk.wgmma_wait(0)
+        release(e.k_empty, k_stage)
+        P, m, l, _ = self.softmax(S, None, None, True, e.n_end - 1)
+        return lk.full(self.o_layout, 0.0), lk.cast(P, lk.bf16), m, l, lk.full(m.layout, 1.0)
 
-    def step(previous, j, carry, masked: bool):
-        """Ring step i = previous + 1 on key block j: returns the new carry (O, P, m, l,
-        alpha)."""
-        i = previous + 1
+    def step(self, previous, j, carry, masked: bool):
+        """Ring step i = previous + 1 on key block j: S_i issued, then O rescaled (in place,
+        under S_i's wgmma) and P_{i-1} V_{i-1} issued; returns the new carry."""
         O, P, m, l, alpha = carry
-        O = O * lk.broadcast(alpha, o_layout)
-        if OVERLAP:
-            turn()
-            S, k_stage = scores(i, j)
-            O, v_stage = pv(O, P, previous)
-            pass_turn()
+        i = previous + 1
+        self.turn()
+        if self.e.OVERLAP:
+            S, k_stage = self.scores(i, j)
+            O = O * lk.broadcast(alpha, self.o_layout)
+            O, v_stage = self.pv(O, P, previous)
+            self.pass_turn()
             lk.wgmma_wait(1)                    # S done; P V still running under the softmax
-            release(e.k_empty, k_stage)
-            P_new, m, l, alpha = softmax(S, m, l, masked, j)
-            lk.wgmma_wait(0)
-            release(e.v_empty, v_stage)
+            release(self.e.k_empty, k_stage)
+            P_new, m, l, alpha = self.softmax(S, m, l, masked, j)
+            lk.wgmma_wait(0)                    # P V done reading P: P_new may take its place
+            release(self.e.v_empty, v_stage)
         else:
-            turn()
-            O, v_stage = pv(O, P, previous)
-            S, k_stage = scores(i, j)
-            pass_turn()
+            O = O * lk.broadcast(alpha, self.o_layout)
+            O, v_stage = self.pv(O, P, previous)
+            S, k_stage = self.scores(i, j)
+            self.pass_turn()
             lk.wgmma_wait(0)
-            release(e.v_empty, v_stage)
-            release(e.k_empty, k_stage)
-            P_new, m, l, alpha = softmax(S, m, l, masked, j)
+            release(self.e.v_empty, v_stage)
+            release(self.e.k_empty, k_stage)
+            P_new, m, l, alpha = self.softmax(S, m, l, masked, j)
         return O, lk.cast(P_new, lk.bf16), m, l, alpha
 
-    carry = (O, P, m, l, alpha)
-    n_end = e.n_end
-    for masked, start, stop in ((True, 0, e.N_MASKED - 1), (False, e.N_MASKED - 1, n_end - 1)):
-        loop = lk.range(start, stop, carry=carry)        # ring step i = previous + 1
-        for previous, values in loop:
-            loop.next(*step(previous, n_end - 2 - previous, values, masked))
-        carry = loop.results
-    O, P, m, l, alpha = carry
+    def main_loops(self, carry):
+        """The masked blocks after the first (ring steps 1 .. N_MASKED-1), then the unmasked
+        ones; returns the carry after the last."""
+        e = self.e
+        for masked, start, stop in ((True, 0, e.N_MASKED - 1),
+                                    (False, e.N_MASKED - 1, e.n_end - 1)):
+            loop = lk.range(start, stop, carry=carry)        # ring step i = previous + 1
+            for previous, values in loop:
+                loop.next(*self.step(previous, e.n_end - 2 - previous, values, masked))
+            carry = loop.results
+        return carry
 
-    # ---- epilogue: the last P V, normalisation, O through shared memory, lse -------------
-    O = O * lk.broadcast(alpha, o_layout)
-    turn()
-    O, v_stage = pv(O, P, n_end - 1)
-    pass_turn()
-    lk.wgmma_wait(0)
-    release(e.v_empty, v_stage)
-    if PINGPONG and wg == 0:        # balances the other warpgroup's opening arrive
-        lk.named_barrier_sync(PINGPONG_BARRIER, 2 * 128)
-    seen = l > 0.0
-    inv_l = lk.where(seen, 1.0 / lk.where(seen, l, 1.0), 0.0)
-    O = O * lk.broadcast(inv_l, o_layout)
-    m_use = lk.where(m > NEG_INF, m, 0.0)
-    row_lse = lk.where(seen, (m_use * c + lk.log2(lk.where(seen, l, 1.0))) * LN2, NEG_INF)
-    with lk.if_(lk.eq(lk.lane_id() % 4, 0)):        # one lane of each row's quad
-        rows = e.LSE.tile((WG_ROWS, 1), (e.m_blk * CONSUMERS + wg, e.h + e.HQ * e.b))
-        lk.store(rows.partition(row_lse.layout), row_lse)
-    lk.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)    # every Q read of this warpgroup retired
-    lk.store(sQ2.partition(o_layout), lk.cast(O, lk.bf16))
-    lk.fence_proxy_async()
-    lk.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)
-    with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
-        lk.tma_store(e.O.tile((WG_ROWS, D, 1, 1), (e.m_blk * CONSUMERS + wg, 0, e.h, e.b)),
-                     e.sQ.tile((WG_ROWS, D, 1, 1), (wg, 0, 0, 0)))
-        lk.tma_store_commit()
-        lk.tma_store_wait(0)
+    def epilogue(self, carry) -> None:
+        """The last P V, normalisation, lse, O through shared memory and a TMA store."""
+        e, wg, o_layout = self.e, self.wg, self.o_layout
+        O, P, m, l, alpha = carry
+        self.turn()
+        O = O * lk.broadcast(alpha, o_layout)
+        O, v_stage = self.pv(O, P, e.n_end - 1)
+        self.pass_turn()
+        lk.wgmma_wait(0)
+        release(e.v_empty, v_stage)
+        if e.PINGPONG and wg == 0:          # balances the other warpgroup's opening arrive
+            lk.named_barrier_sync(PINGPONG_BARRIER, 2 * 128)
+        l = lk.reduce_sum(l, 1)             # the quad's partial row sums, once
+        seen = l > 0.0
+        inv_l = lk.where(seen, 1.0 / lk.where(seen, l, 1.0), 0.0)
+        O = O * lk.broadcast(inv_l, o_layout)
+        m_use = lk.where(m > NEG_INF, m, 0.0)
+        row_lse = lk.where(seen, (m_use * self.c + lk.log2(lk.where(seen, l, 1.0))) * LN2,
+                           NEG_INF)
+        with lk.if_(lk.eq(lk.lane_id() % 4, 0)):        # one lane of each row's quad
+            rows = e.LSE.tile((WG_ROWS, 1), (e.m_blk * CONSUMERS + wg, e.h + e.HQ * e.b))
+            lk.store(rows.partition(row_lse.layout), row_lse)
+        lk.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)    # every Q read of this wg retired
+        lk.store(self.sQ2.partition(o_layout), lk.cast(O, lk.bf16))
+        lk.fence_proxy_async()
+        lk.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)
+        with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
+            lk.tma_store(e.O.tile((WG_ROWS, e.D, 1, 1), (e.m_blk * CONSUMERS + wg, 0, e.h, e.b)),
+                         e.sQ.tile((WG_ROWS, e.D, 1, 1), (wg, 0, 0, 0)))
+            lk.tma_store_commit()
+            lk.tma_store_wait(0)
+
+
+def consumer(wg: int, e: Env) -> None:
+    """The body of consumer warpgroup `wg`, traced inside its role."""
+    c = Consumer(wg, e)
+    c.epilogue(c.main_loops(c.prologue()))
 
 
 WARPS = 4 * (1 + CONSUMERS)
@@ -453,6 +486,9 @@ def check_inputs(q, k, v, causal, softmax_scale, layout: str, config):
                                       not math.isfinite(softmax_scale)):
         raise ValueError(f"flash_attention: softmax_scale is a finite float or None "
                          f"(1/sqrt(head_dim)), got {softmax_scale!r}")
+    if softmax_scale is not None and softmax_scale < 0:
+        raise ValueError(f"flash_attention: softmax_scale is >= 0 (the running row max is "
+                         f"taken over unscaled scores), got {softmax_scale!r}")
     if config is not None and not isinstance(config, Config):
         raise ValueError(f"flash_attention: config is a Config, got {config!r}")
     cfg = config or CONFIGS[d]

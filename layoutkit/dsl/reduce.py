@@ -11,10 +11,20 @@ spreads it back over `layout` (the one it was reduced from), for elementwise ops
 
     m = lk.reduce_max(x, 1)                 # row maxima of a (rows, cols) tile
     y = lk.exp2(x - lk.broadcast(m, x.layout))
+
+`lk.thread_sum(x, mode)` stops after the first step: each thread's own partial, as a tensor over
+the tile with `mode` cut to the number of partner threads (a partner's rank among them is its
+coordinate there). A running sum kept that way (a softmax's row sum, rescaled each step) costs
+no shuffles until `lk.reduce_sum(partial, mode)` combines it once, in `reduce_sum(x, mode)`'s
+layout (for layouts whose partners are lanes).
 """
 from __future__ import annotations
 
+import math
+
 import sympy
+
+from layoutkit.algebra import Layout, composition, flatten, make_layout
 
 from .errors import TraceError
 from .ownership import broadcast_map, plan_reduction
@@ -91,6 +101,49 @@ def _reduce(x, mode, what: str) -> RegisterTensor:
     return RegisterTensor(f32, plan.layout, values)
 
 
+def _partial_layout(tv: TVLayout, plan, mode: int, what: str) -> TVLayout:
+    """The layout of `thread_sum`: tile mode `mode` of extent 2**len(partner bits), thread t at
+    the reduced coordinates of its values and, along `mode`, at its rank among its partners."""
+    bits = plan.lane_bits + plan.warp_bits
+    tile = tuple((1 << len(bits)) if i == mode else e for i, e in enumerate(tv.tile))
+    strides, running = [], 1
+    for extent in tile:
+        strides.append(running)
+        running *= extent
+    embed = Layout(tuple(plan.layout.tile), tuple(strides))   # reduced tile index -> new tile
+    threads, values = plan.layout.layout[0], plan.layout.layout[1]
+
+    def at(t: int) -> int:
+        rank = sum(((t >> b) & 1) << i for i, b in enumerate(bits))
+        return embed(threads(t)) + strides[mode] * rank
+
+    shape = flatten(tv.layout[0].shape)
+    firsts = [math.prod(shape[:i]) for i in range(len(shape))]
+    thread_layout = Layout(tuple(shape), tuple(at(f) for f in firsts))
+    if any(thread_layout(t) != at(t) for t in range(tv.num_threads)):
+        raise TraceError(f"{what}: the partner ranks of {tv} along mode {mode} are not a "
+                         "layout of the thread index; use lk.reduce_sum")
+    value_layout = composition(embed, values)
+    return TVLayout(tile, make_layout(thread_layout, value_layout))
+
+
+def thread_sum(x: RegisterTensor, mode: int) -> RegisterTensor:
+    """Each thread's own sum of its values of `x` (f32) along tile mode `mode`, no shuffles;
+    `lk.reduce_sum(thread_sum(x, mode), mode)` is `lk.reduce_sum(x, mode)` (see the module
+    docstring)."""
+    trace = current("lk.thread_sum")
+    if not isinstance(x, RegisterTensor) or x.dtype != f32:
+        raise TraceError(f"lk.thread_sum: sums an f32 register tensor, got {x!r}")
+    plan = plan_reduction(x.layout, mode, "lk.thread_sum")
+    layout = _partial_layout(x.layout, plan, mode, "lk.thread_sum")
+
+    def combine(a, b):
+        return trace.emit("binary", [a, b], [f32], {"kind": "add"})[0]
+
+    return RegisterTensor(f32, layout, [_tree(combine, [x.values[v] for v in group])
+                                        for group in plan.groups])
+
+
 def reduce_max(x: RegisterTensor, mode: int) -> RegisterTensor:
     """The maximum of `x` (f32) along tile mode `mode`; see the module docstring."""
     return _reduce(x, mode, "lk.reduce_max")
@@ -112,4 +165,4 @@ def broadcast(r: RegisterTensor, layout: TVLayout) -> RegisterTensor:
     return RegisterTensor(r.dtype, layout, [r.values[j] for j in index])
 
 
-__all__ = ["reduce_max", "reduce_sum", "broadcast"]
+__all__ = ["reduce_max", "reduce_sum", "thread_sum", "broadcast"]

@@ -173,6 +173,7 @@ def _qkv(sq=10, sk=12, hq=4, hk=2, d=64, **kw):
     (dict(causal=1), r"causal is True or False, got 1"),
     (dict(softmax_scale=float("nan")), r"softmax_scale is a finite float or None"),
     (dict(softmax_scale="0.1"), r"softmax_scale is a finite float or None .*got '0.1'"),
+    (dict(softmax_scale=-0.125), r"softmax_scale is >= 0 .*got -0.125"),
     (dict(config={"BN": 64}), r"config is a Config, got \{'BN': 64\}"),
     (dict(causal=True, config=fa.Config(BN=176)), r"BN dividing 128 .*got config BN = 176"),
     (dict(config=fa.Config(BN=176, STAGES=3), qkv=dict(d=128)),
