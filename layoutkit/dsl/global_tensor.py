@@ -168,8 +168,10 @@ def _origin(coordinate_layout: Layout, tiler, coord, folded):
     past a static extent of 1, whose rest mode the algebra gives stride 0; there tile 1 must
     still start at coordinate tiler_i (out of bounds: masked, and TMA must not see 0)."""
     strides = coordinate_layout.stride
-    if not (isinstance(tiler, tuple) and isinstance(coord, tuple) and isinstance(strides, tuple)
-            and len(tiler) == len(coord) == len(strides)
+    tiler = tiler if isinstance(tiler, tuple) else (tiler,)
+    coord = coord if isinstance(coord, tuple) else (coord,)
+    strides = strides if isinstance(strides, tuple) else (strides,)
+    if not (len(tiler) == len(coord) == len(strides)
             and all(is_int_expr(x) for x in (*tiler, *coord, *strides))):
         return folded
     return sum(c * t * d for c, t, d in zip(coord, tiler, strides))

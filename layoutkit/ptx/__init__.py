@@ -13,8 +13,9 @@ from . import isa  # noqa: F401
 from .settings import Settings, SettingsError, debug_enabled, get_settings  # noqa: F401
 from .toolchain import (PtxasVersion, ToolchainError, ToolNotFoundError,  # noqa: F401
                         find_cuobjdump, find_nvdisasm, find_ptxas, find_tool, ptxas_version)
-from .resources import (PtxasReportError, PtxasWarning, RegisterSpillWarning,  # noqa: F401
-                        ResourceUsage, SetmaxnregIgnoredWarning, parse_ptxas_report)
+from .resources import (PtxasPerformanceWarning, PtxasReportError, PtxasWarning,  # noqa: F401
+                        RegisterSpillWarning, ResourceUsage, SetmaxnregIgnoredWarning,
+                        parse_ptxas_report)
 from .ptxas_errors import PTXAssemblyError  # noqa: F401
 from .cubin import Cubin  # noqa: F401
 from .cache import CacheInfo, CacheWarning, cache_clear, cache_info  # noqa: F401

@@ -34,3 +34,22 @@ def test_tma_store_of_that_tile_targets_row_64():
     ops = [op for op in k.ir(lk.Pointer[lk.bf16], 64).body.ops[-1].blocks[0].ops
            if op.name == "tma_store"]
     assert [op.attrs["coords"] for op in ops] == [(0, 64)]
+
+
+def test_rank_one_tensor_of_extent_one_masks_every_block_past_it():
+    # Found writing docs/dsl.md: with n == 1 (the '1' specialization) a 1-D tensor tiled per
+    # block let every block through the mask, each writing element 0 again.
+    import numpy as np
+
+    from layoutkit.dsl.interpreter import interpret
+
+    @lk.kernel(num_warps=1)
+    def add_one(y: lk.Pointer[lk.f32], n: lk.i32):
+        tv = lk.tv_layout(Layout(32), Layout(1))
+        Y = lk.global_tensor(y, Layout(n)).tile((32,), (lk.block_id(0),)).partition(tv)
+        lk.store(Y, lk.load(Y) + 1.0)
+
+    for n in (1, 2, 40):
+        y = np.zeros(n, np.float32)
+        interpret(add_one, 3, y, n)
+        assert (y == 1.0).all(), (n, y)
