@@ -25,7 +25,7 @@ from .ldmatrix import ldmatrix
 from .memory import in_bounds, load, store
 from .mma import mma_sync
 from .mma_layouts import MmaLayouts, mma_sync_layouts
-from .reduce import broadcast, reduce_max, reduce_sum
+from .reduce import broadcast, reduce_max, reduce_sum, thread_sum
 from .shared import SharedTensor, barrier, shared_tensor
 from .tracer import block_id, thread_id
 from .types import (DType, Pointer, PointerType, bf16, bool_, constexpr, f16, f32, f64, i32, i64,
@@ -56,7 +56,7 @@ __all__ = [
     "thread_id", "block_id", "range", "if_", "eq", "ne",
     "global_tensor", "GlobalTensor", "PointerArg", "load", "store", "in_bounds",
     "shared_tensor", "SharedTensor", "barrier",
-    "reduce_max", "reduce_sum", "broadcast", "convert_layout",
+    "reduce_max", "reduce_sum", "thread_sum", "broadcast", "convert_layout",
     "cp_async", "cp_async_commit", "cp_async_wait", "ldmatrix", "mma_sync",
     "mma_sync_layouts", "MmaLayouts",
     "TVLayout", "tv_layout", "RegisterTensor", "Scalar", "full",
