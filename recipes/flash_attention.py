@@ -16,25 +16,60 @@ One CTA per (128-row query tile, head, batch); 3 warpgroups (every line below is
     warpgroups 1, 2, consumers (CONSUMER_REGISTERS), 64 query rows each:
         prologue   S_0 = Q K_0^T; softmax(S_0) -> m, l, P_0
         per block  [ping-pong: wait my turn]  S_i = Q K_i^T (SS wgmma, issued)
-                   O *= alpha_{i-1}; O += P_{i-1} V_{i-1} (RS wgmma: P from registers, issued)
+                   O *= alpha_{i-1} (in place, under S_i); O += P_{i-1} V_{i-1} (RS wgmma: P
+                   from registers, issued)
                    [ping-pong: the other warpgroup's turn]
                    wait_group 1 (S_i done, P V still running) -> release K stage;
                    online softmax of S_i (mask on boundary blocks): m, l, alpha_i, P_i in f32
                    wait_group 0 -> release V stage; P_i -> bf16 (the A fragment of the next P V)
-        epilogue   O *= alpha; O += P V; O /= l; lse = m*scale + ln l; O -> shared (the warp-
-                   group's rows of the Q tile, free now) -> fence.proxy.async -> TMA store
+        epilogue   O *= alpha; O += P V; l summed across the row's quad; O /= l; lse = m*scale
+                   + ln l; O -> shared (the warpgroup's rows of the Q tile, free now) ->
+                   fence.proxy.async -> TMA store
 
-Numerics (FlashAttention's online softmax, exact up to bf16 rounding of P): the running max m
-is in score units and starts at -inf; c = scale * log2(e) is folded into one fma per score,
-P = exp2(S*c - m*c), alpha = exp2((m_old - m_new) * c); a row whose max is still -inf (all
-masked) uses 0 in the exponent (so -inf - -inf never makes a NaN). Final O = O / l and lse =
-(m*c + log2 l) * ln 2 (natural log, FlashAttention's units); l = 0 gives O = 0, lse = -inf.
+Numerics (FlashAttention's online softmax, exact up to bf16 rounding of P): the running max m is
+in score units and starts at -inf; c = scale * log2(e) is folded into one fma per score, P =
+exp2(S*c - m*c), alpha = exp2(m_old*c - m_new*c) (one fma reusing P's -m*c); a row whose max is
+still -inf (all masked) uses 0 in the exponent (so -inf - -inf never makes a NaN; only masked
+blocks need that guard: an unmasked block's max is finite). l is kept per thread (each thread's
+part of its rows, lk.thread_sum) and summed across the quad once. Final O = O / l and lse = (m*c
++ log2 l) * ln 2 (natural log, FlashAttention's units); l = 0 gives O = 0, lse = -inf.
 
 Pipeline switches (constexprs, `Config`): BN keys per block, STAGES ring depth, OVERLAP (intra-
 warpgroup: S_i issued before the softmax of S_{i-1} finishes its P V; off = FlashAttention-2's
 order inside a warpgroup), PINGPONG (the two consumer warpgroups take turns issuing wgmmas
 through named barriers so one's softmax runs under the other's matrix work), register budgets.
-`ablations(head_dim)` lists the configs the benchmark compares.
+`ablations(head_dim, causal)` lists the configs the benchmark compares.
+
+Instruction budget per key block per consumer warp, main loop, from the SASS (ptxas 13.0, sm_90a,
+`layoutkit compile flash_attention --sass`), head dim 128, non-causal. Ideal per 64 rows x BN
+keys (2 rows x BN/4 scores per thread): BN/4*2 FFMA + MUFU.EX2 (scores), (BN/4-1)*2 FMNMX and
+FADD (the in-thread trees), 2 SHFL + 2 FMNMX per row (quad max), 64 FMUL (O rescale), BN/4 F2FP.
+
+    | BN=128                   | before | after | ideal | BN=176 after |
+    |--------------------------|-------:|------:|------:|-------------:|
+    | all instructions         |    492 |   480 |       | 593 (431/128 keys) |
+    | HGMMA (SS + RS)          |  8 + 8 | 8 + 8 | 8 + 8 |       8 + 11 |
+    | MUFU.EX2 (P + alpha)     |     66 |    66 |    66 |           90 |
+    | FFMA (P + alpha + l)     |     66 |    68 |    68 |           92 |
+    | FMUL (O rescale + -m*c)  |     68 |    66 |    66 |           66 |
+    | FADD (row sums)          |     68 |    62 |    62 |           86 |
+    | FMNMX                    |     68 |    68 |    68 |           92 |
+    | SHFL.BFLY                |      8 |     4 |     4 |            4 |
+    | F2FP.BF16 pack           |     32 |    32 |    32 |           44 |
+    | FSETP + FSEL (-inf guard)|  2 + 2 |     0 |     0 |            0 |
+    | register MOVs, loop edge |      4 |     6 |     0 |            6 |
+    | UR -> R (mbarrier operands) |   5 |     6 |       |            6 |
+    | uniform (wgmma descriptors, ring stage/phase) | 67 | 67 | | 66 |
+    | WARPGROUP.ARRIVE / DEPBAR|  3 / 2 | 3 / 2 | 2 / 2 |        3 / 2 |
+    | SYNCS (2 waits, 2 arrives) |    4 |     4 |     4 |            4 |
+    | BAR (ping-pong sync + arrive) | 2 |     2 |     2 |            2 |
+
+"before" is commit b3fab6c (row sums shuffled every block, alpha as FADD + FMUL, the -inf guard
+in every block). O (R24-R87) and S (R88-R151) stay in place across the loop; no spills, no C75xx
+infos. Left: a few MOVs where ptxas parks an O value and P's first pair at the loop edge (they
+cost a third WARPGROUP.ARRIVE), and the SS wgmma's 64-bit descriptor advance (UIADD3 + UIADD3.X
++ UMOV per instruction for Q, UIADD3.64 for K; a 32-bit add of the low word would do), which is
+the DSL's wgmma lowering.
 """
 from __future__ import annotations
 

@@ -194,4 +194,5 @@ def test_argument_errors_name_the_argument(change, message):
 def test_bhsd_views_are_accepted():
     q, k, v = (x.transpose(1, 2) for x in _qkv())
     qs, ks, vs, cfg = fa.check_inputs(q, k, v, False, None, "bhsd", None)
-    assert qs.shape == (2, 10, 4, 64) and ks.shape == (2, 12, 2, 64) and cfg == fa.CONFIGS[64, False]
+    assert qs.shape == (2, 10, 4, 64) and ks.shape == (2, 12, 2, 64)
+    assert cfg == fa.CONFIGS[64, False]
