@@ -251,7 +251,7 @@ class Consumer:
         s = lk.consumer_state(i + 2 * e.STAGES, e.STAGES)
         lk.mbarrier_wait(e.v_full[s.stage], s.phase)
         lk.wgmma_fence()                        # also orders the O rescale before the wgmma
-        O = lk.wgmma(O, P, lk.transpose(e.sV[:, :, 0, 0, s.stage]), accumulate=True)
+        O = lk.wgmma(O, P, e.sV[:, :, 0, 0, s.stage].T, accumulate=True)
         lk.wgmma_commit()
         return O, s.stage
 

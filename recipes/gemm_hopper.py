@@ -120,7 +120,7 @@ def gemm_body(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.b
         return CLUSTER * row + rank, (t % per_group) // GROUP_M
 
     def b_tile(s):
-        return sB[:, :, s] if B_MAJOR == "K" else lk.transpose(sB[:, :, s])
+        return sB[:, :, s] if B_MAJOR == "K" else sB[:, :, s].T
 
     with lk.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
         with lk.if_(lk.eq(lk.warp_id(), 0)):

@@ -33,7 +33,7 @@ from .types import (DType, Pointer, PointerType, bf16, bool_, constexpr, f16, f3
 from .values import (RegisterTensor, Scalar, TVLayout, cast, exp2, fma, full, log2, maximum,
                      minimum, rsqrt, sqrt, tv_layout, where)
 from .verifier import verify
-from .wgmma import (transpose, warpgroup_stack, wgmma, wgmma_a_layout, wgmma_accumulator,
+from .wgmma import (warpgroup_stack, wgmma, wgmma_a_layout, wgmma_accumulator,
                     wgmma_accumulator_layout, wgmma_commit, wgmma_fence, wgmma_wait)
 from .wgmma_protocol import AccumulatorUseError
 from .mbarrier import (MbarrierArray, MbarrierRef, expect_tx, fence_mbarrier_init,
@@ -63,7 +63,7 @@ __all__ = [
     "cast", "exp2", "fma", "log2", "maximum", "minimum", "rsqrt", "sqrt", "where",
     "Function", "Block", "Op", "Value", "verify",
     "wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_accumulator",
-    "wgmma_accumulator_layout", "wgmma_a_layout", "transpose", "warpgroup_stack",
+    "wgmma_accumulator_layout", "wgmma_a_layout", "warpgroup_stack",
     "AccumulatorUseError",
     "mbarrier_array", "MbarrierArray", "MbarrierRef", "mbarrier_init", "fence_mbarrier_init",
     "mbarrier_arrive", "expect_tx", "mbarrier_wait", "fence_proxy_async",

@@ -108,6 +108,23 @@ class SharedTensor:
                              f"{self.alloc.name} holds {self.alloc.nbytes // self.dtype.nbytes}")
         return SharedTensor(self.alloc, self.dtype, swizzle, inner, start)
 
+    @property
+    def T(self) -> "SharedTensor":  # noqa: N802 - numpy's name for the transposed view
+        """The same rank-2 tile with its two modes swapped (a K x N tile seen as N x K: the
+        N-major B operand of lk.wgmma); trailing modes of size 1 (a ring stage's) are dropped."""
+        if self.tv is not None:
+            raise TraceError(f"SharedTensor.T: transpose a whole tile, not a thread's partition "
+                             f"(got {self!r})")
+        modes = list(self.layout) if isinstance(self.layout.shape, tuple) else [self.layout]
+        while len(modes) > 2 and size(modes[-1]) == 1:
+            modes.pop()
+        if len(modes) != 2:
+            raise TraceError(f"SharedTensor.T: the tile is rank 2, got layout {self.layout}")
+        rows, cols = modes
+        return SharedTensor(self.alloc, self.dtype, self.swizzle,
+                            Layout((cols.shape, rows.shape), (cols.stride, rows.stride)),
+                            self.offset)
+
     def __getitem__(self, coord) -> "SharedTensor":
         """CuTe's slice: `ring[:, :, stage]` fixes the modes given an index (an int or a kernel
         integer) and keeps the `:` ones, e.g. one stage of a (BM, BK, STAGES) ring buffer."""

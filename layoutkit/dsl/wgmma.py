@@ -15,7 +15,7 @@ Every thread of the warpgroup must execute the same wgmma ops (PTX `.sync.aligne
 
 Operands: `a` is a shared tile (M x K) or a bf16/f16 register tensor in lk.wgmma_a_layout(K, M)
 (e.g. an f32 accumulator cast to bf16: the layouts coincide); `b` is a shared tile N x K (use
-lk.transpose for a K x N tile). Shared tiles must have a canonical K-major or MN-major layout
+`tile.T` for a K x N tile). Shared tiles must have a canonical K-major or MN-major layout
 (none/32B/64B/128B swizzle; see wgmma_operands) and the descriptors are derived from it.
 Accumulators are updated in place; the protocol (wgmma_protocol) is checked at each
 lk.wgmma_wait and again before lowering.
@@ -40,7 +40,6 @@ IR ops (name: operands -> results; attrs):
 """
 from __future__ import annotations
 
-from layoutkit.algebra import Layout
 
 from . import verifier
 from .control import condition
@@ -98,13 +97,6 @@ def wgmma_accumulator(n: int, m: int = M_BLOCK) -> RegisterTensor:
     trace = _trace("lk.wgmma_accumulator")
     values = trace.emit(UNDEF, (), [f32] * layout.num_values, {"layout": layout})
     return RegisterTensor(f32, layout, values)
-
-
-def transpose(tile: SharedTensor) -> SharedTensor:
-    """The same shared tile with its two modes swapped (a K x N tile seen as N x K)."""
-    layout = rank2("lk.transpose", "the tile", tile)
-    swapped = Layout((layout[1].shape, layout[0].shape), (layout[1].stride, layout[0].stride))
-    return SharedTensor(tile.alloc, tile.dtype, tile.swizzle, swapped, tile.offset)
 
 
 def _accumulate(trace, accumulate):
@@ -217,4 +209,4 @@ def _check_mma(op) -> None:
 
 
 __all__ = ["wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_accumulator",
-           "transpose", "wgmma_accumulator_layout", "wgmma_a_layout", "warpgroup_stack"]
+           "wgmma_accumulator_layout", "wgmma_a_layout", "warpgroup_stack"]

@@ -104,7 +104,7 @@ def wait_too_many(c: lk.Pointer[lk.f32]):
 @lk.kernel(num_warps=4)
 def transpose_partition(c: lk.Pointer[lk.f32]):
     sA, _ = tiles()
-    lk.transpose(sA.partition(lk.wgmma_accumulator_layout(64)))  # TRANSPOSE
+    sA.partition(lk.wgmma_accumulator_layout(64)).T  # TRANSPOSE
 
 
 OPERAND_CASES = [
@@ -121,7 +121,7 @@ OPERAND_CASES = [
     (bad_accumulate, lk.TraceError, "# ACCUMULATE", ["accumulate is True, False, a bool scalar"]),
     (half_a_warpgroup, lk.TraceError, "# TWO WARPS", ["num_warps=2, not a multiple of 4"]),
     (wait_too_many, lk.TraceError, "# WAIT 8", ["pending is a Python int in 0..7", "got 8"]),
-    (transpose_partition, lk.TraceError, "# TRANSPOSE", ["a whole tile, not a thread's partition"]),
+    (transpose_partition, lk.TraceError, "# TRANSPOSE", ["transpose a whole tile, not a thread's partition"]),
 ]
 
 

@@ -50,7 +50,7 @@ def ss_gemm(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.f32
     else:
         sB = lk.shared_tensor(kn_tile(N), lk.bf16)
         B = lk.global_tensor(b, Layout((K, N), (N, 1)))
-        b_tile, b_tv, b_view = (lambda kt: B.tile((BK, N), (kt, 0))), cols_tv(N), lk.transpose(sB)
+        b_tile, b_tv, b_view = (lambda kt: B.tile((BK, N), (kt, 0))), cols_tv(N), sB.T
     acc = lk.wgmma_accumulator(N, M)
     loop = lk.range(0, K // BK, carry=(acc,))
     for kt, (acc,) in loop:
@@ -91,7 +91,7 @@ def attention_tile(q: lk.Pointer[lk.bf16], k: lk.Pointer[lk.bf16], v: lk.Pointer
     lk.store(lk.global_tensor(s, Layout((64, N), (N, 1))).partition(scores.layout), scores)
     p = lk.cast(scores, lk.bf16)                  # the A fragment of P @ V (same TV layout)
     lk.wgmma_fence()
-    out = lk.wgmma(lk.wgmma_accumulator(64), p, lk.transpose(sV), accumulate=False)
+    out = lk.wgmma(lk.wgmma_accumulator(64), p, sV.T, accumulate=False)
     lk.wgmma_commit()
     lk.wgmma_wait(0)
     lk.store(lk.global_tensor(o, Layout((64, 64), (64, 1))).partition(out.layout), out)
