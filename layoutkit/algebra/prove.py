@@ -81,7 +81,27 @@ def less_equal(a, b) -> bool | None:
 
 def _sign(expr):
     """(lower, upper) sign facts on expr over all symbol values: lower ">0", ">=0" or None,
-    upper "<0", "<=0" or None.
+    upper "<0", "<=0" or None. A term c * Mod(x, q) with q provably positive is bounded by
+    Mod's range 0..q-1 (sympy's Mod takes the divisor's sign): the lower bound puts 0 where
+    c > 0 and q - 1 where c < 0, the upper bound the other way round."""
+    expr = _hidden(sympy.sympify(expr))
+    mods = [m for m in expr.atoms(sympy.Mod) if _sign_of_polynomial(m.args[1] - 1)[0]]
+    if mods:
+        low, high = sympy.expand(expr), sympy.expand(expr)
+        for mod in mods:
+            coeff = sympy.expand(expr).coeff(mod)
+            if not coeff.is_Number or sympy.expand(expr - coeff * mod).has(mod):
+                break
+            top = mod.args[1] - 1
+            low = low.xreplace({mod: 0 if coeff >= 0 else top})
+            high = high.xreplace({mod: top if coeff >= 0 else 0})
+        else:
+            return _sign_of_polynomial(low)[0], _sign_of_polynomial(high)[1]
+    return _sign_of_polynomial(expr)
+
+
+def _sign_of_polynomial(expr):
+    """_sign without the Mod bounds.
 
     Each extent becomes d*q with q >= 1, and every other symbol must be nonnegative (an integer
     positive one is shifted to 1 + v, v >= 0); a polynomial in variables >= 0 whose non-constant

@@ -49,3 +49,29 @@ def test_rejects_non_integers():
         less(1.5, 2)
     with pytest.raises(LayoutError, match="divides: d must be an int"):
         divides("4", 8)
+
+
+def _random_mod_expr(rng):
+    q = rng.choice((8, M, 3))
+    return (rng.randint(-3, 3) * sympy.Mod(t, q) + rng.randint(-2, 2) * M + rng.randint(-4, 4) * t
+            + rng.randint(-80, 80))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_proven_answers_with_mod_terms_hold_at_every_value(seed):
+    rng = random.Random(1000 + seed)
+    a, b = _random_mod_expr(rng), _random_mod_expr(rng)
+    for answer, holds in ((less(a, b), lambda v: a.xreplace(v) < b.xreplace(v)),
+                          (less_equal(a, b), lambda v: a.xreplace(v) <= b.xreplace(v))):
+        if answer is not None:
+            assert all(bool(holds(v)) == answer for v in _values())
+
+
+def test_mod_is_bounded_by_its_divisor():
+    # what a reversed tile order needs: T - (bid mod T) is at least 1
+    T = symbol("T", 1)
+    assert less_equal(0, T - sympy.Mod(t, T) + 3) is True
+    assert less(T - sympy.Mod(t, T), 0) is False
+    assert less_equal(sympy.Mod(t, 8), 7) is True and less(7, sympy.Mod(t, 8)) is False
+    assert less(sympy.Mod(t, 8), 7) is None          # 7 is reached
+    assert less(sympy.Mod(t, u), 5) is None          # u has no sign: no bound
