@@ -27,37 +27,26 @@ slower).
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import layoutkit as lk
 from layoutkit.benchmarking import gbps, interleaved
+from layoutkit.recipe_runner import load_recipe
 
-MAX_COLUMNS = 32768
-CHUNK = 8                        # bf16 values per 16-byte access
-ROW_PER_WARP_MAX = 1024
-VALUES_PER_LANE = 32
+# The row split (work per lane and warps per row) is softmax's, shared, not copied.
+_softmax = load_recipe(str(Path(__file__).with_name("softmax.py")))
+MAX_COLUMNS = _softmax.MAX_COLUMNS
+row_layout = _softmax.row_layout
 
 
 @functools.lru_cache(maxsize=None)
 def config(n: int) -> dict:
     """The tile for rows of n columns: num_warps, ROWS (rows per block), C (consecutive
-    columns per access), K (chunks per lane); see the module docstring."""
+    columns per access), K (chunks per lane): softmax.config's split; see the module docstring."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_COLUMNS:
         raise ValueError(f"layernorm: the row length n = {n!r} must be an int in "
                          f"1..{MAX_COLUMNS}")
-    block_n = max(32, 1 << (n - 1).bit_length())
-    chunk = min(CHUNK, block_n // 32)
-    if block_n <= ROW_PER_WARP_MAX:
-        return {"num_warps": 4, "ROWS": 4, "C": chunk, "K": block_n // (32 * chunk)}
-    return {"num_warps": block_n // (32 * VALUES_PER_LANE), "ROWS": 1, "C": chunk,
-            "K": VALUES_PER_LANE // chunk}
-
-
-def row_layout(num_warps: int, ROWS: int, C: int, K: int) -> lk.TVLayout:
-    """Thread p of a row owns columns [C*p, C*p + C) + k*C*P (P threads per row); the rows
-    of the tile go to consecutive groups of P threads. Tile index = row + ROWS * column."""
-    P = 32 * num_warps // ROWS
-    return lk.TVLayout((ROWS, P * C * K),
-                       lk.Layout(((P, ROWS), (C, K)), ((ROWS * C, 1), (ROWS, ROWS * C * P))))
+    return _softmax.config(n)
 
 
 def _layernorm_body(x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16],
