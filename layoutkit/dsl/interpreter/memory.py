@@ -171,6 +171,14 @@ class SharedMemory:
                     f"{what} {verb} shared bytes {first}..{last}, which {claim.owner} {doing}: "
                     f"the result would depend on timing; {claim.advice}", op.location)
 
+    def check_access(self, start: int, nbytes: int, align: int, writes: bool, what: str, op,
+                     buffer: str | None = None) -> None:
+        """check_range, then check_claims when any claim is open: what every shared access
+        runs before it touches the bytes."""
+        self.check_range(start, nbytes, align, what, op, buffer)
+        if self.claims:
+            self.check_claims(start, nbytes, writes, what, op)
+
     def view(self, start: int, nbytes: int) -> np.ndarray:
         return self.data[start:start + nbytes]
 

@@ -96,9 +96,7 @@ def _shared_load(op, compiler):
         start = address(thread.env[offset])
         cta = thread.cta
         shared = cta.shared
-        shared.check_range(start, nbytes, nbytes, what, op, buffer)
-        if shared.claims:
-            shared.check_claims(start, nbytes, False, what, op)
+        shared.check_access(start, nbytes, nbytes, False, what, op, buffer)
         cta.machine.on_shared_access(thread, start, nbytes, False, what, op)
         env = thread.env
         for r, value in zip(results, decode(shared.view(start, nbytes).copy(), dtype)):
@@ -120,9 +118,7 @@ def _shared_store(op, compiler):
         start = address(thread.env[offset])
         cta = thread.cta
         shared = cta.shared
-        shared.check_range(start, nbytes, nbytes, what, op, buffer)
-        if shared.claims:
-            shared.check_claims(start, nbytes, True, what, op)
+        shared.check_access(start, nbytes, nbytes, True, what, op, buffer)
         env = thread.env
         new = encode([env[v] for v in data], dtype)
         target = shared.view(start, nbytes)

@@ -65,9 +65,7 @@ def _cp_async(op, compiler):
     def run(thread):
         env, cta = thread.env, thread.cta
         start = address(env[inner], env[outer])
-        cta.shared.check_range(start, nbytes, nbytes, what, op, a["buffer"])
-        if cta.shared.claims:
-            cta.shared.check_claims(start, nbytes, True, what, op)
+        cta.shared.check_access(start, nbytes, nbytes, True, what, op, a["buffer"])
         if mask is None or env[mask]:
             data = cta.machine.memory.access(env[ptr], (env[offset] + a["disp"]) * elem, nbytes,
                                              nbytes, what, op).copy()
@@ -182,9 +180,7 @@ def _ldmatrix(op, compiler):
             for r in range(8):
                 lane = 8 * i + r
                 start = arrivals[lane]
-                shared.check_range(start, 16, 16, what, op, a["buffer"])
-                if shared.claims:
-                    shared.check_claims(start, 16, False, what, op)
+                shared.check_access(start, 16, 16, False, what, op, a["buffer"])
                 thread = warp.threads[lane]
                 warp.cta.machine.on_shared_access(thread, start, 16, False, what, op)
                 rows[i, r] = decode(shared.view(start, 16).copy(), dtype)

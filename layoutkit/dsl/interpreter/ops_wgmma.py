@@ -70,9 +70,7 @@ def _claim(execution: WgmmaExecution, what: str) -> None:
     buffers = [execution.op.attrs[k]["buffer"] for k in ("a", "b")
                if execution.op.attrs[k]["kind"] == "shared"]
     for start, nbytes in execution.runs:
-        shared.check_range(start, nbytes, 1, what, execution.op, None)
-        if shared.claims:
-            shared.check_claims(start, nbytes, False, what, execution.op)
+        shared.check_access(start, nbytes, 1, False, what, execution.op)
     for start, nbytes in execution.runs:
         execution.claims.append(shared.claim(
             start, nbytes, False, f"{execution.describe()} (reading {', '.join(buffers)})",
