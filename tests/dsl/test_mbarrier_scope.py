@@ -4,6 +4,8 @@ import pytest
 
 import layoutkit.dsl as lk
 
+from .source_lines import line_of
+
 
 def make(scope):
     @lk.kernel(num_warps=1, cluster=(2, 1, 1))
@@ -34,5 +36,6 @@ def test_a_cta_scoped_remote_arrive_has_no_gpu_fence_in_sass():
 
 
 def test_unknown_scope_is_refused_with_the_line():
-    with pytest.raises(lk.TraceError, match=r"scope = 'gpu' must be 'cluster' or 'cta'"):
+    with pytest.raises(lk.TraceError, match=r"scope = 'gpu' must be 'cluster' or 'cta'") as info:
         make("gpu").ir(lk.Pointer[lk.i32])
+    assert info.value.location.line == line_of(__file__, "lk.mbarrier_arrive(bar[0], cta=peer")
