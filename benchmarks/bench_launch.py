@@ -158,6 +158,7 @@ def launcher_parts(a, b, n) -> dict:
         "  same, tensors alternating (packed every launch)": alternating,
         "tensor.data_ptr()": lambda: a.data_ptr(),
         "tensor.get_device()": lambda: a.get_device(),
+        "tensor.is_cuda (what a one-device launcher asks instead)": lambda: a.is_cuda,
         "type(tensor) is torch.Tensor": lambda: type(a) is t,
         f"current stream query ({getattr(stream_of, '__name__', stream_of)})": lambda: stream_of(index),
         "struct pack_into of (a, b, n) into the parameter buffer": lambda: pack_into(storage, base, pa, pb, n),

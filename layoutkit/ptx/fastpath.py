@@ -66,15 +66,16 @@ def build_fast_pack(packer, torch_tensor_type=None):
                             fast_namespace(packer, torch_tensor_type, namespace))
 
 
-def argument_checks(params, miss: str, on_device: str | None,
-                    names: list[str] | None = None) -> tuple[list[str], list[str]]:
+def argument_checks(params, miss: str, on_device: str | None, names: list[str] | None = None,
+                    only_device: bool = False) -> tuple[list[str], list[str]]:
     """(lines, values): the generated checks of the unpacked arguments (``names``, default ``a0, a1,
     ...``) and the expressions ``pack_into`` takes for them.
 
     ``miss``: the statement that leaves the fast path. The lines leave the device ordinal in ``d``
     (None when no argument names one); with ``on_device`` (an expression, e.g. the ordinal as a
     literal) they instead require every argument that names a device to name that one, and at least
-    one to name it.
+    one to name it. ``only_device``: ``on_device`` is the only CUDA device the process sees, so a
+    tensor's ``is_cuda`` (an attribute, a third of ``get_device()``'s cost) says it is on that one.
     """
     names = names or [f"a{i}" for i in range(len(params))]
     pointers = [i for i, p in enumerate(params) if p.kind in (ParamKind.POINTER, ParamKind.INT_OR_POINTER)]
@@ -85,12 +86,12 @@ def argument_checks(params, miss: str, on_device: str | None,
     typed = [f"type({names[i]}) is not {'T' if i in pointers else types[p.kind]}"
              for i, p in enumerate(params) if i in pointers or p.kind in types]
     lines, values = [], []
+    if pointers and on_device:   # one test: the type checks short-circuit before the device's
+        typed += [f"not {names[i]}.is_cuda" if only_device else f"{names[i]}.get_device() != {on_device}"
+                  for i in pointers]
     if typed:
         lines.append(f"    if {' or '.join(typed)}:\n        {miss}")
-    if pointers and on_device:
-        lines.append(f"    if {' or '.join(f'{names[i]}.get_device() != {on_device}' for i in pointers)}:\n"
-                     f"        {miss}")
-    elif pointers:
+    if pointers and not on_device:
         first, rest = pointers[0], pointers[1:]
         lines.append(f"    d = {names[first]}.get_device()")
         lines.append(f"    if {' or '.join(['d < 0'] + [f'{names[i]}.get_device() != d' for i in rest])}:\n"

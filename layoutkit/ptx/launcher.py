@@ -22,7 +22,7 @@ error a user can cause is worded there.
 >>> from layoutkit.ptx.arguments import ArgumentPacker
 >>> sig = parse_entry(".entry k(.param .u64 .ptr.align 16 x, .param .u32 n) { ret; }")
 >>> print(launcher_source(ArgumentPacker(sig), dims=(2, 1, 1, 128, 1, 1, 0), cluster=False, stream="torch",
-...                       ordinal=0, names=["x", "n"]))
+...                       ordinal=0, names=["x", "n"], only_device=True))
 def make_launcher():
     last0 = last1 = None
     busy = False
@@ -33,9 +33,7 @@ def make_launcher():
             return general((x, n))
         busy = True
         try:
-            if type(x) is not T or type(n) is not int:
-                return general((x, n))
-            if x.get_device() != 0:
+            if type(x) is not T or type(n) is not int or not x.is_cuda:
                 return general((x, n))
             p0 = x.data_ptr()
             if p0 % 16:
@@ -107,7 +105,7 @@ def gil_guards_launches() -> bool:
 
 
 def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: str, ordinal: int = 0,
-                    names: list[str] | None = None, guard: str = "busy") -> str:
+                    names: list[str] | None = None, guard: str = "busy", only_device: bool = False) -> str:
     """The source of ``make_launcher()``, which returns the generated launcher for ``packer``'s
     signature (positional parameters ``names``, default ``a0, a1, ...``).
 
@@ -118,12 +116,15 @@ def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: 
     between its packing and the driver's copy of it: "busy" (a flag tested and set with no call in
     between, so that under the GIL no other thread runs in between, and cleared when the launch
     returns) or "owner" (only the configuring thread's calls take the fast path; for free-threaded
-    builds, where nothing is atomic without a lock).
+    builds, where nothing is atomic without a lock);
+    ``only_device``: ``ordinal`` is the only device the process sees (a tensor's ``is_cuda`` then
+    names it).
     """
     n = len(packer.params)
     names = names or [f"a{i}" for i in range(n)]
     miss = f"return general(({', '.join(names)}{',' if n == 1 else ''}))"
-    checks, values = argument_checks(packer.params, miss, on_device=str(ordinal), names=names)
+    checks, values = argument_checks(packer.params, miss, on_device=str(ordinal), names=names,
+                                     only_device=only_device)
     lasts = [f"last{i}" for i in range(len(values))]
     body = checks + _pack_lines(packer.params, values, lasts, miss) + _launch_lines(dims, cluster, stream, ordinal)
     signature = f"    def launcher({', '.join(names)}{', /' if n else ''}):"
@@ -211,7 +212,8 @@ def configured_launcher(kernel, grid, block, smem_bytes: int = 0, stream=None, c
     })
     names = parameter_names(kernel.signature.params, namespace)
     source = launcher_source(packer, dims, config is not None, "torch" if torch_stream else "fixed", ordinal,
-                             names, "busy" if gil_guards_launches() else "owner")
+                             names, "busy" if gil_guards_launches() else "owner",
+                             only_device=driver.device_count() == 1)
     make_launcher, _ = compile_function(source, f"launcher {kernel.name}", namespace)
     launcher = make_launcher()
     launcher.__name__ = kernel.name

@@ -1,7 +1,7 @@
 """Configured launchers (``kernel.configure``) on the CPU: the driver call, the packed bytes and every
 error must be those of ``kernel.launch`` with the same shape; a bad shape is refused at configure time.
 
-A fake torch module (exact-type ``Tensor`` with ``data_ptr()``/``get_device()``), fake loaded
+A fake torch module (exact-type ``Tensor`` with ``data_ptr()``/``get_device()``/``is_cuda``), fake loaded
 functions on fake devices and a recording ``cuLaunchKernel`` stand in for the GPU.
 """
 import ctypes
@@ -28,6 +28,7 @@ class Tensor:
     def __init__(self, ptr, dev=0):
         self.ptr, self.dev = ptr, dev
         self.device = f"cuda:{dev}" if dev >= 0 else "cpu"
+        self.is_cuda = dev >= 0
 
     def data_ptr(self):
         return self.ptr
@@ -80,6 +81,7 @@ def fake_kernel(ptx=PTX, devices=(0, 1), max_threads=1024, current=0, monkeypatc
         kernel._functions[ordinal] = Function(kernel.name, dev, f"fn{ordinal}", 1024, 32, max_threads)
     if monkeypatch is not None:
         monkeypatch.setattr(driver, "current_device", lambda: kernel._functions[current].device)
+        monkeypatch.setattr(driver, "device_count", lambda: len(devices))
     return kernel, Recorder(kernel)
 
 
@@ -156,6 +158,21 @@ def test_bad_arguments_are_refused_with_launchs_message(torch_streams, monkeypat
     assert recorder.calls == []
     launcher(*good_args())  # a refused call leaves nothing behind
     assert recorder.calls[-1][3][:8] == (BASE + 0x100).to_bytes(8, "little")
+
+
+def test_with_one_device_the_launcher_asks_is_cuda_not_get_device(torch_streams, monkeypatch):
+    kernel, recorder = fake_kernel(devices=(0,), monkeypatch=monkeypatch)
+    launcher = kernel.configure(1, 32)
+    assert "not x.is_cuda" in launcher.source and "get_device" not in launcher.source
+    assert "get_device" in fake_kernel(monkeypatch=monkeypatch)[0].configure(1, 32).source
+    cpu = (Tensor(BASE, -1),) + good_args()[1:]
+    with pytest.raises(KernelArgumentError, match="the torch tensor is on cpu") as by_launch:
+        kernel.launch(*cpu, grid=1, block=32)
+    with pytest.raises(KernelArgumentError) as by_launcher:
+        launcher(*cpu)
+    assert str(by_launcher.value) == str(by_launch.value) and recorder.calls == []
+    by_launch, by_launcher = both(kernel, recorder, good_args(), launcher, grid=1, block=32)
+    assert by_launcher[:4] == by_launch[:4]
 
 
 @pytest.mark.parametrize("count, launch_message, launcher_message", [
