@@ -3,7 +3,7 @@ its backends forced (cuDNN, Flash, memory-efficient), same run.
 
     PYTHONPATH=. python3 benchmarks/bench_attention.py [--reps 20] [--quick] [--no-ablations]
 
-bf16, head dims 64 and 128, seqlen 1k-16k (seqlen_q = seqlen_k), causal and not; batch x heads
+bf16, head dims 64, 128 and 256, seqlen 1k-16k (seqlen_q = seqlen_k), causal and not; batch x heads
 fill the GPU (batch = 16384 / seqlen, heads = 2048 / head_dim: 16k tokens x 2048 channels).
 Each SDPA backend runs on two input layouts, the (b, h, s, d) views of the same (b, s, h, d)
 storage layoutkit reads and contiguous (b, h, s, d) copies, and reports the faster of the two.

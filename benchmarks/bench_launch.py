@@ -1,5 +1,5 @@
-"""Per-launch host overhead: layoutkit's CompiledKernel.launch and its configured launcher
-(``kernel.configure(grid, block)``) against the raw cuda.bindings floor,
+"""Per-launch host overhead: layoutkit's CompiledKernel.launch, its configured launcher
+(``kernel.configure(grid, block)``) and a DSL kernel's ``kernel[grid](args)`` against the raw cuda.bindings floor,
 a trivial Triton kernel and a trivial PyTorch op, all in one run.
 
 Each method launches an empty kernel (two tensor pointers + one int) in batches; a batch's time is
@@ -68,6 +68,22 @@ def layoutkit_configured_alternating(a, b, n):
         launcher(a, b, n)
         launcher(c, d, n)
     run.launches = 2
+    return run
+
+
+def layoutkit_dsl_launcher(a, b, n):
+    """`kernel[grid](x, y, n)` of an empty @lk.kernel: the DSL's specialization lookup, then its
+    configured launcher."""
+    import layoutkit as lk
+
+    @lk.kernel(num_warps=1)
+    def empty(x: lk.Pointer[lk.f32], y: lk.Pointer[lk.f32], n: lk.i32):
+        """Does nothing: the launch is what is timed."""
+
+    launch = empty[1]
+
+    def run():
+        launch(a, b, n)
     return run
 
 
@@ -191,6 +207,7 @@ def main() -> None:
         "layoutkit CompiledKernel.launch": layoutkit_launcher(a, b, n),
         "layoutkit kernel.configure(grid, block)(x, y, n)": layoutkit_configured_launcher(a, b, n),
         "  same, tensors alternating (packed every launch)": layoutkit_configured_alternating(a, b, n),
+        "layoutkit DSL kernel[grid](x, y, n)": layoutkit_dsl_launcher(a, b, n),
         "triton (empty @triton.jit)": triton_launcher(a, b, n),
         "torch x.add_(1)": torch_launcher(a, b, n),
     }

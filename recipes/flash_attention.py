@@ -84,7 +84,7 @@ ATOM = 64                      # bf16 elements in one 128-byte swizzled row
 WG_ROWS = 64                   # query rows of one consumer warpgroup (one m64 wgmma)
 CONSUMERS = 2
 BM = CONSUMERS * WG_ROWS       # query rows per CTA
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 128, 256)
 LOG2E, LN2 = math.log2(math.e), math.log(2.0)
 NEG_INF = float("-inf")
 EPILOGUE_BARRIER, PINGPONG_BARRIER = 1, 1 + CONSUMERS   # named barrier ids (+ warpgroup index)
@@ -391,23 +391,28 @@ attention_kernel = lk.kernel(attention_body, num_warps=WARPS)
 # ---- host side -------------------------------------------------------------------------------
 # Defaults per (head dim, causal). Non-causal head dim 128 takes 176-key blocks (FlashAttention-
 # 3's choice there): 10% fewer instructions per key than 128 (module docstring's budget) and the
-# SS wgmma's Q read amortized over 176 columns. Causal needs BN dividing BM.
+# SS wgmma's Q read amortized over 176 columns. Causal needs BN dividing BM. Head dim 256 is
+# bound by shared memory (the 64 KB Q tile and two stages of K and V: 80 keys fill 224 KB) and
+# by registers (O alone is 128 f32 per consumer thread; S of 80 keys adds 40).
 CONFIGS = {(64, False): Config(BN=128), (64, True): Config(BN=128),
-           (128, False): Config(BN=176), (128, True): Config(BN=128)}
+           (128, False): Config(BN=176), (128, True): Config(BN=128),
+           (256, False): Config(BN=80), (256, True): Config(BN=64)}
 ALIGN_ELEMENTS = 8            # TMA: global addresses and strides are multiples of 16 bytes
 SHARED_LIMIT = 232448 - 1024  # sm_90's opt-in shared memory, less room for the mbarriers
 
 
 def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
     """The default config and one switched-off pipeline choice per entry (benchmark rows),
-    plus 128-key blocks for non-causal head dim 128 (whose default is 176)."""
+    plus 128-key blocks where the default differs and they fit in shared memory (non-causal
+    head dim 128, whose default is 176)."""
     base = CONFIGS[head_dim, causal]
     rows = {"default": base, "no ping-pong": replace(base, PINGPONG=False),
             "no intra-warpgroup overlap": replace(base, OVERLAP=False),
             "no ping-pong, no overlap": replace(base, PINGPONG=False, OVERLAP=False),
             "1 stage": replace(base, STAGES=1)}
-    if base.BN != 128:
-        rows["BN=128"] = replace(base, BN=128)
+    bn128 = replace(base, BN=128)
+    if base.BN != 128 and bn128.smem_bytes(head_dim) <= SHARED_LIMIT:
+        rows["BN=128"] = bn128
     return rows
 
 

@@ -1,5 +1,5 @@
-"""recipes/flash_attention.py on the CPU: every default specialization (head dims 64 and 128,
-causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos, its SASS is
+"""recipes/flash_attention.py on the CPU: every default specialization (head dims 64, 128 and
+256, causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos, its SASS is
 HGMMA (SS for S = Q K^T, RS for P V) with no local memory, the pipeline switches change what
 they claim, the CPU interpreter matches numpy in float64 (ragged, GQA, causal, seqlen_q 1,
 every ablation config, 176-key blocks), the block counts of causal tiles are exact, and every
@@ -35,6 +35,7 @@ def compiled():
 
 def test_default_specializations_assemble_without_spills_or_wgmma_infos(compiled):
     assert sorted(compiled) == ["attention_d128_bn128_s2_causal", "attention_d128_bn176_s2",
+                                "attention_d256_bn64_s2_causal", "attention_d256_bn80_s2",
                                 "attention_d64_bn128_s2", "attention_d64_bn128_s2_causal"]
     for name, (_, cubin) in compiled.items():
         usage = cubin.resources["attention_body"]
@@ -52,10 +53,11 @@ def test_sass_is_hgmma_ss_and_rs_without_local_memory(compiled, d):
         assert not re.search(r"\b(LDL|STL)\b", sass)
         ss = re.findall(rf"HGMMA\.64x{bn}x16\.F32\.BF16 R\d+, gdesc\[UR\d+\]", sass)
         rs = re.findall(rf"HGMMA\.64x{d}x16\.F32\.BF16 R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass)
-        # per consumer warpgroup: prologue S, loop S + P V, epilogue P V (the masked loop of
-        # these specializations is empty: one masked block per tile)
-        assert len(ss) == 2 * 2 * d // 16, (d, causal)
-        assert len(rs) == 2 * 2 * bn // 16, (d, causal)
+        # per consumer warpgroup: prologue S, one S + P V per loop body, epilogue P V; the
+        # masked loop is empty where a tile has one masked block (all but causal BN = 64)
+        loops = 1 if fa.block_counts(4096, 4096, causal, bn)[0] == 1 else 2
+        assert len(ss) == 2 * (1 + loops) * d // 16, (d, causal)
+        assert len(rs) == 2 * (loops + 1) * bn // 16, (d, causal)
         assert "MUFU.EX2" in sass and "F2FP.BF16.F32.PACK_AB" in sass
 
 
@@ -107,7 +109,10 @@ def test_interpreter_matches_numpy():
     ((1, 64, 600, 2, 1, 64, True), "no ping-pong"),
     ((1, 64, 600, 2, 1, 64, True), "no intra-warpgroup overlap"),
     ((1, 64, 400, 2, 2, 64, False), "1 stage"),
-], ids=["laps", "sq1", "bn176", "d128-bn128", "no-pingpong", "no-overlap", "1stage"])
+    ((1, 70, 200, 2, 1, 256, False), None),                 # head dim 256, 80-key blocks
+    ((1, 100, 150, 1, 1, 256, True), None),                 # head dim 256 causal, 64-key blocks
+], ids=["laps", "sq1", "bn176", "d128-bn128", "no-pingpong", "no-overlap", "1stage", "d256",
+        "d256-causal"])
 def test_interpreter_matches_numpy_per_config(case, cfg):
     d, causal = case[5], case[6]
     config = None if cfg is None else fa.ablations(d, causal)[cfg]
@@ -169,7 +174,7 @@ def _qkv(sq=10, sk=12, hq=4, hk=2, d=64, **kw):
     (dict(v=FakeTensor((2, 13, 2, 64))), r"k and v are \(batch, seqlen_k, heads_kv, head_dim\) "
                                          r".*got k \(2, 12, 2, 64\) and v \(2, 13, 2, 64\)"),
     (dict(k=FakeTensor((3, 12, 2, 64)), v=FakeTensor((3, 12, 2, 64))), r"q's batch 2"),
-    (dict(qkv=dict(d=96)), r"head_dim = 96 is not supported; the kernel handles 64, 128"),
+    (dict(qkv=dict(d=96)), r"head_dim = 96 is not supported; the kernel handles 64, 128, 256"),
     (dict(qkv=dict(hq=3)), r"heads_q = 3 must be a multiple of heads_kv = 2"),
     (dict(causal=1), r"causal is True or False, got 1"),
     (dict(softmax_scale=float("nan")), r"softmax_scale is a finite float or None"),

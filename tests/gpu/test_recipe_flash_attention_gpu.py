@@ -22,7 +22,9 @@ SHAPES = [  # batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal
     (3, 77, 1000, 4, 2, 64, True), (2, 1000, 77, 4, 4, 128, True), (2, 1000, 77, 4, 4, 64, False),
     (1, 300, 300, 6, 3, 128, True), (1, 257, 1023, 2, 1, 128, False),
     (2, 1024, 1024, 16, 4, 128, True), (1, 2048, 4096, 8, 8, 64, True),
-    (1, 4096, 1500, 4, 2, 128, False), (4, 129, 129, 1, 1, 64, False)]
+    (1, 4096, 1500, 4, 2, 128, False), (4, 129, 129, 1, 1, 64, False),
+    (1, 300, 517, 4, 2, 256, False), (2, 200, 200, 2, 1, 256, True), (1, 1, 300, 2, 2, 256, True),
+    (1, 2048, 2048, 4, 4, 256, True), (2, 777, 1234, 2, 2, 256, False)]
 
 
 def _qkv(batch, sq, sk, hq, hk, d, seed, scale=1.0):
@@ -72,7 +74,8 @@ def test_strided_inputs_are_copied_not_misread():
     fa.compare(o, lse, o_ref, lse_ref, "strided")
 
 
-@pytest.mark.parametrize("d, causal", [(64, False), (64, True), (128, False), (128, True)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", fa.HEAD_DIMS)
 def test_every_ablation_config_is_correct(d, causal):
     q, k, v = _qkv(2, 700, 900, 4, 2, d, seed=11)
     o_ref, lse_ref = fa.reference_torch(q, k, v, causal, d ** -0.5)
