@@ -2,6 +2,7 @@
 its backends forced (cuDNN, Flash, memory-efficient), same run.
 
     PYTHONPATH=. python3 benchmarks/bench_attention.py [--reps 20] [--quick] [--no-ablations]
+                                                       [--head-dims 128 ...]
 
 bf16, head dims 64, 128 and 256, seqlen 1k-16k (seqlen_q = seqlen_k), causal and not; batch x heads
 fill the GPU (batch = 16384 / seqlen, heads = 2048 / head_dim: 16k tokens x 2048 channels).
@@ -89,6 +90,8 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="seqlen 2k and 16k only")
     parser.add_argument("--no-ablations", action="store_true")
+    parser.add_argument("--head-dims", type=int, nargs="+", default=None,
+                        help="only these head dims (default: every one the recipe supports)")
     args = parser.parse_args(argv)
     recipe = load_recipe("flash_attention")
     torch.manual_seed(0)
@@ -100,7 +103,7 @@ def main(argv=None) -> int:
           " | ratio |")
     print("|---|---|---|---|---|" + "---|" * len(backends) + "---|")
     notes = []
-    for d in recipe.HEAD_DIMS:
+    for d in args.head_dims or recipe.HEAD_DIMS:
         for causal in (False, True):
             for seqlen in seqlens:
                 got, skipped, (b, h) = case(recipe, d, seqlen, causal, args.reps)

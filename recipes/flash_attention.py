@@ -397,8 +397,27 @@ attention_kernel = lk.kernel(attention_body, num_warps=WARPS)
 CONFIGS = {(64, False): Config(BN=128), (64, True): Config(BN=128),
            (128, False): Config(BN=176), (128, True): Config(BN=128),
            (256, False): Config(BN=80), (256, True): Config(BN=64)}
+# Where seqlen_k is not a multiple of BN, the last key block computes padding. Non-causal head
+# dim 128 may also take 128-key blocks, which cost 1.3% more per key than 176 (the ablation in
+# docs/PERFORMANCE.md, seqlen 8k): default_config picks whichever costs less in all.
+ALTERNATIVE_BLOCKS = {(128, False): (128, 1.013)}    # (head dim, causal): (BN, cost per key)
 ALIGN_ELEMENTS = 8            # TMA: global addresses and strides are multiples of 16 bytes
 SHARED_LIMIT = 232448 - 1024  # sm_90's opt-in shared memory, less room for the mbarriers
+
+
+def default_config(head_dim: int, causal: bool, seqlen_k: int) -> Config:
+    """CONFIGS[head_dim, causal], or its ALTERNATIVE_BLOCKS key block where that costs less
+    for seqlen_k keys (padding of the last block included).
+
+    >>> [default_config(128, False, sk).BN for sk in (1000, 2048, 4096, 8192, 16384)]
+    [128, 128, 128, 176, 176]
+    """
+    cfg = CONFIGS[head_dim, causal]
+    if (head_dim, causal) in ALTERNATIVE_BLOCKS:
+        bn, cost = ALTERNATIVE_BLOCKS[head_dim, causal]
+        if -(-seqlen_k // bn) * bn * cost < -(-seqlen_k // cfg.BN) * cfg.BN:
+            return replace(cfg, BN=bn)
+    return cfg
 
 
 def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
@@ -534,7 +553,7 @@ def check_inputs(q, k, v, causal, softmax_scale, layout: str, config):
                          f"taken over unscaled scores), got {softmax_scale!r}")
     if config is not None and not isinstance(config, Config):
         raise ValueError(f"flash_attention: config is a Config, got {config!r}")
-    cfg = config or CONFIGS[d, causal]
+    cfg = config or default_config(d, causal, sk)
     if causal and BM % cfg.BN:
         raise ValueError(f"flash_attention: causal attention needs a key block BN dividing "
                          f"{BM} (the query tile), got config BN = {cfg.BN}")
@@ -633,7 +652,7 @@ def check_cpu(seed: int = 0, cases=CPU_CASES, config: Config | None = None) -> f
     rng = np.random.default_rng(seed)
     worst = 0.0
     for batch, sq, sk, hq, hk, d, causal in cases:
-        cfg = config or CONFIGS[d, causal]
+        cfg = config or default_config(d, causal, sk)
         q, k, v = (to_bf16(rng.standard_normal((batch, n, h, d)))
                    for n, h in ((sq, hq), (sk, hk), (sk, hk)))
         scale = d ** -0.5

@@ -144,6 +144,18 @@ def test_causal_block_counts_cover_exactly_the_visible_keys(bn):
                     assert (j + 1) * bn <= sk and (j + 1) * bn - 1 <= rows[0] + sk - sq
 
 
+def test_default_config_takes_the_key_block_that_wastes_least():
+    # 176-key blocks pad 2048 keys to 2112; 128-key blocks cost 1.3% more per key: 2075 < 2112
+    assert [fa.default_config(128, False, sk).BN for sk in (1, 1000, 2048, 4096, 8192, 16384)] \
+        == [128, 128, 128, 128, 176, 176]
+    assert fa.default_config(128, False, 176 * 40) == fa.CONFIGS[128, False]      # no padding
+    for d, causal in fa.CONFIGS:
+        if (d, causal) not in fa.ALTERNATIVE_BLOCKS:
+            assert fa.default_config(d, causal, 2048) == fa.CONFIGS[d, causal]
+    q, k, v = _qkv(sq=10, sk=2048, d=128)
+    assert fa.check_inputs(q, k, v, False, None, "bshd", None)[3].BN == 128
+
+
 class FakeTensor:
     """Shape, dtype, device and transpose of a tensor: enough for check_inputs (no torch)."""
 

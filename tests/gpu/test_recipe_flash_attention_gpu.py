@@ -24,7 +24,8 @@ SHAPES = [  # batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal
     (2, 1024, 1024, 16, 4, 128, True), (1, 2048, 4096, 8, 8, 64, True),
     (1, 4096, 1500, 4, 2, 128, False), (4, 129, 129, 1, 1, 64, False),
     (1, 300, 517, 4, 2, 256, False), (2, 200, 200, 2, 1, 256, True), (1, 1, 300, 2, 2, 256, True),
-    (1, 2048, 2048, 4, 4, 256, True), (2, 777, 1234, 2, 2, 256, False)]
+    (1, 2048, 2048, 4, 4, 256, True), (2, 777, 1234, 2, 2, 256, False),
+    (1, 200, 7000, 2, 2, 128, False)]          # 176-key blocks by default_config
 
 
 def _qkv(batch, sq, sk, hq, hk, d, seed, scale=1.0):
