@@ -98,6 +98,15 @@ def parameter_names(params, namespace_names) -> list[str]:
     return names
 
 
+def only_visible_device() -> bool:
+    """Whether the process sees exactly one CUDA device (False where the driver cannot say: the
+    launcher then checks each tensor's device ordinal, which is right for any count)."""
+    try:
+        return driver.device_count() == 1
+    except driver.DriverUnavailableError:
+        return False
+
+
 def gil_guards_launches() -> bool:
     """Whether the GIL serialises the generated launchers' bytecode (False on free-threaded builds)."""
     is_gil_enabled = getattr(sys, "_is_gil_enabled", None)
@@ -213,7 +222,7 @@ def configured_launcher(kernel, grid, block, smem_bytes: int = 0, stream=None, c
     names = parameter_names(kernel.signature.params, namespace)
     source = launcher_source(packer, dims, config is not None, "torch" if torch_stream else "fixed", ordinal,
                              names, "busy" if gil_guards_launches() else "owner",
-                             only_device=driver.device_count() == 1)
+                             only_device=only_visible_device())
     make_launcher, _ = compile_function(source, f"launcher {kernel.name}", namespace)
     launcher = make_launcher()
     launcher.__name__ = kernel.name
