@@ -412,6 +412,9 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int) -> Config:
     >>> [default_config(128, False, sk).BN for sk in (1000, 2048, 4096, 8192, 16384)]
     [128, 128, 128, 176, 176]
     """
+    if (head_dim, causal) not in CONFIGS:
+        raise ValueError(f"flash_attention: no default config for head_dim = {head_dim!r}, "
+                         f"causal = {causal!r}; head_dim is one of {HEAD_DIMS}, causal a bool")
     cfg = CONFIGS[head_dim, causal]
     if (head_dim, causal) in ALTERNATIVE_BLOCKS:
         bn, cost = ALTERNATIVE_BLOCKS[head_dim, causal]

@@ -154,6 +154,8 @@ def test_default_config_takes_the_key_block_that_wastes_least():
             assert fa.default_config(d, causal, 2048) == fa.CONFIGS[d, causal]
     q, k, v = _qkv(sq=10, sk=2048, d=128)
     assert fa.check_inputs(q, k, v, False, None, "bshd", None)[3].BN == 128
+    with pytest.raises(ValueError, match=r"no default config for head_dim = 96, causal = False"):
+        fa.default_config(96, False, 2048)
 
 
 class FakeTensor:
