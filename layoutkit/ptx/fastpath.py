@@ -75,7 +75,8 @@ def argument_checks(params, miss: str, on_device: str | None, names: list[str] |
     (None when no argument names one); with ``on_device`` (an expression, e.g. the ordinal as a
     literal) they instead require every argument that names a device to name that one, and at least
     one to name it. ``only_device``: ``on_device`` is the only CUDA device the process sees, so a
-    tensor's ``is_cuda`` (an attribute, a third of ``get_device()``'s cost) says it is on that one.
+    tensor's ``is_cuda`` (an attribute read, a little cheaper than the ``get_device()`` call) says
+    it is on that one.
     """
     names = names or [f"a{i}" for i in range(len(params))]
     pointers = [i for i, p in enumerate(params) if p.kind in (ParamKind.POINTER, ParamKind.INT_OR_POINTER)]
