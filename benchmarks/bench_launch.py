@@ -127,6 +127,10 @@ def torch_launcher(a, b, n):
 
 
 def measure(launchers, launches: int, batch: int) -> dict[str, tuple[float, float]]:
+    """{name: (µs per call including the synchronize that ends each batch, µs of the host loop
+    alone)}, medians over launches // batch batches of `batch` calls, candidates interleaved
+    batch by batch after 1000 warm-up calls each (a candidate with `.launches` = k launches k
+    times per call)."""
     for run in launchers.values():  # warm-up: module loads, JIT, caches
         for _ in range(1000):
             run()

@@ -2,32 +2,32 @@
 torch op doing the same work, in one run: says whether a small shape's event-timed row in
 docs/PERFORMANCE.md measures the kernel or the Python that launches it.
 
-For each shape, each candidate is called in batches (candidates interleaved batch by batch);
-"host µs" is the wall time of the batch's calls before the synchronize that ends it, "total µs"
-includes that synchronize, both per call, medians over batches. When host µs is close to total
-µs, the GPU waited for the host: the row is host-bound.
+For each shape, each candidate is called in batches (bench_launch.measure: candidates
+interleaved batch by batch after a warm-up); "host µs" is the wall time of the batch's calls
+before the synchronize that ends it, "total µs" includes that synchronize, both per call,
+medians over batches. When host µs is close to total µs, the GPU waited for the host: the row
+is host-bound.
 
     PYTHONPATH=. python3 benchmarks/bench_recipe_host.py [--batch 200] [--batches 25]
 """
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from bench_launch import measure  # noqa: E402  (this folder is the script's sys.path[0])
 from layoutkit.recipe_runner import load_recipe  # noqa: E402
 
 SHAPES = ((4096, 1024), (4096, 4096), (4096, 8192))
 
 
-def candidates(m: int, n: int) -> dict:
-    softmax, layernorm = load_recipe("softmax"), load_recipe("layernorm")
+def candidates(softmax, layernorm, m: int, n: int) -> dict:
+    """The four calls on random bf16 (m, n) inputs: each recipe's entry point and its torch op."""
     x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
     w, b = (torch.randn(n, device="cuda").to(torch.bfloat16) for _ in range(2))
     out = torch.empty_like(x)
@@ -38,25 +38,6 @@ def candidates(m: int, n: int) -> dict:
             "torch layer_norm(x, (n,), w, b, eps)": lambda: F.layer_norm(x, (n,), w, b, 1e-5)}
 
 
-def measure(runs: dict, batch: int, batches: int) -> dict:
-    for run in runs.values():   # warm-up: compile, load, plan caches
-        for _ in range(20):
-            run()
-    torch.cuda.synchronize()
-    host, total = {k: [] for k in runs}, {k: [] for k in runs}
-    for _ in range(batches):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            for _ in range(batch):
-                run()
-            queued = time.perf_counter()
-            torch.cuda.synchronize()
-            end = time.perf_counter()
-            host[name].append((queued - start) / batch * 1e6)
-            total[name].append((end - start) / batch * 1e6)
-    return {k: (statistics.median(host[k]), statistics.median(total[k])) for k in runs}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=200)
@@ -65,8 +46,10 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; µs per call, medians over "
           f"{args.batches} batches of {args.batch}\n")
     print("| (m, n) | call | host µs | total µs |\n|---|---|---:|---:|")
+    softmax, layernorm = load_recipe("softmax"), load_recipe("layernorm")
     for m, n in SHAPES:
-        for name, (host, total) in measure(candidates(m, n), args.batch, args.batches).items():
+        times = measure(candidates(softmax, layernorm, m, n), args.batch * args.batches, args.batch)
+        for name, (total, host) in times.items():
             print(f"| ({m}, {n}) | {name} | {host:.1f} | {total:.1f} |", flush=True)
 
 

@@ -30,7 +30,6 @@ import functools
 from pathlib import Path
 
 import layoutkit as lk
-from layoutkit.benchmarking import gbps, interleaved
 from layoutkit.recipe_runner import load_recipe
 
 # The row split (work per lane and warps per row) is softmax's, shared, not copied.
@@ -237,26 +236,18 @@ def check(shapes=((1, 1), (3, 7), (17, 100), (64, 1000), (9, 1024), (5, 2049), (
 
 def benchmark(m: int = 4096, columns=(1024, 4096, 8192, 16384, 32768), reps: int = 50) -> list:
     """Time this layernorm against torch.nn.functional.layer_norm on the same random bf16
-    (m, n) inputs (layoutkit.benchmarking: CUDA events, L2 flushed, medians, interleaved);
-    prints and returns the table rows."""
+    (m, n) inputs and (n,) weight and bias (softmax's `time_rows`); prints and returns the
+    table rows."""
     import torch
     F = torch.nn.functional
-    rows = []
-    print(f"{'shape':>16} {'layoutkit ms':>13} {'torch ms':>9} {'GB/s':>7} {'speedup':>8}")
-    for n in columns:
-        x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
-        w = torch.randn(n, device="cuda").to(torch.bfloat16)
-        b = torch.randn(n, device="cuda").to(torch.bfloat16)
+
+    def calls(x):
+        n = x.shape[1]
+        w, b = (torch.randn(n, device="cuda").to(torch.bfloat16) for _ in range(2))
         out = torch.empty_like(x)
-        times = interleaved({"layoutkit": lambda: layernorm(x, w, b, 1e-5, out),
-                             "torch": lambda: F.layer_norm(x, (n,), w, b, 1e-5)}, reps=reps)
-        ours, theirs = times["layoutkit"].median_ms, times["torch"].median_ms
-        rate = gbps(2 * x.numel() * x.element_size(), ours)
-        rows.append({"m": m, "n": n, "layoutkit_ms": ours, "torch_ms": theirs, "gbps": rate,
-                     "speedup": theirs / ours})
-        print(f"{f'({m}, {n})':>16} {ours:13.4f} {theirs:9.4f} {rate:7.0f} "
-              f"{theirs / ours:8.2f}")
-    return rows
+        return {"layoutkit": lambda: layernorm(x, w, b, 1e-5, out),
+                "torch": lambda: F.layer_norm(x, (n,), w, b, 1e-5)}
+    return _softmax.time_rows(m, columns, reps, calls)
 
 
 if __name__ == "__main__":

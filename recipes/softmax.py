@@ -231,18 +231,18 @@ def check(shapes=((1, 1), (3, 7), (17, 100), (64, 1000), (9, 2049), (5, 4096), (
     return worst
 
 
-def benchmark(m: int = 4096, columns=(1024, 4096, 8192, 16384, 32768), reps: int = 50) -> list:
-    """Time this softmax against torch.softmax on the same random bf16 (m, n) inputs
-    (layoutkit.benchmarking: CUDA events, L2 flushed before each call, which also keeps the
-    Python launch out of the timed span, medians, interleaved); prints and returns the rows."""
+def time_rows(m: int, columns, reps: int, calls_for) -> list:
+    """For each n in columns, time the calls `calls_for(x)` returns ({"layoutkit": fn,
+    "torch": fn}) on a random bf16 (m, n) x (layoutkit.benchmarking: CUDA events, L2 flushed
+    before each call, which also keeps the Python launch out of the timed span, medians,
+    interleaved); GB/s counts one read and one write of x. Prints and returns the rows (also
+    recipes/layernorm.py's)."""
     import torch
     rows = []
     print(f"{'shape':>16} {'layoutkit ms':>13} {'torch ms':>9} {'GB/s':>7} {'speedup':>8}")
     for n in columns:
         x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
-        out = torch.empty_like(x)
-        times = interleaved({"layoutkit": lambda: softmax(x, out),
-                             "torch": lambda: torch.softmax(x, dim=-1)}, reps=reps)
+        times = interleaved(calls_for(x), reps=reps)
         ours, theirs = times["layoutkit"].median_ms, times["torch"].median_ms
         rate = gbps(2 * x.numel() * x.element_size(), ours)
         rows.append({"m": m, "n": n, "layoutkit_ms": ours, "torch_ms": theirs, "gbps": rate,
@@ -250,6 +250,17 @@ def benchmark(m: int = 4096, columns=(1024, 4096, 8192, 16384, 32768), reps: int
         print(f"{f'({m}, {n})':>16} {ours:13.4f} {theirs:9.4f} {rate:7.0f} "
               f"{theirs / ours:8.2f}")
     return rows
+
+
+def benchmark(m: int = 4096, columns=(1024, 4096, 8192, 16384, 32768), reps: int = 50) -> list:
+    """Time this softmax against torch.softmax on the same random bf16 (m, n) inputs
+    (`time_rows`); prints and returns the rows."""
+    import torch
+
+    def calls(x):
+        out = torch.empty_like(x)
+        return {"layoutkit": lambda: softmax(x, out), "torch": lambda: torch.softmax(x, dim=-1)}
+    return time_rows(m, columns, reps, calls)
 
 
 if __name__ == "__main__":
