@@ -33,7 +33,7 @@ from .arguments import Parameter, bind, key_entry, parameter
 from .debug_waits import sink_of
 from .errors import DSLError, KernelDefinitionError, TraceError, user_frame_location
 from .global_tensor import PointerArg
-from .launch_fast import build_fast_launch, no_fast_launch, torch_module
+from .launch_fast import FastLaunch, plain_grid
 from .ir import Function, Op
 from .lower import Lowering
 from .lower_roles import kernel_directives
@@ -46,7 +46,6 @@ from .verifier import verify
 
 MAX_WARPS = 32   # 1024 threads per block
 MAX_LAUNCHERS = 16  # configured launchers kept per specialization (one per grid)
-MAX_GRIDS = 64      # `kernel[grid]` launch functions kept per kernel
 MAX_CLUSTER_CTAS = 8   # the portable cluster size of sm_90 (CUDA programming guide, clusters)
 
 
@@ -135,11 +134,10 @@ class Specialization:
     def launcher(self, grid, threads: int):
         """The compiled kernel configured for `grid` and `threads` (kept per grid; see
         CompiledKernel.configure): the shape is checked once, a launch is one call."""
-        try:
-            launcher = self._launchers.get(grid)
-        except TypeError:  # an unhashable grid (a list): configure checks it every time
+        if not plain_grid(grid):  # a list, or 4.0 (== 4 as a key): configure checks it every time
             return self.compiled.configure(grid, threads, self.ir.shared_bytes,
                                            cluster=self.cluster)
+        launcher = self._launchers.get(grid)
         if launcher is None:
             if len(self._launchers) >= MAX_LAUNCHERS:
                 self._launchers.clear()
@@ -195,8 +193,7 @@ class Kernel:
         self._runtime = tuple(i for i, p in enumerate(self.params) if p.kind != "constexpr")
         self._cache: dict[tuple, Specialization] = {}
         self._options = {flag: KernelOptions(self.cluster, flag) for flag in (False, True)}
-        self._grids: dict = {}            # grid -> the function `kernel[grid]` returns
-        self._fast, self._fast_tensor = no_fast_launch, None   # see layoutkit.dsl.launch_fast
+        self._fast: FastLaunch | None = None   # built at the first kernel[grid]
 
     @staticmethod
     def _parameters(fn, where) -> tuple[Parameter, ...]:
@@ -289,38 +286,33 @@ class Kernel:
 
     # ---- launch -------------------------------------------------------------------------------
     def __getitem__(self, grid):
-        """`kernel[grid](args...)`: launch on a grid (an int or a tuple of 1-3 ints); the
-        function is kept per grid. Plain arguments take the fast path (see
-        layoutkit.dsl.launch_fast); any other call, and a first one, goes through `launch`."""
-        try:
-            launch = self._grids.get(grid)
-        except TypeError:   # an unhashable grid (a list): launch() checks it every time
-            return lambda *args, stream=None, **kwargs: \
-                self.launch(grid, *args, stream=stream, **kwargs)
-        if launch is None:
-            if len(self._grids) >= MAX_GRIDS:
-                self._grids.clear()
-            launch = self._grids[grid] = self._launch_on(grid)
-        return launch
+        """`kernel[grid](args...)`: launch on a grid (an int or a tuple of 1-3 ints). Plain
+        arguments on a plain grid take the fast path (see layoutkit.dsl.launch_fast); any other
+        call, and a first one, goes through `launch`."""
+        fast = self._fast
+        if fast is None:
+            fast = self._fast = FastLaunch(self.name, self.params, self.debug, self._checked_launch)
+        if fast.make is not None and plain_grid(grid):
+            return fast.make(grid)
+        return lambda *args, stream=None, **kwargs: self.launch(grid, *args, stream=stream, **kwargs)
 
-    def _launch_on(self, grid):
-        def launch(*args, stream=None, **kwargs):
-            if stream is not None or not self._fast(grid, args, kwargs):
-                self.launch(grid, *args, stream=stream, **kwargs)
-        return launch
+    def _checked_launch(self, grid, args: tuple, stream, kwargs: dict) -> None:
+        self.launch(grid, *args, stream=stream, **kwargs)
 
     def launch(self, grid, *args, stream=None, **kwargs) -> None:
         """Launch on `grid` with block = 32 * num_warps threads and the kernel's dynamic shared
         memory (the total of its lk.shared_tensor allocations, computed at trace time)."""
         values = bind(self.params, args, kwargs, self.name)
-        spec = self._cache.get(self._key(values))
+        key = self._key(values)
+        spec = self._cache.get(key)
         if spec is None:
             spec = self.specialize(*values)
         runtime = [values[i] for i in self._runtime]
         if spec.ir.hidden:
             runtime += spec.hidden_values(values)
         if stream is None:  # torch's current stream at each call (or the legacy default stream)
-            spec.launcher(grid, 32 * self.num_warps)(*runtime)
+            launcher = spec.launcher(grid, 32 * self.num_warps)
+            launcher(*runtime)
         else:
             spec.compiled.launch(*runtime, grid=grid, block=(32 * self.num_warps, 1, 1),
                                  smem_bytes=spec.ir.shared_bytes, stream=stream,
@@ -328,12 +320,8 @@ class Kernel:
         sink = sink_of(spec.ir)
         if sink is not None:   # debug build: wait, and name a barrier that timed out
             sink.check_launch()
-        torch = torch_module()
-        if torch is not None and torch.Tensor is not self._fast_tensor:  # torch came (or changed)
-            options = self._options if self.debug is None else self._options[self.debug]
-            self._fast = build_fast_launch(self.name, self.params, self._cache, options,
-                                           torch) or no_fast_launch
-            self._fast_tensor = torch.Tensor
+        elif stream is None and not spec.has_hidden and self._fast is not None:
+            self._fast.remember(key, grid, launcher)
 
     # ---- introspection (no GPU) --------------------------------------------------------------
     def ir(self, *args, **kwargs) -> Function:

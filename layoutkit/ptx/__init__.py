@@ -10,7 +10,7 @@ from .builder import (SINK, Address, Imm, Kernel, Label, Module, NotPred, Param,
 from . import isa  # noqa: F401
 # --- end builder ---
 # --- toolchain (settings, finding ptxas/nvdisasm, assemble, resources, cubin cache, SASS) ---
-from .settings import Settings, SettingsError, debug_enabled, get_settings  # noqa: F401
+from .settings import Settings, SettingsError, debug_enabled, debug_raw_lookup, get_settings  # noqa: F401
 from .toolchain import (PtxasVersion, ToolchainError, ToolNotFoundError,  # noqa: F401
                         find_cuobjdump, find_nvdisasm, find_ptxas, find_tool, ptxas_version)
 from .resources import (PtxasPerformanceWarning, PtxasReportError, PtxasWarning,  # noqa: F401

@@ -67,7 +67,7 @@ def build_fast_pack(packer, torch_tensor_type=None):
 
 
 def argument_checks(params, miss: str, on_device: str | None, names: list[str] | None = None,
-                    only_device: bool = False) -> tuple[list[str], list[str]]:
+                    only_device: bool = False, pointers_read: bool = False) -> tuple[list[str], list[str]]:
     """(lines, values): the generated checks of the unpacked arguments (``names``, default ``a0, a1,
     ...``) and the expressions ``pack_into`` takes for them.
 
@@ -76,7 +76,8 @@ def argument_checks(params, miss: str, on_device: str | None, names: list[str] |
     literal) they instead require every argument that names a device to name that one, and at least
     one to name it. ``only_device``: ``on_device`` is the only CUDA device the process sees, so a
     tensor's ``is_cuda`` (an attribute read, a little cheaper than the ``get_device()`` call) says
-    it is on that one.
+    it is on that one. ``pointers_read``: the caller has checked every argument's exact type and
+    bound pointer argument i's ``data_ptr()`` to ``p<i>``; the lines check devices and alignment only.
     """
     names = names or [f"a{i}" for i in range(len(params))]
     pointers = [i for i, p in enumerate(params) if p.kind in (ParamKind.POINTER, ParamKind.INT_OR_POINTER)]
@@ -84,8 +85,8 @@ def argument_checks(params, miss: str, on_device: str | None, names: list[str] |
     types = {ParamKind.INT: "int", ParamKind.FLOAT: "float"}
     if any(p.kind is ParamKind.BYTES for p in params):
         return [f"    {miss}  # by-value byte arrays always take the checked path"], []
-    typed = [f"type({names[i]}) is not {'T' if i in pointers else types[p.kind]}"
-             for i, p in enumerate(params) if i in pointers or p.kind in types]
+    typed = [] if pointers_read else [f"type({names[i]}) is not {'T' if i in pointers else types[p.kind]}"
+                                      for i, p in enumerate(params) if i in pointers or p.kind in types]
     lines, values = [], []
     if pointers and on_device:   # one test: the type checks short-circuit before the device's
         typed += [f"not {names[i]}.is_cuda" if only_device else f"{names[i]}.get_device() != {on_device}"
@@ -102,7 +103,8 @@ def argument_checks(params, miss: str, on_device: str | None, names: list[str] |
     device = on_device or "d"
     for i, (p, a) in enumerate(zip(params, names)):
         if i in pointers:
-            lines.append(f"    p{i} = {a}.data_ptr()")
+            if not pointers_read:
+                lines.append(f"    p{i} = {a}.data_ptr()")
             if p.kind is ParamKind.POINTER and p.pointer_align > 1:
                 lines.append(f"    if p{i} % {p.pointer_align}:\n        {miss}")
             values.append(f"p{i}")

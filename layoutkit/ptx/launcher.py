@@ -18,11 +18,18 @@ through ``kernel.launch`` (with its thread's own buffer), so arguments on anothe
 DeviceBuffers, numpy integers or concurrent calls still launch correctly, only slower, and every
 error a user can cause is worded there.
 
+``launcher.from_pointers`` (None for a signature with by-value byte arrays or untyped 64-bit
+parameters) is the same launch for a caller that has already checked every argument's exact type
+(as the launcher's first test does) and read every pointer argument's ``data_ptr()``: it takes the
+arguments followed by those pointers, in parameter order, and checks only devices and alignment.
+The DSL's ``kernel[grid](...)`` launches through it, having read the pointers for its
+specialization key.
+
 >>> from layoutkit.ptx.signature import parse_entry
 >>> from layoutkit.ptx.arguments import ArgumentPacker
 >>> sig = parse_entry(".entry k(.param .u64 .ptr.align 16 x, .param .u32 n) { ret; }")
 >>> print(launcher_source(ArgumentPacker(sig), dims=(2, 1, 1, 128, 1, 1, 0), cluster=False, stream="torch",
-...                       ordinal=0, names=["x", "n"], only_device=True))
+...                       ordinal=0, names=["x", "n"], only_device=True, from_pointers=True))
 def make_launcher():
     last0 = last1 = None
     busy = False
@@ -55,7 +62,35 @@ def make_launcher():
                 failed(err, s)
         finally:
             busy = False
-    return launcher
+<BLANKLINE>
+    def launcher_from_pointers(x, n, p0, /):
+        nonlocal busy, last0, last1
+        if busy:
+            return general((x, n))
+        busy = True
+        try:
+            if not x.is_cuda:
+                return general((x, n))
+            if p0 % 16:
+                return general((x, n))
+            if not (p0 == last0 and n == last1):
+                last0 = None  # the buffer is in doubt until the pack below completes
+                try:
+                    pack_into(storage, base, p0, n)
+                except PACK_ERRORS:
+                    return general((x, n))
+                last0, last1 = p0, n
+            raw = stream_of(0)
+            try:
+                s = streams[raw]
+            except KeyError:
+                s = add_stream(raw)
+            err = launch(fn, 2, 1, 1, 128, 1, 1, 0, s, params, 0)[0]
+            if err:
+                failed(err, s)
+        finally:
+            busy = False
+    return launcher, launcher_from_pointers
 """
 from __future__ import annotations
 
@@ -76,9 +111,13 @@ __all__ = ["configured_launcher", "launcher_source"]
 # What pack_into raises for an exact int or float its format cannot hold; the checked path words it.
 PACK_ERRORS = (struct.error, OverflowError)
 
+# The parameter kinds of signatures that get a from_pointers entry (an INT_OR_POINTER argument may be
+# either; by-value byte arrays always take the checked path).
+_FROM_POINTERS_KINDS = (ParamKind.POINTER, ParamKind.INT, ParamKind.FLOAT, ParamKind.TENSORMAP)
+
 # Names the generated code uses besides the namespace's: a kernel parameter named like one of
 # these (or a builtin) gets the positional name argN instead.
-_GENERATED_LOCALS = {"busy", "d", "raw", "s", "err", "make_launcher", "launcher"}
+_GENERATED_LOCALS = {"busy", "d", "raw", "s", "err", "make_launcher", "launcher", "launcher_from_pointers"}
 
 
 def parameter_names(params, namespace_names) -> list[str]:
@@ -114,9 +153,11 @@ def gil_guards_launches() -> bool:
 
 
 def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: str, ordinal: int = 0,
-                    names: list[str] | None = None, guard: str = "busy", only_device: bool = False) -> str:
+                    names: list[str] | None = None, guard: str = "busy", only_device: bool = False,
+                    from_pointers: bool = False) -> str:
     """The source of ``make_launcher()``, which returns the generated launcher for ``packer``'s
-    signature (positional parameters ``names``, default ``a0, a1, ...``).
+    signature (positional parameters ``names``, default ``a0, a1, ...``) and, with
+    ``from_pointers``, its second entry (else None; see :func:`configured_launcher`).
 
     ``dims``: (grid x, y, z, block x, y, z, dynamic shared bytes), written into the call;
     ``cluster``: launch through ``cuLaunchKernelEx`` with the namespace's ``config``;
@@ -132,20 +173,30 @@ def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: 
     n = len(packer.params)
     names = names or [f"a{i}" for i in range(n)]
     miss = f"return general(({', '.join(names)}{',' if n == 1 else ''}))"
-    checks, values = argument_checks(packer.params, miss, on_device=str(ordinal), names=names,
-                                     only_device=only_device)
+    launch = _launch_lines(dims, cluster, stream, ordinal)
+    entries = [("launcher", names, False)]
+    if from_pointers:
+        pointers = [f"p{i}" for i, p in enumerate(packer.params) if p.kind is ParamKind.POINTER]
+        entries.append(("launcher_from_pointers", names + pointers, True))
+    lines = ["def make_launcher():"]
+    values = []
+    for function, parameters, pointers_read in entries:
+        checks, values = argument_checks(packer.params, miss, on_device=str(ordinal), names=names,
+                                         only_device=only_device, pointers_read=pointers_read)
+        lasts = [f"last{i}" for i in range(len(values))]
+        body = checks + _pack_lines(packer.params, values, lasts, miss) + launch
+        signature = f"    def {function}({', '.join(parameters)}{', /' if parameters else ''}):"
+        if guard == "busy":
+            lines += ["", signature, f"        nonlocal {', '.join(['busy'] + lasts)}",
+                      f"        if busy:\n            {miss}", "        busy = True", "        try:"]
+            lines += _indented(body, "        ") + ["        finally:", "            busy = False"]
+        else:
+            lines += ["", signature] + ([f"        nonlocal {', '.join(lasts)}"] if lasts else [])
+            lines += [f"        if get_ident() != owner:\n            {miss}"] + _indented(body, "    ")
     lasts = [f"last{i}" for i in range(len(values))]
-    body = checks + _pack_lines(packer.params, values, lasts, miss) + _launch_lines(dims, cluster, stream, ordinal)
-    signature = f"    def launcher({', '.join(names)}{', /' if n else ''}):"
-    lines = ["def make_launcher():"] + ([f"    {' = '.join(lasts)} = None"] if lasts else [])
-    if guard == "busy":
-        lines += ["    busy = False", "", signature, f"        nonlocal {', '.join(['busy'] + lasts)}",
-                  f"        if busy:\n            {miss}", "        busy = True", "        try:"]
-        lines += _indented(body, "        ") + ["        finally:", "            busy = False"]
-    else:
-        lines += ["", signature] + ([f"        nonlocal {', '.join(lasts)}"] if lasts else [])
-        lines += [f"        if get_ident() != owner:\n            {miss}"] + _indented(body, "    ")
-    return "\n".join(lines + ["    return launcher"])
+    state = ([f"    {' = '.join(lasts)} = None"] if lasts else []) + (["    busy = False"] if guard == "busy" else [])
+    second = "launcher_from_pointers" if from_pointers else "None"
+    return "\n".join(lines[:1] + state + lines[1:] + [f"    return launcher, {second}"])
 
 
 def _pack_lines(params, values: list[str], lasts: list[str], miss: str) -> list[str]:
@@ -220,11 +271,12 @@ def configured_launcher(kernel, grid, block, smem_bytes: int = 0, stream=None, c
         "s": None if torch_stream else (streams.get(raw_stream or 0) or add_stream(raw_stream or 0)),
     })
     names = parameter_names(kernel.signature.params, namespace)
+    from_pointers = all(p.kind in _FROM_POINTERS_KINDS for p in packer.params)
     source = launcher_source(packer, dims, config is not None, "torch" if torch_stream else "fixed", ordinal,
                              names, "busy" if gil_guards_launches() else "owner",
-                             only_device=only_visible_device())
+                             only_device=only_visible_device(), from_pointers=from_pointers)
     make_launcher, _ = compile_function(source, f"launcher {kernel.name}", namespace)
-    launcher = make_launcher()
+    launcher, launcher.from_pointers = make_launcher()
     launcher.__name__ = kernel.name
     launcher.__qualname__ = f"{kernel.name}[grid={grid}, block={block}, smem_bytes={smem_bytes}]"
     launcher.__doc__ = (f"Launch {kernel.name!r} on grid {grid}, block {block}; takes its arguments "

@@ -102,6 +102,19 @@ def debug_enabled() -> bool:
     return known
 
 
+def debug_raw_lookup() -> tuple[object, dict] | None:
+    """(key, flags): wherever ``flags.get(os.environ._data.get(key))`` is not None it is
+    debug_enabled()'s value (None: a raw value not parsed yet, which debug_enabled() parses and
+    adds). For generated launch code that reads the flag in two dict lookups; None where
+    os.environ keeps no encoded keys.
+
+    >>> key, flags = debug_raw_lookup()
+    >>> flags.get(os.environ._data.get(key)) in (None, debug_enabled())
+    True
+    """
+    return None if _DEBUG_KEY is None else (_DEBUG_KEY, _DEBUG_BY_RAW)
+
+
 _DEBUG = "LAYOUTKIT_DEBUG"
 _DEBUG_KEY = os.environ.encodekey(_DEBUG) if hasattr(os.environ, "encodekey") else None
 _DEBUG_BY_RAW: dict = {}                        # raw value in os.environ._data -> parsed flag

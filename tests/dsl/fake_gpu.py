@@ -14,7 +14,6 @@ import types
 import zlib
 from dataclasses import dataclass
 
-from layoutkit.dsl.launch_fast import no_fast_launch
 from layoutkit.ptx import Device, Function, arguments, driver, launch
 
 BASE = 0x7F00_0000_0000
@@ -108,8 +107,7 @@ class FakeGPU:
         another test's fakes)."""
         for k in self.kernels:
             k._cache.clear()
-            k._grids.clear()
-            k._fast, k._fast_tensor = no_fast_launch, None
+            k._fast = None
 
     @staticmethod
     def load(cubin: bytes, name: str, dev) -> Function:

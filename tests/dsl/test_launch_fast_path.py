@@ -3,15 +3,16 @@ the checked path, plain calls launch without it, pick the specialization the che
 (alignment, int facts, constexprs, debug flag) and pack the same bytes; every other call still
 goes through the checked path and its worded errors. Fakes: tests/dsl/fake_gpu.py.
 """
+import os
 import struct
 
 import pytest
 
 import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
-from layoutkit.dsl.launch_fast import build_fast_launch, fast_launch_source, torch_module
+from layoutkit.dsl.launch_fast import FastLaunch, fast_launch_source
 from layoutkit.ptx import KernelArgumentError as PTXKernelArgumentError
-from layoutkit.ptx import SettingsError
+from layoutkit.ptx import LaunchConfigError, SettingsError, settings
 
 from .fake_gpu import BASE, STREAM, FakeGPU, Tensor
 
@@ -170,43 +171,81 @@ def test_an_explicit_stream_or_a_list_grid_launches_through_the_checked_path(gpu
 
 
 def test_layoutkit_debug_is_read_at_every_launch(gpu, checked, monkeypatch):
+    """A value of LAYOUTKIT_DEBUG not seen before is parsed by the checked path, then known."""
+    monkeypatch.delitem(settings._DEBUG_BY_RAW, os.environ.encodevalue("off"), raising=False)
     monkeypatch.setenv("LAYOUTKIT_DEBUG", "0")
     scale[4](X, Y, 4096, 2.0)
     monkeypatch.setenv("LAYOUTKIT_DEBUG", "1")
     scale[4](X, Y, 4096, 2.0)
     monkeypatch.setenv("LAYOUTKIT_DEBUG", "off")
     scale[4](X, Y, 4096, 2.0)
-    release, debug, again = (c.spec for c in gpu.calls)
-    assert release.key[-1].debug is False and debug.key[-1].debug is True and again is release
-    assert checked == ["scale", "scale"]
+    scale[4](X, Y, 4096, 2.0)
+    release, debug, again, fast = (c.spec for c in gpu.calls)
+    assert release.key[-1].debug is False and debug.key[-1].debug is True and again is release is fast
+    assert checked == ["scale", "scale", "scale"]
     monkeypatch.setenv("LAYOUTKIT_DEBUG", "maybe")
     with pytest.raises(SettingsError, match="LAYOUTKIT_DEBUG='maybe'"):
         scale[4](X, Y, 4096, 2.0)
 
 
-def test_the_fast_key_is_the_checked_key(gpu):
-    scale_by[4](X, Y, 4096, 2.0, 4)
-    torch = torch_module()
-    fast = build_fast_launch("scale_by", scale_by.params, scale_by._cache, scale_by._options, torch)
-    for x in (X, Tensor(BASE + 4), Tensor(BASE + 16)):
-        for n in (1, 2, 8, 16, 17, 24, 0, -16, 2 ** 31 - 1):
-            seen = []
-            spec = scale_by._cache[scale_by.key(X, Y, 4096, 2.0, 4)]
-            key = scale_by.key(x, Y, n, 2.0, 4)
-            scale_by._cache[key] = spec            # any specialization, under the checked key
-            spec._launchers[4] = lambda *runtime: seen.append(runtime)
-            assert fast(4, (x, Y, n, 2.0, 4), {}) is True and seen == [(x, Y, n, 2.0)]
-            del scale_by._cache[key]
-            scale_by._cache[scale_by.key(X, Y, 4096, 2.0, 4)] = spec
+class KeyRecorder(dict):
+    """Stands for a fast path's remembered launchers: records each key looked up and answers with
+    a launcher that records its arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self.keys, self.launched = [], []
+
+    def get(self, key, default=None):
+        self.keys.append(key)
+        return lambda *values: self.launched.append(values)
 
 
-def test_no_fast_path_for_parameters_named_like_its_own_names(gpu):
+@pytest.mark.parametrize("debug", ["0", "1"])
+def test_the_fast_key_is_the_checked_key(gpu, monkeypatch, debug):
+    monkeypatch.setenv("LAYOUTKIT_DEBUG", debug)
+    scale_by[4](X, Y, 4096, 2.0, 4)                  # builds the fast path; binds the fake torch
+    recorder = KeyRecorder()
+    scale_by._fast.namespace["_lk_launchers"] = recorder
+    for grid in (4, (4, 2), (1, 1, 3)):
+        for x in (X, Tensor(BASE + 4), Tensor(BASE + 16)):
+            for n in (1, 2, 8, 16, 17, 24, 0, -16, 2 ** 31 - 1, -2 ** 31):
+                for values in ((4,), (2,), ("4",), ((1, 2),), (None,)):
+                    scale_by[grid](x, Y, n, 2.0, *values)
+                    key = scale_by.key(x, Y, n, 2.0, *values)
+                    assert recorder.keys[-1] == key[:-1] + (debug == "1", grid)
+                    assert recorder.launched[-1] == (x, Y, n, 2.0, x.ptr, Y.ptr)
+
+
+def test_no_fast_path_for_parameters_named_like_its_own_names(gpu, checked):
     @lk.kernel(num_warps=1)
     def odd(_lk_x: lk.Pointer[lk.f32], n: lk.i32):
         pass
-    assert build_fast_launch("odd", odd.params, odd._cache, odd._options, torch_module()) is None
-    assert "def fast_launch(_lk_grid, _lk_args, _lk_kwargs):" in \
-        fast_launch_source(scale.params, debug_fixed=True)
+    assert FastLaunch("odd", odd.params, None, None).make is None
+    assert "def make_launch(_lk_grid):" in fast_launch_source(scale.params, debug=True)
+    assert "_lk_flags" not in fast_launch_source(scale.params, debug=True)
+
+
+@pytest.mark.parametrize("grid", [4.0, True, (4.0,), (True, 1), [4]])
+def test_a_grid_equal_to_a_plain_one_but_of_another_type_takes_the_checked_path(gpu, checked, grid):
+    """4.0 == 4 and True == 1 as dict keys: such a grid must not find the launcher of the int one."""
+    scale[4](X, Y, 4096, 2.0)
+    scale[1](X, Y, 4096, 2.0)
+    if isinstance(grid, list) or True in (grid if isinstance(grid, tuple) else (grid,)):
+        scale[grid](X, Y, 4096, 2.0)                   # what launch() accepts, it launches
+        assert checked == ["scale"] * 3
+    else:
+        with pytest.raises(LaunchConfigError, match="give an int or a tuple of 1 to 3 ints"):
+            scale[grid](X, Y, 4096, 2.0)
+        assert len(gpu.calls) == 2
+
+
+def test_a_replaced_os_environ_is_read_through_the_checked_path(gpu, checked, monkeypatch):
+    scale[4](X, Y, 4096, 2.0)
+    scale[4](X, Y, 4096, 2.0)
+    monkeypatch.setattr(os, "environ", {"LAYOUTKIT_DEBUG": "1"})   # a plain mapping: no _data
+    scale[4](X, Y, 4096, 2.0)
+    assert checked == ["scale", "scale"] and gpu.calls[-1].spec.key[-1].debug is True
 
 
 def test_launches_between_the_fast_ones_never_leave_stale_parameters(gpu, checked):
