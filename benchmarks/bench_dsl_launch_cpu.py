@@ -110,25 +110,28 @@ def dsl_rows() -> dict:
 
 def stage_rows(kernel, grid, args) -> dict:
     """The DSL call's stages one by one (what each costs alone), for this code's internals:
-    the cached `kernel[grid]`, the generated fast_launch (facts, key, lookups, and the
-    configured launcher's call, here replaced by a no-op), the debug flag read inside it."""
-    from layoutkit.ptx import debug_enabled
-    fast = kernel._fast
-    spec = kernel._cache[kernel.key(*args)]
-    no_op = type("NoOpLaunchers", (dict,), {"get": lambda self, grid: lambda *a: None})()
-    real = spec._launchers
+    `kernel[grid]` (a closure made per call), the generated launch function (facts, key, lookup,
+    and the configured launcher's from_pointers call, here a no-op), the debug flag read inside it."""
+    import os
 
-    def fast_without_launch():
-        spec._launchers = no_op
+    from layoutkit.ptx import debug_raw_lookup
+    fast = kernel._fast
+    launch = kernel[grid]
+    no_op = type("NoOpLaunchers", (dict,), {"get": lambda self, key: lambda *a: None})()
+    real = fast.namespace["_lk_launchers"]
+    key, flags = debug_raw_lookup()
+
+    def launch_without_launcher():
+        fast.namespace["_lk_launchers"] = no_op
         try:
-            fast(grid, args, {})
+            launch(*args)
         finally:
-            spec._launchers = real
+            fast.namespace["_lk_launchers"] = real
     return {
-        "  stage: kernel[grid] (cached per grid)": lambda: kernel[grid],
-        "  stage: fast_launch, the configured launcher a no-op (+2 attribute sets)":
-            fast_without_launch,
-        "  stage: debug_enabled() (inside the row above)": debug_enabled,
+        "  stage: kernel[grid] (a closure per call)": lambda: kernel[grid],
+        "  stage: kernel[grid](...), the configured launcher a no-op (+2 item sets)":
+            launch_without_launcher,
+        "  stage: the debug flag (inside the row above)": lambda: flags.get(os.environ._data.get(key)),
         "  stage: kernel.options() (the checked path's)": kernel.options,
     }
 
