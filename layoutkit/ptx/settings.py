@@ -81,8 +81,9 @@ def get_settings(environ: Mapping[str, str] | None = None) -> Settings:
 
 def debug_enabled() -> bool:
     """``get_settings().debug`` without reading the rest: LAYOUTKIT_DEBUG as it is now in
-    ``os.environ``, in about 0.2 µs (the DSL reads it at every launch of a kernel whose
-    ``debug`` is unset). Raises SettingsError for a value that is not a boolean.
+    ``os.environ``, in about 0.2 µs (the DSL's checked launch path reads it at every launch of a
+    kernel whose ``debug`` is unset; its fast path uses debug_raw_lookup). Raises SettingsError for
+    a value that is not a boolean.
 
     >>> debug_enabled() == get_settings().debug
     True
