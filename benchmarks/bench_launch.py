@@ -172,8 +172,8 @@ def launcher_parts(a, b, n) -> dict:
         launcher(c, d, n)
     alternating.launches = 2
     dsl = empty_dsl_kernel[1]
-    dsl(a, b, n)   # the first launch is checked and remembers the launcher the next ones take
-    for entry in empty_dsl_kernel._fast.launchers.values():
+    dsl(a, b, n)   # (a checked first launch where none ran yet) the fast path's launcher, whose
+    for entry in empty_dsl_kernel._fast.launchers.values():    # driver call is a no-op from now on
         entry.__globals__["launch"] = no_op_launch
     return {
         "floor's call with a no-op for cuLaunchKernel": lambda: no_op_launch(fn, 1, 1, 1, 32, 1, 1, 0, stream,

@@ -25,7 +25,7 @@ import sympy
 
 from layoutkit.algebra import LayoutError, symbol
 from layoutkit.ptx import CompiledKernel, ParamSpec, PTXBuildError, assemble, disassemble
-from layoutkit.ptx import debug_enabled
+from layoutkit.ptx import LaunchConfigError, debug_enabled, launch_dims
 from layoutkit.ptx.builder import Requirement, SourceLocation
 from layoutkit.ptx.builder.directives import Directives
 
@@ -45,7 +45,8 @@ from .values import Scalar
 from .verifier import verify
 
 MAX_WARPS = 32   # 1024 threads per block
-MAX_LAUNCHERS = 16  # configured launchers kept per specialization (one per grid)
+MAX_LAUNCHERS = 16  # configured launchers a specialization keeps (one per grid; the fast path
+                    # of kernel[grid] keeps the ones it launches through on its own, up to 256)
 MAX_CLUSTER_CTAS = 8   # the portable cluster size of sm_90 (CUDA programming guide, clusters)
 
 
@@ -134,16 +135,20 @@ class Specialization:
     def launcher(self, grid, threads: int):
         """The compiled kernel configured for `grid` and `threads` (kept per grid; see
         CompiledKernel.configure): the shape is checked once, a launch is one call."""
-        if not plain_grid(grid):  # a list, or 4.0 (== 4 as a key): configure checks it every time
-            return self.compiled.configure(grid, threads, self.ir.shared_bytes,
-                                           cluster=self.cluster)
-        launcher = self._launchers.get(grid)
+        key = grid
+        if not plain_grid(grid):     # a list, True, or 4.0 (== 4 as a key): kept by its (x, y, z)
+            try:
+                key = launch_dims("grid", grid)
+            except LaunchConfigError:    # configure words it
+                return self.compiled.configure(grid, threads, self.ir.shared_bytes,
+                                               cluster=self.cluster)
+        launcher = self._launchers.get(key)
         if launcher is None:
             if len(self._launchers) >= MAX_LAUNCHERS:
                 self._launchers.clear()
             launcher = self.compiled.configure(grid, threads, self.ir.shared_bytes,
                                                cluster=self.cluster)
-            self._launchers[grid] = launcher
+            self._launchers[key] = launcher
         return launcher
 
 

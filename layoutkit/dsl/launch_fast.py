@@ -14,7 +14,7 @@ grid. When every argument is the common case, that function computes the special
 ending in the debug flag (LAYOUTKIT_DEBUG read in two dict lookups where the kernel does not fix
 it) and the grid, and looks it up among the launchers the checked path has remembered
 (`FastLaunch.remember`, after a launch on torch's current stream of a specialization without hidden
-parameters). On a hit it calls that configured launcher's `from_pointers` entry with the
+parameters and without a debug build's barrier-timeout sink, which is checked after each launch). On a hit it calls that configured launcher's `from_pointers` entry with the
 arguments and the pointers it read, which checks devices and alignment and launches. Anything
 else (numpy arrays, another dtype, a bool, an explicit stream, a first launch) goes through
 `Kernel.launch`, whose checks word every error: this path never decides that an argument is wrong.
@@ -32,7 +32,7 @@ def make_launch(_lk_grid):
             try:
                 _lk_values = _lk_bind(*_lk_args, **_lk_kwargs)
             except TypeError:   # a wrong count or name: the checked path words it
-                _lk_values = ()
+                return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)
         if _lk_len(_lk_values) == 3:
             x, n, V = _lk_values
             if _lk_type(x) is _lk_T and _lk_type(n) is _lk_int and x.dtype is _lk_D0 and -2147483648 <= n <= 2147483647:
@@ -53,6 +53,7 @@ import os
 import sys
 
 from layoutkit.ptx import debug_raw_lookup
+from layoutkit.ptx.fastpath import NeverATensor
 
 from .arguments import INT_RANGE, Parameter
 from .types import HOST_NAMES, DType
@@ -140,7 +141,7 @@ def fast_launch_source(params: list[Parameter], debug: bool | None) -> str:
              "            try:",
              "                _lk_values = _lk_bind(*_lk_args, **_lk_kwargs)",
              "            except TypeError:   # a wrong count or name: the checked path words it",
-             "                _lk_values = ()",
+             "                return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)",
              f"        if _lk_len(_lk_values) == {len(names)}:"]
     lines += ["            " + line for line in body]
     lines += ["        return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)", "    return launch"]
@@ -154,16 +155,13 @@ def bind_source(params: list[Parameter]) -> str:
     return f"def _lk_bind({names}):\n    return ({names}{',' if len(params) == 1 else ''})"
 
 
-class NeverATensor:
-    """Stands for torch.Tensor until torch is imported: no argument has this type."""
-
-
 class FastLaunch:
     """One kernel's fast path: `make(grid)` is the function `kernel[grid]` returns (None where
-    the kernel can have none: a parameter named like the generated code's own names);
-    `remember` adds a launcher after a checked launch. `checked(grid, args, stream, kwargs)`
-    launches through the checked path. Pointers take the fast path once torch is imported and
-    names every pointer dtype of the kernel."""
+    the kernel can have none: a parameter named like the generated code's own names, or a
+    kernel following LAYOUTKIT_DEBUG where os.environ keeps no encoded keys); `remember` adds a
+    launcher after a checked launch. `checked(grid, args, stream, kwargs)` launches through the
+    checked path. Pointers take the fast path once torch is imported and names every pointer
+    dtype of the kernel."""
 
     def __init__(self, name: str, params: list[Parameter], debug: bool | None, checked):
         self.params, self.launchers, self.torch_tensor = params, {}, None
@@ -184,6 +182,7 @@ class FastLaunch:
         """Let tensors of `torch` (the imported module) take the fast path, where it names every
         pointer dtype of the kernel."""
         self.torch_tensor = torch.Tensor
+        self.launchers.clear()   # launchers bound to another torch's tensor type and stream query
         if self.make is None:
             return
         dtypes = torch_dtypes(torch)

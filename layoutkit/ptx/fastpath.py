@@ -76,8 +76,10 @@ def argument_checks(params, miss: str, on_device: str | None, names: list[str] |
     literal) they instead require every argument that names a device to name that one, and at least
     one to name it. ``only_device``: ``on_device`` is the only CUDA device the process sees, so a
     tensor's ``is_cuda`` (an attribute read, a little cheaper than the ``get_device()`` call) says
-    it is on that one. ``pointers_read``: the caller has checked every argument's exact type and
-    bound pointer argument i's ``data_ptr()`` to ``p<i>``; the lines check devices and alignment only.
+    it is on that one. ``pointers_read``: the caller has checked the exact type of every argument
+    and bound pointer argument i's ``data_ptr()`` to ``p<i>``; the lines still test pointers
+    against ``T`` (which the checked path sets once torch is imported: a launcher configured
+    before that takes no tensor until then), then devices and alignment.
     """
     names = names or [f"a{i}" for i in range(len(params))]
     pointers = [i for i, p in enumerate(params) if p.kind in (ParamKind.POINTER, ParamKind.INT_OR_POINTER)]
@@ -85,8 +87,8 @@ def argument_checks(params, miss: str, on_device: str | None, names: list[str] |
     types = {ParamKind.INT: "int", ParamKind.FLOAT: "float"}
     if any(p.kind is ParamKind.BYTES for p in params):
         return [f"    {miss}  # by-value byte arrays always take the checked path"], []
-    typed = [] if pointers_read else [f"type({names[i]}) is not {'T' if i in pointers else types[p.kind]}"
-                                      for i, p in enumerate(params) if i in pointers or p.kind in types]
+    typed = [f"type({names[i]}) is not {'T' if i in pointers else types[p.kind]}"
+             for i, p in enumerate(params) if i in pointers or (p.kind in types and not pointers_read)]
     lines, values = [], []
     if pointers and on_device:   # one test: the type checks short-circuit before the device's
         typed += [f"not {names[i]}.is_cuda" if only_device else f"{names[i]}.get_device() != {on_device}"

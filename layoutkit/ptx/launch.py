@@ -38,7 +38,9 @@ class LaunchConfigError(ValueError):
     """A launch shape (grid, block, cluster, shared memory) the kernel or device cannot run."""
 
 
-def _dim3(what: str, value) -> tuple[int, int, int]:
+def launch_dims(what: str, value) -> tuple[int, int, int]:
+    """(x, y, z) of a grid, block or cluster shape given as an int or a tuple of 1-3 ints;
+    LaunchConfigError naming `what` otherwise."""
     try:
         dims = (value,) if isinstance(value, int) else tuple(value)
     except TypeError:
@@ -255,7 +257,7 @@ class CompiledKernel:
     def _launch_plan(self, fn: driver.Function, grid, block, smem_bytes, cluster):
         """Check a launch shape; return ((grid..., block..., smem_bytes), CUlaunchConfig or None)."""
         sig = self.signature
-        g, b = _dim3("grid", grid), _dim3("block", block)
+        g, b = launch_dims("grid", grid), launch_dims("block", block)
         for what, dims, limits in (("grid", g, MAX_GRID), ("block", b, MAX_BLOCK)):
             for axis, d, limit in zip("xyz", dims, limits):
                 if not 1 <= d <= limit:
@@ -289,7 +291,7 @@ class CompiledKernel:
             if c is None:
                 return None
         else:
-            c = _dim3("cluster", cluster)
+            c = launch_dims("cluster", cluster)
             if sig.reqnctapercluster is not None and c != sig.reqnctapercluster:
                 raise LaunchConfigError(f"kernel {self.name!r}: cluster = {c} but the PTX fixes "
                                         f".reqnctapercluster {sig.reqnctapercluster}")
@@ -307,7 +309,7 @@ class CompiledKernel:
         size and dynamic shared memory (cuOccupancyMaxActiveClusters): the grid of a persistent
         cluster kernel, in clusters. Raises LaunchConfigError when not even one fits."""
         fn = self.function(device)
-        b, c = _dim3("block", block), _dim3("cluster", cluster)
+        b, c = launch_dims("block", block), launch_dims("cluster", cluster)
         try:
             fn.ensure_dynamic_smem(smem_bytes)
         except driver.SharedMemoryLimitError as exc:

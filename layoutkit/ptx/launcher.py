@@ -21,7 +21,9 @@ error a user can cause is worded there.
 ``launcher.from_pointers`` (None for a signature with by-value byte arrays or untyped 64-bit
 parameters) is the same launch for a caller that has already checked every argument's exact type
 (as the launcher's first test does) and read every pointer argument's ``data_ptr()``: it takes the
-arguments followed by those pointers, in parameter order, and checks only devices and alignment.
+arguments followed by those pointers, in parameter order, and checks the pointers' tensor type
+(the launcher's own: one configured before torch was imported learns it at its first checked
+call), devices and alignment.
 The DSL's ``kernel[grid](...)`` launches through it, having read the pointers for its
 specialization key.
 
@@ -69,7 +71,7 @@ def make_launcher():
             return general((x, n))
         busy = True
         try:
-            if not x.is_cuda:
+            if type(x) is not T or not x.is_cuda:
                 return general((x, n))
             if p0 % 16:
                 return general((x, n))
@@ -103,7 +105,7 @@ import threading
 from . import driver
 from .arguments import ArgumentPacker, torch_tensor_type
 from .fastpath import NeverATensor, argument_checks, compile_function, fast_namespace
-from .launch import _dim3, _stream_handle, torch_stream_getter
+from .launch import _stream_handle, launch_dims, torch_stream_getter
 from .signature import ParamKind
 
 __all__ = ["configured_launcher", "launcher_source"]
@@ -178,12 +180,11 @@ def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: 
     if from_pointers:
         pointers = [f"p{i}" for i, p in enumerate(packer.params) if p.kind is ParamKind.POINTER]
         entries.append(("launcher_from_pointers", names + pointers, True))
+    lasts = [f"last{i}" for i in range(n)]   # what each parameter was last packed as
     lines = ["def make_launcher():"]
-    values = []
     for function, parameters, pointers_read in entries:
         checks, values = argument_checks(packer.params, miss, on_device=str(ordinal), names=names,
                                          only_device=only_device, pointers_read=pointers_read)
-        lasts = [f"last{i}" for i in range(len(values))]
         body = checks + _pack_lines(packer.params, values, lasts, miss) + launch
         signature = f"    def {function}({', '.join(parameters)}{', /' if parameters else ''}):"
         if guard == "busy":
@@ -193,7 +194,6 @@ def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: 
         else:
             lines += ["", signature] + ([f"        nonlocal {', '.join(lasts)}"] if lasts else [])
             lines += [f"        if get_ident() != owner:\n            {miss}"] + _indented(body, "    ")
-    lasts = [f"last{i}" for i in range(len(values))]
     state = ([f"    {' = '.join(lasts)} = None"] if lasts else []) + (["    busy = False"] if guard == "busy" else [])
     second = "launcher_from_pointers" if from_pointers else "None"
     return "\n".join(lines[:1] + state + lines[1:] + [f"    return launcher, {second}"])
@@ -211,7 +211,7 @@ def _pack_lines(params, values: list[str], lasts: list[str], miss: str) -> list[
             f"        {lasts[0]} = None  # the buffer is in doubt until the pack below completes",
             f"        try:\n            pack_into(storage, base, {', '.join(values)})",
             f"        except PACK_ERRORS:\n            {miss}",
-            f"        {', '.join(lasts)}{',' if len(lasts) == 1 else ''} = {', '.join(values)}"]
+            f"        {', '.join(lasts)} = {', '.join(values)}"]
 
 
 def _launch_lines(dims: tuple, cluster: bool, stream: str, ordinal: int) -> list[str]:
@@ -239,7 +239,7 @@ def configured_launcher(kernel, grid, block, smem_bytes: int = 0, stream=None, c
     fn = kernel.function(ordinal)
     dims, config = kernel._launch_plan(fn, grid, block, smem_bytes, cluster)
     grid, block = dims[:3], dims[3:6]
-    cluster = None if cluster is None else _dim3("cluster", cluster)
+    cluster = None if cluster is None else launch_dims("cluster", cluster)
     raw_stream = None if stream is None else _stream_handle(stream)
     packer = ArgumentPacker(kernel.signature)
     has_pointers = packer.has_pointers

@@ -115,8 +115,9 @@ class FakeGPU:
 
     def spec_of(self, handle, params: int):
         """The specialization whose parameter buffer (a configured launcher's, or its checked
-        launch's) the driver was handed; else the one whose loaded function it was (a launcher
-        configured for one call, as for a list grid, is kept nowhere)."""
+        launch's) the driver was handed; else the one whose loaded function it was (a kernel
+        without parameters has no buffer; a launcher configured for one call, as for a grid
+        launch() refuses, is kept nowhere)."""
         loaded = []
         for k in self.kernels:
             for spec in k._cache.values():
@@ -125,7 +126,7 @@ class FakeGPU:
                     continue
                 buffers = [launcher.__globals__["params"] for launcher in spec._launchers.values()]
                 buffers += [state.params for state in compiled._states.values()]
-                if params in buffers:
+                if params and params in buffers:          # 0: no parameters, no buffer
                     return spec
                 if compiled._functions.get(0) is not None and \
                         compiled._functions[0].handle == handle:
@@ -135,7 +136,10 @@ class FakeGPU:
 
     def launch(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         spec = self.spec_of(f, params)
-        first = ctypes.c_void_p.from_address(params).value
-        packed = ctypes.string_at(first, spec.compiled._state().packer.size)
+        if params == 0:     # a kernel without parameters
+            packed = b""
+        else:
+            first = ctypes.c_void_p.from_address(params).value
+            packed = ctypes.string_at(first, spec.compiled._state().packer.size)
         self.calls.append(Call(spec, (gx, gy, gz), bx, int(stream), packed))
         return (0,)

@@ -277,3 +277,46 @@ def test_many_grids_each_launch_with_their_own_shape_and_values(gpu, checked):
             scale[g](X, Y, n + rounds, 2.0)
             dims = (g, 1, 1) if isinstance(g, int) else (*g, 1)
             assert gpu.calls[-1].grid == dims and gpu.calls[-1].packed == packed(X, Y, n + rounds, 2.0)
+
+
+@lk.kernel(num_warps=1)
+def nothing():
+    """No parameters: only the grid and the keywords can be wrong."""
+
+
+@lk.kernel(num_warps=1)
+def flagged(x: lk.Pointer[lk.f32], n: lk.i32, V: lk.constexpr):
+    """A constexpr of any type: 1, True and 1.0 are equal as keys but name three kernels."""
+
+
+def test_a_bad_keyword_is_refused_even_for_a_kernel_without_parameters(monkeypatch):
+    gpu = FakeGPU(monkeypatch, [nothing])
+    try:
+        nothing[1]()
+        nothing[1]()
+        with pytest.raises(lk.KernelArgumentError, match="kernel nothing has no parameter 'bogus'"):
+            nothing[1](bogus=3)
+        assert len(gpu.calls) == 2
+    finally:
+        gpu.reset()
+
+
+def test_constexprs_of_equal_value_and_other_type_are_other_specializations(monkeypatch):
+    gpu = FakeGPU(monkeypatch, [flagged])
+    try:
+        for value in (1, True, 1.0, 1, True, 1.0):
+            flagged[1](X, 16, value)
+        specs = [c.spec for c in gpu.calls]
+        assert specs[:3] == specs[3:] and len({id(s) for s in specs}) == 3
+        assert [s.key[2] for s in specs[:3]] == [("int", 1), ("bool", True), ("float", 1.0)]
+    finally:
+        gpu.reset()
+
+
+@pytest.mark.parametrize("grid, dims", [(True, (1, 1, 1)), ((True, 2), (1, 2, 1)), ([4], (4, 1, 1))])
+def test_grids_launch_accepts_but_the_fast_path_does_not_keep_one_launcher(gpu, checked, grid, dims):
+    scale[4](X, Y, 4096, 2.0)
+    scale[grid](X, Y, 4096, 2.0)
+    scale[grid](X, Y, 4096, 2.0)
+    assert [c.grid for c in gpu.calls] == [(4, 1, 1), dims, dims] and checked == ["scale"] * 3
+    assert gpu.calls[1].spec._launchers[dims] is gpu.calls[2].spec._launchers[dims]

@@ -4,11 +4,13 @@ make the driver call ``launcher(*args)`` makes, share its buffer and memo and bu
 every argument it cannot launch (another device, a misaligned pointer, a value that does not pack)
 to ``launch()``, which words the error. Fakes: tests/ptx/test_launch_configured.
 """
+import sys
 import threading
+import types
 
 import pytest
 
-from layoutkit.ptx import KernelArgumentError
+from layoutkit.ptx import KernelArgumentError, arguments, launch
 from layoutkit.ptx import launcher as launcher_module
 from tests.ptx.test_launch_configured import BASE, PTX, Tensor, fake_kernel, torch_streams  # noqa: F401
 
@@ -93,3 +95,32 @@ def test_a_call_during_a_launch_takes_its_own_buffer(torch_streams, monkeypatch,
     launcher(*args())
     during, after = recorder.calls[-2:]
     assert after == mine and during[4] != mine[4] and during[3] != mine[3]
+
+
+def test_the_two_entries_share_one_memo(torch_streams, monkeypatch):  # noqa: F811
+    """What one entry packed, the other must not take for its own last values."""
+    kernel, recorder = fake_kernel(TYPED, devices=(0,), monkeypatch=monkeypatch)
+    launcher = kernel.configure(1, 32)
+    launcher(*args())
+    launcher.from_pointers(*pointers(args(n=7)))
+    launcher(*args())
+    launcher.from_pointers(*pointers(args(n=7)))
+    first, other, again, other_again = recorder.calls
+    assert again[3] == first[3] != other[3] == other_again[3]
+
+
+def test_a_launcher_configured_before_torch_learns_its_tensors_at_the_checked_path(monkeypatch):
+    """from_pointers tests the pointers' type itself: a launcher made while torch was not yet
+    imported sends tensors to launch(), which binds torch's tensor type and stream query."""
+    kernel, recorder = fake_kernel(TYPED, devices=(0,), monkeypatch=monkeypatch)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(arguments, "_torch_tensor", None)
+    monkeypatch.setattr(launch, "_torch_stream_getter", None)
+    launcher = kernel.configure(1, 32)
+    fake = types.SimpleNamespace(Tensor=Tensor, _C=types.SimpleNamespace(_cuda_getCurrentRawStream={0: 0xAB0}.get))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    launcher.from_pointers(*pointers(args()))
+    launcher.from_pointers(*pointers(args()))
+    by_launch = kernel.launch(*args(), grid=1, block=32) or recorder.calls[-1]
+    assert recorder.calls[0][:4] == recorder.calls[1][:4] == by_launch[:4]
+    assert recorder.calls[1][4] != by_launch[4]          # the second went through the launcher's buffer

@@ -105,3 +105,15 @@ def test_a_tensor_on_another_device_after_a_memo_takes_launchs_path(configured):
     assert recorder.calls[-1][4] == kernel._state().packer.kernel_params
     launcher(*good_args())
     assert pack.calls == 1 and recorder.calls[-1][0] == "fn0"
+
+
+@pytest.mark.parametrize("ptx", [".visible .entry k(.param .u64 .ptr.align 16 x) { ret; }",
+                                 ".visible .entry k(.param .u64 x) { ret; }"])
+def test_a_one_parameter_signature_remembers_its_value(torch_streams, monkeypatch, ptx):  # noqa: F811
+    kernel, recorder = fake_kernel(ptx, monkeypatch=monkeypatch)
+    launcher = kernel.configure(1, 32)
+    x, other = Tensor(BASE + 0x100), Tensor(BASE + 0x200)
+    for t in (x, x, other, x):
+        launcher(t)
+    assert [c[3] for c in recorder.calls] == [t.data_ptr().to_bytes(8, "little") for t in (x, x, other, x)]
+    assert {c[4] for c in recorder.calls} == {launcher.__globals__["params"]}   # all through the launcher
