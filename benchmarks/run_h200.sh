@@ -41,7 +41,7 @@ if [[ $parts == *bench* ]]; then
   done
 fi
 if [[ $parts == *recipes* ]]; then
-  for recipe in recipes/*.py; do
+  for recipe in recipes/[!_]*.py; do     # recipes/_<name>.py: a recipe's helper module
     echo "== layoutkit run $recipe"
     timeout 300 python3 -m layoutkit run "$recipe" 2>&1 | tee "$OUT/run_$(basename "$recipe" .py).txt"
   done

@@ -25,17 +25,25 @@ def recipe_path(name_or_path: str) -> Path:
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    known = sorted(p.stem for p in RECIPE_DIR.glob("*.py")) if RECIPE_DIR.is_dir() else []
+    known = [p.stem for p in all_recipes()]
     raise RecipeError(f"recipe {name_or_path!r}: no file {candidates[0]} (run from the repository "
                       f"root; recipes here: {', '.join(known) or 'none'})")
 
 
-def load_recipe(name_or_path: str) -> ModuleType:
-    path = recipe_path(name_or_path)
+def load_module(path: str | Path) -> ModuleType:
+    """The Python file at `path`, executed as module ``layoutkit_recipe_<stem>``: a recipe, or a
+    helper a recipe keeps beside it (``recipes/_<name>.py``, which no command runs as a recipe)."""
+    path = Path(path)
     spec = importlib.util.spec_from_file_location(f"layoutkit_recipe_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module     # dataclasses and pickling look their module up there
     spec.loader.exec_module(module)
+    return module
+
+
+def load_recipe(name_or_path: str) -> ModuleType:
+    path = recipe_path(name_or_path)
+    module = load_module(path)
     if not callable(getattr(module, "compile_default", None)):
         raise RecipeError(f"recipe {path}: defines no compile_default() -> {{name: ptx}}")
     return module

@@ -95,3 +95,15 @@ def test_summary_rows_need_a_ratio():
     assert summarize("t", [{"case": "x", "vs_copy": 0.9}])[0].ratio == 0.9
     with pytest.raises(RecipeError, match="none of"):
         summarize("t", [{"case": "x"}])
+
+
+def test_a_recipes_helper_module_is_no_recipe(capsys):
+    """recipes/_<name>.py holds a recipe's helpers: listed nowhere, refused by `run`, loadable."""
+    from layoutkit.recipe_runner import all_recipes, load_module
+    assert [p.name for p in all_recipes() if p.name.startswith("_")] == []
+    assert "flash_attention.py" in [p.name for p in all_recipes()]
+    assert main(["run", "_flash_attention_kernel", "--cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "defines no compile_default()" in err
+    kernel = load_module("recipes/_flash_attention_kernel.py")
+    assert kernel.attention_kernel.name == "attention_body"

@@ -1,0 +1,383 @@
+"""The kernel of recipes/flash_attention.py (FlashAttention-3-class forward attention for
+Hopper: O = softmax(Q K^T * scale) V and the log-sum-exp of every row, bf16 in and out, f32
+accumulation and softmax): its pipeline, numerics and instruction budget. The host side
+(configs per head dim, the entry point, references, checks, benchmark) is the recipe file.
+
+One CTA per (128-row query tile, head, batch); 3 warpgroups (every line below is in the kernel):
+
+    warpgroup 0, producer (PRODUCER_REGISTERS): one elected thread loads the Q tile once
+        (q_full), then per key block j = n_end-1 .. 0 (ring counter i): wait k_empty[s] ->
+        expect_tx(k_full[s]) { TMA K_j }; wait v_empty[s] -> expect_tx(v_full[s]) { TMA V_j }
+    warpgroups 1, 2, consumers (CONSUMER_REGISTERS), 64 query rows each:
+        prologue   S_0 = Q K_0^T; softmax(S_0) -> m, l, P_0
+        per block  [ping-pong: wait my turn]  S_i = Q K_i^T (SS wgmma, issued)
+                   O *= alpha_{i-1} (in place, under S_i); O += P_{i-1} V_{i-1} (RS wgmma: P
+                   from registers, issued)
+                   [ping-pong: the other warpgroup's turn]
+                   wait_group 1 (S_i done, P V still running) -> release K stage;
+                   online softmax of S_i (mask on boundary blocks): m, l, alpha_i, P_i in f32
+                   wait_group 0 -> release V stage; P_i -> bf16 (the A fragment of the next P V)
+        epilogue   O *= alpha; O += P V; l summed across the row's quad; O /= l; lse = m*scale
+                   + ln l; O -> shared (the warpgroup's rows of the Q tile, free now) ->
+                   fence.proxy.async -> TMA store
+
+Numerics (FlashAttention's online softmax, exact up to bf16 rounding of P): the running max m is
+in score units and starts at -inf; c = scale * log2(e) is folded into one fma per score, P =
+exp2(S*c - m*c), alpha = exp2(m_old*c - m_new*c) (one fma reusing P's -m*c); a row whose max is
+still -inf (all masked) uses 0 in the exponent (so -inf - -inf never makes a NaN; only masked
+blocks need that guard: an unmasked block's max is finite). l is kept per thread (each thread's
+part of its rows, lk.thread_sum) and summed across the quad once. Final O = O / l and lse = (m*c
++ log2 l) * ln 2 (natural log, FlashAttention's units); l = 0 gives O = 0, lse = -inf.
+
+Pipeline switches (constexprs, `Config`): BN keys per block, STAGES ring depth, OVERLAP (intra-
+warpgroup: S_i issued before the softmax of S_{i-1} finishes its P V; off = FlashAttention-2's
+order inside a warpgroup), PINGPONG (the two consumer warpgroups take turns issuing wgmmas
+through named barriers so one's softmax runs under the other's matrix work), register budgets.
+`ablations(head_dim, causal)` in the recipe file lists the configs the benchmark compares.
+
+Instruction budget per key block per consumer warp, main loop, from the SASS (ptxas 13.0, sm_90a,
+`layoutkit compile flash_attention --sass`), head dim 128, non-causal. Ideal per 64 rows x BN
+keys (2 rows x BN/4 scores per thread): BN/4*2 FFMA + MUFU.EX2 (scores), (BN/4-1)*2 FMNMX and
+FADD (the in-thread trees), 2 SHFL + 2 FMNMX per row (quad max), 64 FMUL (O rescale), BN/4 F2FP.
+
+    | BN=128                   | before | after | ideal | BN=176 after |
+    |--------------------------|-------:|------:|------:|-------------:|
+    | all instructions         |    492 |   480 |       | 593 (431/128 keys) |
+    | HGMMA (SS + RS)          |  8 + 8 | 8 + 8 | 8 + 8 |       8 + 11 |
+    | MUFU.EX2 (P + alpha)     |     66 |    66 |    66 |           90 |
+    | FFMA (P + alpha + l)     |     66 |    68 |    68 |           92 |
+    | FMUL (O rescale + -m*c)  |     68 |    66 |    66 |           66 |
+    | FADD (row sums)          |     68 |    62 |    62 |           86 |
+    | FMNMX                    |     68 |    68 |    68 |           92 |
+    | SHFL.BFLY                |      8 |     4 |     4 |            4 |
+    | F2FP.BF16 pack           |     32 |    32 |    32 |           44 |
+    | FSETP + FSEL (-inf guard)|  2 + 2 |     0 |     0 |            0 |
+    | register MOVs, loop edge |      4 |     6 |     0 |            6 |
+    | UR -> R (mbarrier operands) |   5 |     6 |       |            6 |
+    | uniform (wgmma descriptors, ring stage/phase) | 67 | 67 | | 66 |
+    | WARPGROUP.ARRIVE / DEPBAR|  3 / 2 | 3 / 2 | 2 / 2 |        3 / 2 |
+    | SYNCS (2 waits, 2 arrives) |    4 |     4 |     4 |            4 |
+    | BAR (ping-pong sync + arrive) | 2 |     2 |     2 |            2 |
+
+"before" is commit b3fab6c (row sums shuffled every block, alpha as FADD + FMUL, the -inf guard
+in every block). O (R24-R87) and S (R88-R151) stay in place across the loop; no spills, no C75xx
+infos. Left: a few MOVs where ptxas parks an O value and P's first pair at the loop edge (they
+cost a third WARPGROUP.ARRIVE), and the SS wgmma's 64-bit descriptor advance (UIADD3 + UIADD3.X
++ UMOV per instruction for Q, UIADD3.64 for K; a 32-bit add of the low word would do), which is
+the DSL's wgmma lowering.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import layoutkit as lk
+from layoutkit.algebra import ComposedLayout, Layout, Swizzle, composition
+
+SW128 = Swizzle(3, 3, 3)       # the 128-byte swizzle on bf16 element offsets
+ATOM = 64                      # bf16 elements in one 128-byte swizzled row
+WG_ROWS = 64                   # query rows of one consumer warpgroup (one m64 wgmma)
+CONSUMERS = 2
+BM = CONSUMERS * WG_ROWS       # query rows per CTA
+HEAD_DIMS = (64, 128, 256)
+LOG2E, LN2 = math.log2(math.e), math.log(2.0)
+NEG_INF = float("-inf")
+EPILOGUE_BARRIER, PINGPONG_BARRIER = 1, 1 + CONSUMERS   # named barrier ids (+ warpgroup index)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One pipeline configuration; every field is a constexpr of the kernel."""
+
+    BN: int = 128
+    STAGES: int = 2
+    OVERLAP: bool = True
+    PINGPONG: bool = True
+    PRODUCER_REGISTERS: int = 24
+    CONSUMER_REGISTERS: int = 240
+
+    def smem_bytes(self, head_dim: int) -> int:
+        """Q tile (reused for O) and the K and V rings, bytes."""
+        return 2 * head_dim * (BM + 2 * self.STAGES * self.BN)
+
+
+def tile_layout(rows: int, head_dim: int, stages: int | None = None) -> ComposedLayout:
+    """rows x head_dim bf16 (x stages), head_dim contiguous in 64-element column blocks of 128-
+    byte swizzled rows (TMA boxes {64, rows}), with two size-1 modes for the head and batch
+    modes of the (seqlen, head_dim, heads, batch) global tensor: the K-major wgmma operand of
+    Q and K, and (transposed) the MN-major operand V."""
+    shape = (rows, (ATOM, head_dim // ATOM), 1, 1)
+    stride = (ATOM, (1, rows * ATOM), 0, 0)
+    if stages is not None:
+        shape, stride = shape + (stages,), stride + (rows * head_dim,)
+    return ComposedLayout(SW128, 0, Layout(shape, stride))
+
+
+def row_col(tv: lk.TVLayout, tid):
+    """For a TV layout over a (rows, cols) tile: the (row, col) of this thread's value 0 (kernel
+    integers of `tid`) and each value's (row, col) offset from it (ints)."""
+    rows, cols = tv.tile
+    out = []
+    for strides in ((1, 0), (0, 1)):
+        sub, first = composition(Layout((rows, cols), strides), tv.layout).slice_and_offset(
+            (tid, None))
+        out.append((first, [int(sub(v)) for v in range(tv.num_values)]))
+    (row0, drow), (col0, dcol) = out
+    return row0, col0, drow, dcol
+
+
+def attention_body(q: lk.Pointer[lk.bf16], k: lk.Pointer[lk.bf16], v: lk.Pointer[lk.bf16],
+                   o: lk.Pointer[lk.bf16], lse: lk.Pointer[lk.f32],
+                   SQ: lk.i32, SK: lk.i32, HQ: lk.i32, HK: lk.i32, BATCH: lk.i32,
+                   GROUP: lk.i32, Q_SS: lk.i32, Q_SH: lk.i32, Q_SB: lk.i32,
+                   K_SS: lk.i32, K_SH: lk.i32, K_SB: lk.i32, V_SS: lk.i32, V_SH: lk.i32,
+                   V_SB: lk.i32, O_SS: lk.i32, O_SH: lk.i32, O_SB: lk.i32, LSE_SROW: lk.i32,
+                   N_MASKED: lk.i32, N_REST1: lk.i32, DIAG1: lk.i32, SCALE_LOG2: lk.f32,
+                   D: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
+                   CAUSAL: lk.constexpr, OVERLAP: lk.constexpr, PINGPONG: lk.constexpr,
+                   PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
+    """The kernel (see the module docstring). Grid (ceil(SQ/128), HQ, BATCH). This CTA runs
+    n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j: first N_MASKED masked ones,
+    then N_REST1 - 1 (+ m*BM/BN when causal, m the query tile) that need no mask. Non-causal:
+    N_MASKED = 1 (the last block may be ragged), N_REST1 = ceil(SK/BN). Causal (BN divides
+    BM): DIAG1 = SK - SQ + 1 >= 1 (the host strips query rows that see no key), so row r sees
+    keys < min(SK, r + DIAG1); see `block_counts`. The loop bounds are sums of independent
+    parameters, so every choice of them is one consistent protocol (the static check picks
+    its own)."""
+    Q = lk.global_tensor(q, Layout((SQ, D, HQ, BATCH), (Q_SS, 1, Q_SH, Q_SB)))
+    K = lk.global_tensor(k, Layout((SK, D, HK, BATCH), (K_SS, 1, K_SH, K_SB)))
+    V = lk.global_tensor(v, Layout((SK, D, HK, BATCH), (V_SS, 1, V_SH, V_SB)))
+    O = lk.global_tensor(o, Layout((SQ, D, HQ, BATCH), (O_SS, 1, O_SH, O_SB)))
+    LSE = lk.global_tensor(lse, Layout((SQ, HQ * BATCH), (1, LSE_SROW)))
+    sQ = lk.shared_tensor(tile_layout(BM, D), lk.bf16, name="sQ")       # Q, then O
+    sK = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sK")
+    sV = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sV")
+    q_full = lk.mbarrier_array(1, 1, name="q_full")
+    k_full = lk.mbarrier_array(STAGES, 1, name="k_full")       # producer arrive + TMA bytes
+    v_full = lk.mbarrier_array(STAGES, 1, name="v_full")
+    k_empty = lk.mbarrier_array(STAGES, CONSUMERS * 4, name="k_empty")  # one per consumer warp
+    v_empty = lk.mbarrier_array(STAGES, CONSUMERS * 4, name="v_empty")
+    with lk.if_(lk.eq(lk.thread_id(), 0)):
+        lk.mbarrier_init(q_full, k_full, v_full, k_empty, v_empty)
+        lk.fence_mbarrier_init()
+    lk.barrier()
+    m_blk, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    hk = h // GROUP
+    n_end = N_MASKED + N_REST1 - 1 + (m_blk * (BM // BN) if CAUSAL else 0)
+
+    with lk.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
+        with lk.if_(lk.eq(lk.warp_id(), 0)):
+            with lk.elect_one(), lk.expect_tx(q_full[0]):
+                lk.tma_load(sQ, Q.tile((BM, D, 1, 1), (m_blk, 0, h, b)), q_full[0])
+            for i in lk.range(0, n_end):
+                j = n_end - 1 - i
+                p = lk.producer_state(i, STAGES)
+                lk.mbarrier_wait(k_empty[p.stage], p.phase)
+                with lk.elect_one(), lk.expect_tx(k_full[p.stage]):
+                    lk.tma_load(sK[:, :, :, :, p.stage], K.tile((BN, D, 1, 1), (j, 0, hk, b)),
+                                k_full[p.stage])
+                lk.mbarrier_wait(v_empty[p.stage], p.phase)
+                with lk.elect_one(), lk.expect_tx(v_full[p.stage]):
+                    lk.tma_load(sV[:, :, :, :, p.stage], V.tile((BN, D, 1, 1), (j, 0, hk, b)),
+                                v_full[p.stage])
+
+    for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
+        with lk.warp_role(f"consumer{wg}", warpgroups=(1 + wg,), registers=CONSUMER_REGISTERS):
+            consumer(wg, Env(**locals()))
+
+
+def release(ring, stage) -> None:
+    """This warp's wgmmas are done reading `stage` of `ring` (after lk.wgmma_wait): one elected
+    arrive per consumer warp."""
+    with lk.elect_one():
+        lk.mbarrier_arrive(ring[stage])
+
+
+class Env:
+    """The kernel's parameters, tensors, barriers and block indices, by name (for consumer)."""
+
+    def __init__(self, **names):
+        self.__dict__.update(names)
+
+
+class Consumer:
+    """Consumer warpgroup `wg`'s part of the kernel, traced inside its role: the wgmma issue
+    steps, the online softmax and the epilogue (see the module docstring)."""
+
+    def __init__(self, wg: int, e: Env):
+        self.wg, self.e = wg, e
+        self.sQ2 = e.sQ[:, :, 0, 0].tile((WG_ROWS, e.D), (wg, 0))     # this warpgroup's Q rows
+        self.c = e.SCALE_LOG2
+        self.neg_c = e.SCALE_LOG2 * -1.0
+        self.s_layout = lk.wgmma_accumulator_layout(e.BN)
+        self.o_layout = lk.wgmma_accumulator_layout(e.D)
+        self.row0, self.col0, self.drow, self.dcol = row_col(self.s_layout,
+                                                             lk.thread_id_in_warpgroup())
+        self.first_row = e.m_blk * BM + wg * WG_ROWS + self.row0
+
+    # ---- ping-pong: the two consumer warpgroups take turns issuing their wgmmas ------------
+    def turn(self) -> None:
+        """Wait until the other warpgroup has issued its wgmmas."""
+        if self.e.PINGPONG:
+            lk.named_barrier_sync(PINGPONG_BARRIER + self.wg, 2 * 128)
+
+    def pass_turn(self) -> None:
+        if self.e.PINGPONG:
+            lk.named_barrier_arrive(PINGPONG_BARRIER + (self.wg + 1) % CONSUMERS, 2 * 128)
+
+    # ---- wgmma issue (not waited) --------------------------------------------------------
+    # Ring step i has the stage and phase of counter i + 2 * STAGES (a whole lap later): the
+    # DSL proves such a sum of kernel integers non-negative term by term (n_end - 1 + 4 >= 0).
+    def scores(self, i, j):
+        """Issue S = Q K_j^T (ring step i) into a fresh accumulator; returns (S, K stage)."""
+        e = self.e
+        s = lk.consumer_state(i + 2 * e.STAGES, e.STAGES)
+        lk.mbarrier_wait(e.k_full[s.stage], s.phase)
+        lk.wgmma_fence()
+        acc = lk.wgmma(lk.wgmma_accumulator(e.BN), self.sQ2, e.sK[:, :, 0, 0, s.stage],
+                       accumulate=False)
+        lk.wgmma_commit()
+        return acc, s.stage
+
+    def pv(self, O, P, i):
+        """Issue O += P V (V of ring step i; P the bf16 register A operand); returns (O, V
+        stage)."""
+        e = self.e
+        s = lk.consumer_state(i + 2 * e.STAGES, e.STAGES)
+        lk.mbarrier_wait(e.v_full[s.stage], s.phase)
+        lk.wgmma_fence()                        # also orders the O rescale before the wgmma
+        O = lk.wgmma(O, P, e.sV[:, :, 0, 0, s.stage].T, accumulate=True)
+        lk.wgmma_commit()
+        return O, s.stage
+
+    # ---- online softmax ------------------------------------------------------------------
+    def mask(self, S, j):
+        """S with -inf where key j*BN + col is past SK or (causal) past the row's diagonal."""
+        e = self.e
+        limits = {}
+        for r in sorted(set(self.drow)):
+            limit = lk.cast(e.SK - j * e.BN - self.col0, lk.i32)
+            if e.CAUSAL:
+                limit = lk.minimum(limit, lk.cast(self.first_row + r + e.DIAG1 - j * e.BN -
+                                                  self.col0, lk.i32))
+            limits[r] = limit
+        keep = lk.RegisterTensor(lk.bool_, S.layout,
+                                 [(limits[r] > dc).value for r, dc in zip(self.drow, self.dcol)])
+        return lk.where(keep, S, NEG_INF)
+
+    def softmax(self, S, m_old, l_old, masked: bool, j):
+        """One online-softmax step on the scores S: (P f32, m, l, alpha); alpha is None on the
+        first block. m is the row max in score units (-inf while a row has seen no key); l is
+        each thread's partial row sum (lk.thread_sum), reduced across the quad once, in the
+        epilogue. Unmasked blocks hold finite scores, so their m is finite and needs no -inf
+        guard; masked blocks use 0 in the exponent for a row still all -inf (no -inf - -inf)."""
+        if masked:
+            S = self.mask(S, j)
+        m = lk.reduce_max(S, 1)
+        if m_old is not None:
+            m = lk.maximum(m, m_old)
+        m_use = lk.where(m > NEG_INF, m, 0.0) if masked else m
+        neg_mc = m_use * self.neg_c
+        P = lk.exp2(lk.fma(S, self.c, lk.broadcast(neg_mc, S.layout)), ftz=True)
+        row_sum = lk.thread_sum(P, 1)
+        if m_old is None:
+            return P, m, row_sum, None
+        alpha = lk.exp2(lk.fma(m_old, self.c, neg_mc), ftz=True)    # m_old = -inf: 0
+        return P, m, l_old * lk.broadcast(alpha, row_sum.layout) + row_sum, alpha
+
+    # ---- the pipeline ----------------------------------------------------------------------
+    def prologue(self):
+        """Block n_end - 1 (ring step 0, masked: it may be a boundary block): returns the carry
+        (O, P, m, l, alpha)."""
+        e = self.e
+        lk.mbarrier_wait(e.q_full[0], 0)
+        if e.PINGPONG and self.wg == 1:         # warpgroup 0 issues first
+            lk.named_barrier_arrive(PINGPONG_BARRIER, 2 * 128)
+        self.turn()
+        S, k_stage = self.scores(0, e.n_end - 1)
+        self.pass_turn()
+        lk.wgmma_wait(0)
+        release(e.k_empty, k_stage)
+        P, m, l, _ = self.softmax(S, None, None, True, e.n_end - 1)
+        return lk.full(self.o_layout, 0.0), lk.cast(P, lk.bf16), m, l, lk.full(m.layout, 1.0)
+
+    def step(self, previous, j, carry, masked: bool):
+        """Ring step i = previous + 1 on key block j: S_i issued, then O rescaled (in place,
+        under S_i's wgmma) and P_{i-1} V_{i-1} issued; returns the new carry."""
+        O, P, m, l, alpha = carry
+        i = previous + 1
+        self.turn()
+        if self.e.OVERLAP:
+            S, k_stage = self.scores(i, j)
+            O = O * lk.broadcast(alpha, self.o_layout)
+            O, v_stage = self.pv(O, P, previous)
+            self.pass_turn()
+            lk.wgmma_wait(1)                    # S done; P V still running under the softmax
+            release(self.e.k_empty, k_stage)
+            P_new, m, l, alpha = self.softmax(S, m, l, masked, j)
+            lk.wgmma_wait(0)                    # P V done reading P: P_new may take its place
+            release(self.e.v_empty, v_stage)
+        else:
+            O = O * lk.broadcast(alpha, self.o_layout)
+            O, v_stage = self.pv(O, P, previous)
+            S, k_stage = self.scores(i, j)
+            self.pass_turn()
+            lk.wgmma_wait(0)
+            release(self.e.v_empty, v_stage)
+            release(self.e.k_empty, k_stage)
+            P_new, m, l, alpha = self.softmax(S, m, l, masked, j)
+        return O, lk.cast(P_new, lk.bf16), m, l, alpha
+
+    def main_loops(self, carry):
+        """The masked blocks after the first (ring steps 1 .. N_MASKED-1), then the unmasked
+        ones; returns the carry after the last."""
+        e = self.e
+        for masked, start, stop in ((True, 0, e.N_MASKED - 1),
+                                    (False, e.N_MASKED - 1, e.n_end - 1)):
+            loop = lk.range(start, stop, carry=carry)        # ring step i = previous + 1
+            for previous, values in loop:
+                loop.next(*self.step(previous, e.n_end - 2 - previous, values, masked))
+            carry = loop.results
+        return carry
+
+    def epilogue(self, carry) -> None:
+        """The last P V, normalisation, lse, O through shared memory and a TMA store."""
+        e, wg, o_layout = self.e, self.wg, self.o_layout
+        O, P, m, l, alpha = carry
+        self.turn()
+        O = O * lk.broadcast(alpha, o_layout)
+        O, v_stage = self.pv(O, P, e.n_end - 1)
+        self.pass_turn()
+        lk.wgmma_wait(0)
+        release(e.v_empty, v_stage)
+        if e.PINGPONG and wg == 0:          # balances the other warpgroup's opening arrive
+            lk.named_barrier_sync(PINGPONG_BARRIER, 2 * 128)
+        l = lk.reduce_sum(l, 1)             # the quad's partial row sums, once
+        seen = l > 0.0
+        inv_l = lk.where(seen, 1.0 / lk.where(seen, l, 1.0), 0.0)
+        O = O * lk.broadcast(inv_l, o_layout)
+        m_use = lk.where(m > NEG_INF, m, 0.0)
+        row_lse = lk.where(seen, (m_use * self.c + lk.log2(lk.where(seen, l, 1.0))) * LN2,
+                           NEG_INF)
+        with lk.if_(lk.eq(lk.lane_id() % 4, 0)):        # one lane of each row's quad
+            rows = e.LSE.tile((WG_ROWS, 1), (e.m_blk * CONSUMERS + wg, e.h + e.HQ * e.b))
+            lk.store(rows.partition(row_lse.layout), row_lse)
+        lk.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)    # every Q read of this wg retired
+        lk.store(self.sQ2.partition(o_layout), lk.cast(O, lk.bf16))
+        lk.fence_proxy_async()
+        lk.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)
+        with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
+            lk.tma_store(e.O.tile((WG_ROWS, e.D, 1, 1), (e.m_blk * CONSUMERS + wg, 0, e.h, e.b)),
+                         e.sQ.tile((WG_ROWS, e.D, 1, 1), (wg, 0, 0, 0)))
+            lk.tma_store_commit()
+            lk.tma_store_wait(0)
+
+
+def consumer(wg: int, e: Env) -> None:
+    """The body of consumer warpgroup `wg`, traced inside its role."""
+    c = Consumer(wg, e)
+    c.epilogue(c.main_loops(c.prologue()))
+
+
+WARPS = 4 * (1 + CONSUMERS)
+attention_kernel = lk.kernel(attention_body, num_warps=WARPS)
