@@ -110,7 +110,7 @@ def dsl_rows() -> dict:
 
 def stage_rows(kernel, grid, args) -> dict:
     """The DSL call's stages one by one (what each costs alone), for this code's internals:
-    `kernel[grid]` (a closure made per call), the generated launch function (facts, key, lookup,
+    `kernel[grid]` (kept per plain grid), the generated launch function (facts, key, lookup,
     and the configured launcher's from_pointers call, here a no-op), the debug flag read inside it."""
     import os
 
@@ -128,7 +128,7 @@ def stage_rows(kernel, grid, args) -> dict:
         finally:
             fast.namespace["_lk_launchers"] = real
     return {
-        "  stage: kernel[grid] (a closure per call)": lambda: kernel[grid],
+        "  stage: kernel[grid] (kept per plain grid)": lambda: kernel[grid],
         "  stage: kernel[grid](...), the configured launcher a no-op (+2 item sets)":
             launch_without_launcher,
         "  stage: the debug flag (inside the row above)": lambda: flags.get(os.environ._data.get(key)),

@@ -47,6 +47,7 @@ from .verifier import verify
 MAX_WARPS = 32   # 1024 threads per block
 MAX_LAUNCHERS = 16  # configured launchers a specialization keeps (one per grid; the fast path
                     # of kernel[grid] keeps the ones it launches through on its own, up to 256)
+MAX_GRIDS = 64      # kernel[grid] functions a kernel keeps (one per plain grid)
 MAX_CLUSTER_CTAS = 8   # the portable cluster size of sm_90 (CUDA programming guide, clusters)
 
 
@@ -199,6 +200,7 @@ class Kernel:
         self._cache: dict[tuple, Specialization] = {}
         self._options = {flag: KernelOptions(self.cluster, flag) for flag in (False, True)}
         self._fast: FastLaunch | None = None   # built at the first kernel[grid]
+        self._grids: dict = {}            # plain grid -> the function kernel[grid] returns
 
     @staticmethod
     def _parameters(fn, where) -> tuple[Parameter, ...]:
@@ -293,12 +295,20 @@ class Kernel:
     def __getitem__(self, grid):
         """`kernel[grid](args...)`: launch on a grid (an int or a tuple of 1-3 ints). Plain
         arguments on a plain grid take the fast path (see layoutkit.dsl.launch_fast); any other
-        call, and a first one, goes through `launch`."""
-        fast = self._fast
-        if fast is None:
-            fast = self._fast = FastLaunch(self.name, self.params, self.debug, self._checked_launch)
-        if fast.make is not None and plain_grid(grid):
-            return fast.make(grid)
+        call, and a first one, goes through `launch`. The function is kept per plain grid (only
+        exact ints as keys: 4.0 and True equal 4 and 1 as keys but are other grids)."""
+        if type(grid) is int or plain_grid(grid):
+            launch = self._grids.get(grid)
+            if launch is not None:
+                return launch
+            fast = self._fast
+            if fast is None:
+                fast = self._fast = FastLaunch(self.name, self.params, self.debug, self._checked_launch)
+            if fast.make is not None:
+                if len(self._grids) >= MAX_GRIDS:
+                    self._grids.clear()
+                launch = self._grids[grid] = fast.make(grid)
+                return launch
         return lambda *args, stream=None, **kwargs: self.launch(grid, *args, stream=stream, **kwargs)
 
     def _checked_launch(self, grid, args: tuple, stream, kwargs: dict) -> None:

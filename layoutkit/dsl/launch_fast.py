@@ -13,11 +13,13 @@ grid. When every argument is the common case, that function computes the special
 
 ending in the debug flag (LAYOUTKIT_DEBUG read in two dict lookups where the kernel does not fix
 it) and the grid, and looks it up among the launchers the checked path has remembered
-(`FastLaunch.remember`, after a launch on torch's current stream of a specialization without hidden
-parameters and without a debug build's barrier-timeout sink, which is checked after each launch). On a hit it calls that configured launcher's `from_pointers` entry with the
-arguments and the pointers it read, which checks devices and alignment and launches. Anything
-else (numpy arrays, another dtype, a bool, an explicit stream, a first launch) goes through
-`Kernel.launch`, whose checks word every error: this path never decides that an argument is wrong.
+(`FastLaunch.remember`, after a launch on torch's current stream of a specialization without
+hidden parameters and without a debug build's barrier-timeout sink, which is checked after each
+launch). On a hit it calls that configured launcher's `from_pointers` entry with the arguments
+and the pointers it read, which checks their tensor type, device and alignment and launches.
+Anything else (numpy arrays, another dtype, a bool, an explicit stream, a first launch) goes
+through `Kernel.launch`, whose checks word every error: this path never decides that an argument
+is wrong.
 
 >>> from layoutkit.dsl.arguments import parameter
 >>> from layoutkit.dsl.types import Pointer, f32, i32, constexpr

@@ -108,6 +108,7 @@ class FakeGPU:
         for k in self.kernels:
             k._cache.clear()
             k._fast = None
+            k._grids.clear()
 
     @staticmethod
     def load(cubin: bytes, name: str, dev) -> Function:

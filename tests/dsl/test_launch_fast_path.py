@@ -320,3 +320,8 @@ def test_grids_launch_accepts_but_the_fast_path_does_not_keep_one_launcher(gpu, 
     scale[grid](X, Y, 4096, 2.0)
     assert [c.grid for c in gpu.calls] == [(4, 1, 1), dims, dims] and checked == ["scale"] * 3
     assert gpu.calls[1].spec._launchers[dims] is gpu.calls[2].spec._launchers[dims]
+
+
+def test_the_launch_function_is_kept_per_plain_grid(gpu, checked):
+    assert scale[4] is scale[4] and scale[(4, 2)] is scale[(4, 2)] and scale[4] is not scale[(4,)]
+    assert scale[4.0] is not scale[4] and scale[True] is not scale[1] and scale[[4]] is not scale[[4]]
