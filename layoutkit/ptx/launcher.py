@@ -23,9 +23,8 @@ parameters) is the same launch for a caller that has already checked every argum
 (as the launcher's first test does) and read every pointer argument's ``data_ptr()``: it takes the
 arguments followed by those pointers, in parameter order, and checks the pointers' tensor type
 (the launcher's own: one configured before torch was imported learns it at its first checked
-call), devices and alignment.
-The DSL's ``kernel[grid](...)`` launches through it, having read the pointers for its
-specialization key.
+call), devices and alignment. The DSL's ``kernel[grid](...)`` launches through it, having read
+the pointers for its specialization key.
 
 >>> from layoutkit.ptx.signature import parse_entry
 >>> from layoutkit.ptx.arguments import ArgumentPacker
@@ -159,7 +158,7 @@ def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: 
                     from_pointers: bool = False) -> str:
     """The source of ``make_launcher()``, which returns the generated launcher for ``packer``'s
     signature (positional parameters ``names``, default ``a0, a1, ...``) and, with
-    ``from_pointers``, its second entry (else None; see :func:`configured_launcher`).
+    ``from_pointers``, its second entry (else None; see the module docstring).
 
     ``dims``: (grid x, y, z, block x, y, z, dynamic shared bytes), written into the call;
     ``cluster``: launch through ``cuLaunchKernelEx`` with the namespace's ``config``;
