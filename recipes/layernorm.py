@@ -36,6 +36,7 @@ from layoutkit.recipe_runner import load_recipe
 _softmax = load_recipe(str(Path(__file__).with_name("softmax.py")))
 MAX_COLUMNS = _softmax.MAX_COLUMNS
 row_layout = _softmax.row_layout
+is_plain_bf16 = _softmax.is_plain_bf16   # the fast check of every tensor argument
 
 
 @functools.lru_cache(maxsize=None)
@@ -132,12 +133,6 @@ def _plan(shape, m: int, n: int):
     return plan
 
 
-def _is_plain(t, torch) -> bool:
-    """Whether t is certainly a contiguous CUDA bf16 torch.Tensor (the fast check)."""
-    return type(t) is torch.Tensor and t.dtype is torch.bfloat16 and t.is_cuda and \
-        t.is_contiguous()
-
-
 def check_output(x, out) -> None:
     """Raise ValueError naming the rule unless out can hold layernorm's result for x: a
     contiguous tensor of x's dtype and shape on x's device."""
@@ -156,8 +151,8 @@ def layernorm(x, weight, bias, eps: float = 1e-5, out=None):
     tensor of x's shape on x's device, when given)."""
     import torch
     plan = _PLANS.get(x.shape) if type(x) is torch.Tensor else None
-    if plan is None or not (_is_plain(x, torch) and _is_plain(weight, torch) and
-                            _is_plain(bias, torch) and weight.shape == plan[4] and
+    if plan is None or not (is_plain_bf16(x, torch) and is_plain_bf16(weight, torch) and
+                            is_plain_bf16(bias, torch) and weight.shape == plan[4] and
                             bias.shape == plan[4] and type(eps) is float and eps > 0 and
                             weight.get_device() == bias.get_device() == x.get_device()):
         m, n = check_arguments(x, weight, bias, eps)
@@ -165,7 +160,7 @@ def layernorm(x, weight, bias, eps: float = 1e-5, out=None):
     launch, m, n, constexprs, _ = plan
     if out is None:
         out = torch.empty_like(x)
-    elif not (_is_plain(out, torch) and out.shape == x.shape and
+    elif not (is_plain_bf16(out, torch) and out.shape == x.shape and
               out.get_device() == x.get_device()):
         check_output(x, out)
     if launch is not None:

@@ -129,7 +129,7 @@ def _plan(shape):
     return plan
 
 
-def _is_plain(t, torch) -> bool:
+def is_plain_bf16(t, torch) -> bool:
     """Whether t is certainly a contiguous CUDA bf16 torch.Tensor (the fast check)."""
     return type(t) is torch.Tensor and t.dtype is torch.bfloat16 and t.is_cuda and \
         t.is_contiguous()
@@ -162,12 +162,12 @@ def softmax(x, out=None):
     """torch.softmax(x, dim=-1) for a contiguous CUDA bf16 tensor, computed by this recipe
     (written into `out`, a contiguous bf16 tensor of x's shape on x's device, when given)."""
     import torch
-    if not _is_plain(x, torch):
+    if not is_plain_bf16(x, torch):
         check_input(x)
     plan = _plan(x.shape)
     if out is None:
         out = torch.empty_like(x)
-    elif not (_is_plain(out, torch) and out.shape == x.shape and
+    elif not (is_plain_bf16(out, torch) and out.shape == x.shape and
               out.get_device() == x.get_device()):
         check_output(x, out)
     launch, m, n, constexprs = plan
