@@ -10,6 +10,7 @@ Imports: stdlib and sympy only, so it runs in a notebook with no CUDA. Semantics
 >>> str(Layout((M, K), (K, 1)))
 '(M,K):(K,1)'
 """
+from .banks import BankReport, bank_conflicts
 from .coalesce import coalesce, filter
 from .complement import complement
 from .composed import ComposedLayout
@@ -40,5 +41,6 @@ __all__ = [
     "upcast", "downcast", "max_common_vector", "max_common_layout",
     "Swizzle", "ComposedLayout", "make_layout_tv",
     "show", "Figure", "layout_latex", "layout_svg", "tv_layout_svg",
+    "bank_conflicts", "BankReport",
     "divides", "less", "less_equal",
 ]

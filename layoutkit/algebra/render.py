@@ -1,8 +1,9 @@
 """Notebook display of layouts: LaTeX (``shape:stride`` and a small index table) and SVG grids.
 
 ``layout_latex(L)`` and ``layout_svg(L)`` back ``Layout._repr_latex_``/``_repr_svg_``;
-``tv_layout_svg(layout_tv, tiler_mn)`` draws a thread-value layout over its tile; ``show(...)``
-wraps either drawing in a ``Figure`` that a notebook displays and that can be saved to a file.
+``tv_layout_svg(layout_tv, tiler_mn)`` draws a thread-value layout over its tile;
+``bank_report_svg(report)`` a bank-conflict report; ``show(...)`` picks the drawing for what it
+is given and wraps it in a ``Figure`` that a notebook displays and that can be saved to a file.
 Pure stdlib (plus sympy for typesetting symbols); no CUDA.
 
 >>> from layoutkit.algebra import Layout, make_layout_tv
@@ -12,13 +13,20 @@ Pure stdlib (plus sympy for typesetting symbols); no CUDA.
 """
 from __future__ import annotations
 
+from . import int_tuple as it
+from .banks import BankReport
 from .composed import ComposedLayout
 from .errors import LayoutError
 from .layout import Layout
+from .render_banks import bank_report_svg
+from .render_grid import grid_extents, tile_extents
 from .render_latex import layout_latex
 from .render_svg import layout_svg, tv_layout_svg
 
-__all__ = ["layout_latex", "layout_svg", "tv_layout_svg", "show", "Figure", "svg_or_none"]
+__all__ = ["layout_latex", "layout_svg", "tv_layout_svg", "bank_report_svg", "show", "Figure",
+           "svg_or_none", "SHOW_LIMIT"]
+
+SHOW_LIMIT = 128  # rows and columns show() draws of a larger grid unless given a window
 
 
 class Figure:
@@ -44,30 +52,84 @@ def _is_tile_shape(x) -> bool:
     return isinstance(x, (int, tuple)) and not isinstance(x, bool)
 
 
-def show(*args, color_block: int = 1) -> Figure:
-    """A displayable drawing of a layout or a TV layout:
+def _default_window(rows: int, cols: int, window):
+    """The window show() draws: the caller's, else the top-left SHOW_LIMIT x SHOW_LIMIT."""
+    if window is not None or (rows <= SHOW_LIMIT and cols <= SHOW_LIMIT):
+        return window
+    return (min(rows, SHOW_LIMIT), min(cols, SHOW_LIMIT))
 
-    - ``show(layout)``: the grid of indices of a Layout or ComposedLayout (see layout_svg);
+
+def _layout_figure(layout, window, title, color_block, dtype_bytes, tile) -> Figure:
+    row_shape, col_shape = grid_extents(layout, "show")
+    window = _default_window(it.product(row_shape), it.product(col_shape), window)
+    return Figure(layout_svg(layout, color_block=color_block, dtype_bytes=dtype_bytes, tile=tile,
+                             window=window, title=title))
+
+
+def _tv_figure(layout_tv, tiler_mn, window, title) -> Figure:
+    rows, cols = tile_extents(tiler_mn, "show")
+    window = _default_window(rows, cols, window)
+    return Figure(tv_layout_svg(layout_tv, tiler_mn, window=window, title=title))
+
+
+def _tv_parts(x):
+    """(layout_tv, tile) of a TV-layout object (attributes ``layout``, a rank-2 Layout, and
+    ``tile``, its tile shape: the DSL's TVLayout), else None."""
+    layout, tile = getattr(x, "layout", None), getattr(x, "tile", None)
+    if isinstance(layout, Layout) and _is_tile_shape(tile):
+        return layout, tile
+    return None
+
+
+def show(*args, window=None, title: str | None = None, color_block: int | None = None,
+         dtype_bytes: int | None = None, tile=None, max_phases: int = 32) -> Figure:
+    """A displayable drawing (a ``Figure``) of what it is given:
+
+    - ``show(layout)``, a Layout or ComposedLayout: the grid of its indices (layout_svg), with
+      ``dtype_bytes`` coloured by 16-byte chunk / bank group (a shared-memory layout; swizzles
+      show as chunks moving from row to row), else by ``color_block`` (default: the unit its
+      swizzle permutes); ``tile=(tm, tn)`` draws tile boundaries (nested modes get them anyway);
     - ``show(layout_tv, tiler_mn)`` or ``show(tiler_mn, layout_tv)`` (so that
-      ``show(*make_layout_tv(thr, val))`` works): the tile coloured by thread (tv_layout_svg).
+      ``show(*make_layout_tv(thr, val))`` works), or ``show(tv)`` of an object with ``layout``
+      and ``tile`` attributes (the DSL's TVLayout): the tile coloured by thread (tv_layout_svg);
+    - ``show(report)``, a BankReport (``bank_conflicts(smem, tv, dtype_bytes=...,
+      access_bytes=...)``): phases x banks, conflicts in red (bank_report_svg), its first
+      ``max_phases`` phases.
+
+    A grid larger than SHOW_LIMIT (128) rows or columns is drawn through a window, the top-left
+    128 x 128 unless ``window=(rows, cols)`` (each a count or a (start, stop) range) picks
+    another part; ``title`` replaces the caption's first line. Raises LayoutError for anything
+    else, naming what it got.
+
+    >>> from layoutkit.algebra import Layout, ComposedLayout, Swizzle
+    >>> fig = show(ComposedLayout(Swizzle(3, 3, 3), 0, Layout((8, 64), (64, 1))), dtype_bytes=2)
+    >>> "16-byte chunk" in fig.svg, fig.svg.count("<rect") - 1
+    (True, 512)
+    >>> "window: rows 0..127 of 256" in show(Layout((256, 8))).svg
+    True
     """
     if len(args) == 1 and isinstance(args[0], (Layout, ComposedLayout)):
-        return Figure(layout_svg(args[0], color_block=color_block))
+        return _layout_figure(args[0], window, title, color_block, dtype_bytes, tile)
+    if len(args) == 1 and isinstance(args[0], BankReport):
+        return Figure(bank_report_svg(args[0], max_phases=max_phases))
+    if len(args) == 1 and _tv_parts(args[0]) is not None:
+        return _tv_figure(*_tv_parts(args[0]), window, title)
     if len(args) == 2:
         a, b = args
         if isinstance(a, Layout) and _is_tile_shape(b):
-            return Figure(tv_layout_svg(a, b))
+            return _tv_figure(a, b, window, title)
         if isinstance(b, Layout) and _is_tile_shape(a):
-            return Figure(tv_layout_svg(b, a))
+            return _tv_figure(b, a, window, title)
     kinds = ", ".join(type(a).__name__ for a in args)
-    raise LayoutError(f"show takes a layout, or a TV layout and its tile shape (in either order), "
-                      f"got ({kinds})")
+    raise LayoutError(f"show takes a layout, a TV layout and its tile shape (in either order), "
+                      f"an object with .layout and .tile, or a BankReport; got ({kinds})")
 
 
-def svg_or_none(layout) -> str | None:
-    """layout_svg(layout), or None when the layout cannot be drawn (symbolic, rank > 2, too many
-    cells): the ``_repr_svg_`` contract, under which a notebook falls back to the LaTeX/text."""
+def svg_or_none(*args, **kwargs) -> str | None:
+    """``show(*args, **kwargs).svg``, or None when it cannot be drawn (symbolic, rank > 2, too
+    many cells): the ``_repr_svg_`` contract, under which a notebook falls back to the
+    LaTeX/text. A DSL tensor's ``_repr_svg_`` calls this (see docs/algebra.md)."""
     try:
-        return layout_svg(layout)
+        return show(*args, **kwargs).svg
     except LayoutError:
         return None
