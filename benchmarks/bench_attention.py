@@ -9,7 +9,7 @@ fill the GPU (batch = 16384 / seqlen, heads = 2048 / head_dim: 16k tokens x 2048
 Each SDPA backend runs on two input layouts, the (b, h, s, d) views of the same (b, s, h, d)
 storage layoutkit reads and contiguous (b, h, s, d) copies, and reports the faster of the two.
 Each case is checked against SDPA first; then every candidate is timed interleaved with the L2
-flushed before each call (layoutkit.benchmarking). Prints TFLOP/s (4*B*H*Sq*Sk*D / time,
+flushed before each call (layoutkit.tools.benchmarking). Prints TFLOP/s (4*B*H*Sq*Sk*D / time,
 halved for causal) and the ratio layoutkit / best SDPA backend; a backend that raises for a
 case is skipped and named. Then the ablation rows (head dim 128, seqlen 8k): each pipeline
 choice switched off in turn (recipes/flash_attention.ablations).
@@ -21,8 +21,8 @@ import sys
 
 import torch
 
-from layoutkit.benchmarking import interleaved, tflops
-from layoutkit.recipe_runner import load_recipe
+from layoutkit.tools.benchmarking import interleaved, tflops
+from layoutkit.tools.recipe_runner import load_recipe
 
 SEQLENS = (1024, 2048, 4096, 8192, 16384)
 TOKENS, CHANNELS = 16384, 2048

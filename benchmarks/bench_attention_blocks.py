@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_attention import case  # noqa: E402  (this folder is the script's sys.path[0])
-from layoutkit.recipe_runner import load_recipe  # noqa: E402
+from layoutkit.tools.recipe_runner import load_recipe  # noqa: E402
 
 
 def main() -> None:

@@ -5,7 +5,7 @@
 For each shape (M, N, K): random bf16 A (M x K, row-major) and B (K x N, row-major, i.e.
 N-major; `--kmajor` also times B given K-major), the output checked against torch in float32
 first, then both GEMMs timed interleaved with the L2 flushed before each call
-(layoutkit.benchmarking). Prints TFLOP/s (2*M*N*K / time) and the ratio layoutkit / cuBLAS.
+(layoutkit.tools.benchmarking). Prints TFLOP/s (2*M*N*K / time) and the ratio layoutkit / cuBLAS.
 `--sweep` times every config of the recipe's autotuning space per shape and prints the best.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sys
 
 import torch
 
-from layoutkit.benchmarking import interleaved, tflops
-from layoutkit.recipe_runner import load_recipe
+from layoutkit.tools.benchmarking import interleaved, tflops
+from layoutkit.tools.recipe_runner import load_recipe
 
 SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024))
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from bench_launch import measure  # noqa: E402  (this folder is the script's sys.path[0])
-from layoutkit.recipe_runner import load_recipe  # noqa: E402
+from layoutkit.tools.recipe_runner import load_recipe  # noqa: E402
 
 SHAPES = ((4096, 1024), (4096, 4096), (4096, 8192))
 

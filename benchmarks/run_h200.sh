@@ -43,6 +43,6 @@ fi
 if [[ $parts == *recipes* ]]; then
   for recipe in recipes/[!_]*.py; do     # recipes/_<name>.py: a recipe's helper module
     echo "== layoutkit run $recipe"
-    timeout 300 python3 -m layoutkit run "$recipe" 2>&1 | tee "$OUT/run_$(basename "$recipe" .py).txt"
+    timeout 300 python3 -m layoutkit run "$(basename "$recipe" .py)" 2>&1 | tee "$OUT/run_$(basename "$recipe" .py).txt"
   done
 fi

@@ -1,3 +1,3 @@
-from layoutkit.cli import main
+from layoutkit.tools.cli import main
 
 raise SystemExit(main())

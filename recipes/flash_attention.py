@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 
 import layoutkit as lk
-from layoutkit.recipe_runner import load_module
+from recipes import _flash_attention_kernel as kernel_module
 
-kernel_module = load_module(Path(__file__).with_name("_flash_attention_kernel.py"))
 Config, attention_kernel = kernel_module.Config, kernel_module.attention_kernel
 BM, HEAD_DIMS, LOG2E = kernel_module.BM, kernel_module.HEAD_DIMS, kernel_module.LOG2E
 
@@ -380,7 +378,7 @@ def benchmark(reps: int = 20) -> list[dict]:
     bench_attention.py has the full table and the ablation rows)."""
     import torch
 
-    from layoutkit.benchmarking import interleaved, tflops
+    from layoutkit.tools.benchmarking import interleaved, tflops
     rows = []
     for d in HEAD_DIMS:
         for causal in (False, True):

@@ -389,7 +389,7 @@ def benchmark(reps: int = 30) -> list[dict]:
     """bf16 GEMM TFLOP/s against torch.matmul (cuBLAS), interleaved, L2 flushed per call."""
     import torch
 
-    from layoutkit.benchmarking import interleaved, tflops
+    from layoutkit.tools.benchmarking import interleaved, tflops
     rows = []
     print(f"{'M x N x K':>18} {'B':>7} {'layoutkit':>10} {'cuBLAS':>8} {'ratio':>6}  (TFLOP/s)")
     for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)):

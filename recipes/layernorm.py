@@ -27,13 +27,10 @@ slower).
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import layoutkit as lk
-from layoutkit.recipe_runner import load_recipe
+from recipes import softmax as _softmax   # the row split is softmax's, shared, not copied
 
-# The row split (work per lane and warps per row) is softmax's, shared, not copied.
-_softmax = load_recipe(str(Path(__file__).with_name("softmax.py")))
 MAX_COLUMNS = _softmax.MAX_COLUMNS
 row_layout = _softmax.row_layout
 is_plain_bf16 = _softmax.is_plain_bf16   # the fast check of every tensor argument

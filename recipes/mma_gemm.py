@@ -258,10 +258,10 @@ BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (409
 
 def benchmark(shapes=BENCH_SHAPES, configs=tuple(CONFIGS), reps: int = 30) -> list:
     """Time every config against torch.matmul (cuBLAS) on the same random bf16 inputs,
-    interleaved, L2 flushed between calls, medians (layoutkit.benchmarking); prints and
+    interleaved, L2 flushed between calls, medians (layoutkit.tools.benchmarking); prints and
     returns the table rows (TFLOP/s = 2 M N K / time)."""
     import torch
-    from layoutkit.benchmarking import interleaved, tflops
+    from layoutkit.tools.benchmarking import interleaved, tflops
     rows = []
     print(f"{'M x N x K':>20} {'config':>15} {'layoutkit':>10} {'cuBLAS':>8} {'ratio':>6}"
           "   (TFLOP/s, medians)")

@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 
 import layoutkit as lk
-from layoutkit.benchmarking import gbps, interleaved
+from layoutkit.tools.benchmarking import gbps, interleaved
 
 LOG2E = 1.4426950408889634
 MAX_COLUMNS = 32768
@@ -233,7 +233,7 @@ def check(shapes=((1, 1), (3, 7), (17, 100), (64, 1000), (9, 2049), (5, 4096), (
 
 def time_rows(m: int, columns, reps: int, calls_for) -> list:
     """For each n in columns, time the calls `calls_for(x)` returns ({"layoutkit": fn,
-    "torch": fn}) on a random bf16 (m, n) x (layoutkit.benchmarking: CUDA events, L2 flushed
+    "torch": fn}) on a random bf16 (m, n) x (layoutkit.tools.benchmarking: CUDA events, L2 flushed
     before each call, which also keeps the Python launch out of the timed span, medians,
     interleaved); GB/s counts one read and one write of x. Prints and returns the rows (also
     recipes/layernorm.py's)."""

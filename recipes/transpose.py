@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 
 import layoutkit as lk
-from layoutkit.benchmarking import gbps, interleaved
+from layoutkit.tools.benchmarking import gbps, interleaved
 
 THREADS = 128
 ROWS = 128                      # rows of x per tile
@@ -281,7 +281,7 @@ def benchmark(shapes=((4096, 4096), (8192, 8192), (16384, 8192), (8192, 16384)),
               reps: int = 50) -> list:
     """GB/s (one read and one write of x) of this transpose, of torch's x.t().contiguous()
     and of a device-to-device copy of the same bytes (y.copy_(x): the bandwidth this GPU
-    reaches), measured in the same run, interleaved (layoutkit.benchmarking: CUDA events, L2
+    reaches), measured in the same run, interleaved (layoutkit.tools.benchmarking: CUDA events, L2
     flushed before each call, medians); prints and returns the rows."""
     import torch
     rows = []

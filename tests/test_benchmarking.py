@@ -1,7 +1,7 @@
-"""layoutkit.benchmarking: the statistics and units (the GPU timing itself runs in benchmarks/)."""
+"""layoutkit.tools.benchmarking: the statistics and units (the GPU timing itself runs in benchmarks/)."""
 import pytest
 
-from layoutkit.benchmarking import Timing, gbps, interleaved, tflops
+from layoutkit.tools.benchmarking import Timing, gbps, interleaved, tflops
 
 
 def test_median_and_spread_of_a_timing():

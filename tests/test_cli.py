@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from layoutkit.cli import main
+from layoutkit.tools.cli import main
 
 
 def test_tour_prints_and_checks_every_step_and_compiles_every_recipe(capsys):
@@ -41,7 +41,7 @@ def test_compile_prints_resources_and_ptx(capsys):
 def test_unknown_recipe_is_a_clear_error(capsys):
     assert main(["compile", "no_such_recipe"]) == 2
     err = capsys.readouterr().err
-    assert "recipe 'no_such_recipe': no file recipes/no_such_recipe.py" in err
+    assert "recipe 'no_such_recipe': not a module of the recipes package" in err
     assert "softmax" in err          # lists what there is
 
 
@@ -53,7 +53,7 @@ def test_a_file_without_the_recipe_protocol_is_refused(tmp_path, capsys):
 
 
 def test_tour_without_a_gpu_says_the_recipes_were_not_run(capsys, monkeypatch):
-    from layoutkit import recipe_runner, tour
+    from layoutkit.tools import recipe_runner, tour
     monkeypatch.setattr(tour, "_compile_recipes", lambda out: True)   # (tested above)
     monkeypatch.setattr(recipe_runner, "gpu_present", lambda: False)
     assert main(["tour"]) == 0
@@ -61,14 +61,14 @@ def test_tour_without_a_gpu_says_the_recipes_were_not_run(capsys, monkeypatch):
 
 
 def test_tour_on_a_gpu_checks_benchmarks_and_prints_one_table(capsys, monkeypatch, tmp_path):
-    from layoutkit import recipe_runner
+    from layoutkit.tools import recipe_runner
     recipe = tmp_path / "fake.py"
     recipe.write_text("def compile_default():\n    return {}\n"
                       "def check():\n    return 0.001\n"
                       "def benchmark():\n    return [{'m': 4, 'n': 8, 'speedup': 1.5}]\n")
     monkeypatch.setattr(recipe_runner, "gpu_present", lambda: True)
-    monkeypatch.setattr(recipe_runner, "all_recipes", lambda: [recipe])
-    from layoutkit import tour
+    monkeypatch.setattr(recipe_runner, "recipe_names", lambda: [str(recipe)])
+    from layoutkit.tools import tour
     monkeypatch.setattr(tour, "_compile_recipes", lambda out: True)   # (tested above)
     assert main(["tour"]) == 0
     out = capsys.readouterr().out
@@ -91,19 +91,26 @@ def test_run_cpu_needs_check_cpu(tmp_path, capsys):
 def test_summary_rows_need_a_ratio():
     import pytest
 
-    from layoutkit.recipe_runner import RecipeError, summarize
+    from layoutkit.tools.recipe_runner import RecipeError, summarize
     assert summarize("t", [{"case": "x", "vs_copy": 0.9}])[0].ratio == 0.9
     with pytest.raises(RecipeError, match="none of"):
         summarize("t", [{"case": "x"}])
 
 
 def test_a_recipes_helper_module_is_no_recipe(capsys):
-    """recipes/_<name>.py holds a recipe's helpers: listed nowhere, refused by `run`, loadable."""
-    from layoutkit.recipe_runner import all_recipes, load_module
-    assert [p.name for p in all_recipes() if p.name.startswith("_")] == []
-    assert "flash_attention.py" in [p.name for p in all_recipes()]
+    """recipes/_<name>.py holds a recipe's helpers: listed nowhere, refused by `run`,
+    importable as a module of the recipes package."""
+    from layoutkit.tools.recipe_runner import recipe_names
+    assert [name for name in recipe_names() if name.startswith("_")] == []
+    assert "flash_attention" in recipe_names()
     assert main(["run", "_flash_attention_kernel", "--cpu"]) == 2
-    err = capsys.readouterr().err
-    assert "defines no compile_default()" in err
-    kernel = load_module("recipes/_flash_attention_kernel.py")
-    assert kernel.attention_kernel.name == "attention_body"
+    assert "not a module of the recipes package" in capsys.readouterr().err
+    from recipes import _flash_attention_kernel
+    assert _flash_attention_kernel.attention_kernel.name == "attention_body"
+
+
+def test_recipes_import_from_any_working_directory(tmp_path, monkeypatch):
+    """The recipes package is found by import, not through a path relative to the cwd."""
+    monkeypatch.chdir(tmp_path)
+    from layoutkit.tools.recipe_runner import load_recipe
+    assert load_recipe("softmax").__name__ == "recipes.softmax"

@@ -16,6 +16,7 @@ ALLOWED = {
     "ptx": {"numpy", "cuda"},
     "sync": {"layoutkit.ptx"},
     "dsl": {"layoutkit.algebra", "layoutkit.sync", "layoutkit.ptx", "numpy", "sympy"},
+    "tools": {"layoutkit", "numpy", "sympy", "recipes", "torch"},   # torch: optional, lazily
 }
 
 

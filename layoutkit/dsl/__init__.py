@@ -13,41 +13,29 @@ Imports: layoutkit.algebra, layoutkit.sync, layoutkit.ptx, numpy, sympy.
 >>> "ld.global.v4.f32" in axpb.ptx(lk.Pointer[lk.f32], lk.Pointer[lk.f32], 4096, 2.0, 1.0)
 True
 """
-from .control import eq, if_, ne, range  # noqa: A004
-from .convert import convert_layout
-from .cp_async import cp_async, cp_async_commit, cp_async_wait
-from .errors import (ConstexprError, DSLError, KernelArgumentError, KernelDefinitionError,
-                     LayoutMismatchError, SharedMemoryError, TraceError, VerifierError)
-from .global_tensor import GlobalTensor, PointerArg, global_tensor
-from .ir import Block, Function, Op, Value
-from .kernel import Kernel, Specialization, kernel
-from .ldmatrix import ldmatrix
-from .memory import in_bounds, load, store
-from .mma import mma_sync
-from .mma_layouts import MmaLayouts, mma_sync_layouts
-from .reduce import broadcast, reduce_max, reduce_sum, thread_sum
-from .shared import SharedTensor, barrier, shared_tensor
-from .tracer import block_id, thread_id
-from .types import (DType, Pointer, PointerType, bf16, bool_, constexpr, f16, f32, f64, i32, i64,
-                    u32)
-from .values import (RegisterTensor, Scalar, TVLayout, cast, exp2, fma, full, log2, maximum,
-                     minimum, rsqrt, sqrt, tv_layout, where)
-from .verifier import verify
-from .wgmma import (warpgroup_stack, wgmma, wgmma_a_layout, wgmma_accumulator,
-                    wgmma_accumulator_layout, wgmma_commit, wgmma_fence, wgmma_wait)
-from .wgmma_protocol import AccumulatorUseError
-from .mbarrier import (MbarrierArray, MbarrierRef, expect_tx, fence_mbarrier_init,
-                       fence_proxy_async, mbarrier_array, mbarrier_arrive, mbarrier_init,
-                       mbarrier_wait)
-from .pipeline import RingState, consumer_state, producer_state
-from .roles import (elect_one, lane_id, named_barrier_arrive, named_barrier_sync,
-                    thread_id_in_warpgroup, warp_id, warp_id_in_warpgroup, warp_role,
-                    warpgroup_id)
-from .cluster import (block_id_in_cluster, block_rank_in_cluster, cluster_id, cluster_shape,
-                      cluster_size, cluster_sync, num_clusters)
-
-from .tma import TmaError, tma_load, tma_store, tma_store_commit, tma_store_wait
-from .protocol_check import ProtocolError, ProtocolWarning, protocol_check_skipped
+from .core import (Block, ConstexprError, DSLError, DType, Function, Kernel, KernelArgumentError,
+                   KernelDefinitionError, LayoutMismatchError, Op, Pointer, PointerType,
+                   RegisterTensor, Scalar, SharedMemoryError, Specialization, TraceError, TVLayout,
+                   Value, VerifierError, bf16, block_id, bool_, cast, constexpr, exp2, f16, f32,
+                   f64, fma, full, i32, i64, kernel, log2, maximum, minimum, rsqrt, sqrt,
+                   thread_id, tv_layout, u32, verify, where)
+from .lang import (GlobalTensor, PointerArg, SharedTensor, barrier, broadcast, convert_layout, eq,
+                   global_tensor, if_, in_bounds, load, ne, range, reduce_max,  # noqa: A004
+                   reduce_sum, shared_tensor, store, thread_sum)
+from .sm80 import (MmaLayouts, cp_async, cp_async_commit, cp_async_wait, ldmatrix, mma_sync,
+                   mma_sync_layouts)
+from .sm90 import (AccumulatorUseError, MbarrierArray, MbarrierRef, RingState, TmaError,
+                   block_id_in_cluster, block_rank_in_cluster, cluster_id, cluster_shape,
+                   cluster_size, cluster_sync, consumer_state, elect_one, expect_tx,
+                   fence_mbarrier_init, fence_proxy_async, lane_id, mbarrier_array,
+                   mbarrier_arrive, mbarrier_init, mbarrier_wait, named_barrier_arrive,
+                   named_barrier_sync, num_clusters, producer_state, thread_id_in_warpgroup,
+                   tma_load, tma_store, tma_store_commit, tma_store_wait, warp_id,
+                   warp_id_in_warpgroup, warp_role, warpgroup_id, warpgroup_stack, wgmma,
+                   wgmma_a_layout, wgmma_accumulator, wgmma_accumulator_layout, wgmma_commit,
+                   wgmma_fence, wgmma_wait)
+from .check import ProtocolError, ProtocolWarning, protocol_check_skipped
+from . import sm80, sm90  # noqa: E402  (the per-target namespaces: lk.sm80, lk.sm90)
 
 __all__ = [
     "kernel", "Kernel", "Specialization",
@@ -76,4 +64,5 @@ __all__ = [
     "LayoutMismatchError", "TraceError", "SharedMemoryError", "VerifierError",
     "tma_load", "tma_store", "tma_store_commit", "tma_store_wait", "TmaError",
     "ProtocolError", "ProtocolWarning", "protocol_check_skipped",
+    "sm80", "sm90",
 ]

@@ -1,7 +1,7 @@
 """A traced kernel's synchronization, as data the static check reads: the mbarrier arrays, and
 per thread class (threads that execute the same events in the same order) its events in
 program order with loops run for concrete trip counts. layoutkit.dsl builds it from the IR
-(layoutkit/dsl/protocol_extract.py); `layoutkit.sync.kernel_check.check_kernel` decides.
+(layoutkit/dsl/check/extract.py); `layoutkit.sync.kernel_check.check_kernel` decides.
 
 Units: stages are ints, byte ranges are [start, stop) byte offsets inside one shared buffer
 (named by its allocation), `cta` is the rank of a CTA in its cluster (0 without clusters).

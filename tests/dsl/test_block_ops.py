@@ -7,8 +7,8 @@ import pytest
 
 import layoutkit.dsl as lk
 from layoutkit.algebra import ComposedLayout, Layout, Swizzle
-from layoutkit.dsl.convert import shuffle_plan
-from layoutkit.dsl.ownership import plan_reduction
+from layoutkit.dsl.lang.convert import shuffle_plan
+from layoutkit.dsl.lang.ownership import plan_reduction
 from layoutkit.ptx import assemble
 
 from .block_kernels import (BLOCKED, STRIDED, WARP_BLOCKED, WARP_LOCAL, convert_roundtrip,

@@ -2,9 +2,9 @@
 import pytest
 
 import layoutkit.dsl as lk
-from layoutkit.dsl import verifier
-from layoutkit.dsl.tracer import current
-from layoutkit.dsl.types import tensormap
+from layoutkit.dsl.core import verifier
+from layoutkit.dsl.core.tracer import current
+from layoutkit.dsl.core.types import tensormap
 from layoutkit.ptx import ParamSpec
 
 

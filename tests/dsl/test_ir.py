@@ -2,8 +2,8 @@
 import pytest
 
 import layoutkit.dsl as lk
-from layoutkit.dsl.ir import Block, Function, Op
-from layoutkit.dsl.types import PointerType, bool_, f32, i32, i64
+from layoutkit.dsl.core.ir import Block, Function, Op
+from layoutkit.dsl.core.types import PointerType, bool_, f32, i32, i64
 
 from .kernels import F32, axpb, row_sums
 

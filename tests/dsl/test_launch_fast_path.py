@@ -1,4 +1,4 @@
-"""The DSL's launch fast path (layoutkit.dsl.launch_fast) on the CPU: after a first launch through
+"""The DSL's launch fast path (layoutkit.dsl.core.launch_fast) on the CPU: after a first launch through
 the checked path, plain calls launch without it, pick the specialization the checked path would
 (alignment, int facts, constexprs, debug flag) and pack the same bytes; every other call still
 goes through the checked path and its worded errors. Fakes: tests/dsl/fake_gpu.py.
@@ -10,7 +10,7 @@ import pytest
 
 import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
-from layoutkit.dsl.launch_fast import FastLaunch, fast_launch_source
+from layoutkit.dsl.core.launch_fast import FastLaunch, fast_launch_source
 from layoutkit.ptx import KernelArgumentError as PTXKernelArgumentError
 from layoutkit.ptx import LaunchConfigError, SettingsError, settings
 

@@ -6,7 +6,7 @@ from layoutkit.algebra import symbol
 from layoutkit.ptx import assemble
 from layoutkit.ptx.builder import Module
 
-from layoutkit.dsl.lower_index import IndexLowering
+from layoutkit.dsl.lower.index import IndexLowering
 
 from .kernels import BF16, F32, axpb, axpb_bf16, row_sums
 

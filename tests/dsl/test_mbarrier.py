@@ -6,7 +6,7 @@ import sympy
 
 import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
-from layoutkit.dsl.mbarrier import attach_copy
+from layoutkit.dsl.sm90.mbarrier import attach_copy
 from layoutkit.sync import ERROR_BUFFER_PARAM, PipelineState
 
 from . import sync_kernels as K
@@ -199,7 +199,7 @@ def test_layoutkit_debug_env_selects_the_debug_build(monkeypatch):
 
 
 def test_debug_table_names_barrier_and_source_line_of_each_wait():
-    from layoutkit.dsl.debug_waits import sink_of
+    from layoutkit.dsl.sm90.debug_waits import sink_of
     spec = K.wrong_parity.specialize(lk.Pointer[lk.i32])
     sink = sink_of(spec.ir)
     assert sink.table.barriers == ["empty"]

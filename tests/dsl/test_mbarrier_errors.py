@@ -3,7 +3,7 @@ and the user's source line."""
 import pytest
 
 import layoutkit.dsl as lk
-from layoutkit.dsl.mbarrier import attach_copy
+from layoutkit.dsl.sm90.mbarrier import attach_copy
 
 from . import source_lines
 from .sync_kernels import is_zero

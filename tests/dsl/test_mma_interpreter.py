@@ -9,7 +9,7 @@ import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
 from layoutkit.dsl.interpreter import RaceError, from_bf16, interpret, to_bf16
 from layoutkit.dsl.interpreter import ops_mma  # noqa: F401  (registers the handlers)
-from layoutkit.recipe_runner import load_recipe
+from layoutkit.tools.recipe_runner import load_recipe
 
 from . import source_lines
 from .mma_kernels import ATOMS, COPY_MK, one_mma, ragged_copy

@@ -5,8 +5,8 @@ import sympy
 
 import layoutkit.dsl as lk
 from layoutkit.algebra import Swizzle
-from layoutkit.dsl.mma_layouts import LDMATRIX_FRAGMENT
-from layoutkit.dsl.smem_address import bank_ways, bit_expr, bit_fit, split_swizzled
+from layoutkit.dsl.sm80.mma_layouts import LDMATRIX_FRAGMENT
+from layoutkit.dsl.sm80.smem_address import bank_ways, bit_expr, bit_fit, split_swizzled
 
 
 def coordinate(tv, lane, value):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import layoutkit.dsl as lk
-from layoutkit.dsl.protocol_extract import extract
+from layoutkit.dsl.check.extract import extract
 from layoutkit.sync import kernel_model as km
 
 from . import sync_kernels as S

@@ -7,7 +7,7 @@ import pytest
 
 import layoutkit as lk
 from layoutkit.ptx import assemble
-from layoutkit.recipe_runner import load_recipe
+from layoutkit.tools.recipe_runner import load_recipe
 
 gemm = load_recipe("recipes/mma_gemm.py")
 BF16 = lk.Pointer[lk.bf16]

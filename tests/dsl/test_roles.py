@@ -117,7 +117,7 @@ def test_warp_specialized_skeleton_assembles_without_c7508_or_spills():
     two attached copies), two consumer warpgroups (wait full, sync on a named barrier, release
     empty) over a 4-stage ring of persistent tiles: ptxas reports no ignored setmaxnreg and no
     spills (a warning of either fails this test)."""
-    from layoutkit.dsl.mbarrier import attach_copy
+    from layoutkit.dsl.sm90.mbarrier import attach_copy
 
     def fn(x: PTR, tiles: lk.i32, k_tiles: lk.i32):
         full = lk.mbarrier_array(4, 1, name="full")

@@ -7,8 +7,8 @@ import layoutkit as lk
 import layoutkit.dsl as dsl
 from layoutkit.algebra import Layout
 from layoutkit.dsl.interpreter import interpret
-from layoutkit.dsl.ownership import plan_reduction
-from layoutkit.dsl.reduce import _partial_layout
+from layoutkit.dsl.lang.ownership import plan_reduction
+from layoutkit.dsl.lang.reduce import _partial_layout
 
 
 @pytest.mark.parametrize("n", [64, 128, 176])

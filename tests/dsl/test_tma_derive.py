@@ -5,7 +5,7 @@ import sympy
 
 import layoutkit.dsl as lk
 from layoutkit.algebra import ComposedLayout, Layout, Swizzle, symbol
-from layoutkit.dsl.tma_derive import plan_copies, swizzle_mode, tensor_modes, tma_swizzle
+from layoutkit.dsl.sm90.tma.derive import plan_copies, swizzle_mode, tensor_modes, tma_swizzle
 
 BF16 = lk.Pointer[lk.bf16]
 M, N, K = symbol("M", 1), symbol("N", 16), symbol("K", 16)

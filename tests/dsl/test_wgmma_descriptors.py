@@ -5,9 +5,9 @@ import pytest
 
 import layoutkit.dsl as lk
 from layoutkit.algebra import ComposedLayout, Layout, Swizzle
-from layoutkit.dsl.ir import SharedAllocation
-from layoutkit.dsl.shared import SharedTensor, swizzle_alignment
-from layoutkit.dsl.wgmma_operands import shared_operand
+from layoutkit.dsl.core.ir import SharedAllocation
+from layoutkit.dsl.lang.shared import SharedTensor, swizzle_alignment
+from layoutkit.dsl.sm90.wgmma.operands import shared_operand
 from layoutkit.ptx.isa.wgmma_descriptor import descriptor
 
 from .wgmma_kernels import ss_gemm

@@ -312,7 +312,7 @@ def pipelined(c: lk.Pointer[lk.f32]):
 
 
 def test_a_group_in_flight_across_iterations_is_legal_and_retired_by_the_waits():
-    from layoutkit.dsl.wgmma_protocol import retiring_waits
+    from layoutkit.dsl.sm90.wgmma.accumulators import retiring_waits
     fn = pipelined.ir(P[lk.f32])
     ((mma, waits),) = retiring_waits(fn)
     assert [w.attrs["pending"] for w in waits] == [1, 0]

@@ -5,7 +5,7 @@ import pytest
 
 import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
-from layoutkit.dsl.wgmma_layouts import index_table, same_function
+from layoutkit.dsl.sm90.wgmma.layouts import index_table, same_function
 
 
 def figure_accumulator(T: int, i: int, m: int = 64):

@@ -11,7 +11,7 @@ require_gpu()
 
 torch = pytest.importorskip("torch")
 
-from layoutkit.recipe_runner import load_recipe  # noqa: E402
+from layoutkit.tools.recipe_runner import load_recipe  # noqa: E402
 from tests.dsl.mma_kernels import one_mma, ragged_copy  # noqa: E402
 
 pytestmark = pytest.mark.gpu

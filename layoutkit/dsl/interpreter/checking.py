@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernel import Kernel
-from ..types import PointerType
+from ..core.kernel import Kernel
+from ..core.types import PointerType
 from .launch import from_bf16, interpret
 
 

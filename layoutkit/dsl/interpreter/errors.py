@@ -2,7 +2,7 @@
 rule, and carries the op's source line (the user's kernel code)."""
 from __future__ import annotations
 
-from ..errors import DSLError
+from ..core.errors import DSLError
 
 
 class InterpreterError(DSLError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..ir import Block, Function, Op
+from ..core.ir import Block, Function, Op
 from .errors import ExecutionError
 from .machine import PREEMPT, Wait
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Op
+from ..core.ir import Op
 from .errors import RaceError
 from .machine import location_text
 

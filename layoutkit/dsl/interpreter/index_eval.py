@@ -1,4 +1,4 @@
-"""Evaluation of `index` ops exactly as their lowering computes them (layoutkit.dsl.lower_index):
+"""Evaluation of `index` ops exactly as their lowering computes them (layoutkit.dsl.lower.index):
 sums and products wrap at the register width, floor(p/q) and Mod(p, q) are a shift/mask when q
 is a power of two (floor semantics, also for a negative p) and div/rem (toward zero) otherwise
 (also for q a positive kernel integer),
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sympy
 
-from ..errors import TraceError
+from ..core.errors import TraceError
 from .errors import ExecutionError
 
 

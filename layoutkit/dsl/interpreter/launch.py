@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arguments import bind
-from ..kernel import Kernel
-from ..types import PointerType, TensorMapType
+from ..core.arguments import bind
+from ..core.kernel import Kernel
+from ..core.types import PointerType, TensorMapType
 from .errors import ExecutionError
 from .executor import Compiler, run_steps
 from .happens_before import HappensBefore

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir import Op
+from ..core.ir import Op
 from .errors import DivergenceError
 
 WARP_SIZE = 32

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..types import DType
+from ..core.types import DType
 from .errors import MemoryFaultError, RaceError
 from .numerics import bf16_from_f32_bits
 

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from ..types import DType, bf16, bool_, f16, f32, f64, i32, i64, u32
+from ..core.types import DType, bf16, bool_, f16, f32, f64, i32, i64, u32
 
 BF16, F16, F32, F64, I32, I64, U32, BOOL = bf16, f16, f32, f64, i32, i64, u32, bool_
 

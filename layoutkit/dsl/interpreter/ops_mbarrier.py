@@ -1,4 +1,4 @@
-"""Handlers of the mbarrier ops (layoutkit.dsl.mbarrier): mbarrier_init, mbarrier_arrive (local
+"""Handlers of the mbarrier ops (layoutkit.dsl.sm90.mbarrier): mbarrier_init, mbarrier_arrive (local
 or on a cluster peer's barrier), mbarrier_arrive_expect_tx, mbarrier_wait and the fences.
 
 Each barrier has the state of PTX ISA "mbarrier": the current phase, its pending arrival count

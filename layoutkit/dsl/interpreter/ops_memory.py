@@ -1,9 +1,9 @@
 """Handlers of global and shared loads and stores.
 
-Global: the byte address is `pointer + (offset + disp) * sizeof(dtype)` (layoutkit.dsl.lower);
+Global: the byte address is `pointer + (offset + disp) * sizeof(dtype)` (layoutkit.dsl.lower.function);
 a masked-off access touches nothing and a load gives `other`. Shared: the byte offset is
 `base + disp * n + Sw(offset) * n` with the buffer's swizzle Sw applied to the 32-bit element
-offset exactly as layoutkit.dsl.lower_shared emits it (y = x ^ ((x & yyy_mask) >> S)), so a
+offset exactly as layoutkit.dsl.lower.shared emits it (y = x ^ ((x & yyy_mask) >> S)), so a
 wrong swizzle shows in the data. Every access is checked against its array or buffer and for
 alignment to its width, and against the claims of pending asynchronous operations.
 """

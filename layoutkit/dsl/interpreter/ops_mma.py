@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..mma_layouts import MMA_SHAPES
+from ..sm80.mma_layouts import MMA_SHAPES
 from .errors import DivergenceError
 from .executor import Step, handler
 from .machine import WARP_SIZE, Wait, WaitQueue, location_text

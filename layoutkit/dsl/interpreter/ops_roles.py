@@ -1,5 +1,5 @@
-"""Handlers of warp roles, elect-one regions, named barriers and clusters (layoutkit.dsl.roles,
-layoutkit.dsl.cluster): `warp_role` runs its block in the threads of its warpgroups (which then
+"""Handlers of warp roles, elect-one regions, named barriers and clusters (layoutkit.dsl.sm90.roles,
+layoutkit.dsl.sm90.cluster): `warp_role` runs its block in the threads of its warpgroups (which then
 carry the role's name in reports), `elect_one` in lane 0 of each warp (elect.sync elects the
 lowest active lane of a converged warp), `named_barrier` is bar.sync/bar.arrive id, threads,
 `special_reg` reads the cluster registers and `cluster_sync` waits for every thread of every

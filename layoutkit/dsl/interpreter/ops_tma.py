@@ -1,4 +1,4 @@
-"""Handlers of the TMA ops (layoutkit.dsl.tma): tma_load, tma_store, tma_store_commit,
+"""Handlers of the TMA ops (layoutkit.dsl.sm90.tma.copy): tma_load, tma_store, tma_store_commit,
 tma_store_wait, as the hardware executes them (PTX ISA "cp.async.bulk.tensor", "Tensor copy").
 
 The tensor map is evaluated from the launch's arguments by the hidden parameter's resolver
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tma_derive import SMEM_ALIGN
-from ..types import DTYPES
+from ..sm90.tma.derive import SMEM_ALIGN
+from ..core.types import DTYPES
 from .errors import ExecutionError, MemoryFaultError
 from .executor import Step, handler
 from .machine import location_text

@@ -1,4 +1,4 @@
-"""Handlers of the wgmma ops (layoutkit.dsl.wgmma): wgmma, wgmma_fence, wgmma_commit,
+"""Handlers of the wgmma ops (layoutkit.dsl.sm90.wgmma.ops): wgmma, wgmma_fence, wgmma_commit,
 wgmma_wait, wgmma_undef.
 
 A wgmma is one execution per warpgroup: the 128 threads each contribute their accumulator and

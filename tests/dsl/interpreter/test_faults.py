@@ -8,8 +8,8 @@ import pytest
 from layoutkit.dsl.interpreter import (DeadlockError, DivergenceError, MemoryFaultError,
                                        RaceError, interpret)
 from layoutkit.dsl.interpreter.launch import run_ir
-from layoutkit.dsl.ir import Block, Op
-from layoutkit.dsl.types import bool_, i32
+from layoutkit.dsl.core.ir import Block, Op
+from layoutkit.dsl.core.types import bool_, i32
 
 from .. import source_lines
 from ..block_kernels import WARP_BLOCKED, WARP_LOCAL, convert_roundtrip

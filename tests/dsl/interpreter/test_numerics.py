@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from layoutkit.dsl.interpreter import numerics as N
 from layoutkit.dsl.interpreter.index_eval import compile_index
-from layoutkit.dsl.types import bf16, f16, f32, i32, i64, u32
+from layoutkit.dsl.core.types import bf16, f16, f32, i32, i64, u32
 
 finite32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
-from layoutkit.recipe_runner import load_recipe
+from layoutkit.tools.recipe_runner import load_recipe
 
 RECIPES = Path(__file__).resolve().parents[3] / "recipes"
 

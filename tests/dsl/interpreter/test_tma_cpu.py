@@ -10,7 +10,7 @@ import pytest
 from layoutkit.dsl.interpreter import (DeadlockError, MemoryFaultError, RaceError, interpret,
                                        run_ir, to_bf16)
 from layoutkit.dsl.interpreter.ops_tma import hardware_swizzle
-from layoutkit.dsl.tma_derive import tma_swizzle
+from layoutkit.dsl.sm90.tma.derive import tma_swizzle
 
 from .. import source_lines
 from ..test_tma_kernels import SWIZZLES, tile_layout, tma_multicast, tma_round_trip

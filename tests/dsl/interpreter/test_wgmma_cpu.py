@@ -13,7 +13,7 @@ from layoutkit.algebra import ComposedLayout, Layout, Swizzle
 from layoutkit.dsl.interpreter import (ExecutionError, RaceError, from_bf16, interpret, run_ir,
                                        to_bf16)
 from layoutkit.dsl.interpreter.wgmma_math import fragment
-from layoutkit.dsl.wgmma_layouts import wgmma_accumulator_layout
+from layoutkit.dsl.sm90.wgmma.layouts import wgmma_accumulator_layout
 
 from .. import source_lines
 from ..wgmma_kernels import attention_tile, ss_gemm

@@ -1,0 +1,347 @@
+"""From a verified kernel IR to layoutkit.sync's KernelProtocol: which threads execute which
+barrier, copy, wgmma and shared-memory events, in program order, for concrete trip counts.
+
+The walk runs the IR's structure for every thread of one CTA (or one cluster) at once:
+`lk.if_` conditions, warp roles and `lk.elect_one` select threads (conditions are evaluated
+exactly from parameters, thread and cluster indices and loop counters; a condition computed from
+memory is undecidable: assumed taken, and said so); runtime loops run their trip counts. Each
+event records the threads that executed it; threads that executed the same events form one
+thread class, and an event's arrivals count its class's threads.
+
+Approximations, stated: integer parameters that bound runtime loops take the smallest values
+(respecting declared divisibility) that give each loop `2 * STAGES + 1` iterations (STAGES: the
+largest mbarrier array), which covers every stage/phase residue of the rings; other integer
+parameters take 16 times their divisor; block indices are 0 (the CTA's position in its
+cluster); a byte range of a shared access is the span of the executing threads' accesses. A
+kernel whose loops would need more than MAX_TRIPS iterations of one loop or MAX_WALKS body
+walks in all is not checked (`TooLong`; the caller warns).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from layoutkit.sync import MBARRIER_BYTES
+from layoutkit.sync import kernel_model as km
+
+from .events import EventOps
+from .values import UNKNOWN, Values
+
+MAX_TRIPS = 4096          # iterations of one loop the walk follows at most
+MAX_WALKS = 50_000        # loop-body walks in all; past it the kernel is not checked
+DEFAULT_PARAM = 16
+SEARCH_LIMIT = 1 << 24
+RELEVANT = {"mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
+            "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load", "tma_store",
+            "tma_store_commit", "tma_store_wait", "wgmma", "wgmma_commit", "wgmma_wait",
+            "named_barrier", "fence_proxy_async", "cluster_sync"}
+EVENTS = RELEVANT | {"shared_store", "shared_load", "barrier"}
+
+
+def _walk(block):
+    for op in block.ops:
+        yield op
+        for inner in op.blocks:
+            yield from _walk(inner)
+
+
+def has_sync(fn) -> bool:
+    """Whether the kernel has any op the protocol check reasons about."""
+    return any(op.name in RELEVANT for op in _walk(fn.body))
+
+
+class TooLong(Exception):
+    """The walk would exceed MAX_TRIPS / MAX_WALKS; the message says which loop."""
+
+
+class Proto:
+    """An event before classes are known: threads (bool mask), kind, fields, arrivals each."""
+
+    __slots__ = ("mask", "kind", "fields", "per_thread")
+
+    def __init__(self, mask, kind, fields, per_thread=0):
+        self.mask, self.kind, self.fields, self.per_thread = mask, kind, fields, per_thread
+
+
+class Extractor(EventOps):
+    """See the module docstring; `run()` returns the KernelProtocol."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.block_threads = 32 * fn.num_warps
+        cluster = getattr(fn, "cluster", None) or (1, 1, 1)
+        self.cluster = cluster
+        self.ctas = cluster[0] * cluster[1] * cluster[2]
+        n = self.block_threads * self.ctas
+        g = np.arange(n)
+        self.tid, self.cta = g % self.block_threads, g // self.block_threads
+        self.all = np.ones(n, dtype=bool)
+        self.role = np.full(n, -1)
+        self.roles: list[str] = []
+        self.log: list[Proto] = []
+        self.undecided: list = []
+        self.barriers: dict = {}
+        self.by_offset: dict[int, tuple[str, int]] = {}
+        defs, self.params, self.divisors = {}, {}, {}
+        for op in _walk(fn.body):
+            for r in op.results:
+                defs[r.id] = op
+            if op.name == "index":
+                for v, s in zip(op.operands, op.attrs["syms"]):
+                    self.divisors[v.id] = getattr(s, "divisor", 1)
+            if op.name == "mbarrier_init":
+                for stage in range(op.attrs["stages"]):
+                    self.by_offset[op.attrs["offset"] + MBARRIER_BYTES * stage] = \
+                        (op.attrs["barrier"], stage)
+        self.values = Values(defs, self._fixed())
+        self.stages = max((op.attrs["stages"] for op in _walk(fn.body)
+                           if op.name == "mbarrier_init"), default=1)
+        self.trips = 2 * self.stages + 1
+        self.tentative = set(self.params)
+        self.relevant, self.syncs = {}, {}
+        self.walks = 0
+        self._mark(fn.body)
+
+    def _fixed(self) -> dict:
+        fixed = {}
+        rank = self.cta
+        pos = (rank % self.cluster[0], (rank // self.cluster[0]) % self.cluster[1],
+               rank // (self.cluster[0] * self.cluster[1]))
+        for op in self.fn.params:
+            vtype = op.results[0].type
+            if op.attrs["index"] is not None and getattr(vtype, "is_int", False):
+                vid = op.results[0].id
+                self.params[vid] = op.attrs["name"]
+        for op in _walk(self.fn.body):
+            if op.name == "thread_idx":
+                fixed[op.results[0].id] = self.tid if op.attrs["axis"] == 0 else 0
+            elif op.name == "block_idx":
+                fixed[op.results[0].id] = pos[op.attrs["axis"]]
+            elif op.name == "special_reg":
+                reg = op.attrs["name"]
+                fixed[op.results[0].id] = rank if reg == "cluster_ctarank" else \
+                    pos["xyz".index(reg[-1])] if reg.startswith("cluster_ctaid") else \
+                    0 if reg.startswith("clusterid") else 1
+        for vid in self.params:
+            fixed[vid] = DEFAULT_PARAM * self.divisors.get(vid, 1)
+        return fixed
+
+    def _mark(self, block) -> tuple[bool, bool]:
+        events = syncs = False
+        for op in block.ops:
+            for inner in op.blocks:
+                e, s = self._mark(inner)
+                events, syncs = events or e, syncs or s
+            events = events or op.name in EVENTS
+            syncs = syncs or op.name in RELEVANT
+        self.relevant[id(block)], self.syncs[id(block)] = events, syncs
+        return events, syncs
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def site(self, op, loops) -> km.Site:
+        context = ", ".join(f"iteration {i} of the lk.range at line "
+                            f"{loop.location.line if loop.location else '?'}"
+                            for loop, i in reversed(loops))
+        return km.Site(op.location, context)
+
+    def per_thread(self, value, mask):
+        """The value at the threads of `mask` (an int64 array), or None when unknown."""
+        v = self.values(value)
+        if v is UNKNOWN:
+            return None
+        return np.broadcast_to(np.asarray(v, dtype=np.int64), mask.shape)[mask]
+
+    def emit(self, mask, kind, fields, per_thread=0) -> None:
+        self.log.append(Proto(mask, kind, fields, per_thread))
+
+    def split(self, mask, columns):
+        """(sub-mask, key row) per distinct row of the per-thread `columns` under `mask`."""
+        idx = np.nonzero(mask)[0]
+        table = np.stack([np.broadcast_to(c, idx.shape) for c in columns], axis=1)
+        rows, inverse = np.unique(table, axis=0, return_inverse=True)
+        for k, row in enumerate(rows):
+            sub = np.zeros_like(mask)
+            sub[idx[inverse.reshape(-1) == k]] = True
+            yield sub, tuple(int(x) for x in row)
+
+    def slot_of(self, offset: int, op, site):
+        found = self.by_offset.get(offset)
+        if found is None:
+            bar = op.attrs.get("barrier", "?")
+            base = min((o for o, (b, s) in self.by_offset.items() if b == bar and s == 0),
+                       default=None)
+            stage = (offset - base) // MBARRIER_BYTES if base is not None else offset
+            return bar, stage
+        return found
+
+    def undecidable(self, op, loops, what: str) -> None:
+        self.undecided.append(km.Undecided(what, self.site(op, loops)))
+
+    # ---- walking ------------------------------------------------------------------------------
+    def block(self, block, mask, loops) -> None:
+        if not self.relevant[id(block)]:
+            return
+        for op in block.ops:
+            handler = getattr(self, "op_" + op.name, None)
+            if handler is not None and mask.any():
+                handler(op, mask, loops)
+
+    def op_for(self, op, mask, loops) -> None:
+        body = op.blocks[0]
+        if not self.relevant[id(body)]:
+            return
+        start, stop = op.operands[0], op.operands[1]
+        self.assign_params(op, mask)
+        step = self.values(op.operands[2])
+        lo, hi = self.per_thread(start, mask), self.per_thread(stop, mask)
+        if lo is None or hi is None or step is UNKNOWN:
+            self.undecidable(op, loops, "the trip count of this lk.range is not known at trace "
+                             "time; the check ran its body once")
+            lo, hi, step = np.zeros(1, np.int64), np.ones(1, np.int64), 1
+        step = int(np.asarray(step).reshape(-1)[0])
+        trips = np.maximum(0, -((lo - hi) // step)) if step > 0 else \
+            np.maximum(0, -((hi - lo) // -step))
+        full_lo = np.zeros(mask.shape, np.int64)
+        full_lo[mask] = lo
+        full_trips = np.zeros(mask.shape, np.int64)
+        full_trips[mask] = trips
+        body_ids = {a.id for a in body.args}
+        for inner in _walk(body):
+            body_ids.update(r.id for r in inner.results)
+        count = int(trips.max(initial=0))
+        self.walks += count
+        if count > MAX_TRIPS or self.walks > MAX_WALKS:
+            line = op.location.line if op.location else "?"
+            raise TooLong(f"the lk.range at line {line} runs {count} iterations (in all "
+                          f"{self.walks} loop-body walks; the check follows at most "
+                          f"{MAX_TRIPS} and {MAX_WALKS}), so the kernel was not checked")
+        for i in range(count):
+            sub = mask & (full_trips > i)
+            self.values.forget(body_ids)
+            self.values.fixed[body.args[0].id] = full_lo + i * step
+            self.block(body, sub, loops + [(op, i)])
+        self.values.fixed.pop(body.args[0].id, None)
+        self.values.forget(body_ids)
+
+    def assign_params(self, op, mask) -> None:
+        """Give the tentative parameters that the loop's stop depends on the smallest value
+        making the loop run `self.trips` times (see the module docstring)."""
+        deps = self.depends(op.operands[1]) & self.tentative
+        if not deps:
+            return
+        first = int(np.nonzero(mask)[0][0])
+
+        def trips(m):
+            for vid in deps:
+                self.values.fixed[vid] = m * self.divisors.get(vid, 1)
+            self.values.memo.clear()
+            lo, hi = self.values(op.operands[0]), self.values(op.operands[1])
+            step = self.values(op.operands[2])
+            if any(x is UNKNOWN for x in (lo, hi, step)):
+                return None
+            lo, hi = (np.broadcast_to(np.asarray(x), mask.shape)[first] for x in (lo, hi))
+            step = int(np.asarray(step).reshape(-1)[0])
+            return -((int(lo) - int(hi)) // step) if step > 0 else 0
+        low, high = 1, SEARCH_LIMIT
+        if (trips(high) or 0) >= self.trips:
+            while low < high:
+                mid = (low + high) // 2
+                if (trips(mid) or 0) >= self.trips:
+                    high = mid
+                else:
+                    low = mid + 1
+        trips(low)
+        self.tentative -= deps
+
+    def depends(self, value) -> set:
+        out, stack, seen = set(), [value], set()
+        while stack:
+            v = stack.pop()
+            if v.id in seen:
+                continue
+            seen.add(v.id)
+            if v.id in self.params:
+                out.add(v.id)
+            op = self.values.defs.get(v.id)
+            if op is not None and op.name != "for":
+                stack.extend(op.operands)
+        return out
+
+    def op_if(self, op, mask, loops) -> None:
+        if not self.relevant[id(op.blocks[0])]:
+            return
+        cond = self.values(op.operands[0])
+        if cond is UNKNOWN:
+            if self.syncs[id(op.blocks[0])]:
+                self.undecidable(op, loops, "the condition of this lk.if_ depends on values "
+                                 "loaded from memory; the check assumed every thread takes it")
+            sub = mask
+        else:
+            sub = mask & np.broadcast_to(np.asarray(cond, dtype=bool), mask.shape)
+        if sub.any():
+            self.block(op.blocks[0], sub, loops)
+
+    def op_warp_role(self, op, mask, loops) -> None:
+        first, count = op.attrs["warpgroups"]
+        wg = self.tid // 128
+        sub = mask & (wg >= first) & (wg < first + count)
+        self.roles.append(op.attrs["role"])
+        self.role[sub] = len(self.roles) - 1
+        self.block(op.blocks[0], sub, loops)
+
+    def op_elect_one(self, op, mask, loops) -> None:
+        idx = np.nonzero(mask)[0]
+        _, first = np.unique(idx // 32, return_index=True)
+        sub = np.zeros_like(mask)
+        sub[idx[first]] = True
+        self.block(op.blocks[0], sub, loops)
+
+
+    # ---- thread classes ---------------------------------------------------------------------
+    def run(self) -> km.KernelProtocol:
+        """Walk the kernel and group the threads into classes (see the module docstring)."""
+        self.block(self.fn.body, self.all, [])
+        label = np.unique(self.cta * (len(self.roles) + 1) + self.role + 1,
+                          return_inverse=True)[1].reshape(-1)
+        seen = set()
+        for proto in self.log:
+            if proto.kind in (km.Init, km.InitFence):   # one thread's prologue: no new class
+                continue
+            key = proto.mask.tobytes()
+            if key not in seen:
+                seen.add(key)
+                label = np.unique(label * 2 + proto.mask, return_inverse=True)[1].reshape(-1)
+        classes = []
+        for value in np.unique(label):
+            threads = np.nonzero(label == value)[0]
+            rep, size = int(threads[0]), len(threads)
+            events = [self.instantiate(p, size, threads) for p in self.log
+                      if p.mask[rep] or (p.kind in (km.Init, km.InitFence) and
+                                         p.mask[threads].any())]
+            if events:
+                role = int(self.role[rep])
+                classes.append((rep, km.ThreadClass(
+                    self.roles[role] if role >= 0 else None, int(self.cta[rep]),
+                    tuple(self.tid[threads].tolist()), events, self.ctas > 1)))
+        classes.sort(key=lambda item: item[0])
+        searched = [vid for vid in self.params if vid not in self.tentative]
+        assumed = ", ".join(f"{self.params[vid]}={int(self.values.fixed[vid])}"
+                            for vid in searched)
+        return km.KernelProtocol(self.fn.name, dict(self.barriers), [c for _, c in classes],
+                                 self.ctas, assumed, self.undecided)
+
+    @staticmethod
+    def instantiate(proto: Proto, size: int, threads):
+        fields = dict(proto.fields)
+        if proto.kind is km.Init:
+            fields["partial"] = not proto.mask[threads].all()
+        if proto.kind in (km.Arrive, km.ThreadBarrier):
+            fields["arrivals"] = size * proto.per_thread
+        return proto.kind(**fields)
+
+
+def extract(fn) -> km.KernelProtocol:
+    """The KernelProtocol of a verified kernel IR (see the module docstring)."""
+    return Extractor(fn).run()
+
+
+__all__ = ["Extractor", "TooLong", "extract", "has_sync", "MAX_TRIPS", "MAX_WALKS"]

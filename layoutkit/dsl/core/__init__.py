@@ -1,0 +1,22 @@
+"""layoutkit.dsl.core: the kernel language's spine - the IR and its verifier, the tracer and
+the runtime values it builds, element types, `@kernel` (specialize, trace, check, lower,
+assemble) and the launch paths. Nothing here knows a particular memory op or instruction family.
+"""
+from .errors import (ConstexprError, DSLError, KernelArgumentError, KernelDefinitionError,
+                     LayoutMismatchError, SharedMemoryError, TraceError, VerifierError)
+from .types import (DType, Pointer, PointerType, bf16, bool_, constexpr, f16, f32, f64, i32, i64,
+                    u32)
+from .ir import Block, Function, Op, Value
+from .tracer import block_id, thread_id
+from .values import (RegisterTensor, Scalar, TVLayout, cast, exp2, fma, full, log2, maximum,
+                     minimum, rsqrt, sqrt, tv_layout, where)
+from .verifier import verify
+from .kernel import Kernel, Specialization, kernel
+
+__all__ = ["ConstexprError", "DSLError", "KernelArgumentError", "KernelDefinitionError",
+           "LayoutMismatchError", "SharedMemoryError", "TraceError", "VerifierError",
+           "DType", "Pointer", "PointerType", "bf16", "bool_", "constexpr", "f16", "f32", "f64",
+           "i32", "i64", "u32", "Block", "Function", "Op", "Value", "block_id", "thread_id",
+           "RegisterTensor", "Scalar", "TVLayout", "cast", "exp2", "fma", "full", "log2",
+           "maximum", "minimum", "rsqrt", "sqrt", "tv_layout", "where", "verify",
+           "Kernel", "Specialization", "kernel"]

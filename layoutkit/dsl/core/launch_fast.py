@@ -1,0 +1,208 @@
+"""The launch fast path: `kernel[grid](args)` with plain arguments reaches the configured launcher
+in one generated function, reading each pointer's address once.
+
+For each kernel one factory `make_launch(grid)` is generated from its parameters (the way
+layoutkit.ptx writes one launcher per PTX signature); `kernel[grid]` returns its function for the
+grid. When every argument is the common case, that function computes the specialization key that
+`Kernel.key` would, from the same facts:
+
+    pointer     an exact torch.Tensor of the annotated dtype      -> 16-byte aligned: data_ptr & 15
+    integer     an exact int in the annotated type's range        -> '1', '16', '+' or ''
+    float       an exact float                                    -> None
+    constexpr   any value (an unhashable one fails the lookup)    -> (type name, value)
+
+ending in the debug flag (LAYOUTKIT_DEBUG read in two dict lookups where the kernel does not fix
+it) and the grid, and looks it up among the launchers the checked path has remembered
+(`FastLaunch.remember`, after a launch on torch's current stream of a specialization without
+hidden parameters and without a debug build's barrier-timeout sink, which is checked after each
+launch). On a hit it calls that configured launcher's `from_pointers` entry with the arguments
+and the pointers it read, which checks their tensor type, device and alignment and launches.
+Anything else (numpy arrays, another dtype, a bool, an explicit stream, a first launch) goes
+through `Kernel.launch`, whose checks word every error: this path never decides that an argument
+is wrong.
+
+>>> from layoutkit.dsl.core.arguments import parameter
+>>> from layoutkit.dsl.core.types import Pointer, f32, i32, constexpr
+>>> params = [parameter("x", Pointer[f32]), parameter("n", i32), parameter("V", constexpr)]
+>>> print(fast_launch_source(params, debug=None))
+def make_launch(_lk_grid):
+    def launch(*_lk_args, stream=None, **_lk_kwargs):
+        if stream is not None:
+            return _lk_checked(_lk_grid, _lk_args, stream, _lk_kwargs)
+        _lk_values = _lk_args
+        if _lk_kwargs:
+            try:
+                _lk_values = _lk_bind(*_lk_args, **_lk_kwargs)
+            except TypeError:   # a wrong count or name: the checked path words it
+                return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)
+        if _lk_len(_lk_values) == 3:
+            x, n, V = _lk_values
+            if _lk_type(x) is _lk_T and _lk_type(n) is _lk_int and x.dtype is _lk_D0 and -2147483648 <= n <= 2147483647:
+                _lk_p0 = x.data_ptr()
+                try:
+                    _lk_launcher = _lk_launchers.get((not _lk_p0 & 15, '1' if n == 1 else ('+' if n & 15 else '16') if n > 0 else '', (_lk_type(V).__name__, V), _lk_flags.get(_lk_os.environ._data.get(_lk_debug_key)), _lk_grid))
+                except (TypeError, AttributeError):   # an unhashable constexpr; os.environ replaced
+                    _lk_launcher = None
+                if _lk_launcher is not None:
+                    _lk_launcher(x, n, _lk_p0)
+                    return None
+        return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)
+    return launch
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from layoutkit.ptx import debug_raw_lookup
+from layoutkit.ptx.fastpath import NeverATensor
+
+from .arguments import INT_RANGE, Parameter
+from .types import HOST_NAMES, DType
+
+__all__ = ["FastLaunch", "bind_source", "fast_launch_source", "plain_grid", "torch_module"]
+
+PREFIX = "_lk_"   # the generated code's own names; a kernel parameter may not start with it
+MAX_REMEMBERED = 256   # launchers a kernel's fast path keeps (one per specialization and grid)
+PLAIN_GRID_TYPES = {(int,), (int, int), (int, int, int)}
+
+
+def plain_grid(grid) -> bool:
+    """Whether `grid` is an exact int or a tuple of 1-3 exact ints: the grids the fast path takes
+    (1.0 == 1 and True == 1 as dict keys; those grids go through the checked path)."""
+    return type(grid) is int or (type(grid) is tuple and tuple(map(type, grid)) in PLAIN_GRID_TYPES)
+
+
+def torch_module():
+    """The torch module if the program imported it (the DSL never imports torch), else None."""
+    torch = sys.modules.get("torch")
+    return torch if torch is not None and hasattr(torch, "Tensor") else None
+
+
+def torch_dtypes(torch) -> dict[DType, object]:
+    """{layoutkit dtype: torch dtype object} for the dtypes torch and `host_dtype` both name."""
+    found = {}
+    for name, dtype in HOST_NAMES.items():
+        obj = getattr(torch, name, None)
+        if obj is not None and str(obj).removeprefix("torch.") == name:
+            found[dtype] = obj
+    return found
+
+
+def fast_launch_source(params: list[Parameter], debug: bool | None) -> str:
+    """The source of `make_launch(_lk_grid)` (see the module docstring). `debug`: the kernel's
+    fixed debug flag, or None to read LAYOUTKIT_DEBUG at each launch. Its globals: _lk_T
+    (torch.Tensor), _lk_D<i> (torch dtype of pointer i), _lk_launchers (fast key -> from_pointers
+    launcher), _lk_checked(grid, args, stream, kwargs) (Kernel.launch), _lk_bind (returns its
+    arguments, which are the kernel's parameters), _lk_flags/_lk_os/_lk_debug_key (see
+    layoutkit.ptx.debug_raw_lookup), _lk_type, _lk_int, _lk_float, _lk_len."""
+    names = [p.name for p in params]
+    checks, ranges, reads, facts, pointers, runtime = [], [], [], [], [], []
+    for i, p in enumerate(params):
+        a = p.name
+        if p.kind == "constexpr":
+            facts.append(f"(_lk_type({a}).__name__, {a})")
+            continue
+        runtime.append(a)
+        if p.kind == "pointer":
+            checks.append(f"_lk_type({a}) is _lk_T")
+            ranges.append(f"{a}.dtype is _lk_D{i}")
+            reads.append(f"_lk_p{i} = {a}.data_ptr()")
+            pointers.append(f"_lk_p{i}")
+            facts.append(f"not _lk_p{i} & 15")
+        elif p.annotation.is_int:
+            lo, hi = INT_RANGE[p.annotation.name]
+            checks.append(f"_lk_type({a}) is _lk_int")
+            ranges.append(f"{lo} <= {a} <= {hi}")
+            facts.append(f"'1' if {a} == 1 else ('+' if {a} & 15 else '16') if {a} > 0 else ''")
+        else:
+            checks.append(f"_lk_type({a}) is _lk_float")
+            facts.append("None")
+    facts.append(repr(debug) if debug is not None else "_lk_flags.get(_lk_os.environ._data.get(_lk_debug_key))")
+    facts.append("_lk_grid")
+    body = [f"{', '.join(names)}{',' if len(names) == 1 else ''} = _lk_values"] if names else []
+    indent = "            "
+    conditions = checks + ranges
+    if conditions:
+        body.append(f"if {' and '.join(conditions)}:")
+        indent += "    "
+    body += [indent[12:] + line for line in reads + [
+        "try:",
+        f"    _lk_launcher = _lk_launchers.get(({', '.join(facts)}))",
+        "except (TypeError, AttributeError):   # an unhashable constexpr; os.environ replaced",
+        "    _lk_launcher = None",
+        "if _lk_launcher is not None:",
+        f"    _lk_launcher({', '.join(runtime + pointers)})",
+        "    return None"]]
+    lines = ["def make_launch(_lk_grid):",
+             "    def launch(*_lk_args, stream=None, **_lk_kwargs):",
+             "        if stream is not None:",
+             "            return _lk_checked(_lk_grid, _lk_args, stream, _lk_kwargs)",
+             "        _lk_values = _lk_args",
+             "        if _lk_kwargs:",
+             "            try:",
+             "                _lk_values = _lk_bind(*_lk_args, **_lk_kwargs)",
+             "            except TypeError:   # a wrong count or name: the checked path words it",
+             "                return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)",
+             f"        if _lk_len(_lk_values) == {len(names)}:"]
+    lines += ["            " + line for line in body]
+    lines += ["        return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)", "    return launch"]
+    return "\n".join(lines)
+
+
+def bind_source(params: list[Parameter]) -> str:
+    """The source of `_lk_bind(<the kernel's parameters>)`, which returns them as a tuple:
+    Python's own binding of positional and keyword arguments."""
+    names = ", ".join(p.name for p in params)
+    return f"def _lk_bind({names}):\n    return ({names}{',' if len(params) == 1 else ''})"
+
+
+class FastLaunch:
+    """One kernel's fast path: `make(grid)` is the function `kernel[grid]` returns (None where
+    the kernel can have none: a parameter named like the generated code's own names, or a
+    kernel following LAYOUTKIT_DEBUG where os.environ keeps no encoded keys); `remember` adds a
+    launcher after a checked launch. `checked(grid, args, stream, kwargs)` launches through the
+    checked path. Pointers take the fast path once torch is imported and names every pointer
+    dtype of the kernel."""
+
+    def __init__(self, name: str, params: list[Parameter], debug: bool | None, checked):
+        self.params, self.launchers, self.torch_tensor = params, {}, None
+        self.make = None
+        if any(p.name.startswith(PREFIX) for p in params):
+            return
+        lookup = debug_raw_lookup()
+        if debug is None and lookup is None:   # no encoded environment: only the checked path
+            return
+        self.namespace = {"_lk_T": NeverATensor, "_lk_launchers": self.launchers, "_lk_checked": checked,
+                          "_lk_type": type, "_lk_int": int, "_lk_float": float, "_lk_len": len,
+                          "_lk_os": os, "_lk_debug_key": lookup and lookup[0], "_lk_flags": lookup and lookup[1]}
+        source = fast_launch_source(params, debug) + "\n\n\n" + bind_source(params)
+        exec(compile(source, f"<layoutkit fast launch of {name}>", "exec"), self.namespace)
+        self.make = self.namespace["make_launch"]
+
+    def bind_torch(self, torch) -> None:
+        """Let tensors of `torch` (the imported module) take the fast path, where it names every
+        pointer dtype of the kernel."""
+        self.torch_tensor = torch.Tensor
+        self.launchers.clear()   # launchers bound to another torch's tensor type and stream query
+        if self.make is None:
+            return
+        dtypes = torch_dtypes(torch)
+        pointers = {i: p.annotation.dtype for i, p in enumerate(self.params) if p.kind == "pointer"}
+        if all(d in dtypes for d in pointers.values()):
+            self.namespace.update({f"_lk_D{i}": dtypes[d] for i, d in pointers.items()})
+            self.namespace["_lk_T"] = torch.Tensor
+
+    def remember(self, key: tuple, grid, launcher) -> None:
+        """Keep `launcher` (configured for `grid`, of the specialization of `key`, a checked key
+        ending in KernelOptions) for calls whose fast key matches."""
+        torch = torch_module()
+        if torch is not None and torch.Tensor is not self.torch_tensor:   # torch came (or changed)
+            self.bind_torch(torch)
+        entry = getattr(launcher, "from_pointers", None)
+        if self.make is None or entry is None or not plain_grid(grid):
+            return
+        if len(self.launchers) >= MAX_REMEMBERED:
+            self.launchers.clear()
+        self.launchers[key[:-1] + (key[-1].debug, grid)] = entry
+

@@ -1,0 +1,14 @@
+"""layoutkit.dsl.lang: the target-independent language over tensors - global tensors, shared
+tensors and the block barrier, loads and stores, reductions and broadcasts, layout conversion,
+runtime control flow (`range`, `if_`).
+"""
+from .control import eq, if_, ne, range  # noqa: A004
+from .convert import convert_layout
+from .global_tensor import GlobalTensor, PointerArg, global_tensor
+from .memory import in_bounds, load, store
+from .reduce import broadcast, reduce_max, reduce_sum, thread_sum
+from .shared import SharedTensor, barrier, shared_tensor
+
+__all__ = ["eq", "if_", "ne", "range", "convert_layout", "GlobalTensor", "PointerArg",
+           "global_tensor", "in_bounds", "load", "store", "broadcast", "reduce_max",
+           "reduce_sum", "thread_sum", "SharedTensor", "barrier", "shared_tensor"]

@@ -1,0 +1,177 @@
+"""Global tensors: a pointer parameter with a layout (shape and strides may be symbolic) and
+bounds for masking; tiling and per-thread partitioning with the layout algebra.
+
+Each tensor also carries, per mode of its bounds, a coordinate layout: the same algebra ops
+(local_tile, composition with the TV layout, slicing by thread) applied to a layout that maps
+an element to its coordinate along that mode. So any view knows every element's coordinate in
+the original tensor, and loads/stores mask exactly the elements outside the bounds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from layoutkit.algebra import ComposedLayout, Layout, LayoutError, composition, local_tile, size
+
+from ..core.errors import TraceError
+from ..core.facts import within_block
+from .shared import check_partition
+from ..core.ir import Value
+from ..core.tracer import current, is_int_expr
+from ..core.types import DType
+from ..core.values import TVLayout
+
+DEFAULT = object()
+
+
+@dataclass(frozen=True)
+class PointerArg:
+    """A pointer parameter inside the kernel: its IR value, element type and whether the
+    specialization knows it is 16-byte aligned."""
+
+    value: Value
+    dtype: DType
+    aligned16: bool
+    name: str
+
+    @property
+    def alignment(self) -> int:
+        """Bytes the address is known to be a multiple of."""
+        return 16 if self.aligned16 else self.dtype.nbytes
+
+    def __repr__(self) -> str:
+        return f"Pointer[{self.dtype}] {self.name}"
+
+
+def _coordinate_layout(layout: Layout, mode: int) -> Layout:
+    """layout's domain mapped to the (column-major, flattened) coordinate along `mode`."""
+    shape = layout.shape if isinstance(layout.shape, tuple) else (layout.shape,)
+    strides = tuple(_column_major(s, 1)[0] if i == mode else _zeros(s)
+                    for i, s in enumerate(shape))
+    return Layout(shape, strides) if isinstance(layout.shape, tuple) else Layout(shape[0],
+                                                                                strides[0])
+
+
+def _column_major(shape, start):
+    """(strides, next stride) of a compact column-major layout of `shape` starting at `start`.
+
+    Unlike make_layout, a size-1 mode keeps a nonzero stride: a tile that reaches past an
+    extent of 1 must see coordinates 1, 2, ... there, or its out-of-bounds elements would
+    look in bounds (coordinate 0) and escape the mask."""
+    if isinstance(shape, tuple):
+        strides = []
+        for s in shape:
+            stride, start = _column_major(s, start)
+            strides.append(stride)
+        return tuple(strides), start
+    return start, start * shape
+
+
+def _zeros(shape):
+    return tuple(_zeros(s) for s in shape) if isinstance(shape, tuple) else 0
+
+
+class GlobalTensor:
+    """A view of global memory: `ptr` + `offset` + `layout(coordinate)` elements of dtype.
+
+    `bounds` (one extent per mode of the original tensor, or None) masks loads and stores;
+    `tv` is set on a thread's partition (then the layout is over the TV layout's values);
+    `root` is the layout the tensor was made with (its tiles keep it: TMA maps the whole tensor)."""
+
+    def __init__(self, ptr: PointerArg, layout: Layout, offset, coords, bounds, tv=None,
+                 root: Layout | None = None):
+        self.ptr, self.layout, self.offset = ptr, layout, offset
+        self.coords, self.bounds, self.tv = coords, bounds, tv
+        self.root = layout if root is None else root
+
+    @property
+    def dtype(self) -> DType:
+        return self.ptr.dtype
+
+    @property
+    def alignment(self) -> int:
+        """Bytes the base address is known to be a multiple of."""
+        return self.ptr.alignment
+
+    max_vector = 1 << 30       # no layout-imposed cap on the vector width
+
+    def __repr__(self) -> str:
+        part = f", partition of {self.tv}" if self.tv is not None else ""
+        return f"GlobalTensor({self.dtype}, {self.layout}, offset {self.offset}{part})"
+
+    def tile(self, tiler, coord) -> "GlobalTensor":
+        """The tile at `coord` of this tensor divided by `tiler` (the algebra's local_tile)."""
+        if self.tv is not None:
+            raise TraceError("tile() divides a whole tensor or tile, not a thread's partition")
+        try:
+            sub, off = local_tile(self.layout, tiler, coord)
+            coords = tuple((local_tile(cl, tiler, coord), co) for cl, co in self.coords)
+        except LayoutError as exc:
+            raise TraceError(f"tile({tiler}, {coord}) of {self.layout}: {exc}") from None
+        coords = tuple((sub_c, co + _origin(cl, tiler, coord, off_c))
+                       for ((sub_c, off_c), co), (cl, _) in zip(coords, self.coords))
+        return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds,
+                            root=self.root)
+
+
+    def partition(self, tv: TVLayout) -> "GlobalTensor":
+        """This thread's values of the tile under the TV layout `tv` (thread = lk.thread_id())."""
+        trace = current("partition")
+        if not isinstance(tv, TVLayout):
+            raise TraceError(f"partition takes a TVLayout (lk.tv_layout(thr, val)), got {tv!r}")
+        if self.tv is not None:
+            raise TraceError(f"this tensor is already a thread's partition ({self.tv})")
+        tid = check_partition(trace, "partition", self.layout, tv)
+
+        def mine(layout):
+            sub, off = composition(layout, tv.layout).slice_and_offset((tid, None))
+            return sub, off
+        try:
+            sub, off = mine(self.layout)
+            coords = tuple((mine(cl), co) for cl, co in self.coords)
+        except LayoutError as exc:
+            raise TraceError(f"partition of {self.layout} by {tv}: {exc}") from None
+        off = within_block(off, tid, tv.num_threads)
+        coords = tuple((sub_c, co + within_block(off_c, tid, tv.num_threads))
+                       for (sub_c, off_c), co in coords)
+        return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds, tv,
+                            root=self.root)
+
+
+def global_tensor(ptr: PointerArg, layout: Layout, bounds=DEFAULT) -> GlobalTensor:
+    """A global tensor of `ptr`'s dtype: element at coordinate c is `ptr[layout(c)]`.
+
+    `bounds`: one extent per mode of `layout` that loads/stores mask against (default: the
+    layout's own shape, so a ragged last tile is masked); None for no masking."""
+    if not isinstance(ptr, PointerArg):
+        raise TraceError(f"global_tensor: the first argument is a Pointer parameter of the "
+                         f"kernel, got {ptr!r}")
+    if isinstance(layout, ComposedLayout) or not isinstance(layout, Layout):
+        raise TraceError(f"global_tensor: the layout is a Layout (shape:stride), got {layout!r}")
+    modes = list(layout) if isinstance(layout.shape, tuple) else [layout]
+    if bounds is DEFAULT:
+        bounds = tuple(size(m) for m in modes)
+    elif bounds is not None:
+        bounds = tuple(bounds) if isinstance(bounds, (tuple, list)) else (bounds,)
+        if len(bounds) != len(modes):
+            raise TraceError(f"global_tensor: bounds {bounds} has {len(bounds)} extents but "
+                             f"the layout {layout} has {len(modes)} modes")
+    coords = () if bounds is None else tuple((_coordinate_layout(layout, m), 0)
+                                             for m in range(len(modes)))
+    return GlobalTensor(ptr, layout, 0, coords, bounds)
+
+
+def _origin(coordinate_layout: Layout, tiler, coord, folded):
+    """The coordinate of a tile's first element along one mode: sum of coord_i * tiler_i *
+    stride_i for a by-mode tiler of integers. local_tile's offset (`folded`) is the same except
+    past a static extent of 1, whose rest mode the algebra gives stride 0; there tile 1 must
+    still start at coordinate tiler_i (out of bounds: masked, and TMA must not see 0)."""
+    strides = coordinate_layout.stride
+    tiler = tiler if isinstance(tiler, tuple) else (tiler,)
+    coord = coord if isinstance(coord, tuple) else (coord,)
+    strides = strides if isinstance(strides, tuple) else (strides,)
+    if not (len(tiler) == len(coord) == len(strides)
+            and all(is_int_expr(x) for x in (*tiler, *coord, *strides))):
+        return folded
+    return sum(c * t * d for c, t, d in zip(coord, tiler, strides))

@@ -1,0 +1,140 @@
+"""Lowering of sympy index expressions to PTX integer arithmetic, sharing common
+subexpressions within a scope (a block and the blocks nested in it).
+
+Supported forms: integers, bound symbols, sums, products with integer coefficients,
+floor(p/q) and Mod(p, q) for a positive integer q (shifts/masks when q is a power of two) or a
+provably positive kernel integer q (div/rem: slow, keep them out of inner loops);
+floor and Mod need a provably non-negative p (PTX div/rem truncate toward zero).
+
+>>> import sympy
+>>> from layoutkit.ptx.builder import Module
+>>> k = Module(line_info=False).kernel("k")
+>>> t = sympy.Symbol("t", integer=True, nonnegative=True)
+>>> ix = IndexLowering(k, {t: k.reg("s32")})
+>>> a = ix.emit(4 * t + 512, "s32"); b = ix.emit(sympy.floor(t / 32) + 4 * t, "s32")
+>>> print("\\n".join(k.body_lines()))
+    shl.b32 %s1, %s0, 2;
+    add.s32 %s2, %s1, 512;
+    shr.s32 %s3, %s0, 5;
+    add.s32 %s4, %s1, %s3;
+"""
+from __future__ import annotations
+
+import sympy
+
+from layoutkit.ptx.builder import Kernel, Reg
+from layoutkit.ptx.isa import arith, bits, convert
+
+from ..core.errors import TraceError
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+class IndexLowering:
+    """Emits index expressions into kernel `k`; `env` maps each symbol to its register."""
+
+    def __init__(self, k: Kernel, env: dict):
+        self.k = k
+        self.env = env
+        self.scopes: list[dict] = [{}]
+
+    def push(self) -> None:
+        self.scopes.append({})
+
+    def pop(self) -> None:
+        self.scopes.pop()
+
+    def _find(self, key):
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def emit(self, expr, ptype: str) -> "Reg | int":
+        """A register (or an int immediate) holding `expr` as PTX type ptype (s32/s64)."""
+        expr = sympy.sympify(expr)
+        if expr.is_Integer:
+            return int(expr)
+        key = (expr, ptype)
+        found = self._find(key)
+        if found is None:
+            found = self._lower(expr, ptype)
+            self.scopes[-1][key] = found
+        return found
+
+    def _reg(self, value, ptype: str) -> Reg:
+        if isinstance(value, Reg):
+            return value
+        return convert.mov(self.k, value, dtype=ptype)
+
+    def _lower(self, expr, ptype: str):
+        k = self.k
+        if isinstance(expr, sympy.Symbol):
+            reg = self.env.get(expr)
+            if reg is None:
+                raise TraceError(f"index symbol {expr} has no runtime value in this kernel")
+            if reg.type.bits == int(ptype[1:]):
+                return reg
+            return convert.cvt(k, reg, ptype)
+        if isinstance(expr, sympy.Add):
+            const, rest = expr.as_coeff_Add()
+            if const != 0:        # x + c shares x with every other x + c'
+                return arith.add(k, self._reg(self.emit(rest, ptype), ptype), int(const),
+                                 dtype=ptype)
+            acc = None
+            for term in sorted(sympy.Add.make_args(rest), key=sympy.default_sort_key):
+                coeff, factor = term.as_coeff_Mul()
+                if acc is not None and coeff.is_Integer and coeff not in (1, -1) and \
+                        not _power_of_two(int(coeff)):
+                    acc = arith.mad(k, self._reg(self.emit(factor, ptype), ptype), int(coeff),
+                                    acc, dtype=ptype)
+                    continue
+                value = self.emit(term, ptype)
+                acc = value if acc is None else arith.add(k, acc, value, dtype=ptype)
+            return acc
+        if isinstance(expr, sympy.Mul):
+            coeff, rest = expr.as_coeff_Mul()
+            if not coeff.is_Integer:
+                raise TraceError(f"the index expression {expr} has a fractional coefficient; "
+                                 "use floor division")
+            factors = sorted(sympy.Mul.make_args(rest), key=sympy.default_sort_key)
+            acc = self._reg(self.emit(factors[0], ptype), ptype)
+            for f in factors[1:]:
+                acc = arith.mul(k, acc, self.emit(f, ptype), dtype=ptype)
+            c = int(coeff)
+            if c == 1:
+                return acc
+            if _power_of_two(c):
+                return bits.shl(k, acc, c.bit_length() - 1, dtype=ptype)
+            return arith.mul(k, acc, c, dtype=ptype)
+        if isinstance(expr, sympy.floor):
+            num, den = sympy.fraction(sympy.together(expr.args[0]))
+            return self._divide(expr, num, den, ptype, "floor")
+        if isinstance(expr, sympy.Mod):
+            num, den = expr.args
+            return self._divide(expr, num, den, ptype, "mod")
+        raise TraceError(f"the index expression {expr} ({type(expr).__name__}) cannot be "
+                         "lowered to integer arithmetic")
+
+    def _divide(self, expr, num, den, ptype: str, kind: str):
+        if not (den.is_Integer and int(den) > 0 or not den.is_Integer and den.is_positive):
+            raise TraceError(f"{expr}: the divisor {den} is not a positive integer constant or a "
+                             "provably positive kernel integer")
+        if not num.is_nonnegative:
+            raise TraceError(f"{expr}: {num} is not provably non-negative, so floor/mod would "
+                             "differ from PTX's truncating division")
+        value = self._reg(self.emit(num, ptype), ptype)
+        if not den.is_Integer:      # a run-time divisor: div/rem (tens of instructions)
+            divisor = self._reg(self.emit(den, ptype), ptype)
+            return (arith.div if kind == "floor" else arith.rem)(self.k, value, divisor,
+                                                                   dtype=ptype)
+        d = int(den)
+        if kind == "floor":
+            if _power_of_two(d):
+                return bits.shr(self.k, value, d.bit_length() - 1, dtype=ptype)
+            return arith.div(self.k, value, d, dtype=ptype)
+        if _power_of_two(d):
+            return bits.and_(self.k, value, d - 1, dtype=ptype)
+        return arith.rem(self.k, value, d, dtype=ptype)

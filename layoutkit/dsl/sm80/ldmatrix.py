@@ -1,0 +1,242 @@
+"""`lk.ldmatrix(src)`: a thread's partition of a shared tile -> a register tensor with the
+partition's TV layout, loaded by `ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16`.
+
+Values 2j and 2j+1 of every thread form register j. ldmatrix delivers register j of lane l as
+row l/4, columns 2(l%4), 2(l%4)+1 of an 8x8 matrix whose 8 rows are 16 contiguous, 16-byte
+aligned bytes each (`.trans`: column l/4, rows 2(l%4), 2(l%4)+1). So, per warp, each register
+must be such a matrix: the plan enumerates every lane's element offsets (the tile's layout
+composed with the TV layout) and finds each matrix's 8 row offsets, or raises
+`LayoutMismatchError`. Up to `num` matrices share one instruction; lane 8i + r gives the
+address of row r of the instruction's matrix i, a per-thread offset fitted over the bits of
+the thread index and swizzled like the tile (smem_address).
+
+IR op:
+  ldmatrix: inner(i32), outer(i32) -> 2*num x dtype   buffer, base, swizzle, disp, num, trans,
+            registers (the value-pair index j of each matrix), bank_ways (worst conflict, or
+            None when offsets are symbolic). Lane l gives the element address
+            Sw(inner) + outer + disp of row l%8 of matrix l/8 (Sw: the buffer's swizzle).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from layoutkit.algebra import LayoutError, composition
+
+from ..core import verifier
+from ..core.errors import LayoutMismatchError, TraceError
+from ..core.facts import provably_divisible
+from .mma_layouts import LDMATRIX_FRAGMENT
+from ..lang.shared import SharedTensor
+from .smem_address import bank_ways, bit_expr, bit_fit, split_swizzled
+from ..core.tracer import current
+from ..core.types import i32
+from ..core.values import RegisterTensor
+
+WARP = 32
+ROW_ELEMENTS = 8          # an ldmatrix row: 16 bytes of b16 elements
+NUMS = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """Register j of every lane of warp w: the element offsets (tile-relative, before the
+    swizzle) of its 8 rows, loaded transposed or not."""
+
+    register: int
+    trans: bool
+    rows: tuple          # per warp: 8 row offsets
+
+
+def _offsets(src: SharedTensor) -> tuple[list, list]:
+    """(per-thread part, per-value part) of every lane's tile-relative element offset."""
+    full = composition(src.parent.layout, src.tv.layout)
+    return ([full[0](t) for t in range(src.tv.num_threads)],
+            [full[1](v) for v in range(src.tv.num_values)])
+
+
+def _rows(thread: list, value: list, w: int, j: int, trans: bool):
+    """The 8 row offsets of register j in warp w, or (lane, expected, got) of the first lane
+    that does not fit."""
+    base = WARP * w
+    if trans:
+        rows = [thread[base + r // 2] + value[2 * j + r % 2] for r in range(ROW_ELEMENTS)]
+    else:
+        rows = [thread[base + 4 * r] + value[2 * j] for r in range(ROW_ELEMENTS)]
+    for lane in range(WARP):
+        g, q = divmod(lane, 4)
+        for half in (0, 1):
+            got = thread[base + lane] + value[2 * j + half]
+            want = rows[2 * q + half] + g if trans else rows[g] + 2 * q + half
+            if got != want:
+                return None, (lane, half, want, got)
+    return rows, None
+
+
+def _mismatch(src: SharedTensor, j: int, w: int, trans, bad) -> LayoutMismatchError:
+    lane, half, want, got = bad
+    forms = {False: "non-transposed", True: ".trans", None: "either form"}
+    return LayoutMismatchError(
+        f"lk.ldmatrix: values {2 * j} and {2 * j + 1} of the partition are not one register of "
+        f"an 8x8 ldmatrix matrix ({forms[trans]}) in warp {w}: lane {lane} holds value "
+        f"{2 * j + half} at tile offset {got}, the matrix needs {want}\n"
+        f"      partition:       {src.tv} on tile {src.parent.layout}\n"
+        f"      ldmatrix matrix: {LDMATRIX_FRAGMENT} (rows of 8 contiguous elements)\n"
+        "  give ldmatrix a partition by an mma fragment layout (lk.mma_sync_layouts) over a "
+        "tile whose rows are 16 contiguous bytes")
+
+
+def plan_matrices(src: SharedTensor, trans=None) -> list[Matrix]:
+    """One Matrix per register of the partition `src` (see the module docstring); `trans`
+    None picks the form that fits each register."""
+    thread, value = _offsets(src)
+    warps = src.tv.num_threads // WARP
+    matrices = []
+    for j in range(src.tv.num_values // 2):
+        first_bad = None
+        for form in ((False, True) if trans is None else (trans,)):
+            rows, bad = [], None
+            for w in range(warps):
+                got, bad = _rows(thread, value, w, j, form)
+                if got is None:
+                    first_bad = first_bad or (w, bad)
+                    break
+                rows.append(tuple(got))
+            if bad is None:
+                break
+        if bad is not None:
+            raise _mismatch(src, j, first_bad[0], trans, first_bad[1])
+        misaligned = [r for per_warp in rows for r in per_warp if r % ROW_ELEMENTS]
+        if misaligned:
+            raise TraceError(f"lk.ldmatrix: register {j} of {src.tv} reads a row at tile offset "
+                             f"{misaligned[0]}, not a multiple of {ROW_ELEMENTS} elements: "
+                             "ldmatrix rows start at 16-byte boundaries")
+        matrices.append(Matrix(j, form, tuple(rows)))
+    return matrices
+
+
+def _check(src, num: int, trans) -> None:
+    if not isinstance(src, SharedTensor) or src.tv is None or src.parent is None:
+        raise TraceError("lk.ldmatrix loads a thread's partition of a shared tile "
+                         f"(tile.partition(tv)), got {src!r}")
+    if src.dtype.nbytes != 2:
+        raise TraceError(f"lk.ldmatrix moves 16-bit elements (b16); the tile holds {src.dtype}")
+    if src.tv.num_threads % WARP:
+        raise TraceError(f"lk.ldmatrix is warp-collective: {src.tv} has {src.tv.num_threads} "
+                         "threads, not whole warps")
+    if src.tv.num_values % 2:
+        raise TraceError(f"lk.ldmatrix: {src.tv} gives each thread {src.tv.num_values} values; "
+                         "registers hold pairs (values 2j, 2j+1), so the count must be even")
+    if num not in NUMS:
+        raise TraceError(f"lk.ldmatrix: num={num!r} matrices per instruction; ldmatrix loads "
+                         "1, 2 or 4 (.x1, .x2, .x4)")
+    if trans not in (None, True, False):
+        raise TraceError(f"lk.ldmatrix: trans is None (derived), True or False, got {trans!r}")
+    if src.max_vector < ROW_ELEMENTS:
+        raise TraceError(f"lk.ldmatrix: the tile's swizzle {src.swizzle} moves elements inside "
+                         "16-byte rows; ldmatrix rows are 16 contiguous bytes, so the swizzle's "
+                         f"base must be at least 3 (8 elements), got {src.swizzle.base}")
+
+
+def _groups(matrices: list, num: int) -> list[list[Matrix]]:
+    """Consecutive matrices of one form, `num` per instruction at most."""
+    groups: list = []
+    for m in matrices:
+        if groups and len(groups[-1]) < num and groups[-1][-1].trans == m.trans:
+            groups[-1].append(m)
+        else:
+            groups.append([m])
+    return groups
+
+
+def _lane_table(group: list[Matrix], threads: int) -> list:
+    """Per thread: the tile offset of the row its lane addresses (lane 8i + r -> row r of
+    matrix i; lanes past the instruction's matrices repeat them)."""
+    table = []
+    for t in range(threads):
+        w, lane = divmod(t, WARP)
+        m = group[(lane // ROW_ELEMENTS) % len(group)]
+        table.append(m.rows[w][lane % ROW_ELEMENTS])
+    return table
+
+
+def ldmatrix(src: SharedTensor, *, num: int = 4, trans=None) -> RegisterTensor:
+    """This thread's values of the shared partition `src` as a register tensor with src's TV
+    layout, loaded by ldmatrix (`num` matrices per instruction at most; `trans` None derives
+    .trans per register). Raises LayoutMismatchError when a register is no ldmatrix matrix."""
+    what = "lk.ldmatrix"
+    trace = current(what)
+    _check(src, num, trans)
+    trace.require_uniform(what)
+    tile = src.parent
+    if trace.thread_dependent(tile.offset):
+        raise TraceError(f"{what}: the tile's offset {tile.offset} depends on the thread; tile "
+                         "the shared tensor by block-uniform coordinates and let the TV layout "
+                         "place the warps")
+    if not provably_divisible(tile.offset, ROW_ELEMENTS):
+        raise TraceError(f"{what}: the tile starts at element offset {tile.offset}, not provably "
+                         f"a multiple of {ROW_ELEMENTS}: ldmatrix rows start at 16-byte "
+                         "boundaries")
+    try:
+        matrices = plan_matrices(src, trans)
+    except LayoutError as exc:
+        raise TraceError(f"{what}: cannot enumerate {src.tv} on {tile.layout}: {exc}") from None
+    tid = trace.special("thread_idx", 0)
+    threads = src.tv.num_threads
+    values = [None] * src.tv.num_values
+    for group in _groups(matrices, num):
+        table = _lane_table(group, threads)
+        fit = bit_fit(table)
+        if fit is None:
+            raise TraceError(f"{what}: the row offsets of registers "
+                             f"{[m.register for m in group]} of {src.tv} are not a sum of "
+                             "per-bit terms of the thread index; use power-of-two warp and "
+                             "repeat counts in the TV layout")
+        inner, outer, disp = split_swizzled(tile.offset + bit_expr(tid, fit, threads),
+                                            src.swizzle)
+        attrs = {"buffer": src.alloc.name, "base": src.alloc.offset, "disp": disp,
+                 "swizzle": None if src.swizzle is None else
+                 (src.swizzle.bits, src.swizzle.base, src.swizzle.shift),
+                 "num": len(group), "trans": group[0].trans,
+                 "registers": tuple(m.register for m in group),
+                 "bank_ways": _bank_ways(tile.offset, table, src)}
+        results = trace.emit("ldmatrix", [trace.index(inner, i32), trace.index(outer, i32)],
+                             [src.dtype] * (2 * len(group)), attrs)
+        for i, m in enumerate(group):
+            values[2 * m.register:2 * m.register + 2] = results[2 * i:2 * i + 2]
+    return RegisterTensor(src.dtype, src.tv, values)
+
+
+def _bank_ways(offset, table: list, src: SharedTensor):
+    """The worst bank conflict of the rows one instruction reads (warp 0, first 32 lanes)."""
+    offset = sympy.sympify(offset)
+    if offset.free_symbols:
+        _, outer, _ = split_swizzled(offset, src.swizzle)
+        if sympy.expand(offset - outer).free_symbols:
+            return None
+        offset = offset - outer          # whole swizzle periods: the same banks
+    nbytes = src.dtype.nbytes
+    addresses = []
+    for row in table[:WARP]:
+        element = int(offset) + row
+        if src.swizzle is not None:
+            element = src.swizzle(element)
+        addresses.append(src.alloc.offset + element * nbytes)
+    return bank_ways(addresses, ROW_ELEMENTS * nbytes)
+
+
+@verifier.op_rule("ldmatrix")
+def _rule(op) -> None:
+    a = op.attrs
+    if len(op.operands) != 2 or any(v.type != i32 for v in op.operands):
+        verifier.fail(op, "takes the i32 inner (swizzled) and outer element offsets")
+    if a.get("num") not in NUMS or len(op.results) != 2 * a["num"]:
+        verifier.fail(op, "loads 1, 2 or 4 matrices: two 16-bit results per matrix")
+    if len({v.type for v in op.results}) != 1 or op.results[0].type.nbytes != 2:
+        verifier.fail(op, "results are 16-bit values of one type")
+    if len(a.get("registers", ())) != a["num"] or not isinstance(a.get("trans"), bool):
+        verifier.fail(op, "names the register of each matrix and a bool trans")
+
+
+__all__ = ["ldmatrix", "plan_matrices", "Matrix"]

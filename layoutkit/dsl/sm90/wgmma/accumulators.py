@@ -1,0 +1,339 @@
+"""The accumulator protocol of wgmma, checked on the IR: in-place accumulators, reads only after
+the covering wait, fences after register writes; and which wait retires which wgmma.
+
+wgmma updates its accumulator registers in place (PTX: the d operand is read and written; a
+copy between issue and wait serializes the pipeline). In the SSA IR that is a linear use: the
+accumulator value a wgmma consumes is dead afterwards, because its registers now hold the result.
+Rules (PTX ISA "wgmma.mma_async", "wgmma.fence", "wgmma.wait_group"), each an
+`AccumulatorUseError` at the reading op's source line:
+
+1. A value consumed as a wgmma accumulator is read by no later op, and a wgmma inside an
+   lk.range consumes only values defined in that loop's body (else it would be consumed once
+   per iteration): carry the accumulator through the loop.
+2. A wgmma result (and a register A operand) is read only after an lk.wgmma_wait covers the
+   group it was committed in. Exceptions: the next wgmma chaining on the accumulator, and
+   loop.next(acc) when acc stays in the loop's own registers (no copy).
+3. An accumulator updated in place whose registers a non-wgmma instruction wrote since the last
+   lk.wgmma_fence() (a loop's entry copy, a loop.next copy) is an error: fence after them.
+4. A wgmma whose lowering writes registers (register-A packing, accumulator copies) is not
+   re-executed while its previous execution is in flight.
+
+Loops are simulated for two iterations; a branch body as if taken, its effects merged.
+In-place rule (shared with the lowering): accumulator position i of a wgmma reuses its operand's
+registers when the operand is a loop-carried value, a loop result or a wgmma result, appears
+once among the accumulator operands, and is read by no `select` (which may alias it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...core.errors import TraceError
+from ...core.ir import Block, Function, Op
+
+MMA, FENCE, COMMIT, WAIT, UNDEF = "wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", \
+    "wgmma_undef"
+
+
+class AccumulatorUseError(TraceError):
+    """A wgmma accumulator or register operand is used against the in-place/async protocol."""
+
+
+def _line(op: Op | None) -> str:
+    return str(op.location.line) if op is not None and op.location is not None else "?"
+
+
+@dataclass
+class Issue:
+    """One execution of a wgmma op in the simulation."""
+
+    op: Op
+    serial: int
+
+
+def accumulators(op: Op) -> tuple:
+    return op.operands[:op.attrs["acc_count"]]
+
+
+def register_a(op: Op) -> tuple:
+    if op.attrs["a"]["kind"] != "registers":
+        return ()
+    start = op.attrs["acc_count"]
+    return op.operands[start:start + op.attrs["a_count"]]
+
+
+class Facts:
+    """Per-function facts: where each value is defined, which values selects read, and the
+    register identity ('home') of accumulator values."""
+
+    def __init__(self, fn: Function):
+        self.def_op: dict[int, Op] = {}
+        self.def_loop: dict[int, Op | None] = {}
+        self.home: dict[int, tuple] = {}
+        self.select_read: set[int] = set()
+        self._in_place: dict[int, tuple[bool, ...]] = {}
+        self._scan(fn.body, None)
+
+    def _scan(self, block: Block, loop: Op | None) -> None:
+        for op in block.ops:
+            if op.name == "select":
+                self.select_read.update(v.id for v in op.operands[1:])
+            if op.name == "for":
+                body = op.blocks[0]
+                self.def_loop[body.args[0].id] = op
+                for p, arg in enumerate(body.args[1:]):
+                    self.def_loop[arg.id] = op
+                    self.home[arg.id] = ("loop", id(op), p)
+            for inner in op.blocks:
+                self._scan(inner, op if op.name == "for" else loop)
+            for r in op.results:
+                self.def_op[r.id] = op
+                self.def_loop[r.id] = loop
+            if op.name == "for":
+                for p, r in enumerate(op.results):
+                    self.home[r.id] = ("loop", id(op), p)
+            elif op.name == MMA:
+                flags = self.in_place(op)
+                for i, (v, r) in enumerate(zip(accumulators(op), op.results)):
+                    self.home[r.id] = self.home[v.id] if flags[i] else ("wgmma", id(op), i)
+
+    def in_place(self, op: Op) -> tuple[bool, ...]:
+        """Per accumulator position: does the result take the operand's registers?"""
+        found = self._in_place.get(id(op))
+        if found is None:
+            accs = accumulators(op)
+            ids = [v.id for v in accs]
+            homes = [self.home.get(i) for i in ids]
+            found = tuple(h is not None and ids.count(i) == 1 and homes.count(h) == 1
+                          and i not in self.select_read for i, h in zip(ids, homes))
+            self._in_place[id(op)] = found
+        return found
+
+
+@dataclass
+class State:
+    pending: dict = field(default_factory=dict)      # value id -> Issue writing it
+    a_busy: dict = field(default_factory=dict)       # value id -> Issue reading it (A regs)
+    consumed: dict = field(default_factory=dict)     # value id -> wgmma op that consumed it
+    uncommitted: list = field(default_factory=list)  # Issues
+    groups: list = field(default_factory=list)       # committed groups (lists of Issues)
+    dirty: dict = field(default_factory=dict)        # home -> op that wrote it since the fence
+    last_fence: Op | None = None
+
+    def in_flight(self):
+        yield from self.uncommitted
+        for group in self.groups:
+            yield from group
+
+    def copy(self) -> "State":
+        """A copy whose containers are new (the Issues and ops are shared)."""
+        return State(dict(self.pending), dict(self.a_busy), dict(self.consumed),
+                     list(self.uncommitted), [list(g) for g in self.groups], dict(self.dirty),
+                     self.last_fence)
+
+    def merge(self, other: "State") -> None:
+        """Union with the state of a path that may or may not have run."""
+        for name in ("pending", "a_busy", "consumed", "dirty"):
+            getattr(self, name).update(getattr(other, name))
+        self.uncommitted = other.uncommitted
+        self.groups = other.groups
+
+
+class Checker:
+    """Walks the IR in program order (see the module docstring); `retired` maps each wgmma
+    op's id to the wait ops that retired one of its executions."""
+
+    def __init__(self, fn: Function, open_blocks=frozenset()):
+        self.facts = Facts(fn)
+        self.open_blocks = open_blocks
+        self.retired: dict[int, list[Op]] = {}
+        self.serial = 0
+        self.state = State()
+        self.yielded: dict[int, Issue] = {}
+        self.loops: list[Op] = []
+        self.block(fn.body)
+
+    # ---- errors -----------------------------------------------------------------------------
+    def fail(self, op: Op, message: str) -> None:
+        raise AccumulatorUseError(message, op.location)
+
+    def _read_error(self, op: Op, v, issue: Issue, role: str) -> None:
+        reader = f"this op ({op.name})"
+        if op.name == "yield":
+            reader = "loop.next (a copy into the loop's registers at the end of its body)"
+        self.fail(op, f"{reader} reads {v!r}, the {role} of the wgmma at line "
+                      f"{_line(issue.op)}, while that wgmma may still run; commit it "
+                      "(lk.wgmma_commit()) and wait for it (lk.wgmma_wait(n)) before reading")
+
+    # ---- walking ----------------------------------------------------------------------------
+    def block(self, block: Block) -> None:
+        for op in block.ops:
+            self.op(op)
+
+    def op(self, op: Op) -> None:
+        s = self.state
+        accs = {v.id for v in accumulators(op)} if op.name == MMA else set()
+        for position, v in enumerate(op.operands):
+            if v.id in s.consumed:
+                by = s.consumed[v.id]
+                self.fail(op, f"{v!r} was consumed as the accumulator of the wgmma at line "
+                              f"{_line(by)}, which updates it in place: read the wgmma's "
+                              "result instead (acc = lk.wgmma(acc, ...)); the old value is gone")
+            if v.id in accs:
+                continue
+            if op.name == "yield" and v.id in s.pending:
+                if self.facts.home.get(v.id) == ("loop", id(self.loops[-1]), position):
+                    continue
+            if v.id in s.pending:
+                self._read_error(op, v, s.pending[v.id], "accumulator result")
+            if v.id in s.a_busy:
+                self._read_error(op, v, s.a_busy[v.id], "register A operand")
+        handler = {MMA: self.mma, FENCE: self.fence, COMMIT: self.commit, WAIT: self.wait,
+                   "for": self.loop, "yield": self.yield_}.get(op.name)
+        if handler is not None:
+            handler(op)
+        elif op.blocks:
+            self.branch(op)
+
+    def mma(self, op: Op) -> None:
+        s, facts = self.state, self.facts
+        loop = self.loops[-1] if self.loops else None
+        flags = facts.in_place(op)
+        accs = accumulators(op)
+        for v, in_place in zip(accs, flags):
+            if facts.def_loop.get(v.id) is not loop and loop is not None:
+                self.fail(op, f"the wgmma consumes {v!r}, defined outside the lk.range at line "
+                              f"{_line(loop)}, once per iteration; carry the accumulator "
+                              "through the loop (lk.range(..., carry=(acc,)) and loop.next)")
+            writer = s.dirty.get(facts.home.get(v.id)) if in_place else None
+            if writer is not None:
+                self.fail(op, f"the wgmma updates {v!r} in place, but its registers were "
+                              f"written by a copy at line {_line(writer)} after the last "
+                              "lk.wgmma_fence(); call lk.wgmma_fence() after that write and "
+                              "before the wgmma (inside the loop body for a carried accumulator)")
+            producer = facts.def_op.get(v.id)
+            if op.attrs["accumulate"] is True and producer is not None and \
+                    producer.name == UNDEF:
+                self.fail(op, f"the wgmma accumulates into {v!r}, an accumulator with undefined "
+                              f"values (lk.wgmma_accumulator at line {_line(producer)}); pass "
+                              "accumulate=False to the first wgmma, or start from lk.full")
+        writes = bool(register_a(op)) or (op.attrs["accumulate"] is not False
+                                          and not all(flags))
+        if writes and any(issue.op is op for issue in s.in_flight()):
+            what = "register A operand" if register_a(op) else "accumulator copies"
+            self.fail(op, f"this wgmma writes its {what} again while its previous execution "
+                          "may still run (a loop iteration without a covering wait); "
+                          "lk.wgmma_wait for it before the next execution")
+        self.serial += 1
+        issue = Issue(op, self.serial)
+        for v in accs:
+            s.consumed[v.id] = op
+            s.pending.pop(v.id, None)
+        for r in op.results:
+            s.pending[r.id] = issue
+        for v in register_a(op):
+            s.a_busy[v.id] = issue
+        s.uncommitted.append(issue)
+
+    def fence(self, op: Op) -> None:
+        self.state.dirty.clear()
+        self.state.last_fence = op
+
+    def commit(self, op: Op) -> None:
+        s = self.state
+        if s.uncommitted:
+            s.groups.append(s.uncommitted)
+            s.uncommitted = []
+
+    def wait(self, op: Op) -> None:
+        s = self.state
+        keep = op.attrs["pending"]
+        done = s.groups[:len(s.groups) - keep] if keep < len(s.groups) else []
+        s.groups = s.groups[len(done):]
+        finished = {id(issue) for group in done for issue in group}
+        for group in done:
+            for issue in group:
+                waits = self.retired.setdefault(id(issue.op), [])
+                if not any(w is op for w in waits):
+                    waits.append(op)
+        for table in (s.pending, s.a_busy):
+            for vid in [vid for vid, issue in table.items() if id(issue) in finished]:
+                del table[vid]
+
+    def branch(self, op: Op) -> None:
+        before = self.state.copy()
+        for inner in op.blocks:
+            self.block(inner)
+        before.merge(self.state)
+        self.state = before
+
+    def loop(self, op: Op) -> None:
+        body = op.blocks[0]
+        for p in range(len(body.args) - 1):
+            self.state.dirty[("loop", id(op), p)] = op   # the entry copy of each carried value
+        self.loops.append(op)
+        try:
+            self.block(body)
+            if id(body) in self.open_blocks:
+                return
+            s = self.state
+            local = _defined_in(body)
+            for vid in local:                            # the next iteration redefines them
+                for table in (s.pending, s.a_busy, s.consumed):
+                    table.pop(vid, None)
+            for p, arg in enumerate(body.args[1:]):
+                if p in self.yielded:
+                    s.pending[arg.id] = self.yielded[p]
+            self.block(body)
+        finally:
+            self.loops.pop()
+        s = self.state
+        for p, r in enumerate(op.results):
+            if p in self.yielded:
+                s.pending[r.id] = self.yielded[p]
+        for vid in local:
+            for table in (s.pending, s.a_busy):
+                table.pop(vid, None)
+
+    def yield_(self, op: Op) -> None:
+        loop = self.loops[-1]
+        self.yielded = {}
+        for p, v in enumerate(op.operands):
+            if v.id in self.state.pending:
+                self.yielded[p] = self.state.pending[v.id]
+            if self.facts.home.get(v.id) != ("loop", id(loop), p):
+                self.state.dirty[("loop", id(loop), p)] = op
+
+
+def _defined_in(block: Block) -> set[int]:
+    found = {a.id for a in block.args}
+    for op in block.ops:
+        found.update(r.id for r in op.results)
+        for inner in op.blocks:
+            found |= _defined_in(inner)
+    return found
+
+
+def check(fn: Function, open_blocks=frozenset()) -> Checker:
+    """Check `fn` against the rules of the module docstring; `open_blocks` (ids of blocks still
+    being traced) are walked once, not as finished loops. Returns the checker (its `retired`)."""
+    return Checker(fn, open_blocks)
+
+
+def retiring_waits(fn: Function) -> list[tuple[Op, list[Op]]]:
+    """(wgmma op, the wgmma_wait ops after which it has completed) for each wgmma of `fn`: its
+    shared operands are read, and its registers written, until then."""
+    checker = check(fn)
+    out = []
+
+    def walk(block):
+        for op in block.ops:
+            if op.name == MMA:
+                out.append((op, checker.retired.get(id(op), [])))
+            for inner in op.blocks:
+                walk(inner)
+    walk(fn.body)
+    return out
+
+
+__all__ = ["AccumulatorUseError", "Facts", "check", "retiring_waits", "accumulators",
+           "register_a"]

@@ -1,0 +1,1 @@
+"""layoutkit.tools."""
