@@ -46,7 +46,7 @@ def _walk(block):
 
 def has_sync(fn) -> bool:
     """Whether the kernel has any op the protocol check reasons about."""
-    return any(op.name in RELEVANT for op in _walk(fn.body))
+    return any(op.defn.synchronizes for op in _walk(fn.body))
 
 
 class TooLong(Exception):
@@ -131,8 +131,8 @@ class Extractor(EventOps):
             for inner in op.blocks:
                 e, s = self._mark(inner)
                 events, syncs = events or e, syncs or s
-            events = events or op.name in EVENTS
-            syncs = syncs or op.name in RELEVANT
+            events = events or op.defn.emits_events
+            syncs = syncs or op.defn.synchronizes
         self.relevant[id(block)], self.syncs[id(block)] = events, syncs
         return events, syncs
 
@@ -181,9 +181,8 @@ class Extractor(EventOps):
         if not self.relevant[id(block)]:
             return
         for op in block.ops:
-            handler = getattr(self, "op_" + op.name, None)
-            if handler is not None and mask.any():
-                handler(op, mask, loops)
+            if mask.any():
+                op.defn.effects(op, self, mask, loops)
 
     def op_for(self, op, mask, loops) -> None:
         body = op.blocks[0]

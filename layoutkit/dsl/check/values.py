@@ -87,9 +87,9 @@ def compile_expr(expr, symbols):
     return fn
 
 
-_CMP = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+CHECK_CMP = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
         "eq": np.equal, "ne": np.not_equal}
-_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum,
+CHECK_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum,
         "min": np.minimum}
 
 
@@ -119,30 +119,8 @@ class Values:
         return result
 
     def _compute(self, op, value):
-        name = op.name
-        if name == "const":
-            v = op.attrs["value"]
-            return v if isinstance(v, (bool, int)) else UNKNOWN
         args = [self(v) for v in op.operands]
-        if any(a is UNKNOWN for a in args):
-            return UNKNOWN
-        if name == "index":
-            try:
-                return compile_expr(op.attrs["expr"], op.attrs["syms"])(*args)
-            except (Unevaluable, ZeroDivisionError, OverflowError):
-                return UNKNOWN
-        if name == "cmp":
-            return _CMP[op.attrs["kind"]](*args)
-        if name == "logic":
-            return np.logical_and(*args) if op.attrs["kind"] == "and" else np.logical_or(*args)
-        if name == "select":
-            return np.where(*args)
-        if name == "binary" and op.attrs["kind"] in _BIN and getattr(value.type, "is_int", False):
-            return _BIN[op.attrs["kind"]](*args)
-        if name == "cast" and getattr(value.type, "is_int", False) and \
-                getattr(op.operands[0].type, "is_int", False):
-            return args[0]
-        return UNKNOWN
+        return op.defn.check_value(op, args)
 
 
-__all__ = ["UNKNOWN", "Unevaluable", "Values", "compile_expr"]
+__all__ = ["UNKNOWN", "Unevaluable", "Values", "compile_expr", "CHECK_BINARY", "CHECK_CMP"]

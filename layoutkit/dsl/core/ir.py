@@ -31,7 +31,7 @@ Op table (name: operands -> results; attrs):
   if:         cond ->                     then-block (no results)
   yield:      v... ->                     (terminates a for body)
 
-Hopper and MMA ops are documented where they are traced and lowered: layoutkit/dsl/mbarrier.py,
+Hopper and MMA ops are documented where they are traced and lowered: layoutkit/dsl/sm90/mbarrier.py,
 roles.py, tma.py, wgmma.py, mma.py (and their lower_*.py mixins). Each registers its verifier
 rules with `verifier.op_rule`.
 """
@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 from layoutkit.ptx.builder import SourceLocation
 
+from .opdef import OpDef, definition
 from .types import DType, PointerType
 
 
@@ -68,12 +69,20 @@ class Block:
 
 @dataclass
 class Op:
+    """One op of the IR. `name` may be given as the op's IR name or its OpDef class; `defn` is
+    its definition (layoutkit.dsl.core.opdef), through which every pass handles it."""
+
     name: str
     operands: tuple[Value, ...]
     results: tuple[Value, ...]
     attrs: dict
     blocks: tuple[Block, ...] = ()
     location: SourceLocation | None = None
+    defn: "OpDef" = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        self.defn = definition(self.name)
+        self.name = self.defn.name
 
 
 @dataclass(frozen=True)

@@ -40,46 +40,17 @@ def fail(op: Op, rule: str) -> None:
 _fail = fail
 
 
-def _same_type(op: Op, values) -> None:
+def same_type(op: Op, values) -> None:
+    """Fail unless `values` all have one type."""
     types = {v.type for v in values}
     if len(types) != 1:
         _fail(op, f"operands must have one type, got {sorted(map(str, types))}")
 
 
-def _check_types(op: Op) -> None:
+def legacy_check(op: Op) -> None:
     ops, res, a = op.operands, op.results, op.attrs
     name = op.name
-    if name in ("param", "thread_idx", "block_idx", "const"):
-        if len(res) != 1 or ops:
-            _fail(op, "takes no operands and has one result")
-        if name in ("thread_idx", "block_idx") and (res[0].type != i32 or a.get("axis") not in
-                                                     (0, 1, 2)):
-            _fail(op, "is an i32 with axis 0, 1 or 2")
-    elif name == "index":
-        if res[0].type not in (i32, i64) or len(ops) != len(a["syms"]):
-            _fail(op, "gives an i32/i64 and binds one operand per free symbol of expr")
-        if any(not isinstance(v.type, DType) or not v.type.is_int for v in ops):
-            _fail(op, "binds integer values only")
-    elif name in ("binary", "fma", "select", "unary"):
-        data = ops[1:] if name == "select" else ops
-        _same_type(op, (*data, *res))
-        if name == "select" and ops[0].type != bool_:
-            _fail(op, "selects on a bool")
-        if name == "binary" and a.get("kind") not in BINARY:
-            _fail(op, f"kind must be one of {BINARY}")
-        if name == "unary" and a.get("kind") not in UNARY:
-            _fail(op, f"kind must be one of {UNARY}")
-    elif name == "cmp":
-        _same_type(op, ops)
-        if res[0].type != bool_ or a.get("kind") not in CMP:
-            _fail(op, f"gives a bool with kind in {CMP}")
-    elif name == "logic":
-        if any(v.type != bool_ for v in (*ops, *res)):
-            _fail(op, "combines bools into a bool")
-    elif name == "cast":
-        if len(ops) != 1 or len(res) != 1:
-            _fail(op, "has one operand and one result")
-    elif name in ("load", "store"):
+    if name in ("load", "store"):
         _check_memory(op)
     elif name in ("shared_load", "shared_store"):
         _check_shared(op)
@@ -164,7 +135,7 @@ def _walk(block: Block, visible: set[int], defined: set[int]) -> None:
                           "enclosing one")
         if op.name == "yield" and i != len(block.ops) - 1:
             _fail(op, "a yield ends its block")
-        _check_types(op)
+        op.defn.verify(op)
         for inner in op.blocks:
             _walk(inner, scope, defined)
         for r in op.results:

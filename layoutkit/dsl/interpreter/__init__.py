@@ -24,14 +24,25 @@ deadlocks are errors that name the op's source line.
 Op families plug in with `executor.handler` (one module per family: ops_scalar, ops_memory,
 ops_block, ops_control, ...).
 """
-from . import (ops_block, ops_control, ops_mbarrier, ops_memory, ops_roles,  # noqa: F401
-               ops_mma, ops_scalar, ops_tma, ops_wgmma)  # (each registers its ops' handlers)
-from .checking import check_on_cpu, relative_to_max
 from .errors import (DeadlockError, DivergenceError, ExecutionError, InterpreterError,
                      MemoryFaultError, RaceError)
 from .executor import HANDLERS, Step, handler
-from .launch import Execution, from_bf16, interpret, run_ir, to_bf16
 from .scheduler import AsyncOperation
+
+# The entry points run kernels, so they need layoutkit.dsl.core.kernel, which needs the op
+# definitions, which need this package's machinery: they are imported on first use.
+_ENTRY_POINTS = {"check_on_cpu": "checking", "relative_to_max": "checking",
+                 "Execution": "launch", "from_bf16": "launch", "interpret": "launch",
+                 "run_ir": "launch", "to_bf16": "launch"}
+
+
+def __getattr__(name):
+    module = _ENTRY_POINTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = ["interpret", "run_ir", "check_on_cpu", "relative_to_max", "Execution",
            "to_bf16", "from_bf16", "handler", "Step", "HANDLERS",

@@ -49,13 +49,7 @@ class Compiler:
     def block(self, block: Block) -> list[Step]:
         steps = []
         for op in block.ops:
-            compile_op = HANDLERS.get(op.name)
-            if compile_op is None:
-                line = op.location.line if op.location is not None else "?"
-                raise ExecutionError(f"the CPU interpreter has no handler for IR op '{op.name}' "
-                                     f"(line {line}); known ops: {', '.join(sorted(HANDLERS))}",
-                                     op.location)
-            steps.append(compile_op(op, self))
+            steps.append(op.defn.interpret(op, self))
         return steps
 
 

@@ -26,7 +26,8 @@ from ..core.types import PointerType, TensorMapType, bool_
 _INVERSE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
 
 
-def _half_bits(value: float, name: str) -> int:
+def half_bits(value: float, name: str) -> int:
+    """The 16-bit pattern of `value` as f16 or bf16 (round to nearest even)."""
     if name == "f16":
         return struct.unpack("<H", struct.pack("<e", value))[0]
     f32 = struct.unpack("<I", struct.pack("<f", value))[0]
@@ -47,14 +48,8 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
     def run(self) -> Module:
         k = self.k
         for op in self.fn.params:
-            value = op.results[0]
-            if isinstance(value.type, TensorMapType):   # used by address, never loaded
-                self.vals[value.id] = k.tensormap_param(op.attrs["name"])
-                continue
-            ptype = "u64" if isinstance(value.type, PointerType) else value.type.ptx
-            param = k.param(op.attrs["name"], ptype if ptype not in ("bf16", "f16") else "b16")
             with k.at(op.location):
-                self.vals[value.id] = memory.ld_param(k, param)
+                op.defn.lower(op, self)
         self.declare_shared()
         self.block(self.fn.body)
         control.ret(k)
@@ -82,114 +77,10 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
     def block(self, block: Block) -> None:
         for op in block.ops:
             with self.k.at(op.location):
-                getattr(self, "op_" + op.name)(op)
+                op.defn.lower(op, self)
 
     def define(self, op: Op, value) -> None:
         self.vals[op.results[0].id] = value
-
-    # ---- scalar ops ---------------------------------------------------------------------------
-    def op_thread_idx(self, op):
-        self.define(op, special.sreg(self.k, "tid." + "xyz"[op.attrs["axis"]]))
-
-    def op_block_idx(self, op):
-        self.define(op, special.sreg(self.k, "ctaid." + "xyz"[op.attrs["axis"]]))
-
-    def op_const(self, op):
-        t, value = op.results[0].type, op.attrs["value"]
-        if t == bool_:
-            self.define(op, bool(value))
-        elif t.name in ("f16", "bf16"):
-            self.define(op, convert.mov(self.k, _half_bits(float(value), t.name), dtype="b16",
-                                        out=self.k.reg(t.ptx)))
-        else:
-            self.define(op, value)
-
-    def op_index(self, op):
-        for sym, value in zip(op.attrs["syms"], op.operands):
-            self.index.env[sym] = self.reg(value)
-        self.define(op, self.index.emit(op.attrs["expr"], op.results[0].type.ptx))
-
-    def op_binary(self, op):
-        a, b = (self.operand(v) for v in op.operands)
-        t, kind = op.results[0].type, op.attrs["kind"]
-        if not isinstance(a, Reg):
-            a = self.reg(op.operands[0])
-        if kind in ("add", "sub"):
-            d = getattr(arith, kind)(self.k, a, b, dtype=t.ptx)
-        elif kind == "mul":
-            d = arith.mul(self.k, a, b, dtype=t.ptx)
-        elif kind == "div":
-            d = arith.div(self.k, a, b, dtype=t.ptx, rounding="rn" if t.is_float else None)
-        else:
-            d = getattr(arith, kind + "_")(self.k, a, b, dtype=t.ptx)
-        self.define(op, d)
-
-    def op_fma(self, op):
-        a, b, c = (self.operand(v) for v in op.operands)
-        self.define(op, arith.fma(self.k, self.reg(op.operands[0]), b, c,
-                                  dtype=op.results[0].type.ptx))
-
-    def op_unary(self, op):
-        a, t, kind = self.reg(op.operands[0]), op.results[0].type, op.attrs["kind"]
-        k = self.k
-        if kind in ("neg", "abs"):
-            d = getattr(arith, kind if kind == "neg" else "abs_")(k, a, dtype=t.ptx)
-        elif kind == "exp2":
-            d = sfu.ex2(k, a, dtype=t.ptx, ftz=t.name == "bf16" or op.attrs.get("ftz", False))
-        elif kind == "log2":
-            d = sfu.lg2(k, a, dtype=t.ptx)
-        elif kind == "sqrt":
-            d = sfu.sqrt(k, a, rounding="rn", dtype=t.ptx)
-        elif kind == "rcp":
-            d = sfu.rcp(k, a, rounding="rn", dtype=t.ptx)
-        else:
-            d = sfu.rsqrt(k, a, dtype=t.ptx)
-        self.define(op, d)
-
-    def op_cast(self, op):
-        src, dst = op.operands[0].type, op.results[0].type
-        a = self.reg(op.operands[0])
-        if src.is_float and dst.is_float:
-            rounding = "rn" if dst.nbytes < src.nbytes else None
-        elif dst.is_float:
-            rounding = "rn"
-        elif src.is_float:
-            rounding = "rzi"
-        else:
-            rounding = None
-        self.define(op, convert.cvt(self.k, a, dst.ptx, rounding=rounding))
-
-    def op_cmp(self, op):
-        a, b = (self.operand(v) for v in op.operands)
-        t = op.operands[0].type.ptx
-        if not isinstance(a, Reg):
-            if not isinstance(b, Reg):
-                self.define(op, _static_cmp(op.attrs["kind"], a, b))
-                return
-            a = self.reg(op.operands[0])
-        self.define(op, compare.setp(self.k, op.attrs["kind"], a, b, dtype=t))
-
-    def op_logic(self, op):
-        a, b = (self.operand(v) for v in op.operands)
-        if isinstance(a, bool) or isinstance(b, bool):
-            static, other = (a, b) if isinstance(a, bool) else (b, a)
-            if op.attrs["kind"] == "and":
-                self.define(op, other if static else False)
-            else:
-                self.define(op, True if static else other)
-            return
-        self.define(op, getattr(bits, op.attrs["kind"] + "_")(self.k, a, b))
-
-    def op_select(self, op):
-        c, a, b = (self.operand(v) for v in op.operands)
-        t = op.results[0].type
-        if isinstance(c, bool):
-            self.define(op, a if c else b)
-            return
-        ptype = {"bf16": "b16", "f16": "b16"}.get(t.name, t.ptx)
-        d = compare.selp(self.k, self.reg(op.operands[1]), b, c, dtype=ptype,
-                         out=self.k.reg(t.ptx))
-        self.define(op, d)
 
     # ---- memory -------------------------------------------------------------------------------
     def _address(self, op) -> Address:
@@ -221,9 +112,9 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
         mem_type, count = ("b32", 4) if packed else (dtype.ptx, vec)
         if pred is not None:
             outs = tuple(k.var(mem_type) for _ in range(count))
-            fill = _fill_bits(op.attrs["other"], dtype, packed)
+            fill = fill_bits(op.attrs["other"], dtype, packed)
             for out in outs:
-                convert.mov(k, fill, dtype="b32" if packed else _mov_type(dtype), out=out)
+                convert.mov(k, fill, dtype="b32" if packed else mov_type(dtype), out=out)
         else:
             outs = None
         got = memory.ld(k, "global", address, mem_type, vec=count,
@@ -237,7 +128,7 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
     def vals_other(self, op, dtype):
         value = op.attrs["other"]
         if dtype.name in ("f16", "bf16"):
-            return convert.mov(self.k, _half_bits(float(value), dtype.name), dtype="b16",
+            return convert.mov(self.k, half_bits(float(value), dtype.name), dtype="b16",
                                out=self.k.reg(dtype.ptx))
         return float(value) if dtype.is_float else int(value)
 
@@ -265,7 +156,7 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
         carried = []
         for init in inits:
             var = k.var(init.type.ptx)
-            convert.mov(k, self.operand(init), dtype=_mov_type(init.type), out=var)
+            convert.mov(k, self.operand(init), dtype=mov_type(init.type), out=var)
             carried.append(var)
         step_value = self.operand(step)
         forward = step_value > 0
@@ -299,11 +190,11 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
         for value, var in zip(op.operands, parent_args):
             src = self.operand(value)
             if isinstance(src, Reg) and src.mutable and src != var:
-                src = convert.mov(k, src, dtype=_mov_type(value.type))   # parallel copy
+                src = convert.mov(k, src, dtype=mov_type(value.type))   # parallel copy
             staged.append((src, var, value))
         for src, var, value in staged:
             if src != var:
-                convert.mov(k, src, dtype=_mov_type(value.type), out=var)
+                convert.mov(k, src, dtype=mov_type(value.type), out=var)
 
     def op_if(self, op):
         cond = self.operand(op.operands[0])
@@ -320,18 +211,18 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
         self.pop()
 
 
-def _mov_type(dtype) -> str:
+def mov_type(dtype) -> str:
     return {"bf16": "b16", "f16": "b16", "bool": "pred"}.get(dtype.name, dtype.ptx)
 
 
-def _fill_bits(value, dtype, packed: bool):
+def fill_bits(value, dtype, packed: bool):
     if dtype.name in ("f16", "bf16"):
-        half = _half_bits(float(value), dtype.name)
+        half = half_bits(float(value), dtype.name)
         return half | (half << 16) if packed else half
     return float(value) if dtype.is_float else int(value)
 
 
-def _static_cmp(kind: str, a, b) -> bool:
+def static_cmp(kind: str, a, b) -> bool:
     return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b, "eq": a == b,
             "ne": a != b}[kind]
 
