@@ -106,14 +106,16 @@ class BankPhase:
         return tuple(b for b, n in enumerate(self.words) if n > 1)
 
     def describe(self) -> str:
-        """One line per bank in use: its threads and distinct words."""
+        """A line per run of consecutive banks in use alike: their threads and distinct words."""
         head = (f"access {self.access}, warp {self.warp}, phase {self.index} "
                 f"(threads {_span(self.threads)}): {self.degree}-way")
         lines = [head]
-        for b, (ts, n) in enumerate(zip(self.banks, self.words)):
+        for banks, words, ts in _bank_runs(self, range(BANKS)):
             if ts:
-                mark = f"{n} words" if n > 1 else "1 word"
-                lines.append(f"  bank {b:2}: {mark:8} threads {_span(ts)}")
+                label = f"bank{'s' if len(banks) > 1 else ''} {_span(banks)}:"
+                lines.append(f"  {label:13} {words} word{'s' if words > 1 else ''}"
+                             f"{' each' * (len(banks) > 1)}, "
+                             f"thread{'s' if len(ts) > 1 else ''} {_span(ts)}")
         return "\n".join(lines)
 
 
@@ -165,10 +167,10 @@ def _span(ts) -> str:
     return ",".join(map(str, ts))
 
 
-def _conflict_groups(p: BankPhase):
-    """(banks, words, threads) for runs of consecutive conflicted banks alike in both."""
+def _bank_runs(p: BankPhase, banks):
+    """(banks, words, threads) for runs of consecutive banks (of ``banks``) alike in both."""
     groups = []
-    for b in p.conflicts:
+    for b in banks:
         if groups and groups[-1][0][-1] == b - 1 and groups[-1][1:] == (p.words[b], p.banks[b]):
             groups[-1][0].append(b)
         else:
@@ -216,8 +218,9 @@ class BankReport:
         per = lanes_per_phase(self.access_bytes)
         verdict = "conflict-free" if self.conflict_free else f"{self.degree}-way bank conflict"
         return (f"{self.access_bytes}-byte accesses of {self.dtype_bytes}-byte elements: phases of "
-                f"{per} threads; {self.threads} threads x {self.accesses} accesses = "
-                f"{len(self.phases)} phases; worst {verdict}; {self.wavefronts} wavefronts "
+                f"{per} threads; {self.threads} threads x {self.accesses} "
+                f"access{'es' if self.accesses != 1 else ''} = {len(self.phases)} phases; worst "
+                f"{verdict}; {self.wavefronts} wavefronts "
                 f"(ideal {self.ideal_wavefronts})")
 
     def table(self, max_phases: int = 64, detail: bool = True) -> str:
@@ -231,7 +234,7 @@ class BankReport:
             lines.append(f"{p.access:6} {p.warp:4} {p.index:5} {_span(p.threads):8} {p.degree:4}  "
                          f"{counts}")
             if detail:
-                for banks, words, ts in _conflict_groups(p):
+                for banks, words, ts in _bank_runs(p, p.conflicts):
                     lines.append(f"{'':26}bank{'s' if len(banks) > 1 else ''} {_span(banks)}: "
                                  f"{words} words each, threads {_span(ts)}")
         if len(self.phases) > max_phases:

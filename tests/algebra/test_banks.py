@@ -134,8 +134,14 @@ def test_table_lists_phases_and_the_conflicted_banks():
     assert lines[4].split() == ["banks", "0-3:", "8", "words", "each,", "threads", "0-7"]
     short = report.table(max_phases=2, detail=False)
     assert short.splitlines()[-1] == "... 6 more phases (table(max_phases=8) lists all)"
-    assert "bank 3" not in report.phases[0].describe().splitlines()[0]
-    assert report.phases[0].describe().splitlines()[4] == "  bank  3: 8 words  threads 0-7"
+    assert report.phases[0].describe().splitlines() == [
+        "access 0, warp 0, phase 0 (threads 0-7): 8-way",
+        "  banks 0-3:    8 words each, threads 0-7"]
+    free = bank_conflicts(SW128, BY_COLUMNS, dtype_bytes=2, access_bytes=16)
+    assert free.phases[1].describe().splitlines()[1:3] == [
+        "  banks 0-3:    1 word each, thread 9", "  banks 4-7:    1 word each, thread 8"]
+    broadcast = bank_conflicts(Layout(32, 1), Layout((32, 1), (0, 0)), dtype_bytes=4)
+    assert broadcast.phases[0].describe().splitlines()[1] == "  bank 0:       1 word, threads 0-31"
     wide = bank_conflicts(Layout((32, 32), (32, 1)), Layout((32, 32), (1, 32)), dtype_bytes=4)
     assert wide.table().splitlines()[3].split()[-1] == "w" + "." * 31   # w = 32 words
 
