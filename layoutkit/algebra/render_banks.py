@@ -47,7 +47,7 @@ def bank_report_svg(report: BankReport, max_phases: int = 32) -> str:
     caption = [report.what, report.summary()]
     if len(report.phases) > len(phases):
         caption.append(f"first {len(phases)} of {len(report.phases)} phases shown "
-                       f"(svg(max_phases={len(report.phases)}) draws all)")
+                       f"(max_phases={len(report.phases)} draws all)")
     caption.append("cell: the thread using the bank (* a broadcast); red n: n distinct words in "
                    "one bank, n wavefronts")
     row_labels = [f"a{p.access} w{p.warp} p{p.index}  {p.degree}-way" for p in phases]
