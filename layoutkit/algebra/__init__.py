@@ -24,7 +24,7 @@ from .partition import local_partition, local_tile
 from .product import (blocked_product, flat_product, logical_product, raked_product,
                       tile_to_shape, tiled_product, zipped_product)
 from .prove import divides, less, less_equal
-from .render import Figure, layout_latex, layout_svg, show, tv_layout_svg
+from .render import Figure, layout_latex, layout_svg, show, svg_or_none, tv_layout_svg
 from .swizzle import Swizzle
 from .symbolic import symbol
 from .tv import make_layout_tv
@@ -41,6 +41,6 @@ __all__ = [
     "upcast", "downcast", "max_common_vector", "max_common_layout",
     "Swizzle", "ComposedLayout", "make_layout_tv",
     "show", "Figure", "layout_latex", "layout_svg", "tv_layout_svg",
-    "bank_conflicts", "BankReport",
+    "svg_or_none", "bank_conflicts", "BankReport",
     "divides", "less", "less_equal",
 ]
