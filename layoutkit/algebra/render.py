@@ -81,8 +81,29 @@ def _tv_parts(x):
     return None
 
 
+def _classify(args):
+    """(kind, parts) of show's positional arguments, or None."""
+    if len(args) == 1 and isinstance(args[0], (Layout, ComposedLayout)):
+        return "layout", args
+    if len(args) == 1 and isinstance(args[0], BankReport):
+        return "bank report", args
+    if len(args) == 1 and _tv_parts(args[0]) is not None:
+        return "TV layout", _tv_parts(args[0])
+    if len(args) == 2:
+        a, b = args
+        if isinstance(a, Layout) and _is_tile_shape(b):
+            return "TV layout", (a, b)
+        if isinstance(b, Layout) and _is_tile_shape(a):
+            return "TV layout", (b, a)
+    return None
+
+
+_OPTIONS = {"layout": ("window", "title", "color_block", "dtype_bytes", "tile"),
+            "TV layout": ("window", "title"), "bank report": ("title", "max_phases")}
+
+
 def show(*args, window=None, title: str | None = None, color_block: int | None = None,
-         dtype_bytes: int | None = None, tile=None, max_phases: int = 32) -> Figure:
+         dtype_bytes: int | None = None, tile=None, max_phases: int | None = None) -> Figure:
     """A displayable drawing (a ``Figure``) of what it is given:
 
     - ``show(layout)``, a Layout or ComposedLayout: the grid of its indices (layout_svg), with
@@ -94,12 +115,13 @@ def show(*args, window=None, title: str | None = None, color_block: int | None =
       and ``tile`` attributes (the DSL's TVLayout): the tile coloured by thread (tv_layout_svg);
     - ``show(report)``, a BankReport (``bank_conflicts(smem, tv, dtype_bytes=...,
       access_bytes=...)``): phases x banks, conflicts in red (bank_report_svg), its first
-      ``max_phases`` phases.
+      ``max_phases`` (default 32) phases.
 
     A grid larger than SHOW_LIMIT (128) rows or columns is drawn through a window, the top-left
     128 x 128 unless ``window=(rows, cols)`` (each a count or a (start, stop) range) picks
     another part; ``title`` replaces the caption's first line. Raises LayoutError for anything
-    else, naming what it got.
+    else, naming what it got, and for a keyword that does not apply to it (a TV layout has no
+    ``dtype_bytes``).
 
     >>> from layoutkit.algebra import Layout, ComposedLayout, Swizzle
     >>> fig = show(ComposedLayout(Swizzle(3, 3, 3), 0, Layout((8, 64), (64, 1))), dtype_bytes=2)
@@ -108,21 +130,25 @@ def show(*args, window=None, title: str | None = None, color_block: int | None =
     >>> "window: rows 0..127 of 256" in show(Layout((256, 8))).svg
     True
     """
-    if len(args) == 1 and isinstance(args[0], (Layout, ComposedLayout)):
-        return _layout_figure(args[0], window, title, color_block, dtype_bytes, tile)
-    if len(args) == 1 and isinstance(args[0], BankReport):
-        return Figure(bank_report_svg(args[0], max_phases=max_phases))
-    if len(args) == 1 and _tv_parts(args[0]) is not None:
-        return _tv_figure(*_tv_parts(args[0]), window, title)
-    if len(args) == 2:
-        a, b = args
-        if isinstance(a, Layout) and _is_tile_shape(b):
-            return _tv_figure(a, b, window, title)
-        if isinstance(b, Layout) and _is_tile_shape(a):
-            return _tv_figure(b, a, window, title)
-    kinds = ", ".join(type(a).__name__ for a in args)
-    raise LayoutError(f"show takes a layout, a TV layout and its tile shape (in either order), "
-                      f"an object with .layout and .tile, or a BankReport; got ({kinds})")
+    found = _classify(args)
+    if found is None:
+        kinds = ", ".join(type(a).__name__ for a in args)
+        raise LayoutError(f"show takes a layout, a TV layout and its tile shape (in either "
+                          f"order), an object with .layout and .tile, or a BankReport; got "
+                          f"({kinds})")
+    kind, parts = found
+    given = {"window": window, "title": title, "color_block": color_block,
+             "dtype_bytes": dtype_bytes, "tile": tile, "max_phases": max_phases}
+    extra = [f"{k}={v!r}" for k, v in given.items() if v is not None and k not in _OPTIONS[kind]]
+    if extra:
+        raise LayoutError(f"show of a {kind}: {', '.join(extra)} does not apply (a {kind} takes "
+                          f"{', '.join(_OPTIONS[kind])})")
+    if kind == "layout":
+        return _layout_figure(parts[0], window, title, color_block, dtype_bytes, tile)
+    if kind == "bank report":
+        return Figure(bank_report_svg(parts[0], max_phases=32 if max_phases is None else max_phases,
+                                      title=title))
+    return _tv_figure(*parts, window, title)
 
 
 def svg_or_none(*args, **kwargs) -> str | None:

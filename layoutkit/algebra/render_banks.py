@@ -37,14 +37,15 @@ def _cell(phase, bank: int) -> tuple[str, str, str]:
     return THREAD_PALETTE[t % len(THREAD_PALETTE)], f"T{t}" + ("*" if len(threads) > 1 else ""), tip
 
 
-def bank_report_svg(report: BankReport, max_phases: int = 32) -> str:
-    """The SVG of ``report`` (see the module docstring), its first ``max_phases`` phases."""
+def bank_report_svg(report: BankReport, max_phases: int = 32, title: str | None = None) -> str:
+    """The SVG of ``report`` (see the module docstring), its first ``max_phases`` phases;
+    ``title`` replaces the caption's first line (the report's description)."""
     if not isinstance(report, BankReport):
         raise LayoutError(f"bank_report_svg: expected a BankReport, got {report!r}")
     if type(max_phases) is not int or max_phases < 1:
         raise LayoutError(f"bank_report_svg: max_phases must be a positive int, got {max_phases!r}")
     phases = report.phases[:max_phases]
-    caption = [report.what, report.summary()]
+    caption = [title or report.what, report.summary()]
     if len(report.phases) > len(phases):
         caption.append(f"first {len(phases)} of {len(report.phases)} phases shown "
                        f"(max_phases={len(report.phases)} draws all)")

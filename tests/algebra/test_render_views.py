@@ -271,6 +271,7 @@ def test_broadcast_cells_are_starred_and_phases_past_the_cap_are_left_out():
     assert len(list(group(root, "cells"))) == 4 * 32
     assert "first 4 of 32 phases shown" in "".join(root.itertext())
     assert show(big, max_phases=4).svg == big.svg(max_phases=4)
+    assert caption(parse(show(big, title="smem tile").svg))[0] == "smem tile"
     assert conflict_colour(2) != conflict_colour(4) != conflict_colour(32)
 
 
@@ -289,6 +290,11 @@ def test_svg_or_none_is_none_only_when_nothing_can_be_drawn():
     (lambda: show(SW128, dtype_bytes=3), r"dtype_bytes must be 1, 2, 4, 8 or 16, got 3"),
     (lambda: show(Layout((4, 4)), tile=(0, 2)), r"tile must be \(rows, cols\) of positive ints"),
     (lambda: show(3), r"show takes a layout.*BankReport; got \(int\)"),
+    (lambda: show(*make_layout_tv(Layout(4), Layout(2)), dtype_bytes=2),
+     r"show of a TV layout: dtype_bytes=2 does not apply \(a TV layout takes window, title\)"),
+    (lambda: show(Layout(4), max_phases=3), r"show of a layout: max_phases=3 does not apply"),
+    (lambda: show(bank_conflicts(Layout(32), Layout((32, 1)), dtype_bytes=4), window=(2, 2)),
+     r"show of a bank report: window=\(2, 2\) does not apply"),
     (lambda: show(Layout((symbol("M", 8), 8))), r"show: \(M,8\).*symbolic.*subs"),
     (lambda: bank_report_svg(Layout(4)), r"expected a BankReport"),
     (lambda: bank_conflicts(SW128, BY_COLUMNS, dtype_bytes=2, access_bytes=16).svg(max_phases=0),
