@@ -37,16 +37,17 @@ RELEVANT = {"mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
 EVENTS = RELEVANT | {"shared_store", "shared_load", "barrier"}
 
 
-def _walk(block):
+def walk_ops(block):
+    """Every op of `block` and of the blocks nested in it, in program order."""
     for op in block.ops:
         yield op
         for inner in op.blocks:
-            yield from _walk(inner)
+            yield from walk_ops(inner)
 
 
 def has_sync(fn) -> bool:
     """Whether the kernel has any op the protocol check reasons about."""
-    return any(op.defn.synchronizes for op in _walk(fn.body))
+    return any(op.defn.synchronizes for op in walk_ops(fn.body))
 
 
 class TooLong(Exception):
@@ -82,7 +83,7 @@ class Extractor(EventOps):
         self.barriers: dict = {}
         self.by_offset: dict[int, tuple[str, int]] = {}
         defs, self.params, self.divisors = {}, {}, {}
-        for op in _walk(fn.body):
+        for op in walk_ops(fn.body):
             for r in op.results:
                 defs[r.id] = op
             if op.name == "index":
@@ -93,7 +94,7 @@ class Extractor(EventOps):
                     self.by_offset[op.attrs["offset"] + MBARRIER_BYTES * stage] = \
                         (op.attrs["barrier"], stage)
         self.values = Values(defs, self._fixed())
-        self.stages = max((op.attrs["stages"] for op in _walk(fn.body)
+        self.stages = max((op.attrs["stages"] for op in walk_ops(fn.body)
                            if op.name == "mbarrier_init"), default=1)
         self.trips = 2 * self.stages + 1
         self.tentative = set(self.params)
@@ -111,7 +112,7 @@ class Extractor(EventOps):
             if op.attrs["index"] is not None and getattr(vtype, "is_int", False):
                 vid = op.results[0].id
                 self.params[vid] = op.attrs["name"]
-        for op in _walk(self.fn.body):
+        for op in walk_ops(self.fn.body):
             if op.name == "thread_idx":
                 fixed[op.results[0].id] = self.tid if op.attrs["axis"] == 0 else 0
             elif op.name == "block_idx":
@@ -184,43 +185,6 @@ class Extractor(EventOps):
             if mask.any():
                 op.defn.effects(op, self, mask, loops)
 
-    def op_for(self, op, mask, loops) -> None:
-        body = op.blocks[0]
-        if not self.relevant[id(body)]:
-            return
-        start, stop = op.operands[0], op.operands[1]
-        self.assign_params(op, mask)
-        step = self.values(op.operands[2])
-        lo, hi = self.per_thread(start, mask), self.per_thread(stop, mask)
-        if lo is None or hi is None or step is UNKNOWN:
-            self.undecidable(op, loops, "the trip count of this lk.range is not known at trace "
-                             "time; the check ran its body once")
-            lo, hi, step = np.zeros(1, np.int64), np.ones(1, np.int64), 1
-        step = int(np.asarray(step).reshape(-1)[0])
-        trips = np.maximum(0, -((lo - hi) // step)) if step > 0 else \
-            np.maximum(0, -((hi - lo) // -step))
-        full_lo = np.zeros(mask.shape, np.int64)
-        full_lo[mask] = lo
-        full_trips = np.zeros(mask.shape, np.int64)
-        full_trips[mask] = trips
-        body_ids = {a.id for a in body.args}
-        for inner in _walk(body):
-            body_ids.update(r.id for r in inner.results)
-        count = int(trips.max(initial=0))
-        self.walks += count
-        if count > MAX_TRIPS or self.walks > MAX_WALKS:
-            line = op.location.line if op.location else "?"
-            raise TooLong(f"the lk.range at line {line} runs {count} iterations (in all "
-                          f"{self.walks} loop-body walks; the check follows at most "
-                          f"{MAX_TRIPS} and {MAX_WALKS}), so the kernel was not checked")
-        for i in range(count):
-            sub = mask & (full_trips > i)
-            self.values.forget(body_ids)
-            self.values.fixed[body.args[0].id] = full_lo + i * step
-            self.block(body, sub, loops + [(op, i)])
-        self.values.fixed.pop(body.args[0].id, None)
-        self.values.forget(body_ids)
-
     def assign_params(self, op, mask) -> None:
         """Give the tentative parameters that the loop's stop depends on the smallest value
         making the loop run `self.trips` times (see the module docstring)."""
@@ -264,36 +228,6 @@ class Extractor(EventOps):
             if op is not None and op.name != "for":
                 stack.extend(op.operands)
         return out
-
-    def op_if(self, op, mask, loops) -> None:
-        if not self.relevant[id(op.blocks[0])]:
-            return
-        cond = self.values(op.operands[0])
-        if cond is UNKNOWN:
-            if self.syncs[id(op.blocks[0])]:
-                self.undecidable(op, loops, "the condition of this lk.if_ depends on values "
-                                 "loaded from memory; the check assumed every thread takes it")
-            sub = mask
-        else:
-            sub = mask & np.broadcast_to(np.asarray(cond, dtype=bool), mask.shape)
-        if sub.any():
-            self.block(op.blocks[0], sub, loops)
-
-    def op_warp_role(self, op, mask, loops) -> None:
-        first, count = op.attrs["warpgroups"]
-        wg = self.tid // 128
-        sub = mask & (wg >= first) & (wg < first + count)
-        self.roles.append(op.attrs["role"])
-        self.role[sub] = len(self.roles) - 1
-        self.block(op.blocks[0], sub, loops)
-
-    def op_elect_one(self, op, mask, loops) -> None:
-        idx = np.nonzero(mask)[0]
-        _, first = np.unique(idx // 32, return_index=True)
-        sub = np.zeros_like(mask)
-        sub[idx[first]] = True
-        self.block(op.blocks[0], sub, loops)
-
 
     # ---- thread classes ---------------------------------------------------------------------
     def run(self) -> km.KernelProtocol:

@@ -32,8 +32,8 @@ class LegacyOp:
         getattr(lw, "op_" + op.name)(op)
 
     def interpret(self, op, compiler):
-        from ..interpreter import (ops_block, ops_control, ops_mbarrier,  # noqa: F401
-                                   ops_memory, ops_mma, ops_roles, ops_tma, ops_wgmma)
+        from ..interpreter import (ops_mbarrier, ops_mma, ops_roles,  # noqa: F401
+                                   ops_tma, ops_wgmma)
         from ..interpreter.executor import HANDLERS
         return HANDLERS[op.name](op, compiler)
 

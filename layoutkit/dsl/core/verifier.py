@@ -48,77 +48,11 @@ def same_type(op: Op, values) -> None:
 
 
 def legacy_check(op: Op) -> None:
-    ops, res, a = op.operands, op.results, op.attrs
-    name = op.name
-    if name in ("load", "store"):
-        _check_memory(op)
-    elif name in ("shared_load", "shared_store"):
-        _check_shared(op)
-    elif name == "barrier":
-        if ops or res:
-            _fail(op, "takes no operands and has no results")
-    elif name == "shfl":
-        if len(ops) != 2 or ops[1].type != i32 or len(res) != 1 or res[0].type != ops[0].type \
-                or ops[0].type.nbytes > 4 or a.get("mode") not in ("bfly", "idx"):
-            _fail(op, "shuffles one value of at most 32 bits by an i32 lane, mode bfly or idx")
-    elif name == "for":
-        _check_for(op)
-    elif name == "if":
-        if len(ops) != 1 or ops[0].type != bool_ or len(op.blocks) != 1:
-            _fail(op, "takes one bool and owns one block")
-    elif name == "yield":
-        pass
-    elif name in OP_RULES:
-        OP_RULES[name](op)
+    """TRANSITION: the rules of ops not yet converted to OpDefs (core/legacy_ops.py)."""
+    if op.name in OP_RULES:
+        OP_RULES[op.name](op)
     else:
         _fail(op, "is not an op of the kernel IR")
-
-
-def _check_memory(op: Op) -> None:
-    vec, masked = op.attrs["vec"], op.attrs["masked"]
-    ptr, offset = op.operands[0], op.operands[1]
-    if not isinstance(ptr.type, PointerType) or offset.type != i64:
-        _fail(op, "addresses a pointer plus an i64 element offset")
-    data = op.results if op.name == "load" else op.operands[2:2 + vec]
-    if vec not in (1, 2, 4, 8) or len(data) != vec:
-        _fail(op, f"moves 1, 2, 4 or 8 values, got vec={vec} with {len(data)}")
-    if vec * ptr.type.dtype.nbytes > 16:
-        _fail(op, f"a vector access moves at most 16 bytes; {vec} x {ptr.type.dtype}")
-    if any(v.type != ptr.type.dtype for v in data):
-        _fail(op, f"values must be {ptr.type.dtype}, the pointer's element type")
-    expected = 2 + (0 if op.name == "load" else vec) + (1 if masked else 0)
-    if len(op.operands) != expected or (masked and op.operands[-1].type != bool_):
-        _fail(op, "operands are ptr, offset, values (store), then the bool mask when masked")
-
-
-def _check_shared(op: Op) -> None:
-    vec = op.attrs["vec"]
-    data = op.results if op.name == "shared_load" else op.operands[1:]
-    if not op.operands or op.operands[0].type != i32:
-        _fail(op, "addresses its buffer with an i32 element offset")
-    if vec not in (1, 2, 4, 8) or len(data) != vec or len({v.type for v in data}) != 1:
-        _fail(op, f"moves 1, 2, 4 or 8 values of one type, got vec={vec} with {len(data)}")
-    if vec * data[0].type.nbytes > 16:
-        _fail(op, f"a vector access moves at most 16 bytes; {vec} x {data[0].type}")
-
-
-def _check_for(op: Op) -> None:
-    start, stop, step, *inits = op.operands
-    if len(op.blocks) != 1:
-        _fail(op, "owns exactly one body block")
-    body = op.blocks[0]
-    if {start.type, stop.type, step.type} - {i32, i64} or len({start.type, stop.type,
-                                                              step.type}) != 1:
-        _fail(op, "start, stop and step are integers of one type")
-    if len(body.args) != 1 + len(inits) or body.args[0].type != start.type:
-        _fail(op, "the body's arguments are the induction variable then the carried values")
-    if [v.type for v in body.args[1:]] != [v.type for v in inits] or \
-            [v.type for v in op.results] != [v.type for v in inits]:
-        _fail(op, "carried values keep their types (init, body argument and result)")
-    last = body.ops[-1] if body.ops else None
-    if last is None or last.name != "yield" or [v.type for v in last.operands] != \
-            [v.type for v in inits]:
-        _fail(op, "the body ends in a yield of the carried values")
 
 
 def _walk(block: Block, visible: set[int], defined: set[int]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .deadlock import compress
 from .errors import DivergenceError
-from .machine import Wait, WaitQueue, location_text
+from .machine import WARP_SIZE, Wait, WaitQueue, location_text
 
 
 class Rendezvous(Wait):
@@ -55,4 +55,31 @@ def arrive(thread, key, members: list, op, kind: str, payload, finish) -> Rendez
     return open_one
 
 
-__all__ = ["Rendezvous", "arrive"]
+__all__ = ["Rendezvous", "arrive", "ShflRendezvous"]
+
+
+class ShflRendezvous(Wait):
+    """The lanes of one warp meeting at one shfl op: their (value, lane operand) pairs."""
+
+    def __init__(self, warp, op, queue: WaitQueue):
+        self.warp, self.op, self.queue = warp, op, queue
+        self.arrivals: dict[int, tuple] = {}
+        self.complete = False
+
+    def ready(self) -> bool:
+        return self.complete
+
+    def describe(self) -> str:
+        missing = [t.lane for t in self.warp.threads if t.lane not in self.arrivals]
+        return (f"waits at shfl.sync.{self.op.attrs['mode']}: {len(self.arrivals)} of "
+                f"{WARP_SIZE} lanes arrived (missing lanes {missing[:8]}"
+                f"{'...' if len(missing) > 8 else ''})")
+
+    def finish(self, result_id: int) -> None:
+        mode = self.op.attrs["mode"]
+        for thread in self.warp.threads:
+            b = self.arrivals[thread.lane][1] & (WARP_SIZE - 1)
+            source = b if mode == "idx" else thread.lane ^ b
+            thread.env[result_id] = self.arrivals[source][0]
+        self.complete = True
+        self.queue.notify()

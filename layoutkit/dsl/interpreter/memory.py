@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from layoutkit.algebra import Swizzle
+
 from ..core.types import DType
 from .errors import MemoryFaultError, RaceError
 from .numerics import bf16_from_f32_bits
@@ -183,4 +185,30 @@ class SharedMemory:
         return self.data[start:start + nbytes]
 
 
-__all__ = ["decode", "encode", "GlobalMemory", "Region", "SharedMemory", "Claim"]
+__all__ = ["decode", "encode", "GlobalMemory", "Region", "SharedMemory", "Claim",
+           "swizzle_function", "shared_byte_offset"]
+
+
+# ---- addressing of the shared ops (as layoutkit.dsl.lower.shared emits it) ---------------
+_U32 = 0xFFFFFFFF
+
+
+def swizzle_function(swizzle):
+    """The element-offset swizzle of a shared access's attrs (None: identity), on u32 values."""
+    if swizzle is None:
+        return None
+    sw = Swizzle(*swizzle)
+    mask, shift = sw.yyy_mask, sw.shift
+    if shift >= 0:
+        return lambda x: x ^ ((x & mask) >> shift)
+    return lambda x: x ^ ((x & mask) << -shift)
+
+
+def shared_byte_offset(op, dtype):
+    """A function of the element offset giving the access's byte offset in shared memory."""
+    swizzle = swizzle_function(op.attrs["swizzle"])
+    n = dtype.nbytes
+    constant = op.attrs["base"] + op.attrs["disp"] * n
+    if swizzle is None:
+        return lambda offset: (constant + ((offset & _U32) * n & _U32)) & _U32
+    return lambda offset: (constant + (swizzle(offset & _U32) * n & _U32)) & _U32

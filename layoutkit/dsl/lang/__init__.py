@@ -2,7 +2,7 @@
 tensors and the block barrier, loads and stores, reductions and broadcasts, layout conversion,
 runtime control flow (`range`, `if_`).
 """
-from . import scalar_ops  # noqa: F401  (the op definitions)
+from . import control_ops, memory_ops, scalar_ops  # noqa: F401  (the op definitions)
 from .control import eq, if_, ne, range  # noqa: A004
 from .convert import convert_layout
 from .global_tensor import GlobalTensor, PointerArg, global_tensor

@@ -14,6 +14,7 @@ from layoutkit.ptx.isa import arith, bits, compare, control, convert, memory, sp
 from layoutkit.ptx.isa import transcendental as sfu
 
 from ..core.ir import Block, Function, Op
+from ..core.opdef import SM90A
 from .index import IndexLowering
 from .mbarrier import MbarrierLowering
 from .sm80 import MmaLowering
@@ -38,7 +39,7 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
                MmaLowering):
     def __init__(self, fn: Function):
         self.fn = fn
-        self.module = Module(line_info=True)
+        self.module = Module(line_info=True, target=getattr(fn, "target", SM90A))
         self.k = self.module.kernel(fn.name, reqntid=32 * fn.num_warps)
         self.vals: dict[int, object] = {}
         self.index = IndexLowering(self.k, {})
@@ -99,32 +100,6 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
         self.addr_cache[-1][key] = base
         return Address(base, disp)
 
-    def op_load(self, op):
-        k, vec, dtype = self.k, op.attrs["vec"], op.operands[0].type.dtype
-        mask = self.operand(op.operands[2]) if op.attrs["masked"] else True
-        if mask is False:
-            for r in op.results:
-                self.vals[r.id] = self.vals_other(op, dtype)
-            return
-        pred = None if mask is True else mask
-        address = self._address(op)
-        packed = dtype.nbytes == 2 and vec == 8
-        mem_type, count = ("b32", 4) if packed else (dtype.ptx, vec)
-        if pred is not None:
-            outs = tuple(k.var(mem_type) for _ in range(count))
-            fill = fill_bits(op.attrs["other"], dtype, packed)
-            for out in outs:
-                convert.mov(k, fill, dtype="b32" if packed else mov_type(dtype), out=out)
-        else:
-            outs = None
-        got = memory.ld(k, "global", address, mem_type, vec=count,
-                        out=(outs if count > 1 else outs[0]) if outs else None, pred=pred)
-        got = got if isinstance(got, tuple) else (got,)
-        if packed:
-            got = tuple(r for word in got for r in convert.unpack(k, word, 2, part_type=dtype.ptx))
-        for r, reg in zip(op.results, got):
-            self.vals[r.id] = reg
-
     def vals_other(self, op, dtype):
         value = op.attrs["other"]
         if dtype.name in ("f16", "bf16"):
@@ -132,85 +107,7 @@ class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, Wgmm
                                out=self.k.reg(dtype.ptx))
         return float(value) if dtype.is_float else int(value)
 
-    def op_store(self, op):
-        k, vec = self.k, op.attrs["vec"]
-        dtype = op.operands[0].type.dtype
-        mask = self.operand(op.operands[-1]) if op.attrs["masked"] else True
-        if mask is False:
-            return
-        data = [self.reg(v) for v in op.operands[2:2 + vec]]
-        address = self._address(op)
-        if dtype.nbytes == 2 and vec == 8:
-            data = [convert.pack(k, data[i:i + 2]) for i in range(0, 8, 2)]
-        memory.st(k, "global", address, tuple(data) if len(data) > 1 else data[0],
-                  pred=None if mask is True else mask)
-
     # ---- control flow -------------------------------------------------------------------------
-    def op_for(self, op):
-        k = self.k
-        start, stop, step, *inits = op.operands
-        body = op.blocks[0]
-        itype = start.type.ptx
-        iv = k.var(itype)
-        convert.mov(k, self.operand(start), dtype=itype, out=iv)
-        carried = []
-        for init in inits:
-            var = k.var(init.type.ptx)
-            convert.mov(k, self.operand(init), dtype=mov_type(init.type), out=var)
-            carried.append(var)
-        step_value = self.operand(step)
-        forward = step_value > 0
-        stop_value = self.operand(stop)
-        top, end = k.label("loop"), k.label("loop_end")
-        exit_cmp = "ge" if forward else "le"
-        p = compare.setp(k, exit_cmp, iv, stop_value, dtype=itype)
-        control.bra(k, end, pred=p)
-        k.place(top)
-        if op.attrs.get("unroll") == 1:
-            control.pragma(k, "nounroll")
-        self.vals[body.args[0].id] = iv
-        for arg, var in zip(body.args[1:], carried):
-            self.vals[arg.id] = var
-        self.push()
-        self.loops.append(carried)
-        self.block(body)          # ends with the yield of the next carried values
-        self.loops.pop()
-        self.pop()
-        arith.add(k, iv, step_value, dtype=itype, out=iv)
-        q = compare.setp(k, "lt" if forward else "gt", iv, stop_value, dtype=itype)
-        control.bra(k, top, pred=q)
-        k.place(end)
-        for result, var in zip(op.results, carried):
-            self.vals[result.id] = var
-
-    def op_yield(self, op):
-        parent_args = self.loops[-1]    # the enclosing loop's carried registers
-        k = self.k
-        staged = []
-        for value, var in zip(op.operands, parent_args):
-            src = self.operand(value)
-            if isinstance(src, Reg) and src.mutable and src != var:
-                src = convert.mov(k, src, dtype=mov_type(value.type))   # parallel copy
-            staged.append((src, var, value))
-        for src, var, value in staged:
-            if src != var:
-                convert.mov(k, src, dtype=mov_type(value.type), out=var)
-
-    def op_if(self, op):
-        cond = self.operand(op.operands[0])
-        if cond is False:
-            return
-        self.push()
-        if cond is True:
-            self.block(op.blocks[0])
-        else:
-            end = self.k.label("endif")
-            control.bra(self.k, end, pred=~cond)
-            self.block(op.blocks[0])
-            self.k.place(end)
-        self.pop()
-
-
 def mov_type(dtype) -> str:
     return {"bf16": "b16", "f16": "b16", "bool": "pred"}.get(dtype.name, dtype.ptx)
 

@@ -54,38 +54,3 @@ class SharedLowering:
         self.addr_cache[-1][key] = address
         return Address(address, disp)
 
-    def op_shared_load(self, op):
-        dtype, vec = op.results[0].type, op.attrs["vec"]
-        address = self._shared_address(op, dtype.nbytes)
-        packed = dtype.nbytes == 2 and vec == 8
-        mem_type, count = ("b32", 4) if packed else (dtype.ptx, vec)
-        got = memory.ld(self.k, "shared", address, mem_type, vec=count)
-        got = got if isinstance(got, tuple) else (got,)
-        if packed:
-            got = tuple(r for word in got
-                        for r in convert.unpack(self.k, word, 2, part_type=dtype.ptx))
-        for r, reg in zip(op.results, got):
-            self.vals[r.id] = reg
-
-    def op_shared_store(self, op):
-        vec = op.attrs["vec"]
-        data = [self.reg(v) for v in op.operands[1:1 + vec]]
-        address = self._shared_address(op, op.operands[1].type.nbytes)
-        if op.operands[1].type.nbytes == 2 and vec == 8:
-            data = [convert.pack(self.k, data[i:i + 2]) for i in range(0, 8, 2)]
-        memory.st(self.k, "shared", address, tuple(data) if len(data) > 1 else data[0])
-
-    def op_barrier(self, op):
-        cta_sync(self.k)
-
-    def op_shfl(self, op):
-        value, lane = op.operands
-        t = value.type
-        src = self.reg(value)
-        lane = self.operand(lane)
-        if t.nbytes == 2:        # shfl moves 32 bits: carry a 16-bit value in the low half
-            word = convert.pack(self.k, (src, src))
-            got = warp.shfl(self.k, op.attrs["mode"], word, lane)
-            self.define(op, convert.unpack(self.k, got, 2, part_type=t.ptx)[0])
-        else:
-            self.define(op, warp.shfl(self.k, op.attrs["mode"], src, lane))
