@@ -35,36 +35,9 @@ order inside a warpgroup), PINGPONG (the two consumer warpgroups take turns issu
 through named barriers so one's softmax runs under the other's matrix work), register budgets.
 `ablations(head_dim, causal)` in the recipe file lists the configs the benchmark compares.
 
-Instruction budget per key block per consumer warp, main loop, from the SASS (ptxas 13.0, sm_90a,
-`layoutkit compile flash_attention --sass`), head dim 128, non-causal. Ideal per 64 rows x BN
-keys (2 rows x BN/4 scores per thread): BN/4*2 FFMA + MUFU.EX2 (scores), (BN/4-1)*2 FMNMX and
-FADD (the in-thread trees), 2 SHFL + 2 FMNMX per row (quad max), 64 FMUL (O rescale), BN/4 F2FP.
-
-    | BN=128                   | before | after | ideal | BN=176 after |
-    |--------------------------|-------:|------:|------:|-------------:|
-    | all instructions         |    492 |   480 |       | 593 (431/128 keys) |
-    | HGMMA (SS + RS)          |  8 + 8 | 8 + 8 | 8 + 8 |       8 + 11 |
-    | MUFU.EX2 (P + alpha)     |     66 |    66 |    66 |           90 |
-    | FFMA (P + alpha + l)     |     66 |    68 |    68 |           92 |
-    | FMUL (O rescale + -m*c)  |     68 |    66 |    66 |           66 |
-    | FADD (row sums)          |     68 |    62 |    62 |           86 |
-    | FMNMX                    |     68 |    68 |    68 |           92 |
-    | SHFL.BFLY                |      8 |     4 |     4 |            4 |
-    | F2FP.BF16 pack           |     32 |    32 |    32 |           44 |
-    | FSETP + FSEL (-inf guard)|  2 + 2 |     0 |     0 |            0 |
-    | register MOVs, loop edge |      4 |     6 |     0 |            6 |
-    | UR -> R (mbarrier operands) |   5 |     6 |       |            6 |
-    | uniform (wgmma descriptors, ring stage/phase) | 67 | 67 | | 66 |
-    | WARPGROUP.ARRIVE / DEPBAR|  3 / 2 | 3 / 2 | 2 / 2 |        3 / 2 |
-    | SYNCS (2 waits, 2 arrives) |    4 |     4 |     4 |            4 |
-    | BAR (ping-pong sync + arrive) | 2 |     2 |     2 |            2 |
-
-"before" is commit b3fab6c (row sums shuffled every block, alpha as FADD + FMUL, the -inf guard
-in every block). O (R24-R87) and S (R88-R151) stay in place across the loop; no spills, no C75xx
-infos. Left: a few MOVs where ptxas parks an O value and P's first pair at the loop edge (they
-cost a third WARPGROUP.ARRIVE), and the SS wgmma's 64-bit descriptor advance (UIADD3 + UIADD3.X
-+ UMOV per instruction for Q, UIADD3.64 for K; a 32-bit add of the low word would do), which is
-the DSL's wgmma lowering.
+The per-key-block instruction budget of the main loop, read from the SASS against the ideal
+count, is recorded in docs/PERFORMANCE.md (FlashAttention section), where measured tables
+live with their commit.
 """
 from __future__ import annotations
 
