@@ -76,24 +76,20 @@ def c_tile(bm: int, bn: int) -> ComposedLayout:
     return ComposedLayout(SW128, 0, Layout((bm, (64, bn // 64)), (64, (1, 64 * bm))))
 
 
-def gemm_body(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.bf16],
-              M: lk.i32, N: lk.i32, K: lk.i32, LDA: lk.i32, LDB: lk.i32, LDC: lk.i32,
+def gemm_body(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2], c: lk.Tensor[lk.bf16, 2],
               TILES_M: lk.i32, TILES_N: lk.i32, K_TILES: lk.i32, GRID: lk.constexpr,
               B_MAJOR: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
               GROUP_M: lk.constexpr, CLUSTER: lk.constexpr):
-    """The kernel (see the module docstring). CLUSTER = 2: pairs of CTAs along M share each B
-    tile, every CTA TMA-multicasting half of it to both (half the L2 traffic for B); a stage is
-    free once the consumers of both CTAs released it, so each consumer warp arrives on the
-    empty barrier of both."""
+    """The kernel (see the module docstring): C (M x N) = A (M x K) @ B, with B given as the
+    N x K tensor b (B_MAJOR "K": b[n, k]) or the K x N tensor b (B_MAJOR "N": b[k, n]), each
+    with its last mode contiguous. CLUSTER = 2: pairs of CTAs along M share each B tile, every
+    CTA TMA-multicasting half of it to both (half the L2 traffic for B); a stage is free once
+    the consumers of both CTAs released it, so each consumer warp arrives on the empty barrier
+    of both."""
     BM, BK = CONSUMERS * WG_ROWS, ATOM_K
-    A = lk.global_tensor(a, Layout((M, K), (LDA, 1)))
-    if B_MAJOR == "K":                                   # b[k, n] at n * LDB + k
-        B = lk.global_tensor(b, Layout((N, K), (LDB, 1)))
-        sB = lk.shared_tensor(k_major(BN, STAGES), lk.bf16, name="sB")
-    else:                                                # b[k, n] at k * LDB + n
-        B = lk.global_tensor(b, Layout((K, N), (LDB, 1)))
-        sB = lk.shared_tensor(n_major(BN, STAGES), lk.bf16, name="sB")
-    C = lk.global_tensor(c, Layout((M, N), (LDC, 1)))
+    A, B, C = a, b, c
+    sB = lk.shared_tensor(k_major(BN, STAGES) if B_MAJOR == "K" else n_major(BN, STAGES),
+                          lk.bf16, name="sB")
     sA = lk.shared_tensor(k_major(BM, STAGES), lk.bf16, name="sA")
     EPI = min(BN, EPILOGUE_N)                        # C leaves through smem in EPI-wide chunks
     sC = lk.shared_tensor(c_tile(BM, EPI), lk.bf16, name="sC")
@@ -234,13 +230,16 @@ def _round_up(x: int, to: int) -> int:
 
 def _tma_ready(x):
     """x (a 2-D bf16 view) itself when TMA can read it (unit column stride, 16-byte aligned
-    address and row stride), else a copy into a buffer whose rows are padded to 8 elements
-    (the padding is never read: the kernel's extents stop at x's columns)."""
+    address and row stride; a single row's stride is any, so it is made 16-byte aligned in a
+    view), else a copy into a buffer whose rows are padded to 8 elements (the padding is never
+    read: the kernel's extents stop at x's columns)."""
     import torch
     rows, cols = x.shape
-    if x.stride(1) == 1 and (rows == 1 or x.stride(0) % ALIGN_ELEMENTS == 0) and \
-            x.data_ptr() % 16 == 0:
-        return x
+    if x.stride(1) == 1 and x.data_ptr() % 16 == 0:
+        if x.stride(0) % ALIGN_ELEMENTS == 0:
+            return x
+        if rows == 1:
+            return x.as_strided((1, cols), (_round_up(cols, ALIGN_ELEMENTS), 1))
     buf = torch.empty(rows, _round_up(cols, ALIGN_ELEMENTS), device=x.device, dtype=x.dtype)
     buf[:, :cols] = x
     return buf[:, :cols]
@@ -260,17 +259,13 @@ def _resident_units(device, cfg: Config, major: str) -> int:
         if cfg.CLUSTER == 1:
             _RESIDENT[key] = sms
         else:
-            P = lk.Pointer[lk.bf16]
+            T = lk.TensorSpec(lk.bf16, (4096, 4096))
             spec = KERNELS[cfg.CLUSTER].specialize(
-                P, P, P, 4096, 4096, 4096, 4096, 4096, 4096, 32, 16, 64, GRID=sms, B_MAJOR=major,
-                BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
+                T, T, T, 32, 16, 64, GRID=sms, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
+                GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
             _RESIDENT[key] = spec.compiled.max_active_clusters(
                 WARPS * 32, spec.ir.shared_bytes, (cfg.CLUSTER, 1, 1))
     return _RESIDENT[key]
-
-
-def _leading(x) -> int:
-    return x.stride(0) if x.shape[0] > 1 else _round_up(x.shape[1], ALIGN_ELEMENTS)
 
 
 def gemm(a, b, out=None, config: Config | None = None):
@@ -304,8 +299,7 @@ def gemm(a, b, out=None, config: Config | None = None):
     pair_rows = -(-tiles_m // cfg.CLUSTER)           # tile rows a cluster's CTAs share
     group = next(g for g in (cfg.GROUP_M, 8, 4, 2, 1) if pair_rows % g == 0)
     grid = cfg.CLUSTER * min(_resident_units(a.device, cfg, major), pair_rows * tiles_n)
-    KERNELS[cfg.CLUSTER][(grid,)](a, b_op, c, m, n, k, _leading(a), _leading(b_op),
-                                  _leading(c), tiles_m, tiles_n, -(-k // ATOM_K), GRID=grid,
+    KERNELS[cfg.CLUSTER][(grid,)](a, b_op, c, tiles_m, tiles_n, -(-k // ATOM_K), GRID=grid,
                                   B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=group,
                                   CLUSTER=cfg.CLUSTER)
     if c.data_ptr() != out.data_ptr():
@@ -315,11 +309,10 @@ def gemm(a, b, out=None, config: Config | None = None):
 
 def compile_default() -> dict[str, str]:
     """PTX of the default config for both B layouts (a 4096^3 problem's specialization)."""
-    P = lk.Pointer[lk.bf16]
+    T = lk.TensorSpec(lk.bf16, (4096, 4096))
     cfg = CONFIGS[0]
     return {f"gemm_{major}major_{cfg.BM}x{cfg.BN}x{cfg.BK}_s{cfg.STAGES}_c{cfg.CLUSTER}":
-            KERNELS[cfg.CLUSTER].ptx(P, P, P, 4096, 4096, 4096, 4096, 4096, 4096, 32, 16, 64,
-                                     GRID=132, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
+            KERNELS[cfg.CLUSTER].ptx(T, T, T, 32, 16, 64, GRID=132, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
                                      GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
             for major in ("N", "K")}
 
@@ -372,16 +365,16 @@ def check_cpu(seed: int = 0) -> float:
         b = to_bf16(rng.standard_normal((k, n)))
         want = np.zeros((m, _round_up(n, ALIGN_ELEMENTS)))
         want[:, :n] = from_bf16(a).astype(np.float64) @ from_bf16(b).astype(np.float64)
-        a_op, b_op = padded(a), padded(b if major == "N" else b.T)
-        c = np.zeros(want.shape, np.uint16)
+        b_t = b if major == "N" else b.T
+        a_op, b_op = padded(a)[:, :k], padded(b_t)[:, :b_t.shape[1]]     # views, as gemm() has
+        c = np.zeros(want.shape, np.uint16)[:, :n]
         tiles_m, tiles_n = -(-m // cfg.BM), -(-n // cfg.BN)
         pair_rows = -(-tiles_m // cfg.CLUSTER)
         group = next(g for g in (cfg.GROUP_M, 8, 4, 2, 1) if pair_rows % g == 0)
         worst = max(worst, check_on_cpu(
-            KERNELS[cfg.CLUSTER], (grid,), a_op, b_op, c, m, n, k, a_op.shape[1],
-            b_op.shape[1], c.shape[1], tiles_m, tiles_n, -(-k // ATOM_K), GRID=grid,
-            B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=group, CLUSTER=cfg.CLUSTER,
-            expect={"c": want}, tolerance=2 ** -7))
+            KERNELS[cfg.CLUSTER], (grid,), a_op, b_op, c, tiles_m, tiles_n, -(-k // ATOM_K),
+            GRID=grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=group,
+            CLUSTER=cfg.CLUSTER, expect={"c": want[:, :n]}, tolerance=2 ** -7))
     return worst
 
 

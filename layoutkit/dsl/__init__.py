@@ -15,6 +15,7 @@ True
 """
 from .core import (Block, ConstexprError, DSLError, DType, Function, Kernel, KernelArgumentError,
                    KernelDefinitionError, LayoutMismatchError, Op, Pointer, PointerType,
+                   Tensor, TensorSpec, TensorType,
                    RegisterTensor, Scalar, SharedMemoryError, Specialization, TraceError, TVLayout,
                    Value, VerifierError, bf16, block_id, bool_, cast, constexpr, exp2, f16, f32,
                    f64, fma, full, i32, i64, kernel, log2, maximum, minimum, rsqrt, sqrt,
@@ -39,7 +40,7 @@ from . import sm80, sm90  # noqa: E402  (the per-target namespaces: lk.sm80, lk.
 
 __all__ = [
     "kernel", "Kernel", "Specialization",
-    "Pointer", "PointerType", "DType", "constexpr",
+    "Pointer", "PointerType", "Tensor", "TensorType", "TensorSpec", "DType", "constexpr",
     "i32", "i64", "u32", "f16", "bf16", "f32", "f64", "bool_",
     "thread_id", "block_id", "range", "if_", "eq", "ne",
     "global_tensor", "GlobalTensor", "PointerArg", "load", "store", "in_bounds",

@@ -27,7 +27,7 @@ from .driver import (CudaDriverError, Device, DriverUnavailableError, Function, 
                      SharedMemoryLimitError, current_device, device, device_count)
 from .signature import (EntrySignature, ParamKind, ParamSpec, SignatureError,  # noqa: F401
                         parse_entries, parse_entry)
-from .arguments import KernelArgumentError, device_address  # noqa: F401
+from .arguments import DLPackArray, KernelArgumentError, device_address, dlpack_array  # noqa: F401
 from .launch import CompiledKernel, LaunchConfigError, launch_dims  # noqa: F401
 from .tensormap import TensorMap, TensorMapError, TiledEncoding, encode_tiled_arguments  # noqa: F401
 from .memory import DeviceBuffer  # noqa: F401

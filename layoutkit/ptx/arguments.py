@@ -16,11 +16,13 @@ import ctypes
 import numbers
 import struct
 import sys
+from typing import NamedTuple
 
 from .fastpath import FAST_PATH_MISSES, build_fast_pack
 from .signature import EntrySignature, ParamKind, ParamSpec
 
-__all__ = ["ArgumentPacker", "FAST_PATH_MISSES", "KernelArgumentError", "device_address"]
+__all__ = ["ArgumentPacker", "DLPackArray", "FAST_PATH_MISSES", "KernelArgumentError", "device_address",
+           "dlpack_array"]
 
 
 class KernelArgumentError(ValueError):
@@ -54,6 +56,39 @@ _DLPACK_CUDA, _DLPACK_CUDA_MANAGED = 2, 13
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+class DLPackArray(NamedTuple):
+    """What a legacy DLPack capsule says of an array: address of its first element, DLPack
+    device (type, id), shape, strides in elements (None: compact row-major) and dtype (DLPack
+    type code, bits, lanes; codes 0 int, 1 uint, 2 float, 4 bfloat)."""
+
+    address: int
+    device: tuple[int, int]
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] | None
+    dtype: tuple[int, int, int]
+
+
+def dlpack_array(value) -> DLPackArray:
+    """Read ``value.__dlpack__()`` (a legacy "dltensor" capsule, left unconsumed: its deleter runs
+    when it is dropped) without importing the library that made it.
+
+    >>> import numpy as np
+    >>> a = dlpack_array(np.zeros((3, 4), np.float32)[:, 1:])
+    >>> a.device, a.shape, a.strides, a.dtype
+    ((1, 0), (3, 3), (4, 1), (2, 32, 1))
+    """
+    capsule = value.__dlpack__()
+    tensor = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+    ndim = tensor.ndim
+    shape = tuple((ctypes.c_int64 * ndim).from_address(tensor.shape)) if ndim else ()
+    strides = tuple((ctypes.c_int64 * ndim).from_address(tensor.strides)) \
+        if ndim and tensor.strides else None
+    code = tensor.dtype
+    return DLPackArray((tensor.data or 0) + tensor.byte_offset,
+                       (tensor.device.device_type, tensor.device.device_id), shape, strides,
+                       (code & 0xFF, (code >> 8) & 0xFF, code >> 16))
 
 
 def _dlpack_pointer(value) -> tuple[int, int]:

@@ -4,8 +4,9 @@ assemble) and the launch paths. Nothing here knows a particular memory op or ins
 """
 from .errors import (ConstexprError, DSLError, KernelArgumentError, KernelDefinitionError,
                      LayoutMismatchError, SharedMemoryError, TraceError, VerifierError)
-from .types import (DType, Pointer, PointerType, bf16, bool_, constexpr, f16, f32, f64, i32, i64,
-                    u32)
+from .types import (DType, Pointer, PointerType, Tensor, TensorType, bf16, bool_, constexpr, f16,
+                    f32, f64, i32, i64, u32)
+from .tensor_args import TensorSpec
 from .ir import Block, Function, Op, Value
 from .tracer import block_id, thread_id
 from .values import (RegisterTensor, Scalar, TVLayout, cast, exp2, fma, full, log2, maximum,
@@ -15,7 +16,8 @@ from .kernel import Kernel, Specialization, kernel
 
 __all__ = ["ConstexprError", "DSLError", "KernelArgumentError", "KernelDefinitionError",
            "LayoutMismatchError", "SharedMemoryError", "TraceError", "VerifierError",
-           "DType", "Pointer", "PointerType", "bf16", "bool_", "constexpr", "f16", "f32", "f64",
+           "DType", "Pointer", "PointerType", "Tensor", "TensorType", "TensorSpec", "bf16",
+           "bool_", "constexpr", "f16", "f32", "f64",
            "i32", "i64", "u32", "Block", "Function", "Op", "Value", "block_id", "thread_id",
            "RegisterTensor", "Scalar", "TVLayout", "cast", "exp2", "fma", "full", "log2",
            "maximum", "minimum", "rsqrt", "sqrt", "tv_layout", "where", "verify",

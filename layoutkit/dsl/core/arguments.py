@@ -2,8 +2,9 @@
 
 A key holds, per parameter: for a pointer its dtype and whether the address is 16-byte aligned;
 for an integer whether it equals 1, is a positive multiple of 16, is positive, or none of these;
-for a float nothing; for a constexpr its value. Computing it is a few type checks per argument,
-so picking the compiled specialization at launch is one dict lookup.
+for a tensor its alignment, index width and per mode the facts of its extent and stride (see
+layoutkit.dsl.core.tensor_args); for a float nothing; for a constexpr its value. Computing it is a
+few type checks per argument, so picking the compiled specialization at launch is one dict lookup.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from layoutkit.ptx import device_address
 
 from .errors import ConstexprError, KernelArgumentError
-from .types import DType, PointerType, constexpr, host_dtype
+from .tensor_args import tensor_fact
+from .types import DType, PointerType, TensorType, constexpr, host_dtype
 
 INT_RANGE = {"i32": (-(1 << 31), (1 << 31) - 1), "i64": (-(1 << 63), (1 << 63) - 1),
              "u32": (0, (1 << 32) - 1)}
@@ -22,8 +24,8 @@ INT_RANGE = {"i32": (-(1 << 31), (1 << 31) - 1), "i64": (-(1 << 63), (1 << 63) -
 
 @dataclass(frozen=True)
 class Parameter:
-    """One kernel parameter: `name`, `kind` in {"pointer", "scalar", "constexpr"} and its
-    annotation (`PointerType`, `DType` or `constexpr`)."""
+    """One kernel parameter: `name`, `kind` in {"pointer", "tensor", "scalar", "constexpr"} and
+    its annotation (`PointerType`, `TensorType`, `DType` or `constexpr`)."""
 
     name: str
     kind: str
@@ -40,6 +42,8 @@ def parameter(name: str, annotation) -> Parameter | None:
         return Parameter(name, "constexpr", annotation)
     if isinstance(annotation, PointerType):
         return Parameter(name, "pointer", annotation)
+    if isinstance(annotation, TensorType):
+        return Parameter(name, "tensor", annotation)
     if isinstance(annotation, DType) and annotation.kind != "bool" and \
             annotation.name not in ("f16", "bf16"):
         return Parameter(name, "scalar", annotation)
@@ -109,6 +113,8 @@ def int_fact(p: Parameter, value) -> str:
 def key_entry(p: Parameter, value):
     if p.kind == "pointer":
         return pointer_fact(p, value)
+    if p.kind == "tensor":
+        return tensor_fact(p, value)
     if p.kind == "constexpr":
         try:
             hash(value)
@@ -146,3 +152,23 @@ def bind(params: tuple[Parameter, ...], args: tuple, kwargs: dict, name: str) ->
     if missing:
         raise KernelArgumentError(f"kernel {name}: missing argument(s) {', '.join(missing)}")
     return tuple(values)
+
+
+def field_names(p: Parameter) -> tuple[str, ...]:
+    """The names of a tensor parameter's integer parameters, extents then strides (also the
+    symbols the kernel sees): `q_shape0, ..., q_stride0, ...`."""
+    rank = p.annotation.rank
+    return tuple(f"{p.name}_shape{d}" for d in range(rank)) + \
+        tuple(f"{p.name}_stride{d}" for d in range(rank))
+
+
+def name_clash(params: tuple[Parameter, ...]) -> str | None:
+    """A parameter named like another tensor parameter's extents or strides, or None."""
+    names = {p.name for p in params}
+    for p in params:
+        if p.kind == "tensor":
+            for field in field_names(p):
+                if field in names:
+                    return (f"parameter {field} is named like the extent/stride parameter of "
+                            f"tensor {p.name} ({p.name}_shape<d>, {p.name}_stride<d>); rename it")
+    return None

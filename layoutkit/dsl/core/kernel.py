@@ -29,10 +29,10 @@ from layoutkit.ptx import LaunchConfigError, debug_enabled, launch_dims
 from layoutkit.ptx.builder import Requirement, SourceLocation
 from layoutkit.ptx.builder.directives import Directives
 
-from .arguments import Parameter, bind, key_entry, parameter
+from .arguments import Parameter, bind, field_names, key_entry, name_clash, parameter
 from ..sm90.debug_waits import sink_of
 from .errors import DSLError, KernelDefinitionError, TraceError, user_frame_location
-from ..lang.global_tensor import PointerArg
+from ..lang.global_tensor import PointerArg, tensor_parameter
 from .launch_fast import FastLaunch, plain_grid
 from .ir import Function, Op
 from ..lower.function import Lowering
@@ -40,7 +40,8 @@ from ..lower.roles import kernel_directives
 from ..check.protocol import check_kernel_protocol
 from ..sm90.roles import finish_sync
 from .tracer import tracing
-from .types import PointerType, TensorMapType
+from .tensor_args import STRIDE_BYTES, field_reader, host_tensor_error, runtime_fields
+from .types import PointerType, TensorMapType, i32, i64
 from .values import Scalar
 from .verifier import verify
 
@@ -118,7 +119,9 @@ class Specialization:
                 specs.append(ParamSpec.pointer(name, align=vtype.dtype.nbytes,
                                                dtype=vtype.dtype.name))
             elif isinstance(vtype, PointerType):
-                align = 16 if self.key[op.attrs["index"]] is True else vtype.dtype.nbytes
+                fact = self.key[op.attrs["index"]]      # a tensor's: (aligned, narrow, ...)
+                aligned = fact is True or (type(fact) is tuple and fact[0] is True)
+                align = 16 if aligned else vtype.dtype.nbytes
                 specs.append(ParamSpec.pointer(name, align=align, dtype=vtype.dtype.name))
             else:
                 specs.append(ParamSpec.scalar(name, vtype.ptx))
@@ -197,6 +200,7 @@ class Kernel:
         self.debug = debug
         self.params = self._parameters(fn, where)
         self._runtime = tuple(i for i, p in enumerate(self.params) if p.kind != "constexpr")
+        self._tensors = tuple(i for i, p in enumerate(self.params) if p.kind == "tensor")
         self._cache: dict[tuple, Specialization] = {}
         self._options = {flag: KernelOptions(self.cluster, flag) for flag in (False, True)}
         self._fast: FastLaunch | None = None   # built at the first kernel[grid]
@@ -221,9 +225,12 @@ class Kernel:
                 shown = "missing" if ann is inspect.Parameter.empty else repr(ann)
                 raise KernelDefinitionError(
                     f"kernel {fn.__name__}: parameter {p.name} needs an annotation: "
-                    f"lk.Pointer[dtype], lk.i32, lk.i64, lk.u32, lk.f32, lk.f64 or "
-                    f"lk.constexpr (got {shown})", where)
+                    f"lk.Tensor[dtype, rank], lk.Pointer[dtype], lk.i32, lk.i64, lk.u32, lk.f32, "
+                    f"lk.f64 or lk.constexpr (got {shown})", where)
             params.append(made)
+        clash = name_clash(tuple(params))
+        if clash is not None:
+            raise KernelDefinitionError(f"kernel {fn.__name__}: {clash}", where)
         return tuple(params)
 
     # ---- specialization ---------------------------------------------------------------------
@@ -276,11 +283,16 @@ class Kernel:
         if p.kind == "constexpr":
             return value
         vtype = p.annotation
-        result = trace.fn.new_value(vtype)
-        trace.fn.params.append(Op("param", (), (result,), {"name": p.name, "index": index},
-                                  (), definition_line(self.fn)))
+        result = trace.fn.new_value(PointerType(vtype.dtype) if p.kind == "tensor" else vtype)
+        attrs = {"name": p.name, "index": index}
+        if p.kind == "tensor":
+            attrs["tensor"] = True            # its extents and strides follow (_tensor_proxy)
+        trace.fn.params.append(Op("param", (), (result,), attrs, (), definition_line(self.fn)))
         if p.kind == "pointer":
             return PointerArg(result, vtype.dtype, fact, p.name)
+        if p.kind == "tensor":
+            return self._tensor_proxy(trace, index, p, fact, PointerArg(result, vtype.dtype,
+                                                                        fact[0], p.name))
         if not vtype.is_int:
             return Scalar(result)
         if fact == "1":
@@ -290,6 +302,43 @@ class Kernel:
         else:
             sym = sympy.Symbol(p.name, integer=True)
         return trace.bind(sym, result)
+
+    def _tensor_proxy(self, trace, index: int, p: Parameter, fact: tuple, ptr: PointerArg):
+        """A Tensor parameter inside the kernel: a GlobalTensor of `ptr` whose extents and
+        strides are integer parameters (i32, or i64 where the key's `narrow` fact fails) declared
+        after the pointer, each with its `field` ('shape' or 'stride', mode) and a `read`
+        function of the launch's arguments; a stride the key says is 0 or 1 is that constant,
+        the others symbols with the key's divisibility (layoutkit.dsl.core.tensor_args)."""
+        rank, itype = p.annotation.rank, i32 if fact[1] else i64
+        unit = STRIDE_BYTES // p.annotation.dtype.nbytes
+        fields = ([], [])
+        for k, (name, f) in enumerate(zip(field_names(p), fact[2:])):
+            field, mode = ("shape", k) if k < rank else ("stride", k - rank)
+            value = trace.fn.new_value(itype)
+            trace.fn.params.append(Op("param", (), (value,), {
+                "name": name, "index": index, "field": (field, mode),
+                "read": field_reader(index, field, mode)}, (), definition_line(self.fn)))
+            if f in ("0", "1"):
+                fields[k >= rank].append(int(f))
+            else:
+                divisor = 1 if f == "+" else 16 if field == "shape" else unit
+                fields[k >= rank].append(trace.bind(symbol(name, divisor), value))
+        return tensor_parameter(ptr, *fields)
+
+    def _runtime_values(self, values: tuple) -> list:
+        """The launch values of the kernel's own parameters, in PTX order: a tensor argument
+        is itself (its pointer) then its extents and strides."""
+        if not self._tensors:
+            return [values[i] for i in self._runtime]
+        runtime = []
+        for i in self._runtime:
+            runtime.append(values[i])
+            if self.params[i].kind == "tensor":
+                error = host_tensor_error(self.params[i], values[i])
+                if error is not None:
+                    raise error
+                runtime += runtime_fields(values[i])
+        return runtime
 
     # ---- launch -------------------------------------------------------------------------------
     def __getitem__(self, grid):
@@ -322,7 +371,7 @@ class Kernel:
         spec = self._cache.get(key)
         if spec is None:
             spec = self.specialize(*values)
-        runtime = [values[i] for i in self._runtime]
+        runtime = self._runtime_values(values)
         if spec.ir.hidden:
             runtime += spec.hidden_values(values)
         if stream is None:  # torch's current stream at each call (or the legacy default stream)

@@ -7,6 +7,9 @@ grid. When every argument is the common case, that function computes the special
 `Kernel.key` would, from the same facts:
 
     pointer     an exact torch.Tensor of the annotated dtype      -> 16-byte aligned: data_ptr & 15
+    tensor      an exact torch.Tensor of the annotated dtype      -> (aligned, narrow, extents'
+                (its shape and stride() unpacked: a wrong rank       facts, strides' facts) as
+                takes the checked path)                              in tensor_args.tensor_fact
     integer     an exact int in the annotated type's range        -> '1', '16', '+' or ''
     float       an exact float                                    -> None
     constexpr   any value (an unhashable one fails the lookup)    -> (type name, value)
@@ -15,8 +18,9 @@ ending in the debug flag (LAYOUTKIT_DEBUG read in two dict lookups where the ker
 it) and the grid, and looks it up among the launchers the checked path has remembered
 (`FastLaunch.remember`, after a launch on torch's current stream of a specialization without
 hidden parameters and without a debug build's barrier-timeout sink, which is checked after each
-launch). On a hit it calls that configured launcher's `from_pointers` entry with the arguments
-and the pointers it read, which checks their tensor type, device and alignment and launches.
+launch). On a hit it calls that configured launcher's `from_pointers` entry with the arguments (a
+tensor followed by its extents and strides, the PTX parameters it binds) and the pointers it
+read, which checks their tensor type, device and alignment and launches.
 Anything else (numpy arrays, another dtype, a bool, an explicit stream, a first launch) goes
 through `Kernel.launch`, whose checks word every error: this path never decides that an argument
 is wrong.
@@ -58,6 +62,7 @@ from layoutkit.ptx import debug_raw_lookup
 from layoutkit.ptx.fastpath import NeverATensor
 
 from .arguments import INT_RANGE, Parameter
+from .tensor_args import NARROW_LIMIT, STRIDE_BYTES
 from .types import HOST_NAMES, DType
 
 __all__ = ["FastLaunch", "bind_source", "fast_launch_source", "plain_grid", "torch_module"]
@@ -97,14 +102,23 @@ def fast_launch_source(params: list[Parameter], debug: bool | None) -> str:
     arguments, which are the kernel's parameters), _lk_flags/_lk_os/_lk_debug_key (see
     layoutkit.ptx.debug_raw_lookup), _lk_type, _lk_int, _lk_float, _lk_len."""
     names = [p.name for p in params]
-    checks, ranges, reads, facts, pointers, runtime = [], [], [], [], [], []
+    checks, ranges, reads, facts, pointers, runtime, unpacks = [], [], [], [], [], [], []
     for i, p in enumerate(params):
         a = p.name
         if p.kind == "constexpr":
             facts.append(f"(_lk_type({a}).__name__, {a})")
             continue
         runtime.append(a)
-        if p.kind == "pointer":
+        if p.kind == "tensor":
+            tensor = _tensor_code(i, p)
+            checks.append(f"_lk_type({a}) is _lk_T")
+            ranges.append(f"{a}.dtype is _lk_D{i}")
+            reads.append(f"_lk_p{i} = {a}.data_ptr()")
+            unpacks.extend(tensor[0])
+            pointers.append(f"_lk_p{i}")
+            facts.append(tensor[1])
+            runtime.extend(tensor[2])
+        elif p.kind == "pointer":
             checks.append(f"_lk_type({a}) is _lk_T")
             ranges.append(f"{a}.dtype is _lk_D{i}")
             reads.append(f"_lk_p{i} = {a}.data_ptr()")
@@ -127,9 +141,10 @@ def fast_launch_source(params: list[Parameter], debug: bool | None) -> str:
         body.append(f"if {' and '.join(conditions)}:")
         indent += "    "
     body += [indent[12:] + line for line in reads + [
-        "try:",
+        "try:"] + ["    " + line for line in unpacks] + [
         f"    _lk_launcher = _lk_launchers.get(({', '.join(facts)}))",
-        "except (TypeError, AttributeError):   # an unhashable constexpr; os.environ replaced",
+        f"except (TypeError, AttributeError{', ValueError' if unpacks else ''}):   "
+        f"# an unhashable constexpr; os.environ replaced{'; a rank' if unpacks else ''}",
         "    _lk_launcher = None",
         "if _lk_launcher is not None:",
         f"    _lk_launcher({', '.join(runtime + pointers)})",
@@ -148,6 +163,24 @@ def fast_launch_source(params: list[Parameter], debug: bool | None) -> str:
     lines += ["            " + line for line in body]
     lines += ["        return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)", "    return launch"]
     return "\n".join(lines)
+
+
+def _tensor_code(i: int, p: Parameter) -> tuple[list[str], str, list[str]]:
+    """(lines unpacking tensor parameter i's shape and strides, its fact expression, the names
+    the launcher takes after the tensor): the checked path's tensor_fact on exact ints."""
+    rank, a = p.annotation.rank, p.name
+    shape = [f"_lk_s{i}_{d}" for d in range(rank)]
+    strides = [f"_lk_t{i}_{d}" for d in range(rank)]
+    lines = [f"{', '.join(shape)}{',' if rank == 1 else ''} = {a}.shape",
+             f"{', '.join(strides)}{',' if rank == 1 else ''} = {a}.stride()"]
+    mask = STRIDE_BYTES // p.annotation.dtype.nbytes - 1
+    span = " + ".join(f"({n} - 1) * {t}" for n, t in zip(shape, strides))
+    narrow = f"not ({' | '.join(shape + strides)} | ({span})) >> {NARROW_LIMIT.bit_length() - 1}"
+    extent = [f"('+' if {n} & 15 else '16') if {n} > 0 else ''" for n in shape]
+    stride = [f"('1' if {t} == 1 else ('+' if {t} & {mask} else '16')) if {t} > 0 else "
+              f"('0' if {t} == 0 else '')" for t in strides]
+    fact = f"(not _lk_p{i} & 15, {narrow}, {', '.join(f'({x})' for x in extent + stride)})"
+    return lines, fact, shape + strides
 
 
 def bind_source(params: list[Parameter]) -> str:
@@ -188,7 +221,8 @@ class FastLaunch:
         if self.make is None:
             return
         dtypes = torch_dtypes(torch)
-        pointers = {i: p.annotation.dtype for i, p in enumerate(self.params) if p.kind == "pointer"}
+        pointers = {i: p.annotation.dtype for i, p in enumerate(self.params)
+                    if p.kind in ("pointer", "tensor")}
         if all(d in dtypes for d in pointers.values()):
             self.namespace.update({f"_lk_D{i}": dtypes[d] for i, d in pointers.items()})
             self.namespace["_lk_T"] = torch.Tensor

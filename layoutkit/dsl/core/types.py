@@ -1,9 +1,11 @@
-"""Element types and parameter annotations: `lk.f32`, `lk.Pointer[lk.bf16]`, `lk.constexpr`.
+"""Element types and parameter annotations: `lk.f32`, `lk.Pointer[lk.bf16]`,
+`lk.Tensor[lk.bf16, 2]`, `lk.constexpr`.
 
 One table (`DTYPES`) holds each element type's facts: byte size, kind and the PTX type of the
 register that holds one value. Kernel parameters are annotated with a DType (a scalar passed by
-value), `Pointer[dtype]` (a device pointer to dtype elements) or `constexpr` (a Python value
-baked into the specialization).
+value), `Pointer[dtype]` (a device pointer to dtype elements), `Tensor[dtype, rank]` (a tensor:
+its pointer, shape and strides in one parameter; see layoutkit.dsl.core.tensor_args) or
+`constexpr` (a Python value baked into the specialization).
 """
 from __future__ import annotations
 
@@ -86,6 +88,46 @@ class Pointer:
         if not isinstance(dtype, DType) or dtype is bool_:
             raise TypeError(f"Pointer[...] takes an element type such as lk.f32, got {dtype!r}")
         return PointerType(dtype)
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """The annotation `Tensor[dtype, rank]`: a tensor of `rank` modes of `dtype` elements in
+    global memory, passed as one argument (a torch tensor, a DLPack or CUDA-array-interface
+    object, a numpy array for the CPU interpreter) and bound to a pointer, `rank` extents and
+    `rank` strides."""
+
+    dtype: DType
+    rank: int
+
+    def __str__(self) -> str:
+        return f"Tensor[{self.dtype}, {self.rank}]"
+
+    __repr__ = __str__
+
+
+MAX_TENSOR_RANK = 8
+
+
+class Tensor:
+    """`Tensor[lk.bf16, 4]` annotates a kernel parameter as a 4-mode bf16 tensor: inside the
+    kernel a GlobalTensor whose shape and strides are the argument's (symbols; a stride of 0 or
+    1 is that constant), outside any torch tensor, DLPack or `__cuda_array_interface__` object.
+
+    >>> Tensor[bf16, 4]
+    Tensor[bf16, 4]
+    """
+
+    def __class_getitem__(cls, item) -> TensorType:
+        dtype, rank = item if isinstance(item, tuple) and len(item) == 2 else (item, None)
+        if not isinstance(dtype, DType) or dtype is bool_:
+            raise TypeError(f"Tensor[dtype, rank] takes an element type such as lk.bf16 first, "
+                            f"got {dtype!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or \
+                not 1 <= rank <= MAX_TENSOR_RANK:
+            raise TypeError(f"Tensor[dtype, rank] takes a rank in 1..{MAX_TENSOR_RANK} second "
+                            f"(Tensor[{dtype}, 2] for a matrix), got {rank!r}")
+        return TensorType(dtype, rank)
 
 
 class constexpr:

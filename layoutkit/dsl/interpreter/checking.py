@@ -1,19 +1,20 @@
 """`check_on_cpu`: run a kernel under the interpreter with several seeds and compare its outputs
 with a reference - what a recipe's `check_cpu()` calls (`layoutkit run RECIPE --cpu`).
 
-Each seed runs on fresh copies of the array arguments; the outputs must be bit-identical
-across seeds (a result that depends on the interleaving is a race the detector missed) and
-within `tolerance` of the reference under `error(got, want)` (default: the largest absolute
-difference relative to the largest |want|). bf16 outputs (uint16 bit patterns for a
-Pointer[bf16] parameter) are compared as their float values.
+Each seed runs on fresh copies of the array arguments (a strided view, such as a Tensor
+argument's slice, is copied with the memory it spans, so its strides stay); the outputs must be
+bit-identical across seeds (a result that depends on the interleaving is a race the detector
+missed) and within `tolerance` of the reference under `error(got, want)` (default: the largest
+absolute difference relative to the largest |want|). bf16 outputs (uint16 bit patterns for a
+Pointer[bf16] or Tensor[bf16, n] parameter) are compared as their float values.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..core.kernel import Kernel
-from ..core.types import PointerType
-from .launch import from_bf16, interpret
+from ..core.types import PointerType, TensorType
+from .launch import from_bf16, interpret, tensor_span
 
 
 def relative_to_max(got: np.ndarray, want: np.ndarray) -> float:
@@ -21,6 +22,15 @@ def relative_to_max(got: np.ndarray, want: np.ndarray) -> float:
     scale = float(np.max(np.abs(want))) if want.size else 0.0
     diff = float(np.max(np.abs(got - want))) if want.size else 0.0
     return diff / scale if scale else diff
+
+
+def _fresh(a):
+    """A copy of an array argument with the same strides (a copy of the memory it spans)."""
+    if not isinstance(a, np.ndarray):
+        return a
+    if a.flags.c_contiguous or any(s < 0 for s in a.strides):
+        return a.copy()
+    return np.lib.stride_tricks.as_strided(tensor_span("", a).copy(), a.shape, a.strides)
 
 
 def _values(array: np.ndarray, dtype) -> np.ndarray:
@@ -42,8 +52,8 @@ def check_on_cpu(kernel: Kernel, grid, *args, expect: dict, tolerance: float = 0
     positions = {name: i for i, name in enumerate(names)}
     worst, first = 0.0, None
     for seed in seeds:
-        fresh = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-        given = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
+        fresh = [_fresh(a) for a in args]
+        given = {k: _fresh(v) for k, v in kwargs.items()}
         interpret(kernel, grid, *fresh, seed=seed, **given)
         outputs = {}
         for name in expect:
@@ -61,7 +71,7 @@ def check_on_cpu(kernel: Kernel, grid, *args, expect: dict, tolerance: float = 0
                         "the interleaving of threads (an unsynchronized access)")
         for name, array in outputs.items():
             dtype = kernel.params[positions[name]].annotation
-            dtype = dtype.dtype if isinstance(dtype, PointerType) else dtype
+            dtype = dtype.dtype if isinstance(dtype, (PointerType, TensorType)) else dtype
             got, want = _values(array, dtype), np.asarray(expect[name], dtype=np.float64)
             err = error(got.reshape(want.shape), want)
             if not err <= tolerance:

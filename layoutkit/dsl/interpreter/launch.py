@@ -4,7 +4,9 @@ The kernel is specialized exactly as a launch would (the arrays' dtypes and alig
 the integers' facts, the constexprs), its verified IR compiled into per-op steps, and every CTA
 of the grid run with one thread coroutine per thread of the block under the seeded scheduler.
 Pointer arguments are numpy arrays (C-contiguous; bf16 data as uint16 bit patterns, see
-`to_bf16`), which are the global memory: stores land in them. Scalars are Python numbers.
+`to_bf16`), which are the global memory: stores land in them. Tensor arguments are numpy arrays
+with any non-negative strides (slices too: the memory they span is mapped); their extents and
+strides are the kernel's. Scalars are Python numbers.
 """
 from __future__ import annotations
 
@@ -84,8 +86,13 @@ class Machine:
                     env[value.id] = Unresolved(op.attrs["name"], exc)
                 continue
             arg, name = values[index], params[index]
-            if isinstance(value.type, PointerType):
-                env[value.id] = self.memory.add(name, _host_array(name, arg), value.type.dtype)
+            field = op.attrs.get("field")
+            if field is not None:                        # a Tensor parameter's extent/stride
+                env[value.id] = to_dtype(op.attrs["read"](values), value.type)
+            elif isinstance(value.type, PointerType):
+                array = tensor_span(name, arg) if op.attrs.get("tensor") else \
+                    _host_array(name, arg)
+                env[value.id] = self.memory.add(name, array, value.type.dtype)
             elif isinstance(value.type, TensorMapType):
                 env[value.id] = arg
             else:
@@ -169,6 +176,17 @@ def _host_array(name: str, arg) -> np.ndarray:
     return arg
 
 
+def tensor_span(name: str, arg) -> np.ndarray:
+    """The memory a Tensor argument's elements span (a numpy array, any non-negative strides,
+    e.g. a slice), as one flat array from its first element: the kernel's global memory there."""
+    if not isinstance(arg, np.ndarray):
+        raise ExecutionError(f"argument {name}: the CPU interpreter takes numpy arrays for "
+                             f"Tensor parameters, got {type(arg).__name__}", None)
+    items = arg.itemsize
+    elements = 1 + sum((n - 1) * (s // items) for n, s in zip(arg.shape, arg.strides))
+    return np.lib.stride_tricks.as_strided(arg, shape=(elements,), strides=(items,))
+
+
 def _grid(grid) -> tuple[int, int, int]:
     dims = (grid,) if isinstance(grid, int) else tuple(grid)
     if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1
@@ -228,4 +246,5 @@ def from_bf16(bits) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32).reshape(bits.shape)
 
 
-__all__ = ["interpret", "run_ir", "Execution", "Machine", "to_bf16", "from_bf16", "WARP_SIZE"]
+__all__ = ["interpret", "run_ir", "tensor_span", "Execution", "Machine", "to_bf16", "from_bf16",
+           "WARP_SIZE"]

@@ -1,5 +1,8 @@
 """Global tensors: a pointer parameter with a layout (shape and strides may be symbolic) and
-bounds for masking; tiling and per-thread partitioning with the layout algebra.
+bounds for masking; tiling and per-thread partitioning with the layout algebra. A
+`Tensor[dtype, rank]` parameter is one inside the kernel (`tensor_parameter`): its layout is the
+argument's shape and strides, symbols bound to the kernel's hidden integer parameters, with the
+strides that the specialization knows to be 0 or 1 as those constants.
 
 Each tensor also carries, per mode of its bounds, a coordinate layout: the same algebra ops
 (local_tile, composition with the TV layout, slicing by thread) applied to a layout that maps
@@ -96,6 +99,33 @@ class GlobalTensor:
 
     max_vector = 1 << 30       # no layout-imposed cap on the vector width
 
+    @property
+    def shape(self) -> tuple:
+        """The extents of the view's modes (a tuple, also for one mode)."""
+        shape = self.layout.shape
+        return shape if isinstance(shape, tuple) else (shape,)
+
+    @property
+    def stride(self) -> tuple:
+        """The strides of the view's modes, in elements (a tuple, also for one mode)."""
+        stride = self.layout.stride
+        return stride if isinstance(stride, tuple) else (stride,)
+
+    def permute(self, *modes: int) -> "GlobalTensor":
+        """The whole tensor with its modes reordered: mode i of the result is mode modes[i] of
+        this one (CuTe's select), with the bounds along. `q.permute(1, 3, 2, 0)` of a
+        (batch, seqlen, heads, head_dim) tensor is (seqlen, head_dim, heads, batch)."""
+        rank = len(self.shape)
+        if self.tv is not None or self.layout is not self.root or not _is_zero(self.offset):
+            raise TraceError("permute reorders the modes of a whole tensor (a Tensor parameter "
+                             "or lk.global_tensor), before tiling or partitioning")
+        if sorted(modes) != list(range(rank)):
+            raise TraceError(f"permute{modes} of a tensor of {rank} modes {self.layout}: give "
+                             f"each mode 0..{rank - 1} once")
+        layout = Layout(tuple(self.shape[m] for m in modes), tuple(self.stride[m] for m in modes))
+        bounds = None if self.bounds is None else tuple(self.bounds[m] for m in modes)
+        return global_tensor(self.ptr, layout, bounds)
+
     def __repr__(self) -> str:
         part = f", partition of {self.tv}" if self.tv is not None else ""
         return f"GlobalTensor({self.dtype}, {self.layout}, offset {self.offset}{part})"
@@ -146,7 +176,7 @@ def global_tensor(ptr: PointerArg, layout: Layout, bounds=DEFAULT) -> GlobalTens
     layout's own shape, so a ragged last tile is masked); None for no masking."""
     if not isinstance(ptr, PointerArg):
         raise TraceError(f"global_tensor: the first argument is a Pointer parameter of the "
-                         f"kernel, got {ptr!r}")
+                         f"kernel (or a Tensor parameter's .ptr), got {ptr!r}")
     if isinstance(layout, ComposedLayout) or not isinstance(layout, Layout):
         raise TraceError(f"global_tensor: the layout is a Layout (shape:stride), got {layout!r}")
     modes = list(layout) if isinstance(layout.shape, tuple) else [layout]
@@ -160,6 +190,18 @@ def global_tensor(ptr: PointerArg, layout: Layout, bounds=DEFAULT) -> GlobalTens
     coords = () if bounds is None else tuple((_coordinate_layout(layout, m), 0)
                                              for m in range(len(modes)))
     return GlobalTensor(ptr, layout, 0, coords, bounds)
+
+
+def _is_zero(x) -> bool:
+    return isinstance(x, int) and x == 0 or getattr(x, "is_zero", False) is True
+
+
+def tensor_parameter(ptr: PointerArg, shape: tuple, strides: tuple) -> GlobalTensor:
+    """The GlobalTensor of a Tensor parameter: `ptr` with the layout shape:strides (one mode
+    stays a plain mode, as Layout(n) does), masked by its shape."""
+    if len(shape) == 1:
+        return global_tensor(ptr, Layout(shape[0], strides[0]))
+    return global_tensor(ptr, Layout(tuple(shape), tuple(strides)))
 
 
 def _origin(coordinate_layout: Layout, tiler, coord, folded):

@@ -19,14 +19,14 @@ MAX_DIM = 1 << 32
 
 
 def _compile(expr, index_of: dict):
-    """A function args -> int computing the integer expression `expr` over parameter symbols."""
+    """A function args -> int computing the integer expression `expr` over parameter symbols
+    (`index_of[s]`: a function args -> int reading symbol s's parameter)."""
     expr = sympy.sympify(expr)
     if expr.is_Integer:
         value = int(expr)
         return lambda args: value
     if expr.is_Symbol:
-        i = index_of[expr]
-        return lambda args: int(args[i])
+        return index_of[expr]
     if isinstance(expr, (sympy.Add, sympy.Mul)):
         parts = [_compile(a, index_of) for a in expr.args]
         if isinstance(expr, sympy.Add):
@@ -40,14 +40,17 @@ def _compile(expr, index_of: dict):
         return product
     free = sorted(expr.free_symbols, key=lambda s: s.name)
     at = [(s, index_of[s]) for s in free]
-    return lambda args: int(expr.xreplace({s: sympy.Integer(int(args[i])) for s, i in at}))
+    return lambda args: int(expr.xreplace({s: sympy.Integer(read(args)) for s, read in at}))
 
 
-def _parameter_index(trace, sym, what: str, role: str) -> int:
+def _parameter_index(trace, sym, what: str, role: str):
+    """A function args -> int reading the parameter of `sym` from the bound arguments (an
+    integer argument, or a Tensor argument's extent or stride: its param op's `read`)."""
     value = trace.symbols.get(sym)
     for op in trace.fn.params:
         if value is not None and op.results[0] is value and op.attrs["index"] is not None:
-            return op.attrs["index"]
+            i = op.attrs["index"]
+            return op.attrs.get("read") or (lambda args: int(args[i]))
     raise TmaError(f"{what}: the {role} depends on {sym}, which is not an integer parameter of "
                    "the kernel; a tensor map is encoded at launch from the arguments, so its "
                    "extents and strides are expressions in the kernel's integer parameters")
