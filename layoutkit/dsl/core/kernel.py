@@ -16,9 +16,12 @@ specialization key (its last entry, `KernelOptions`).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import inspect
 import linecache
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import NamedTuple
 
 import sympy
@@ -78,13 +81,22 @@ def lower(fn: Function) -> str:
     return lowering.run().text()
 
 
+# The lists Specialization.collected() blocks fill (innermost last); empty outside them.
+_COLLECTORS: ContextVar[tuple] = ContextVar("layoutkit_specializations_collected", default=())
+
+
 @dataclass
 class Specialization:
-    """One compiled specialization: its key, verified IR, PTX, and (lazily) cubin/launcher."""
+    """One compiled specialization: its key, verified IR, PTX, and (lazily) cubin/launcher.
+
+    `timings` holds the seconds each phase of making it took, measured once when it was made
+    (perf_counter): "trace", "verify", "check" (the protocol check), "lower" and, once the
+    cubin is assembled, "ptxas" (a cubin-cache hit included; benchmarks/bench_compile.py)."""
 
     key: tuple
     ir: Function
     ptx: str
+    timings: dict = field(default_factory=dict, repr=False, compare=False)
     _cubin: object = field(default=None, repr=False)
     _compiled: object = field(default=None, repr=False)
     _launchers: dict = field(default_factory=dict, repr=False)
@@ -96,8 +108,23 @@ class Specialization:
     @property
     def cubin(self):
         if self._cubin is None:
+            start = perf_counter()
             self._cubin = assemble(self.ptx)
+            self.timings["ptxas"] = perf_counter() - start
         return self._cubin
+
+    @staticmethod
+    @contextlib.contextmanager
+    def collected():
+        """A list of every Specialization that Kernel.specialize returns inside the block (made
+        or from the kernel's cache), in order: the IR behind PTX that code such as a recipe's
+        compile_default() made (`layoutkit compile --resources`). Observes only."""
+        made: list = []
+        token = _COLLECTORS.set(_COLLECTORS.get() + (made,))
+        try:
+            yield made
+        finally:
+            _COLLECTORS.reset(token)
 
     @property
     def compiled(self):
@@ -253,14 +280,22 @@ class Kernel:
         key = self._key(values)
         spec = self._cache.get(key)
         if spec is None:
-            ir = self._trace(key, values)
-            spec = self._cache[key] = Specialization(key, ir, lower(ir))
+            timings: dict = {}
+            ir = self._trace(key, values, timings)
+            start = perf_counter()
+            ptx = lower(ir)
+            timings["lower"] = perf_counter() - start
+            spec = self._cache[key] = Specialization(key, ir, ptx, timings)
+        for made in _COLLECTORS.get():     # Specialization.collected() blocks, if any
+            made.append(spec)
         return spec
 
-    def _trace(self, key: tuple, values: tuple) -> Function:
+    def _trace(self, key: tuple, values: tuple, timings: dict) -> Function:
+        """The verified, protocol-checked IR; the seconds of each phase go into `timings`."""
         options = key[-1]
         fn_ir = KernelFunction(self.name, self.num_warps, cluster=options.cluster,
                                debug=options.debug)
+        start = perf_counter()
         try:
             with tracing(fn_ir) as trace:
                 proxies = [self._proxy(trace, i, p, fact, v)
@@ -271,7 +306,13 @@ class Kernel:
                                      "its results to memory and returns nothing",
                                      definition_line(self.fn))
                 finish_sync(trace)
-            return check_kernel_protocol(verify(fn_ir))
+            traced = perf_counter()
+            verify(fn_ir)
+            verified = perf_counter()
+            check_kernel_protocol(fn_ir)
+            timings.update(trace=traced - start, verify=verified - traced,
+                           check=perf_counter() - verified)
+            return fn_ir
         except DSLError as exc:
             raise exc.with_traceback(None) from None
         except (LayoutError, PTXBuildError, sympy.SympifyError, TypeError, ValueError) as exc:
