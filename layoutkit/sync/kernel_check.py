@@ -13,7 +13,8 @@ finish or all left are blocked. Findings (kind: what):
 - expect-tx: copies delivering more bytes than the phase expects, or fewer (phase never ends);
 - named barrier: more threads than its count arrive, or too few (a deadlock);
 - stage: a barrier index outside its array;
-and from kernel_rules: wrong parity, race, init, wgmma overwrite, proxy fence, TMA store.
+and from kernel_rules: wrong parity, race, init, wgmma overwrite, proxy fence, TMA store,
+cp.async.
 """
 from __future__ import annotations
 

@@ -155,11 +155,25 @@ class SharedWrite:
 
 @dataclass(frozen=True)
 class SharedRead:
-    """A shared-memory read: `proxy` 'generic' (ld.shared), 'wgmma' or 'tma_store' (async)."""
+    """A shared-memory read: `proxy` 'generic' (ld.shared, ldmatrix), 'wgmma' or 'tma_store'
+    (async); `collective`: a warp reads together (ldmatrix), each lane receiving bytes that
+    other lanes address."""
 
     bytes: ByteRange
     proxy: str
     site: Site
+    collective: bool = False
+
+
+@dataclass(frozen=True)
+class AsyncWrite:
+    """An asynchronous generic-proxy write of shared `bytes` (cp.async, `kind` 'cp_async'): it
+    lands for the issuing threads at their GroupWait of `kind` that retires its Commit group,
+    for the other threads at a thread barrier after that wait."""
+
+    bytes: ByteRange
+    site: Site
+    kind: str = "cp_async"
 
 
 @dataclass(frozen=True)
@@ -171,7 +185,8 @@ class ProxyFence:
 
 @dataclass(frozen=True)
 class Commit:
-    """Close the group of `kind` ('wgmma' or 'tma_store') async operations issued since."""
+    """Close the group of `kind` ('wgmma', 'tma_store' or 'cp_async') async operations issued
+    since."""
 
     kind: str
     site: Site
@@ -261,6 +276,7 @@ class Finding:
         return f"{self.kind}: {self.message}"
 
 
-__all__ = ["describe_threads", "Arrive", "BarrierDecl", "ByteRange", "Commit", "Copy", "Finding",
-           "GroupWait", "Init", "InitFence", "KernelProtocol", "ProxyFence", "SharedRead", "SharedWrite",
-           "Site", "ThreadBarrier", "ThreadClass", "Undecided", "Wait"]
+__all__ = ["describe_threads", "Arrive", "AsyncWrite", "BarrierDecl", "ByteRange", "Commit",
+           "Copy", "Finding", "GroupWait", "Init", "InitFence", "KernelProtocol", "ProxyFence",
+           "SharedRead", "SharedWrite", "Site", "ThreadBarrier", "ThreadClass", "Undecided",
+           "Wait"]

@@ -16,11 +16,14 @@ order (the simulation of kernel_check supplies which waits passed on which phase
   fence.proxy.async by the writers between the stores and the read (same class) or the
   writers' next barrier or arrive, which publishes them (other classes);
 - TMA store: a TMA store's source overwritten, or left in flight at the end, before a
-  commit + wait covers it.
+  commit + wait covers it;
+- cp.async: a read of a cp.async destination before the wait (and barrier) that completes it
+  (async_copy_rules).
 Each kind is reported once per barrier array / buffer and class.
 """
 from __future__ import annotations
 
+from .async_copy_rules import cp_async
 from .kernel_check import slot_text
 from .kernel_model import (Arrive, Commit, Copy, Finding, GroupWait, Init, InitFence,
                            KernelProtocol, ProxyFence, SharedRead, SharedWrite, ThreadBarrier,
@@ -222,9 +225,9 @@ class Rules:
             for e in c.events:
                 if isinstance(e, SharedRead) and e.proxy in groups:
                     groups[e.proxy][-1].append(e)
-                elif isinstance(e, Commit):
+                elif isinstance(e, Commit) and e.kind in groups:
                     groups[e.kind].append([])
-                elif isinstance(e, GroupWait):
+                elif isinstance(e, GroupWait) and e.kind in groups:
                     kept = groups[e.kind][:-1]
                     kept = kept[len(kept) - e.pending:] if e.pending else []
                     groups[e.kind] = kept + [groups[e.kind][-1]]
@@ -308,6 +311,7 @@ def ordering_findings(protocol: KernelProtocol, passes: dict) -> list[Finding]:
     rules.init()
     rules.in_flight()
     rules.proxy_fence()
+    cp_async(rules)
     return rules.findings
 
 

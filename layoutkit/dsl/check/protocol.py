@@ -7,8 +7,8 @@ what the analysis could not decide is a `ProtocolWarning` saying what it assumed
 build (`@lk.kernel(debug=True)`, bounded waits) the errors are a ProtocolWarning instead, so
 that a suspect kernel can still be run and its hang shown by the hardware as a
 BarrierTimeoutError. Kernels
-without barrier, TMA, wgmma or proxy-fence ops are not walked at all. See docs/sync.md for how
-to read each diagnostic.
+without barrier, TMA, wgmma, cp.async or proxy-fence ops are not walked at all. See docs/sync.md
+for how to read each diagnostic.
 """
 from __future__ import annotations
 

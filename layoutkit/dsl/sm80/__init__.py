@@ -6,6 +6,7 @@ from .cp_async import cp_async, cp_async_commit, cp_async_wait
 from .ldmatrix import ldmatrix
 from .mma import mma_sync
 from .mma_layouts import MmaLayouts, mma_sync_layouts
+from . import ops  # noqa: F401  (the op definitions register at import)
 
 __all__ = ["cp_async", "cp_async_commit", "cp_async_wait", "ldmatrix", "mma_sync",
            "mma_sync_layouts", "MmaLayouts"]

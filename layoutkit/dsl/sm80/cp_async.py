@@ -28,14 +28,13 @@ import sympy
 
 from layoutkit.algebra import LayoutError, composition
 
-from ..core import verifier
 from ..core.errors import LayoutMismatchError, TraceError
 from ..lang.global_tensor import GlobalTensor
 from ..lang.memory import Chunk, _address, _mask, chunks_of, plan
 from ..lang.shared import SharedTensor, shared_access
 from .smem_address import bank_ways, split_swizzled
 from ..core.tracer import current
-from ..core.types import PointerType, bool_, i32, i64
+from ..core.types import bool_, i32
 from ..core.values import Scalar, _operand
 
 CP_ASYNC_BYTES = (4, 8, 16)
@@ -142,31 +141,6 @@ def cp_async_wait(pending: int) -> None:
         raise TraceError(f"lk.cp_async_wait: pending={pending!r} is the number of groups left "
                          f"in flight, a Python int in 0..{MAX_PENDING}")
     trace.emit("cp_async_wait", (), (), {"pending": pending})
-
-
-@verifier.op_rule("cp_async")
-def _copy_rule(op) -> None:
-    a = op.attrs
-    if len(op.operands) != 4 + bool(a.get("masked")):
-        verifier.fail(op, "operands are ptr, offset, inner, outer, then the mask when masked")
-    ptr, offset, inner, outer = op.operands[:4]
-    if not isinstance(ptr.type, PointerType) or offset.type != i64 or inner.type != i32 or \
-            outer.type != i32:
-        verifier.fail(op, "addresses a pointer + i64 element offset and shared i32 offsets")
-    if a.get("masked") and op.operands[4].type != bool_:
-        verifier.fail(op, "the mask is a bool")
-    if a.get("bytes") not in CP_ASYNC_BYTES or a["bytes"] != a["vec"] * ptr.type.dtype.nbytes:
-        verifier.fail(op, f"copies {CP_ASYNC_BYTES} bytes: vec x the element size")
-    if op.results:
-        verifier.fail(op, "has no results")
-
-
-@verifier.op_rule("cp_async_commit", "cp_async_wait")
-def _group_rule(op) -> None:
-    if op.operands or op.results:
-        verifier.fail(op, "takes no operands and has no results")
-    if op.name == "cp_async_wait" and not 0 <= op.attrs.get("pending", -1) <= MAX_PENDING:
-        verifier.fail(op, f"pending is an int in 0..{MAX_PENDING}")
 
 
 __all__ = ["cp_async", "cp_async_commit", "cp_async_wait"]

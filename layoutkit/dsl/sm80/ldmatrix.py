@@ -24,7 +24,6 @@ import sympy
 
 from layoutkit.algebra import LayoutError, composition
 
-from ..core import verifier
 from ..core.errors import LayoutMismatchError, TraceError
 from ..core.facts import provably_divisible
 from .mma_layouts import LDMATRIX_FRAGMENT
@@ -224,19 +223,6 @@ def _bank_ways(offset, table: list, src: SharedTensor):
             element = src.swizzle(element)
         addresses.append(src.alloc.offset + element * nbytes)
     return bank_ways(addresses, ROW_ELEMENTS * nbytes)
-
-
-@verifier.op_rule("ldmatrix")
-def _rule(op) -> None:
-    a = op.attrs
-    if len(op.operands) != 2 or any(v.type != i32 for v in op.operands):
-        verifier.fail(op, "takes the i32 inner (swizzled) and outer element offsets")
-    if a.get("num") not in NUMS or len(op.results) != 2 * a["num"]:
-        verifier.fail(op, "loads 1, 2 or 4 matrices: two 16-bit results per matrix")
-    if len({v.type for v in op.results}) != 1 or op.results[0].type.nbytes != 2:
-        verifier.fail(op, "results are 16-bit values of one type")
-    if len(a.get("registers", ())) != a["num"] or not isinstance(a.get("trans"), bool):
-        verifier.fail(op, "names the register of each matrix and a bool trans")
 
 
 __all__ = ["ldmatrix", "plan_matrices", "Matrix"]

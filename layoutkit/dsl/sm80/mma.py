@@ -23,9 +23,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from layoutkit.algebra import size
-
-from ..core import verifier
 from ..core.errors import LayoutMismatchError, TraceError
 from .mma_layouts import MMA_SHAPES, mma_sync_layouts
 from ..core.tracer import current
@@ -169,20 +166,6 @@ def mma_sync(acc: RegisterTensor, a: RegisterTensor, b: RegisterTensor, *,
                     *out[q * nc:(q + 1) * nc]]
         out[q * nc:(q + 1) * nc] = trace.emit("mma_sync", operands, [atoms.acc] * nc, attrs)
     return RegisterTensor(acc.dtype, acc.layout, out)
-
-
-@verifier.op_rule("mma_sync")
-def _rule(op) -> None:
-    a = op.attrs
-    if a.get("shape") not in MMA_SHAPES:
-        verifier.fail(op, f"shape is one of {tuple(MMA_SHAPES)}")
-    na, nb, nc = (size(a[key][1]) for key in ("a_layout", "b_layout", "c_layout"))
-    if len(op.operands) != na + nb + nc or len(op.results) != nc:
-        verifier.fail(op, f"takes {na} a, {nb} b and {nc} c values and gives {nc}")
-    types = [v.type.name for v in op.operands]
-    if set(types[:na + nb]) != {a["ab"]} or set(types[na + nb:]) != {a["acc"]} or \
-            {v.type.name for v in op.results} != {a["acc"]}:
-        verifier.fail(op, f"a, b are {a['ab']}; c and the results {a['acc']}")
 
 
 __all__ = ["mma_sync", "find_atoms"]
