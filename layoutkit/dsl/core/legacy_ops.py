@@ -32,7 +32,7 @@ class LegacyOp:
         getattr(lw, "op_" + op.name)(op)
 
     def interpret(self, op, compiler):
-        from ..interpreter import (ops_mbarrier, ops_mma, ops_roles,  # noqa: F401
+        from ..interpreter import (ops_mbarrier, ops_roles,  # noqa: F401
                                    ops_tma, ops_wgmma)
         from ..interpreter.executor import HANDLERS
         return HANDLERS[op.name](op, compiler)
