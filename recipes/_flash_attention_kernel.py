@@ -99,29 +99,26 @@ def row_col(tv: lk.TVLayout, tid):
     return row0, col0, drow, dcol
 
 
-def attention_body(q: lk.Pointer[lk.bf16], k: lk.Pointer[lk.bf16], v: lk.Pointer[lk.bf16],
-                   o: lk.Pointer[lk.bf16], lse: lk.Pointer[lk.f32],
-                   SQ: lk.i32, SK: lk.i32, HQ: lk.i32, HK: lk.i32, BATCH: lk.i32,
-                   GROUP: lk.i32, Q_SS: lk.i32, Q_SH: lk.i32, Q_SB: lk.i32,
-                   K_SS: lk.i32, K_SH: lk.i32, K_SB: lk.i32, V_SS: lk.i32, V_SH: lk.i32,
-                   V_SB: lk.i32, O_SS: lk.i32, O_SH: lk.i32, O_SB: lk.i32, LSE_SROW: lk.i32,
+def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tensor[lk.bf16, 4],
+                   o: lk.Tensor[lk.bf16, 4], lse: lk.Tensor[lk.f32, 2], GROUP: lk.i32,
                    N_MASKED: lk.i32, N_REST1: lk.i32, DIAG1: lk.i32, SCALE_LOG2: lk.f32,
                    D: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
                    CAUSAL: lk.constexpr, OVERLAP: lk.constexpr, PINGPONG: lk.constexpr,
                    PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
-    """The kernel (see the module docstring). Grid (ceil(SQ/128), HQ, BATCH). This CTA runs
-    n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j: first N_MASKED masked ones,
-    then N_REST1 - 1 (+ m*BM/BN when causal, m the query tile) that need no mask. Non-causal:
-    N_MASKED = 1 (the last block may be ragged), N_REST1 = ceil(SK/BN). Causal (BN divides
-    BM): DIAG1 = SK - SQ + 1 >= 1 (the host strips query rows that see no key), so row r sees
-    keys < min(SK, r + DIAG1); see `block_counts`. The loop bounds are sums of independent
-    parameters, so every choice of them is one consistent protocol (the static check picks
-    its own)."""
-    Q = lk.global_tensor(q, Layout((SQ, D, HQ, BATCH), (Q_SS, 1, Q_SH, Q_SB)))
-    K = lk.global_tensor(k, Layout((SK, D, HK, BATCH), (K_SS, 1, K_SH, K_SB)))
-    V = lk.global_tensor(v, Layout((SK, D, HK, BATCH), (V_SS, 1, V_SH, V_SB)))
-    O = lk.global_tensor(o, Layout((SQ, D, HQ, BATCH), (O_SS, 1, O_SH, O_SB)))
-    LSE = lk.global_tensor(lse, Layout((SQ, HQ * BATCH), (1, LSE_SROW)))
+    """The kernel (see the module docstring). q, o are (batch, seqlen_q, heads_q, head_dim), k, v
+    (batch, seqlen_k, heads_kv, head_dim), head_dim contiguous (= D), lse (batch * heads_q,
+    seqlen_q); query head h reads key/value head h // GROUP. Grid (ceil(seqlen_q/128), heads_q,
+    batch). This CTA runs n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j: first
+    N_MASKED masked ones, then N_REST1 - 1 (+ m*BM/BN when causal, m the query tile) that need
+    no mask. Non-causal: N_MASKED = 1 (the last block may be ragged), N_REST1 = ceil(SK/BN).
+    Causal (BN divides BM): DIAG1 = SK - SQ + 1 >= 1 (the host strips query rows that see no
+    key), so row r sees keys < min(SK, r + DIAG1); see `block_counts`. The loop bounds are sums
+    of independent parameters, so every choice of them is one consistent protocol (the static
+    check picks its own)."""
+    # the kernel's mode order: (seqlen, head_dim, heads, batch), head_dim TMA's inner dimension
+    Q, K, V, O = (x.permute(1, 3, 2, 0) for x in (q, k, v, o))
+    LSE = lse.permute(1, 0)                       # (seqlen_q, batch * heads_q)
+    SK, HQ = k.shape[1], q.shape[2]
     sQ = lk.shared_tensor(tile_layout(BM, D), lk.bf16, name="sQ")       # Q, then O
     sK = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sK")
     sV = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sV")

@@ -91,23 +91,14 @@ def block_counts(sq: int, sk: int, causal: bool, bn: int) -> tuple[int, int, int
     return n_end0 - diag1 // bn, diag1 // bn + 1, diag1
 
 
-def _strides(x) -> tuple[int, int, int]:
-    """(seqlen, heads, batch) element strides of a (batch, seqlen, heads, head_dim) view."""
-    return x.stride(1), x.stride(2), x.stride(0)
-
-
-def kernel_arguments(views, pointers, lse_row: int, causal: bool, scale: float,
-                     cfg: Config) -> tuple:
-    """(grid, positional arguments, constexprs) of one launch. `views`: q, k, v, o as objects
-    with .shape (batch, seqlen, heads, head_dim) and .stride(i) in elements; `pointers`: what
-    the kernel gets for q, k, v, o, lse (tensors, or arrays on the CPU interpreter); lse is
-    (batch * heads) rows of seqlen_q, `lse_row` elements apart."""
-    q, k, v, o = views
+def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -> tuple:
+    """(grid, positional arguments, constexprs) of one launch: q, o (batch, seqlen_q, heads_q,
+    head_dim), k, v (batch, seqlen_k, heads_kv, head_dim) and lse (batch * heads_q, seqlen_q), as
+    CUDA tensors, numpy arrays (the CPU interpreter) or lk.TensorSpecs (PTX only)."""
     batch, sq, hq, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
     n_masked, n_rest1, diag1 = block_counts(sq, sk, causal, cfg.BN)
-    args = (*pointers, sq, sk, hq, hk, batch, hq // hk, *_strides(q), *_strides(k),
-            *_strides(v), *_strides(o), lse_row, n_masked, n_rest1, diag1, float(scale) * LOG2E)
+    args = (q, k, v, o, lse, hq // hk, n_masked, n_rest1, diag1, float(scale) * LOG2E)
     constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
                       OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
@@ -115,31 +106,14 @@ def kernel_arguments(views, pointers, lse_row: int, causal: bool, scale: float,
     return (-(-sq // BM), hq, batch), args, constexprs
 
 
-class _Shape:
-    """A stand-in tensor (shape and strides) for specializing without torch."""
-
-    def __init__(self, shape, strides=None):
-        self.shape = tuple(shape)
-        if strides is None:
-            strides, run = [], 1
-            for n in reversed(self.shape):
-                strides.insert(0, run)
-                run *= n
-        self._strides = tuple(strides)
-
-    def stride(self, i):
-        return self._strides[i]
-
-
 def compile_default() -> dict[str, str]:
     """PTX of the default config of each head dim, non-causal and causal (a (4, 4096, 16, d)
     problem's specialization)."""
-    P, F = lk.Pointer[lk.bf16], lk.Pointer[lk.f32]
     out = {}
     for (d, causal), cfg in CONFIGS.items():
-        t = _Shape((4, 4096, 16, d))
-        grid, args, constexprs = kernel_arguments((t, t, t, t), (P, P, P, P, F), 4096, causal,
-                                                  d ** -0.5, cfg)
+        t = lk.TensorSpec(lk.bf16, (4, 4096, 16, d))
+        grid, args, constexprs = kernel_arguments(t, t, t, t, lk.TensorSpec(lk.f32, (64, 4096)),
+                                                  causal, d ** -0.5, cfg)
         name = f"attention_d{d}_bn{cfg.BN}_s{cfg.STAGES}{'_causal' if causal else ''}"
         out[name] = attention_kernel.ptx(*args, **constexprs)
     return out
@@ -147,10 +121,16 @@ def compile_default() -> dict[str, str]:
 
 def _tma_ready(x):
     """x itself when TMA can read it (head_dim contiguous, 16-byte aligned address and
-    strides), else a contiguous copy (a documented cost)."""
+    strides; a mode of extent 1 may have any stride, made a multiple of 16 bytes in a view),
+    else a contiguous copy (a documented cost)."""
     aligned = x.stride(3) == 1 and x.data_ptr() % 16 == 0 and \
         all(x.stride(i) % ALIGN_ELEMENTS == 0 or x.shape[i] == 1 for i in range(3))
-    return x if aligned else x.contiguous()
+    if not aligned:
+        return x.contiguous()
+    if any(x.stride(i) % ALIGN_ELEMENTS for i in range(3)):      # extent 1: any stride will do
+        strides = [s if s % ALIGN_ELEMENTS == 0 else x.numel() for s in x.stride()[:3]]
+        return x.as_strided(x.shape, (*strides, 1))
+    return x
 
 
 def check_inputs(q, k, v, causal, softmax_scale, layout: str, config):
@@ -233,9 +213,8 @@ def flash_attention(q, k, v, causal: bool = False, softmax_scale: float | None =
     qs, ks, vs = (_tma_ready(x) for x in (qs, ks, vs))
     o_run = _tma_ready(o)
     rows = lse.view(batch * hq, sq)
-    grid, args, constexprs = kernel_arguments(
-        (qs[:, dead:], ks, vs, o_run[:, dead:]),
-        (qs[:, dead:], ks, vs, o_run[:, dead:], rows[:, dead:]), sq, causal, scale, cfg)
+    grid, args, constexprs = kernel_arguments(qs[:, dead:], ks, vs, o_run[:, dead:],
+                                              rows[:, dead:], causal, scale, cfg)
     attention_kernel[grid](*args, **constexprs)
     if o_run.data_ptr() != o.data_ptr():
         o.copy_(o_run)
@@ -297,12 +276,9 @@ def check_cpu(seed: int = 0, cases=CPU_CASES, config: Config | None = None) -> f
         o_want, lse_want = reference(from_bf16(q), from_bf16(k), from_bf16(v), causal, scale)
         dead = max(sq - sk, 0) if causal else 0
         run = sq - dead
-        qr = np.ascontiguousarray(q[:, dead:])
         o = np.zeros((batch, run, hq, d), np.uint16)
         lse = np.zeros((batch * hq, run), np.float32)
-        views = tuple(_Shape(x.shape) for x in (qr, k, v, o))
-        grid, args, constexprs = kernel_arguments(views, (qr, k, v, o, lse), run, causal,
-                                                  scale, cfg)
+        grid, args, constexprs = kernel_arguments(q[:, dead:], k, v, o, lse, causal, scale, cfg)
         worst = max(worst, check_on_cpu(
             attention_kernel, grid, *args, **constexprs, error=_finite_error,
             expect={"o": o_want[:, dead:], "lse": lse_want[:, :, dead:].reshape(batch * hq, run)},

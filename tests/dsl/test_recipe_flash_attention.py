@@ -16,13 +16,12 @@ from layoutkit.ptx import assemble, disassemble
 from .test_recipes_compile import load_recipe
 
 fa = load_recipe("flash_attention")
-P, F = lk.Pointer[lk.bf16], lk.Pointer[lk.f32]
 
 
 def _spec(d: int, causal: bool, cfg):
-    t = fa._Shape((4, 4096, 16, d))
-    _, args, constexprs = fa.kernel_arguments((t, t, t, t), (P, P, P, P, F), 4096, causal,
-                                              d ** -0.5, cfg)
+    t = lk.TensorSpec(lk.bf16, (4, 4096, 16, d))
+    _, args, constexprs = fa.kernel_arguments(t, t, t, t, lk.TensorSpec(lk.f32, (64, 4096)),
+                                              causal, d ** -0.5, cfg)
     return fa.attention_kernel.specialize(*args, **constexprs)
 
 
