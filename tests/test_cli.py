@@ -32,10 +32,99 @@ def test_python_dash_m_runs_the_same_cli():
     assert "layoutkit tour" in done.stdout
 
 
+def _lines(text: str) -> list[str]:
+    return [" ".join(line.split()) for line in text.splitlines()]   # columns, spaces collapsed
+
+
 def test_compile_prints_resources_and_ptx(capsys):
     assert main(["compile", "softmax", "--ptx", "--resources"]) == 0
     out = capsys.readouterr().out
-    assert ".target sm_90a" in out and "ResourceUsage(" in out
+    assert ".target sm_90a" in out and "ResourceUsage(" not in out
+    block = out[out.index("== softmax: softmax n=4096:"):out.index("== softmax: softmax n=8192:")]
+    lines = _lines(block)
+    assert "directives .reqntid 128, 1, 1" in lines
+    assert "roles none (every warp keeps the entry registers)" in lines
+    assert "shared 32 B dynamic in 2 buffers; 0 B static (ptxas)" in lines
+    assert "mbarriers none" in lines and "ptxas notes none" in lines
+    assert any(line.startswith("registers ") and line.endswith(" per thread at entry (ptxas)")
+               for line in lines)
+    # the two reduction buffers: name, offset, bytes, align, what made them, the recipe's line
+    assert "buffer offset bytes align made by at" in lines
+    assert any(line.startswith("smem0 0 16 16 lk.reduce_max softmax.py:") for line in lines)
+    assert any(line.startswith("smem1 16 16 16 lk.reduce_sum softmax.py:") for line in lines)
+    assert "total 32" in lines
+
+
+def test_compile_resources_of_the_warp_specialized_gemm(capsys):
+    """gemm_hopper's report: the role budgets after setmaxnreg, every shared buffer (the
+    224 KiB of tiles and barriers ptxas never sees), the mbarrier rings, the cluster."""
+    assert main(["compile", "gemm_hopper", "--resources"]) == 0
+    out = capsys.readouterr().out
+    first = out.split("\n== ")[0]
+    assert first.startswith("== gemm_hopper: gemm_Nmajor_128x256x64_s4_c2: ")
+    assert "229448 B dynamic smem" in first.splitlines()[0]
+    lines = _lines(first)
+    assert "entry gemm_body (sm_90a)" in lines
+    assert "directives .reqntid 384, 1, 1; .minnctapersm 1; .reqnctapercluster 2, 1, 1" in lines
+    assert "shared 229448 B (224.1 KiB) dynamic in 6 buffers; 0 B static (ptxas)" in lines
+    assert "mbarriers 9 in 3 arrays" in lines
+    assert any(line.startswith("barriers ") and line.endswith("named barrier ids 1, 2")
+               for line in lines)
+    assert "spills none; stack frame 0 B" in lines
+    assert "role warpgroups threads registers setmaxnreg regs x threads" in lines
+    assert "producer 0 128 40 dec 5120" in lines
+    assert "consumer0 1 128 232 inc 29696" in lines
+    assert "consumer1 2 128 232 inc 29696" in lines
+    assert "total 384 64512" in lines
+    for row in ("sB 0 131072 1024 lk.shared_tensor gemm_hopper.py:",
+                "sA 131072 65536 1024 lk.shared_tensor gemm_hopper.py:",
+                "sC 196608 32768 1024 lk.shared_tensor gemm_hopper.py:",
+                "full 229376 32 8 lk.mbarrier_array gemm_hopper.py:",
+                "empty 229408 32 8 lk.mbarrier_array gemm_hopper.py:",
+                "finished 229440 8 8 lk.mbarrier_array gemm_hopper.py:"):
+        assert any(line.startswith(row) for line in lines), row
+    assert "total 229448" in lines
+    assert "mbarrier array stages arrivals per phase" in lines
+    assert {"full 4 1", "empty 4 16", "finished 1 16"} <= set(lines)
+    assert "== gemm_hopper: gemm_Kmajor_128x256x64_s4_c2: " in out
+
+
+def test_resource_table_columns_line_up(capsys):
+    """Each table's columns start at the same place on every row: numbers right-aligned,
+    names left-aligned."""
+    from layoutkit.tools.resource_report import table
+    rows = table(("buffer", "offset", "bytes", "made by"),
+                 [("sB", 0, 131072, "lk.shared_tensor"), ("full", 229376, 32, "mbarrier")], "")
+    assert rows == ["buffer  offset   bytes  made by",
+                    "sB           0  131072  lk.shared_tensor",
+                    "full    229376      32  mbarrier"]
+
+
+def test_resources_of_ptx_without_ir_say_what_is_unknown(tmp_path, capsys):
+    """A recipe returning PTX text that no Kernel.specialize made: ptxas's facts only."""
+    recipe = tmp_path / "raw_ptx.py"
+    recipe.write_text("def compile_default():\n"
+                      "    return {'k': '.version 8.0\\n.target sm_90a\\n.address_size 64\\n'\n"
+                      "                 '.visible .entry k()\\n.maxntid 64, 1, 1\\n{\\nret;\\n}\\n'}\n")
+    assert main(["compile", str(recipe), "--resources"]) == 0
+    lines = _lines(capsys.readouterr().out)
+    assert lines[0].startswith("== raw_ptx: k: ") and "B static smem" in lines[0]
+    assert "directives .maxntid 64, 1, 1" in lines
+    assert ("shared 0 B static (ptxas); dynamic unknown: this PTX was not made by "
+            "Kernel.specialize (no IR)") in lines
+
+
+def test_default_specializations_carry_their_ir_and_phase_timings():
+    from layoutkit.tools.recipe_runner import compile_recipe, default_specializations
+    found = default_specializations("softmax")
+    assert [d.name for d in found][:2] == ["softmax n=1024", "softmax n=4096"]
+    for d in found:
+        assert d.specialization is not None and d.specialization.ptx == d.ptx
+        assert set(d.specialization.timings) >= {"trace", "verify", "check", "lower"}
+        assert all(t >= 0 for t in d.specialization.timings.values())
+    compiled = compile_recipe("softmax")[0]
+    assert compiled.cubin is compiled.specialization.cubin
+    assert compiled.specialization.timings["ptxas"] >= 0
 
 
 def test_unknown_recipe_is_a_clear_error(capsys):

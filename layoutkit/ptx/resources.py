@@ -13,7 +13,8 @@ parts appear only when nonzero, and older releases print ``N bytes cmem[K]`` ban
 entry's block, so it is attributed by reading the PTX (see ``_entries_ignoring_setmaxnreg``).
 Other ``(C75xx)`` infos (wgmma serialized, ``warpgroup.wait``/``arrive`` injected: the
 pipeline the author wrote is not the one that runs) name their function and are kept as the
-entry's ``performance_notes``.
+entry's ``performance_notes``. ``entry_directives`` reads each entry's performance directives
+(``.reqntid``, ``.minnctapersm``, ``.maxnreg``, ...) from the PTX, for a report beside them.
 """
 from __future__ import annotations
 
@@ -168,6 +169,25 @@ def warn_about(resources: Mapping[str, ResourceUsage], *, stacklevel: int = 2) -
                 f"ptxas ignored setmaxnreg in entry '{usage.name}' (C7508: unable to determine "
                 "register count at entry); give the entry a register cap: .maxnreg N, or "
                 ".maxntid with .minnctapersm"), stacklevel=stacklevel + 1)
+
+
+# --- the entries' performance directives ---------------------------------------------------
+
+_DIRECTIVE = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnctapersm|maxnreg|"
+                        r"reqnctapercluster|maxclusterrank)\s+(\d+(?:\s*,\s*\d+)*)")
+
+
+def entry_directives(ptx: str) -> dict[str, dict[str, tuple[int, ...]]]:
+    """The performance-tuning directives of each entry in PTX text, as ptxas reads them:
+    ``{entry: {directive without the dot: its numbers}}``, in the entries' order.
+
+    >>> entry_directives(".visible .entry k(.param .u64 p)\\n.reqntid 384, 1, 1\\n"
+    ...                  ".minnctapersm 1\\n{\\nret;\\n}\\n")
+    {'k': {'reqntid': (384, 1, 1), 'minnctapersm': (1,)}}
+    """
+    return {entry: {name: tuple(int(n) for n in numbers.split(","))
+                    for name, numbers in _DIRECTIVE.findall(head)}
+            for entry, (head, _) in _entry_sources(ptx).items()}
 
 
 # --- C7508 attribution -------------------------------------------------------------------

@@ -4,7 +4,8 @@
                             recipe assembled and, on a Hopper GPU, checked and benchmarked
                             (one summary table)
   layoutkit compile RECIPE  assemble a recipe's default kernels for sm_90a (any machine):
-                            [--ptx] [--sass] [--resources]
+                            [--ptx] [--sass] [--resources: registers per warp role, dynamic
+                            shared memory per buffer, mbarriers, spills, ptxas notes]
   layoutkit run RECIPE      on a Hopper GPU: check the recipe against its reference, then
                             benchmark it beside the library doing the same work;
                             --cpu: run its check on the CPU interpreter (any machine)
@@ -27,11 +28,10 @@ def _compile(args: argparse.Namespace) -> int:
     from layoutkit.tools.recipe_runner import compile_recipe
     for spec in compile_recipe(args.recipe):
         print(f"== {spec.recipe}: {spec.name}: {spec.resource_line()}")
+        if args.resources:
+            print(spec.resource_table() + "\n")
         if args.ptx:
             print(spec.ptx)
-        if args.resources:
-            for entry, usage in spec.cubin.resources.items():
-                print(f"   {entry}: {usage}")
         if args.sass:
             print(ptx.disassemble(spec.cubin))
     return 0
@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     compile_ = commands.add_parser("compile", help="assemble a recipe's kernels for sm_90a")
     compile_.add_argument("recipe", help="a name in recipes/ (e.g. softmax) or a path")
     for flag, what in (("--ptx", "print the PTX"), ("--sass", "print the SASS (nvdisasm)"),
-                       ("--resources", "print the full ptxas resource report")):
+                       ("--resources", "print a resource table per kernel: registers (per "
+                        "warp role), shared memory per buffer, mbarriers, spills, ptxas notes")):
         compile_.add_argument(flag, action="store_true", help=what)
     compile_.set_defaults(run=_compile)
     run = commands.add_parser("run", help="check and benchmark a recipe on a Hopper GPU")

@@ -69,25 +69,65 @@ def load_recipe(name_or_path: str) -> ModuleType:
 
 
 @dataclass(frozen=True)
-class CompiledSpecialization:
+class DefaultSpecialization:
+    """One entry of a recipe's compile_default(): its name, PTX and the Specialization that
+    Kernel.specialize made it from (IR, timings; None for PTX made some other way)."""
+
     recipe: str
     name: str
     ptx: str
-    cubin: object          # layoutkit.ptx.Cubin
+    specialization: object | None     # layoutkit.dsl.Specialization
+
+
+def default_specializations(name_or_path: str) -> list[DefaultSpecialization]:
+    """A recipe's compile_default() with the Specialization behind each PTX text.
+
+    The recipe protocol stays {name: ptx}: the recipe states its defaults once, and
+    `Specialization.collected()` observes the specializations its kernels return meanwhile;
+    each text is matched to the one whose PTX it is."""
+    from layoutkit.dsl import Specialization
+    module = load_recipe(name_or_path)
+    with Specialization.collected() as made:
+        texts = module.compile_default()
+    by_ptx = {spec.ptx: spec for spec in made}
+    stem = recipe_stem(name_or_path)
+    return [DefaultSpecialization(stem, name, text, by_ptx.get(text))
+            for name, text in texts.items()]
+
+
+@dataclass(frozen=True)
+class CompiledSpecialization:
+    """A recipe's default specialization assembled: PTX, cubin, and (when Kernel.specialize
+    made it) the Specialization, whose IR the resource report reads."""
+
+    recipe: str
+    name: str
+    ptx: str
+    cubin: object                       # layoutkit.ptx.Cubin
+    specialization: object | None = None
 
     def resource_line(self) -> str:
+        """registers, dynamic shared memory (from the IR; ptxas sees only static) and spills."""
         usage = next(iter(self.cubin.resources.values()))
-        return (f"{usage.registers} registers, {usage.shared_bytes} B static smem, "
+        spec = self.specialization
+        smem = f"{spec.ir.shared_bytes} B dynamic smem" if spec is not None \
+            else f"{usage.shared_bytes} B static smem"
+        return (f"{usage.registers} registers, {smem}, "
                 f"{usage.spill_store_bytes + usage.spill_load_bytes} B spilled")
+
+    def resource_table(self) -> str:
+        """The full report: see layoutkit.tools.resource_report."""
+        from layoutkit.tools.resource_report import format_resources
+        return format_resources(self)
 
 
 def compile_recipe(name_or_path: str) -> list[CompiledSpecialization]:
     """Assemble every default specialization of a recipe for sm_90a (no GPU needed)."""
     from layoutkit import ptx
-    module = load_recipe(name_or_path)
-    stem = recipe_stem(name_or_path)
-    return [CompiledSpecialization(stem, name, text, ptx.assemble(text))
-            for name, text in module.compile_default().items()]
+    return [CompiledSpecialization(d.recipe, d.name, d.ptx, d.specialization.cubin
+                                   if d.specialization is not None else ptx.assemble(d.ptx),
+                                   d.specialization)
+            for d in default_specializations(name_or_path)]
 
 
 # ---- running recipes on a GPU -----------------------------------------------------------------
