@@ -166,7 +166,7 @@ def test_ldmatrix_rejects_a_partition_that_is_no_matrix():
     with pytest.raises(lk.LayoutMismatchError) as info:
         ldmatrix_strided_rows.ptx(F32)
     text = str(info.value)
-    assert "values 0 and 1 of the partition are not one register of an 8x8 ldmatrix" in text
+    assert "values 0 and 1 of the partition are not one register of an 8x8 b16 matrix" in text
     assert "((4,8),(2,2,2)):((32,1),(16,8,128)) over tile (16,16)" in text
     assert "(4,8),2):((16,1),8) over tile (8,8)" in text
     assert info.value.location.line == line_of("# STRIDED")
@@ -221,7 +221,7 @@ def ldmatrix_misaligned_tile(c: lk.Pointer[lk.f32]):
     (ldmatrix_global, BF16, "# GLOBAL", lk.TraceError, "partition of a shared tile"),
     (ldmatrix_x3, F32, "# X3", lk.TraceError, r"num=3 matrices per instruction"),
     (ldmatrix_misaligned_tile, F32, "# MISALIGNED", lk.TraceError,
-     "not a multiple of 8 elements: ldmatrix rows start at 16-byte boundaries"),
+     "not a multiple of 8 elements: matrix rows start at 16-byte boundaries"),
 ])
 def test_ldmatrix_errors(kernel, arg, marker, error, message):
     with pytest.raises(error, match=message) as info:

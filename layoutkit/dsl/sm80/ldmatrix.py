@@ -73,20 +73,20 @@ def _rows(thread: list, value: list, w: int, j: int, trans: bool):
     return rows, None
 
 
-def _mismatch(src: SharedTensor, j: int, w: int, trans, bad) -> LayoutMismatchError:
+def _mismatch(src: SharedTensor, j: int, w: int, trans, bad, what: str) -> LayoutMismatchError:
     lane, half, want, got = bad
     forms = {False: "non-transposed", True: ".trans", None: "either form"}
     return LayoutMismatchError(
-        f"lk.ldmatrix: values {2 * j} and {2 * j + 1} of the partition are not one register of "
-        f"an 8x8 ldmatrix matrix ({forms[trans]}) in warp {w}: lane {lane} holds value "
+        f"{what}: values {2 * j} and {2 * j + 1} of the partition are not one register of "
+        f"an 8x8 b16 matrix ({forms[trans]}) in warp {w}: lane {lane} holds value "
         f"{2 * j + half} at tile offset {got}, the matrix needs {want}\n"
         f"      partition:       {src.tv} on tile {src.parent.layout}\n"
         f"      ldmatrix matrix: {LDMATRIX_FRAGMENT} (rows of 8 contiguous elements)\n"
-        "  give ldmatrix a partition by an mma fragment layout (lk.mma_sync_layouts) over a "
+        f"  give {what} a partition by an mma fragment layout (lk.mma_sync_layouts) over a "
         "tile whose rows are 16 contiguous bytes")
 
 
-def plan_matrices(src: SharedTensor, trans=None) -> list[Matrix]:
+def plan_matrices(src: SharedTensor, trans=None, what: str = "lk.ldmatrix") -> list[Matrix]:
     """One Matrix per register of the partition `src` (see the module docstring); `trans`
     None picks the form that fits each register."""
     thread, value = _offsets(src)
@@ -105,36 +105,36 @@ def plan_matrices(src: SharedTensor, trans=None) -> list[Matrix]:
             if bad is None:
                 break
         if bad is not None:
-            raise _mismatch(src, j, first_bad[0], trans, first_bad[1])
+            raise _mismatch(src, j, first_bad[0], trans, first_bad[1], what)
         misaligned = [r for per_warp in rows for r in per_warp if r % ROW_ELEMENTS]
         if misaligned:
-            raise TraceError(f"lk.ldmatrix: register {j} of {src.tv} reads a row at tile offset "
+            raise TraceError(f"{what}: register {j} of {src.tv} moves a row at tile offset "
                              f"{misaligned[0]}, not a multiple of {ROW_ELEMENTS} elements: "
-                             "ldmatrix rows start at 16-byte boundaries")
+                             "matrix rows start at 16-byte boundaries")
         matrices.append(Matrix(j, form, tuple(rows)))
     return matrices
 
 
-def _check(src, num: int, trans) -> None:
+def _check(src, num: int, trans, what: str) -> None:
     if not isinstance(src, SharedTensor) or src.tv is None or src.parent is None:
-        raise TraceError("lk.ldmatrix loads a thread's partition of a shared tile "
+        raise TraceError(f"{what} moves a thread's partition of a shared tile "
                          f"(tile.partition(tv)), got {src!r}")
     if src.dtype.nbytes != 2:
-        raise TraceError(f"lk.ldmatrix moves 16-bit elements (b16); the tile holds {src.dtype}")
+        raise TraceError(f"{what} moves 16-bit elements (b16); the tile holds {src.dtype}")
     if src.tv.num_threads % WARP:
-        raise TraceError(f"lk.ldmatrix is warp-collective: {src.tv} has {src.tv.num_threads} "
+        raise TraceError(f"{what} is warp-collective: {src.tv} has {src.tv.num_threads} "
                          "threads, not whole warps")
     if src.tv.num_values % 2:
-        raise TraceError(f"lk.ldmatrix: {src.tv} gives each thread {src.tv.num_values} values; "
+        raise TraceError(f"{what}: {src.tv} gives each thread {src.tv.num_values} values; "
                          "registers hold pairs (values 2j, 2j+1), so the count must be even")
     if num not in NUMS:
-        raise TraceError(f"lk.ldmatrix: num={num!r} matrices per instruction; ldmatrix loads "
+        raise TraceError(f"{what}: num={num!r} matrices per instruction; it moves "
                          "1, 2 or 4 (.x1, .x2, .x4)")
     if trans not in (None, True, False):
-        raise TraceError(f"lk.ldmatrix: trans is None (derived), True or False, got {trans!r}")
+        raise TraceError(f"{what}: trans is None (derived), True or False, got {trans!r}")
     if src.max_vector < ROW_ELEMENTS:
-        raise TraceError(f"lk.ldmatrix: the tile's swizzle {src.swizzle} moves elements inside "
-                         "16-byte rows; ldmatrix rows are 16 contiguous bytes, so the swizzle's "
+        raise TraceError(f"{what}: the tile's swizzle {src.swizzle} moves elements inside "
+                         "16-byte rows; matrix rows are 16 contiguous bytes, so the swizzle's "
                          f"base must be at least 3 (8 elements), got {src.swizzle.base}")
 
 
@@ -160,48 +160,58 @@ def _lane_table(group: list[Matrix], threads: int) -> list:
     return table
 
 
-def ldmatrix(src: SharedTensor, *, num: int = 4, trans=None) -> RegisterTensor:
-    """This thread's values of the shared partition `src` as a register tensor with src's TV
-    layout, loaded by ldmatrix (`num` matrices per instruction at most; `trans` None derives
-    .trans per register). Raises LayoutMismatchError when a register is no ldmatrix matrix."""
-    what = "lk.ldmatrix"
+def matrix_instructions(what: str, part: SharedTensor, num: int, trans):
+    """The instructions that move the shared partition `part` as 8x8 b16 matrices (ldmatrix,
+    stmatrix: the same fragment): per instruction, (matrices, inner, outer, attrs) with the i32
+    index expressions of lane l's row address Sw(inner) + outer + disp and the op's attrs.
+    Raises LayoutMismatchError when a register pair is no such matrix."""
     trace = current(what)
-    _check(src, num, trans)
+    _check(part, num, trans, what)
     trace.require_uniform(what)
-    tile = src.parent
+    tile = part.parent
     if trace.thread_dependent(tile.offset):
         raise TraceError(f"{what}: the tile's offset {tile.offset} depends on the thread; tile "
                          "the shared tensor by block-uniform coordinates and let the TV layout "
                          "place the warps")
     if not provably_divisible(tile.offset, ROW_ELEMENTS):
         raise TraceError(f"{what}: the tile starts at element offset {tile.offset}, not provably "
-                         f"a multiple of {ROW_ELEMENTS}: ldmatrix rows start at 16-byte "
+                         f"a multiple of {ROW_ELEMENTS}: matrix rows start at 16-byte "
                          "boundaries")
     try:
-        matrices = plan_matrices(src, trans)
+        matrices = plan_matrices(part, trans, what)
     except LayoutError as exc:
-        raise TraceError(f"{what}: cannot enumerate {src.tv} on {tile.layout}: {exc}") from None
+        raise TraceError(f"{what}: cannot enumerate {part.tv} on {tile.layout}: {exc}") from None
     tid = trace.special("thread_idx", 0)
-    threads = src.tv.num_threads
-    values = [None] * src.tv.num_values
+    threads = part.tv.num_threads
+    out = []
     for group in _groups(matrices, num):
         table = _lane_table(group, threads)
         fit = bit_fit(table)
         if fit is None:
             raise TraceError(f"{what}: the row offsets of registers "
-                             f"{[m.register for m in group]} of {src.tv} are not a sum of "
+                             f"{[m.register for m in group]} of {part.tv} are not a sum of "
                              "per-bit terms of the thread index; use power-of-two warp and "
                              "repeat counts in the TV layout")
         inner, outer, disp = split_swizzled(tile.offset + bit_expr(tid, fit, threads),
-                                            src.swizzle)
-        attrs = {"buffer": src.alloc.name, "base": src.alloc.offset, "disp": disp,
-                 "swizzle": None if src.swizzle is None else
-                 (src.swizzle.bits, src.swizzle.base, src.swizzle.shift),
+                                            part.swizzle)
+        attrs = {"buffer": part.alloc.name, "base": part.alloc.offset, "disp": disp,
+                 "swizzle": None if part.swizzle is None else
+                 (part.swizzle.bits, part.swizzle.base, part.swizzle.shift),
                  "num": len(group), "trans": group[0].trans,
                  "registers": tuple(m.register for m in group),
-                 "bank_ways": _bank_ways(tile.offset, table, src)}
-        results = trace.emit("ldmatrix", [trace.index(inner, i32), trace.index(outer, i32)],
-                             [src.dtype] * (2 * len(group)), attrs)
+                 "bank_ways": _bank_ways(tile.offset, table, part)}
+        out.append((group, trace.index(inner, i32), trace.index(outer, i32), attrs))
+    return out
+
+
+def ldmatrix(src: SharedTensor, *, num: int = 4, trans=None) -> RegisterTensor:
+    """This thread's values of the shared partition `src` as a register tensor with src's TV
+    layout, loaded by ldmatrix (`num` matrices per instruction at most; `trans` None derives
+    .trans per register). Raises LayoutMismatchError when a register is no ldmatrix matrix."""
+    trace = current("lk.ldmatrix")
+    values = [None] * src.tv.num_values if isinstance(src, SharedTensor) and src.tv else []
+    for group, inner, outer, attrs in matrix_instructions("lk.ldmatrix", src, num, trans):
+        results = trace.emit("ldmatrix", [inner, outer], [src.dtype] * (2 * len(group)), attrs)
         for i, m in enumerate(group):
             values[2 * m.register:2 * m.register + 2] = results[2 * i:2 * i + 2]
     return RegisterTensor(src.dtype, src.tv, values)
@@ -225,4 +235,4 @@ def _bank_ways(offset, table: list, src: SharedTensor):
     return bank_ways(addresses, ROW_ELEMENTS * nbytes)
 
 
-__all__ = ["ldmatrix", "plan_matrices", "Matrix"]
+__all__ = ["ldmatrix", "matrix_instructions", "plan_matrices", "Matrix", "NUMS", "ROW_ELEMENTS"]

@@ -50,7 +50,7 @@ def _u32(lw, value):
     return convert.mov(lw.k, reg, dtype="b32", out=lw.k.reg("u32"))
 
 
-def _split_shared_address(lw, op, inner, outer, disp: int, nbytes: int) -> Address:
+def split_shared_address(lw, op, inner, outer, disp: int, nbytes: int) -> Address:
     """The shared address Sw(inner) + outer + disp elements of `op`'s buffer (cached per
     scope by (inner, outer, swizzle, element size))."""
     swizzle = op.attrs["swizzle"]
@@ -82,14 +82,15 @@ def _packed_pairs(lw) -> dict:
     return lw.__dict__.setdefault("_mma_packed", {})
 
 
-def _packed(lw, lo, hi):
+def packed_pair(lw, lo, hi):
+    """The 32-bit register holding 16-bit values lo, hi (the one ldmatrix loaded, or a pack)."""
     reg = _packed_pairs(lw).get((lo.id, hi.id))
     if reg is not None:
         return reg
     return convert.pack(lw.k, (lw.reg(lo), lw.reg(hi)))
 
 
-def _shared_range(ex, op, mask, loops, at: tuple, disp: int, nbytes: int, span: int, kind,
+def shared_range(ex, op, mask, loops, at: tuple, disp: int, nbytes: int, span: int, kind,
                   fields: dict) -> None:
     """Emit `kind` (with `fields`) per CTA for the byte range of `op`'s shared access at element
     Sw(inner) + outer + disp, inner and outer its operands at positions `at`: the span of the
@@ -135,7 +136,7 @@ class CpAsync(OpDef):
     def lower(self, op, lw):
         a, k = op.attrs, lw.k
         ptr, _, inner, outer = op.operands[:4]
-        dst = _split_shared_address(lw, op, inner, outer, a["sdisp"], ptr.type.dtype.nbytes)
+        dst = split_shared_address(lw, op, inner, outer, a["sdisp"], ptr.type.dtype.nbytes)
         src = lw._address(op)
         keep = lw.operand(op.operands[4]) if a["masked"] else True
         if keep is True:
@@ -175,7 +176,7 @@ class CpAsync(OpDef):
 
     def effects(self, op, ex, mask, loops):
         a = op.attrs
-        _shared_range(ex, op, mask, loops, (2, 3), a["sdisp"], op.operands[0].type.dtype.nbytes,
+        shared_range(ex, op, mask, loops, (2, 3), a["sdisp"], op.operands[0].type.dtype.nbytes,
                       a["bytes"], km.AsyncWrite, {"kind": GROUP_KIND})
 
 
@@ -258,7 +259,7 @@ class Ldmatrix(OpDef):
     def lower(self, op, lw):
         k, dtype = lw.k, op.results[0].type
         inner, outer = op.operands
-        address = _split_shared_address(lw, op, inner, outer, op.attrs["disp"], dtype.nbytes)
+        address = split_shared_address(lw, op, inner, outer, op.attrs["disp"], dtype.nbytes)
         regs = matrix.ldmatrix(k, address, op.attrs["num"], trans=op.attrs["trans"])
         pairs = _packed_pairs(lw)
         for i, reg in enumerate(regs):
@@ -299,7 +300,7 @@ class Ldmatrix(OpDef):
 
     def effects(self, op, ex, mask, loops):
         nbytes = op.results[0].type.nbytes
-        _shared_range(ex, op, mask, loops, (0, 1), op.attrs["disp"], nbytes,
+        shared_range(ex, op, mask, loops, (0, 1), op.attrs["disp"], nbytes,
                       ROW_ELEMENTS * nbytes, km.SharedRead, {"proxy": "generic",
                                                              "collective": True})
 
@@ -328,8 +329,8 @@ class MmaSync(NoEffects, OpDef):
         a = op.attrs
         na, nb = a["a_layout"][1].size(), a["b_layout"][1].size()
         values = op.operands
-        ra = [_packed(lw, values[i], values[i + 1]) for i in range(0, na, 2)]
-        rb = [_packed(lw, values[na + i], values[na + i + 1]) for i in range(0, nb, 2)]
+        ra = [packed_pair(lw, values[i], values[i + 1]) for i in range(0, na, 2)]
+        rb = [packed_pair(lw, values[na + i], values[na + i + 1]) for i in range(0, nb, 2)]
         rc = [lw.reg(v) for v in values[na + nb:]]
         rd = matrix.mma_sync(lw.k, ra, rb, rc, shape=a["shape"], ab_type=a["ab"],
                              acc_type=a["acc"])
