@@ -1,6 +1,7 @@
 """coalesce and filter: simplify a layout without changing it as a function on its domain."""
 from __future__ import annotations
 
+from . import domain
 from . import int_tuple as it
 from .composed import acts_on_inner
 from .errors import LayoutError
@@ -103,6 +104,7 @@ def coalesce(layout: Layout, profile=None) -> Layout:
     >>> str(coalesce(Layout((2, (1, 6)), (1, (6, 2))), (1, 1)))
     '(2,6):(1,2)'
     """
+    profile = domain.profile(profile, "coalesce")
     if type(profile) is tuple:
         return by_mode(coalesce, layout, profile, True, "coalesce")
     return _flat_coalesce(it.flatten(layout.shape), it.flatten(layout.stride))
@@ -116,6 +118,7 @@ def filter(layout: Layout, profile=None) -> Layout:  # noqa: A001 - CuTe's name
     >>> str(filter(Layout((4, 2, 3), (1, 0, 4))))
     '12:1'
     """
+    profile = domain.profile(profile, "filter")
     if type(profile) is tuple:
         return by_mode(filter, layout, profile, True, "filter")
     shapes, strides = [], []

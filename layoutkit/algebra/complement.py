@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 
+from . import domain
 from . import int_tuple as it
 from .coalesce import _flat_coalesce, filter
 from .composed import ComposedLayout
@@ -22,8 +23,8 @@ def sorted_by_stride(modes: list, what: str) -> list:
             return 0
         k = it.le(x[1], y[1])
         if k is None:
-            raise LayoutError(f"{it._text(what)}: the order of strides {it.fmt(x[1])} and {it.fmt(y[1])} "
-                              "could not be proven from the declared facts")
+            it.require(None, lambda: f"the order of strides {it.fmt(x[1])} and {it.fmt(y[1])}", what,
+                       (it.either(it.le, lambda a, b: it.le(b, a)), [x[1], y[1]]))
         return -1 if k else 1
     return sorted(modes, key=functools.cmp_to_key(cmp))
 
@@ -37,6 +38,11 @@ def complement(layout, cotarget=None) -> Layout:
     [0, size(A)*size(C)) when A is compact up to holes). cotarget is an int or a shape (then, as
     in CuTe, the rest is ceil_div'd mode by mode); it defaults to cosize(filter(A)).
 
+    Domain: A is a Layout (a ComposedLayout's inner layout is used) or a shape; cotarget is a
+    positive extent, a shape of them, or a Layout (its shape); ``complement(A, 0)`` raises. A
+    cotarget below cosize(A) is not an error, as in CuTe: C then covers the gaps below A's span
+    and one copy of it, ``complement(Layout(4, 2), 3) == Layout(2, 1)``.
+
     Raises LayoutError when A is not injective (two modes overlap) or when a stride is not a
     multiple of the extent (shape * stride) of the modes below it (the gaps are not a layout).
 
@@ -48,7 +54,9 @@ def complement(layout, cotarget=None) -> Layout:
     if isinstance(layout, ComposedLayout):
         layout = layout.inner
     if not isinstance(layout, Layout):
-        layout = Layout(it.normalize(layout, "complement layout"))
+        layout = Layout(domain.shape(layout, "complement", "layout"))
+    if cotarget is not None:
+        cotarget = _cotarget(cotarget)
     if cotarget is not None and _int_cotarget(cotarget):
         shape_, stride_ = layout.shape, layout.stride
         if type(shape_) is int:
@@ -67,10 +75,6 @@ def complement(layout, cotarget=None) -> Layout:
     flt = filter(layout)
     if cotarget is None:
         cotarget = cosize(flt)
-    elif isinstance(cotarget, Layout):
-        cotarget = cotarget.shape
-    else:
-        cotarget = it.normalize(cotarget, "complement cotarget")
     shapes, strides = it.flatten(flt.shape), it.flatten(flt.stride)
     if it.is_zero(strides[0]):
         return Layout(it.product(cotarget))
@@ -89,13 +93,22 @@ def complement(layout, cotarget=None) -> Layout:
             raise LayoutError(f"complement({layout}): the layout is not injective (stride "
                               f"{it.fmt(d)} lies inside the extent {it.fmt(cur)} of smaller modes)")
         it.require(it.divides(cur, d), lambda: f"stride {it.fmt(d)} is a multiple of the extent "
-                   f"{it.fmt(cur)} of the smaller modes", lambda: f"complement({layout})")
+                   f"{it.fmt(cur)} of the smaller modes", lambda: f"complement({layout})",
+                   (it.divides, [cur, d]))
         res_s.append(it.exact_div(d, cur, "complement"))
         res_d.append(cur)
         cur = it.mul(s, d)
     res_s.append(it.product(it.ceil_div(cotarget, cur)))
     res_d.append(cur)
     return _flat_coalesce(res_s, res_d)
+
+
+def _cotarget(cotarget):
+    if isinstance(cotarget, (Layout, ComposedLayout)):
+        return cotarget.shape
+    if domain.fast_shape(cotarget):
+        return cotarget
+    return domain.shape(cotarget, "complement", "cotarget")
 
 
 def _int_cotarget(cotarget) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 
+from . import domain
 from . import int_tuple as it
 from .errors import LayoutError
 from .layout import Layout
@@ -29,12 +30,10 @@ class ComposedLayout:
 
     def __init__(self, outer, offset, inner):
         if not isinstance(outer, (Swizzle, Layout)):
-            raise LayoutError(f"ComposedLayout: outer must be a Swizzle or a Layout, got {outer!r}")
+            domain.fail("ComposedLayout", "outer", outer, "must be a Swizzle or a Layout")
         if not isinstance(inner, Layout):
-            raise LayoutError(f"ComposedLayout: inner must be a Layout, got {inner!r}")
-        offset = it.normalize(offset, "ComposedLayout offset")
-        if type(offset) is tuple:
-            raise LayoutError(f"ComposedLayout: offset must be an int, got {it.fmt(offset)}")
+            domain.fail("ComposedLayout", "inner", inner, "must be a Layout")
+        offset = domain.integer(offset, "ComposedLayout", "offset")
         object.__setattr__(self, "outer", outer)
         object.__setattr__(self, "offset", offset)
         object.__setattr__(self, "inner", inner)
@@ -128,6 +127,6 @@ def acts_on_inner(op):
         if isinstance(layout, ComposedLayout):
             return layout._with_inner(op(layout.inner, *args, **kwargs))
         if not isinstance(layout, Layout):
-            raise LayoutError(f"{op.__name__}: expected a Layout or ComposedLayout, got {layout!r}")
+            domain.fail(op.__name__, "layout", layout, "must be a Layout or a ComposedLayout")
         return op(layout, *args, **kwargs)
     return wrapper

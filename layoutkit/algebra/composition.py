@@ -1,6 +1,7 @@
 """composition(A, B): the layout R with R(c) == A(B(c)) for every coordinate c of B."""
 from __future__ import annotations
 
+from . import domain
 from . import int_tuple as it
 from .coalesce import by_mode, coalesce_x
 from .composed import ComposedLayout
@@ -17,7 +18,16 @@ def composition(A, B):
     B is a Layout, an int n (``n:1``), None (A unchanged, CuTe's ``_``), or a tuple tiler
     ``<B0, B1, ...>`` applied to A's modes: ``(A[0]∘B0, A[1]∘B1, ...)``. A's modes beyond the
     tiler are DROPPED, as in CuTe's C++ (layout.hpp: "Drop any modes of lhs that aren't hit by
-    rhs"); pycute keeps them. A may be a ComposedLayout (B composes its inner layout).
+    rhs"); pycute keeps them. A may be a ComposedLayout (B composes its inner layout). An int
+    is an extent (>= 1); anything else (a float, a string, a bool) raises LayoutError.
+
+    A is first coalesced keeping its function past its domain (C++'s ``detail::coalesce_x``: a
+    trailing extent-1 mode keeps its stride, as the last mode absorbs indices past the size).
+    This differs from pycute, which coalesces with the plain coalesce, only where B reaches
+    past size(A) and A ends in extent-1 modes: ``logical_divide((6,1,2,1):(8,0,5,2), (4,):(6,))``
+    is ``(((2,2)),6):(((5,2)),8)`` in CuTe C++ (CUTLASS 4.x, compiled and run) and here, so
+    R(2) = A(12) = 2; pycute gives ``((4,),6):((5,),8)``, R(2) = 10, the value of the coalesced
+    ``(6,2):(8,5)`` at 12, not of A.
 
     Raises LayoutError when A∘B is not a layout: the stride divisibility condition (for each mode
     s of coalesce(A) that B's stride r reaches: s | r, or r | s, or all of B's remaining elements
@@ -36,13 +46,14 @@ def composition(A, B):
         raise LayoutError(f"composition: A must be a Layout or ComposedLayout, got {A!r}")
     if B is None:
         return A
-    if type(B) is tuple:
-        return by_mode(composition, A, B, False, "composition")
     if isinstance(B, ComposedLayout):
         raise LayoutError(f"composition({A}, {B}): a Layout composed with a ComposedLayout is not "
                           "a layout; compose the ComposedLayout with the Layout instead")
     if not isinstance(B, Layout):
-        B = Layout(it.normalize(B, "composition tiler"), 1)
+        B = domain.tiler(B, "composition", "B")
+        if type(B) is tuple:
+            return by_mode(composition, A, B, False, "composition")
+        B = Layout._new(B, 1)
     return compose_flat(coalesce_x(A), A, B)
 
 
@@ -79,7 +90,7 @@ def _check_no_carry(shapes, digits, A, B):
         it.require(it.lt(total, shapes[k]), lambda: f"B's modes overlap in A's mode {k} of shape "
                    f"{it.fmt(shapes[k])} (their largest offsets there sum to {it.fmt(total)}, so "
                    "A∘B is not the concatenation of A∘B_i; B is not injective into A's modes)",
-                   lambda: _ctx(A, B))
+                   lambda: _ctx(A, B), (it.lt, [total, shapes[k]]))
 
 
 def _compose_leaf(shapes, strides, n, r, A, B, digits) -> Layout:
@@ -106,7 +117,7 @@ def _compose_leaf(shapes, strides, n, r, A, B, digits) -> Layout:
             m = it.min_(it.exact_div(s, ar, "composition"), n, lambda: _ctx(A, B))
             it.require(it.divides(m, n), lambda: f"shape divisibility condition: {it.fmt(m)} divides "
                        f"{it.fmt(n)} (B's remaining size vs. A's mode {i} of shape {it.fmt(s)})",
-                       lambda: _ctx(A, B))
+                       lambda: _ctx(A, B), (it.divides, [m, n]))
             res_s.append(m)
             res_d.append(it.mul(it.mul(sgn, ar), d))
             if digits is not None:
@@ -127,7 +138,8 @@ def _compose_leaf(shapes, strides, n, r, A, B, digits) -> Layout:
         known = None if None in (skip, inside, fits) else False
         it.require(known, lambda: f"stride divisibility condition: B's stride {it.fmt(ar)} and A's mode "
                    f"{i} of shape {it.fmt(s)} (neither divides the other, and B's remaining "
-                   f"{it.fmt(n)} elements do not fit in the mode)", lambda: _ctx(A, B))
+                   f"{it.fmt(n)} elements do not fit in the mode)", lambda: _ctx(A, B),
+                   (_stride_condition, [s, ar, n]))
     if not res_s:
         return Layout._new(n, it.mul(it.mul(sgn, ar), strides[last]))
     if not it.is_one(n):
@@ -136,6 +148,15 @@ def _compose_leaf(shapes, strides, n, r, A, B, digits) -> Layout:
     if len(res_s) == 1:
         return Layout._new(res_s[0], res_d[0])
     return Layout._new(tuple(res_s), tuple(res_d))
+
+
+def _stride_condition(s, ar, n):
+    """CuTe's stride divisibility condition for B's stride ar (with n elements left) at A's mode
+    of shape s: s | ar, ar | s, or the n elements fit inside the mode."""
+    fits = it.lt(ar, s)
+    if fits is True:
+        fits = it.le(n, it.ceil_div_int(s, ar))
+    return it.either(lambda: it.divides(s, ar), lambda: it.divides(ar, s), lambda: fits)()
 
 
 def _ctx(A, B) -> str:

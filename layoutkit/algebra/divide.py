@@ -1,6 +1,7 @@
 """The divides: split a layout into tiles (the tiler's image) and the rest."""
 from __future__ import annotations
 
+from . import domain
 from . import int_tuple as it
 from .coalesce import _flat_coalesce_int, by_mode, coalesce
 from .complement import complement
@@ -14,10 +15,13 @@ __all__ = ["logical_divide", "zipped_divide", "tiled_divide", "flat_divide", "ti
 
 
 def as_layout_tiler(t, op: str):
-    """An int tiler n means the layout n:1."""
+    """A Layout tiler as given; an extent n means the layout n:1."""
     if isinstance(t, Layout):
         return t
-    return Layout(it.normalize(t, f"{op} tiler"), 1)
+    if type(t) is tuple or type(t) is list:
+        domain.fail(op, "tiler", t, f"must be a Layout or an extent ({op} takes no by-mode "
+                    f"tuple; for a shape write Layout({domain.show(t)}))")
+    return Layout._new(domain.extent(t, op, "tiler"), 1)
 
 
 @acts_on_inner
@@ -36,6 +40,7 @@ def logical_divide(layout: Layout, tiler) -> Layout:
     """
     if tiler is None:
         return layout
+    tiler = domain.tiler(tiler, "logical_divide")
     if type(tiler) is tuple:
         return by_mode(logical_divide, layout, tiler, True, "logical_divide")
     tiler = as_layout_tiler(tiler, "logical_divide")
@@ -76,6 +81,7 @@ def zipped_divide(layout: Layout, tiler) -> Layout:
     >>> str(zipped_divide(Layout((8, 6)), (4, 3)))
     '((4,3),(2,2)):((1,8),(4,24))'
     """
+    tiler = domain.tiler(tiler, "zipped_divide", allow_none=False)
     return tile_unzip(logical_divide(layout, tiler), tiler)
 
 

@@ -7,7 +7,6 @@ leaf is a sympy expression. The scalar helpers (``mul``, ``ceil_div``, ``exact_d
 from __future__ import annotations
 
 import functools
-import operator
 
 from . import symbolic
 from .errors import LayoutError
@@ -27,21 +26,11 @@ def is_int(x) -> bool:
 
 
 def normalize(x, what: str):
-    """Validate an IntTuple given by a user: ints (or int-likes) and sympy leaves, lists as tuples."""
-    if type(x) is int:
-        return x
-    if isinstance(x, (tuple, list)):
-        return tuple(normalize(v, what) for v in x)
-    if isinstance(x, bool) or x is None:
-        raise LayoutError(f"{what}: {x!r} is not an integer")
-    if symbolic.is_symbolic(x):
-        if x.is_integer is False:
-            raise LayoutError(f"{what}: {symbolic.display(x)} is not an integer expression")
-        return x
-    try:
-        return operator.index(x)
-    except TypeError:
-        raise LayoutError(f"{what}: {x!r} is not an integer") from None
+    """An IntTuple given by a user (integer leaves, lists as tuples), checked by
+    layoutkit.algebra.domain; ``what`` is "op arg" as the error message names them."""
+    from . import domain
+    op, _, arg = what.rpartition(" ")
+    return domain.int_tuple(x, op or arg, arg if op else "value")
 
 
 def fmt(x) -> str:
@@ -81,6 +70,14 @@ def exact_div(n, d, context: str):
             raise LayoutError(f"{_text(context)}: {d} does not divide {n}")
         return n // d
     return symbolic.exact_div(n, d, _text(context))
+
+
+def either(*tests):
+    """A predicate: True when one of ``tests`` (predicates on the same operands) is True."""
+    def run(*args):
+        answers = [t(*args) for t in tests]
+        return True if True in answers else (False if all(a is False for a in answers) else None)
+    return run
 
 
 def divides(d, n):
@@ -123,30 +120,36 @@ def is_zero(x) -> bool:
 def abs_(x):
     if type(x) is int:
         return abs(x)
-    s = symbolic.le(0, x)
-    if s is None:
-        raise LayoutError(f"the sign of {symbolic.display(x)} could not be proven from the declared facts")
-    return x if s else symbolic.norm(-x)
+    return x if sign(x) >= 0 else symbolic.norm(-x)
 
 
 def sign(x) -> int:
+    """1 for x >= 0 (0 included: only the direction matters), -1 for x < 0; raises when the
+    declared facts decide neither."""
     if type(x) is int:
         return (x > 0) - (x < 0)
-    return 1 if symbolic.le(0, x) else -1 if symbolic.lt(x, 0) else 0
+    if symbolic.le(0, x):
+        return 1
+    if symbolic.lt(x, 0):
+        return -1
+    decided = either(lambda v: symbolic.le(0, v), lambda v: symbolic.lt(v, 0))
+    raise LayoutError(f"the sign of {symbolic.display(x)} could not be proven from the declared "
+                      f"facts{symbolic.undecided((decided, [x]))}")
 
 
 def _text(x) -> str:
     return x() if callable(x) else x
 
 
-def require(known, what, context):
+def require(known, what, context, cond=None):
     """Raise LayoutError unless ``known`` is True (False: failed; None: not provable).
-    ``what`` and ``context`` are strings or zero-argument callables, evaluated only on failure."""
+    ``what`` and ``context`` are strings or zero-argument callables, evaluated only on failure;
+    ``cond`` = (predicate, operands) lets an unprovable message name the deciding fact."""
     if known is not True:
         what, context = _text(what), _text(context)
         if known is False:
             raise LayoutError(f"{context}: {what} does not hold")
-        symbolic.require(known, what, context)
+        symbolic.require(known, what, context, cond)
 
 
 def min_(a, b, context: str):
@@ -154,7 +157,8 @@ def min_(a, b, context: str):
     k = le(a, b)
     if k is None:
         k = le(b, a)
-        require(k, lambda: f"{fmt(a)} <= {fmt(b)} or {fmt(b)} <= {fmt(a)}", context)
+        require(k, lambda: f"which of {fmt(a)} and {fmt(b)} is smaller", context,
+                (either(le, lambda x, y: le(y, x)), [a, b]))
         return b
     return a if k else b
 
@@ -267,7 +271,8 @@ def shape_div(a, b):
     ok = divides(b, a)
     if ok is not True:
         ok = divides(a, b) if ok is False else (divides(a, b) or None)
-    require(ok, lambda: f"{fmt(b)} divides {fmt(a)} or {fmt(a)} divides {fmt(b)}", "shape_div")
+    require(ok, lambda: f"{fmt(b)} divides {fmt(a)} or {fmt(a)} divides {fmt(b)}", "shape_div",
+            (either(lambda x, y: divides(y, x), divides), [a, b]))
     return ceil_div_int(a, b)
 
 

@@ -1,6 +1,7 @@
 """right_inverse and left_inverse of a layout (CuTe's C++ definitions)."""
 from __future__ import annotations
 
+from . import domain
 from . import int_tuple as it
 from .coalesce import _flat_coalesce, coalesce
 from .complement import sorted_by_stride
@@ -14,7 +15,7 @@ def _modes(layout, op):
     if not isinstance(layout, Layout):
         if layout is None:
             return None
-        layout = Layout(it.normalize(layout, op))
+        layout = Layout(domain.shape(layout, op, "layout"))
     c = coalesce(layout)
     shapes = c.shape if type(c.shape) is tuple else (c.shape,)
     strides = c.stride if type(c.stride) is tuple else (c.stride,)
@@ -58,8 +59,9 @@ def right_inverse(layout) -> Layout:
     for s, d, p in sorted_by_stride(modes, lambda: f"right_inverse({layout})"):
         k = it.eq(d, cur)
         if k is None:
-            raise LayoutError(f"right_inverse({layout}): whether stride {it.fmt(d)} equals "
-                              f"{it.fmt(cur)} could not be proven from the declared facts")
+            it.require(None, lambda: f"whether stride {it.fmt(d)} equals {it.fmt(cur)}",
+                       lambda: f"right_inverse({layout})",
+                       (it.either(it.eq, lambda a, b: it.eq(a, b) is False or None), [d, cur]))
         if k:
             res_s.append(s)
             res_d.append(p)

@@ -3,35 +3,12 @@ coordinates (or a flat index, split colexicographically) to an integer index.
 """
 from __future__ import annotations
 
+from . import domain
 from . import int_tuple as it
 from .errors import LayoutError
 
 __all__ = ["Layout", "make_layout", "size", "cosize", "rank", "depth", "flatten", "crd2idx",
            "idx2crd", "shape", "stride"]
-
-
-def _check_shape_leaves(shape_) -> None:
-    for s in it.flatten(shape_):
-        if type(s) is int:
-            if s < 1:
-                raise LayoutError(f"Layout shape {it.fmt(shape_)}: extent {s} is not positive")
-        elif it.le(1, s) is not True:
-            raise LayoutError(f"Layout shape {it.fmt(shape_)}: extent {it.fmt(s)} is not provably positive")
-
-
-def _fast_shape(shape) -> bool:
-    """shape is already a valid all-int IntTuple (the common case, checked without copying)."""
-    if type(shape) is int:
-        return shape >= 1
-    return type(shape) is tuple and all(_fast_shape(s) for s in shape)
-
-
-def _fast_pair(shape, stride) -> bool:
-    """(shape, stride) are already valid, congruent, all-int IntTuples."""
-    if type(shape) is int:
-        return type(stride) is int and shape >= 1
-    return (type(shape) is tuple and type(stride) is tuple and len(shape) == len(stride)
-            and all(_fast_pair(s, d) for s, d in zip(shape, stride)))
 
 
 def _py(x) -> str:
@@ -72,6 +49,12 @@ class Layout:
     A coordinate holding ``None`` (CuTe's ``_``) slices: ``L(None, 1)`` is the layout of column 1.
     ``L[i]`` is mode i; ``len(L)`` its rank.
 
+    Domain (checked once, here; see layoutkit.algebra.domain): the shape's entries are positive
+    integer extents, the stride's entries integers, congruent to the shape, nested at most
+    ``domain.MAX_DEPTH`` levels. A call's coordinate is an index >= 0 (past ``size`` it is CuTe's
+    extension of the last mode) or a tuple congruent to the shape with each entry in
+    ``0 .. size(mode) - 1``; anything else raises LayoutError naming the entry and the rule.
+
     >>> L = Layout((4, 2), (2, 1))
     >>> str(L), L(5), L(1, 1), L[1]
     ('(4,2):(2,1)', 3, 3, Layout(2, 1))
@@ -83,17 +66,11 @@ class Layout:
 
     def __init__(self, shape, stride=None):
         if stride is None:
-            if not _fast_shape(shape):
-                shape = it.normalize(shape, "Layout shape")
-                _check_shape_leaves(shape)
+            if not domain.fast_shape(shape):
+                shape = domain.shape(shape, "Layout")
             stride = it.compact_col_major(shape)
-        elif not _fast_pair(shape, stride):
-            shape = it.normalize(shape, "Layout shape")
-            _check_shape_leaves(shape)
-            stride = it.normalize(stride, "Layout stride")
-            if not it.congruent(shape, stride):
-                raise LayoutError(f"Layout: shape {it.fmt(shape)} and stride {it.fmt(stride)} "
-                                  "are not congruent (same nesting)")
+        elif not domain.fast_pair(shape, stride):
+            shape, stride = domain.layout_pair(shape, stride, "Layout")
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "stride", stride)
         object.__setattr__(self, "_hash", None)
@@ -129,6 +106,8 @@ class Layout:
         return (self[i] for i in range(len(self)))
 
     def __getitem__(self, i):
+        if type(i) is not int and not isinstance(i, slice):
+            i = domain.integer(i, f"mode of {self}", "i")
         if type(self.shape) is tuple:
             if isinstance(i, slice):
                 return Layout._new(self.shape[i], self.stride[i])
@@ -144,17 +123,16 @@ class Layout:
         if not args:
             raise LayoutError(f"calling {self} needs an index or a coordinate")
         crd = args[0] if len(args) == 1 else args
-        if _has_none(crd):
-            return Layout._new(_slice(crd, self.shape), _slice(crd, self.stride))
-        for c in it.flatten(crd):
-            if type(c) is int and c < 0:
-                raise LayoutError(f"coordinate {crd!r} of {self} has a negative entry")
+        if type(crd) is not int or crd < 0:
+            crd = domain.coordinate(crd, self.shape, lambda: f"calling {self}", slicing=True)
+            if _has_none(crd):
+                return Layout._new(_slice(crd, self.shape), _slice(crd, self.stride))
         return it.crd2idx(crd, self.shape, self.stride)
 
     def slice_and_offset(self, crd):
         """(the sub-layout of the None modes of crd, the index of crd with None read as 0)."""
-        return (Layout._new(_slice(crd, self.shape), _slice(crd, self.stride)),
-                it.crd2idx(_zero_none(crd), self.shape, self.stride))
+        return slice_offset(self, domain.coordinate(crd, self.shape, lambda: f"slicing {self}",
+                                                    slicing=True))
 
     def size(self):
         return it.product(self.shape)
@@ -190,6 +168,12 @@ class Layout:
     def _repr_svg_(self):
         from . import render
         return render.svg_or_none(self)
+
+
+def slice_offset(layout: Layout, crd):
+    """Layout.slice_and_offset for a coordinate the caller has checked (no validation)."""
+    return (Layout._new(_slice(crd, layout.shape), _slice(crd, layout.stride)),
+            it.crd2idx(_zero_none(crd), layout.shape, layout.stride))
 
 
 # the slots' setters, bound once: the algebra builds many small results
@@ -249,9 +233,11 @@ def size(x):
     >>> size(Layout((4, (2, 3)))), size((4, 5))
     (24, 20)
     """
-    if isinstance(x, (int, tuple)) or not hasattr(x, "shape"):
-        return it.product(x)
-    return it.product(x.shape)
+    if isinstance(x, Layout):
+        return it.product(x.shape)
+    if type(x) is not tuple and type(x) is not list and hasattr(x, "shape"):
+        return it.product(x.shape)
+    return it.product(domain.int_tuple(x, "size", "x"))
 
 
 def cosize(x):
@@ -261,6 +247,8 @@ def cosize(x):
     8
     """
     if not isinstance(x, Layout):
+        if not callable(getattr(x, "cosize", None)):
+            domain.fail("cosize", "x", x, "must be a Layout, a ComposedLayout or a Swizzle")
         return x.cosize()
     r = 1
     for s, d in zip(it.flatten(x.shape), it.flatten(x.stride)):
@@ -273,17 +261,20 @@ def cosize(x):
 
 def rank(x) -> int:
     """Number of top-level modes (1 for an int shape)."""
-    s = x.shape if hasattr(x, "shape") else x
+    s = x.shape if hasattr(x, "shape") else domain.int_tuple(x, "rank", "x")
     return len(s) if type(s) is tuple else 1
 
 
-def _depth(t) -> int:
-    return 1 + max((_depth(v) for v in t), default=0) if type(t) is tuple else 0
-
-
 def depth(x) -> int:
-    """Nesting depth of the shape: 0 for an int, 1 for a flat tuple."""
-    return _depth(x.shape if hasattr(x, "shape") else x)
+    """Nesting depth of the shape: 0 for an int, 1 for a flat tuple (counted iteratively)."""
+    t = x.shape if isinstance(x, Layout) or hasattr(x, "inner") else domain.int_tuple(x, "depth", "x")
+    deepest, stack = 0, [(t, 0)]
+    while stack:
+        v, k = stack.pop()
+        if type(v) is tuple:
+            deepest = max(deepest, k + 1)
+            stack.extend((e, k + 1) for e in v)
+    return deepest
 
 
 def flatten(x):
@@ -294,20 +285,54 @@ def flatten(x):
         return Layout._new(it.flatten(x.shape), it.flatten(x.stride))
     if hasattr(x, "inner"):
         return x._with_inner(flatten(x.inner))
-    return it.flatten(x)
+    return it.flatten(domain.int_tuple(x, "flatten", "x"))
+
+
+def _shape_stride(shape_or_layout, stride_, op: str):
+    if isinstance(shape_or_layout, Layout):
+        if stride_ is not None:
+            raise LayoutError(f"{op}: give a layout or (shape, stride), not a layout and a stride")
+        return shape_or_layout.shape, shape_or_layout.stride
+    if hasattr(shape_or_layout, "inner"):
+        domain.fail(op, "shape", shape_or_layout, "must be a Layout or a shape; a ComposedLayout "
+                    "maps coordinates through its outer function: call it instead")
+    return domain.layout_pair(shape_or_layout, stride_, op)
 
 
 def crd2idx(crd, shape_or_layout, stride_=None):
-    """The index of a coordinate: crd2idx(crd, layout) or crd2idx(crd, shape, stride=None)."""
-    if isinstance(shape_or_layout, Layout):
-        return shape_or_layout(crd)
-    return it.crd2idx(crd, it.normalize(shape_or_layout, "crd2idx shape"),
-                      None if stride_ is None else it.normalize(stride_, "crd2idx stride"))
+    """The index of a coordinate: crd2idx(crd, layout) or crd2idx(crd, shape, stride=None)
+    (stride defaults to column-major).
+
+    Domain: the coordinate is an index >= 0 or a tuple congruent to the shape whose entries
+    lie in 0 .. size(mode) - 1 (see Layout); an index past the size is CuTe's extension (the last
+    mode takes what is left), kept as in CuTe.
+
+    >>> crd2idx((1, 2), (4, 3), (3, 1)), crd2idx(13, (4, 3))
+    (5, 13)
+    """
+    shp, std = _shape_stride(shape_or_layout, stride_, "crd2idx")
+    crd = domain.coordinate(crd, shp, "crd2idx")
+    return it.crd2idx(crd, shp, std)
 
 
 def idx2crd(idx, shape_or_layout, stride_=None):
-    """The natural coordinate of a flat index in a shape (or in a layout's shape)."""
-    if isinstance(shape_or_layout, Layout):
+    """The natural coordinate of a flat index in a shape (or in a layout's shape).
+
+    Without a stride: the colexicographic split. As in CuTe, an index past the size is not an
+    error: the last mode takes what is left (``idx2crd(13, (4, 3)) == (1, 3)``). With a stride
+    (CuTe's idx2crd(idx, shape, stride)): each leaf is ``(idx // stride) % extent``, strides >= 0
+    (0 only on an extent-1 mode). The index is an integer >= 0.
+
+    >>> idx2crd(5, (4, 3)), idx2crd(13, (4, 3)), idx2crd(17, (2, 16), (16, 1))
+    ((1, 1), (1, 3), (1, 1))
+    """
+    idx = domain.index(idx, "idx2crd", "idx")
+    if isinstance(shape_or_layout, Layout) and stride_ is None:
         return it.idx2crd(idx, shape_or_layout.shape)
-    return it.idx2crd(idx, it.normalize(shape_or_layout, "idx2crd shape"),
-                      None if stride_ is None else it.normalize(stride_, "idx2crd stride"))
+    shp, std = _shape_stride(shape_or_layout, stride_, "idx2crd")
+    if std is not None:
+        for i, d in enumerate(it.flatten(std)):
+            if (d < 0) if type(d) is int else it.lt(d, 0) is True:
+                domain.fail("idx2crd", "stride", std, f"entry {i} = {it.fmt(d)} is negative; "
+                            "recovering a coordinate needs strides >= 0")
+    return it.idx2crd(idx, shp, std)

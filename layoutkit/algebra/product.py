@@ -1,6 +1,7 @@
 """The products: reproduce a layout (the block) over another (the tiler)."""
 from __future__ import annotations
 
+from . import domain
 from . import int_tuple as it
 from .coalesce import by_mode
 from .complement import complement
@@ -27,6 +28,7 @@ def logical_product(block: Layout, tiler) -> Layout:
     """
     if tiler is None:
         return block
+    tiler = domain.tiler(tiler, "logical_product")
     if type(tiler) is tuple:
         return by_mode(logical_product, block, tiler, True, "logical_product")
     tiler = as_layout_tiler(tiler, "logical_product")
@@ -37,6 +39,7 @@ def logical_product(block: Layout, tiler) -> Layout:
 @acts_on_inner
 def zipped_product(block: Layout, tiler) -> Layout:
     """logical_product with blocks gathered in mode 0 and the products in mode 1."""
+    tiler = domain.tiler(tiler, "zipped_product", allow_none=False)
     return tile_unzip(logical_product(block, tiler), tiler)
 
 
@@ -107,7 +110,7 @@ def raked_product(block: Layout, tiler) -> Layout:
 def _ordered_layout(shape_: tuple, order) -> Layout:
     if order is None:
         return Layout(shape_)
-    order = it.normalize(order, "tile_to_shape order")
+    order = domain.int_tuple(order, "tile_to_shape", "order")
     if type(order) is not tuple or len(order) != len(shape_) or any(type(o) is tuple for o in order):
         raise LayoutError(f"tile_to_shape: order {it.fmt(order)} must be a flat tuple of "
                           f"{len(shape_)} ints")
@@ -128,7 +131,7 @@ def tile_to_shape(block: Layout, trg_shape, order=None) -> Layout:
     >>> str(tile_to_shape(Layout((2, 2), (1, 2)), (4, 6)))
     '((2,2),(2,3)):((1,4),(2,8))'
     """
-    trg_shape = it.normalize(trg_shape, "tile_to_shape target")
+    trg_shape = domain.shape(trg_shape, "tile_to_shape", "target")
     r = rank(trg_shape)
     if rank(block) > r:
         raise LayoutError(f"tile_to_shape: {block} has rank {rank(block)} > rank {r} of "
@@ -138,6 +141,7 @@ def tile_to_shape(block: Layout, trg_shape, order=None) -> Layout:
     target = it.product_each(trg_shape)
     for t, b in zip(target, block_shape):
         it.require(it.divides(b, t), lambda: f"block extent {it.fmt(b)} divides target extent "
-                   f"{it.fmt(t)}", lambda: f"tile_to_shape({block}, {it.fmt(trg_shape)})")
+                   f"{it.fmt(t)}", lambda: f"tile_to_shape({block}, {it.fmt(trg_shape)})",
+                   (it.divides, [b, t]))
     reps = tuple(it.exact_div(t, b, "tile_to_shape") for t, b in zip(target, block_shape))
     return blocked_product(padded, _ordered_layout(reps, order))

@@ -51,9 +51,11 @@ def symbol(name: str, divisible_by: int = 1) -> Extent:
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise LayoutError(f"symbol name must be a Python identifier, got {name!r}")
-    if type(divisible_by) is not int or divisible_by < 1:
-        raise LayoutError(f"symbol {name!r}: divisible_by must be a positive int, got {divisible_by!r}")
-    return Extent(name, divisible_by)
+    from . import domain
+    d = domain.extent(divisible_by, f"symbol({name!r})", "divisible_by")
+    if type(d) is not int:
+        domain.fail(f"symbol({name!r})", "divisible_by", d, "must be a positive int")
+    return Extent(name, d)
 
 
 def _hidden(x):
@@ -94,17 +96,25 @@ def display(x) -> str:
 
 
 def _shifted(expr):
-    """expr with every hidden symbol h replaced by 1 + h (h >= 1 becomes h' >= 0), expanded."""
-    return sympy.expand(expr.xreplace({h: h + 1 for h in expr.free_symbols}))
+    """expr with every positive-integer symbol h replaced by 1 + h (h >= 1 becomes h' >= 0),
+    expanded, so that all its variables range over [0, oo); None when a symbol is not known to
+    be nonnegative (then no sign follows from the coefficients)."""
+    shift = {}
+    for h in expr.free_symbols:
+        if h.is_integer and h.is_positive:
+            shift[h] = h + 1
+        elif not h.is_nonnegative:
+            return None
+    return sympy.expand(expr.xreplace(shift))
 
 
 def _bounds(expr):
-    """(lower, upper) facts on expr over all symbol values: each is ">0", ">=0", "<0", "<=0" or None."""
+    """The sign of expr over all symbol values: ">0", ">=0", "<0", "<=0", None, or its value."""
     expr = sympy.sympify(expr)
     if expr.is_Rational:
         return expr
-    if expr.is_polynomial(*expr.free_symbols):
-        shifted = _shifted(expr)
+    shifted = _shifted(expr) if expr.is_polynomial(*expr.free_symbols) else None
+    if shifted is not None:
         if not shifted.free_symbols:
             return shifted
         poly = sympy.Poly(shifted, *shifted.free_symbols)
@@ -165,19 +175,151 @@ def divides(d, n):
     return None
 
 
-def require(known, what: str, context: str):
-    """Pass when ``known`` is True; raise LayoutError saying ``what`` failed or was unprovable."""
+def require(known, what: str, context: str, cond=None):
+    """Pass when ``known`` is True; raise LayoutError saying ``what`` failed or was unprovable.
+
+    ``cond`` = (predicate, operands) re-evaluates the condition; with it, an unprovable
+    condition's message names the declared facts it used and a stronger declaration that
+    would prove it (see ``deciding_fact``)."""
     if known is True:
         return
     if known is False:
         raise LayoutError(f"{context}: {what} does not hold")
-    raise LayoutError(f"{context}: {what} could not be proven from the declared facts "
-                      f"(declare divisibility with symbol(name, divisible_by=...))")
+    raise LayoutError(f"{context}: {what} could not be proven from the declared facts"
+                      f"{undecided(cond)}")
+
+
+# ---- what the declared facts are, and which one would decide a condition ----------------------
+
+_MULTIPLIERS = (2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def _symbols_of(operands) -> list:
+    found = set()
+    for o in operands:
+        if isinstance(o, sympy.Basic):
+            found |= o.free_symbols
+    return sorted(found, key=lambda e: (e.name, getattr(e, "divisor", 0)))
+
+
+def fact_of(sym) -> str:
+    """What is declared about one symbol, in words."""
+    if isinstance(sym, Extent):
+        return (f"{sym.name} is a positive multiple of {sym.divisor}" if sym.divisor > 1
+                else f"{sym.name} is a positive integer")
+    if sym.is_zero:
+        return f"{sym.name} is declared zero"
+    words = [w for w in ("integer", "positive", "nonnegative", "negative", "nonpositive")
+             if getattr(sym, "is_" + w)]
+    if "positive" in words:
+        words.remove("nonnegative")
+    if "negative" in words:
+        words.remove("nonpositive")
+    if "integer" not in words:
+        if sym.is_integer is False:
+            words.insert(0, "non-integer")
+        elif sym.is_real and not words:
+            words.append("real")
+    return f"{sym.name} is declared {' and '.join(words)}" if words else \
+        f"{sym.name} has no declared facts"
+
+
+def deciding_fact(cond):
+    """A stronger declaration of one extent under which ``predicate(*operands)`` is proven, as
+    text (``declare M divisible by 256 (symbol('M', 256))``), or None when no divisor up to
+    1024 times the declared one proves it."""
+    predicate, operands = cond
+    for e in _symbols_of(operands):
+        if not isinstance(e, Extent):
+            continue
+        for m in _MULTIPLIERS:
+            repl = {e: Extent(e.name, e.divisor * m)}
+            ops = [o.xreplace(repl) if isinstance(o, sympy.Basic) else o for o in operands]
+            try:
+                if predicate(*ops) is True:
+                    d = e.divisor * m
+                    return f"declare {e.name} divisible by {d} (symbol({e.name!r}, {d}))"
+            except LayoutError:
+                continue
+    return None
+
+
+def undecided(cond) -> str:
+    """The tail of an 'could not be proven' message: the facts used and a deciding declaration."""
+    if cond is None:
+        return " (declare divisibility with symbol(name, divisible_by=...))"
+    syms = _symbols_of(cond[1])
+    facts = "; ".join(fact_of(x) for x in syms)
+    known = f" ({facts})" if facts else ""
+    fact = deciding_fact(cond)
+    if fact:
+        return f"{known}; {fact} to decide it"
+    names = ", ".join(x.name for x in syms) or "the symbols"
+    return f"{known}; it depends on the value of {names}, which no stronger divisibility decides"
+
+
+def integer(x):
+    """True/False when x is/is not an integer for every value of its symbols, else None."""
+    known = x.is_integer
+    if known is not None:
+        return known
+    h = _hidden(x)
+    if h.is_integer or sympy.cancel(h).is_integer:
+        return True
+    if not h.free_symbols:
+        return False
+    return None
+
+
+def integer_hint(x) -> str:
+    """Why x is not provably an integer, and the declaration that would make it one."""
+    loose = [s for s in _symbols_of([x]) if not s.is_integer]
+    if loose:
+        names = ", ".join(s.name for s in loose)
+        return (f"{names} is not declared an integer (use symbol({loose[0].name!r}) or "
+                f"sympy.Symbol({loose[0].name!r}, integer=True, ...))")
+    fact = deciding_fact((lambda v: integer(v), [x]))
+    facts = "; ".join(fact_of(s) for s in _symbols_of([x]))
+    tail = f"; {fact} to make it one" if fact else ""
+    return f"{display(x)} is not provably an integer from the declared facts ({facts}){tail}"
+
+
+def extent_problem(x):
+    """None when x may stand for a positive-integer extent, else the rule it breaks, in words.
+
+    Each symbol must be an integer whose declared facts allow it to be positive: an extent
+    (``symbol()``), a Symbol declared ``integer=True, positive=True``, or an integer Symbol of
+    undeclared sign (a run-time parameter, such as the DSL's int arguments: that it is >= 1 is
+    then the caller's premise, which the prover never assumes). Symbols declared negative,
+    nonpositive or zero, and non-integer or real symbols, are refused; the expression must be
+    provably an integer, and provably >= 1 when all its symbols are declared positive (not
+    provably < 1 otherwise)."""
+    rule = "must be a positive integer (an extent)"
+    premised = False
+    for s in _symbols_of([x]):
+        if isinstance(s, Extent) or (s.is_integer and s.is_positive):
+            continue
+        if s.is_integer and s.is_positive is None and s.is_nonpositive is not True:
+            premised = True
+            continue
+        return (f"{rule}; {fact_of(s)}, not a positive integer (use symbol({s.name!r}) or "
+                f"sympy.Symbol({s.name!r}, integer=True, positive=True))")
+    known = integer(x)
+    if known is False:
+        return f"{rule}; this expression is never an integer"
+    if known is None:
+        return f"{rule}; {integer_hint(x)}"
+    at_least_one = le(1, x)
+    if at_least_one is False:
+        return f"{rule}; it is < 1 for every value of its symbols"
+    if at_least_one is None and not premised:
+        return f"{rule}; it could not be proven >= 1 from the declared facts{undecided((lambda v: le(1, v), [x]))}"
+    return None
 
 
 def exact_div(n, d, context: str):
     """n / d, proven exact."""
-    require(divides(d, n), f"{display(d)} divides {display(n)}", context)
+    require(divides(d, n), f"{display(d)} divides {display(n)}", context, (divides, [d, n]))
     return norm(sympy.cancel(sympy.sympify(n) / d))
 
 
@@ -212,10 +354,10 @@ def resolve(mapping: dict, present: set) -> dict:
         else:
             raise LayoutError(f"subs: key {key!r} is neither a symbol() result nor a symbol name")
         if type(value) is not int:
-            try:
-                value = int(value)
-            except (TypeError, ValueError):
-                raise LayoutError(f"subs: value for {key} must be an int, got {value!r}") from None
+            from . import domain
+            value = domain.integer(value, "subs", f"value of {key}")
+            if type(value) is not int:
+                domain.fail("subs", f"value of {key}", value, "must be an int (subs closes symbols)")
         for e in targets:
             if value < 1 or value % e.divisor:
                 raise LayoutError(f"subs: {e.name}={value} violates the declared facts "

@@ -1,6 +1,7 @@
 """Thread-value layouts: (thread, value) -> tile coordinate index."""
 from __future__ import annotations
 
+from . import domain
 from . import int_tuple as it
 from .composition import composition
 from .errors import LayoutError
@@ -23,7 +24,7 @@ def make_layout_tv(thr_layout: Layout, val_layout: Layout):
     """
     for name, l in (("thr_layout", thr_layout), ("val_layout", val_layout)):
         if not isinstance(l, Layout):
-            raise LayoutError(f"make_layout_tv: {name} must be a Layout, got {l!r}")
+            domain.fail("make_layout_tv", name, l, "must be a Layout")
     layout_mn = raked_product(thr_layout, val_layout)
     inv = right_inverse(layout_mn)
     if it.eq(size(inv), size(layout_mn)) is not True:

@@ -1,6 +1,7 @@
 """upcast, downcast (re-typing a layout's elements) and the common contiguous vector of two layouts."""
 from __future__ import annotations
 
+from . import domain
 from . import int_tuple as it
 from .coalesce import coalesce
 from .composed import ComposedLayout
@@ -13,9 +14,14 @@ from .swizzle import Swizzle
 __all__ = ["upcast", "downcast", "max_common_vector", "max_common_layout"]
 
 
-def _check_n(n, op):
-    if type(n) is not int or n < 1:
-        raise LayoutError(f"{op}: factor must be a positive int, got {n!r}")
+def _check(layout, n, op):
+    """The factor as a positive int; the layout a Layout or ComposedLayout."""
+    if not isinstance(layout, (Layout, ComposedLayout)):
+        domain.fail(op, "layout", layout, "must be a Layout or a ComposedLayout")
+    n = domain.extent(n, op, "n")
+    if type(n) is not int:
+        domain.fail(op, "n", n, "must be an int (an element-size ratio known when tracing)")
+    return n
 
 
 def _upcast(shape_, stride_, n, ctx):
@@ -30,7 +36,8 @@ def _upcast(shape_, stride_, n, ctx):
     if k is not True:
         k2 = it.divides(ad, n)
         it.require(True if k2 else (None if None in (k, k2) else False),
-                   f"divisibility condition: {n} divides stride {it.fmt(ad)} or stride divides {n}", ctx)
+                   f"divisibility condition: {n} divides stride {it.fmt(ad)} or stride divides {n}", ctx,
+                   (it.either(lambda a: it.divides(n, a), lambda a: it.divides(a, n)), [ad]))
     return (it.ceil_div_int(shape_, it.ceil_div_int(n, ad)), it.mul(sgn, it.ceil_div_int(ad, n)))
 
 
@@ -41,7 +48,7 @@ def upcast(layout, n: int):
     >>> str(upcast(Layout((4, 8), (1, 4)), 2))
     '(2,8):(1,2)'
     """
-    _check_n(n, "upcast")
+    n = _check(layout, n, "upcast")
     if isinstance(layout, ComposedLayout):
         return ComposedLayout(_cast_outer(layout.outer, n, True), it.exact_div(layout.offset, n, "upcast offset"),
                               upcast(layout.inner, n))
@@ -65,7 +72,7 @@ def downcast(layout, n: int):
     >>> str(downcast(Layout((4, 8), (1, 4)), 2))
     '(8,8):(1,8)'
     """
-    _check_n(n, "downcast")
+    n = _check(layout, n, "downcast")
     if isinstance(layout, ComposedLayout):
         return ComposedLayout(_cast_outer(layout.outer, n, False), it.mul(layout.offset, n),
                               downcast(layout.inner, n))
@@ -95,6 +102,7 @@ def max_common_layout(a: Layout, b: Layout) -> Layout:
     >>> str(max_common_layout(Layout((4, 8), (1, 4)), Layout((4, 8), (1, 8))))
     '4:1'
     """
+    _layouts(a, b, "max_common_layout")
     inv_b = right_inverse(b)
     first = _common_prefix(a, inv_b)
     if first is not None:
@@ -108,8 +116,15 @@ def max_common_vector(a: Layout, b: Layout):
     >>> max_common_vector(Layout((4, 8), (1, 4)), Layout((4, 8), (1, 4)))
     32
     """
+    _layouts(a, b, "max_common_vector")
     first = _common_prefix(a, right_inverse(b))
     return first.shape if first is not None else 1
+
+
+def _layouts(a, b, op: str) -> None:
+    for name, x in (("a", a), ("b", b)):
+        if not isinstance(x, Layout):
+            domain.fail(op, name, x, "must be a Layout")
 
 
 def _common_prefix(a: Layout, inv_b: Layout):

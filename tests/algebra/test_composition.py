@@ -1,7 +1,7 @@
 """composition: CuTe's worked examples, the defining equation, tilers, and the inadmissible cases."""
 import pytest
 
-from layoutkit.algebra import Layout, LayoutError, composition, size
+from layoutkit.algebra import Layout, LayoutError, composition, logical_divide, size
 
 from ._brute import some_layouts, values
 
@@ -77,3 +77,18 @@ def test_stride_fitting_in_one_mode_is_allowed():
 def test_tiler_with_too_many_modes():
     with pytest.raises(LayoutError, match="rank"):
         composition(Layout((4, 4)), (2, 2, 2))
+
+
+def test_a_right_layout_past_size_A_follows_As_extension_as_cute_cpp_does():
+    # A coalesced keeping its function past size(A) (C++'s detail::coalesce_x). Checked against
+    # CUTLASS 4.x compiled with g++: logical_divide prints (((_2,_2)),_6):(((_5,_2)),_8), R(2) == 2;
+    # on 200 random A with trailing extent-1 modes, every value of C++ and ours agreed.
+    import pycute
+
+    A = Layout((6, 1, 2, 1), (8, 0, 5, 2))
+    R = logical_divide(A, Layout((4,), (6,)))
+    assert str(R) == "(((2,2)),6):(((5,2)),8)" and R(2) == 2 == A(12)
+    assert values(composition(A, Layout(4, 6))) == [A(6 * i) for i in range(4)] == [0, 5, 2, 7]
+    # pycute coalesces A plainly ((6,2):(8,5), the trailing 1:2 dropped): its R(2) is 10
+    P = pycute.logical_divide(pycute.Layout((6, 1, 2, 1), (8, 0, 5, 2)), pycute.Layout((4,), (6,)))
+    assert P(2) == 10

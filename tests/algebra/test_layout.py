@@ -64,11 +64,11 @@ def test_crd2idx_with_layout():
 
 
 @pytest.mark.parametrize("shape, stride, match", [
-    ((4, 0), None, "not positive"),
+    ((4, 0), None, r"Layout: shape\[1\] = 0 \(in shape = \(4, 0\)\): must be a positive integer"),
     ((4, 2), (1,), "not congruent"),
     ((4, 2), (1, (2, 3)), "not congruent"),
-    ((4, "a"), None, "not an integer"),
-    ((4, True), None, "not an integer"),
+    ((4, "a"), None, r"shape\[1\] = 'a' .*: must be an integer, not a string"),
+    ((4, True), None, r"shape\[1\] = True .*: must be an integer, not a bool"),
 ])
 def test_bad_layouts_raise(shape, stride, match):
     with pytest.raises(LayoutError, match=match):
@@ -77,7 +77,7 @@ def test_bad_layouts_raise(shape, stride, match):
 
 def test_bad_calls_raise():
     L = Layout((4, 2))
-    with pytest.raises(LayoutError, match="negative"):
+    with pytest.raises(LayoutError, match=r"calling \(4,2\):\(1,4\): coord = -1: must be >= 0"):
         L(-1)
     with pytest.raises(LayoutError, match="does not match"):
         L((1, 2, 3))

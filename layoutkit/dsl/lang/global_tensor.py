@@ -135,8 +135,10 @@ class GlobalTensor:
         if self.tv is not None:
             raise TraceError("tile() divides a whole tensor or tile, not a thread's partition")
         try:
-            sub, off = local_tile(self.layout, tiler, coord)
-            coords = tuple((local_tile(cl, tiler, coord), co) for cl, co in self.coords)
+            # past_grid: a tile past the edge is masked by the bounds, not an error
+            sub, off = local_tile(self.layout, tiler, coord, past_grid=True)
+            coords = tuple((local_tile(cl, tiler, coord, past_grid=True), co)
+                           for cl, co in self.coords)
         except LayoutError as exc:
             raise TraceError(f"tile({tiler}, {coord}) of {self.layout}: {exc}") from None
         coords = tuple((sub_c, co + _origin(cl, tiler, coord, off_c))
