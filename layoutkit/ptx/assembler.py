@@ -42,7 +42,7 @@ def assemble(ptx: str, arch: str = "sm_90a", *, options: Iterable[str] = (),
     ptxas = find_ptxas(settings)
     version = ptxas_version(ptxas)
     key = cubin_cache.cache_key(ptx, arch, options, version.text)
-    cubin = cubin_cache.lookup(key, ptx) if cache else None
+    cubin = cubin_cache.lookup(key, ptx, arch) if cache else None
     if settings.debug:
         state = "hit" if cubin is not None else ("miss" if cache else "off")
         print(f"layoutkit: assemble {arch} cache {state} key={key[:16]} "

@@ -8,8 +8,10 @@ Key: sha256 of (PTX text, ptxas version text, ptxas options, target arch), see
 
 little-endian. A file is written to a temporary name in the same directory and
 ``os.replace``d into place, so readers see a whole entry or none, whatever concurrent
-writers or crashes do. A reader checks magic, lengths, digest and key; an entry that
-fails any check is deleted and reported as a miss, so the caller rebuilds it.
+writers or crashes do. A reader checks magic, lengths, digest and key, then that the payload is
+an ELF cubin for the entry's arch (and the requested one, when the caller names it:
+``cubin.elf_problem``); an entry that fails any check is deleted and reported as a miss, so the
+caller rebuilds it.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cubin import Cubin
+from .cubin import Cubin, elf_problem
 from .resources import ResourceUsage
 from .settings import get_settings
 
@@ -78,14 +80,17 @@ def cache_directory() -> Path:
     return get_settings().cache_dir / "cubin"
 
 
-def lookup(key: str, ptx: str) -> Cubin | None:
-    """The cached cubin for ``key`` (memory first, then disk), or None on a miss."""
+def lookup(key: str, ptx: str, arch: str | None = None) -> Cubin | None:
+    """The cached cubin for ``key`` (memory first, then disk), or None on a miss.
+
+    A disk entry is served only if its payload is an ELF cubin for its recorded arch and for
+    ``arch`` when given; otherwise it is corrupt: deleted, and a miss."""
     with _memory_lock:
         cubin = _memory.get(key)
-        if cubin is not None:
+        if cubin is not None and (arch is None or cubin.arch == arch):
             _memory.move_to_end(key)
             return cubin
-    cubin = _read_entry(cache_directory() / (key + _SUFFIX), key, ptx)
+    cubin = _read_entry(cache_directory() / (key + _SUFFIX), key, ptx, arch)
     if cubin is not None:
         _remember(key, cubin)
     return cubin
@@ -165,7 +170,7 @@ def _encode(key: str, cubin: Cubin) -> bytes:
     return _HEADER.pack(_MAGIC, len(cubin.data), len(meta), digest) + cubin.data + meta
 
 
-def _decode(blob: bytes, key: str, ptx: str) -> Cubin | None:
+def _decode(blob: bytes, key: str, ptx: str, arch: str | None = None) -> Cubin | None:
     if len(blob) < _HEADER.size:
         return None
     magic, data_len, meta_len, digest = _HEADER.unpack_from(blob)
@@ -176,7 +181,9 @@ def _decode(blob: bytes, key: str, ptx: str) -> Cubin | None:
         return None
     try:
         meta = json.loads(body[data_len:].decode())
-        if meta["key"] != key:
+        if meta["key"] != key or (arch is not None and meta["arch"] != arch):
+            return None
+        if elf_problem(body[:data_len], meta["arch"]) is not None:
             return None
         resources = {usage["name"]: ResourceUsage.from_json(usage) for usage in meta["resources"]}
         return Cubin(data=bytes(body[:data_len]), arch=meta["arch"], resources=resources,
@@ -186,12 +193,12 @@ def _decode(blob: bytes, key: str, ptx: str) -> Cubin | None:
         return None
 
 
-def _read_entry(path: Path, key: str, ptx: str) -> Cubin | None:
+def _read_entry(path: Path, key: str, ptx: str, arch: str | None = None) -> Cubin | None:
     try:
         blob = path.read_bytes()
     except OSError:
         return None
-    cubin = _decode(blob, key, ptx)
+    cubin = _decode(blob, key, ptx, arch)
     if cubin is None:  # corrupt or truncated: discard so that the caller rebuilds it
         try:
             path.unlink()

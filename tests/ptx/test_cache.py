@@ -1,6 +1,7 @@
 """The cubin cache: misses and hits, the memory layer, concurrent writers, corrupt entries."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import multiprocessing
 import sys
@@ -10,6 +11,7 @@ import pytest
 from layoutkit.ptx import (CacheWarning, RegisterSpillWarning, assemble, cache_clear, cache_info,
                            ptxas_version)
 from layoutkit.ptx import cache as cubin_cache
+from layoutkit.ptx.cubin import Cubin, elf_problem
 from layoutkit.ptx.toolchain import PtxasVersion
 
 from .toolchain_samples import FADD, WGMMA, spilling_ptx
@@ -123,6 +125,56 @@ def test_a_corrupt_entry_is_detected_discarded_and_rebuilt(cache_dir, ptxas_runs
     assert rebuilt.data == good.data and rebuilt.entries == ("add_scalar",)
     cubin_cache.clear_memory()  # the rewritten entry serves the next call
     assert assemble(FADD).data == good.data and len([p for p in ptxas_runs if p == FADD]) == 2
+
+
+def _reseal(key: str, cubin: Cubin) -> bytes:
+    """A consistent entry (magic, lengths, digest and key all right) for any payload."""
+    return cubin_cache._encode(key, cubin)
+
+
+@pytest.mark.parametrize("payload, arch", [
+    ("not_elf", "sm_90a"),          # a consistent entry whose payload is no ELF file
+    ("truncated_elf", "sm_90a"),    # the magic, then nothing of a header
+    ("not_cuda", "sm_90a"),         # an ELF file for another machine (x86-64)
+    ("other_sm", "sm_90a"),         # an ELF cubin for sm_80 under the sm_90a entry
+    ("other_sm", "sm_80"),          # ... also recorded as sm_80: not the requested arch
+])
+def test_a_consistent_entry_that_is_not_a_cubin_for_the_arch_is_rebuilt(cache_dir, ptxas_runs,
+                                                                         payload, arch):
+    good = assemble(FADD)
+    (path,) = entry_files(cache_dir)
+    key = path.name.removesuffix(".lkc")
+    if payload == "not_elf":
+        data = b"MZ" + bytes(good.data[2:])
+    elif payload == "truncated_elf":
+        data = b"\x7fELF" + bytes(8)
+    elif payload == "not_cuda":
+        data = bytearray(good.data)
+        data[18:20] = (62).to_bytes(2, "little")
+        data = bytes(data)
+    else:
+        data = assemble(FADD.replace("sm_90a", "sm_80"), "sm_80").data
+    path.write_bytes(_reseal(key, dataclasses.replace(good, data=data, arch=arch)))
+    cubin_cache.clear_memory()
+    assert cubin_cache.lookup(key, FADD, "sm_90a") is None and not path.exists()
+    rebuilt = assemble(FADD)
+    assert rebuilt.data == good.data and len([p for p in ptxas_runs if p == FADD]) == 2
+
+
+def test_elf_problem_names_what_is_wrong():
+    good = assemble(FADD, cache=False).data
+    assert elf_problem(good, "sm_90a") is None and elf_problem(good, "sm_90") is None
+    assert elf_problem(good, "sm_80") == "a cubin for sm_90, not for sm_80"
+    assert elf_problem(b"", "sm_90a") == ("0 bytes that do not start with the ELF magic "
+                                          "b'\\x7fELF' (they start with b'')")
+    assert elf_problem(b"\x7fELF" + bytes(8), "sm_90a") == \
+        "an ELF file of 12 bytes, shorter than a 64-bit ELF header"
+    assert elf_problem(b"\x7fELF\x01" + bytes(59), "sm_90a").startswith("an ELF file of class 1")
+    x86 = bytearray(good)
+    x86[18:20] = (62).to_bytes(2, "little")
+    assert elf_problem(bytes(x86), "sm_90a") == "an ELF file for machine 62 (type 2), not a CUDA cubin (190)"
+    assert elf_problem(good, "compute_90") == "checked against 'compute_90', which is not an SM arch such as 'sm_90a'"
+    assert elf_problem("text", "sm_90a") == "a str, not bytes"
 
 
 def _assemble_in_child(ptx: str, cache_root: str, start, results) -> None:

@@ -5,7 +5,7 @@ import pytest
 
 from layoutkit.ptx.builder import Module, PTXBuildError, PTXRangeError, PTXTypeError
 from layoutkit.ptx.isa import arith, bits
-from tests.ptx.ptxas_helper import assemble, requires_ptxas
+from tests.ptx.ptxas_helper import assemble, requires_ptxas, written, written_regs
 
 
 def kernel(target="sm_90a"):
@@ -49,7 +49,7 @@ def test_golden_main_forms():
 def test_every_form_assembles():
     m, k = kernel()
     for t in arith.INT:
-        a, b = k.reg(t), k.reg(t)
+        a, b = written(k, t), written(k, t)
         arith.add(k, a, b); arith.sub(k, a, 7); arith.mul(k, a, b); arith.mul_hi(k, a, b)
         arith.mad(k, a, b, a); arith.div(k, a, b); arith.rem(k, a, b)
         arith.min_(k, a, b); arith.max_(k, a, 3)
@@ -58,37 +58,37 @@ def test_every_form_assembles():
         if t in ("u16", "u32", "s16", "s32"):
             arith.mul_wide(k, a, b); arith.mad(k, a, b, arith.mul_wide(k, a, b), mode="wide")
         bits.shr(k, a, 3)
-    s = k.reg("s32")
+    s = written(k, "s32")
     arith.add(k, s, s, sat=True); arith.sub(k, s, s, sat=True); arith.mad(k, s, s, s, mode="hi", sat=True)
     for t in ("f32", "f64"):
-        a, b = k.reg(t), k.reg(t)
+        a, b = written(k, t), written(k, t)
         for r in (None,) + arith.ROUNDING:
             arith.add(k, a, b, rounding=r); arith.sub(k, a, 2.0, rounding=r); arith.mul(k, a, b, rounding=r)
         for r in arith.ROUNDING:
             arith.fma(k, a, b, a, rounding=r)
             arith.div(k, a, b, rounding=r)
         arith.min_(k, a, b); arith.max_(k, a, b); arith.neg(k, a); arith.abs_(k, a)
-    f = k.reg("f32")
+    f = written(k, "f32")
     arith.add(k, f, f, ftz=True, sat=True); arith.fma(k, f, f, f, ftz=True, sat=True)
     arith.div(k, f, f, rounding="approx", ftz=True); arith.min_(k, f, f, ftz=True, nan=True)
     arith.neg(k, f, ftz=True); arith.abs_(k, f, ftz=True)
     for t in arith.HALF:
-        a = k.reg(t)
+        a = written(k, t)
         arith.add(k, a, a); arith.sub(k, a, a, rounding="rn"); arith.mul(k, a, a)
         arith.fma(k, a, a, a); arith.min_(k, a, a); arith.max_(k, a, a, nan=True)
         arith.neg(k, a); arith.abs_(k, a)
         if t.startswith("f16"):
             arith.add(k, a, a, ftz=True, sat=True); arith.fma(k, a, a, a, ftz=True, sat=True)
     for t in ("b16", "b32", "b64", "pred"):
-        a = k.reg(t)
+        a = written(k, t)
         bits.and_(k, a, a); bits.or_(k, a, a); bits.xor(k, a, a); bits.not_(k, a)
         if t != "pred":
-            bits.shl(k, a, 1); bits.shr(k, a, k.reg("u32"))
+            bits.shl(k, a, 1); bits.shr(k, a, written(k, "u32"))
     for t in ("b32", "b64"):
-        a = k.reg(t)
+        a = written(k, t)
         bits.popc(k, a); bits.clz(k, a); bits.brev(k, a); bits.bfi(k, a, a, 8, 4)
     for t in ("u32", "u64", "s32", "s64"):
-        bits.bfe(k, k.reg(t), 0, 8)
+        bits.bfe(k, written(k, t), 0, 8)
     assemble(m.text())
 
 

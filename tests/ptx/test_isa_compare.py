@@ -5,7 +5,7 @@ import pytest
 
 from layoutkit.ptx.builder import Module, PTXBuildError, PTXTypeError
 from layoutkit.ptx.isa import compare
-from tests.ptx.ptxas_helper import assemble
+from tests.ptx.ptxas_helper import assemble, written, written_regs
 
 
 def kernel(target="sm_90a"):
@@ -32,15 +32,15 @@ def test_golden():
 
 def test_every_form_assembles():
     m, k = kernel()
-    c = compare.setp(k, "eq", k.reg("u32"), 0)
+    c = compare.setp(k, "eq", written(k, "u32"), 0)
     for t in compare.SETP_TYPES:
-        a = k.reg(t)
-        for cmp in compare._comparisons(k.reg(t).type.kind):
+        a = written(k, t)
+        for cmp in compare._comparisons(written(k, t).type.kind):
             compare.setp(k, cmp, a, a)
         compare.setp(k, "ne", a, a, combine="xor", c=c, complement=t not in ("f16", "bf16"))
-    compare.setp(k, "lt", k.reg("f32"), 1.0, ftz=True)
+    compare.setp(k, "lt", written(k, "f32"), 1.0, ftz=True)
     for t in compare.SELP_TYPES:
-        a = k.reg(t)
+        a = written(k, t)
         compare.selp(k, a, a, c)
     assemble(m.text())
 

@@ -5,7 +5,7 @@ import pytest
 
 from layoutkit.ptx.builder import Module, PTXBuildError, PTXTypeError
 from layoutkit.ptx.isa import convert
-from tests.ptx.ptxas_helper import assemble
+from tests.ptx.ptxas_helper import assemble, written, written_regs
 
 
 def kernel(target="sm_90a"):
@@ -43,28 +43,28 @@ def test_golden():
 def test_every_form_assembles():
     m, k = kernel()
     for src in convert.CVT_INT + convert.CVT_FLOAT:
-        a = k.reg(src)
+        a = written(k, src)
         for dst in convert.CVT_INT + convert.CVT_FLOAT:
-            allowed, required = convert._rounding_rule(a.type, k.reg(dst).type)
+            allowed, required = convert._rounding_rule(a.type, written(k, dst).type)
             for rounding in allowed + (() if required else (None,)):
                 convert.cvt(k, a, dst, rounding=rounding)
-    f = k.reg("f32")
+    f = written(k, "f32")
     convert.cvt(k, f, "f32", rounding="rni", ftz=True, sat=True)
     convert.cvt(k, f, "f16", rounding="rn", relu=True)
     convert.cvt(k, f, "s32", rounding="rmi", ftz=True)
     convert.cvt_pack(k, f, f, "bf16x2", rounding="rz", relu=True)
     convert.cvt_pack(k, f, f, "f16x2")
-    convert.cvt(k, k.reg("b32"), "f32", src_type="s32", rounding="rn")
+    convert.cvt(k, written(k, "b32"), "f32", src_type="s32", rounding="rn")
     for t in convert.MOV_TYPES:
-        a = k.reg(t)
+        a = written(k, t)
         convert.mov(k, a)
     convert.mov(k, 3, dtype="u64"); convert.mov(k, -1.0, dtype="f64"); convert.mov(k, 0x3C00, dtype="b16")
-    convert.mov(k, k.reg("bf16x2"))
-    h = convert.pack(k, (k.reg("f16"), k.reg("bf16")))
+    convert.mov(k, written(k, "bf16x2"))
+    h = convert.pack(k, (written(k, "f16"), written(k, "bf16")))
     convert.unpack(k, h, part_type="f16")
-    convert.unpack(k, k.reg("b64"), 4)
-    convert.pack(k, k.regs("b16", 4))
-    convert.pack(k, convert.unpack(k, k.reg("b32"), 4))
+    convert.unpack(k, written(k, "b64"), 4)
+    convert.pack(k, written_regs(k, "b16", 4))
+    convert.pack(k, convert.unpack(k, written(k, "b32"), 4))
     assemble(m.text())
 
 

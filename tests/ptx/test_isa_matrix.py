@@ -5,7 +5,7 @@ import pytest
 
 from layoutkit.ptx.builder import Module, PTXBuildError, PTXRangeError, PTXTargetError, PTXTypeError
 from layoutkit.ptx.isa import async_copy, matrix
-from tests.ptx.ptxas_helper import assemble
+from tests.ptx.ptxas_helper import assemble, written, written_regs
 
 
 def kernel(target="sm_90a"):
@@ -16,9 +16,9 @@ def kernel(target="sm_90a"):
 def test_golden_cp_async_ldmatrix_mma():
     m, k = kernel()
     tile = m.shared("tile", 4096, align=128)
-    s, g = k.reg("u32"), k.reg("u64")
+    s, g, size = written(k, "u32"), written(k, "u64"), written(k, "u32")
     async_copy.cp_async(k, s, g, 16)
-    async_copy.cp_async(k, tile, g, 8, cache="ca", src_size=k.reg("u32"), prefetch="128B")
+    async_copy.cp_async(k, tile, g, 8, cache="ca", src_size=size, prefetch="128B")
     async_copy.commit_group(k)
     async_copy.wait_group(k, 1)
     async_copy.wait_all(k)
@@ -28,6 +28,9 @@ def test_golden_cp_async_ldmatrix_mma():
     matrix.mma_sync(k, a, b, acc, out=acc)
     matrix.stmatrix(k, s, a, trans=True)
     assert k.body_lines() == [
+        "    mov.b32 %u0, 0;",
+        "    mov.b64 %ud0, 0;",
+        "    mov.b32 %u1, 0;",
         "    cp.async.cg.shared.global [%u0], [%ud0], 16;",
         "    cp.async.ca.shared.global.L2::128B [tile], [%ud0], 8, %u1;",
         "    cp.async.commit_group;",
@@ -44,20 +47,20 @@ def test_golden_cp_async_ldmatrix_mma():
 
 def test_every_form_assembles():
     m, k = kernel()
-    s, g = k.reg("u32"), k.reg("u64")
+    s, g = written(k, "u32"), written(k, "u64")
     for cache, sizes in async_copy.SIZES.items():
         for size in sizes:
             async_copy.cp_async(k, s, g, size, cache=cache, src_size=size // 2)
             for pf in ("64B", "128B", "256B"):
-                async_copy.cp_async(k, k.reg("u64"), g, size, cache=cache, prefetch=pf)
+                async_copy.cp_async(k, written(k, "u64"), g, size, cache=cache, prefetch=pf)
     for num in (1, 2, 4):
         for trans in (False, True):
             frag = matrix.ldmatrix(k, s, num, trans=trans, dtype="bf16x2")
             matrix.stmatrix(k, s, frag, trans=trans)
     for shape, (na, nb) in matrix.MMA_SHAPES.items():
         for ab, acc in (("bf16", "f32"), ("f16", "f32"), ("f16", "f16")):
-            c = k.regs("f32" if acc == "f32" else "f16x2", 4 if acc == "f32" else 2)
-            matrix.mma_sync(k, k.regs("b32", na), k.regs("b32", nb), c, shape=shape, ab_type=ab,
+            c = written_regs(k, "f32" if acc == "f32" else "f16x2", 4 if acc == "f32" else 2)
+            matrix.mma_sync(k, written_regs(k, "b32", na), written_regs(k, "b32", nb), c, shape=shape, ab_type=ab,
                             acc_type=acc)
     assemble(m.text())
 

@@ -7,7 +7,7 @@ import pytest
 from layoutkit.ptx.builder import (SINK, Address, Module, PTXBuildError, PTXLabelError,
                                    PTXRangeError, PTXTargetError, PTXTypeError)
 from layoutkit.ptx.isa import control, mbarrier as mb, mbarrier_wait as mw
-from tests.ptx.ptxas_helper import assemble, requires_ptxas
+from tests.ptx.ptxas_helper import assemble, requires_ptxas, written, written_regs
 
 
 def kernel(target="sm_90a", **directives):
@@ -61,7 +61,7 @@ def test_every_form_assembles():
     k.emit("mov.u32", (bar, bars), defs=(bar,))
     wide = k.reg("u64")
     k.emit("cvta.shared.u64", (wide, bars), defs=(wide,))
-    count, parity, nbytes, rank = k.reg("u32"), k.reg("u32"), k.reg("u32"), k.reg("u32")
+    count, parity, nbytes, rank = written(k, "u32"), written(k, "u32"), written(k, "u32"), written(k, "u32")
     mb.init(k, bar, (1 << 20) - 1)
     mb.init(k, Address(bars, 8), count)
     mb.fence_init(k)
@@ -90,7 +90,7 @@ def test_every_form_assembles():
     mw.wait_parity(k, Address(bars, 8), 1, hint=1000, sem="acquire", scope="cluster")
     hang = k.label("hang")
     mw.wait_parity_bounded(k, bar, 0, timeout_ns=2_000_000_000, on_timeout=hang)
-    mw.wait_parity_bounded(k, bar, parity, timeout_ns=k.reg("u64"), on_timeout=hang, hint=500)
+    mw.wait_parity_bounded(k, bar, parity, timeout_ns=written(k, "u64"), on_timeout=hang, hint=500)
     mb.inval(k, bar)
     control.ret(k)
     k.place(hang)

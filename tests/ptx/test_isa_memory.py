@@ -5,7 +5,7 @@ import pytest
 
 from layoutkit.ptx.builder import Module, PTXBuildError, PTXTypeError
 from layoutkit.ptx.isa import atomic, memory
-from tests.ptx.ptxas_helper import assemble
+from tests.ptx.ptxas_helper import assemble, written, written_regs
 
 
 def kernel(target="sm_90a"):
@@ -22,7 +22,7 @@ def test_golden_param_to_store():
     g = memory.cvta(k, "global", memory.ld_param(k, out))
     count = memory.ld_param(k, n)
     xs = memory.ld(k, "global", g, "f32", vec=4, eviction="evict_last", prefetch="128B")
-    p = k.reg("pred")
+    p = written(k, "pred")
     memory.st(k, "global", memory_address(g, 16), xs[:2], cache="cs", pred=p)
     atomic.red(k, "global", "add", g, count)
     assert k.body_lines() == [
@@ -31,6 +31,7 @@ def test_golden_param_to_store():
         "    cvta.to.global.u64 %ud1, %ud0;",
         "    ld.param.u32 %u0, [n];",
         "    ld.global.L1::evict_last.L2::128B.v4.f32 {%f0, %f1, %f2, %f3}, [%ud1];",
+        "    mov.pred %p0, 1;",
         "    @%p0 st.global.cs.v2.f32 [%ud1+16], {%f0, %f1};",
         "    red.global.add.u32 [%ud1], %u0;",
     ]
@@ -45,12 +46,12 @@ def memory_address(base, offset):
 def test_every_form_assembles():
     m, k = kernel()
     smem = m.extern_shared()
-    g = k.reg("u64")
-    s32 = k.reg("u32")
+    g = written(k, "u64")
+    s32 = written(k, "u32")
     local = k.shared("buf", 64)
     for t in memory.MEM_TYPES + ("f16", "bf16x2"):
         for vec in (1, 2, 4):
-            if vec * max(k.reg(t).type.bits // 8, 1) > 16:
+            if vec * max(written(k, t).type.bits // 8, 1) > 16:
                 continue
             vals = memory.ld(k, "global", g, t, vec=vec)
             memory.st(k, "global", g, vals)
@@ -62,7 +63,7 @@ def test_every_form_assembles():
         memory.st(k, "global", g, 1, dtype="u32", cache=c)
     for e in memory.L1_EVICTION:
         memory.ld(k, "global", g, "u32", eviction=e)
-        memory.st(k, "global", g, k.reg("u32"), eviction=e)
+        memory.st(k, "global", g, written(k, "u32"), eviction=e)
     memory.ld(k, "global", g, "u32", nc=True, eviction="no_allocate")
     memory.ld(k, "shared", s32, "u32", volatile=True)
     memory.st(k, "global", g, 1.0, dtype="f32", volatile=True)
@@ -73,12 +74,12 @@ def test_every_form_assembles():
     for op, types in atomic.OP_TYPES.items():
         for t in types:
             for space, addr in (("global", g), ("shared", s32)):
-                v = k.reg(t)
+                v = written(k, t)
                 atomic.atom(k, space, op, addr, v, compare=v if op == "cas" else None)
                 if op not in ("exch", "cas"):
                     atomic.red(k, space, op, addr, v)
     atomic.atom(k, "global", "add", g, 1, dtype="u32", sem="acq_rel", scope="gpu")
-    atomic.red(k, "shared", "max", s32, k.reg("s32"), sem="release", scope="cluster")
+    atomic.red(k, "shared", "max", s32, written(k, "s32"), sem="release", scope="cluster")
     assemble(m.text())
 
 

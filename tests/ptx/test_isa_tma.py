@@ -7,7 +7,7 @@ from layoutkit.ptx.builder import (Address, Module, PTXBuildError, PTXRangeError
                                    PTXTypeError)
 from layoutkit.ptx.isa import control, memory, tma
 from layoutkit.ptx.isa.proxy_fence import fence_proxy_async, fence_proxy_tensormap
-from tests.ptx.ptxas_helper import assemble, requires_ptxas
+from tests.ptx.ptxas_helper import assemble, requires_ptxas, written, written_regs
 
 
 def setup(**directives):
@@ -62,8 +62,8 @@ def test_golden_load_store_reduce():
 @requires_ptxas
 def test_every_form_assembles():
     m, k, tmap, tile, bar = setup(reqnctapercluster=2)
-    coord, mask, size = k.reg("u32"), k.reg("u16"), k.reg("u32")
-    gptr, frac = k.reg("u64"), k.reg("f32")
+    coord, mask, size = written(k, "u32"), written(k, "u16"), written(k, "u32")
+    gptr, frac = written(k, "u64"), written(k, "f32")
     policies = [tma.create_policy(k, p) for p in tma.EVICTION]
     policies.append(tma.create_policy(k, "evict_normal", frac, secondary="evict_first"))
     policy = policies[-1]

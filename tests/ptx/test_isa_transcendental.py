@@ -5,7 +5,7 @@ import pytest
 
 from layoutkit.ptx.builder import Module, PTXBuildError, PTXTargetError, PTXTypeError
 from layoutkit.ptx.isa import transcendental as tm
-from tests.ptx.ptxas_helper import assemble
+from tests.ptx.ptxas_helper import assemble, written, written_regs
 
 
 def kernel(target="sm_90a"):
@@ -34,7 +34,7 @@ def test_every_form_assembles():
     for instr, forms in tm.FORMS.items():
         fn = getattr(tm, instr)
         for t, roundings in forms.items():
-            a = k.reg(t)
+            a = written(k, t)
             for r in roundings:
                 for ftz in (False, True):
                     kwargs = {} if instr in ("ex2", "lg2", "rsqrt") else {"rounding": r}

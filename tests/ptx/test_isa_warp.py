@@ -5,7 +5,7 @@ import pytest
 
 from layoutkit.ptx.builder import Module, PTXBuildError, PTXRangeError, PTXTypeError
 from layoutkit.ptx.isa import special, warp
-from tests.ptx.ptxas_helper import assemble
+from tests.ptx.ptxas_helper import assemble, written, written_regs
 
 
 def kernel():
@@ -19,12 +19,13 @@ def test_golden_warp_index_broadcast():
     w = k.reg("u32")
     k.emit("shr.u32", (w, tid, 5), defs=(w,))
     warp.shfl(k, "idx", w, 0)
-    v, ok = warp.shfl(k, "up", k.reg("f32"), 1, with_pred=True)
+    v, ok = warp.shfl(k, "up", written(k, "f32"), 1, with_pred=True)
     warp.vote(k, "ballot", ok)
     warp.vote(k, "all", ~ok, membermask=0xFFFF)
     warp.bar_warp_sync(k)
     assert k.body_lines()[2:] == [
         "    shfl.sync.idx.b32 %u2, %u1, 0, 31, 0xFFFFFFFF;",
+        "    mov.b32 %f0, 0;",
         "    shfl.sync.up.b32 %f1|%p0, %f0, 1, 0, 0xFFFFFFFF;",
         "    vote.sync.ballot.b32 %u3, %p0, 0xFFFFFFFF;",
         "    vote.sync.all.pred %p1, !%p0, 65535;",
@@ -36,10 +37,10 @@ def test_golden_warp_index_broadcast():
 def test_every_form_assembles():
     m, k = kernel()
     lane = special.sreg(k, "laneid")
-    p = k.reg("pred")
+    p = written(k, "pred")
     for mode in ("up", "down", "bfly", "idx"):
-        warp.shfl(k, mode, k.reg("u32"), 1)
-        warp.shfl(k, mode, k.reg("b32"), lane, c=lane, membermask=lane, with_pred=True)
+        warp.shfl(k, mode, written(k, "u32"), 1)
+        warp.shfl(k, mode, written(k, "b32"), lane, c=lane, membermask=lane, with_pred=True)
     for mode in ("all", "any", "uni", "ballot"):
         warp.vote(k, mode, p, membermask=lane)
     warp.bar_warp_sync(k, lane)

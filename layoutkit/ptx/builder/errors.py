@@ -59,7 +59,8 @@ class PTXRangeError(PTXBuildError):
 
 
 class PTXSSAError(PTXBuildError):
-    """A single-assignment register written twice (loop-carried values must use Kernel.var)."""
+    """A single-assignment register written twice (loop-carried values must use Kernel.var), or
+    a register read but never written."""
 
 
 class PTXLabelError(PTXBuildError):

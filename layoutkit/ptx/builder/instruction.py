@@ -28,16 +28,15 @@ class Instruction:
 
 @dataclass(frozen=True)
 class RawInstruction:
-    """An instruction string the builder does not check (escape hatch); marked in the output."""
+    """Statements the builder does not check (escape hatch, see raw_text); marked in the output.
+    ``source`` is the text as Kernel.raw accepted it, ended by ';' or '}'."""
 
     source: str
     location: SourceLocation | None = None
 
     def text(self) -> str:
-        body = self.source.strip()
-        if not body.endswith(";") and not body.endswith("}"):
-            body += ";"
-        return f"{INDENT}{body}  // unchecked"
+        first, *rest = self.source.strip().split("\n")
+        return "\n".join([f"{INDENT}{first}  // unchecked", *(INDENT + line for line in rest)])
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from .directives import Directives
 from .errors import PTXBuildError, PTXDirectiveError, PTXLabelError, PTXSSAError, PTXTypeError
 from .instruction import INDENT, Comment, Instruction, LabelLine, RawInstruction
-from .operands import Address, Label, NotPred, Reg, Symbol
+from .operands import Address, Label, NotPred, Reg, Symbol, Vector
+from .raw_text import check_raw, register_names, terminated
 from .source_location import SourceLocation, user_location
 from .target import BASELINE, Requirement
 from .types import TYPES, PTXType, ptx_type
@@ -70,6 +71,7 @@ class Kernel:
         self._labels_made: set[str] = set()
         self._labels_placed: set[str] = set()
         self._labels_used: dict[str, SourceLocation | None] = {}
+        self._raw_registers: set[str] = set()
         self._shared_decls: list[str] = []
         self._guard: Reg | NotPred | None = None
         self._location: SourceLocation | None = None
@@ -225,9 +227,16 @@ class Kernel:
         return instruction
 
     def raw(self, text: str) -> RawInstruction:
-        """Emit `text` verbatim, UNCHECKED (no types, SSA or version checks); the line is marked
-        `// unchecked` in the PTX. Use only for forms layoutkit has no builder for yet."""
-        line = RawInstruction(text, self._here())
+        """Emit `text` verbatim, UNCHECKED for types, SSA and versions; the line is marked
+        `// unchecked` in the PTX. Use only for forms layoutkit has no builder for yet.
+
+        The text must stay inside this kernel's body (layoutkit.ptx.builder.raw_text states
+        the rule: statements and balanced scoped blocks, no module or entry directive, no
+        declaration but .reg), else PTXBuildError. A final ';' is added when missing. The
+        registers it names count as written (the builder cannot see which it writes)."""
+        code = check_raw(text)
+        self._raw_registers |= register_names(code)
+        line = RawInstruction(terminated(text, code), self._here())
         self.lines.append(line)
         return line
 
@@ -243,6 +252,20 @@ class Kernel:
             if name not in self._labels_placed:
                 raise PTXLabelError(f"is branched to but never placed in kernel {self.name}",
                                     operand="label", value=name, location=where)
+
+    def check_registers(self) -> None:
+        """Refuse a register that an instruction reads but no instruction writes (its value
+        would be whatever the hardware left there); names the first reader and its line."""
+        written = self._defined | self._raw_registers
+        for line in self.lines:
+            if not isinstance(line, Instruction):
+                continue
+            for reg in _registers(line.operands, line.guard):
+                if reg.name not in written and reg.name in self._owned:
+                    raise PTXSSAError(f"is read but never written in kernel {self.name} (write it "
+                                      "first: every register gets its value from an instruction "
+                                      "that lists it in defs)", instruction=line.opcode.split(" ")[0],
+                                      operand="source", value=reg, location=line.location)
 
     def register_declarations(self) -> list[str]:
         """`.reg .f32 %f<N>;` per used type, in the fixed order of TYPES."""
@@ -264,6 +287,7 @@ class Kernel:
     def text(self, file_index: dict[str, int] | None = None) -> str:
         """The whole `.visible .entry` (params, directives, declarations, body)."""
         self.check_labels()
+        self.check_registers()
         params = ",\n".join(f"{INDENT}{p.declaration()}" for p in self.params)
         head = f".visible .entry {self.name}(\n{params}\n)" if params else \
             f".visible .entry {self.name}()"
@@ -273,3 +297,20 @@ class Kernel:
         lines += self.body_lines(file_index)
         lines.append("}")
         return "\n".join(lines)
+
+
+def _registers(operands, guard):
+    """The registers among an instruction's operands and guard (inside addresses and vectors)."""
+    stack = [*operands, guard]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, Reg):
+            yield o
+        elif isinstance(o, NotPred):
+            yield o.reg
+        elif isinstance(o, Address):
+            stack.append(o.base)
+        elif isinstance(o, Vector):
+            stack.extend(o.items)
+        elif isinstance(o, (tuple, list)):
+            stack.extend(o)
