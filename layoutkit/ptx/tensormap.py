@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ctypes
 import math
+import numbers
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +57,7 @@ OOB_FILLS = {"zero": 0, "nan": 1}
 
 MAX_RANK = 5
 MAX_DIM = 2 ** 32
+MAX_ADDRESS = 2 ** 64 - 1
 MAX_STRIDE_BYTES = 2 ** 40
 MAX_BOX = 256
 MAX_ELEMENT_STRIDE = 8
@@ -64,6 +67,9 @@ STRIDE_MULTIPLE = 16
 
 def canonical_dtype(dtype) -> str:
     """The tensor-map dtype name for a str, numpy dtype or torch dtype (``torch.bfloat16`` -> ``bfloat16``)."""
+    if dtype is None or isinstance(dtype, (bool, np.bool_, numbers.Number)):
+        raise TensorMapError(f"dtype = {dtype!r}: must be a dtype name (a str), a numpy dtype or a "
+                             "torch dtype, not " + ("None" if dtype is None else f"a {type(dtype).__name__}"))
     if isinstance(dtype, str):
         text = dtype
     elif str(dtype).startswith("torch."):
@@ -103,11 +109,27 @@ class TiledEncoding:
         return math.prod(-(-b // e) for b, e in zip(self.box, (1,) + self.element_strides[1:])) * self.element_bytes
 
 
+def _kind(value) -> str:
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
+def _integer(field: str, value) -> int:
+    """value as an int, exactly: Python and numpy integers only (never a bool, a float, even an
+    integral one, a string or None: cuTensorMapEncodeTiled takes integers, nothing is coerced)."""
+    if type(value) is int:
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TensorMapError(f"{field} = {value!r}: must be an integer, not {_kind(value)} "
+                             "(no value is truncated or parsed)")
+    return operator.index(value)
+
+
 def _int_tuple(field: str, values, rank: int | None) -> tuple[int, ...]:
-    try:
-        out = tuple(int(v) for v in values)
-    except TypeError:
-        raise TensorMapError(f"{field} = {values!r}: must be a sequence of ints") from None
+    """A sequence (tuple, list, torch.Size, 1-D array) of exact integers."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__") or values is None:
+        raise TensorMapError(f"{field} = {values!r}: must be a sequence of integers, not "
+                             f"{_kind(values)}")
+    out = tuple(_integer(f"{field}[{i}]", v) for i, v in enumerate(values))
     if rank is not None and len(out) != rank:
         raise TensorMapError(f"{field} = {values!r} has {len(out)} entries; the tensor has rank {rank}")
     return out
@@ -121,6 +143,11 @@ def encode_tiled_arguments(address: int, dtype, *, shape, strides, box, swizzle:
     ``shape``, ``strides`` (elements) and ``box`` are outermost first; the innermost dimension must
     be contiguous (stride 1). ``element_strides`` (default all 1) too. ``swizzle`` in
     none/32B/64B/128B, ``l2_promotion`` in none/64B/128B/256B, ``oob_fill`` in zero/nan.
+
+    Every number is taken exactly: an ``int`` or a numpy integer, never a bool, a float (64.0
+    included), a string or None; the address is in 0..2^64-1 and 16-byte aligned; a dtype is
+    named (None is not float64). A breach raises TensorMapError naming the field, the value
+    and the rule.
     """
     dt = canonical_dtype(dtype)
     dtype_enum, esize = _DTYPES[dt]
@@ -130,8 +157,13 @@ def encode_tiled_arguments(address: int, dtype, *, shape, strides, box, swizzle:
         raise TensorMapError(f"rank = {rank} (shape {shape}): a TMA tensor has rank 1..{MAX_RANK}")
     strides = _int_tuple("strides", strides, rank)
     box = _int_tuple("box", box, rank)
-    element_strides = _int_tuple("element_strides", element_strides or (1,) * rank, rank)
-    address = int(address)
+    element_strides = _int_tuple("element_strides",
+                                 (1,) * rank if element_strides is None else element_strides, rank)
+    address = _integer("global address", address)
+    if not 0 <= address <= MAX_ADDRESS:
+        shown = hex(address) if address >= 0 else str(address)
+        raise TensorMapError(f"global address = {shown}: must be in 0..2^64-1 (a device address is "
+                             "an unsigned 64-bit integer)")
     if address % GLOBAL_ALIGN:
         raise TensorMapError(f"global address = 0x{address:x}: must be {GLOBAL_ALIGN}-byte aligned "
                              f"(it is {address % GLOBAL_ALIGN} bytes past a multiple of {GLOBAL_ALIGN})")
@@ -156,6 +188,11 @@ def encode_tiled_arguments(address: int, dtype, *, shape, strides, box, swizzle:
     for i, e in enumerate(element_strides):
         if not 1 <= e <= MAX_ELEMENT_STRIDE:
             raise TensorMapError(f"element_strides[{i}] = {e}: each must be in 1..{MAX_ELEMENT_STRIDE}")
+    for name, value, table in (("swizzle", swizzle, SWIZZLES), ("l2_promotion", l2_promotion,
+                                                                L2_PROMOTIONS), ("oob_fill", oob_fill, OOB_FILLS)):
+        if not isinstance(value, str):
+            raise TensorMapError(f"{name} = {value!r}: must be one of {list(table)} (a str), not "
+                                 f"{_kind(value)}")
     if swizzle not in SWIZZLES:
         raise TensorMapError(f"swizzle = {swizzle!r}: must be one of {list(SWIZZLES)}")
     swizzle_enum, span = SWIZZLES[swizzle]

@@ -72,7 +72,7 @@ def test_dtypes(dtype, name):
     (dict(l2_promotion="512B"), r"l2_promotion = '512B': must be one of"),
     (dict(oob_fill="inf"), r"oob_fill = 'inf': must be one of \['zero', 'nan'\]"),
     (dict(dtype="int32", oob_fill="nan", box=(64, 32)), r"oob_fill = 'nan' with dtype int32: NaN fill needs"),
-    (dict(shape=(128, "x")), r"shape = \(128, 'x'\): must be a sequence of ints|invalid literal"),
+    (dict(shape=(128, "x")), r"shape\[1\] = 'x': must be an integer, not a str \(no value is truncated"),
 ])
 def test_every_rule_names_field_value_and_rule(overrides, message):
     with pytest.raises((TensorMapError, ValueError), match=message):
@@ -105,3 +105,49 @@ def test_tiled_rejects_misaligned_and_non_device_tensors():
         TensorMap.tiled(_fake_device_buffer((256, 32), np.float16, ADDR + 4), box=(128, 32))
     with pytest.raises(TensorMapError, match=r"tensor: a ndarray whose __dlpack_device__\(\) is \(1, 0\) is not device"):
         TensorMap.tiled(np.zeros((4, 8), np.float32), box=(4, 8))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(box=(64.5, 64)), r"box\[0\] = 64.5: must be an integer, not a float \(no value is truncated or parsed\)"),
+    (dict(box=(64.0, 64)), r"box\[0\] = 64.0: must be an integer, not a float"),
+    (dict(box=(True, 64)), r"box\[0\] = True: must be an integer, not a bool"),
+    (dict(box=(np.bool_(True), 64)), r"box\[0\] = .*True_?: must be an integer, not a bool"),
+    (dict(shape=(128.0, 64)), r"shape\[0\] = 128.0: must be an integer, not a float"),
+    (dict(shape=(np.float64(128), 64)), r"shape\[0\] = .*128.0.*: must be an integer, not a float64"),
+    (dict(shape=(None, 64)), r"shape\[0\] = None: must be an integer, not None"),
+    (dict(shape="128"), r"shape = '128': must be a sequence of integers, not a str"),
+    (dict(shape=None), r"shape = None: must be a sequence of integers, not None"),
+    (dict(shape=128), r"shape = 128: must be a sequence of integers, not a int"),
+    (dict(strides=(64.0, 1)), r"strides\[0\] = 64.0: must be an integer, not a float"),
+    (dict(strides=(64, True)), r"strides\[1\] = True: must be an integer, not a bool"),
+    (dict(strides=(-64, 1)), r"strides\[0\] = -64 elements: strides must be positive"),
+    (dict(element_strides=(1.0, 1)), r"element_strides\[0\] = 1.0: must be an integer, not a float"),
+    (dict(element_strides=()), r"element_strides = \(\) has 0 entries; the tensor has rank 2"),
+    (dict(address=0x10000 + 0.5), r"global address = 65536.5: must be an integer, not a float"),
+    (dict(address=float(ADDR)), r"global address = 139637976727552.0: must be an integer, not a float"),
+    (dict(address="0x10000"), r"global address = '0x10000': must be an integer, not a str"),
+    (dict(address=None), r"global address = None: must be an integer, not None"),
+    (dict(address=True), r"global address = True: must be an integer, not a bool"),
+    (dict(address=-16), r"global address = -16: must be in 0..2\^64-1 \(a device address is an unsigned 64-bit"),
+    (dict(address=2 ** 64), r"global address = 0x10000000000000000: must be in 0..2\^64-1"),
+    (dict(address=2 ** 64 + 16), r"global address = 0x10000000000000010: must be in 0..2\^64-1"),
+    (dict(address=2 ** 64 - 1), r"global address = 0xffffffffffffffff: must be 16-byte aligned \(it is 15 bytes"),
+    (dict(dtype=None), r"dtype = None: must be a dtype name \(a str\), a numpy dtype or a torch dtype, not None"),
+    (dict(dtype=True), r"dtype = True: must be a dtype name .*not a bool"),
+    (dict(dtype=2), r"dtype = 2: must be a dtype name .*not a int"),
+    (dict(swizzle=None), r"swizzle = None: must be one of \['none', '32B', '64B', '128B'\] \(a str\), not None"),
+    (dict(swizzle=3), r"swizzle = 3: must be one of .* \(a str\), not a int"),
+    (dict(l2_promotion=["128B"]), r"l2_promotion = \['128B'\]: must be one of .*not a list"),
+    (dict(oob_fill=0), r"oob_fill = 0: must be one of \['zero', 'nan'\] \(a str\), not a int"),
+])
+def test_nothing_is_coerced(overrides, message):
+    with pytest.raises(TensorMapError, match=message):
+        enc(**overrides)
+
+
+def test_numpy_integers_and_sequences_are_exact_integers():
+    e = enc(address=np.uint64(ADDR), shape=np.array([128, 64]), strides=[np.int64(64), np.int32(1)],
+            box=(np.int16(64), 64))
+    assert e == enc() and type(e.global_address) is int and all(type(d) is int for d in e.global_dims)
+    assert enc(address=0, swizzle="none").global_address == 0
+    assert enc(address=2 ** 64 - 16).global_address == 2 ** 64 - 16
