@@ -43,6 +43,7 @@ from ..lower.roles import kernel_directives
 from ..check.protocol import check_kernel_protocol
 from ..sm90.roles import finish_sync
 from .tracer import tracing
+from . import constructs, rewrite
 from .tensor_args import STRIDE_BYTES, field_reader, host_tensor_error, runtime_fields
 from .types import PointerType, TensorMapType, i32, i64
 from .values import Scalar
@@ -232,6 +233,7 @@ class Kernel:
         self._options = {flag: KernelOptions(self.cluster, flag) for flag in (False, True)}
         self._fast: FastLaunch | None = None   # built at the first kernel[grid]
         self._grids: dict = {}            # plain grid -> the function kernel[grid] returns
+        self._body = None                 # fn with the construct checks (core/rewrite.py)
 
     @staticmethod
     def _parameters(fn, where) -> tuple[Parameter, ...]:
@@ -300,7 +302,9 @@ class Kernel:
             with tracing(fn_ir) as trace:
                 proxies = [self._proxy(trace, i, p, fact, v)
                            for i, (p, fact, v) in enumerate(zip(self.params, key, values))]
-                result = self.fn(*proxies)
+                if self._body is None:
+                    self._body = rewrite.checked(self.fn)
+                result = self._body(*proxies)
                 if result is not None:
                     raise TraceError(f"kernel {self.name} returns {result!r}; a kernel writes "
                                      "its results to memory and returns nothing",
@@ -316,6 +320,9 @@ class Kernel:
         except DSLError as exc:
             raise exc.with_traceback(None) from None
         except (LayoutError, PTXBuildError, sympy.SympifyError, TypeError, ValueError) as exc:
+            explained = constructs.explain(exc)    # `if`/`while`/range() on a runtime value
+            if explained is not None:
+                raise explained.with_traceback(None) from None
             where = user_frame_location(exc.__traceback__)
             raise TraceError(f"{type(exc).__name__}: {exc}", where).with_traceback(None) \
                 from None

@@ -14,6 +14,7 @@ import contextvars
 import sympy
 
 from .errors import TraceError, here
+from .scoping import escaped
 from .ir import Block, Function, Op, Value
 from .types import DType, i32, i64
 
@@ -32,14 +33,26 @@ class Trace:
         self.specials: dict[tuple[str, int], sympy.Symbol] = {}
         self.wide: set[sympy.Symbol] = set()   # symbols bound to i64 values
         self._loop_count = 0
+        # scoping (checked as each op is emitted): value id -> (its block, its op or None for a
+        # block argument); the ids of the blocks open now; block id -> the op owning it
+        self.home: dict[int, tuple[Block, Op | None]] = {}
+        self.open: set[int] = {id(fn.body)}
+        self.owner: dict[int, Op] = {}
 
     # ---- building -------------------------------------------------------------------------
     def emit(self, name: str, operands=(), result_types=(), attrs=None, blocks=(),
              location=None) -> tuple[Value, ...]:
+        for v in operands:
+            home = self.home.get(v.id)
+            if home is not None and id(home[0]) not in self.open:
+                raise escaped(self, v, home, name, attrs, location)
         results = tuple(self.fn.new_value(t) for t in result_types)
         op = Op(name, tuple(operands), results, dict(attrs or {}), tuple(blocks),
                 location if location is not None else here())
-        self.blocks[-1].ops.append(op)
+        block = self.blocks[-1]
+        block.ops.append(op)
+        for r in results:
+            self.home[r.id] = (block, op)
         return results
 
     def hidden_param(self, name: str, vtype, resolve, what: str) -> Value:
@@ -57,12 +70,20 @@ class Trace:
 
     @contextlib.contextmanager
     def block(self, block: Block):
-        """Emit into `block` (a region of an op) inside the `with`."""
+        """Emit into `block` (a region of an op) inside the `with`; its values (and arguments)
+        are visible there only."""
+        parent = self.blocks[-1]
+        if parent.ops and id(block) not in self.owner:
+            self.owner[id(block)] = parent.ops[-1]
+        for arg in block.args:
+            self.home.setdefault(arg.id, (block, None))
         self.blocks.append(block)
         self.memo.append({})
+        self.open.add(id(block))
         try:
             yield block
         finally:
+            self.open.discard(id(block))
             self.blocks.pop()
             self.memo.pop()
 

@@ -7,6 +7,7 @@ layoutkit converts neither implicitly; `cast` and (later) `convert_layout` are e
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import sympy
@@ -75,9 +76,20 @@ class _Arith:
     def __and__(self, o): return _apply("logic", "and", self, o)
     def __or__(self, o): return _apply("logic", "or", self, o)
 
+    # No Python truth value and no Python ==: both would be decided while tracing (see
+    # core/constructs.py); lk.if_, lk.where and lk.eq / lk.ne decide them at run time.
     def __bool__(self):
-        raise TraceError("a runtime value has no Python truth value while tracing; branch with "
-                         "`with lk.if_(cond):` or pick values with lk.where(cond, a, b)")
+        from . import constructs
+        raise constructs.construct_error(constructs.at_frame(sys._getframe(1)),
+                                         constructs.describe(self))
+
+    def __eq__(self, o):
+        from . import constructs
+        raise constructs.refused_equality(self, o, False, sys._getframe(1))
+
+    def __ne__(self, o):
+        from . import constructs
+        raise constructs.refused_equality(self, o, True, sys._getframe(1))
 
     __hash__ = object.__hash__
 
@@ -215,6 +227,12 @@ def check_math(what: str, op: str, kind, dtype: DType) -> None:
         raise TraceError(f"{what}: arithmetic on bool values; use & and | (or lk.where)")
 
 
+def compare(kind: str, a, b):
+    """Elementwise comparison `kind` (lt le gt ge eq ne) of tensors/scalars of one dtype and
+    layout: a bool result (lk.eq and lk.ne use it; Python's == is refused on runtime values)."""
+    return _apply("cmp", kind, a, b)
+
+
 def maximum(a, b):
     """Elementwise max of tensors/scalars of one dtype and layout."""
     return _apply("binary", "max", a, b)
@@ -289,4 +307,4 @@ def full(layout: TVLayout, value, dtype: DType = f32) -> RegisterTensor:
 
 
 __all__ = ["TVLayout", "tv_layout", "Scalar", "RegisterTensor", "maximum", "minimum", "fma",
-           "exp2", "log2", "sqrt", "rsqrt", "where", "cast", "full", "i32"]
+           "exp2", "log2", "sqrt", "rsqrt", "where", "cast", "full", "compare", "i32"]

@@ -21,7 +21,7 @@ from ..core.facts import provably_less
 from ..core.ir import Block
 from ..core.tracer import current, is_int_expr
 from ..core.types import bool_, i32, i64
-from ..core.values import RegisterTensor, Scalar
+from ..core.values import RegisterTensor, Scalar, compare
 
 UNROLL = (None, 1, True)
 
@@ -157,18 +157,30 @@ def condition(trace, cond):
         (p,) = trace.emit("cmp", [trace.index(lhs, dtype), trace.index(rhs, dtype)], [bool_],
                           {"kind": _RELATIONS[type(cond)]})
         return p
+    if isinstance(cond, (sympy.And, sympy.Or)):      # (a < b) & (c < d), (a < b) | (c < d)
+        kind = "and" if isinstance(cond, sympy.And) else "or"
+        preds = [condition(trace, arg) for arg in cond.args]
+        result = preds[0]
+        for p in preds[1:]:
+            (result,) = trace.emit("logic", [result, p], [bool_], {"kind": kind})
+        return result
     raise TraceError(f"lk.if_: the condition is a bool scalar or a comparison of kernel "
-                     f"integers (e.g. lk.thread_id() < n), got {cond!r}")
+                     f"integers (e.g. lk.thread_id() < n, joined with & or |), got {cond!r}")
 
 
 def eq(a, b):
-    """The run-time condition a == b of kernel integers, for lk.if_ (Python's == on sympy
-    expressions compares the expressions themselves)."""
+    """The run-time condition a == b, for lk.if_ and lk.where: a relation of kernel integers,
+    or a bool scalar/tensor when a or b is a scalar or register tensor (Python's == would
+    compare them while tracing, so the DSL refuses it on runtime values)."""
+    if isinstance(a, (Scalar, RegisterTensor)) or isinstance(b, (Scalar, RegisterTensor)):
+        return compare("eq", a, b)
     return sympy.Eq(a, b)
 
 
 def ne(a, b):
-    """The run-time condition a != b of kernel integers, for lk.if_."""
+    """The run-time condition a != b (see `eq`)."""
+    if isinstance(a, (Scalar, RegisterTensor)) or isinstance(b, (Scalar, RegisterTensor)):
+        return compare("ne", a, b)
     return sympy.Ne(a, b)
 
 
