@@ -55,6 +55,24 @@ def scale_by(x: lk.Pointer[lk.f32], y: lk.Pointer[lk.f32], n: lk.i64, a: lk.f32,
     lk.store(Y, lk.load(X) * a)
 
 
+@lk.kernel(num_warps=2)
+def scale_t(x: lk.Tensor[lk.f32, 1], y: lk.Tensor[lk.f32, 1], a: lk.f32):
+    """`scale` with Tensor parameters (n is x's extent): the Tensor rows."""
+    tv = lk.tv_layout(Layout(64), Layout(4))
+    X = x.tile((256,), (lk.block_id(0),)).partition(tv)
+    Y = y.tile((256,), (lk.block_id(0),)).partition(tv)
+    lk.store(Y, lk.load(X) * a)
+
+
+@lk.kernel(num_warps=2)
+def scale_2d(x: lk.Tensor[lk.f32, 2], y: lk.Tensor[lk.f32, 2], a: lk.f32):
+    """`scale_t` over the rows of a matrix (block (j, i): 256 columns of row i)."""
+    tv = lk.tv_layout(Layout((1, 64)), Layout((1, 4)))
+    X = x.tile((1, 256), (lk.block_id(1), lk.block_id(0))).partition(tv)
+    Y = y.tile((1, 256), (lk.block_id(1), lk.block_id(0))).partition(tv)
+    lk.store(Y, lk.load(X) * a)
+
+
 def no_op_launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
     return (0,)
 
@@ -75,7 +93,7 @@ def install_fakes() -> None:
 def launcher_of(kernel, grid, *args, **kwargs):
     """The configured launcher `kernel[grid]` ends in, and its runtime arguments."""
     spec = kernel.specialize(*args, **kwargs)
-    values = [v for p, v in zip(kernel.params, _bound(kernel, args, kwargs)) if p.kind != "constexpr"]
+    values = kernel._runtime_values(_bound(kernel, args, kwargs))   # a tensor: it, its fields
     return spec.launcher(grid, 32 * kernel.num_warps), tuple(values)
 
 
@@ -102,6 +120,20 @@ def dsl_rows() -> dict:
         "scale_by[16](x, y, n, a, VALUES=4)": lambda: scale_by[grid](x, y, 4096, 2.0, VALUES=4),
     }
     launcher_of(scale_by, grid, x, y, 4096, 2.0, 4)
+    x2, y2 = x.view(16, 256), y.view(16, 256)
+    launcher_t, runtime_t = launcher_of(scale_t, grid, x, y, 2.0)
+    launcher_2d, runtime_2d = launcher_of(scale_2d, (1, 16), x2, y2, 2.0)
+    rows.update({
+        "scale_t[16](x, y, a): Tensor[f32, 1] x, y": lambda: scale_t[grid](x, y, 2.0),
+        "  configured launcher (x, x's 2 fields, y, y's 2 fields, a): its floor":
+            lambda: launcher_t(*runtime_t),
+        "scale_2d[1, 16](x2, y2, a): Tensor[f32, 2] x2, y2":
+            lambda: scale_2d[1, 16](x2, y2, 2.0),
+        "  configured launcher (x2, 4 fields, y2, 4 fields, a): its floor":
+            lambda: launcher_2d(*runtime_2d),
+        "  x2.shape and x2.stride() of both tensors (the reads alone)":
+            lambda: (x2.shape, x2.stride(), y2.shape, y2.stride()),
+    })
     for run in rows.values():        # first launches: specialize, configure, build fast paths
         run()
     rows.update(stage_rows(scale, grid, (x, y, 4096, 2.0)))

@@ -37,12 +37,14 @@ DTYPES = {name: DType(name) for name in ("float32", "float16", "bfloat16", "floa
 
 
 class Tensor:
-    """Stands for a torch.Tensor (a CUDA one on device >= 0), contiguous unless told."""
+    """Stands for a torch.Tensor (a CUDA one on device >= 0), contiguous unless told; `strides`
+    (elements) is what stride() says (default: 1 for every mode)."""
 
     def __init__(self, ptr: int, dtype: str = "float32", shape=(4096,), device: int = 0,
-                 contiguous: bool = True):
+                 contiguous: bool = True, strides=None):
         self.ptr, self.dtype, self.shape = ptr, DTYPES[dtype], tuple(shape)
         self.dev, self.contiguous = device, contiguous
+        self.strides = None if strides is None else tuple(strides)
         self.is_cuda = device >= 0
         self.device = f"cuda:{device}" if device >= 0 else "cpu"
 
@@ -58,8 +60,9 @@ class Tensor:
     def dim(self) -> int:
         return len(self.shape)
 
-    def stride(self) -> tuple:
-        return tuple(1 for _ in self.shape)
+    def stride(self, mode: int | None = None):
+        strides = self.strides if self.strides is not None else tuple(1 for _ in self.shape)
+        return strides if mode is None else strides[mode]
 
 
 def fake_torch() -> types.SimpleNamespace:
