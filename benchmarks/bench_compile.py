@@ -12,7 +12,10 @@ specialization key, the recipe's own host code); "import" is importing layoutkit
 once per process. The first specialization of a process also pays one-time work
 (lazily built tables, sympy's caches): that is part of a cold compile and stays in its row.
 
-Each cell is the median over --repeats fresh processes, in milliseconds.
+Each cell is the median over --repeats fresh processes, in milliseconds (wall clock). On a
+shared machine a process waits for a core part of the time: each recipe's total row says what
+fraction of its compile's wall time the process (and ptxas) spent on a CPU (CPU time / wall
+time; ~100% on an idle machine, less when other jobs take the cores).
 
     python benchmarks/bench_compile.py [--repeats 3] [--markdown] [RECIPE ...]
 """
@@ -41,7 +44,7 @@ def child(recipe: str) -> None:
     start = time.perf_counter()
     from layoutkit.tools.recipe_runner import default_specializations, load_recipe
     load_recipe(recipe)
-    imported = time.perf_counter()
+    imported, cpu_start = time.perf_counter(), _cpu_seconds()
     found = default_specializations(recipe)
     compiled = time.perf_counter()
     rows, seen = [], set()
@@ -54,8 +57,17 @@ def child(recipe: str) -> None:
         spec.cubin                                   # assemble: records timings["ptxas"]
         rows.append({"name": d.name, "fresh": fresh, **spec.timings})
     python = sum(row[p] for row in rows if row["fresh"] for p in PHASES[:-1])
-    print(json.dumps({"recipe": recipe, "import": imported - start,
+    on_cpu = (_cpu_seconds() - cpu_start) / (time.perf_counter() - imported)
+    print(json.dumps({"recipe": recipe, "import": imported - start, "on_cpu": on_cpu,
                       "host": (compiled - imported) - python, "rows": rows}))
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (ptxas), user + system."""
+    import resource
+    own, kids = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                     resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def run_child(recipe: str) -> dict:
@@ -84,6 +96,7 @@ def measure(recipes: list[str], repeats: int) -> list[dict]:
             rows.append({"name": row["name"], "fresh": row["fresh"], **med})
         results.append({"recipe": recipe, "rows": rows,
                         "import": statistics.median(r["import"] for r in runs),
+                        "on_cpu": statistics.median(r["on_cpu"] for r in runs),
                         "host": statistics.median(r["host"] for r in runs)})
     return results
 
@@ -99,7 +112,8 @@ def table_rows(results: list[dict]) -> list[tuple]:
                         python, python + row["ptxas"]))
         sums = {p: sum(row[p] for row in fresh) for p in PHASES}
         python = sum(sums[p] for p in PHASES[:-1])
-        out.append((result["recipe"], f"all {len(fresh)} (import {result['import'] * 1e3:.0f} ms)",
+        out.append((result["recipe"], f"all {len(fresh)} (import {result['import'] * 1e3:.0f} "
+                    f"ms; on a CPU {result['on_cpu']:.0%} of the time)",
                     *(sums[p] for p in PHASES), result["host"], python,
                     python + sums["ptxas"] + result["host"]))
     return out
