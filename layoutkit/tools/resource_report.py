@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from layoutkit.sync import WARPGROUP_THREADS
+
 KIB = 1024
 
 
@@ -36,7 +38,7 @@ class RoleBudget:
 
     @property
     def threads(self) -> int:
-        return 128 * self.warpgroups
+        return WARPGROUP_THREADS * self.warpgroups
 
 
 @dataclass(frozen=True)
