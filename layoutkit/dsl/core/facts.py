@@ -45,3 +45,82 @@ def within_block(expr, tid, threads: int):
         return sympy.Mod(a, q)
     expr = sympy.sympify(expr)
     return expr.replace(sympy.floor, floor_).replace(sympy.Mod, mod_)
+
+
+def interval(expr, ranges) -> tuple[int | None, int | None]:
+    """(lowest, highest) value of the integer expression `expr` when each symbol s ranges over
+    `ranges(s)` (a pair of ints, None for an unbounded end), by interval arithmetic over sums,
+    products, floor(p/q) and Mod(p, q). The pair contains every value `expr` takes (it is exact
+    when each symbol occurs once and linearly); an end that cannot be bounded is None.
+
+    >>> t = sympy.Symbol("t", integer=True, nonnegative=True)
+    >>> r = {t: (0, 127)}.get
+    >>> interval(8 * sympy.Mod(t, 32) + 256 * sympy.floor(t / 32) + 3, r)
+    (3, 1019)
+    >>> interval(t - 200, r), interval(t * t, {t: (0, None)}.get), interval(sympy.Mod(t, 7), r)
+    ((-200, -73), (0, None), (0, 6))
+    """
+    if type(expr) is int:
+        return expr, expr
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return int(expr), int(expr)
+    if isinstance(expr, sympy.Symbol):
+        return ranges(expr) or (None, None)
+    if isinstance(expr, sympy.Add):
+        lo, hi = 0, 0
+        for term in expr.args:
+            t_lo, t_hi = interval(term, ranges)
+            lo = None if lo is None or t_lo is None else lo + t_lo
+            hi = None if hi is None or t_hi is None else hi + t_hi
+        return lo, hi
+    if isinstance(expr, sympy.Mul):
+        acc = (1, 1)
+        for factor in expr.args:
+            if factor.is_Rational and not factor.is_Integer:
+                return None, None
+            acc = _times(acc, interval(factor, ranges))
+        return acc
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
+        acc, base = (1, 1), interval(expr.base, ranges)
+        for _ in range(int(expr.exp)):
+            acc = _times(acc, base)
+        return acc
+    if isinstance(expr, (sympy.floor, sympy.ceiling)):
+        num, den = sympy.fraction(sympy.together(expr.args[0]))
+        n_lo, n_hi = interval(num, ranges)
+        d_lo, d_hi = interval(den, ranges)
+        if d_lo is None or d_lo < 1:
+            return None, None
+        up = isinstance(expr, sympy.ceiling)
+
+        def div(a, b):
+            return -(-a // b) if up else a // b
+        if den.is_Integer:
+            return (None if n_lo is None else div(n_lo, d_lo),
+                    None if n_hi is None else div(n_hi, d_lo))
+        if n_lo is None or n_lo < 0:        # a run-time divisor: non-negative numerators only
+            return None, None
+        return (0 if d_hi is None else div(n_lo, d_hi), None if n_hi is None else div(n_hi, d_lo))
+    if isinstance(expr, sympy.Mod):
+        a_lo, a_hi = interval(expr.args[0], ranges)
+        q_lo, q_hi = interval(expr.args[1], ranges)
+        if q_lo is None or q_lo < 1:
+            return None, None
+        if q_lo == q_hi and a_lo is not None and a_hi is not None and \
+                a_lo // q_lo == a_hi // q_lo:
+            return a_lo % q_lo, a_hi % q_lo
+        return 0, None if q_hi is None else q_hi - 1
+    return None, None
+
+
+def _times(a, b):
+    """The interval product of two (lo, hi) pairs with None for unbounded ends."""
+    if a == (0, 0) or b == (0, 0):
+        return 0, 0
+    if None in a or None in b:
+        if a[0] is not None and a[0] >= 0 and b[0] is not None and b[0] >= 0:
+            return a[0] * b[0], None if None in (a[1], b[1]) else a[1] * b[1]
+        return None, None
+    corners = [x * y for x in a for y in b]
+    return min(corners), max(corners)

@@ -5,7 +5,9 @@ two (at most 16 bytes) such that, for every chunk: the register and memory layou
 (max_common_vector of the two), its address is provably vec-aligned (pointer alignment fact and
 symbolic offsets), its bounds mask is the same for all its elements, and (shared memory) a
 swizzle Sw<B,M,S> keeps it contiguous (vec <= 2**M). Elements outside the bounds of a global
-tensor are not accessed (a load gives `other` there).
+tensor are not accessed (a load gives `other` there). A bounds check `coordinate < bound` runs
+in 32 bits when both fit (core/bounds.needs_64_bits: the bound's range provably inside i32, no
+lk.i64 or lk.u32 symbol in either), else in 64 bits; addresses are always 64-bit.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import sympy
 
 from layoutkit.algebra import Layout, LayoutError, max_common_vector
 
+from ..core.bounds import needs_64_bits
 from ..core.errors import LayoutMismatchError, TraceError
 from ..core.facts import provably_divisible, provably_less
 from .global_tensor import GlobalTensor
@@ -105,9 +108,7 @@ def chunks_of(view, vec: int) -> list[Chunk]:
 def _mask(trace, checks):
     mask = None
     for coordinate, bound in checks:
-        wide = (sympy.sympify(coordinate).free_symbols | sympy.sympify(bound).free_symbols) \
-            & trace.wide
-        dtype = i64 if wide else i32
+        dtype = i64 if needs_64_bits(trace, coordinate, bound) else i32
         key = ("in_bounds", sympy.sympify(coordinate), sympy.sympify(bound), dtype)
         p = trace._lookup(key)
         if p is None:

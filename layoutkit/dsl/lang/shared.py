@@ -25,6 +25,7 @@ import sympy
 from layoutkit.algebra import ComposedLayout, Layout, LayoutError, Swizzle, composition
 from layoutkit.algebra import cosize, local_tile, size
 
+from ..core import bounds
 from ..core.errors import SharedMemoryError, TraceError, here
 from ..core.facts import within_block
 from ..core.ir import SharedAllocation
@@ -52,10 +53,20 @@ def swizzle_alignment(swizzle: Swizzle | None, dtype: DType) -> int:
 
 
 def allocate(what: str, nbytes: int, align: int, name: str | None = None) -> SharedAllocation:
-    """Reserve `nbytes` (aligned to `align`) of the kernel's shared memory at trace time."""
+    """Reserve `nbytes` (aligned to `align`) of the kernel's shared memory at trace time, under
+    `name` (new in the kernel; default smem<N>)."""
     trace = current(what)
     fn = trace.fn
-    name = name or f"smem{len(fn.shared)}"
+    taken = {a.name: a for a in fn.shared}
+    if name is None:
+        name = next(f"smem{i}" for i in range(len(fn.shared), 2 * len(fn.shared) + 1)
+                    if f"smem{i}" not in taken)
+    elif name in taken:
+        first = taken[name]
+        where = f" at {first.location.file}:{first.location.line}" if first.location else ""
+        raise TraceError(f"{what}: the shared buffer name {name!r} is already taken "
+                         f"({first.what}{where}); each shared buffer and barrier array takes a "
+                         "name of its own")
     offset = -(-fn.shared_bytes // align) * align
     alloc = SharedAllocation(name, nbytes, align, offset, what, here())
     fn.shared.append(alloc)
@@ -136,21 +147,27 @@ class SharedTensor:
             raise TraceError(f"SharedTensor[{coord}]: each index is ':' (keep the mode) or one "
                              "index; ranges are tiles (use .tile)")
         keep = tuple(None if isinstance(c, slice) else c for c in coord)
+        what = f"{self.alloc.name}[{_show_index(coord)}]"
+        checked = _check_indices(what, self, keep)
         try:
             sub, off = self.layout.slice_and_offset(keep)
         except LayoutError as exc:
             raise TraceError(f"SharedTensor[{coord}] of {self.layout}: {exc}") from None
-        return SharedTensor(self.alloc, self.dtype, self.swizzle, sub, self.offset + off)
+        view = SharedTensor(self.alloc, self.dtype, self.swizzle, sub, self.offset + off)
+        return view if checked else _inside(what, view)
 
     def tile(self, tiler, coord) -> "SharedTensor":
         """The tile at `coord` of this tensor divided by `tiler` (the algebra's local_tile)."""
         if self.tv is not None:
             raise TraceError("tile() divides a whole tensor or tile, not a thread's partition")
+        what = f"{self.alloc.name}.tile({tiler}, {coord})"
+        checked = _check_tile(what, self, tiler, coord)
         try:
             sub, off = local_tile(self.layout, tiler, coord)
         except LayoutError as exc:
             raise TraceError(f"tile({tiler}, {coord}) of {self.layout}: {exc}") from None
-        return SharedTensor(self.alloc, self.dtype, self.swizzle, sub, self.offset + off)
+        view = SharedTensor(self.alloc, self.dtype, self.swizzle, sub, self.offset + off)
+        return view if checked else _inside(what, view)
 
     def partition(self, tv: TVLayout) -> "SharedTensor":
         """This thread's values of the tile under the TV layout `tv` (thread = lk.thread_id())."""
@@ -189,6 +206,125 @@ def check_partition(trace, what: str, layout: Layout, tv):
     return tid
 
 
+def active():
+    """The active trace, or None (a view built outside a kernel, as in a unit test)."""
+    try:
+        return current()
+    except TraceError:
+        return None
+
+
+def _modes(layout: Layout) -> list:
+    return list(layout) if isinstance(layout.shape, tuple) else [layout]
+
+
+def _show_index(coord: tuple) -> str:
+    return ", ".join(":" if isinstance(c, slice) else str(c) for c in coord)
+
+
+def _check_indices(what: str, view: SharedTensor, keep: tuple) -> bool:
+    """Each index of a slice lies inside its mode: 0 <= i < size(mode). True when every index
+    was checked (then the slice lies inside `view`, itself inside its buffer)."""
+    modes = _modes(view.layout)
+    if len(keep) != len(modes):
+        return False                             # the algebra names the mismatch
+    trace = active()
+    checked = True
+    for m, (i, mode) in enumerate(zip(keep, modes)):
+        n = size(mode)
+        if i is None:
+            continue
+        if isinstance(i, tuple) or type(n) is not int:
+            checked = False
+            continue
+        rule = (f"mode {m} of the shared tensor {view.layout} (buffer {view.alloc.name}), "
+                f"whose extent {n} allows indices 0..{n - 1}")
+        bounds.require_within(
+            trace, i, 0, n - 1,
+            lambda r: f"{what}: index {i}{_ranging(i, r)} is outside {rule}",
+            lambda r: f"{what}: could not prove that index {i} is inside {rule}; from the "
+                      f"declared facts it ranges over {bounds.show_range(*r)}")
+    return checked
+
+
+def _ranging(expr, r) -> str:
+    return "" if type(expr) is int or r[0] == r[1] else f" (range {bounds.show_range(*r)})"
+
+
+def _check_tile(what: str, view: SharedTensor, tiler, coord) -> bool:
+    """A by-mode tile (a tuple of int tile sizes) lies inside its tensor: along each mode,
+    tile c of size t covers indices c*t .. c*t+t-1 of the mode's extent n (0 <= c < n // t).
+    True when every mode was checked (then the tile lies inside `view`)."""
+    modes = _modes(view.layout)
+    tiler = tiler if isinstance(tiler, tuple) else (tiler,)
+    coord = coord if isinstance(coord, tuple) else (coord,)
+    if not (len(tiler) == len(coord) == len(modes)) or \
+            any(type(t) is not int or t < 1 for t in tiler):
+        return False                             # other tilers: the reach check decides
+    trace = active()
+    checked = True
+    for m, (t, c, mode) in enumerate(zip(tiler, coord, modes)):
+        n = size(mode)
+        if type(n) is not int or isinstance(c, tuple) or not (type(c) is int or
+                                                            isinstance(c, sympy.Basic)):
+            checked = False
+            continue
+        rule = (f"the mode's extent {n} (shared tensor {view.layout}, buffer "
+                f"{view.alloc.name}); a shared tile is never masked, it lies inside its tensor: "
+                + (f"along mode {m} its tiles of {t} are 0..{n // t - 1}" if n >= t else
+                   f"a tile of {t} is larger than mode {m}"))
+
+        def covers(r, t=t):
+            lo = "-inf" if r[0] is None else r[0] * t
+            hi = "inf" if r[1] is None else r[1] * t + t - 1
+            return f"{lo}..{hi}"
+        bounds.require_within(
+            trace, c, 0, n // t - 1,
+            lambda r: f"{what}: tile {c} covers indices {covers(r)} of mode {m}, past {rule}",
+            lambda r: f"{what}: could not prove that tile {c} lies inside mode {m}: from the "
+                      f"declared facts it covers indices {covers(r)}, against {rule}")
+    return checked
+
+
+def _inside(what: str, view: SharedTensor) -> SharedTensor:
+    """`view`, after proving that every element it reaches lies in its buffer (closed form:
+    offset + the layout's lowest and highest index; strides are >= 0, so those are offset and
+    offset + cosize - 1). A swizzle moves an element only inside its aligned block of
+    2**(base + bits) elements (more for a negative shift), so below the buffer's last whole
+    block the swizzled element stays inside it too."""
+    layout = view.layout
+    if not all(type(x) is int for x in bounds.leaves(layout.shape) +
+               bounds.leaves(layout.stride)):
+        return view
+    low, high, _, _ = bounds.extremes(layout)
+    elements = view.alloc.nbytes // view.dtype.nbytes
+    limit = elements
+    sw = view.swizzle
+    if sw is not None:
+        block = 1 << (sw.base - min(0, sw.shift) + sw.bits)
+        limit = elements // block * block
+        offset = view.offset
+        if type(offset) is int and limit <= offset + high < elements and \
+                all(sw(x) < elements for x in range(limit, offset + high + 1)):
+            return view                      # the partial last block, at most `block` checks
+    name = view.alloc.name
+    offset = view.offset
+
+    def reach(r):
+        lo = "-inf" if r[0] is None else r[0] + low
+        hi = "inf" if r[1] is None else r[1] + high
+        return f"{lo}..{hi}"
+    holds = f"the shared buffer {name} holds {elements} elements (0..{elements - 1})"
+    bounds.require_within(
+        active(), offset, -low, limit - 1 - high,
+        lambda r: f"{what}: the view {layout} at offset {offset} reaches elements {reach(r)}, "
+                  f"but {holds}; a view of a shared buffer lies inside it",
+        lambda r: f"{what}: could not prove that the view {layout} at offset {offset} lies "
+                  f"inside the buffer: from the declared facts it reaches elements {reach(r)}, "
+                  f"and {holds}")
+    return view
+
+
 def _parse(what: str, layout):
     """(swizzle or None, offset, inner Layout, elements spanned) of a shared layout."""
     swizzle, offset = None, 0
@@ -209,6 +345,12 @@ def _parse(what: str, layout):
     if not isinstance(elements, int) or not isinstance(offset, int) or offset < 0:
         raise TraceError(f"{what}: a shared layout has integer shapes, strides and a "
                          f"non-negative offset, got {layout}")
+    negative = bounds.negative_stride(inner)
+    if negative is not None:
+        raise TraceError(f"{what}: the layout {layout} has the negative stride {negative[1]} "
+                         f"(stride leaf {negative[0]}); a shared tensor's strides are >= 0 (a "
+                         "stride of 0 repeats an element), so that no offset it computes lies "
+                         "below the buffer's start")
     return swizzle, offset, inner, elements
 
 
