@@ -16,7 +16,7 @@ import sympy
 from .errors import TraceError, here
 from .scoping import escaped
 from .ir import Block, Function, Op, Value
-from .types import DType, i32, i64
+from .types import DType, i32, i64, u32
 
 _ACTIVE: contextvars.ContextVar["Trace | None"] = contextvars.ContextVar("layoutkit_trace",
                                                                         default=None)
@@ -31,7 +31,7 @@ class Trace:
         self.memo: list[dict] = [{}]
         self.symbols: dict[sympy.Symbol, Value] = {}
         self.specials: dict[tuple[str, int], sympy.Symbol] = {}
-        self.wide: set[sympy.Symbol] = set()   # symbols bound to i64 values
+        self.wide: set[sympy.Symbol] = set()   # symbols bound to i64 or u32 values
         self._loop_count = 0
         # scoping (checked as each op is emitted): value id -> (its block, its op or None for a
         # block argument); the ids of the blocks open now; block id -> the op owning it
@@ -118,7 +118,7 @@ class Trace:
             raise TraceError(f"the name {sym} is bound twice in this kernel; rename the "
                              "parameter (tid, bid_x/y/z and i<N> name runtime indices)")
         self.symbols[sym] = value
-        if value.type == i64:
+        if value.type in (i64, u32):     # u32 values 2**31.. are negative as s32
             self.wide.add(sym)
         return sym
 
@@ -153,7 +153,7 @@ class Trace:
     # ---- values -----------------------------------------------------------------------------
     def index(self, expr, dtype: DType | None = None) -> Value:
         """An integer Value computing `expr` (a sympy expression over bound symbols or an int).
-        `dtype` defaults to i64 when a symbol of the expression is i64, else i32."""
+        `dtype` defaults to i64 when a symbol of the expression is i64 or u32, else i32."""
         expr = sympy.sympify(expr)
         free = sorted(expr.free_symbols, key=lambda s: s.name)
         unknown = [s for s in free if s not in self.symbols]

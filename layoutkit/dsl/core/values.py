@@ -14,6 +14,7 @@ import sympy
 
 from layoutkit.algebra import Layout, make_layout_tv, size
 
+from .bounds import check_tv
 from .errors import LayoutMismatchError, TraceError
 from .ir import Value
 from .tracer import current, is_int_expr
@@ -36,6 +37,7 @@ class TVLayout:
     def __post_init__(self):
         if not isinstance(self.layout, Layout) or len(self.layout) != 2:
             raise TraceError(f"a TV layout is a rank-2 Layout (thread, value), got {self.layout}")
+        check_tv(self)      # every (thread, value) maps inside the tile (core/bounds.py)
 
     @property
     def num_threads(self) -> int:
