@@ -76,8 +76,10 @@ def run_child(recipe: str) -> dict:
         env["LAYOUTKIT_CACHE_DIR"] = cache
         done = subprocess.run([sys.executable, __file__, "--child", recipe], env=env,
                               capture_output=True, text=True, timeout=3600, cwd=ROOT)
-    if done.returncode != 0:
-        raise SystemExit(f"{recipe}: the measuring process failed:\n{done.stderr}")
+    if done.returncode != 0:      # a recipe that does not compile here: say so, go on
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        print(f"  {recipe}: did not compile:\n{done.stderr}", file=sys.stderr)
+        return {"recipe": recipe, "error": last}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -89,6 +91,11 @@ def measure(recipes: list[str], repeats: int) -> list[dict]:
         for _ in range(repeats):
             runs.append(run_child(recipe))
             print(f"  {recipe}: run {len(runs)}/{repeats} done", file=sys.stderr, flush=True)
+            if "error" in runs[-1]:
+                break
+        if "error" in runs[-1]:
+            results.append(runs[-1])
+            continue
         rows = []
         for i, row in enumerate(runs[0]["rows"]):
             med = {p: statistics.median(run["rows"][i].get(p, 0.0) for run in runs)
@@ -105,6 +112,10 @@ def table_rows(results: list[dict]) -> list[tuple]:
     """(recipe, specialization, ms per COLUMNS...) rows, a total row per recipe."""
     out = []
     for result in results:
+        if "error" in result:
+            out.append((result["recipe"], f"did not compile: {result['error'][:70]}")
+                       + (None,) * len(COLUMNS))
+            continue
         fresh = [row for row in result["rows"] if row["fresh"]]
         for row in fresh:
             python = sum(row[p] for p in PHASES[:-1])
