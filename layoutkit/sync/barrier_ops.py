@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from layoutkit.ptx.builder import Kernel, Reg
 from layoutkit.ptx.isa import cluster, named_barrier, proxy_fence
+from layoutkit.ptx.isa.warp import FULL_MASK as FULL_WARP
 
 from .errors import NamedBarrierError
 from .named_barriers import WHOLE_CTA_ID, NamedBarrier
-
-FULL_WARP = 0xFFFFFFFF
 
 
 def cta_sync(k: Kernel) -> None:

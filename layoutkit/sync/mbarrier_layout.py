@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from layoutkit.ptx.isa.mbarrier import MAX_COUNT as MAX_ARRIVE_COUNT  # 1..2^20-1
+from layoutkit.ptx.isa.mbarrier import MBARRIER_ALIGN, MBARRIER_BYTES     # one aligned .b64
+
 from .errors import MbarrierLayoutError
 
-MBARRIER_BYTES = 8                  # one .b64
-MBARRIER_ALIGN = 8
-MAX_ARRIVE_COUNT = (1 << 20) - 1    # PTX ISA "mbarrier": expected count 1..2^20-1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from layoutkit.ptx.isa.named_barrier import MAX_THREADS
+from layoutkit.ptx.isa.named_barrier import NUM_BARRIERS as NAMED_BARRIER_COUNT
+
 from .errors import NamedBarrierError
 from .roles import WARP_THREADS, RoleSplit
 
-NAMED_BARRIER_COUNT = 16
-WHOLE_CTA_ID = 0
-MAX_THREADS = 1024
+WHOLE_CTA_ID = 0               # bar.sync 0 is __syncthreads: layoutkit keeps id 0 for the CTA
 
 
 @dataclass(frozen=True)

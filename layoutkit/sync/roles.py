@@ -25,16 +25,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from layoutkit.ptx.isa.named_barrier import MAX_THREADS as MAX_THREADS_PER_CTA
+from layoutkit.ptx.isa.setmaxnreg import MAX_REGISTERS, MIN_REGISTERS, REGISTER_GRANULE
+from layoutkit.ptx.isa.warp import WARP_SIZE as WARP_THREADS
+
 from .errors import RoleBudgetError
 
 REGISTERS_PER_SM = 65536            # Hopper register file per SM (32-bit registers)
 MAX_REGISTERS_PER_THREAD = 255      # ptxas's per-thread ceiling at entry
 REGISTER_ALLOCATION_UNIT = 8        # registers per thread are allocated in multiples of 8
-SETMAXNREG_RANGE = (24, 256)        # setmaxnreg immediate: multiple of 8 in 24..256
-WARP_THREADS = 32
+SETMAXNREG_RANGE = (MIN_REGISTERS, MAX_REGISTERS)   # setmaxnreg immediate (layoutkit.ptx)
 WARPGROUP_WARPS = 4
 WARPGROUP_THREADS = WARP_THREADS * WARPGROUP_WARPS
-MAX_THREADS_PER_CTA = 1024
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -76,8 +78,8 @@ class WarpRole:
             return
         lo, hi = SETMAXNREG_RANGE
         if isinstance(r, bool) or not isinstance(r, int) or not lo <= r <= hi \
-                or r % REGISTER_ALLOCATION_UNIT:
-            raise RoleBudgetError(f"must be a multiple of {REGISTER_ALLOCATION_UNIT} in "
+                or r % REGISTER_GRANULE:
+            raise RoleBudgetError(f"must be a multiple of {REGISTER_GRANULE} in "
                                   f"{lo}..{hi} (setmaxnreg's register count)",
                                   thing=f"role '{self.name}' registers", value=r)
 

@@ -19,72 +19,6 @@ from ..core.types import DTYPES
 class EventOps:
     """`op_<name>(op, mask, loops)` for each event-making IR op (see the module docstring)."""
 
-    def _barrier_columns(self, op, mask, loops):
-        """(site, [(sub-mask, (offset, cta))]) of an op addressing a barrier by operand 0."""
-        site = self.site(op, loops)
-        offsets = self.per_thread(op.operands[0], mask)
-        if offsets is None:
-            self.undecidable(op, loops, f"the stage of {op.attrs['barrier']} is computed from "
-                             "memory; the check skipped this op")
-            return site, []
-        ctas = self.cta[mask]
-        return site, list(self.split(mask, [offsets, ctas]))
-
-    def op_mbarrier_init(self, op, mask, loops) -> None:
-        a = op.attrs
-        site = self.site(op, loops)
-        self.barriers.setdefault(a["barrier"], km.BarrierDecl(a["barrier"], a["stages"],
-                                                              a["arrive_count"], site))
-        for sub, (cta,) in self.split(mask, [self.cta[mask]]):
-            self.emit(sub, km.Init, {"barrier": a["barrier"], "cta": cta, "site": site})
-
-    def op_fence_mbarrier_init(self, op, mask, loops) -> None:
-        self.emit(mask, km.InitFence, {"site": self.site(op, loops)})
-
-    def op_mbarrier_arrive(self, op, mask, loops) -> None:
-        site, groups = self._barrier_columns(op, mask, loops)
-        remote = op.attrs["remote"]
-        for sub, (offset, cta) in groups:
-            target = [cta]
-            if remote:
-                ranks = self.per_thread(op.operands[1], sub)
-                target = sorted(set(ranks.tolist())) if ranks is not None else [cta]
-            name, stage = self.slot_of(offset, op, site)
-            for dest in target:
-                part = sub if len(target) == 1 else sub & (self._value(op.operands[1]) == dest)
-                self.emit(part, km.Arrive, {"barrier": name, "stage": stage, "cta": dest,
-                                            "site": site, "remote": remote},
-                          per_thread=op.attrs["count"])
-
-    def _value(self, value):
-        return np.broadcast_to(np.asarray(self.values(value)), self.all.shape)
-
-    def op_mbarrier_arrive_expect_tx(self, op, mask, loops) -> None:
-        site, groups = self._barrier_columns(op, mask, loops)
-        for sub, (offset, cta) in groups:
-            name, stage = self.slot_of(offset, op, site)
-            self.emit(sub, km.Arrive, {"barrier": name, "stage": stage, "cta": cta,
-                                       "site": site, "expect": True,
-                                       "tx_bytes": op.attrs["tx_bytes"]}, per_thread=1)
-            for what, nbytes in op.attrs["copies"]:
-                if not what.startswith("lk.tma_load"):     # attached by hand: no copy op
-                    self.emit(sub, km.Copy, {"barrier": name, "stage": stage, "ctas": (cta,),
-                                             "nbytes": nbytes, "dst": None, "site": site,
-                                             "what": f"{what} (attached by hand)"})
-
-    def op_mbarrier_wait(self, op, mask, loops) -> None:
-        site, groups = self._barrier_columns(op, mask, loops)
-        for sub, (offset, cta) in groups:
-            parity = self.per_thread(op.operands[1], sub)
-            name, stage = self.slot_of(offset, op, site)
-            if parity is None:
-                self.undecidable(op, loops, f"the parity of this wait on {name}[{stage}] is "
-                                 "computed from memory; the check skipped it")
-                continue
-            for part, (p,) in self.split(sub, [parity]):
-                self.emit(part, km.Wait, {"barrier": name, "stage": stage, "cta": cta,
-                                          "parity": p, "site": site})
-
     def op_tma_load(self, op, mask, loops) -> None:
         a = op.attrs
         site = self.site(op, loops)
@@ -170,21 +104,5 @@ class EventOps:
         self.emit(mask, km.ThreadBarrier, {"ident": 0, "threads": self.block_threads,
                                            "waits": True, "site": self.site(op, loops)},
                   per_thread=1)
-
-    def op_cluster_sync(self, op, mask, loops) -> None:
-        self.emit(mask, km.ThreadBarrier, {"ident": "cluster",
-                                           "threads": self.block_threads * self.ctas,
-                                           "waits": True, "site": self.site(op, loops)},
-                  per_thread=1)
-
-    def op_named_barrier(self, op, mask, loops) -> None:
-        a = op.attrs
-        self.emit(mask, km.ThreadBarrier, {"ident": a["id"], "threads": a["threads"],
-                                           "waits": a["kind"] == "sync",
-                                           "site": self.site(op, loops)}, per_thread=1)
-
-    def op_fence_proxy_async(self, op, mask, loops) -> None:
-        self.emit(mask, km.ProxyFence, {"site": self.site(op, loops)})
-
 
 __all__ = ["EventOps"]

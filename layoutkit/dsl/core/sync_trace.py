@@ -14,11 +14,15 @@ from dataclasses import dataclass, field
 
 import sympy
 
+from layoutkit.ptx.builder import Requirement, Target
+from layoutkit.ptx.isa.warp import WARP_SIZE as WARP_THREADS
+from layoutkit.sync import WARPGROUP_THREADS
+
+from .errors import TraceError
 from .facts import provably_less
 from .ir import Op
+from .opdef import SM90A
 from .types import i32
-
-WARP_THREADS = 32
 
 
 @dataclass
@@ -45,7 +49,7 @@ class RoleRegion:
 
     @property
     def threads(self) -> int:
-        return 4 * WARP_THREADS * self.count
+        return WARPGROUP_THREADS * self.count
 
 
 @dataclass
@@ -85,6 +89,17 @@ def sync_state(trace) -> SyncState:
                           debug=bool(getattr(trace.fn, "debug", False)))
         _STATES[trace] = state
     return state
+
+
+def require_form(trace, what: str, form: str, requirement: Requirement) -> None:
+    """Raise a TraceError at the user's line unless the kernel's target has `form`, an
+    instruction form that needs `requirement` (layoutkit.ptx's, where the ISA rule lives): for
+    the forms of an op that exists on sm_80 but lowers to an sm_90 instruction when used so."""
+    target = getattr(trace.fn, "target", SM90A)
+    problem = requirement.problem(Target(target))
+    if problem is not None:
+        problem = problem.replace("the module targets", "this kernel's target is")
+        raise TraceError(f"{what}: lowers to {form}, which {problem} (@lk.kernel(target=...))")
 
 
 def current_role(trace) -> RoleRegion | None:
@@ -173,4 +188,4 @@ def warp_uniform(expr, tid) -> bool:
 
 
 __all__ = ["ExpectTxScope", "NamedBarrierUse", "RoleRegion", "SyncState", "current_role",
-           "provably_outside", "sync_state", "value_range", "warp_uniform"]
+           "provably_outside", "require_form", "sync_state", "value_range", "warp_uniform"]

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from layoutkit.sync import MBARRIER_BYTES
+
 from ..core.arguments import bind
 from ..core.kernel import Kernel
 from ..core.types import PointerType, TensorMapType
@@ -26,7 +28,6 @@ from .happens_before import HappensBefore
 from .machine import CTA, WARP_SIZE
 from .memory import GlobalMemory, SharedMemory
 from .numerics import to_dtype
-from .ops_mbarrier import MBARRIER_BYTES
 from .ops_roles import cluster_registers
 from .scheduler import DEFAULT_MAX_STEPS, Scheduler
 

@@ -1,5 +1,5 @@
-"""Handlers of the mbarrier ops (layoutkit.dsl.sm90.mbarrier): mbarrier_init, mbarrier_arrive (local
-or on a cluster peer's barrier), mbarrier_arrive_expect_tx, mbarrier_wait and the fences.
+"""The mbarrier state of the interpreter: what the mbarrier ops (their `interpret` facets in
+layoutkit.dsl.sm90.mbarrier_ops) and the TMA copies' complete-tx act on.
 
 Each barrier has the state of PTX ISA "mbarrier": the current phase, its pending arrival count
 (reset to the arrive count when a phase completes) and its tx-count (expect-tx adds bytes,
@@ -13,10 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import ExecutionError
-from .executor import Step, handler
-from .machine import Wait, WaitQueue, location_text
-
-MBARRIER_BYTES = 8
+from .machine import Wait, WaitQueue
 
 
 class MbarrierState:
@@ -105,70 +102,3 @@ def lookup(cta, offset: int, op, what: str) -> MbarrierState:
     return found
 
 
-@handler("mbarrier_init")
-def _init(op, compiler):
-    a = op.attrs
-
-    def run(thread):
-        table = barriers(thread.cta)
-        for stage in range(a["stages"]):
-            offset = a["offset"] + MBARRIER_BYTES * stage
-            table[offset] = MbarrierState(thread.cta, a["barrier"], stage, a["arrive_count"],
-                                          offset)
-    return Step(run, op)
-
-
-@handler("fence_mbarrier_init", "fence_proxy_async")
-def _fence(op, compiler):
-    # Both order memory between proxies; the interpreter's memory is coherent and the
-    # happens-before edges come from the barriers and waits that follow the fences.
-    return Step(lambda thread: None, op)
-
-
-def _target_cta(thread, op):
-    if not op.attrs.get("remote"):
-        return thread.cta
-    rank = thread.env[op.operands[1].id]
-    cluster = thread.cta.state.get("cluster_ctas")
-    if cluster is None or not 0 <= rank < len(cluster):
-        size = len(cluster) if cluster is not None else 1
-        raise ExecutionError(f"a remote arrive on {op.attrs['barrier']} names cluster rank "
-                             f"{rank}, outside the cluster's {size} CTAs", op.location)
-    return cluster[rank]
-
-
-@handler("mbarrier_arrive")
-def _arrive(op, compiler):
-    offset, count = op.operands[0].id, op.attrs["count"]
-
-    def run(thread):
-        target = _target_cta(thread, op)
-        barrier = lookup(target, thread.env[offset], op, "lk.mbarrier_arrive")
-        barrier.arrive(count, op, thread)
-        where = "" if target is thread.cta else f" of CTA {target.coord}"
-        thread.notes["mbarrier"] = f"arrived on {barrier.describe()}{where} " \
-                                   f"({location_text(op)})"
-    return Step(run, op)
-
-
-@handler("mbarrier_arrive_expect_tx")
-def _arrive_expect_tx(op, compiler):
-    offset, nbytes = op.operands[0].id, op.attrs["tx_bytes"]
-
-    def run(thread):
-        barrier = lookup(thread.cta, thread.env[offset], op, "lk.expect_tx")
-        barrier.expect_tx(nbytes)
-        barrier.arrive(1, op, thread)
-        thread.notes["mbarrier"] = (f"arrived on {barrier.describe()} expecting {nbytes} bytes "
-                                    f"({location_text(op)})")
-    return Step(run, op)
-
-
-@handler("mbarrier_wait")
-def _wait(op, compiler):
-    offset, parity = op.operands[0].id, op.operands[1].id
-
-    def run(thread):
-        barrier = lookup(thread.cta, thread.env[offset], op, "lk.mbarrier_wait")
-        return MbarrierWait(barrier, thread.env[parity] & 1, op)
-    return Step(run, op)

@@ -11,16 +11,13 @@ is launched in clusters of that shape (the grid must be a whole number of cluste
 peer's shared memory (its barriers initialised) and before exiting while peers may still
 touch ours. Inside lk.if_ or a warp role it is refused (it would hang).
 
-IR ops (name: operands -> results; attrs):
-  special_reg:   -> i32     name (a PTX special register: cluster_ctarank, cluster_ctaid.x,
-                            clusterid.x, ...), inserted at the top of the kernel body
-  cluster_sync:  ->         (barrier.cluster.arrive.release.aligned + wait.acquire.aligned)
+The IR ops these emit (special_reg, cluster_sync) are defined in
+layoutkit.dsl.sm90.role_ops.
 """
 from __future__ import annotations
 
 import sympy
 
-from ..core import verifier
 from ..core.errors import TraceError
 from ..core.ir import Op
 from ..core.sync_trace import sync_state
@@ -99,19 +96,6 @@ def cluster_sync() -> None:
     trace, _ = _cluster("lk.cluster_sync()")
     trace.require_uniform("lk.cluster_sync()")
     trace.emit("cluster_sync", (), ())
-
-
-@verifier.op_rule("special_reg")
-def _check_special(op) -> None:
-    if op.operands or len(op.results) != 1 or op.results[0].type != i32 or \
-            op.attrs.get("name") not in CLUSTER_REGISTERS:
-        verifier.fail(op, f"reads one of {sorted(CLUSTER_REGISTERS)} into an i32")
-
-
-@verifier.op_rule("cluster_sync")
-def _check_cluster_sync(op) -> None:
-    if op.operands or op.results or op.blocks:
-        verifier.fail(op, "takes no operands and has no results")
 
 
 __all__ = ["block_id_in_cluster", "block_rank_in_cluster", "cluster_id", "cluster_shape",

@@ -15,19 +15,8 @@ arrive.expect_tx over the TMA copies attached inside a scope, parity waits, prox
 
 Nothing here waits unless it is `mbarrier_wait`; the ring arithmetic is layoutkit.dsl.sm90.pipeline.
 
-IR ops (name: operands -> results; attrs). `offset` is the i32 byte offset of the barrier in
-the dynamic shared array (lowering adds the array's address); `barrier` the array's name,
-`stage` the stage expression (int or sympy), so a protocol checker or interpreter needs no PTX:
-  mbarrier_init:              ->      barrier, offset (int, of stage 0), stages, arrive_count
-  fence_mbarrier_init:        ->      (fence.mbarrier_init.release.cluster)
-  mbarrier_arrive:  offset[, rank] -> barrier, stage, count, remote (rank: i32 cluster rank of
-                                      the peer CTA whose barrier receives the arrival), scope
-                                      (release scope of a remote arrive: cluster or cta)
-  mbarrier_arrive_expect_tx: offset -> barrier, stage, tx_bytes, copies ((what, nbytes), ...)
-  mbarrier_wait:    offset, parity[, stage, errors] -> barrier, stage, phase (expr), debug
-                                      (debug: stage is the i32 stage, errors the hidden pointer
-                                      of the wait-error record; the wait gives up and traps)
-  fence_proxy_async:          ->      space ("shared::cta")
+The IR ops these emit, with their operands, attrs, lowering, interpretation and protocol
+effects, are defined in layoutkit.dsl.sm90.mbarrier_ops.
 """
 from __future__ import annotations
 
@@ -35,18 +24,16 @@ import contextlib
 
 import sympy
 
+from layoutkit.ptx.isa.mbarrier import ARRIVE_COUNT, MAX_COUNT, MBARRIER_ALIGN
 from layoutkit.sync import MBARRIER_BYTES, MbarrierLayoutError
 from layoutkit.sync import MbarrierArray as SyncMbarrierArray
 
-from ..core import verifier
 from .debug_waits import error_buffer
 from ..core.errors import TraceError
 from ..lang.shared import allocate
-from ..core.sync_trace import ExpectTxScope, provably_outside, sync_state
+from ..core.sync_trace import ExpectTxScope, provably_outside, require_form, sync_state
 from ..core.tracer import current, is_int_expr
-from ..core.types import PointerType, i32
-
-MBARRIER_ALIGN = 8
+from ..core.types import i32
 
 
 class MbarrierArray:
@@ -183,7 +170,8 @@ def fence_mbarrier_init() -> None:
 
 
 def mbarrier_arrive(ref, *, count: int = 1, cta=None, scope: str = "cluster") -> None:
-    """Arrive `count` times (1..2^20-1) on `ref` from every thread that executes this. With
+    """Arrive `count` times (1..2^20-1; above 1 on sm_90a only) on `ref` from every thread that
+    executes this. With
     `cta=rank` (an int or integer expression), arrive on the barrier at the same offset in the
     CTA of that cluster rank (mapa + arrive.release.<scope>; cluster kernels only). `scope`
     ("cluster" or "cta") is that remote arrive's release scope: "cluster" publishes this
@@ -201,6 +189,9 @@ def mbarrier_arrive(ref, *, count: int = 1, cta=None, scope: str = "cluster") ->
     if scope not in ("cluster", "cta"):
         raise TraceError(f"{what} on {ref.describe()}: scope = {scope!r} must be 'cluster' or "
                          "'cta' (the release scope of a remote arrive)")
+    if count != 1:
+        require_form(trace, f"{what}(count={count}) on {ref.describe()}",
+                     "mbarrier.arrive with a count operand", ARRIVE_COUNT)
     operands = [ref.byte_offset()]
     if cta is not None:
         cluster = sync_state(trace).cluster
@@ -244,9 +235,10 @@ def expect_tx(ref):
                          "lands (issue the TMA copies completing on this barrier inside it)",
                          op.location)
     total = sum(n for _, n in scope.copies)
-    if total > (1 << 20) - 1:
+    if total > MAX_COUNT:
         raise TraceError(f"{what}({ref.describe()}): the attached copies deliver {total} bytes; "
-                         "an mbarrier phase counts at most 2^20-1 transaction bytes", op.location)
+                         f"an mbarrier phase counts at most {MAX_COUNT} (2^20-1) transaction "
+                         "bytes", op.location)
     op.attrs["tx_bytes"] = total
     op.attrs["copies"] = tuple(scope.copies)
 
@@ -312,69 +304,6 @@ def fence_proxy_async() -> None:
     (st.shared, stmatrix) before later async-proxy reads (TMA store, wgmma); every writer
     fences, then the writers synchronise."""
     current("lk.fence_proxy_async").emit("fence_proxy_async", (), (), {"space": "shared::cta"})
-
-
-# ---- verifier rules -----------------------------------------------------------------------
-def _no_values(op) -> None:
-    if op.operands or op.results or op.blocks:
-        verifier.fail(op, "takes no operands, has no results and no blocks")
-
-
-@verifier.op_rule("mbarrier_init")
-def _check_init(op) -> None:
-    _no_values(op)
-    a = op.attrs
-    if not (isinstance(a.get("offset"), int) and a["offset"] % MBARRIER_ALIGN == 0
-            and isinstance(a.get("stages"), int) and a["stages"] >= 1
-            and isinstance(a.get("arrive_count"), int) and 1 <= a["arrive_count"] < 1 << 20):
-        verifier.fail(op, "needs an 8-aligned int offset, stages >= 1 and an arrive_count in "
-                          "1..2^20-1")
-
-
-@verifier.op_rule("fence_mbarrier_init")
-def _check_fence_init(op) -> None:
-    _no_values(op)
-
-
-@verifier.op_rule("fence_proxy_async")
-def _check_fence_proxy(op) -> None:
-    _no_values(op)
-    if op.attrs.get("space") != "shared::cta":
-        verifier.fail(op, "fences the shared::cta space")
-
-
-def _check_barrier_operand(op) -> None:
-    if not op.operands or op.operands[0].type != i32 or op.results or op.blocks:
-        verifier.fail(op, "takes the barrier's i32 byte offset first and has no results")
-    if "barrier" not in op.attrs or "stage" not in op.attrs:
-        verifier.fail(op, "names its barrier and stage in attrs")
-
-
-@verifier.op_rule("mbarrier_arrive")
-def _check_arrive(op) -> None:
-    _check_barrier_operand(op)
-    remote = op.attrs.get("remote")
-    if len(op.operands) != (2 if remote else 1) or (remote and op.operands[1].type != i32):
-        verifier.fail(op, "takes an offset, plus an i32 cluster rank when remote")
-
-
-@verifier.op_rule("mbarrier_arrive_expect_tx")
-def _check_arrive_expect_tx(op) -> None:
-    _check_barrier_operand(op)
-    tx = op.attrs.get("tx_bytes")
-    if len(op.operands) != 1 or not isinstance(tx, int) or not 0 < tx < 1 << 20:
-        verifier.fail(op, "takes one offset and expects 1..2^20-1 bytes")
-
-
-@verifier.op_rule("mbarrier_wait")
-def _check_wait(op) -> None:
-    _check_barrier_operand(op)
-    debug = op.attrs.get("debug")
-    if len(op.operands) != (4 if debug else 2) or op.operands[1].type != i32:
-        verifier.fail(op, "takes offset and parity (i32), plus stage and the error-record "
-                          "pointer in debug builds")
-    if debug and (op.operands[2].type != i32 or not isinstance(op.operands[3].type, PointerType)):
-        verifier.fail(op, "in debug builds the stage is an i32 and the record a pointer")
 
 
 __all__ = ["MbarrierArray", "MbarrierRef", "attach_copy", "expect_tx", "fence_mbarrier_init",

@@ -15,12 +15,8 @@ cover every warpgroup once, and their budgets are checked with layoutkit.sync.Ro
 kernel gets `.minnctapersm 1` so ptxas knows the entry cap). `lk.barrier()` (bar.sync 0, the
 whole CTA) inside a role would hang and is refused; use named barriers with explicit counts.
 
-IR ops (name: operands -> results; attrs):
-  warp_role:     ->   role, warpgroups (first, count), registers (or None), setmaxnreg
-                      ("inc"/"dec"/None, set when the split is complete), entry_registers;
-                      one block: the role's body, run by the threads of those warpgroups
-  elect_one:     ->   one block, run by one elected lane of each warp that reaches it
-  named_barrier: ->   kind ("sync"/"arrive"), id (1..15), threads, role (name or None)
+The IR ops these emit (warp_role, elect_one, named_barrier), with their lowering,
+interpretation and protocol effects, are defined in layoutkit.dsl.sm90.role_ops.
 """
 from __future__ import annotations
 
@@ -28,18 +24,19 @@ import contextlib
 
 import sympy
 
-from layoutkit.sync import NamedBarrier, NamedBarrierAllocator, NamedBarrierError
-from layoutkit.sync import RoleBudgetError, RoleSplit, WarpRole
+from layoutkit.ptx.isa import setmaxnreg
+from layoutkit.ptx.isa.warp import WARP_SIZE as WARP_THREADS
+from layoutkit.sync import (NAMED_BARRIER_COUNT, WARPGROUP_THREADS, WHOLE_CTA_ID, NamedBarrier,
+                            NamedBarrierAllocator, NamedBarrierError, RoleBudgetError, RoleSplit,
+                            WarpRole)
 
-from ..core import verifier
 from ..core.errors import TraceError
 from ..core.ir import Block
-from ..core.sync_trace import NamedBarrierUse, RoleRegion, current_role, sync_state, warp_uniform
+from ..core.sync_trace import (NamedBarrierUse, RoleRegion, current_role, require_form,
+                               sync_state, warp_uniform)
 from ..core.tracer import current
 
-WARP_THREADS = 32
-WARPGROUP_WARPS = 4
-WARPGROUP_THREADS = WARP_THREADS * WARPGROUP_WARPS
+WARPGROUP_WARPS = WARPGROUP_THREADS // WARP_THREADS
 # Ops that every thread of the CTA (or cluster) must reach: refused inside a role region.
 WHOLE_BLOCK_OPS = {"barrier": "lk.barrier() (bar.sync 0 over the whole CTA)",
                    "cluster_sync": "lk.cluster_sync() (every thread of the cluster)"}
@@ -93,8 +90,8 @@ def _warpgroups(what: str, warpgroups, available: int) -> tuple[int, int]:
 @contextlib.contextmanager
 def warp_role(name: str, *, warpgroups, registers: int | None = None):
     """Run the body only in the warpgroups `warpgroups` (an int or consecutive ints), after
-    `setmaxnreg` to `registers` per thread (a multiple of 8 in 24..256; None keeps the entry
-    cap). See the module docstring for the rules."""
+    `setmaxnreg` to `registers` per thread (a multiple of 8 in 24..256, sm_90a only; None keeps
+    the entry cap, on any target). See the module docstring for the rules."""
     what = f"lk.warp_role({name!r})"
     trace = current(what)
     state = sync_state(trace)
@@ -111,6 +108,9 @@ def warp_role(name: str, *, warpgroups, registers: int | None = None):
         WarpRole(name, count, registers)
     except RoleBudgetError as exc:
         raise TraceError(f"{what}: {exc.thing} = {exc.value!r}: {exc.rule}") from None
+    if registers is not None:
+        require_form(trace, f"{what} with registers={registers}", "setmaxnreg",
+                     setmaxnreg.REQUIREMENT)
     for other in state.roles:
         if other.name == name:
             raise TraceError(f"{what}: role {name!r} is opened twice (one region per role)")
@@ -191,9 +191,9 @@ def elect_one():
 def _named(kind: str, barrier_id, threads) -> None:
     what = f"lk.named_barrier_{kind}({barrier_id!r}, {threads!r})"
     trace = current(what)
-    if barrier_id == 0 and isinstance(barrier_id, int):
-        raise TraceError(f"{what}: id 0 is the whole-CTA barrier of lk.barrier(); named barriers "
-                         "use ids 1..15")
+    if barrier_id == WHOLE_CTA_ID and isinstance(barrier_id, int):
+        raise TraceError(f"{what}: id {WHOLE_CTA_ID} is the whole-CTA barrier of lk.barrier(); "
+                         f"named barriers use ids {WHOLE_CTA_ID + 1}..{NAMED_BARRIER_COUNT - 1}")
     try:
         NamedBarrier(barrier_id, threads)
     except NamedBarrierError as exc:
@@ -308,33 +308,6 @@ def finish_sync(trace) -> None:
     split = _finish_roles(trace, state)
     _finish_named(trace, state, split)
     _finish_elects(trace)
-
-
-# ---- verifier rules -----------------------------------------------------------------------
-@verifier.op_rule("warp_role")
-def _check_role(op) -> None:
-    first, count = op.attrs.get("warpgroups", (None, None))
-    if op.operands or op.results or len(op.blocks) != 1 or not isinstance(first, int) \
-            or not isinstance(count, int) or first < 0 or count < 1:
-        verifier.fail(op, "owns one block, takes no values and names warpgroups (first, count)")
-    if op.attrs.get("setmaxnreg") not in (None, "inc", "dec") or (
-            op.attrs["setmaxnreg"] is not None and op.attrs.get("registers") is None):
-        verifier.fail(op, "setmaxnreg is inc, dec or None, and needs a register count")
-
-
-@verifier.op_rule("elect_one")
-def _check_elect(op) -> None:
-    if op.operands or op.results or len(op.blocks) != 1:
-        verifier.fail(op, "owns one block and takes no values")
-
-
-@verifier.op_rule("named_barrier")
-def _check_named(op) -> None:
-    a = op.attrs
-    if op.operands or op.results or op.blocks or a.get("kind") not in ("sync", "arrive") \
-            or not isinstance(a.get("id"), int) or not 1 <= a["id"] <= 15 \
-            or not isinstance(a.get("threads"), int) or a["threads"] % WARP_THREADS:
-        verifier.fail(op, "is a sync or arrive on id 1..15 with a multiple of 32 threads")
 
 
 __all__ = ["elect_one", "finish_sync", "lane_id", "named_barrier_arrive", "named_barrier_sync",

@@ -14,9 +14,9 @@ from __future__ import annotations
 from ..builder import SINK, TYPES, Kernel, PTXTypeError, Reg, Symbol
 from .checks import choose, dest, flag, sink_or_dest, source
 from .hopper_operands import PRED, SM90, SM90_PTX80, U32, u32_operand
+from .warp import FULL_MASK
 
 U64 = TYPES["u64"]
-FULL_MASK = 0xFFFFFFFF
 SPACES = ("shared::cluster", "generic")
 
 

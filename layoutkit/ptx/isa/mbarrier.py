@@ -17,8 +17,11 @@ from .cluster import mapa
 from .hopper_operands import (B64, PRED, RELAXED, SHARED_CTA, SM90, SM90_PTX80,
                               shared_address, u32_operand)
 
+MBARRIER_BYTES = 8             # an mbarrier is one opaque .b64 in shared memory ...
+MBARRIER_ALIGN = 8             # ... 8-byte aligned (PTX ISA "mbarrier")
 MAX_COUNT = (1 << 20) - 1      # expected/arrive counts and tx bytes (PTX ISA "mbarrier")
 SPACES = ("cta", "cluster")
+ARRIVE_COUNT = SM90           # an arrive/arrive_drop count operand (without .noComplete): sm_90
 SCOPES = ("cta", "cluster")
 
 
@@ -96,7 +99,7 @@ def arrive(k: Kernel, bar, count=None, *, token: bool = False, out=None, sem=Non
     >>> _ = arrive(k, bar, sem="release", scope="cluster"); k.body_lines()[-1]
     '    mbarrier.arrive.release.cluster.shared::cta.b64 _, [%u0];'
     """
-    return _arrive(k, "arrive", bar, [("count", count, 1, SM90)], token=token, out=out, sem=sem,
+    return _arrive(k, "arrive", bar, [("count", count, 1, ARRIVE_COUNT)], token=token, out=out, sem=sem,
                    scope=scope, space=space, pred=pred)
 
 
@@ -112,7 +115,7 @@ def arrive_drop(k: Kernel, bar, count=None, *, token: bool = False, out=None, se
                 scope=None, space: str = "cta", pred=None) -> Reg | None:
     """Arrive on [bar] and lower its expected count for all later phases (a thread leaving the
     pipeline early must do this, or the others hang)."""
-    return _arrive(k, "arrive_drop", bar, [("count", count, 1, SM90)], token=token, out=out,
+    return _arrive(k, "arrive_drop", bar, [("count", count, 1, ARRIVE_COUNT)], token=token, out=out,
                    sem=sem, scope=scope, space=space, pred=pred)
 
 
@@ -216,6 +219,6 @@ def arrive_remote(k: Kernel, bar, rank, count=None, *, scope: str = "cluster", p
     arrive(k, remote, count, sem="release", scope=scope, space="cluster", pred=pred)
 
 
-__all__ = ["MAX_COUNT", "arrive", "arrive_drop", "arrive_expect_tx", "arrive_remote",
-           "expect_tx", "fence_init", "init", "inval", "test_wait", "test_wait_parity",
+__all__ = ["ARRIVE_COUNT", "MAX_COUNT", "MBARRIER_ALIGN", "MBARRIER_BYTES", "arrive",
+           "arrive_drop", "arrive_expect_tx", "arrive_remote", "expect_tx", "fence_init", "init", "inval", "test_wait", "test_wait_parity",
            "try_wait", "try_wait_parity"]

@@ -14,10 +14,10 @@ from __future__ import annotations
 from ..builder import Kernel, PTXBuildError, Reg
 from .checks import choose, dest, flag, source
 from .hopper_operands import PRED, U32, u32_operand
+from .warp import WARP_SIZE
 
-NUM_BARRIERS = 16
-WARP_SIZE = 32
-MAX_THREADS = 1024
+NUM_BARRIERS = 16             # named barriers per CTA, ids 0..15 (PTX ISA "bar")
+MAX_THREADS = 1024            # threads per CTA, the largest barrier count
 
 
 def _operands(k: Kernel, instr: str, barrier_id, count, *, count_required: bool) -> list:

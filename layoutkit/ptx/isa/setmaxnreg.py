@@ -20,6 +20,7 @@ from .checks import choose
 from .hopper_operands import SM90A, u32_operand
 
 MIN_REGISTERS, MAX_REGISTERS, REGISTER_GRANULE = 24, 256, 8
+REQUIREMENT = SM90A            # setmaxnreg exists only on sm_90a
 
 
 def setmaxnreg(k: Kernel, action: str, count: int, *, pred=None) -> None:
@@ -36,7 +37,7 @@ def setmaxnreg(k: Kernel, action: str, count: int, *, pred=None) -> None:
                            instruction=instr, operand="count", value=count)
     value = u32_operand(k, instr, "count", count, MIN_REGISTERS, MAX_REGISTERS,
                         multiple=REGISTER_GRANULE, rule="registers per thread, in steps of 8")
-    k.emit(instr, (value,), pred=pred, requires=SM90A)
+    k.emit(instr, (value,), pred=pred, requires=REQUIREMENT)
 
 
 def has_register_cap(k: Kernel) -> bool:
@@ -46,5 +47,5 @@ def has_register_cap(k: Kernel) -> bool:
     return d.maxnreg is not None or (d.minnctapersm is not None and bool(d.maxntid or d.reqntid))
 
 
-__all__ = ["MAX_REGISTERS", "MIN_REGISTERS", "REGISTER_GRANULE", "has_register_cap",
-           "setmaxnreg"]
+__all__ = ["MAX_REGISTERS", "MIN_REGISTERS", "REGISTER_GRANULE", "REQUIREMENT",
+           "has_register_cap", "setmaxnreg"]

@@ -11,7 +11,8 @@ from ..builder import TYPES, Kernel, PTXBuildError, Reg
 from .checks import choose, dest, mods, source
 
 B32, U32, PRED = TYPES["b32"], TYPES["u32"], TYPES["pred"]
-FULL_MASK = 0xFFFFFFFF
+WARP_SIZE = 32                 # threads per warp (PTX ISA: WARP_SZ)
+FULL_MASK = 0xFFFFFFFF         # every lane of a warp
 
 
 def _immediate_range(instr: str, operand: str, value, hi: int):
