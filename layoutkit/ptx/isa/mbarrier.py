@@ -99,8 +99,8 @@ def arrive(k: Kernel, bar, count=None, *, token: bool = False, out=None, sem=Non
     >>> _ = arrive(k, bar, sem="release", scope="cluster"); k.body_lines()[-1]
     '    mbarrier.arrive.release.cluster.shared::cta.b64 _, [%u0];'
     """
-    return _arrive(k, "arrive", bar, [("count", count, 1, ARRIVE_COUNT)], token=token, out=out, sem=sem,
-                   scope=scope, space=space, pred=pred)
+    return _arrive(k, "arrive", bar, [("count", count, 1, ARRIVE_COUNT)], token=token, out=out,
+                   sem=sem, scope=scope, space=space, pred=pred)
 
 
 def arrive_expect_tx(k: Kernel, bar, tx_bytes, *, token: bool = False, out=None, sem=None,
@@ -220,5 +220,5 @@ def arrive_remote(k: Kernel, bar, rank, count=None, *, scope: str = "cluster", p
 
 
 __all__ = ["ARRIVE_COUNT", "MAX_COUNT", "MBARRIER_ALIGN", "MBARRIER_BYTES", "arrive",
-           "arrive_drop", "arrive_expect_tx", "arrive_remote", "expect_tx", "fence_init", "init", "inval", "test_wait", "test_wait_parity",
-           "try_wait", "try_wait_parity"]
+           "arrive_drop", "arrive_expect_tx", "arrive_remote", "expect_tx", "fence_init", "init",
+           "inval", "test_wait", "test_wait_parity", "try_wait", "try_wait_parity"]
