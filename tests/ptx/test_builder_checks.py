@@ -58,6 +58,14 @@ def test_a_mutable_register_written_later_in_a_loop_is_written():
     assert "add.u32 %u0, %u0, 1;" in m.text()
 
 
+def test_a_mutable_register_may_hold_an_undefined_value():
+    # the DSL's wgmma accumulator: Kernel.var registers read before any write (scale-d = 0)
+    m, k = kernel()
+    acc, copy = k.var("f32"), k.var("f32")
+    k.emit("mov.f32", (copy, acc), defs=(copy,))
+    assert "mov.f32 %f1, %f0;" in m.text()
+
+
 def test_a_register_named_by_raw_text_counts_as_written():
     m, k = kernel()
     r, out = k.reg("u32"), k.reg("u32")

@@ -4,6 +4,7 @@ A `Kernel` is made by `Module.kernel`. Instruction families (layoutkit.ptx.isa) 
 operands and call `Kernel.emit`; the DSL does the same when it lowers its IR. Registers are
 strict SSA: `reg(type)` gives a fresh register that may be written once; `var(type)` gives a
 mutable one for loop-carried values (a reused temporary once hung a pipeline: hopper-ptx.md §3.7).
+An SSA register that is read must be written by some instruction (checked at `text()`).
 """
 from __future__ import annotations
 
@@ -119,8 +120,17 @@ class Kernel:
         return self._new(dtype, False)
 
     def var(self, dtype: "PTXType | str") -> Reg:
-        """A fresh mutable register: may be written many times (loop counters, phases)."""
+        """A fresh mutable register: may be written many times (loop counters, phases), and read
+        before its first write (its value is then undefined, as a wgmma accumulator's may be)."""
         return self._new(dtype, True)
+
+    def undefined(self, dtype: "PTXType | str") -> Reg:
+        """A fresh mutable register whose value is deliberately undefined until an instruction
+        writes it (a wgmma accumulator that the first wgmma overwrites, scale-d = 0): copying it
+        is not a read of a never-written register. No instruction is emitted."""
+        reg = self._new(dtype, True)
+        self._defined.add(reg.name)
+        return reg
 
     def regs(self, dtype: "PTXType | str", count: int) -> tuple[Reg, ...]:
         """`count` fresh SSA registers (e.g. an MMA accumulator fragment)."""
@@ -254,14 +264,16 @@ class Kernel:
                                     operand="label", value=name, location=where)
 
     def check_registers(self) -> None:
-        """Refuse a register that an instruction reads but no instruction writes (its value
-        would be whatever the hardware left there); names the first reader and its line."""
+        """Refuse an SSA register (`reg`) that an instruction reads but no instruction writes
+        (its value would be whatever the hardware left there); names the first reader and its
+        line. A mutable register (`var`) may be read before any write: its value is then
+        deliberately undefined (a wgmma accumulator whose first use has scale-d = 0)."""
         written = self._defined | self._raw_registers
         for line in self.lines:
             if not isinstance(line, Instruction):
                 continue
             for reg in _registers(line.operands, line.guard):
-                if reg.name not in written and reg.name in self._owned:
+                if reg.name not in written and reg.name in self._owned and not reg.mutable:
                     raise PTXSSAError(f"is read but never written in kernel {self.name} (write it "
                                       "first: every register gets its value from an instruction "
                                       "that lists it in defs)", instruction=line.opcode.split(" ")[0],
