@@ -16,8 +16,6 @@ from layoutkit.ptx.isa import transcendental as sfu
 from ..core.ir import Block, Function, Op
 from ..core.opdef import SM90A
 from .index import IndexLowering
-from .mbarrier import MbarrierLowering
-from .roles import RoleLowering
 from .shared import SharedLowering
 from .tma import TmaLowering
 from .wgmma import WgmmaLowering
@@ -34,7 +32,7 @@ def half_bits(value: float, name: str) -> int:
     return (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16   # round to nearest even (bf16)
 
 
-class Lowering(SharedLowering, MbarrierLowering, RoleLowering, TmaLowering, WgmmaLowering):
+class Lowering(SharedLowering, TmaLowering, WgmmaLowering):
     def __init__(self, fn: Function):
         self.fn = fn
         self.module = Module(line_info=True, target=getattr(fn, "target", SM90A))

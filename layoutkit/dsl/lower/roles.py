@@ -1,7 +1,6 @@
 """The kernel-level facts of warp roles and clusters: a traced kernel's RoleSplit and the PTX
 directives it needs. The role, elect, named-barrier and cluster ops themselves lower through
-their definitions in layoutkit/dsl/sm90/role_ops.py; `RoleLowering` is empty (TRANSITION: kept
-only while lower/function.py lists it among Lowering's bases)."""
+their definitions in layoutkit/dsl/sm90/role_ops.py."""
 from __future__ import annotations
 
 from layoutkit.ptx.isa.warp import WARP_SIZE
@@ -27,7 +26,4 @@ def kernel_directives(fn) -> dict:
             "minnctapersm": split.ctas_per_sm if split is not None else None,
             "reqnctapercluster": getattr(fn, "cluster", None)}
 
-
-class RoleLowering:
-    """Empty: see the module docstring."""
 
