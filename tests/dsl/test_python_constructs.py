@@ -137,3 +137,15 @@ def test_values_defined_before_a_region_and_carried_out_of_a_loop_stay_usable():
         lk.store(X, total)
 
     assert stores(k, F32, 1000) == 2
+
+
+def test_where_picks_between_kernel_integers_on_a_relation():
+    @lk.kernel(num_warps=4)
+    def k(x: F32, n: lk.i32):
+        t = lk.thread_id()
+        X = lk.global_tensor(x, Layout(n)).tile((128,), (0,)).partition(TV)
+        last = lk.where(t < n, t, n)                          # an i32 scalar: min(t, n)
+        lk.store(X, lk.full(TV, 1.0) * lk.cast(last, lk.f32))
+
+    ir = str(k.ir(F32, 1000))
+    assert "cmp" in ir and "select" in ir and "kind='lt'" in ir

@@ -142,6 +142,16 @@ def test_kernel_integer_as_a_list_index():
           "use a constexpr, or keep the value in kernel arithmetic")
 
 
+def test_max_of_kernel_integers():
+    def k(x: F32, n: lk.i32):
+        last = max(n, lk.thread_id())                                 # MAX
+    check(diagnose(k, F32, 8, error=lk.TraceError), __file__, "# MAX",
+          f"`max()`/`min()`/`sorted()` on a runtime value: the comparison n < tid of kernel "
+          f"integers {NO_TRUTH}; pick at run time with lk.where(a > b, a, b), or "
+          "lk.maximum(a, b) / lk.minimum(a, b) for scalars and tensors; Python's max and min "
+          "compare while tracing")
+
+
 # ---- == and != ------------------------------------------------------------------------------
 def test_equality_of_kernel_integers_is_not_decided_while_tracing():
     def k(x: F32, n: lk.i32, m: lk.i32):

@@ -55,6 +55,12 @@ CONSTRUCTS = {
     "truth": ("a Python truth test (`if`, `while`, `and`/`or`/`not`)",
               "branch at run time with `with lk.if_(cond):`, loop with lk.range, or pick a "
               "value with lk.where(cond, a, b)"),
+    "bool": ("`bool()`", "branch at run time with `with lk.if_(cond):`, or pick a value with "
+                         "lk.where(cond, a, b)"),
+    "minmax": ("`max()`/`min()`/`sorted()`",
+               "pick at run time with lk.where(a > b, a, b), or lk.maximum(a, b) / "
+               "lk.minimum(a, b) for scalars and tensors; Python's max and min compare while "
+               "tracing"),
     "range": ("`range()` of a runtime value",
               "loop at run time with `for i in lk.range(start, stop):`; Python's range unrolls "
               "while tracing and takes constexprs and plain ints"),
@@ -294,6 +300,9 @@ def _key(node, truth_test: bool):
             return "chain"
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             return "comprehension"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return {"bool": "bool", "max": "minmax", "min": "minmax",
+                    "sorted": "minmax"}.get(node.func.id)
         return None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return "range" if node.func.id == "range" else "int" if node.func.id == "int" else None

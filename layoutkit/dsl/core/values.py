@@ -276,7 +276,17 @@ def rsqrt(x):
 
 
 def where(cond, a, b):
-    """Elementwise `a if cond else b` (cond a bool tensor/scalar from a comparison)."""
+    """Elementwise `a if cond else b` (cond a bool tensor/scalar from a comparison, or a
+    condition of kernel integers such as `lk.thread_id() < n`, the same for every value). Two
+    kernel integers give an i32 scalar (i64 when one of them is 64-bit)."""
+    if isinstance(cond, sympy.logic.boolalg.Boolean) and not isinstance(cond, sympy.Symbol):
+        from .conditions import condition
+        cond = Scalar(condition(current("lk.where"), cond, "lk.where"))
+    if is_int_expr(a) and is_int_expr(b):
+        wide = current("lk.where").wide
+        dtype = i64 if any(isinstance(x, sympy.Basic) and x.free_symbols & wide
+                           for x in (a, b)) else i32
+        a, b = cast(a, dtype), cast(b, dtype)
     return _apply("select", None, cond, a, b)
 
 

@@ -20,7 +20,8 @@ from ..core.errors import LayoutMismatchError, TraceError
 from ..core.facts import provably_less
 from ..core.ir import Block
 from ..core.tracer import current, is_int_expr
-from ..core.types import bool_, i32, i64
+from ..core.types import i32, i64
+from ..core.conditions import condition
 from ..core.values import RegisterTensor, Scalar, compare
 
 UNROLL = (None, 1, True)
@@ -131,41 +132,6 @@ class range:  # noqa: A001 - the DSL's counterpart of Python's range
             nxt = _flatten("loop.next", self._take_next()) if self.carry else []
             trace.emit("yield", nxt, ())
         self.results = _rebuild(self.carry, list(results))
-
-
-_RELATIONS = {sympy.StrictLessThan: "lt", sympy.LessThan: "le", sympy.StrictGreaterThan: "gt",
-              sympy.GreaterThan: "ge", sympy.Equality: "eq", sympy.Unequality: "ne"}
-
-
-def condition(trace, cond):
-    """A bool Value for `cond`: a bool Scalar, a sympy relation of kernel integers, or a bool."""
-    if isinstance(cond, Scalar):
-        if cond.dtype != bool_:
-            raise TraceError(f"lk.if_: the condition is a bool, got a {cond.dtype} scalar")
-        return cond.value
-    if isinstance(cond, bool):
-        raise TraceError(f"lk.if_: the condition is the Python bool {cond}, fixed while tracing; "
-                         "Python's == and != on kernel integers compare the expressions, not "
-                         "their run-time values: write lk.eq(a, b) / lk.ne(a, b) (or <, <=, >, "
-                         ">=), and use a plain Python `if` for a trace-time condition")
-    if isinstance(cond, sympy.logic.boolalg.BooleanAtom):     # a relation sympy decided
-        return trace.constant(bool(cond), bool_)
-    if type(cond) in _RELATIONS:
-        lhs, rhs = cond.args
-        wide = (lhs.free_symbols | rhs.free_symbols) & trace.wide
-        dtype = i64 if wide else i32
-        (p,) = trace.emit("cmp", [trace.index(lhs, dtype), trace.index(rhs, dtype)], [bool_],
-                          {"kind": _RELATIONS[type(cond)]})
-        return p
-    if isinstance(cond, (sympy.And, sympy.Or)):      # (a < b) & (c < d), (a < b) | (c < d)
-        kind = "and" if isinstance(cond, sympy.And) else "or"
-        preds = [condition(trace, arg) for arg in cond.args]
-        result = preds[0]
-        for p in preds[1:]:
-            (result,) = trace.emit("logic", [result, p], [bool_], {"kind": kind})
-        return result
-    raise TraceError(f"lk.if_: the condition is a bool scalar or a comparison of kernel "
-                     f"integers (e.g. lk.thread_id() < n, joined with & or |), got {cond!r}")
 
 
 def eq(a, b):
