@@ -36,6 +36,7 @@ from .sm90 import (AccumulatorUseError, MbarrierArray, MbarrierRef, RingState, T
                    wgmma_a_layout, wgmma_accumulator, wgmma_accumulator_layout, wgmma_commit,
                    wgmma_fence, wgmma_wait)
 from .check import ProtocolError, ProtocolWarning, protocol_check_skipped
+from .core import BoundsWarning
 from . import sm80, sm90  # noqa: E402  (the per-target namespaces: lk.sm80, lk.sm90)
 
 __all__ = [
@@ -64,6 +65,6 @@ __all__ = [
     "DSLError", "KernelDefinitionError", "KernelArgumentError", "ConstexprError",
     "LayoutMismatchError", "TraceError", "SharedMemoryError", "VerifierError",
     "tma_load", "tma_store", "tma_store_commit", "tma_store_wait", "TmaError",
-    "ProtocolError", "ProtocolWarning", "protocol_check_skipped",
+    "ProtocolError", "ProtocolWarning", "protocol_check_skipped", "BoundsWarning",
     "sm80", "sm90",
 ]

@@ -4,6 +4,7 @@ assemble) and the launch paths. Nothing here knows a particular memory op or ins
 """
 from .errors import (ConstexprError, DSLError, KernelArgumentError, KernelDefinitionError,
                      LayoutMismatchError, SharedMemoryError, TraceError, VerifierError)
+from .bounds import BoundsWarning
 from .types import (DType, Pointer, PointerType, Tensor, TensorType, bf16, bool_, constexpr, f16,
                     f32, f64, i32, i64, u32)
 from .tensor_args import TensorSpec
@@ -16,7 +17,7 @@ from .kernel import Kernel, Specialization, kernel
 
 __all__ = ["ConstexprError", "DSLError", "KernelArgumentError", "KernelDefinitionError",
            "LayoutMismatchError", "SharedMemoryError", "TraceError", "VerifierError",
-           "DType", "Pointer", "PointerType", "Tensor", "TensorType", "TensorSpec", "bf16",
+           "BoundsWarning", "DType", "Pointer", "PointerType", "Tensor", "TensorType", "TensorSpec", "bf16",
            "bool_", "constexpr", "f16", "f32", "f64",
            "i32", "i64", "u32", "Block", "Function", "Op", "Value", "block_id", "thread_id",
            "RegisterTensor", "Scalar", "TVLayout", "cast", "exp2", "fma", "full", "log2",
