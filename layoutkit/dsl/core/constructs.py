@@ -151,17 +151,19 @@ def refused_equality(value, other, negate: bool, frame) -> TraceError:
     span = _span(frame.f_code, frame.f_lasti, frame.f_lineno)
     tree = _parse(frame.f_code.co_filename)
     source = "".join(linecache.getlines(frame.f_code.co_filename))
-    for node in ast.walk(tree) if tree is not None and span[1] is not None else ():
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and _holds(node, span):
-            texts = (ast.get_source_segment(source, node.left),
-                     ast.get_source_segment(source, node.comparators[0]))
-            # `1.0 == x` calls x's reflected __eq__: then `value` is the right side
-            swapped = _local(frame, node.left) is not value and (
-                isinstance(node.left, ast.Constant) or
-                _local(frame, node.comparators[0]) is value)
-            return equality_error(*((other, value) if swapped else (value, other)), negate,
-                                  texts)
-    return equality_error(value, other, negate)
+    nodes = [node for node in (ast.walk(tree) if tree is not None else ())
+             if isinstance(node, ast.Compare) and len(node.ops) == 1 and _holds(node, span)]
+    if span[1] is None and len(nodes) > 1:     # Python 3.10: the line only, and not one ==
+        nodes = []
+    if not nodes:
+        return equality_error(value, other, negate)
+    node = nodes[-1]                           # the innermost (ast.walk goes outside in)
+    texts = (ast.get_source_segment(source, node.left),
+             ast.get_source_segment(source, node.comparators[0]))
+    # `1.0 == x` calls x's reflected __eq__: then `value` is the right side
+    swapped = _local(frame, node.left) is not value and (
+        isinstance(node.left, ast.Constant) or _local(frame, node.comparators[0]) is value)
+    return equality_error(*((other, value) if swapped else (value, other)), negate, texts)
 
 
 def _local(frame, node):
