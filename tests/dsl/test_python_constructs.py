@@ -149,3 +149,15 @@ def test_where_picks_between_kernel_integers_on_a_relation():
 
     ir = str(k.ir(F32, 1000))
     assert "cmp" in ir and "select" in ir and "kind='lt'" in ir
+
+
+def test_runtime_values_compare_unequal_to_none_strings_and_containers():
+    @lk.kernel(num_warps=4)
+    def k(x: F32, n: lk.i32, a: lk.f32):
+        X = lk.global_tensor(x, Layout(n)).tile((128,), (0,)).partition(TV)
+        v = lk.load(X)
+        assert a != None and n != "n" and v not in (None, "v")  # noqa: E711
+        assert a in [a] and (n, a) == (n, a)                    # identity first
+        lk.store(X, v)
+
+    assert stores(k, F32, 1000, 1.0) == 1

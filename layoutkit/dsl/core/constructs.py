@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import numbers
 import re
 
 import sympy
@@ -185,7 +186,7 @@ def compare(a, b, negate: bool, left: str = "a", right: str = "b"):
     """Python's `a == b` (`a != b` when `negate`), refused between runtime values unless sympy
     decides it from the declared facts (then it is that constant); `left` and `right` are the
     operands' source."""
-    if is_runtime(a) or is_runtime(b):
+    if (is_runtime(a) or is_runtime(b)) and comparable(a) and comparable(b):
         from .values import _Arith
         if not (isinstance(a, _Arith) or isinstance(b, _Arith)):
             decided = _decide_eq(a, b)
@@ -193,6 +194,13 @@ def compare(a, b, negate: bool, left: str = "a", right: str = "b"):
                 return decided != negate
         raise equality_error(a, b, negate, (left, right))
     return a != b if negate else a == b
+
+
+def comparable(x) -> bool:
+    """Whether `x` may equal a runtime value: a number, a sympy expression, a Scalar or a
+    register tensor (None, a string or a layout never does: == on them stays Python's)."""
+    from .values import _Arith
+    return isinstance(x, (numbers.Number, sympy.Basic, _Arith))
 
 
 def _decide_eq(a, b):
@@ -360,6 +368,6 @@ def _segment(filename: str, node):
     return ast.get_source_segment(source, node), node
 
 
-__all__ = ["CONSTRUCTS", "is_runtime", "describe", "construct_error", "equality_error",
+__all__ = ["CONSTRUCTS", "is_runtime", "comparable", "describe", "construct_error", "equality_error",
            "refused_equality",
            "truth", "compare", "explain", "at_frame", "at_code"]

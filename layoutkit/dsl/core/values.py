@@ -85,12 +85,16 @@ class _Arith:
         raise constructs.construct_error(constructs.at_frame(sys._getframe(1)),
                                          constructs.describe(self))
 
-    def __eq__(self, o):
+    def __eq__(self, o):      # against None, a string, a layout...: never equal (identity)
         from . import constructs
+        if not constructs.comparable(o):
+            return NotImplemented
         raise constructs.refused_equality(self, o, False, sys._getframe(1))
 
     def __ne__(self, o):
         from . import constructs
+        if not constructs.comparable(o):
+            return NotImplemented
         raise constructs.refused_equality(self, o, True, sys._getframe(1))
 
     __hash__ = object.__hash__
