@@ -4,6 +4,8 @@ loop indices are non-negative integers), by layoutkit.algebra's prover. Unknown 
 proven", never "false"."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import sympy
 
 from layoutkit.algebra import divides, less
@@ -59,37 +61,47 @@ def interval(expr, ranges) -> tuple[int | None, int | None]:
     (3, 1019)
     >>> interval(t - 200, r), interval(t * t, {t: (0, None)}.get), interval(sympy.Mod(t, 7), r)
     ((-200, -73), (0, None), (0, 6))
+    >>> from layoutkit.algebra import symbol
+    >>> M = symbol("M", 64)
+    >>> interval(M / 64 + t, {M: (64, 2**31 - 64), t: (0, 127)}.get)
+    (1, 33554558)
     """
     if type(expr) is int:
         return expr, expr
-    expr = sympy.sympify(expr)
-    if expr.is_Integer:
-        return int(expr), int(expr)
+    lo, hi = _interval(sympy.sympify(expr), ranges)
+    # the expression's values are integers: a rational end rounds inward
+    return (None if lo is None else -(-lo.numerator // lo.denominator),
+            None if hi is None else hi.numerator // hi.denominator)
+
+
+def _interval(expr, ranges):
+    """interval() with Fraction ends (a term such as M/64 is rational on its own)."""
+    if expr.is_Rational:
+        return Fraction(int(expr.p), int(expr.q)), Fraction(int(expr.p), int(expr.q))
     if isinstance(expr, sympy.Symbol):
-        return ranges(expr) or (None, None)
+        lo, hi = ranges(expr) or (None, None)
+        return (None if lo is None else Fraction(lo), None if hi is None else Fraction(hi))
     if isinstance(expr, sympy.Add):
         lo, hi = 0, 0
         for term in expr.args:
-            t_lo, t_hi = interval(term, ranges)
+            t_lo, t_hi = _interval(term, ranges)
             lo = None if lo is None or t_lo is None else lo + t_lo
             hi = None if hi is None or t_hi is None else hi + t_hi
         return lo, hi
     if isinstance(expr, sympy.Mul):
         acc = (1, 1)
         for factor in expr.args:
-            if factor.is_Rational and not factor.is_Integer:
-                return None, None
-            acc = _times(acc, interval(factor, ranges))
+            acc = _times(acc, _interval(factor, ranges))
         return acc
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
-        acc, base = (1, 1), interval(expr.base, ranges)
+        acc, base = (1, 1), _interval(expr.base, ranges)
         for _ in range(int(expr.exp)):
             acc = _times(acc, base)
         return acc
     if isinstance(expr, (sympy.floor, sympy.ceiling)):
         num, den = sympy.fraction(sympy.together(expr.args[0]))
-        n_lo, n_hi = interval(num, ranges)
-        d_lo, d_hi = interval(den, ranges)
+        n_lo, n_hi = _interval(num, ranges)
+        d_lo, d_hi = _interval(den, ranges)
         if d_lo is None or d_lo < 1:
             return None, None
         up = isinstance(expr, sympy.ceiling)
@@ -103,8 +115,8 @@ def interval(expr, ranges) -> tuple[int | None, int | None]:
             return None, None
         return (0 if d_hi is None else div(n_lo, d_hi), None if n_hi is None else div(n_hi, d_lo))
     if isinstance(expr, sympy.Mod):
-        a_lo, a_hi = interval(expr.args[0], ranges)
-        q_lo, q_hi = interval(expr.args[1], ranges)
+        a_lo, a_hi = _interval(expr.args[0], ranges)
+        q_lo, q_hi = _interval(expr.args[1], ranges)
         if q_lo is None or q_lo < 1:
             return None, None
         if q_lo == q_hi and a_lo is not None and a_hi is not None and \
