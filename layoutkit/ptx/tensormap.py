@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import driver
+from .isa import smem_swizzle
+from .isa.tma import MAX_DIMS
 from .signature import TENSORMAP_BYTES
 
 __all__ = ["TensorMap", "TensorMapError", "TiledEncoding", "encode_tiled_arguments"]
@@ -50,19 +52,22 @@ _ALIASES = {
 }
 _FLOAT_DTYPES = {"float16", "float32", "float64", "bfloat16", "float32_ftz", "tfloat32", "tfloat32_ftz"}
 
-# name -> (CUtensorMapSwizzle value, span in bytes the inner box must fit in; None = no limit)
-SWIZZLES = {"none": (0, None), "32B": (1, 32), "64B": (2, 64), "128B": (3, 128)}
+# name -> CUtensorMapSwizzle value; SWIZZLES: name -> (value, span in bytes the inner box must
+# fit in; None = no limit), the span that of the hardware pattern (isa.smem_swizzle)
+SWIZZLE_ENUMS = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
+SWIZZLES = {name: (value, smem_swizzle.span(name) or None) for name, value in SWIZZLE_ENUMS.items()}
 L2_PROMOTIONS = {"none": 0, "64B": 1, "128B": 2, "256B": 3}
 OOB_FILLS = {"zero": 0, "nan": 1}
 
-MAX_RANK = 5
+MAX_RANK = MAX_DIMS            # a tensor map has as many dimensions as cp.async.bulk.tensor
 MAX_DIM = 2 ** 32
 MAX_ADDRESS = 2 ** 64 - 1
 MAX_STRIDE_BYTES = 2 ** 40
 MAX_BOX = 256
 MAX_ELEMENT_STRIDE = 8
 GLOBAL_ALIGN = 16
-STRIDE_MULTIPLE = 16
+STRIDE_MULTIPLE = 16           # bytes: every global stride but the innermost
+INNER_BOX_MULTIPLE = 16        # bytes: the innermost box dimension
 
 
 def canonical_dtype(dtype) -> str:
@@ -197,9 +202,9 @@ def encode_tiled_arguments(address: int, dtype, *, shape, strides, box, swizzle:
         raise TensorMapError(f"swizzle = {swizzle!r}: must be one of {list(SWIZZLES)}")
     swizzle_enum, span = SWIZZLES[swizzle]
     inner_bytes = box[-1] * esize
-    if inner_bytes % 16:
+    if inner_bytes % INNER_BOX_MULTIPLE:
         raise TensorMapError(f"box[-1] (innermost) = {box[-1]} elements = {inner_bytes} bytes ({dt}): "
-                             "the inner box must span a multiple of 16 bytes")
+                             f"the inner box must span a multiple of {INNER_BOX_MULTIPLE} bytes")
     if span is not None and inner_bytes > span:
         raise TensorMapError(f"box[-1] (innermost) = {box[-1]} elements = {inner_bytes} bytes: with swizzle "
                              f"{swizzle} the inner box must span at most {span} bytes")

@@ -1,5 +1,6 @@
-"""Handlers of the TMA ops (layoutkit.dsl.sm90.tma.copy): tma_load, tma_store, tma_store_commit,
-tma_store_wait, as the hardware executes them (PTX ISA "cp.async.bulk.tensor", "Tensor copy").
+"""The interpreter's model of TMA copies, as the hardware executes them (PTX ISA
+"cp.async.bulk.tensor", "Tensor copy"); the ops' interpret facets (layoutkit.dsl.sm90.tma.ops)
+run on it.
 
 The tensor map is evaluated from the launch's arguments by the hidden parameter's resolver
 (dims and strides in TMA order, innermost first; a stride TMA cannot encode is the launch's
@@ -7,9 +8,9 @@ KernelArgumentError). A box element (i0, ..., ir) sits at coordinates coords + i
 [0, dim) a load reads zero and a store drops it. In shared memory TMA writes the box densely,
 dimension 0 fastest, from the destination address, and with a 32/64/128-byte swizzle moves
 each 16-byte chunk: byte-address bits [4, 4+B) are XORed with bits [7, 7+B), B = 1, 2, 3
-(`hardware_swizzle`; the address is the offset in the dynamic shared array, whose start is
-1024-byte aligned). So a layout whose swizzle disagrees with the mode TMA was given reads
-back scrambled data.
+(layoutkit.ptx.isa.smem_swizzle; the address is the offset in the dynamic shared array, whose
+start is 1024-byte aligned). So a layout whose swizzle disagrees with the mode TMA was given
+reads back scrambled data.
 
 A load reads global memory at issue and lands at a point the scheduler picks: then it writes
 shared memory in every destination CTA (the multicast mask's CTAs, or its own), and calls
@@ -23,28 +24,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sm90.tma.derive import SMEM_ALIGN
+from layoutkit.ptx.isa.smem_swizzle import swizzle_address
+from layoutkit.ptx.isa.tma import MULTICAST_MASK_BITS
+from layoutkit.ptx.isa.tma import SHARED_ALIGN as SMEM_ALIGN
+
 from ..core.types import DTYPES
 from .errors import ExecutionError, MemoryFaultError
-from .executor import Step, handler
 from .machine import location_text
-from .ops_mbarrier import lookup
 from .scheduler import AsyncOperation
-
-SWIZZLE_BITS = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
-MULTICAST_MASK_BITS = 16          # the .b16 ctaMask operand
-
-
-def hardware_swizzle(addresses: np.ndarray, mode: str) -> np.ndarray:
-    """Shared byte addresses after TMA's swizzle `mode` (see the module docstring).
-
-    >>> hardware_swizzle(np.array([0, 16, 128, 144, 1040]), "128B").tolist()
-    [0, 16, 144, 128, 1040]
-    """
-    bits = SWIZZLE_BITS[mode]
-    if not bits:
-        return addresses
-    return addresses ^ (((addresses >> 7) & ((1 << bits) - 1)) << 4)
 
 
 class TensorMap:
@@ -102,17 +89,17 @@ def tensor_map(thread, op) -> TensorMap:
     return found
 
 
-def _coords(thread, op) -> list[int]:
+def box_coords(thread, op) -> list[int]:
     rank = len(op.attrs["box"])
     first = 3 if op.name == "tma_load" else 2
     return [thread.env[v.id] for v in op.operands[first:first + rank]]
 
 
-def _shared_bytes(start: int, nbytes: int, mode: str) -> np.ndarray:
-    return hardware_swizzle(start + np.arange(nbytes, dtype=np.int64), mode)
+def shared_bytes(start: int, nbytes: int, mode: str) -> np.ndarray:
+    return swizzle_address(start + np.arange(nbytes, dtype=np.int64), mode)
 
 
-def _check_shared(cta, start: int, nbytes: int, what: str, op) -> None:
+def check_shared(cta, start: int, nbytes: int, what: str, op) -> None:
     cta.shared.check_range(start, nbytes, 1, what, op, op.attrs["buffer"])
     if start % SMEM_ALIGN:
         raise MemoryFaultError(f"{what}: its shared address (byte {start}) is not a multiple of "
@@ -127,7 +114,7 @@ def _agent_index(machine, offset: int) -> int:
     return table[offset]
 
 
-class TmaLoad(AsyncOperation):
+class IssuedLoad(AsyncOperation):
     """One issued tma_load: its data, its destinations (cta, barrier, claim) until it lands."""
 
     def __init__(self, op, thread, data: np.ndarray, start: int, dests: list, what: str):
@@ -139,7 +126,7 @@ class TmaLoad(AsyncOperation):
     def complete(self) -> None:
         machine = self.issuer.cta.machine
         nbytes = self.data.size
-        where = _shared_bytes(self.start, nbytes, self.op.attrs["swizzle"])
+        where = shared_bytes(self.start, nbytes, self.op.attrs["swizzle"])
         for cta, barrier, claim in self.dests:
             cta.shared.release(claim)
             cta.shared.data[where] = self.data
@@ -162,7 +149,7 @@ class TmaLoad(AsyncOperation):
                 f"{self.start + self.data.size - 1} of CTA {ctas}, completing on {barrier}")
 
 
-def _destinations(thread, op, what: str) -> list:
+def destinations(thread, op, what: str) -> list:
     """The CTAs a load writes to: its own, or those of the multicast mask."""
     mc = op.attrs["multicast"]
     if mc is None:
@@ -178,40 +165,7 @@ def _destinations(thread, op, what: str) -> list:
     return [cluster[r] for r in ranks]
 
 
-@handler("tma_load")
-def _tma_load(op, compiler):
-    a = op.attrs
-    e = DTYPES[a["dtype"]].nbytes
-    nbytes = a["bytes"]
-    bar_id, dst_id = op.operands[1].id, op.operands[2].id
-    what = f"the TMA load of {a['tensor']} into {a['buffer']}"
-
-    def run(thread):
-        tmap = tensor_map(thread, op)
-        offsets, inside = tmap.elements(_coords(thread, op), a["box"])
-        tmap.check(offsets, inside, what, op)
-        raw = tmap.region.data
-        gather = np.where(inside, offsets, 0)[:, None] + np.arange(e)
-        data = np.where(inside[:, None], raw[gather], 0).astype(np.uint8).reshape(-1)
-        start = a["base"] + thread.env[dst_id] * e
-        offset = thread.env[bar_id]
-        dests = []
-        for cta in _destinations(thread, op, what):
-            _check_shared(cta, start, nbytes, what, op)
-            barrier = lookup(cta, offset, op, what)
-            if cta.shared.claims:
-                cta.shared.check_claims(start, nbytes, True, what, op)
-            claim = cta.shared.claim(
-                start, nbytes, True,
-                f"the TMA load issued at {location_text(op)} (completing on "
-                f"{barrier.describe()})",
-                f"wait on {barrier.describe()} (lk.mbarrier_wait) before touching the stage")
-            dests.append((cta, barrier, claim))
-        thread.cta.machine.scheduler.post(TmaLoad(op, thread, data, start, dests, what))
-    return Step(run, op, preempt=True)
-
-
-class TmaStoreWrite(AsyncOperation):
+class StoreWrite(AsyncOperation):
     """The global writes of one issued tma_store (its source already read)."""
 
     def __init__(self, op, region, offsets, inside, data, e: int):
@@ -229,82 +183,16 @@ class TmaStoreWrite(AsyncOperation):
         return f"the global writes of the TMA store at {location_text(self.op)}"
 
 
-class TmaStore:
+class IssuedStore:
     """An issued tma_store: its shared `claim` until a covering wait, its global `write`."""
 
-    def __init__(self, op, claim, start: int, nbytes: int, write: TmaStoreWrite):
+    def __init__(self, op, claim, start: int, nbytes: int, write: StoreWrite):
         self.op, self.claim, self.start, self.nbytes, self.write = op, claim, start, nbytes, write
 
 
-def _stores(thread) -> dict:
+def store_groups(thread) -> dict:
     return thread.state.setdefault("tma_store", {"open": [], "groups": [], "unwritten": []})
 
 
-@handler("tma_store")
-def _tma_store(op, compiler):
-    a = op.attrs
-    e = DTYPES[a["dtype"]].nbytes
-    nbytes = a["bytes"]
-    src_id = op.operands[1].id
-    what = f"the TMA store of {a['buffer']} to {a['tensor']}"
-
-    def run(thread):
-        cta = thread.cta
-        tmap = tensor_map(thread, op)
-        offsets, inside = tmap.elements(_coords(thread, op), a["box"])
-        tmap.check(offsets, inside, what, op)
-        start = a["base"] + thread.env[src_id] * e
-        _check_shared(cta, start, nbytes, what, op)
-        if cta.shared.claims:
-            cta.shared.check_claims(start, nbytes, False, what, op)
-        cta.machine.on_shared_access(thread, start, nbytes, False, what, op)
-        data = cta.shared.data[_shared_bytes(start, nbytes, a["swizzle"])].copy()
-        claim = cta.shared.claim(
-            start, nbytes, False, f"the TMA store issued at {location_text(op)}",
-            "lk.tma_store_commit() and lk.tma_store_wait() before overwriting its source")
-        write = TmaStoreWrite(op, tmap.region, offsets, inside, data, e)
-        _stores(thread)["open"].append(TmaStore(op, claim, start, nbytes, write))
-        cta.machine.scheduler.post(write)
-    return Step(run, op, preempt=True)
-
-
-@handler("tma_store_commit")
-def _tma_store_commit(op, compiler):
-    def run(thread):
-        stores = _stores(thread)
-        if stores["open"]:
-            stores["groups"].append(stores["open"])
-            stores["open"] = []
-    return Step(run, op)
-
-
-@handler("tma_store_wait")
-def _tma_store_wait(op, compiler):
-    keep, writes = op.attrs["pending"], op.attrs["writes"]
-
-    def run(thread):
-        stores = _stores(thread)
-        groups = stores["groups"]
-        done = groups[:max(len(groups) - keep, 0)]
-        del groups[:len(done)]
-        shared = thread.cta.shared
-        for group in done:
-            for store in group:
-                shared.release(store.claim)
-                # the source was read until now: a later writer must be ordered after this wait
-                thread.cta.machine.on_shared_access(
-                    thread, store.start, store.nbytes, False,
-                    f"the TMA store of {store.op.attrs['buffer']}", store.op)
-                stores["unwritten"].append(store.write)
-        stores["unwritten"] = [w for w in stores["unwritten"] if not w.done]
-        if writes:
-            scheduler = thread.cta.machine.scheduler
-            for write in stores["unwritten"]:
-                if write in scheduler.pending:
-                    scheduler.pending.remove(write)
-                write.complete()
-            stores["unwritten"] = []
-    return Step(run, op)
-
-
-__all__ = ["hardware_swizzle", "TensorMap", "tensor_map", "TmaLoad", "TmaStoreWrite"]
+__all__ = ["TensorMap", "tensor_map", "IssuedLoad", "IssuedStore", "StoreWrite",
+           "box_coords", "check_shared", "destinations", "shared_bytes", "store_groups"]

@@ -1,5 +1,5 @@
-"""Handlers of the wgmma ops (layoutkit.dsl.sm90.wgmma.ops): wgmma, wgmma_fence, wgmma_commit,
-wgmma_wait, wgmma_undef.
+"""The interpreter's model of wgmma (its ops' interpret facets, layoutkit.dsl.sm90.wgmma.ops,
+run on it): one execution per warpgroup, its shared-operand claims and its retirement.
 
 A wgmma is one execution per warpgroup: the 128 threads each contribute their accumulator and
 register-A values (a thread goes on at once, as on the GPU); the last to arrive computes the
@@ -11,15 +11,15 @@ a TMA load or a store into them meanwhile is a RaceError, and afterwards a write
 ordered after the last retiring thread (happens-before records the operand reads there).
 `wgmma_undef` values are `Undefined`; accumulating into one is an error. The first wgmma of a
 thread must follow an `lk.wgmma_fence()` (PTX ISA "wgmma.fence"); later fences are the trace-
-time protocol's to check (wgmma_protocol), which knows which registers other instructions wrote.
+time protocol's to check (sm90/wgmma/accumulators.py), which knows which registers other
+instructions wrote.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .collective import arrive
-from .errors import DivergenceError, ExecutionError
-from .executor import Step, handler
+from .errors import ExecutionError
 from .machine import Wait, WaitQueue, location_text
 from .unavailable import Pending, Undefined
 from .wgmma_math import (K_STEP, M_BLOCK, WARPGROUP, byte_runs, fragment, multiply,
@@ -54,7 +54,14 @@ class WgmmaExecution:
         return out
 
 
-def _operands(op):
+def wgmma_state(thread) -> dict:
+    """The thread's wgmma state: fenced yet, executions issued, the open group, the committed
+    groups (lists of WgmmaExecution)."""
+    return thread.state.setdefault("wgmma", {"fenced": False, "issued": 0, "open": [],
+                                             "groups": []})
+
+
+def operand_ids(op):
     """Value ids: (accumulators, register A values, shared origins, accumulate flag or None)."""
     a = op.attrs
     ids = [v.id for v in op.operands]
@@ -65,7 +72,7 @@ def _operands(op):
     return acc, regs, rest[:origins], flag
 
 
-def _claim(execution: WgmmaExecution, what: str) -> None:
+def claim_operands(execution: WgmmaExecution, what: str) -> None:
     shared = execution.cta.shared
     buffers = [execution.op.attrs[k]["buffer"] for k in ("a", "b")
                if execution.op.attrs[k]["kind"] == "shared"]
@@ -91,7 +98,7 @@ def _value(x, tid: int, op, accumulating: bool):
     return x
 
 
-def _compute(execution: WgmmaExecution, rendezvous) -> None:
+def compute(execution: WgmmaExecution, rendezvous) -> None:
     """Run the instructions of the op for the whole warpgroup (the last arrival does it)."""
     op, a = execution.op, execution.op.attrs
     m, n, kdim = a["m"], a["n"], a["k"]
@@ -125,70 +132,6 @@ def _compute(execution: WgmmaExecution, rendezvous) -> None:
         execution.results[t] = list(per_thread[i])
     execution.computed = True
     execution.queue.notify()
-
-
-@handler("wgmma")
-def _wgmma(op, compiler):
-    acc_ids, reg_ids, origin_ids, flag_id = _operands(op)
-    results = [r.id for r in op.results]
-    static_flag = op.attrs["accumulate"]
-    what = f"the wgmma at {location_text(op)}"
-
-    def run(thread):
-        cta, env = thread.cta, thread.env
-        state = thread.state.setdefault("wgmma", {"fenced": False, "issued": 0, "open": [],
-                                                  "groups": []})
-        if not state["fenced"]:
-            raise ExecutionError(
-                "this wgmma is the thread's first, and no lk.wgmma_fence() ran before it: "
-                "registers written by other instructions are not yet visible to the tensor "
-                "cores (PTX ISA 'wgmma.fence': required before the first wgmma)", op.location)
-        group = thread.tid // WARPGROUP
-        key = ("wgmma", group, state["issued"])
-        origins = tuple(env[v] for v in origin_ids)
-        flag = static_flag if flag_id is None else bool(env[flag_id])
-        executions = cta.state.setdefault("wgmma", {})
-        execution = executions.get(key)
-        if execution is None:
-            execution = executions[key] = WgmmaExecution(op, cta, group, origins, flag)
-            _claim(execution, what)
-        elif execution.op is op and (execution.origins, execution.flag) != (origins, flag):
-            raise DivergenceError(
-                f"thread {thread.tid} issues this wgmma with shared origins {origins} and "
-                f"accumulate={flag}, but its warpgroup's first thread gave {execution.origins} "
-                f"and accumulate={execution.flag}: the operands of a wgmma are the whole "
-                "warpgroup's (PTX .sync.aligned)", op.location)
-        hb = cta.machine.hb
-        if hb is not None and thread.lane == 0:       # each warp reads the operands
-            for start, nbytes in execution.runs:
-                hb.access(thread, start, nbytes, False, what, op)
-        payload = ([env[v] for v in acc_ids], [env[v] for v in reg_ids])
-        members = cta.threads[group * WARPGROUP:(group + 1) * WARPGROUP]
-        arrive(thread, key, members, op, "wgmma", payload,
-               lambda rendezvous: _compute(execution, rendezvous))
-        state["issued"] += 1
-        state["open"].append(execution)
-        for r, pending in zip(results, execution.pending):
-            env[r] = pending
-    return Step(run, op, preempt=True)
-
-
-@handler("wgmma_fence")
-def _fence(op, compiler):
-    def run(thread):
-        thread.state.setdefault("wgmma", {"fenced": False, "issued": 0, "open": [],
-                                          "groups": []})["fenced"] = True
-    return Step(run, op)
-
-
-@handler("wgmma_commit")
-def _commit(op, compiler):
-    def run(thread):
-        state = thread.state.get("wgmma")
-        if state is not None and state["open"]:
-            state["groups"].append(state["open"])
-            state["open"] = []
-    return Step(run, op)
 
 
 class ExecutionWait(Wait):
@@ -230,22 +173,7 @@ def _retire(thread, execution: WgmmaExecution) -> None:
         del executions[key]
 
 
-@handler("wgmma_wait")
-def _wait(op, compiler):
-    keep = op.attrs["pending"]
-
-    def run(thread):
-        state = thread.state.get("wgmma")
-        if state is None:
-            return None
-        groups = state["groups"]
-        done = groups[:max(len(groups) - keep, 0)]
-        del groups[:len(done)]
-        return _retire_all(thread, [e for group in done for e in group], op)
-    return Step(run, op)
-
-
-def _retire_all(thread, executions: list, op):
+def retire_all(thread, executions: list, op):
     """wgmma.wait_group is .sync.aligned: the warp's lanes pass it together. So the lanes meet
     (a warp rendezvous) once the groups are computed, and the last to arrive retires the
     groups for all of them and joins their clocks: a lane going on (an elected lane arriving
@@ -269,17 +197,5 @@ def _retire_all(thread, executions: list, op):
         yield met
 
 
-@handler("wgmma_undef")
-def _undef(op, compiler):
-    line = op.location.line if op.location is not None else "?"
-    results = [r.id for r in op.results]
-    value = Undefined(line)
-
-    def run(thread):
-        env = thread.env
-        for r in results:
-            env[r] = value
-    return Step(run, op)
-
-
-__all__ = ["WgmmaExecution"]
+__all__ = ["WgmmaExecution", "ExecutionWait", "claim_operands", "compute", "operand_ids",
+           "retire_all", "wgmma_state"]

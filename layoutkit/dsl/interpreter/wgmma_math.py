@@ -4,7 +4,7 @@ element addresses a matrix descriptor makes the tensor cores read, and the produ
 
 Fragments (PTX ISA "Register fragments", figures for .m64nNk16): thread T = 32w + 4g + t of
 the warpgroup holds element i of a 16-row block at row 16w + g + 8*((i>>1)&1), column
-8*(i>>2) + 2t + (i&1). Register order (the lowering, lower_wgmma.py): accumulator value v is
+8*(i>>2) + 2t + (i&1). Register order (the lowering, sm90/wgmma/ops.py): accumulator value v is
 d[v mod N/2] of the instruction for rows 64*(v div N/2)..; register-A value v is element
 v mod K/2 of k16 steps over rows 64*(v div K/2)...
 
@@ -19,7 +19,7 @@ W = the swizzle span in bytes, LBO/SBO the descriptor's byte offsets):
   MN-major, swizzled:   (r%(W/2))*2 + (r//(W/2))*LBO + (k%8)*W + (k//8)*SBO
 
 then the swizzle moves 16-byte chunks by the address bits, exactly as TMA writes them
-(ops_tma.hardware_swizzle). Products of bf16/f16 values are exact; each k16 instruction adds
+(layoutkit.ptx.isa.smem_swizzle). Products of bf16/f16 values are exact; each k16 instruction adds
 its 16 products to the f32 accumulator in float64 and rounds the sum to f32 once.
 
 >>> rows, cols = fragment(64, 8)
@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ops_tma import hardware_swizzle
+from layoutkit.ptx.isa import wgmma as isa
+from layoutkit.ptx.isa.smem_swizzle import span as swizzle_span
+from layoutkit.ptx.isa.smem_swizzle import swizzle_address
+from layoutkit.sync import WARPGROUP_THREADS as WARPGROUP
 
-WARPGROUP = 128
-M_BLOCK = 64
-K_STEP = 16
+M_BLOCK = isa.M
+K_STEP = isa.INPUTS["bf16"][0]
 ELEMENT_BYTES = 2        # bf16 / f16 operands
-SPANS = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 
 
 def fragment(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,7 +58,7 @@ def canonical_offsets(major: str, mode: str, rows: int, lbo: int, sbo: int) -> n
     """Byte offsets (rows, 16) of an instruction block's elements from its start address."""
     r = np.arange(rows)[:, None]
     k = np.arange(K_STEP)[None, :]
-    e, span = ELEMENT_BYTES, SPANS[mode]
+    e, span = ELEMENT_BYTES, swizzle_span(mode)
     if major == "K":
         if not span:
             return (r % 8) * 16 + (r // 8) * sbo + (k % 8) * e + (k // 8) * lbo
@@ -75,7 +76,7 @@ def operand_addresses(spec: dict, origin: int, rows: int) -> dict:
     out = {}
     for block, kstep, start in spec["starts"]:
         address = spec["base"] + (origin + start) * ELEMENT_BYTES
-        out[(block, kstep)] = hardware_swizzle(address + offsets, spec["mode"])
+        out[(block, kstep)] = swizzle_address(address + offsets, spec["mode"])
     return out
 
 

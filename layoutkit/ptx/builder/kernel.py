@@ -124,14 +124,6 @@ class Kernel:
         before its first write (its value is then undefined, as a wgmma accumulator's may be)."""
         return self._new(dtype, True)
 
-    def undefined(self, dtype: "PTXType | str") -> Reg:
-        """A fresh mutable register whose value is deliberately undefined until an instruction
-        writes it (a wgmma accumulator that the first wgmma overwrites, scale-d = 0): copying it
-        is not a read of a never-written register. No instruction is emitted."""
-        reg = self._new(dtype, True)
-        self._defined.add(reg.name)
-        return reg
-
     def regs(self, dtype: "PTXType | str", count: int) -> tuple[Reg, ...]:
         """`count` fresh SSA registers (e.g. an MMA accumulator fragment)."""
         return tuple(self.reg(dtype) for _ in range(count))

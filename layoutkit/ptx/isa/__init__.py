@@ -15,8 +15,8 @@ Use the arch namespace that matches the target: `isa.sm80` (Ampere-era forms) an
 Family modules: arith, bits, compare, convert, transcendental, warp, memory, atomic,
 async_copy, matrix, special, control; Hopper (sm_90/sm_90a): mbarrier, mbarrier_wait, tma,
 proxy_fence, wgmma, wgmma_descriptor, setmaxnreg, named_barrier, cluster, dsmem (their shared
-operand checks and feature versions in hopper_operands); `checks` holds the shared operand
-validation.
+operand checks and feature versions in hopper_operands; the shared-memory swizzle that TMA and
+wgmma share in smem_swizzle); `checks` holds the shared operand validation.
 
 >>> from layoutkit.ptx.builder import Module
 >>> from layoutkit.ptx.isa import sm90 as I

@@ -22,9 +22,12 @@ from .hopper_operands import (B64, RELAXED, SM90_PTX80, global_address, group_co
                               shared_address, u32_operand)
 
 S32, B16, F32 = TYPES["s32"], TYPES["b16"], TYPES["f32"]
-MAX_DIMS = 5
+MAX_DIMS = 5                        # .1d .. .5d: coordinates (and tensor-map dimensions)
 COMPLETE_TX = "mbarrier::complete_tx::bytes"
 BULK_ALIGN = 16
+SHARED_ALIGN = 128                  # bytes: the shared address of a tensor copy
+MULTICAST_MASK_BITS = 16            # the .b16 ctaMask: bit i = cluster rank i
+MAX_PENDING_BULK_GROUPS = (1 << 31) - 1     # cp.async.bulk.wait_group N
 # Reduction -> element types of the tensor map it accepts (PTX ISA, cp.reduce.async.bulk.tensor).
 REDUCE_TYPES = {
     "add": ("u32", "s32", "u64", "f32", "f16", "bf16"),
@@ -80,7 +83,7 @@ def _policy(k: Kernel, instr: str, cache_policy) -> list:
 
 def _mask(k: Kernel, instr: str, multicast):
     if isinstance(multicast, int) and not isinstance(multicast, bool):
-        imm_int(instr, "multicast", multicast, 1, 0xFFFF)
+        imm_int(instr, "multicast", multicast, 1, (1 << MULTICAST_MASK_BITS) - 1)
         return Imm(multicast, B16)
     return source(k, instr, "multicast", multicast, B16, imm=False)
 
@@ -212,7 +215,8 @@ def wait_group(k: Kernel, n: int = 0, *, read: bool = False, pred=None) -> None:
     """Wait until at most `n` most recent bulk groups are pending; with `read`, only until their
     SOURCES have been read (shared memory reusable, CTA may exit)."""
     instr = "cp.async.bulk.wait_group.read" if read else "cp.async.bulk.wait_group"
-    k.emit(instr, (group_count(instr, n, (1 << 31) - 1),), pred=pred, requires=SM90_PTX80)
+    k.emit(instr, (group_count(instr, n, MAX_PENDING_BULK_GROUPS),), pred=pred,
+           requires=SM90_PTX80)
 
 
 def create_policy(k: Kernel, primary: str = "evict_last", fraction=1.0, *, secondary=None,
@@ -241,6 +245,7 @@ def create_policy(k: Kernel, primary: str = "evict_last", fraction=1.0, *, secon
     return d
 
 
-__all__ = ["BULK_KINDS", "REDUCE_TYPES", "TensorOperand", "bulk_copy", "commit_group",
+__all__ = ["BULK_KINDS", "MAX_DIMS", "MAX_PENDING_BULK_GROUPS", "MULTICAST_MASK_BITS",
+           "REDUCE_TYPES", "SHARED_ALIGN", "TensorOperand", "bulk_copy", "commit_group",
            "create_policy", "load", "prefetch", "prefetch_tensormap", "reduce", "store",
            "wait_group"]

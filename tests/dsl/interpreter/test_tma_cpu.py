@@ -9,8 +9,8 @@ import pytest
 
 from layoutkit.dsl.interpreter import (DeadlockError, MemoryFaultError, RaceError, interpret,
                                        run_ir, to_bf16)
-from layoutkit.dsl.interpreter.ops_tma import hardware_swizzle
 from layoutkit.dsl.sm90.tma.derive import tma_swizzle
+from layoutkit.ptx.isa.smem_swizzle import swizzle_address
 
 from .. import source_lines
 from ..test_tma_kernels import SWIZZLES, tile_layout, tma_multicast, tma_round_trip
@@ -52,7 +52,7 @@ def test_hardware_swizzle_is_the_derived_element_swizzle(mode, element_bytes):
     elements = np.arange(4096 // element_bytes)
     sw = tma_swizzle(mode, element_bytes)
     derived = np.array([sw(int(x)) for x in elements]) * element_bytes
-    np.testing.assert_array_equal(hardware_swizzle(elements * element_bytes, mode), derived)
+    np.testing.assert_array_equal(swizzle_address(elements * element_bytes, mode), derived)
 
 
 def test_a_tma_mode_other_than_the_layouts_swizzle_scrambles_the_tile():

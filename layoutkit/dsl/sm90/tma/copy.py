@@ -1,7 +1,7 @@
 """TMA copies between a global tensor's tile and a shared tile, every hardware fact derived from
 the two layouts: the tensor map (dims, strides) from the global tensor's layout and bounds, the
 box and swizzle mode from the shared layout, the coordinates from the tile's position, and the
-bytes a load charges to its mbarrier from the box (see tma_derive.py for the rules).
+bytes a load charges to its mbarrier from the box (see derive.py for the rules).
 
     A = lk.global_tensor(a, Layout((M, K), (K, 1)))                   # bf16, row-major
     sA = lk.shared_tensor(ComposedLayout(Swizzle(3, 3, 3), 0, Layout((128, 64), (64, 1))), lk.bf16)
@@ -46,8 +46,8 @@ from __future__ import annotations
 import sympy
 
 from layoutkit.algebra import Layout, size
+from layoutkit.ptx.isa.tma import MAX_PENDING_BULK_GROUPS
 
-from ...core import verifier
 from ..cluster import block_rank_in_cluster
 from ...core.errors import TraceError
 from ...lang.global_tensor import GlobalTensor
@@ -57,7 +57,7 @@ from ...core.sync_trace import sync_state
 from .derive import SMEM_ALIGN, TmaError, plan_copies, tensor_modes, tile_to_modes
 from .tensor_map import tensormap_param
 from ...core.tracer import current
-from ...core.types import TensorMapType, i32
+from ...core.types import i32
 
 AXES = "xyz"
 
@@ -218,51 +218,14 @@ def tma_store_wait(pending: int = 0, *, writes: bool = False) -> None:
     CTA may exit); `writes=True` until the global writes are done (this kernel reads them)."""
     what = "lk.tma_store_wait"
     trace = current(what)
-    if isinstance(pending, bool) or not isinstance(pending, int) or not 0 <= pending < 1 << 31:
-        raise TraceError(f"{what}: pending is a non-negative Python int (groups that may stay "
-                         f"in flight), got {pending!r}")
+    if isinstance(pending, bool) or not isinstance(pending, int) or \
+            not 0 <= pending <= MAX_PENDING_BULK_GROUPS:
+        raise TraceError(f"{what}: pending is a non-negative Python int, at most "
+                         f"{MAX_PENDING_BULK_GROUPS} (groups that may stay in flight), got "
+                         f"{pending!r}")
     if not isinstance(writes, bool):
         raise TraceError(f"{what}: writes is True or False, got {writes!r}")
     trace.emit("tma_store_wait", (), (), {"pending": pending, "writes": writes})
-
-
-# ---- verifier rules -----------------------------------------------------------------------
-def _check_copy(op, leading: int) -> None:
-    ops, a = op.operands, op.attrs
-    rank = len(a.get("box", ()))
-    extra = 1 if op.name == "tma_load" and a.get("multicast") else 0
-    if op.results or len(ops) != leading + rank + extra or not 1 <= rank <= 5:
-        verifier.fail(op, "takes the tensor map, " + ("the barrier offset, " if leading == 3
-                                                      else "") +
-                      "the shared offset and one i32 coordinate per box dimension (1..5)"
-                      + (", then the multicast mask base" if extra else ""))
-    if not isinstance(ops[0].type, TensorMapType):
-        verifier.fail(op, "its first operand is a tensormap parameter")
-    if any(v.type != i32 for v in ops[1:]):
-        verifier.fail(op, "its offsets and coordinates are i32")
-    if len(a.get("coords", ())) != rank or len(a.get("modes", ())) != rank:
-        verifier.fail(op, "attrs coords and modes have one entry per box dimension")
-    if not isinstance(a.get("bytes"), int) or a["bytes"] <= 0:
-        verifier.fail(op, "attr bytes is a positive int")
-
-
-@verifier.op_rule("tma_load")
-def _check_load(op) -> None:
-    _check_copy(op, 3)
-
-
-@verifier.op_rule("tma_store")
-def _check_store(op) -> None:
-    _check_copy(op, 2)
-
-
-@verifier.op_rule("tma_store_commit", "tma_store_wait")
-def _check_group(op) -> None:
-    if op.operands or op.results or op.blocks:
-        verifier.fail(op, "takes no operands and has no results")
-    if op.name == "tma_store_wait" and not (isinstance(op.attrs.get("pending"), int)
-                                            and isinstance(op.attrs.get("writes"), bool)):
-        verifier.fail(op, "attrs pending (int) and writes (bool)")
 
 
 __all__ = ["tma_load", "tma_store", "tma_store_commit", "tma_store_wait", "TmaError"]

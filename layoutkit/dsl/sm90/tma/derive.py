@@ -30,17 +30,19 @@ from dataclasses import dataclass
 import sympy
 
 from layoutkit.algebra import Layout, LayoutError, Swizzle, coalesce, composition, flatten, size
+from layoutkit.ptx.isa import smem_swizzle
+from layoutkit.ptx.isa.tma import SHARED_ALIGN as SMEM_ALIGN
+from layoutkit.ptx.tensormap import INNER_BOX_MULTIPLE as INNER_MULTIPLE
+from layoutkit.ptx.tensormap import MAX_BOX, MAX_RANK, STRIDE_MULTIPLE
 
 from ...core.errors import TraceError
 from ...core.facts import provably_divisible
 
-MAX_BOX = 256                 # elements per box dimension (cuTensorMapEncodeTiled boxDim)
-MAX_RANK = 5                  # tensor-map dimensions
-SMEM_ALIGN = 128              # bytes: shared address of a tensor copy (CUDA guide, TMA)
-STRIDE_MULTIPLE = 16          # bytes: global strides of dimensions 1.. (cuTensorMapEncodeTiled)
-INNER_MULTIPLE = 16           # bytes: the inner box dimension
-SWIZZLE_SPANS = {1: 32, 2: 64, 3: 128}     # Swizzle bits -> bytes of one swizzled row
+# The hardware's limits (box extents, rank, stride and inner-box multiples, the shared address
+# alignment) and its swizzle modes are the ptx layer's (layoutkit.ptx.tensormap, isa.tma,
+# isa.smem_swizzle); this module derives a copy from layouts under them.
 MAX_COPIES = 1024             # a tile that needs more boxes than this is refused (loop instead)
+TMA_SWIZZLES = tuple(m for m in smem_swizzle.MODES if m != "none")     # "32B", "64B", "128B"
 
 
 class TmaError(TraceError):
@@ -53,10 +55,11 @@ def tma_swizzle(mode: str, element_bytes: int) -> Swizzle | None:
     >>> str(tma_swizzle("128B", 2)), str(tma_swizzle("64B", 4)), tma_swizzle("none", 2)
     ('Sw<3,3,3>', 'Sw<2,2,3>', None)
     """
-    if mode == "none":
+    bits = smem_swizzle.bits(mode)
+    if not bits:
         return None
-    bits = {v: k for k, v in SWIZZLE_SPANS.items()}[int(mode.removesuffix("B"))]
-    return Swizzle(bits, 4 - (element_bytes.bit_length() - 1), 3)
+    chunk = smem_swizzle.CHUNK_BYTES // element_bytes         # elements per 16-byte chunk
+    return Swizzle(bits, chunk.bit_length() - 1, smem_swizzle.XOR_SHIFT)
 
 
 def swizzle_mode(swizzle: Swizzle | None, element_bytes: int, what: str) -> str:
@@ -64,11 +67,10 @@ def swizzle_mode(swizzle: Swizzle | None, element_bytes: int, what: str) -> str:
     offsets of `element_bytes` data, or a TmaError listing the ones TMA has."""
     if swizzle is None:
         return "none"
-    for bits, span in SWIZZLE_SPANS.items():
-        if swizzle == tma_swizzle(f"{span}B", element_bytes):
-            return f"{span}B"
-    choices = ", ".join(f"{tma_swizzle(f'{s}B', element_bytes)} ({s}B)"
-                        for s in SWIZZLE_SPANS.values())
+    for mode in TMA_SWIZZLES:
+        if swizzle == tma_swizzle(mode, element_bytes):
+            return mode
+    choices = ", ".join(f"{tma_swizzle(mode, element_bytes)} ({mode})" for mode in TMA_SWIZZLES)
     raise TmaError(f"{what}: the shared layout's swizzle {swizzle} is not a TMA swizzle for "
                    f"{element_bytes}-byte elements; TMA writes {choices} or no swizzle")
 
@@ -205,7 +207,7 @@ def plan_copies(element_bytes: int, *, contiguous: int | None, tile_extents, sha
     TMA cannot write that shared layout."""
     e = element_bytes
     mode = swizzle_mode(swizzle, e, what)
-    span = {"none": None, "32B": 32, "64B": 64, "128B": 128}[mode]
+    span = smem_swizzle.span(mode) or None
     if contiguous is None:
         raise TmaError(f"{what}: no mode of the global tensor has stride 1; TMA's innermost "
                        "dimension must be contiguous in global memory")
@@ -306,7 +308,7 @@ def _check_disjoint(copies, box_elems: int, what: str) -> None:
 
 
 def _check_alignment(starts, offset, e: int, span, what: str) -> None:
-    align = SMEM_ALIGN if span is None else max(SMEM_ALIGN, 8 * span)
+    align = SMEM_ALIGN if span is None else max(SMEM_ALIGN, smem_swizzle.PERIOD_ROWS * span)
     elems = align // e
     for start in starts:
         at = sympy.sympify(offset) + start

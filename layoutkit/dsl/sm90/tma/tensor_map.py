@@ -8,14 +8,14 @@ from __future__ import annotations
 import sympy
 
 from layoutkit.ptx import TensorMap, device_address
-from layoutkit.ptx.tensormap import TensorMapError, encode_tiled_arguments
+from layoutkit.ptx.tensormap import (MAX_DIM, STRIDE_MULTIPLE, TensorMapError,
+                                     encode_tiled_arguments)
 
 from ...core.errors import KernelArgumentError
-from .derive import STRIDE_MULTIPLE, TmaError
+from .derive import TmaError
 from ...core.types import tensormap
 
 MAX_CACHED_MAPS = 64
-MAX_DIM = 1 << 32
 
 
 def _compile(expr, index_of: dict):

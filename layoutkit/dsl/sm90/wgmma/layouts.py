@@ -19,14 +19,15 @@ from __future__ import annotations
 import numpy as np
 
 from layoutkit.algebra import Layout, flatten
+from layoutkit.ptx.isa import wgmma as isa
+from layoutkit.sync import WARPGROUP_THREADS as WARPGROUP   # threads that issue one wgmma
 
 from ...core.errors import LayoutMismatchError, TraceError
 from ...core.values import TVLayout
 
-WARPGROUP = 128     # threads that issue one wgmma (4 aligned warps)
-M_BLOCK = 64        # rows of one wgmma instruction
-N_STEP, N_MAX = 8, 256
-K_STEP = 16         # K of one f16/bf16 instruction
+M_BLOCK = isa.M                        # rows of one wgmma instruction
+N_STEP, N_MAX = isa.N_STEP, isa.N_MAX  # its N
+K_STEP = isa.INPUTS["bf16"][0]         # its K for f16/bf16 (the same for both)
 
 
 def _fragment(rows: int, cols: int) -> TVLayout:
@@ -146,4 +147,4 @@ def check_fragment(what: str, operand: str, got: TVLayout, expected: TVLayout) -
 
 __all__ = ["wgmma_accumulator_layout", "wgmma_a_layout", "warpgroup_stack", "same_function",
            "index_table",
-           "check_fragment", "WARPGROUP", "M_BLOCK", "K_STEP"]
+           "check_fragment", "WARPGROUP", "M_BLOCK", "K_STEP", "N_STEP", "N_MAX"]

@@ -26,7 +26,7 @@ import numpy as np
 import sympy
 
 from layoutkit.algebra import Layout, Swizzle, size
-from layoutkit.ptx.isa import wgmma_descriptor
+from layoutkit.ptx.isa import smem_swizzle, wgmma_descriptor
 
 from ...core.errors import SharedMemoryError, TraceError
 from ...core.facts import provably_divisible
@@ -34,8 +34,9 @@ from ...lang.shared import SharedTensor
 from ...core.types import DType
 from .layouts import K_STEP, index_table
 
-CHUNK_BYTES = 16
-SWIZZLE_MODES = {0: "none", 1: "32B", 2: "64B", 3: "128B"}     # Swizzle bits -> mode
+CHUNK_BYTES = smem_swizzle.CHUNK_BYTES          # 16: a core-matrix row, the swizzle's unit
+SWIZZLED = tuple(b for b in smem_swizzle.MODES.values() if b)     # Swizzle bits 1, 2, 3
+FIELD_ALIGN = wgmma_descriptor.FIELD_ALIGN      # a descriptor's LBO/SBO unit, in bytes
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,11 @@ def _mode_of(what: str, operand: str, tensor: SharedTensor) -> tuple[str, int]:
     sw = tensor.swizzle
     if sw is None:
         return "none", 0
-    if sw.bits in (1, 2, 3) and sw.base == base and sw.shift == 3:
-        return SWIZZLE_MODES[sw.bits], sw.bits
-    allowed = ", ".join(f"{str(Swizzle(b, base, 3))} ({SWIZZLE_MODES[b]})" for b in (1, 2, 3))
+    shift = smem_swizzle.XOR_SHIFT
+    if sw.bits in SWIZZLED and sw.base == base and sw.shift == shift:
+        return smem_swizzle.mode_of_bits(sw.bits), sw.bits
+    allowed = ", ".join(f"{str(Swizzle(b, base, shift))} ({smem_swizzle.mode_of_bits(b)})"
+                        for b in SWIZZLED)
     raise SharedMemoryError(f"{what}: {operand}'s swizzle {sw} is not a wgmma swizzle; for "
                             f"{dtype} the forms are no swizzle, {allowed}")
 
@@ -157,8 +160,8 @@ def shared_operand(what: str, role: str, tensor, rows: int, block: int,
     mode, bits = _mode_of(what, f"operand {role}", tensor)
     e = tensor.dtype.nbytes
     unit = CHUNK_BYTES // e
-    width = (CHUNK_BYTES << bits) // e if bits else unit      # swizzle row, in elements
-    repeat = 8 * width if bits else unit                        # elements per swizzle period
+    width = smem_swizzle.span(mode) // e if bits else unit     # swizzle row, in elements
+    repeat = smem_swizzle.repeat(mode) // e if bits else unit  # elements per swizzle period
     table = index_table(layout).reshape(got_k, rows).T          # table[r, k] = layout(r, k)
     first = table[:block, :K_STEP] - table[0, 0]
     major = "K" if first[0, 1] == 1 else "MN" if block > 1 and first[1, 0] == 1 else None
@@ -194,13 +197,13 @@ def shared_operand(what: str, role: str, tensor, rows: int, block: int,
             _check_start(what, operand, tensor, mode, start, unit, width, repeat, j, b)
             starts.append((b, j, start))
     lbo, sbo = found
-    lbo_bytes = CHUNK_BYTES if lbo is None else lbo * e
-    sbo_bytes = (8 * width * e if major == "K" else CHUNK_BYTES) if sbo is None else sbo * e
+    lbo_bytes = FIELD_ALIGN if lbo is None else lbo * e
+    sbo_bytes = (8 * width * e if major == "K" else FIELD_ALIGN) if sbo is None else sbo * e
     for name, value in (("LBO", lbo_bytes), ("SBO", sbo_bytes)):
-        if not 0 <= value < wgmma_descriptor.ADDRESS_LIMIT or value % CHUNK_BYTES:
+        if not 0 <= value < wgmma_descriptor.ADDRESS_LIMIT or value % FIELD_ALIGN:
             raise SharedMemoryError(
                 f"{what}: {operand}: the descriptor's {name} would be {value} bytes; it is a "
-                f"multiple of {CHUNK_BYTES} in 0..{wgmma_descriptor.ADDRESS_LIMIT - CHUNK_BYTES} "
+                f"multiple of {FIELD_ALIGN} in 0..{wgmma_descriptor.ADDRESS_LIMIT - FIELD_ALIGN} "
                 f"({_form(major, mode, unit, width)})")
     return SharedOperand(role, tensor, layout, major, mode, lbo_bytes, sbo_bytes, tuple(starts))
 
@@ -232,4 +235,4 @@ def _check_start(what, operand, tensor: SharedTensor, mode: str, start: int, uni
             f"16-byte step along its first {width}-element row")
 
 
-__all__ = ["SharedOperand", "shared_operand", "rank2", "SWIZZLE_MODES"]
+__all__ = ["SharedOperand", "shared_operand", "rank2"]

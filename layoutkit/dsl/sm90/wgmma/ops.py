@@ -1,212 +1,345 @@
-"""Warpgroup MMA in the kernel DSL (sm_90a): `lk.wgmma(acc, a, b)` and its fence/commit/wait.
+"""The wgmma ops of the IR, one definition each: wgmma, wgmma_fence, wgmma_commit, wgmma_wait,
+wgmma_undef (sm_90a). The user API that emits them is `mma.py` (its docstring lists their
+operands and attrs); the accumulator-use rules they obey are `accumulators.py`.
 
-One warpgroup (128 threads, 4 aligned warps: %tid.x // 128) issues each wgmma and owns its
-accumulator; register tensors here use the thread's index in its warpgroup (%tid.x % 128).
-Every thread of the warpgroup must execute the same wgmma ops (PTX `.sync.aligned`).
+Lowering. Accumulators stay in place: a result takes its operand's (mutable) registers when
+the in-place rule allows (accumulators.Facts.in_place); otherwise it gets fresh registers,
+filled by copies (none when the wgmma does not accumulate). Copies and the packing of a
+register A operand into .b32 pairs (low half = even value, PTX register fragments) are register
+writes, so a `wgmma.fence` follows them. A descriptor is built once per operand from its runtime
+start address (smem + buffer + origin) and advanced by a constant per instruction.
 
-    acc = lk.full(lk.wgmma_accumulator_layout(256), 0.0)   # or lk.wgmma_accumulator(256)
-    loop = lk.range(0, k_tiles, carry=(acc,))
-    for kt, (acc,) in loop:
-        lk.wgmma_fence()                          # registers written before here are visible
-        acc = lk.wgmma(acc, sA, sB, accumulate=kt > 0)  # D (+)= A[64,K] * B[N,K]^T, in place
-        lk.wgmma_commit()
-        lk.wgmma_wait(0)                          # acc may be read after this
-        loop.next(acc)
+Interpretation (interpreter/ops_wgmma.py holds the model): one execution per warpgroup, its
+result registers `Pending` until a covering wgmma_wait, its shared operands claimed until every
+thread of the warpgroup has retired it; a thread's first wgmma must follow a wgmma_fence.
 
-Operands: `a` is a shared tile (M x K) or a bf16/f16 register tensor in lk.wgmma_a_layout(K, M)
-(e.g. an f32 accumulator cast to bf16: the layouts coincide); `b` is a shared tile N x K (use
-`tile.T` for a K x N tile). Shared tiles must have a canonical K-major or MN-major layout
-(none/32B/64B/128B swizzle; see wgmma_operands) and the descriptors are derived from it.
-Accumulators are updated in place; the protocol (wgmma_protocol) is checked at each
-lk.wgmma_wait and again before lowering.
-
-IR ops (name: operands -> results; attrs):
-  wgmma_fence:  ->                       (wgmma.fence: order earlier register writes first)
-  wgmma_commit: ->                       (close the group of this warpgroup's uncommitted wgmmas)
-  wgmma_wait:   ->                       pending: wait until at most `pending` (0..7) committed
-                                         groups of this warpgroup are in flight
-  wgmma_undef:  -> f32*count             layout: an accumulator with undefined values
-  wgmma:        acc(f32*acc_count)[, a(a_count values)][, a_origin(i32)], b_origin(i32)
-                [, accumulate(bool)] -> f32*acc_count
-                m, n, k, dtype, acc_layout, acc_count, a_count, accumulate (True, False, or
-                None: the bool operand decides), a, b. `a`/`b`: {"kind": "registers",
-                "layout": TVLayout} or {"kind": "shared", "buffer", "base" (byte offset of the
-                buffer), "layout" (rank-2 Layout: rows x K element offsets), "swizzle" ((B,M,S)
-                or None), "major", "mode", "lbo", "sbo" (bytes), "starts"}: element (r, k) of a
-                shared operand is element swizzle(origin + layout(r, k)) of the buffer, origin
-                the *_origin operand. Result: D = A @ B^T (+ acc when accumulating), A m x k,
-                B n x k, D in acc_layout. Shared operands are read until the wgmma_wait that
-                retires the wgmma's group (wgmma_protocol.retiring_waits).
+Effects (the protocol check): a wgmma reads its shared operands through the async proxy;
+commit and wait close and retire the warpgroup's groups. The fence has none the protocol check
+follows (the fence rules are the accumulator checker's), nor has an undefined accumulator.
 """
 from __future__ import annotations
 
+from layoutkit.algebra import cosize
+from layoutkit.ptx.builder import Reg
+from layoutkit.ptx.isa import arith, convert
+from layoutkit.ptx.isa import wgmma as isa
+from layoutkit.ptx.isa import wgmma_descriptor as descriptors
+from layoutkit.sync import kernel_model as km
 
-from ...core import verifier
-from ...lang.control import condition
-from ...core.errors import TraceError
-from ...lang.shared import SharedTensor
-from ...core.tracer import current
-from ...core.types import bf16, bool_, f16, f32, i32
-from ...core.values import RegisterTensor, Scalar
-from .layouts import (K_STEP, M_BLOCK, WARPGROUP, check_fragment, warpgroup_stack,
-                            wgmma_a_layout, wgmma_accumulator_layout)
-from .operands import rank2, shared_operand
-from .accumulators import FENCE, MMA, UNDEF, WAIT, check
+from ...core.opdef import SM90A, NoEffects, OpDef
+from ...core.types import DTYPES, bool_, f32, i32
+from ...core.verifier import fail
+from ...interpreter.collective import arrive
+from ...interpreter.errors import DivergenceError, ExecutionError
+from ...interpreter.executor import Step
+from ...interpreter.machine import location_text
+from ...interpreter.ops_wgmma import (WgmmaExecution, claim_operands, compute, operand_ids,
+                                      retire_all, wgmma_state)
+from ...interpreter.unavailable import Undefined
+from .accumulators import check, register_a
+from .layouts import K_STEP, M_BLOCK, WARPGROUP
 
-MAX_PENDING = 7          # wgmma.wait_group N: 0..7 (layoutkit.ptx.isa.wgmma)
-INPUT_TYPES = (bf16, f16)
-
-
-def _trace(what: str):
-    trace = current(what)
-    if trace.fn.num_warps % 4:
-        raise TraceError(f"{what}: wgmma is issued by warpgroups of 4 warps; the kernel runs "
-                         f"num_warps={trace.fn.num_warps}, not a multiple of 4")
-    return trace
+SM90A_ONLY = frozenset({SM90A})
 
 
-def wgmma_fence() -> None:
-    """`wgmma.fence`: register writes before it (accumulators, the A operand) are seen by the
-    wgmmas after it. Needed before the first wgmma and after other instructions touched its
-    registers; not between wgmmas chaining on one accumulator."""
-    _trace("lk.wgmma_fence()").emit(FENCE, (), ())
-
-
-def wgmma_commit() -> None:
-    """`wgmma.commit_group`: the wgmmas issued since the last commit become one group."""
-    _trace("lk.wgmma_commit()").emit("wgmma_commit", (), ())
-
-
-def wgmma_wait(pending: int = 0) -> None:
-    """`wgmma.wait_group pending`: wait until at most `pending` of this warpgroup's committed
-    groups are in flight; the results (and shared operands) of the others are then free."""
-    trace = _trace("lk.wgmma_wait()")
-    if isinstance(pending, bool) or not isinstance(pending, int) or \
-            not 0 <= pending <= MAX_PENDING:
-        raise TraceError(f"lk.wgmma_wait(pending): pending is a Python int in 0..{MAX_PENDING} "
-                         f"(an immediate of wgmma.wait_group), got {pending!r}")
-    trace.emit(WAIT, (), (), {"pending": pending})
-    open_blocks = frozenset(id(b) for b in trace.blocks[1:])
-    check(trace.fn, open_blocks)
-
-
-def wgmma_accumulator(n: int, m: int = M_BLOCK) -> RegisterTensor:
-    """An f32 accumulator in lk.wgmma_accumulator_layout(n, m) whose values are undefined (no
-    instructions, no zero fill): the first wgmma into it takes accumulate=False."""
-    layout = wgmma_accumulator_layout(n, m)
-    trace = _trace("lk.wgmma_accumulator")
-    values = trace.emit(UNDEF, (), [f32] * layout.num_values, {"layout": layout})
-    return RegisterTensor(f32, layout, values)
-
-
-def _accumulate(trace, accumulate):
-    """(attr, operand Value or None) for accumulate=True/False/bool scalar/relation."""
-    if isinstance(accumulate, bool):
-        return accumulate, None
-    if isinstance(accumulate, Scalar) and accumulate.dtype != bool_:
-        raise TraceError(f"lk.wgmma: accumulate is a bool (True, False, or a runtime bool such "
-                         f"as kt > 0), got a {accumulate.dtype} scalar")
-    try:
-        return None, condition(trace, accumulate)
-    except TraceError:
-        raise TraceError(f"lk.wgmma: accumulate is True, False, a bool scalar or a comparison of "
-                         f"kernel integers (e.g. kt > 0), got {accumulate!r}") from None
-
-
-def wgmma(acc: RegisterTensor, a, b: SharedTensor, *, accumulate=True) -> RegisterTensor:
-    """acc + a @ b^T (or a @ b^T where `accumulate` is false), as a new accumulator in the
-    same registers; `acc` may not be read afterwards. acc: f32 in
-    lk.wgmma_accumulator_layout(N, M); a: shared M x K or registers in lk.wgmma_a_layout(K, M);
-    b: shared N x K; bf16 or f16, K a multiple of 16. Issues K/16 * M/64 instructions."""
-    what = "lk.wgmma"
-    trace = _trace(what)
-    if not isinstance(acc, RegisterTensor) or acc.dtype != f32:
-        raise TraceError(f"{what}: acc is an f32 register tensor in lk.wgmma_accumulator_layout "
-                         f"(e.g. lk.full(layout, 0.0)), got {acc!r}")
-    if len(acc.layout.tile) != 2:
-        raise TraceError(f"{what}: acc covers a 2-D (M, N) tile, got {acc.layout}")
-    m, n = acc.layout.tile
-    check_fragment(what, "acc", acc.layout, wgmma_accumulator_layout(n, m))
-    if isinstance(a, RegisterTensor):
-        if a.dtype not in INPUT_TYPES:
-            raise TraceError(f"{what}: a register A operand is bf16 or f16 (cast an f32 tensor "
-                             f"with lk.cast(x, lk.bf16)), got {a.dtype}")
-        tile = tuple(a.layout.tile)
-        if len(tile) != 2 or tile[0] != m or not isinstance(tile[1], int) or tile[1] % K_STEP:
-            raise TraceError(f"{what}: the register A operand covers an (M, K) = ({m}, K) tile "
-                             f"with K a multiple of {K_STEP}, got {a.layout}")
-        kdim = tile[1]
-        check_fragment(what, "the register A operand", a.layout, wgmma_a_layout(kdim, m))
-        a_attrs, a_operands, a_count = {"kind": "registers", "layout": a.layout}, list(a.values), \
-            len(a.values)
-        dtype = a.dtype
-    elif isinstance(a, SharedTensor):
-        sa = shared_operand(what, "A", a, m, M_BLOCK)
-        kdim, dtype = rank2(what, "operand A", a)[1].size(), a.dtype
-        if dtype not in INPUT_TYPES:
-            raise TraceError(f"{what}: shared operands are bf16 or f16, got {dtype}")
-        a_attrs, a_operands, a_count = sa.attrs(), [trace.index(a.offset, i32)], 0
-    else:
-        raise TraceError(f"{what}: a is a shared tile (M x K) or a bf16/f16 register tensor in "
-                         f"lk.wgmma_a_layout, got {a!r}")
-    if isinstance(b, SharedTensor) and b.dtype != dtype:
-        raise TraceError(f"{what}: A and B have one element type; A is {dtype}, B is {b.dtype}")
-    sb = shared_operand(what, "B", b, n, n, kdim)
-    flag, pred = _accumulate(trace, accumulate)
-    operands = list(acc.values) + a_operands + [trace.index(b.offset, i32)] + \
-        ([pred] if pred is not None else [])
-    attrs = {"m": m, "n": n, "k": kdim, "dtype": dtype.name, "acc_layout": acc.layout,
-             "acc_count": len(acc.values), "a_count": a_count, "accumulate": flag,
-             "a": a_attrs, "b": sb.attrs()}
-    results = trace.emit(MMA, operands, [f32] * len(acc.values), attrs)
-    return RegisterTensor(f32, acc.layout, results)
-
-
-# ---- verifier rules ---------------------------------------------------------------------------
-@verifier.op_rule(FENCE, "wgmma_commit")
-def _check_plain(op) -> None:
+def _verify_plain(op) -> None:
     if op.operands or op.results:
-        verifier.fail(op, "takes no operands and has no results")
+        fail(op, "takes no operands and has no results")
 
 
-@verifier.op_rule(WAIT)
-def _check_wait(op) -> None:
-    pending = op.attrs.get("pending")
-    if op.operands or op.results or not isinstance(pending, int) or \
-            not 0 <= pending <= MAX_PENDING:
-        verifier.fail(op, f"takes no operands, has no results and pending in 0..{MAX_PENDING}")
+# ---- lowering helpers ------------------------------------------------------------------------
+def _facts(lw):
+    """The accumulator check of the whole function (once per lowering), and its facts."""
+    facts = getattr(lw, "_wgmma_checked_facts", None)
+    if facts is None:
+        facts = lw._wgmma_checked_facts = check(lw.fn).facts
+    return facts
 
 
-@verifier.op_rule(UNDEF)
-def _check_undef(op) -> None:
-    layout = op.attrs.get("layout")
-    if op.operands or layout is None or len(op.results) != layout.num_values or \
-            any(r.type != f32 for r in op.results):
-        verifier.fail(op, "gives one f32 per value of its layout and takes no operands")
+def _descriptor_base(lw, spec: dict, origin, nbytes: int):
+    """The descriptor of the operand's element `origin` (its tile origin)."""
+    k = lw.k
+    offset = lw.operand(origin)
+    if isinstance(offset, int):
+        address = arith.add(k, lw.smem, spec["base"] + offset * nbytes, dtype="u32")
+    else:
+        if offset.type.name != "u32":
+            offset = convert.mov(k, offset, dtype="b32", out=k.reg("u32"))
+        address = arith.mad(k, offset, nbytes, lw.smem, mode="lo", dtype="u32")
+        if spec["base"]:
+            address = arith.add(k, address, spec["base"], dtype="u32")
+    return descriptors.make_descriptor(k, address, lbo=spec["lbo"], sbo=spec["sbo"],
+                                       swizzle=spec["mode"])
 
 
-@verifier.op_rule(MMA)
-def _check_mma(op) -> None:
-    a = op.attrs
-    count, a_count = a["acc_count"], a["a_count"]
-    m, n, k = a["m"], a["n"], a["k"]
-    if count != m * n // WARPGROUP or len(op.results) != count or \
-            any(v.type != f32 for v in (*op.operands[:count], *op.results)):
-        verifier.fail(op, f"an m{m}n{n} accumulator is {m * n // WARPGROUP} f32 values in and out")
-    rest = list(op.operands[count:])
-    if a["a"]["kind"] == "registers":
-        regs, rest = rest[:a_count], rest[a_count:]
-        if a_count != m * k // WARPGROUP or any(v.type.name != a["dtype"] for v in regs):
-            verifier.fail(op, f"a register A operand is {m * k // WARPGROUP} {a['dtype']} values")
-    elif a_count != 0:
-        verifier.fail(op, "a shared A operand has no register values")
-    origins = 2 if a["a"]["kind"] == "shared" else 1
-    expected = origins + (1 if a["accumulate"] is None else 0)
-    if len(rest) != expected or any(v.type != i32 for v in rest[:origins]) or \
-            (a["accumulate"] is None and rest[-1].type != bool_):
-        verifier.fail(op, "after the registers come the i32 shared origins, then the bool "
-                          "accumulate operand when accumulate is None")
+def _descriptors(lw, spec: dict, origin, nbytes: int) -> dict:
+    """(block, kstep) -> descriptor register of each instruction."""
+    base = _descriptor_base(lw, spec, origin, nbytes)
+    out = {}
+    for block, kstep, start in spec["starts"]:
+        out[(block, kstep)] = base if start == 0 else \
+            descriptors.advance_descriptor(lw.k, base, start * nbytes)
+    return out
 
 
-__all__ = ["wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_accumulator",
-           "wgmma_accumulator_layout", "wgmma_a_layout", "warpgroup_stack"]
+def _accumulator_registers(lw, op, facts) -> tuple[list[Reg], bool]:
+    """The registers the wgmma writes, and whether filling them wrote registers."""
+    k, a = lw.k, op.attrs
+    flags = facts.in_place(op)
+    regs, wrote = [], False
+    for v, in_place in zip(op.operands[:a["acc_count"]], flags):
+        src = lw.vals[v.id]
+        if in_place and isinstance(src, Reg) and src.mutable:
+            regs.append(src)
+            continue
+        var = k.var("f32")
+        if a["accumulate"] is not False:
+            convert.mov(k, src, dtype="f32", out=var)
+            wrote = True
+        regs.append(var)
+    return regs, wrote
+
+
+def _register_a(lw, op, blocks: int, ksteps: int) -> dict:
+    """(block, kstep) -> the 4 .b32 registers packing that instruction's A values."""
+    values = [lw.reg(v) for v in register_a(op)]
+    per_block = op.attrs["k"] // 2                    # values of one row block, all k-steps
+    per_step = 2 * isa.A_REGISTERS                     # values of one instruction
+    out = {}
+    for b in range(blocks):
+        for j in range(ksteps):
+            first = b * per_block + per_step * j
+            out[(b, j)] = tuple(convert.pack(lw.k, values[first + 2 * q:first + 2 * q + 2])
+                                for q in range(isa.A_REGISTERS))
+    return out
+
+
+class Wgmma(OpDef):
+    """wgmma.mma_async over an (m, n, k) tile: m/64 row blocks times k/16 k-steps of
+    instructions, the accumulator in place (see the module docstring)."""
+
+    name = "wgmma"
+    targets = SM90A_ONLY
+    synchronizes = True
+
+    def verify(self, op):
+        a = op.attrs
+        count, a_count = a["acc_count"], a["a_count"]
+        m, n, k = a["m"], a["n"], a["k"]
+        if count != m * n // WARPGROUP or len(op.results) != count or \
+                any(v.type != f32 for v in (*op.operands[:count], *op.results)):
+            fail(op, f"an m{m}n{n} accumulator is {m * n // WARPGROUP} f32 values in and out")
+        rest = list(op.operands[count:])
+        if a["a"]["kind"] == "registers":
+            regs, rest = rest[:a_count], rest[a_count:]
+            if a_count != m * k // WARPGROUP or any(v.type.name != a["dtype"] for v in regs):
+                fail(op, f"a register A operand is {m * k // WARPGROUP} {a['dtype']} values")
+        elif a_count != 0:
+            fail(op, "a shared A operand has no register values")
+        origins = 2 if a["a"]["kind"] == "shared" else 1
+        expected = origins + (1 if a["accumulate"] is None else 0)
+        if len(rest) != expected or any(v.type != i32 for v in rest[:origins]) or \
+                (a["accumulate"] is None and rest[-1].type != bool_):
+            fail(op, "after the registers come the i32 shared origins, then the bool "
+                     "accumulate operand when accumulate is None")
+
+    def lower(self, op, lw):
+        k, a = lw.k, op.attrs
+        facts = _facts(lw)
+        m, n, kdim = a["m"], a["n"], a["k"]
+        nbytes = DTYPES[a["dtype"]].nbytes
+        blocks, ksteps = m // M_BLOCK, kdim // K_STEP
+        acc, wrote = _accumulator_registers(lw, op, facts)
+        rest = list(op.operands[a["acc_count"] + a["a_count"]:])
+        if a["a"]["kind"] == "registers":
+            a_regs = _register_a(lw, op, blocks, ksteps)
+            wrote = True
+        else:
+            a_regs = _descriptors(lw, a["a"], rest.pop(0), nbytes)
+        b_desc = _descriptors(lw, a["b"], rest.pop(0), nbytes)
+        if a["accumulate"] is None:
+            flag = lw.operand(rest.pop(0))
+            first_scale = (1 if flag else 0) if isinstance(flag, bool) else flag
+        else:
+            first_scale = 1 if a["accumulate"] else 0
+        if wrote:
+            isa.fence(k)          # the copies/packs above are register writes (PTX wgmma.fence)
+        trans_a = None if a["a"]["kind"] == "registers" else (0 if a["a"]["major"] == "K" else 1)
+        trans_b = 0 if a["b"]["major"] == "K" else 1
+        per_acc = isa.accumulator_count(n)
+        for j in range(ksteps):
+            for b in range(blocks):
+                isa.mma_async(k, acc[b * per_acc:(b + 1) * per_acc], a_regs[(b, j)],
+                              b_desc[(0, j)], n=n, ab_type=a["dtype"],
+                              scale_d=first_scale if j == 0 else 1, trans_a=trans_a,
+                              trans_b=trans_b)
+        for r, reg in zip(op.results, acc):
+            lw.vals[r.id] = reg
+
+    def interpret(self, op, compiler):
+        acc_ids, reg_ids, origin_ids, flag_id = operand_ids(op)
+        results = [r.id for r in op.results]
+        static_flag = op.attrs["accumulate"]
+        what = f"the wgmma at {location_text(op)}"
+
+        def run(thread):
+            cta, env = thread.cta, thread.env
+            state = wgmma_state(thread)
+            if not state["fenced"]:
+                raise ExecutionError(
+                    "this wgmma is the thread's first, and no lk.wgmma_fence() ran before it: "
+                    "registers written by other instructions are not yet visible to the tensor "
+                    "cores (PTX ISA 'wgmma.fence': required before the first wgmma)",
+                    op.location)
+            group = thread.tid // WARPGROUP
+            key = ("wgmma", group, state["issued"])
+            origins = tuple(env[v] for v in origin_ids)
+            flag = static_flag if flag_id is None else bool(env[flag_id])
+            executions = cta.state.setdefault("wgmma", {})
+            execution = executions.get(key)
+            if execution is None:
+                execution = executions[key] = WgmmaExecution(op, cta, group, origins, flag)
+                claim_operands(execution, what)
+            elif execution.op is op and (execution.origins, execution.flag) != (origins, flag):
+                raise DivergenceError(
+                    f"thread {thread.tid} issues this wgmma with shared origins {origins} and "
+                    f"accumulate={flag}, but its warpgroup's first thread gave "
+                    f"{execution.origins} and accumulate={execution.flag}: the operands of a "
+                    "wgmma are the whole warpgroup's (PTX .sync.aligned)", op.location)
+            hb = cta.machine.hb
+            if hb is not None and thread.lane == 0:       # each warp reads the operands
+                for start, nbytes in execution.runs:
+                    hb.access(thread, start, nbytes, False, what, op)
+            payload = ([env[v] for v in acc_ids], [env[v] for v in reg_ids])
+            members = cta.threads[group * WARPGROUP:(group + 1) * WARPGROUP]
+            arrive(thread, key, members, op, "wgmma", payload,
+                   lambda rendezvous: compute(execution, rendezvous))
+            state["issued"] += 1
+            state["open"].append(execution)
+            for r, pending in zip(results, execution.pending):
+                env[r] = pending
+        return Step(run, op, preempt=True)
+
+    def effects(self, op, ex, mask, loops):
+        a = op.attrs
+        nbytes = DTYPES[a["dtype"]].nbytes
+        position = a["acc_count"] + a["a_count"]
+        for operand in ("a", "b"):
+            spec = a[operand]
+            if spec["kind"] != "shared":
+                continue
+            span = int(cosize(spec["layout"])) * nbytes
+            ex._range(op, mask, loops, op.operands[position], nbytes, span, spec["buffer"],
+                      km.SharedRead, "wgmma")
+            position += 1
+
+
+class WgmmaFence(NoEffects, OpDef):
+    """wgmma.fence: register writes before it are seen by the wgmmas after it."""
+
+    name = "wgmma_fence"
+    targets = SM90A_ONLY
+
+    def verify(self, op):
+        _verify_plain(op)
+
+    def lower(self, op, lw):
+        _facts(lw)
+        isa.fence(lw.k)
+
+    def interpret(self, op, compiler):
+        def run(thread):
+            wgmma_state(thread)["fenced"] = True
+        return Step(run, op)
+
+
+class WgmmaCommit(OpDef):
+    """wgmma.commit_group: the warpgroup's wgmmas since the last commit become one group."""
+
+    name = "wgmma_commit"
+    targets = SM90A_ONLY
+    synchronizes = True
+
+    def verify(self, op):
+        _verify_plain(op)
+
+    def lower(self, op, lw):
+        isa.commit_group(lw.k)
+
+    def interpret(self, op, compiler):
+        def run(thread):
+            state = thread.state.get("wgmma")
+            if state is not None and state["open"]:
+                state["groups"].append(state["open"])
+                state["open"] = []
+        return Step(run, op)
+
+    def effects(self, op, ex, mask, loops):
+        ex.emit(mask, km.Commit, {"kind": "wgmma", "site": ex.site(op, loops)})
+
+
+class WgmmaWait(OpDef):
+    """wgmma.wait_group `pending`: at most that many committed groups stay in flight."""
+
+    name = "wgmma_wait"
+    targets = SM90A_ONLY
+    synchronizes = True
+
+    def verify(self, op):
+        pending = op.attrs.get("pending")
+        if op.operands or op.results or isinstance(pending, bool) or \
+                not isinstance(pending, int) or not 0 <= pending <= isa.MAX_PENDING_GROUPS:
+            fail(op, "takes no operands, has no results and pending in "
+                     f"0..{isa.MAX_PENDING_GROUPS}")
+
+    def lower(self, op, lw):
+        isa.wait_group(lw.k, op.attrs["pending"])
+
+    def interpret(self, op, compiler):
+        keep = op.attrs["pending"]
+
+        def run(thread):
+            state = thread.state.get("wgmma")
+            if state is None:
+                return None
+            groups = state["groups"]
+            done = groups[:max(len(groups) - keep, 0)]
+            del groups[:len(done)]
+            return retire_all(thread, [e for group in done for e in group], op)
+        return Step(run, op)
+
+    def effects(self, op, ex, mask, loops):
+        ex.emit(mask, km.GroupWait, {"kind": "wgmma", "pending": op.attrs["pending"],
+                                     "site": ex.site(op, loops)})
+
+
+class WgmmaUndef(NoEffects, OpDef):
+    """An accumulator in `layout` with undefined values (no instructions; accumulating into
+    it is an error)."""
+
+    name = "wgmma_undef"
+    targets = SM90A_ONLY
+
+    def verify(self, op):
+        layout = op.attrs.get("layout")
+        if op.operands or layout is None or len(op.results) != layout.num_values or \
+                any(r.type != f32 for r in op.results):
+            fail(op, "gives one f32 per value of its layout and takes no operands")
+
+    def lower(self, op, lw):
+        for r in op.results:
+            lw.vals[r.id] = lw.k.var("f32")     # read before written: undefined (ptx.builder)
+
+    def interpret(self, op, compiler):
+        line = op.location.line if op.location is not None else "?"
+        results = [r.id for r in op.results]
+        value = Undefined(line)
+
+        def run(thread):
+            env = thread.env
+            for r in results:
+                env[r] = value
+        return Step(run, op)
+
+
+__all__ = ["Wgmma", "WgmmaFence", "WgmmaCommit", "WgmmaWait", "WgmmaUndef"]
