@@ -30,7 +30,24 @@ def hopper_gpu_absent_reason() -> str | None:
     return None
 
 
+FULL_SUITE = pytest.StashKey[bool]()
+FACET_COVERAGE_TEST = "test_every_op_facet_runs_somewhere_in_the_suite"
+
+
+def pytest_configure(config):
+    """Count every call of every IR op's facets (tests/dsl/test_op_definitions.py checks, at the
+    end of a full run, that each facet of each op ran in some test)."""
+    from layoutkit.dsl.core.opdef import count_facet_calls
+    count_facet_calls()
+
+
 def pytest_collection_modifyitems(config, items):
+    # the whole default suite (no paths, -k or -m given): the facet coverage test runs last
+    config.stash[FULL_SUITE] = not config.args or list(config.args) == \
+        list(config.getini("testpaths"))
+    config.stash[FULL_SUITE] &= not config.option.keyword and not config.option.markexpr
+    last = [item for item in items if item.name == FACET_COVERAGE_TEST]
+    items[:] = [item for item in items if item.name != FACET_COVERAGE_TEST] + last
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:
         return

@@ -183,7 +183,7 @@ def test_debug_build_differs_from_release_only_by_the_bounded_waits():
         return kept
     assert program(rel, ("$mbar_wait", r"@!%p\d+ bra \$mbar_wait_\d+;")) == \
         program(dbg, ("cvta.to.global", r"\$mbar_done_\d+:"))
-    assert release.key(PTR, 8)[-1] == (None, False) and debug.key(PTR, 8)[-1] == (None, True)
+    assert release.key(PTR, 8)[-1] == (None, False, "sm_90a") and debug.key(PTR, 8)[-1] == (None, True, "sm_90a")
     assert debug.resources(PTR, 8).registers > 0                       # assembles
 
 

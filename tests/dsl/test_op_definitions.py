@@ -8,12 +8,40 @@ from layoutkit.dsl.core.opdef import (FACETS, REGISTRY, SM80, SM90A, NoEffects, 
                                       OpDefinitionError, definition)
 
 
+# Facets that no kernel can run, and why.
+NEVER_RUN = {("param", "interpret"): "parameters are bound by the launch, not run as steps",
+             ("param", "effects"): "parameters are outside the body the protocol check walks"}
+
+
+def test_every_op_facet_runs_somewhere_in_the_suite(request):
+    """Every facet of every op ran in some test of this run (conftest.py counts the calls and
+    runs this test last): an op whose lowering, interpretation, effects or verifier no test
+    reaches fails here, naming it."""
+    from conftest import FULL_SUITE
+    from layoutkit.dsl.core.opdef import FACET_CALLS
+    if not request.config.stash.get(FULL_SUITE, False):
+        pytest.skip("checks the facet calls of the whole suite: runs only in a full "
+                    "`python3 -m pytest` (no paths, -k or -m)")
+    missing = [f"{name}.{facet}" for name in sorted(REGISTRY) for facet in FACETS
+               if (name, facet) not in NEVER_RUN and not FACET_CALLS.get((name, facet))]
+    assert not missing, f"no test ran these facets: {', '.join(missing)}"
+
+
+def test_the_facet_counter_counts():
+    from layoutkit.dsl.core.opdef import FACET_CALLS
+    before = FACET_CALLS.get(("binary", "lower"), 0)
+    lk.kernel(num_warps=4)(_axpb()).ptx(lk.Pointer[lk.f32], 1024)
+    assert FACET_CALLS.get(("binary", "lower"), 0) > before
+
+
 def test_every_registered_op_defines_every_facet():
     assert len(REGISTRY) >= 12
     for name, defn in REGISTRY.items():
         assert defn.name == name and isinstance(defn, OpDef)
         for facet in FACETS:
-            assert getattr(type(defn), facet) is not getattr(OpDef, facet), (name, facet)
+            method = getattr(type(defn), facet)
+            assert getattr(method, "__wrapped__", method) is not getattr(OpDef, facet), (name,
+                                                                                   facet)
         assert defn.targets and defn.targets <= {SM80, SM90A}, name
 
 

@@ -98,7 +98,7 @@ def test_cluster_kernel_directives_special_registers_and_barrier():
     assert "barrier.cluster.wait.acquire.aligned;\n" in ptx
     for reg in ("cluster_ctarank", "cluster_ctaid.x", "clusterid.z", "nclusterid.y"):
         assert f", %{reg};" in ptx
-    assert k.key(PTR, 8)[-1] == ((2, 2, 1), False)
+    assert k.key(PTR, 8)[-1] == ((2, 2, 1), False, "sm_90a")
     assert "cluster=(2, 2, 1)" in repr(k)
     k.resources(PTR, 8)
 

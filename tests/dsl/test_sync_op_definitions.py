@@ -1,7 +1,6 @@
 """The barrier and role ops as one definition each (sm90/mbarrier_ops.py, sm90/role_ops.py): one
 cluster kernel that uses all eleven runs every facet (verify and lower through its PTX, effects
 through the protocol check, interpret on the CPU); each op's targets follow the PTX it emits."""
-import inspect
 
 import numpy as np
 import pytest
@@ -35,9 +34,6 @@ TILE = ComposedLayout(Swizzle(3, 3, 3), 0, Layout((64, 64), (64, 1)))
 ONE = lk.TVLayout((1,), Layout((256, 1), (0, 0)))
 # TRANSITION: the sm_80 cases need @lk.kernel(target=...) (issue 13 item 5); drop the mark
 # once it is in the tree.
-needs_targets = pytest.mark.skipif("target" not in inspect.signature(lk.kernel).parameters,
-                                   reason="@lk.kernel(target=...) is not in this tree yet")
-
 
 def first(tid: int):
     return lk.if_(lk.eq(lk.thread_id(), tid))
@@ -158,7 +154,6 @@ def _init_and(then):
     return body
 
 
-@needs_targets
 def test_sm80_has_init_plain_arrive_named_barriers_and_budgetless_roles():
     def then(bars):
         lk.mbarrier_arrive(bars[0])
@@ -196,7 +191,6 @@ def _budgets(bars):
         pass
 
 
-@needs_targets
 @pytest.mark.parametrize("then, name", [(_wait, "mbarrier_wait"), (_fence, "fence_proxy_async"),
                                         (_elect, "elect_one")])
 def test_sm90_ops_on_sm80_are_trace_errors_naming_both_targets(then, name):
@@ -206,7 +200,6 @@ def test_sm90_ops_on_sm80_are_trace_errors_naming_both_targets(then, name):
             _sm80(_init_and(then)).ptx(lk.Pointer[lk.f32])
 
 
-@needs_targets
 @pytest.mark.parametrize("then, what, form, needs", [
     (_arrive_twice, r"lk\.mbarrier_arrive\(count=2\) on bars\[0\]",
      "mbarrier.arrive with a count operand", "needs sm_90 or newer"),

@@ -14,16 +14,6 @@ from layoutkit.sync import kernel_model as km
 class EventOps:
     """`op_<name>(op, mask, loops)` for each event-making IR op (see the module docstring)."""
 
-    def op_shared_store(self, op, mask, loops) -> None:
-        vec, nbytes = op.attrs["vec"], op.operands[1].type.nbytes
-        self._range(op, mask, loops, op.operands[0], nbytes, vec * nbytes, op.attrs["buffer"],
-                    km.SharedWrite, None, op.attrs["disp"])
-
-    def op_shared_load(self, op, mask, loops) -> None:
-        vec, nbytes = op.attrs["vec"], op.results[0].type.nbytes
-        self._range(op, mask, loops, op.operands[0], nbytes, vec * nbytes, op.attrs["buffer"],
-                    km.SharedRead, "generic", op.attrs["disp"])
-
     def _range(self, op, mask, loops, offset, nbytes, span, buffer, kind, proxy, disp=0):
         site = self.site(op, loops)
         offsets = self.per_thread(offset, mask)
@@ -40,9 +30,5 @@ class EventOps:
                 fields["proxy"] = proxy
             self.emit(sub, kind, fields)
 
-    def op_barrier(self, op, mask, loops) -> None:
-        self.emit(mask, km.ThreadBarrier, {"ident": 0, "threads": self.block_threads,
-                                           "waits": True, "site": self.site(op, loops)},
-                  per_thread=1)
 
 __all__ = ["EventOps"]

@@ -7,11 +7,14 @@ cache, launch; and introspect (IR, PTX, resources, SASS) without a GPU.
     scale[grid](x, n, 2.0, BLOCK=512)          # launch: block = 32 * num_warps threads
     scale.ptx(x, n, 2.0, BLOCK=512)            # same arguments, no GPU needed
 
-Options: `cluster=(x, y, z)` launches the kernel in thread-block clusters of that shape
+Options: `target="sm_90a"` (the default) or `"sm_80"` is the PTX target: every op declares the
+targets it exists on (the Hopper ops live in `lk.sm90`, the sm_80 ones in `lk.sm80`, which Hopper
+runs too), and an op traced for a target it lacks is a TraceError naming both; an sm_80 kernel is
+assembled for the GPU present (sm_90 on Hopper), else for sm_80. `cluster=(x, y, z)` launches the kernel in thread-block clusters of that shape
 (`.reqnctapercluster`; see layoutkit.dsl.sm90.cluster); `debug=True` builds bounded mbarrier waits
 that raise layoutkit.sync.BarrierTimeoutError instead of hanging (see layoutkit.dsl.sm90.debug_waits;
 `debug=None`, the default, follows LAYOUTKIT_DEBUG at each specialization). Both are part of the
-specialization key (its last entry, `KernelOptions`).
+specialization key (its last entry, `KernelOptions`), and so is the target.
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ from .errors import DSLError, KernelDefinitionError, TraceError, user_frame_loca
 from ..lang.global_tensor import PointerArg, tensor_parameter
 from .launch_fast import FastLaunch, plain_grid
 from .ir import Function, Op
+from .opdef import SM90A, TARGETS
 from ..lower.function import Lowering
 from ..lower.roles import kernel_directives
 from ..check.protocol import check_kernel_protocol
@@ -57,10 +61,12 @@ MAX_CLUSTER_CTAS = 8   # the portable cluster size of sm_90 (CUDA programming gu
 
 
 class KernelOptions(NamedTuple):
-    """The last entry of a specialization key: the kernel's cluster shape and debug build."""
+    """The last entry of a specialization key: the kernel's cluster shape, debug build and
+    PTX target."""
 
     cluster: tuple[int, int, int] | None
     debug: bool
+    target: str = SM90A
 
 
 @dataclass
@@ -69,6 +75,7 @@ class KernelFunction(Function):
 
     cluster: tuple[int, int, int] | None = None
     debug: bool = False
+    target: str = SM90A
 
 
 def lower(fn: Function) -> str:
@@ -110,7 +117,7 @@ class Specialization:
     def cubin(self):
         if self._cubin is None:
             start = perf_counter()
-            self._cubin = assemble(self.ptx)
+            self._cubin = assemble(self.ptx, cubin_arch(self.ir.target))
             self.timings["ptxas"] = perf_counter() - start
         return self._cubin
 
@@ -214,8 +221,16 @@ def _cluster_shape(name: str, cluster, where) -> tuple[int, int, int] | None:
 class Kernel:
     """A traced kernel; see the module docstring. `num_warps` fixes the block size."""
 
-    def __init__(self, fn, num_warps: int = 4, *, cluster=None, debug: bool | None = None):
+    def __init__(self, fn, num_warps: int = 4, *, cluster=None, debug: bool | None = None,
+                 target: str = SM90A):
         where = definition_line(fn)
+        if not isinstance(target, str) or target not in TARGETS:
+            raise KernelDefinitionError(f"kernel {fn.__name__}: target={target!r} must be one of "
+                                        f"{', '.join(map(repr, TARGETS))}", where)
+        if cluster is not None and target != SM90A:
+            raise KernelDefinitionError(f"kernel {fn.__name__}: cluster={cluster!r} needs "
+                                        f"target 'sm_90a' (thread-block clusters are sm_90); "
+                                        f"its target is {target!r}", where)
         if isinstance(num_warps, bool) or not isinstance(num_warps, int) or \
                 not 1 <= num_warps <= MAX_WARPS:
             raise KernelDefinitionError(f"kernel {fn.__name__}: num_warps={num_warps!r} must be "
@@ -225,12 +240,12 @@ class Kernel:
                                         "False or None (None: follow LAYOUTKIT_DEBUG)", where)
         self.fn, self.name, self.num_warps = fn, fn.__name__, num_warps
         self.cluster = _cluster_shape(fn.__name__, cluster, where)
-        self.debug = debug
+        self.debug, self.target = debug, target
         self.params = self._parameters(fn, where)
         self._runtime = tuple(i for i, p in enumerate(self.params) if p.kind != "constexpr")
         self._tensors = tuple(i for i, p in enumerate(self.params) if p.kind == "tensor")
         self._cache: dict[tuple, Specialization] = {}
-        self._options = {flag: KernelOptions(self.cluster, flag) for flag in (False, True)}
+        self._options = {flag: KernelOptions(self.cluster, flag, target) for flag in (False, True)}
         self._fast: FastLaunch | None = None   # built at the first kernel[grid]
         self._grids: dict = {}            # plain grid -> the function kernel[grid] returns
         self._body = None                 # fn with the construct checks (core/rewrite.py)
@@ -296,7 +311,7 @@ class Kernel:
         """The verified, protocol-checked IR; the seconds of each phase go into `timings`."""
         options = key[-1]
         fn_ir = KernelFunction(self.name, self.num_warps, cluster=options.cluster,
-                               debug=options.debug)
+                               debug=options.debug, target=options.target)
         start = perf_counter()
         try:
             with tracing(fn_ir) as trace:
@@ -460,14 +475,30 @@ class Kernel:
         return f"<lk.kernel {self.name}({params}) num_warps={self.num_warps}{extra}>"
 
 
-def kernel(fn=None, *, num_warps: int = 4, cluster=None, debug: bool | None = None):
-    """Decorator: `@kernel` or `@kernel(num_warps=8, cluster=(2, 1, 1), debug=True)` turns a
-    function into a `Kernel` (see the module docstring for the options)."""
+def kernel(fn=None, *, num_warps: int = 4, cluster=None, debug: bool | None = None,
+           target: str = SM90A):
+    """Decorator: `@kernel` or `@kernel(num_warps=8, cluster=(2, 1, 1), debug=True,
+    target="sm_90a")` turns a function into a `Kernel` (see the module docstring for the
+    options)."""
     if fn is None:
-        return lambda f: Kernel(f, num_warps, cluster=cluster, debug=debug)
+        return lambda f: Kernel(f, num_warps, cluster=cluster, debug=debug, target=target)
     if not callable(fn):
         raise KernelDefinitionError(f"@kernel decorates a function, got {fn!r}")
-    return Kernel(fn, num_warps, cluster=cluster, debug=debug)
+    return Kernel(fn, num_warps, cluster=cluster, debug=debug, target=target)
+
+
+def cubin_arch(target: str) -> str:
+    """The ptxas -arch of a kernel of `target`: sm_90a itself; an sm_80 kernel for the GPU
+    present (a cubin runs only on its own major architecture), else sm_80."""
+    if target == SM90A:
+        return target
+    from layoutkit.ptx import CudaDriverError, DriverUnavailableError, current_device
+    try:
+        major, minor = current_device().compute_capability
+    except (DriverUnavailableError, CudaDriverError):
+        return target
+    return f"sm_{major}{minor}"
+
 
 
 __all__ = ["Kernel", "KernelFunction", "KernelOptions", "Specialization", "kernel",

@@ -16,6 +16,7 @@ import sympy
 from .errors import TraceError, here
 from .scoping import escaped
 from .ir import Block, Function, Op, Value
+from .opdef import SM90A, definition
 from .types import DType, i32, i64, u32
 
 _ACTIVE: contextvars.ContextVar["Trace | None"] = contextvars.ContextVar("layoutkit_trace",
@@ -42,6 +43,13 @@ class Trace:
     # ---- building -------------------------------------------------------------------------
     def emit(self, name: str, operands=(), result_types=(), attrs=None, blocks=(),
              location=None) -> tuple[Value, ...]:
+        target = getattr(self.fn, "target", SM90A)
+        defn = definition(name)
+        if target not in defn.targets:
+            raise TraceError(f"IR op '{defn.name}' exists on {', '.join(sorted(defn.targets))}; "
+                             f"this kernel's target is {target!r} (@lk.kernel(target=...)): "
+                             "use the op on a kernel of its target, or a form the target has",
+                             location)
         for v in operands:
             home = self.home.get(v.id)
             if home is not None and id(home[0]) not in self.open:

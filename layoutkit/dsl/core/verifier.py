@@ -86,6 +86,7 @@ def verify(fn: Function) -> Function:
     for op in fn.params:
         if op.name != "param":
             _fail(op, "kernel parameters are param ops")
+        op.defn.verify(op)
         defined.add(op.results[0].id)
         top.add(op.results[0].id)
     _walk(fn.body, top, defined)

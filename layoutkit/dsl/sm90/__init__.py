@@ -12,6 +12,7 @@ from .roles import (elect_one, lane_id, named_barrier_arrive, named_barrier_sync
 from .cluster import (block_id_in_cluster, block_rank_in_cluster, cluster_id, cluster_shape,
                       cluster_size, cluster_sync, num_clusters)
 from .tma import TmaError, tma_load, tma_store, tma_store_commit, tma_store_wait
+from .stmatrix import stmatrix
 from . import mbarrier_ops, role_ops  # noqa: F401  (the IR op definitions of this family)
 from .wgmma import (AccumulatorUseError, warpgroup_stack, wgmma, wgmma_a_layout,
                     wgmma_accumulator, wgmma_accumulator_layout, wgmma_commit, wgmma_fence,
@@ -27,4 +28,4 @@ __all__ = ["MbarrierArray", "MbarrierRef", "expect_tx", "fence_mbarrier_init",
            "TmaError", "tma_load", "tma_store", "tma_store_commit", "tma_store_wait",
            "AccumulatorUseError", "warpgroup_stack", "wgmma", "wgmma_a_layout",
            "wgmma_accumulator", "wgmma_accumulator_layout", "wgmma_commit", "wgmma_fence",
-           "wgmma_wait"]
+           "wgmma_wait", "stmatrix"]
