@@ -295,6 +295,8 @@ def _inside(what: str, view: SharedTensor) -> SharedTensor:
     layout = view.layout
     if not all(type(x) is int for x in bounds.leaves(layout.shape) +
                bounds.leaves(layout.stride)):
+        bounds.undecided(f"{what}: could not prove that the view {layout} lies inside the shared "
+                         f"buffer {view.alloc.name}: its shape and strides are not all integers")
         return view
     low, high, _, _ = bounds.extremes(layout)
     elements = view.alloc.nbytes // view.dtype.nbytes
