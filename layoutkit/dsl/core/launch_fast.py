@@ -176,9 +176,11 @@ def _tensor_code(i: int, p: Parameter) -> tuple[list[str], str, list[str]]:
     mask = STRIDE_BYTES // p.annotation.dtype.nbytes - 1
     span = " + ".join(f"({n} - 1) * {t}" for n, t in zip(shape, strides))
     narrow = f"not ({' | '.join(shape + strides)} | ({span})) >> {NARROW_LIMIT.bit_length() - 1}"
-    extent = [f"('+' if {n} & 15 else '16') if {n} > 0 else ''" for n in shape]
-    stride = [f"('1' if {t} == 1 else ('+' if {t} & {mask} else '16')) if {t} > 0 else "
-              f"('0' if {t} == 0 else '')" for t in strides]
+    # a torch tensor's extents and strides are never negative: 0 is the only other case (an
+    # empty mode: '' is in no key, so the checked path refuses it; a broadcast stride: '0')
+    extent = [f"'+' if {n} & 15 else ('16' if {n} else '')" for n in shape]
+    stride = [f"'1' if {t} == 1 else ('+' if {t} & {mask} else ('16' if {t} else '0'))"
+              for t in strides]
     fact = f"(not _lk_p{i} & 15, {narrow}, {', '.join(f'({x})' for x in extent + stride)})"
     return lines, fact, shape + strides
 
