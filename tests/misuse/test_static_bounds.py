@@ -195,3 +195,16 @@ def test_constant_extent_from_2_31_is_checked_in_64_bits():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert "3000000000" in ptx or "0xB2D05E00" in ptx
+
+
+OUTSIDE = lk.TVLayout((64,), Layout((32, 4), (1, 32)))      # made at import: no error yet
+
+
+def test_tv_layout_made_outside_the_kernel_fails_where_the_kernel_uses_it():
+    def k(x: I32, n: lk.i32):
+        s = lk.shared_tensor(Layout(64), lk.i32, name="s")
+        lk.load(s.partition(OUTSIDE))                                 # USED HERE
+    check(diagnose(k, I32, 8, num_warps=1), __file__, "# USED HERE",
+          "the TV layout (32,4):(1,32) over tile (64,) maps (thread 31, value 3) to tile index "
+          "127, outside its tile of 64 elements (0..63); a TV layout maps every (thread, value) "
+          "into its tile")

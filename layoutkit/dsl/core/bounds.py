@@ -29,6 +29,7 @@ from .arguments import INT_RANGE
 from .errors import TraceError, here
 from .facts import interval
 from .sync_trace import WARP_THREADS, current_role
+from .tracer import current
 from .types import i32
 
 I32_MIN, I32_MAX = INT_RANGE["i32"]
@@ -245,7 +246,10 @@ def _mode_index(layout_mode, leaf_coords) -> int:
 
 def check_tv(tv) -> None:
     """A TV layout maps every (thread, value) inside its tile: its indices lie in
-    0..size(tile)-1 (closed form over the layout's strides)."""
+    0..size(tile)-1 (closed form over the layout's strides). Made inside a kernel, one that
+    does not is a TraceError at that line; made outside any kernel (at import, in a notebook)
+    it keeps the error and raises it where a kernel uses it (`require_tv`), so defining a
+    layout never fails an import."""
     layout, tile = tv.layout, tv.tile
     shapes = leaves(layout.shape)
     if not all(type(x) is int for x in shapes + leaves(layout.stride) + list(tile)):
@@ -259,9 +263,28 @@ def check_tv(tv) -> None:
     index, at = (lo, lo_at) if lo < 0 else (hi, hi_at)
     n_thr = len(leaves(layout[0].shape))
     thread, value = _mode_index(layout[0], at[:n_thr]), _mode_index(layout[1], at[n_thr:])
-    raise TraceError(f"the TV layout {tv} maps (thread {thread}, value {value}) to tile index "
-                     f"{index}, outside its tile of {elements} elements (0..{elements - 1}); a "
-                     "TV layout maps every (thread, value) into its tile")
+    message = (f"the TV layout {tv} maps (thread {thread}, value {value}) to tile index "
+               f"{index}, outside its tile of {elements} elements (0..{elements - 1}); a TV "
+               "layout maps every (thread, value) into its tile")
+    if active_trace() is not None:
+        raise TraceError(message)
+    object.__setattr__(tv, "_outside", message)
+
+
+def require_tv(tv) -> None:
+    """Raise the error of a TV layout made outside a kernel that maps outside its tile, now
+    that a kernel uses it (at the using line)."""
+    message = getattr(tv, "_outside", None)
+    if message is not None:
+        raise TraceError(message)
+
+
+def active_trace():
+    """The active trace, or None outside a kernel."""
+    try:
+        return current()
+    except TraceError:
+        return None
 
 
 def _check_tv_symbolic(tv) -> None:
@@ -304,5 +327,5 @@ def needs_64_bits(trace, coordinate, bound) -> bool:
 
 
 __all__ = ["BoundsWarning", "ranges_of", "value_range", "within", "require_within",
-           "undecided", "negative_stride", "extremes", "check_tv", "needs_64_bits", "leaves",
-           "show_range"]
+           "undecided", "negative_stride", "extremes", "check_tv", "require_tv", "active_trace",
+           "needs_64_bits", "leaves", "show_range"]

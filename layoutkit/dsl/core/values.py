@@ -14,7 +14,7 @@ import sympy
 
 from layoutkit.algebra import Layout, make_layout_tv, size
 
-from .bounds import check_tv
+from .bounds import check_tv, require_tv
 from .errors import LayoutMismatchError, TraceError
 from .ir import Value
 from .tracer import current, is_int_expr
@@ -120,6 +120,7 @@ class RegisterTensor(_Arith):
         self.dtype = dtype
         self.layout = layout
         self.values = tuple(values)
+        require_tv(layout)      # a TV layout made outside the kernel and mapping outside its tile
         if len(self.values) != layout.num_values:
             raise TraceError(f"a register tensor over {layout} holds {layout.num_values} "
                              f"values per thread, got {len(self.values)}")

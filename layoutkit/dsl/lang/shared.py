@@ -189,6 +189,7 @@ def check_partition(trace, what: str, layout: Layout, tv):
     thread index to partition by."""
     if not isinstance(tv, TVLayout):
         raise TraceError(f"{what} takes a TVLayout (lk.tv_layout(thr, val)), got {tv!r}")
+    bounds.require_tv(tv)
     shape = layout.shape if isinstance(layout.shape, tuple) else (layout.shape,)
     tile_shape = tuple(size(s) for s in shape)
     if len(tile_shape) != len(tv.tile) or any(sympy.simplify(a - b) != 0
@@ -206,14 +207,6 @@ def check_partition(trace, what: str, layout: Layout, tv):
     return tid
 
 
-def active():
-    """The active trace, or None (a view built outside a kernel, as in a unit test)."""
-    try:
-        return current()
-    except TraceError:
-        return None
-
-
 def _modes(layout: Layout) -> list:
     return list(layout) if isinstance(layout.shape, tuple) else [layout]
 
@@ -228,7 +221,7 @@ def _check_indices(what: str, view: SharedTensor, keep: tuple) -> bool:
     modes = _modes(view.layout)
     if len(keep) != len(modes):
         return False                             # the algebra names the mismatch
-    trace = active()
+    trace = bounds.active_trace()
     checked = True
     for m, (i, mode) in enumerate(zip(keep, modes)):
         n = size(mode)
@@ -261,7 +254,7 @@ def _check_tile(what: str, view: SharedTensor, tiler, coord) -> bool:
     if not (len(tiler) == len(coord) == len(modes)) or \
             any(type(t) is not int or t < 1 for t in tiler):
         return False                             # other tilers: the reach check decides
-    trace = active()
+    trace = bounds.active_trace()
     checked = True
     for m, (t, c, mode) in enumerate(zip(tiler, coord, modes)):
         n = size(mode)
@@ -318,7 +311,7 @@ def _inside(what: str, view: SharedTensor) -> SharedTensor:
         return f"{lo}..{hi}"
     holds = f"the shared buffer {name} holds {elements} elements (0..{elements - 1})"
     bounds.require_within(
-        active(), offset, -low, limit - 1 - high,
+        bounds.active_trace(), offset, -low, limit - 1 - high,
         lambda r: f"{what}: the view {layout} at offset {offset} reaches elements {reach(r)}, "
                   f"but {holds}; a view of a shared buffer lies inside it",
         lambda r: f"{what}: could not prove that the view {layout} at offset {offset} lies "
