@@ -1,8 +1,5 @@
-"""Hidden kernel parameters (tensor maps, error buffers the DSL adds) and verifier op rules."""
-import pytest
-
+"""Hidden kernel parameters (tensor maps, error buffers the DSL adds)."""
 import layoutkit.dsl as lk
-from layoutkit.dsl.core import verifier
 from layoutkit.dsl.core.tracer import current
 from layoutkit.dsl.core.types import tensormap
 from layoutkit.ptx import ParamSpec
@@ -30,14 +27,3 @@ def test_hidden_tensormap_param_is_declared_last_and_resolved_from_arguments():
     assert spec.hidden_values(("ptr", 100, 8)) == ["TM"]
     assert seen == [("ptr", 100, 8)]
     assert "tmap_x" in str(spec.ir)
-
-
-def test_op_rule_registration_is_checked_once_per_name():
-    assert "for" not in verifier.OP_RULES
-    name = "test_only_op"
-    verifier.op_rule(name)(lambda op: None)
-    try:
-        with pytest.raises(ValueError, match="has a verifier rule already"):
-            verifier.op_rule(name)(lambda op: None)
-    finally:
-        del verifier.OP_RULES[name]

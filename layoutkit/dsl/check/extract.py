@@ -23,18 +23,12 @@ import numpy as np
 from layoutkit.sync import MBARRIER_BYTES
 from layoutkit.sync import kernel_model as km
 
-from .events import EventOps
 from .values import UNKNOWN, Values
 
 MAX_TRIPS = 4096          # iterations of one loop the walk follows at most
 MAX_WALKS = 50_000        # loop-body walks in all; past it the kernel is not checked
 DEFAULT_PARAM = 16
 SEARCH_LIMIT = 1 << 24
-RELEVANT = {"mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
-            "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load", "tma_store",
-            "tma_store_commit", "tma_store_wait", "wgmma", "wgmma_commit", "wgmma_wait",
-            "named_barrier", "fence_proxy_async", "cluster_sync"}
-EVENTS = RELEVANT | {"shared_store", "shared_load", "barrier"}
 
 
 def walk_ops(block):
@@ -63,7 +57,7 @@ class Proto:
         self.mask, self.kind, self.fields, self.per_thread = mask, kind, fields, per_thread
 
 
-class Extractor(EventOps):
+class Extractor:
     """See the module docstring; `run()` returns the KernelProtocol."""
 
     def __init__(self, fn):
@@ -163,6 +157,27 @@ class Extractor(EventOps):
             sub = np.zeros_like(mask)
             sub[idx[inverse.reshape(-1) == k]] = True
             yield sub, tuple(int(x) for x in row)
+
+    def shared_access(self, op, mask, loops, offset, nbytes, span, buffer, kind, proxy,
+                      disp=0) -> None:
+        """Emit `kind` per CTA for the shared access of `op` at element `offset` (an IR value)
+        + `disp` of `buffer`: the byte range spans the pre-swizzle offsets of the threads of
+        `mask`, each access `span` bytes (`proxy`: the reading proxy, None for a write). Every
+        view of one buffer shares its swizzle, so ranges of one buffer compare exactly."""
+        site = self.site(op, loops)
+        offsets = self.per_thread(offset, mask)
+        if offsets is None:
+            self.undecidable(op, loops, f"the shared offset into {buffer} is computed from "
+                             "memory; the check skipped this access")
+            return
+        for sub, (cta,) in self.split(mask, [self.cta[mask]]):
+            part = offsets[self.cta[mask] == cta]
+            rng = km.ByteRange(cta, buffer, (int(part.min()) + disp) * nbytes,
+                               (int(part.max()) + disp) * nbytes + span)
+            fields = {"bytes": rng, "site": site}
+            if proxy is not None:
+                fields["proxy"] = proxy
+            self.emit(sub, kind, fields)
 
     def slot_of(self, offset: int, op, site):
         found = self.by_offset.get(offset)

@@ -31,9 +31,9 @@ Op table (name: operands -> results; attrs):
   if:         cond ->                     then-block (no results)
   yield:      v... ->                     (terminates a for body)
 
-Hopper and MMA ops are documented where they are traced and lowered: layoutkit/dsl/sm90/mbarrier.py,
-roles.py, tma.py, wgmma.py, mma.py (and their lower_*.py mixins). Each registers its verifier
-rules with `verifier.op_rule`.
+Every op kind is one definition (layoutkit.dsl.core.opdef.OpDef) in the module of its family
+(lang/*_ops.py, sm80/ops.py, sm90/*_ops.py, sm90/tma/ops.py, sm90/wgmma/ops.py,
+sm90/stmatrix.py), which documents its operands and attributes.
 """
 from __future__ import annotations
 

@@ -145,9 +145,6 @@ def definition(name_or_def) -> OpDef:
     name = name_or_def.name if isinstance(name_or_def, type) else name_or_def
     found = REGISTRY.get(name)
     if found is None:
-        from .legacy_ops import legacy          # TRANSITION: ops not yet converted to OpDefs
-        found = legacy(name)
-    if found is None:
         raise OpDefinitionError(f"no IR op is named {name!r}; the ops: "
                                 f"{', '.join(sorted(REGISTRY))}")
     return found

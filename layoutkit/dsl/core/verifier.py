@@ -11,22 +11,6 @@ from .errors import VerifierError
 from .ir import Block, Function, Op
 from .types import DType, PointerType, bool_, i32, i64
 
-# Rules of the ops that other modules of the DSL define (mbarrier, roles, TMA, wgmma, mma):
-# op name -> check(op), which calls `fail(op, rule)` when the op is malformed.
-OP_RULES: dict = {}
-
-
-def op_rule(*names: str):
-    """Decorator: register `check(op)` as the verifier rule of the IR ops `names`."""
-    def register(check):
-        for name in names:
-            if name in OP_RULES:
-                raise ValueError(f"IR op {name!r} has a verifier rule already")
-            OP_RULES[name] = check
-        return check
-    return register
-
-
 BINARY = ("add", "sub", "mul", "div", "max", "min")
 UNARY = ("neg", "abs", "exp2", "log2", "sqrt", "rsqrt", "rcp")
 CMP = ("lt", "le", "gt", "ge", "eq", "ne")
@@ -45,14 +29,6 @@ def same_type(op: Op, values) -> None:
     types = {v.type for v in values}
     if len(types) != 1:
         _fail(op, f"operands must have one type, got {sorted(map(str, types))}")
-
-
-def legacy_check(op: Op) -> None:
-    """TRANSITION: the rules of ops not yet converted to OpDefs (core/legacy_ops.py)."""
-    if op.name in OP_RULES:
-        OP_RULES[op.name](op)
-    else:
-        _fail(op, "is not an op of the kernel IR")
 
 
 def _walk(block: Block, visible: set[int], defined: set[int]) -> None:

@@ -21,12 +21,13 @@ deadlocks are errors that name the op's source line.
     >>> bool((x == 2 * np.arange(100)).all())
     True
 
-Op families plug in with `executor.handler` (one module per family: ops_scalar, ops_memory,
-ops_block, ops_control, ...).
+Each op runs through its definition's `interpret` facet (layoutkit.dsl.core.opdef); this package
+holds the machine they run on: threads, scheduler, memories, barriers, race and deadlock
+detection.
 """
 from .errors import (DeadlockError, DivergenceError, ExecutionError, InterpreterError,
-                     MemoryFaultError, RaceError)
-from .executor import HANDLERS, Step, handler
+                     MemoryFaultError, RaceError, UnwrittenReadError)
+from .executor import Step
 from .scheduler import AsyncOperation
 
 # The entry points run kernels, so they need layoutkit.dsl.core.kernel, which needs the op
@@ -45,6 +46,6 @@ def __getattr__(name):
 
 
 __all__ = ["interpret", "run_ir", "check_on_cpu", "relative_to_max", "Execution",
-           "to_bf16", "from_bf16", "handler", "Step", "HANDLERS",
+           "to_bf16", "from_bf16", "Step",
            "AsyncOperation", "InterpreterError", "MemoryFaultError", "RaceError",
-           "DeadlockError", "DivergenceError", "ExecutionError"]
+           "UnwrittenReadError", "DeadlockError", "DivergenceError", "ExecutionError"]

@@ -1,8 +1,8 @@
-"""Per-thread execution: IR blocks compiled once into `Step`s by the op handlers, run by each
-thread as a coroutine over the structured IR.
+"""Per-thread execution: IR blocks compiled once into `Step`s by each op's `interpret` facet
+(its definition, layoutkit.dsl.core.opdef), run by each thread as a coroutine over the
+structured IR.
 
-An op family plugs in with `@handler("name", ...)` on a function `compile(op, compiler) ->
-Step`; `Step.run(thread)` executes the op for one thread and returns None, a `Wait` (the
+`op.defn.interpret(op, compiler)` returns a Step; `Step.run(thread)` executes the op for one thread and returns None, a `Wait` (the
 thread blocks until it is ready; sync ops), or an iterator of Waits (ops with regions: loops,
 branches, warp roles, which run their blocks with `run_steps`). `Step.preempt` marks memory
 accesses: the thread yields to the scheduler just before them.
@@ -14,19 +14,6 @@ from typing import Callable
 from ..core.ir import Block, Function, Op
 from .errors import ExecutionError
 from .machine import PREEMPT, Wait
-
-HANDLERS: dict[str, Callable] = {}
-
-
-def handler(*names: str):
-    """Decorator: register `compile(op, compiler) -> Step` for the IR ops `names`."""
-    def register(compile_op):
-        for name in names:
-            if name in HANDLERS:
-                raise ValueError(f"IR op {name!r} has an interpreter handler already")
-            HANDLERS[name] = compile_op
-        return compile_op
-    return register
 
 
 class Step:
@@ -71,4 +58,4 @@ def run_steps(thread, steps: list[Step]):
             yield from result
 
 
-__all__ = ["handler", "Step", "Compiler", "run_steps", "HANDLERS"]
+__all__ = ["Step", "Compiler", "run_steps"]

@@ -6,6 +6,13 @@ results land in the caller's arrays and aliasing arguments alias here too. Share
 byte array per CTA (the kernel's dynamic shared array); an access must stay inside the
 allocation it names. Asynchronous operations (TMA copies, wgmma operand reads) `claim` byte
 ranges of shared memory until they complete; a conflicting access meanwhile is a `RaceError`.
+
+Shared memory starts undefined: every byte is poisoned until something writes it - a store or
+stmatrix (`check_access` of a write), a cp.async or TMA load (its write `claim`, whose bytes
+nothing may read until it completes) - and a read of a poisoned byte (`check_access` of a
+read, `check_written`) is an `UnwrittenReadError` naming the read, the buffer and the bytes,
+and the write that was relevant: the one of the buffer's nearest written bytes, or an op that
+writes the buffer but had not run, or that none does.
 """
 from __future__ import annotations
 
@@ -15,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from layoutkit.algebra import Swizzle
+from layoutkit.sync import kernel_model as km
 
 from ..core.types import DType
-from .errors import MemoryFaultError, RaceError
+from .errors import MemoryFaultError, RaceError, UnwrittenReadError
 from .numerics import bf16_from_f32_bits
 
 _NUMPY = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
@@ -130,9 +138,16 @@ class SharedMemory:
     """One CTA's dynamic shared memory (`nbytes` bytes) and its allocations by name."""
 
     def __init__(self, fn):
+        self.fn = fn
         self.data = np.zeros(fn.shared_bytes, dtype=np.uint8)
         self.allocations = {a.name: a for a in fn.shared}
         self.claims: list[Claim] = []
+        # per byte: 1 once written (the reads' fast test), and who wrote it last (an index
+        # into `writers`, descriptions like "the TMA load issued at line 40 (...)"; -1: never)
+        self.written = bytearray(fn.shared_bytes)
+        self.written_by = np.full(fn.shared_bytes, -1, dtype=np.int32)
+        self.writers: list[str] = []
+        self._writer_ids: dict = {}
 
     def check_range(self, start: int, nbytes: int, align: int, what: str, op,
                     buffer: str | None = None) -> None:
@@ -156,6 +171,8 @@ class SharedMemory:
         """Mark bytes as in use by an asynchronous operation until `release(claim)`."""
         claim = Claim(start, start + nbytes, writes, owner, advice)
         self.claims.append(claim)
+        if writes:       # its bytes land later; until then the claim refuses every access
+            self.mark_written(start, nbytes, owner)
         return claim
 
     def release(self, claim: Claim) -> None:
@@ -180,16 +197,101 @@ class SharedMemory:
         self.check_range(start, nbytes, align, what, op, buffer)
         if self.claims:
             self.check_claims(start, nbytes, writes, what, op)
+        if writes:
+            self.mark_written(start, nbytes, what, op)
+        elif 0 in self.written[start:start + nbytes]:
+            self.check_written(start, nbytes, what, op, buffer)
+
+    # ---- poison: bytes nothing wrote ----------------------------------------------------------
+    def mark_written(self, start: int, nbytes: int, writer: str, op=None) -> None:
+        """Bytes [start, start + nbytes) now hold data written by `writer` (a description;
+        with the op of a synchronous write, 'at line N' is added)."""
+        key = (writer, id(op))
+        index = self._writer_ids.get(key)
+        if index is None:
+            index = self._writer_ids[key] = len(self.writers)
+            self.writers.append(writer if op is None else f"{writer} at {_line(op)}")
+        self.written[start:start + nbytes] = _ONES.get(nbytes) or b"\x01" * nbytes
+        self.written_by[start:start + nbytes] = index
+
+    def check_written(self, start: int, nbytes: int, what: str, op,
+                      buffer: str | None = None) -> None:
+        """UnwrittenReadError unless something wrote every byte of [start, start + nbytes)."""
+        if 0 not in self.written[start:start + nbytes]:
+            return
+        unwritten = np.flatnonzero(self.written_by[start:start + nbytes] < 0) + start
+        first, last = int(unwritten[0]), int(unwritten[-1])
+        alloc = self._allocation(first, buffer)
+        if alloc is None:
+            where, relevant = f"shared bytes {first}..{last}", ""
+        else:
+            where = (f"shared bytes {first}..{last} ({alloc.name} bytes {first - alloc.offset}.."
+                     f"{last - alloc.offset})")
+            relevant = self._relevant_write(alloc, first)
+        raise UnwrittenReadError(
+            f"{what} at {_line(op)} reads {where}, which nothing wrote before it: shared memory "
+            f"starts undefined, so the read sees garbage; {relevant}", op.location)
+
+    def _allocation(self, byte: int, buffer: str | None):
+        if buffer is not None and buffer in self.allocations:
+            return self.allocations[buffer]
+        return next((a for a in self.allocations.values()
+                     if a.offset <= byte < a.offset + a.nbytes), None)
+
+    def _relevant_write(self, alloc, byte: int) -> str:
+        """The write to name beside an unwritten read of `alloc` at `byte`."""
+        lo, hi = alloc.offset, alloc.offset + alloc.nbytes
+        done = np.flatnonzero(self.written_by[lo:hi] >= 0) + lo
+        if done.size:
+            near = int(done[np.argmin(np.abs(done - byte))])
+            writer = int(self.written_by[near])
+            same = np.flatnonzero(self.written_by[lo:hi] == writer) + lo
+            return (f"{self.writers[writer]} wrote {alloc.name} bytes "
+                    f"{int(same[0]) - lo}..{int(same[-1]) - lo}, not these; write every byte "
+                    "that is read (or read only the bytes written)")
+        later = static_writer(self.fn, alloc.name)
+        if later is not None:
+            return (f"{later} writes {alloc.name}, but had not run when this read ran: order "
+                    "the write before the read (lk.barrier(), or an mbarrier wait on the phase "
+                    "its copy completes)")
+        return (f"no op of the kernel writes {alloc.name}: write it (lk.store, lk.tma_load, "
+                "lk.cp_async) and synchronise before reading it")
 
     def view(self, start: int, nbytes: int) -> np.ndarray:
         return self.data[start:start + nbytes]
 
 
+_ONES = {n: b"\x01" * n for n in (1, 2, 4, 8, 16)}
+
+
+def _line(op) -> str:
+    location = None if op is None else op.location
+    return f"line {location.line}" if location is not None else "an unknown line"
+
+
+def static_writer(fn, buffer: str) -> str | None:
+    """'the TMA load at line 40': the first write of `buffer` in program order that the
+    static protocol check's extraction finds in `fn` (None when it finds none or cannot run)."""
+    try:
+        from ..check.extract import extract
+        protocol = extract(fn)
+    except Exception:       # noqa: BLE001 - only a message's detail depends on it
+        return None
+    for c in protocol.classes:
+        for e in c.events:
+            if isinstance(e, km.Copy) and e.dst is not None and e.dst.buffer == buffer:
+                return f"the {e.what} at {e.site.text()}"
+            if isinstance(e, (km.SharedWrite, km.AsyncWrite)) and e.bytes.buffer == buffer:
+                kind = "store" if isinstance(e, km.SharedWrite) else "cp.async"
+                return f"the {kind} at {e.site.text()}"
+    return None
+
+
 __all__ = ["decode", "encode", "GlobalMemory", "Region", "SharedMemory", "Claim",
-           "swizzle_function", "shared_byte_offset"]
+           "swizzle_function", "shared_byte_offset", "static_writer"]
 
 
-# ---- addressing of the shared ops (as layoutkit.dsl.lower.shared emits it) ---------------
+# ---- addressing of the shared ops (as layoutkit.dsl.lower.function.Lowering.shared_address emits it) ---------------
 _U32 = 0xFFFFFFFF
 
 

@@ -3,7 +3,7 @@ shared-memory loads and stores (the buffer's swizzle applied to the element offs
 barrier and warp shuffles.
 
 A global address is `pointer + (offset + disp) * sizeof(dtype)`; a shared one is
-`smem + base + Sw(offset) * n + disp * n` with the buffer's swizzle Sw (lower/shared.py). The
+`smem + base + Sw(offset) * n + disp * n` with the buffer's swizzle Sw (Lowering.shared_address). The
 protocol check sees shared accesses as byte ranges per thread class and the barrier as a
 rendezvous of the whole block; global memory is outside it.
 """
@@ -52,10 +52,10 @@ class Load(NoEffects, OpDef):
         mask = lw.operand(op.operands[2]) if op.attrs["masked"] else True
         if mask is False:
             for r in op.results:
-                lw.vals[r.id] = lw.vals_other(op, dtype)
+                lw.vals[r.id] = lw.masked_fill(op, dtype)
             return
         pred = None if mask is True else mask
-        address = lw._address(op)
+        address = lw.global_address(op)
         packed = dtype.nbytes == 2 and vec == 8
         mem_type, count = ("b32", 4) if packed else (dtype.ptx, vec)
         if pred is not None:
@@ -124,7 +124,7 @@ class Store(NoEffects, OpDef):
         if mask is False:
             return
         data = [lw.reg(v) for v in op.operands[2:2 + vec]]
-        address = lw._address(op)
+        address = lw.global_address(op)
         if dtype.nbytes == 2 and vec == 8:
             data = [convert.pack(k, data[i:i + 2]) for i in range(0, 8, 2)]
         memory.st(k, "global", address, tuple(data) if len(data) > 1 else data[0],
@@ -166,7 +166,7 @@ class SharedLoad(OpDef):
 
     def lower(self, op, lw):
         dtype, vec = op.results[0].type, op.attrs["vec"]
-        address = lw._shared_address(op, dtype.nbytes)
+        address = lw.shared_address(op, dtype.nbytes)
         packed = dtype.nbytes == 2 and vec == 8
         mem_type, count = ("b32", 4) if packed else (dtype.ptx, vec)
         got = memory.ld(lw.k, "shared", address, mem_type, vec=count)
@@ -198,7 +198,7 @@ class SharedLoad(OpDef):
 
     def effects(self, op, ex, mask, loops):
         vec, nbytes = op.attrs["vec"], op.results[0].type.nbytes
-        ex._range(op, mask, loops, op.operands[0], nbytes, vec * nbytes, op.attrs["buffer"],
+        ex.shared_access(op, mask, loops, op.operands[0], nbytes, vec * nbytes, op.attrs["buffer"],
                     km.SharedRead, "generic", op.attrs["disp"])
 
 
@@ -220,7 +220,7 @@ class SharedStore(OpDef):
     def lower(self, op, lw):
         vec = op.attrs["vec"]
         data = [lw.reg(v) for v in op.operands[1:1 + vec]]
-        address = lw._shared_address(op, op.operands[1].type.nbytes)
+        address = lw.shared_address(op, op.operands[1].type.nbytes)
         if op.operands[1].type.nbytes == 2 and vec == 8:
             data = [convert.pack(lw.k, data[i:i + 2]) for i in range(0, 8, 2)]
         memory.st(lw.k, "shared", address, tuple(data) if len(data) > 1 else data[0])
@@ -248,7 +248,7 @@ class SharedStore(OpDef):
 
     def effects(self, op, ex, mask, loops):
         vec, nbytes = op.attrs["vec"], op.operands[1].type.nbytes
-        ex._range(op, mask, loops, op.operands[0], nbytes, vec * nbytes, op.attrs["buffer"],
+        ex.shared_access(op, mask, loops, op.operands[0], nbytes, vec * nbytes, op.attrs["buffer"],
                     km.SharedWrite, None, op.attrs["disp"])
 
 

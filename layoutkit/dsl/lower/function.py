@@ -1,28 +1,23 @@
 """Lowering of a verified IR `Function` to a PTX module through layoutkit.ptx's builder.
 
-Values map to PTX registers (or immediates for integer/f32/f64 constants); index expressions go
-through `IndexLowering` (shared subexpressions per scope); `for` becomes a guarded loop with
-mutable registers for the induction variable and the carried values; `if` a branch over its
-block. Each op is stamped with its source line (`.loc`), so SASS maps back to the user's code.
+Each op lowers through its definition's `lower(op, lw)` facet (layoutkit.dsl.core.opdef), with
+the `Lowering` here as `lw`: values map to PTX registers (or immediates for integer/f32/f64
+constants), index expressions go through `IndexLowering` (shared subexpressions per scope),
+shared addresses apply the buffer's swizzle to the element offset at run time
+(`smem + base + Sw(offset) * n + disp * n`, Sw(x) = x ^ ((x & yyy_mask) >> S)). Each op is
+stamped with its source line (`.loc`), so SASS maps back to the user's code.
 """
 from __future__ import annotations
 
 import struct
 
+from layoutkit.algebra import Swizzle
 from layoutkit.ptx.builder import Address, Module, Reg
-from layoutkit.ptx.isa import arith, bits, compare, control, convert, memory, special
-from layoutkit.ptx.isa import transcendental as sfu
+from layoutkit.ptx.isa import arith, bits, control, convert
 
 from ..core.ir import Block, Function, Op
 from ..core.opdef import SM90A
 from .index import IndexLowering
-from .shared import SharedLowering
-from .tma import TmaLowering
-from .wgmma import WgmmaLowering
-from ..core.types import PointerType, TensorMapType, bool_
-
-_INVERSE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
-
 
 def half_bits(value: float, name: str) -> int:
     """The 16-bit pattern of `value` as f16 or bf16 (round to nearest even)."""
@@ -32,7 +27,16 @@ def half_bits(value: float, name: str) -> int:
     return (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16   # round to nearest even (bf16)
 
 
-class Lowering(SharedLowering, TmaLowering, WgmmaLowering):
+SMEM_SYMBOL = "smem"
+
+
+class Lowering:
+    """The state of lowering one Function: the PTX module and kernel being built (`k`), each
+    IR value's register or immediate (`vals`), index expressions shared per scope (`index`),
+    address arithmetic shared per scope (`addr_cache`), the enclosing loops' carried registers
+    (`loops`), and the dynamic shared array's address (`smem`). Each op's `lower` facet works
+    through it."""
+
     def __init__(self, fn: Function):
         self.fn = fn
         self.module = Module(line_info=True, target=getattr(fn, "target", SM90A))
@@ -80,7 +84,47 @@ class Lowering(SharedLowering, TmaLowering, WgmmaLowering):
         self.vals[op.results[0].id] = value
 
     # ---- memory -------------------------------------------------------------------------------
-    def _address(self, op) -> Address:
+    # ---- shared memory ------------------------------------------------------------------------
+    def declare_shared(self) -> None:
+        """The dynamic shared array and its address, once at the kernel's top."""
+        self.smem = None
+        if self.fn.shared:
+            align = max(a.align for a in self.fn.shared)
+            symbol = self.module.extern_shared(SMEM_SYMBOL, align=max(align, 16))
+            self.smem = convert.mov(self.k, symbol, dtype="u32")
+
+    def swizzled(self, offset, swizzle) -> "Reg | int":
+        if swizzle is None:
+            return offset
+        sw = Swizzle(*swizzle)
+        if isinstance(offset, int):
+            return sw(offset)
+        k = self.k
+        picked = bits.and_(k, offset, sw.yyy_mask, dtype="b32")
+        moved = bits.shr(k, picked, sw.shift, dtype="b32") if sw.shift >= 0 else \
+            bits.shl(k, picked, -sw.shift, dtype="b32")
+        return bits.xor(k, offset, moved, dtype="b32", out=k.reg("u32"))
+
+    def shared_address(self, op, nbytes: int) -> Address:
+        a = op.attrs
+        disp = a["base"] + a["disp"] * nbytes
+        key = ("shared", op.operands[0].id, a["swizzle"], nbytes)
+        for cache in reversed(self.addr_cache):
+            if key in cache:
+                return Address(cache[key], disp)
+        offset = self.swizzled(self.operand(op.operands[0]), a["swizzle"])
+        if isinstance(offset, int):
+            return Address(self.smem, disp + offset * nbytes)
+        offset = convert.mov(self.k, offset, dtype="b32", out=self.k.reg("u32")) \
+            if offset.type.name != "u32" else offset
+        address = arith.mad(self.k, offset, nbytes, self.smem, mode="lo", dtype="u32")
+        self.addr_cache[-1][key] = address
+        return Address(address, disp)
+
+    # ---- global memory ------------------------------------------------------------------------
+    def global_address(self, op) -> Address:
+        """The address of a global load/store: pointer + (offset + disp) elements (the
+        offset's arithmetic shared per scope)."""
         ptr, offset = op.operands[0], op.operands[1]
         nbytes = ptr.type.dtype.nbytes
         disp = op.attrs["disp"] * nbytes
@@ -96,7 +140,8 @@ class Lowering(SharedLowering, TmaLowering, WgmmaLowering):
         self.addr_cache[-1][key] = base
         return Address(base, disp)
 
-    def vals_other(self, op, dtype):
+    def masked_fill(self, op, dtype):
+        """The value a masked-off load gives (its `other`), as a register or immediate."""
         value = op.attrs["other"]
         if dtype.name in ("f16", "bf16"):
             return convert.mov(self.k, half_bits(float(value), dtype.name), dtype="b16",

@@ -162,7 +162,8 @@ def _lane_table(group: list[Matrix], threads: int) -> list:
 
 def matrix_instructions(what: str, part: SharedTensor, num: int, trans):
     """The instructions that move the shared partition `part` as 8x8 b16 matrices (ldmatrix,
-    stmatrix: the same fragment): per instruction, (matrices, inner, outer, attrs) with the i32
+    stmatrix: the same fragment), yielded one at a time (so each one's index arithmetic is
+    emitted just before it): (matrices, inner, outer, attrs) with the i32
     index expressions of lane l's row address Sw(inner) + outer + disp and the op's attrs.
     Raises LayoutMismatchError when a register pair is no such matrix."""
     trace = current(what)
@@ -183,7 +184,6 @@ def matrix_instructions(what: str, part: SharedTensor, num: int, trans):
         raise TraceError(f"{what}: cannot enumerate {part.tv} on {tile.layout}: {exc}") from None
     tid = trace.special("thread_idx", 0)
     threads = part.tv.num_threads
-    out = []
     for group in _groups(matrices, num):
         table = _lane_table(group, threads)
         fit = bit_fit(table)
@@ -200,8 +200,7 @@ def matrix_instructions(what: str, part: SharedTensor, num: int, trans):
                  "num": len(group), "trans": group[0].trans,
                  "registers": tuple(m.register for m in group),
                  "bank_ways": _bank_ways(tile.offset, table, part)}
-        out.append((group, trace.index(inner, i32), trace.index(outer, i32), attrs))
-    return out
+        yield group, trace.index(inner, i32), trace.index(outer, i32), attrs
 
 
 def ldmatrix(src: SharedTensor, *, num: int = 4, trans=None) -> RegisterTensor:

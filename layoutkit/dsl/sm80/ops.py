@@ -60,7 +60,7 @@ def split_shared_address(lw, op, inner, outer, disp: int, nbytes: int) -> Addres
         if key in cache:
             reg, extra = cache[key]
             return Address(reg, const + extra)
-    offset = lw._swizzled(lw.operand(inner), swizzle)
+    offset = lw.swizzled(lw.operand(inner), swizzle)
     extra, address = 0, lw.smem
     if isinstance(offset, int):
         extra += offset * nbytes
@@ -94,7 +94,7 @@ def shared_range(ex, op, mask, loops, at: tuple, disp: int, nbytes: int, span: i
                   fields: dict) -> None:
     """Emit `kind` (with `fields`) per CTA for the byte range of `op`'s shared access at element
     Sw(inner) + outer + disp, inner and outer its operands at positions `at`: the span of the
-    pre-swizzle offsets of the threads of `mask`, each access `span` bytes (check/events.py)."""
+    pre-swizzle offsets of the threads of `mask`, each access `span` bytes (as Extractor.shared_access)."""
     inner, outer = (ex.per_thread(op.operands[i], mask) for i in at)
     buffer = op.attrs["buffer"]
     if inner is None or outer is None:
@@ -137,7 +137,7 @@ class CpAsync(OpDef):
         a, k = op.attrs, lw.k
         ptr, _, inner, outer = op.operands[:4]
         dst = split_shared_address(lw, op, inner, outer, a["sdisp"], ptr.type.dtype.nbytes)
-        src = lw._address(op)
+        src = lw.global_address(op)
         keep = lw.operand(op.operands[4]) if a["masked"] else True
         if keep is True:
             size_ = None

@@ -219,7 +219,7 @@ class TmaStore(OpDef):
 
     def effects(self, op, ex, mask, loops):
         a = op.attrs
-        ex._range(op, mask, loops, op.operands[1], _element_bytes(op), a["bytes"], a["buffer"],
+        ex.shared_access(op, mask, loops, op.operands[1], _element_bytes(op), a["bytes"], a["buffer"],
                   km.SharedRead, "tma_store")
 
 

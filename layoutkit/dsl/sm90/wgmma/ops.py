@@ -229,7 +229,7 @@ class Wgmma(OpDef):
             if spec["kind"] != "shared":
                 continue
             span = int(cosize(spec["layout"])) * nbytes
-            ex._range(op, mask, loops, op.operands[position], nbytes, span, spec["buffer"],
+            ex.shared_access(op, mask, loops, op.operands[position], nbytes, span, spec["buffer"],
                       km.SharedRead, "wgmma")
             position += 1
 
