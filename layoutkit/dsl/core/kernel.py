@@ -35,7 +35,7 @@ from layoutkit.ptx import LaunchConfigError, debug_enabled, launch_dims
 from layoutkit.ptx.builder import Requirement, SourceLocation
 from layoutkit.ptx.builder.directives import Directives
 
-from .arguments import Parameter, bind, field_names, key_entry, name_clash, parameter
+from .arguments import Parameter, bind, key_entry, name_clash, parameter
 from ..sm90.debug_waits import sink_of
 from .errors import DSLError, KernelDefinitionError, TraceError, user_frame_location
 from ..lang.global_tensor import PointerArg, tensor_parameter
@@ -48,8 +48,8 @@ from ..check.protocol import check_kernel_protocol
 from ..sm90.roles import finish_sync
 from .tracer import tracing
 from . import constructs, rewrite
-from .tensor_args import STRIDE_BYTES, field_reader, host_tensor_error, runtime_fields
-from .types import PointerType, TensorMapType, i32, i64
+from .tensor_args import runtime_values
+from .types import PointerType, TensorMapType
 from .values import Scalar
 from .verifier import verify
 
@@ -349,13 +349,14 @@ class Kernel:
         result = trace.fn.new_value(PointerType(vtype.dtype) if p.kind == "tensor" else vtype)
         attrs = {"name": p.name, "index": index}
         if p.kind == "tensor":
-            attrs["tensor"] = True            # its extents and strides follow (_tensor_proxy)
+            attrs["tensor"] = True            # its extents and strides follow (tensor_parameter)
         trace.fn.params.append(Op("param", (), (result,), attrs, (), definition_line(self.fn)))
         if p.kind == "pointer":
             return PointerArg(result, vtype.dtype, fact, p.name)
         if p.kind == "tensor":
-            return self._tensor_proxy(trace, index, p, fact, PointerArg(result, vtype.dtype,
-                                                                        fact[0], p.name))
+            return tensor_parameter(trace, index, p, fact, PointerArg(result, vtype.dtype,
+                                                                      fact[0], p.name),
+                                    definition_line(self.fn))
         if not vtype.is_int:
             return Scalar(result)
         if fact == "1":
@@ -366,42 +367,12 @@ class Kernel:
             sym = sympy.Symbol(p.name, integer=True)
         return trace.bind(sym, result)
 
-    def _tensor_proxy(self, trace, index: int, p: Parameter, fact: tuple, ptr: PointerArg):
-        """A Tensor parameter inside the kernel: a GlobalTensor of `ptr` whose extents and
-        strides are integer parameters (i32, or i64 where the key's `narrow` fact fails) declared
-        after the pointer, each with its `field` ('shape' or 'stride', mode) and a `read`
-        function of the launch's arguments; a stride the key says is 0 or 1 is that constant,
-        the others symbols with the key's divisibility (layoutkit.dsl.core.tensor_args)."""
-        rank, itype = p.annotation.rank, i32 if fact[1] else i64
-        unit = STRIDE_BYTES // p.annotation.dtype.nbytes
-        fields = ([], [])
-        for k, (name, f) in enumerate(zip(field_names(p), fact[2:])):
-            field, mode = ("shape", k) if k < rank else ("stride", k - rank)
-            value = trace.fn.new_value(itype)
-            trace.fn.params.append(Op("param", (), (value,), {
-                "name": name, "index": index, "field": (field, mode),
-                "read": field_reader(index, field, mode)}, (), definition_line(self.fn)))
-            if f in ("0", "1"):
-                fields[k >= rank].append(int(f))
-            else:
-                divisor = 1 if f == "+" else 16 if field == "shape" else unit
-                fields[k >= rank].append(trace.bind(symbol(name, divisor), value))
-        return tensor_parameter(ptr, *fields)
-
     def _runtime_values(self, values: tuple) -> list:
-        """The launch values of the kernel's own parameters, in PTX order: a tensor argument
-        is itself (its pointer) then its extents and strides."""
+        """The launch values of the kernel's own parameters, in PTX order (a tensor: itself,
+        then its extents and strides; see layoutkit.dsl.core.tensor_args.runtime_values)."""
         if not self._tensors:
             return [values[i] for i in self._runtime]
-        runtime = []
-        for i in self._runtime:
-            runtime.append(values[i])
-            if self.params[i].kind == "tensor":
-                error = host_tensor_error(self.params[i], values[i])
-                if error is not None:
-                    raise error
-                runtime += runtime_fields(values[i])
-        return runtime
+        return runtime_values(self.params, self._runtime, values)
 
     # ---- launch -------------------------------------------------------------------------------
     def __getitem__(self, grid):

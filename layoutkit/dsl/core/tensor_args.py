@@ -50,7 +50,8 @@ from .errors import KernelArgumentError
 from .types import DType, HOST_NAMES
 
 __all__ = ["TensorSpec", "TensorView", "tensor_view", "tensor_fact", "field_reader",
-           "runtime_fields", "host_tensor_error", "NARROW_LIMIT", "STRIDE_BYTES"]
+           "runtime_fields", "runtime_values", "host_tensor_error", "NARROW_LIMIT",
+           "STRIDE_BYTES"]
 
 NARROW_LIMIT = 1 << 31     # extents, strides and offsets below this are 32-bit parameters
 STRIDE_BYTES = 16          # the stride divisibility that specializes (TMA's and a 16-byte vector's)
@@ -249,6 +250,21 @@ def runtime_fields(value) -> tuple:
     except (AttributeError, TypeError):
         view = tensor_view(value)
         return (*view.shape, *view.strides)
+
+
+def runtime_values(params, runtime: tuple, values: tuple) -> list:
+    """The launch values of parameters `runtime` (indices, in order) of `params` for the bound
+    arguments `values`, in PTX order: a tensor argument is itself (its pointer: the launcher
+    reads the address), then its extents and strides; host memory for a tensor is refused."""
+    out = []
+    for i in runtime:
+        out.append(values[i])
+        if params[i].kind == "tensor":
+            error = host_tensor_error(params[i], values[i])
+            if error is not None:
+                raise error
+            out += runtime_fields(values[i])
+    return out
 
 
 def field_reader(index: int, field: str, mode: int):

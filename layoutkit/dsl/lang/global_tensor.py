@@ -15,14 +15,17 @@ from dataclasses import dataclass
 
 import sympy
 
-from layoutkit.algebra import ComposedLayout, Layout, LayoutError, composition, local_tile, size
+from layoutkit.algebra import (ComposedLayout, Layout, LayoutError, composition, local_tile, size,
+                               symbol)
 
 from ..core.errors import TraceError
 from ..core.facts import within_block
 from .shared import check_partition
-from ..core.ir import Value
+from ..core.arguments import field_names
+from ..core.ir import Op, Value
+from ..core.tensor_args import STRIDE_BYTES, field_reader
 from ..core.tracer import current, is_int_expr
-from ..core.types import DType
+from ..core.types import DType, i32, i64
 from ..core.values import TVLayout
 
 DEFAULT = object()
@@ -198,10 +201,31 @@ def _is_zero(x) -> bool:
     return isinstance(x, int) and x == 0 or getattr(x, "is_zero", False) is True
 
 
-def tensor_parameter(ptr: PointerArg, shape: tuple, strides: tuple) -> GlobalTensor:
-    """The GlobalTensor of a Tensor parameter: `ptr` with the layout shape:strides (one mode
-    stays a plain mode, as Layout(n) does), masked by its shape."""
-    if len(shape) == 1:
+def tensor_parameter(trace, index: int, p, fact: tuple, ptr: PointerArg,
+                     location) -> GlobalTensor:
+    """A Tensor parameter `p` (argument `index`, key entry `fact`) inside the kernel: the
+    GlobalTensor of `ptr` whose layout is shape:strides (one mode stays a plain mode, as
+    Layout(n) does), masked by its shape. Each extent and stride is an integer parameter (i32,
+    or i64 where the key's `narrow` fact fails) declared after the pointer, with its `field`
+    ('shape' or 'stride', mode) and a `read` function of the launch's arguments; a stride the
+    key says is 0 or 1 is that constant, the others symbols with the key's divisibility
+    (layoutkit.dsl.core.tensor_args)."""
+    rank, itype = p.annotation.rank, i32 if fact[1] else i64
+    unit = STRIDE_BYTES // p.annotation.dtype.nbytes
+    fields = ([], [])
+    for k, (name, f) in enumerate(zip(field_names(p), fact[2:])):
+        field, mode = ("shape", k) if k < rank else ("stride", k - rank)
+        value = trace.fn.new_value(itype)
+        trace.fn.params.append(Op("param", (), (value,), {
+            "name": name, "index": index, "field": (field, mode),
+            "read": field_reader(index, field, mode)}, (), location))
+        if f in ("0", "1"):
+            fields[k >= rank].append(int(f))
+        else:
+            divisor = 1 if f == "+" else 16 if field == "shape" else unit
+            fields[k >= rank].append(trace.bind(symbol(name, divisor), value))
+    shape, strides = fields
+    if rank == 1:
         return global_tensor(ptr, Layout(shape[0], strides[0]))
     return global_tensor(ptr, Layout(tuple(shape), tuple(strides)))
 
