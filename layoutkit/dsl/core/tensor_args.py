@@ -140,16 +140,28 @@ def _from_interface(value, iface: dict, memory: str) -> TensorView:
                       "cuda" if memory == "cuda" else "cpu")
 
 
+_TORCH_DTYPES: dict = {}
+
+
+def _torch_dtype(dtype) -> DType | None:
+    """The kernel element type of a torch dtype (None for one no kernel type names), kept."""
+    try:
+        return _TORCH_DTYPES[dtype]
+    except KeyError:
+        found = _TORCH_DTYPES[dtype] = HOST_NAMES.get(str(dtype).removeprefix("torch."))
+        return found
+
+
 def tensor_view(value) -> TensorView | None:
     """The TensorView of `value`, or None when it is no tensor (see the module docstring).
     Raises TypeError for a tensor that cannot be read as one (byte strides that are not whole
     elements)."""
     torch_tensor = _torch_tensor_type()
     if torch_tensor is not None and isinstance(value, torch_tensor):
-        dtype = HOST_NAMES.get(str(value.dtype).removeprefix("torch."))
-        return TensorView(value.data_ptr(), tuple(value.shape), tuple(value.stride()), dtype,
+        dtype = _torch_dtype(value.dtype)
+        return TensorView(value.data_ptr(), tuple(value.shape), value.stride(), dtype,
                           0 if dtype is None else dtype.nbytes,   # 0: torch's own dtype is wrong
-                          "cuda" if value.is_cuda else "host", str(value.device))
+                          "cuda" if value.is_cuda else "host", "")   # device: in messages only
     if isinstance(value, TensorSpec):
         address = 0 if value.aligned else value.dtype.nbytes
         return TensorView(address, value.shape, value.strides, value.dtype, value.dtype.nbytes,
@@ -192,7 +204,8 @@ def read_tensor(p, value) -> TensorView:
     if len(view.shape) != want.rank:
         raise _fail(p, f"a tensor of rank {len(view.shape)} (shape {view.shape}) given for "
                        f"{p.describe()}; its rank must be {want.rank}")
-    if (view.dtype is not None and view.dtype != want.dtype) or view.itemsize == 0:
+    if (view.dtype is not None and view.dtype is not want.dtype and view.dtype != want.dtype) \
+            or view.itemsize == 0:
         shown = view.dtype or getattr(value, "dtype", "?")
         raise _fail(p, f"a tensor of {shown} given for {p.describe()} (no implicit "
                        "conversion)")
@@ -208,35 +221,56 @@ def read_tensor(p, value) -> TensorView:
     return view
 
 
+_FACTS: dict = {}          # (shape, strides, element bytes) -> the key's facts after alignment
+MAX_FACTS = 1024
+
+
 def tensor_fact(p, value) -> tuple:
-    """The key entry of tensor argument `value` for parameter `p` (see the module docstring)."""
+    """The key entry of tensor argument `value` for parameter `p` (see the module docstring);
+    the facts of a (shape, strides) seen before are one dict lookup."""
     view = read_tensor(p, value)
     e = p.annotation.dtype.nbytes
-    unit = STRIDE_BYTES // e
-    extents, strides = [], []
-    for mode, n in enumerate(view.shape):
+    key = (view.shape, view.strides, e)
+    facts = _FACTS.get(key)
+    if facts is None:
+        facts = _shape_facts(p, view.shape, view.strides, STRIDE_BYTES // e)
+        if len(_FACTS) >= MAX_FACTS:
+            _FACTS.clear()
+        _FACTS[key] = facts
+    return (view.address % STRIDE_BYTES == 0, *facts)
+
+
+def _shape_facts(p, shape: tuple, strides: tuple, unit: int) -> tuple:
+    """(narrow, extents' facts..., strides' facts...) of a tensor argument's shape and strides
+    (`unit`: the elements in 16 bytes)."""
+    extents, facts = [], []
+    for mode, n in enumerate(shape):
         if n < 1:
-            raise _fail(p, f"mode {mode} of its shape {view.shape} is {n}; a Tensor's extents "
+            raise _fail(p, f"mode {mode} of its shape {shape} is {n}; a Tensor's extents "
                            "are positive (launch nothing for an empty tensor)")
         extents.append("+" if n % 16 else "16")
-    for mode, s in enumerate(view.strides):
+    for mode, s in enumerate(strides):
         if s < 0:
-            raise _fail(p, f"mode {mode} of its strides {view.strides} is {s}; a Tensor's "
+            raise _fail(p, f"mode {mode} of its strides {strides} is {s}; a Tensor's "
                            "strides are non-negative (pass a copy with positive strides)")
-        strides.append("1" if s == 1 else "0" if s == 0 else "+" if s % unit else "16")
-    span = sum((n - 1) * s for n, s in zip(view.shape, view.strides))
-    narrow = max((span, *view.shape, *view.strides)) < NARROW_LIMIT
-    return (view.address % STRIDE_BYTES == 0, narrow, *extents, *strides)
+        facts.append("1" if s == 1 else "0" if s == 0 else "+" if s % unit else "16")
+    span = sum((n - 1) * s for n, s in zip(shape, strides))
+    narrow = max((span, *shape, *strides)) < NARROW_LIMIT
+    return (narrow, *extents, *facts)
 
 
 def host_tensor_error(p, value) -> KernelArgumentError | None:
     """The error of launching with `value` for tensor parameter `p` when it is not device
     memory (a CPU tensor, a numpy array, a TensorSpec), else None."""
+    torch_tensor = _torch_tensor_type()
+    if torch_tensor is not None and isinstance(value, torch_tensor) and value.is_cuda:
+        return None
     view = tensor_view(value)
     if view is None or view.memory == "cuda":
         return None
+    device = getattr(value, "device", None) if view.device == "" else view.device
     what = "lk.TensorSpec (facts without memory)" if view.memory == "none" else \
-        f"a {type(value).__name__} in host memory ({view.device})"
+        f"a {type(value).__name__} in host memory ({device})"
     return _fail(p, f"{what} given for {p.describe()}; a launch takes device memory (a CUDA "
                     "tensor, DLPack or __cuda_array_interface__ object); the CPU interpreter "
                     "(layoutkit.dsl.interpreter.interpret) runs on numpy arrays")
