@@ -137,7 +137,7 @@ def test_symbol_ranges_come_from_the_declared_facts():
         seen["wide"] = [needs_64_bits(trace, tid, b) for b in (n, n * m, w, 1 << 31, m - 1)]
     lk.Kernel(k, 4).ptx(I32, 64, -3, 5)
     top = (1 << 31) - 1
-    assert seen["tid"] == (0, 127) and seen["bid"] == (0, top)
+    assert seen["tid"] == (0, 127) and seen["bid"] == (0, top - 1)     # below gridDim.x
     assert seen["n"] == (16, top // 16 * 16) and seen["m"] == (-(1 << 31), top)
     assert seen["n/16"] == (1, top // 16) and seen["w"] == (1, (1 << 32) - 1)   # 5: positive
     assert seen["i"] == (2, top // 16 * 16 - 1)

@@ -1,13 +1,14 @@
 """Static bounds: what tracing proves about indices, views and index widths, from the declared
 facts of the kernel's integers, in closed form (never by enumerating a layout's elements).
 
-Each runtime symbol has a range: the thread index 0..32*num_warps-1, a block index
-0..2**31-1, an integer parameter its type's range (narrowed by its specialization facts: an
-extent known positive, or a multiple of 16), a loop index its `lk.range` bounds, a warp role's
-thread index the role's threads. `facts.interval` carries these through sums, products,
-floor and Mod. A rule is then proven (nothing said), refuted (`TraceError`: some value
-provably breaks it) or undecided (`BoundsWarning` at the user's line, saying what could not be
-proven and the range that was found) - never silently assumed.
+Each runtime symbol has a range: the thread index 0..32*num_warps-1 (inside a warp role, the
+role's threads), a block index below the grid's limit (2**31-1 along x, 65535 along y and z),
+an integer parameter its type's range (narrowed by its specialization facts: an extent known
+positive, or a multiple of 16), a loop index its `lk.range` bounds. `facts.interval`
+carries these through sums, products, floor and Mod. A rule is then proven (nothing said),
+refuted (`TraceError`: some value provably breaks it) or undecided (`BoundsWarning` at the
+user's line, saying what could not be proven and the range that was found) - never silently
+assumed.
 
 The rules checked here:
 - an index of a slice, and a tile's coordinate, lie inside their mode;
@@ -24,6 +25,7 @@ import weakref
 import sympy
 
 from layoutkit.algebra import cosize, less, less_equal
+from layoutkit.ptx.launch import MAX_GRID
 
 from .arguments import INT_RANGE
 from .errors import TraceError, here
@@ -33,7 +35,6 @@ from .tracer import current
 from .types import i32
 
 I32_MIN, I32_MAX = INT_RANGE["i32"]
-BLOCK_INDEX_MAX = (1 << 31) - 1       # gridDim.x <= 2**31 - 1 (y and z are smaller)
 
 
 class BoundsWarning(UserWarning):
@@ -87,10 +88,10 @@ def _type_range(sym, value) -> tuple:
 
 
 def _symbol_range(trace, sym, rng) -> tuple:
-    for (kind, _), special in trace.specials.items():
+    for (kind, axis), special in trace.specials.items():
         if special == sym:
             return (0, WARP_THREADS * trace.fn.num_warps - 1) if kind == "thread_idx" else \
-                (0, BLOCK_INDEX_MAX)
+                (0, MAX_GRID[axis] - 1)
     value = trace.symbols.get(sym)
     if value is None:
         return _assumed(sym)
