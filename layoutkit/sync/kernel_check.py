@@ -90,6 +90,13 @@ class Simulation:
         self.waited: dict[tuple, set] = {}    # slot -> phases a wait passed on
         self.watched = {e.slot for c in protocol.classes for e in c.events
                         if isinstance(e, Wait)}
+        # the run as it happened, for happens-before (layoutkit.sync.order): the (class, event)
+        # of each step taken, the phase each arrive ((class, event)) and copy ((class, event),
+        # cta) went into, the (barrier key, generation) of each thread-barrier arrival
+        self.order: list[tuple[int, int]] = []
+        self.phase_of: dict = {}
+        self.rounds: dict[tuple[int, int], tuple] = {}
+        self.current = (0, 0)
 
     def once(self, kind: str, barrier: str) -> bool:
         if (kind, barrier) in self.reported:
@@ -133,6 +140,7 @@ class Simulation:
                      "toward the next one; elect one thread (lk.elect_one) or init the array "
                      "with the number of threads that arrive per phase", e.site)
         s.log.append((c.who, e.arrivals, e.site))
+        self.phase_of[self.current] = s.completed
         left, log = e.arrivals, list(s.log)
         while left:
             take = min(left, s.pending)
@@ -168,6 +176,7 @@ class Simulation:
         if not all(s.initialised for s in states):
             return False
         for cta, s in zip(e.ctas, states):
+            self.phase_of[(self.current, cta)] = s.completed
             s.tx -= e.nbytes
             s.delivered.append((e.nbytes, e.site))
             if s.tx < 0 and s.pending == 0 and not s.flagged and \
@@ -211,6 +220,7 @@ class Simulation:
                      "all of them arrive, and the rest start its next use; give the count of "
                      "every thread that reaches it", e.site)
         generation = g.generation
+        self.rounds[self.current] = (key, generation)
         if g.arrived >= g.threads:
             g.generation += 1
             g.arrived, g.log = 0, []
@@ -229,6 +239,7 @@ class Simulation:
 
     def step(self, index: int, c: ThreadClass, position: int) -> bool:
         e = c.events[position]
+        self.current = (index, position)
         if isinstance(e, Init):
             for key, s in self.slots.items():
                 if key[0] == e.cta and key[1] == e.barrier:
@@ -251,6 +262,7 @@ class Simulation:
             progress = False
             for i, c in enumerate(classes):
                 while self.positions[i] < len(c.events) and self.step(i, c, self.positions[i]):
+                    self.order.append((i, self.positions[i]))
                     self.positions[i] += 1
                     progress = True
         blocked = [(i, c) for i, c in enumerate(classes) if self.positions[i] < len(c.events)]
@@ -356,7 +368,7 @@ def check_kernel(protocol: KernelProtocol) -> list[Finding]:
     sim = Simulation(protocol)
     sim.run()
     deadlocks = [f for f in sim.findings if f.kind == "deadlock"]
-    findings = ordering_findings(protocol, sim.passes)
+    findings = ordering_findings(protocol, sim.passes, sim)
     findings += [f for f in sim.findings if f.kind != "deadlock"] + deadlocks
     findings += [Finding("undecided", False, u.message, u.site) for u in protocol.undecided]
     return findings

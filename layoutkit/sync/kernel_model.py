@@ -14,6 +14,7 @@ Every event carries the `Site` of the user's source line that made it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from layoutkit.ptx.builder import SourceLocation
 
@@ -236,7 +237,7 @@ class ThreadClass:
     def size(self) -> int:
         return len(self.tids)
 
-    @property
+    @cached_property
     def who(self) -> str:
         return describe_threads(self.role, self.cta if self.in_cluster else None, self.tids)
 
@@ -260,6 +261,10 @@ class KernelProtocol:
     ctas: int = 1
     assumed: str = ""
     undecided: list = field(default_factory=list)
+    # buffer -> the Site of an op touching it whose accesses the extraction did not follow (an
+    # offset computed from memory, a branch no thread took), or None: a function, asked only
+    # when a rule needs it; None: every access was followed
+    unfollowed: object = None
 
 
 @dataclass(frozen=True)

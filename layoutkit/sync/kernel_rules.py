@@ -18,12 +18,17 @@ order (the simulation of kernel_check supplies which waits passed on which phase
 - TMA store: a TMA store's source overwritten, or left in flight at the end, before a
   commit + wait covers it;
 - cp.async: a read of a cp.async destination before the wait (and barrier) that completes it
-  (async_copy_rules).
+  (async_copy_rules);
+- async overlap, unwaited read, early release, unwritten: overlapping asynchronous writes in
+  flight at once, a read of a TMA load's bytes without the wait on the phase it completes, a
+  ring stage released before its plain reads, a read of shared bytes nothing writes
+  (shared_rules, on the happens-before of the simulated run).
 Each kind is reported once per barrier array / buffer and class.
 """
 from __future__ import annotations
 
 from .async_copy_rules import cp_async
+from .shared_rules import covers_any, shared_rules, union_of
 from .kernel_check import slot_text
 from .kernel_model import (Arrive, Commit, Copy, Finding, GroupWait, Init, InitFence,
                            KernelProtocol, ProxyFence, SharedRead, SharedWrite, ThreadBarrier,
@@ -92,20 +97,25 @@ class Rules:
     def unwaited(self, published: dict) -> None:
         """A ring member that reads what another class publishes on a barrier array it never
         waits on (it arrives on a barrier the writer waits on, so it is in the ring)."""
-        waits_on = [{e.barrier for e in c.events if isinstance(e, Wait)} for c in self.p.classes]
-        arrives_on = [{e.barrier for e in c.events if isinstance(e, Arrive)}
-                      for c in self.p.classes]
-        for i, c in enumerate(self.p.classes):
+        classes = self.p.classes
+        waits_on = [{e.barrier for e in c.events if isinstance(e, Wait)} for c in classes]
+        arrives_on = [{e.barrier for e in c.events if isinstance(e, Arrive)} for c in classes]
+        named: dict[str, list] = {}            # who -> indices of the classes so described
+        for j, d in enumerate(classes):
+            named.setdefault(d.who, []).append(j)
+        for i, c in enumerate(classes):
+            ring = {who for who, js in named.items()
+                    if who != c.who and any(arrives_on[i] & waits_on[j] for j in js)}
+            foreign = [(slot, [w for w in writes if w[1] in ring])
+                       for slot, writes in published.items() if slot[1] not in waits_on[i]]
+            foreign = [(slot, writes) for slot, writes in foreign if writes]
+            if not foreign:
+                continue
             for e in c.events:
                 if not isinstance(e, SharedRead):
                     continue
-                for slot, writes in published.items():
-                    if slot[1] in waits_on[i]:
-                        continue
-                    hit = next((w for w in writes if w[0].overlaps(e.bytes) and w[1] != c.who
-                                and any(arrives_on[i] & waits_on[j]
-                                        for j, d in enumerate(self.p.classes) if d.who == w[1])),
-                               None)
+                for slot, writes in foreign:
+                    hit = next((w for w in writes if w[0].overlaps(e.bytes)), None)
                     if hit is not None:
                         self.add("race", (c.who, slot[1]),
                                  f"{c.who} reads {e.bytes.text()} at {e.site.text()}, which "
@@ -198,7 +208,9 @@ class Rules:
 
     # ---- async reads ------------------------------------------------------------------------
     def guarded_writes(self) -> dict:
-        """slot -> [(ByteRange, who, site, what)]: writes a class makes after waiting on slot."""
+        """slot -> {(cta, buffer): (spans, [(ByteRange, who, site, what)])}: the writes a class
+        makes after waiting on slot, per buffer, with the union of their bytes (shared_rules'
+        spans) to reject a read that overlaps none at once."""
         out: dict[tuple, list] = {}
         for c in self.p.classes:
             guards, wrote = set(), False
@@ -214,9 +226,12 @@ class Rules:
                                                               e.dst.stop) for cta in e.ctas]
                     what = "store" if isinstance(e, SharedWrite) else e.what
                     for slot in guards:
-                        out.setdefault(slot, []).extend((r, c.who, e.site, what)
-                                                        for r in ranges)
-        return out
+                        table = out.setdefault(slot, {})
+                        for r in ranges:
+                            table.setdefault((r.cta, r.buffer), []).append((r, c.who, e.site,
+                                                                            what))
+        return {slot: {key: (union_of([(w[0].start, w[0].stop) for w in writes]), writes)
+                       for key, writes in table.items()} for slot, table in out.items()}
 
     def in_flight(self) -> None:
         guarded = self.guarded_writes()
@@ -250,8 +265,14 @@ class Rules:
                          "shared memory may be reused while the store reads it", left[0].site)
 
     def release(self, c, arrive: Arrive, reads: list, guarded: dict) -> None:
+        table = guarded.get(arrive.slot)
+        if not table or ("wgmma overwrite", (c.who, arrive.barrier)) in self.seen:
+            return
         for read in reads:
-            for dst, who, site, what in guarded.get(arrive.slot, ()):
+            spans, writes = table.get((read.bytes.cta, read.bytes.buffer), (None, ()))
+            if spans is None or not covers_any(spans, read.bytes):
+                continue
+            for dst, who, site, what in writes:
                 if who != c.who and dst.overlaps(read.bytes):
                     self.add("wgmma overwrite", (c.who, arrive.barrier),
                              f"{c.who} releases {self.name(arrive.slot)} at "
@@ -303,8 +324,9 @@ class Rules:
                     close(w)
 
 
-def ordering_findings(protocol: KernelProtocol, passes: dict) -> list[Finding]:
-    """The findings of the rules in the module docstring, in the order listed there."""
+def ordering_findings(protocol: KernelProtocol, passes: dict, sim=None) -> list[Finding]:
+    """The findings of the rules in the module docstring, in the order listed there (the
+    shared-memory rules need the Simulation `sim` that found `passes`)."""
     rules = Rules(protocol, passes)
     rules.parity()
     rules.race()
@@ -312,6 +334,7 @@ def ordering_findings(protocol: KernelProtocol, passes: dict) -> list[Finding]:
     rules.in_flight()
     rules.proxy_fence()
     cp_async(rules)
+    shared_rules(rules, sim)
     return rules.findings
 
 

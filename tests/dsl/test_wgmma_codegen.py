@@ -76,7 +76,8 @@ def test_register_a_operand_is_the_converted_accumulator():
 
 
 def test_two_consumer_warpgroups_with_64x256_accumulators_fit_168_registers():
-    spec = clean_build(consumer_mainloop, *GEMM_ARGS)
+    with lk.protocol_check_skipped():      # its producer fills nothing: code, not data
+        spec = clean_build(consumer_mainloop, *GEMM_ARGS)
     usage = spec.cubin.resources["consumer_mainloop"]
     assert usage.registers == 168 and not usage.spills and not usage.setmaxnreg_ignored
     assert "setmaxnreg.inc.sync.aligned.u32 240" in spec.ptx

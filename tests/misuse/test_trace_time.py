@@ -320,7 +320,13 @@ def test_cluster_barrier_in_a_kernel_without_clusters():
 
 
 def wgmma_tile():
-    return lk.shared_tensor(ComposedLayout(SW128, 0, Layout((64, 64), (64, 1))), lk.bf16)
+    """A written 64 x 64 bf16 wgmma operand (a read of unwritten shared memory is an error)."""
+    s = lk.shared_tensor(ComposedLayout(SW128, 0, Layout((64, 64), (64, 1))), lk.bf16)
+    tv = lk.TVLayout((64, 64), Layout(((8, 16), (8, 4)), ((64 * 8, 1), (64, 16))))
+    lk.store(s.partition(tv), lk.full(tv, 1.0, lk.bf16))
+    lk.fence_proxy_async()
+    lk.barrier()
+    return s
 
 
 def test_accumulator_read_after_the_wgmma_consumed_it():
@@ -333,7 +339,7 @@ def test_accumulator_read_after_the_wgmma_consumed_it():
         lk.wgmma_wait(0)
         acc + 1.0                                                     # STALE ACC
     check(diagnose(k, I32, 8, error=lk.AccumulatorUseError), __file__, "# STALE ACC",
-          f"%2 was consumed as the accumulator of the wgmma at line {L('# M3')}, which updates "
+          f"%5 was consumed as the accumulator of the wgmma at line {L('# M3')}, which updates "
           "it in place: read the wgmma's result instead (acc = lk.wgmma(acc, ...)); the old "
           "value is gone")
 
@@ -348,7 +354,7 @@ def test_wgmma_result_read_before_its_wait():
         out + 1.0                                                     # EARLY READ
         lk.wgmma_wait(0)
     check(diagnose(k, I32, 8, error=lk.AccumulatorUseError), __file__, "# EARLY READ",
-          f"this op (binary) reads %4, the accumulator result of the wgmma at line {L('# M4')}, "
+          f"this op (binary) reads %7, the accumulator result of the wgmma at line {L('# M4')}, "
           "while that wgmma may still run; commit it (lk.wgmma_commit()) and wait for it "
           "(lk.wgmma_wait(n)) before reading")
 

@@ -20,6 +20,7 @@ from layoutkit.sync import ProtocolError as SyncProtocolError
 from layoutkit.sync.kernel_check import check_kernel
 
 from ..core.errors import DSLError
+from .coverage import unfollowed
 from .extract import TooLong, extract, has_sync
 
 
@@ -70,6 +71,7 @@ def check_kernel_protocol(fn):
         warnings.warn(ProtocolWarning(f"kernel {fn.name}: the static protocol check could not "
                                       f"decide: {exc}"), stacklevel=2)
         return fn
+    protocol.unfollowed = unfollowed(fn, protocol)
     findings = check_kernel(protocol)
     for finding in findings:
         if not finding.error:

@@ -19,6 +19,11 @@ class RaceError(InterpreterError):
     another thread may still be writing or reading: its result would depend on timing."""
 
 
+class UnwrittenReadError(InterpreterError):
+    """A read of shared memory that nothing wrote before it: shared memory starts undefined, so
+    the kernel would read garbage on the GPU."""
+
+
 class DeadlockError(InterpreterError):
     """No thread can run and no asynchronous operation is pending, yet some threads have not
     finished; the message lists who waits on what."""
@@ -34,5 +39,5 @@ class ExecutionError(InterpreterError):
     argument the interpreter cannot run with)."""
 
 
-__all__ = ["InterpreterError", "MemoryFaultError", "RaceError", "DeadlockError",
-           "DivergenceError", "ExecutionError"]
+__all__ = ["InterpreterError", "MemoryFaultError", "RaceError", "UnwrittenReadError",
+           "DeadlockError", "DivergenceError", "ExecutionError"]

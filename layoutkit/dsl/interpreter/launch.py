@@ -146,6 +146,8 @@ class Machine:
             for thread in threads:
                 self.scheduler.start(thread)
             self.scheduler.run(threads)
+            for cta in wave:            # a read of unwritten shared bytes, if one was noted
+                cta.shared.finish(f"CTA {cta.coord}: ")
 
 
 def async_agents(fn) -> dict:

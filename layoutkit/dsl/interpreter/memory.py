@@ -148,6 +148,7 @@ class SharedMemory:
         self.written_by = np.full(fn.shared_bytes, -1, dtype=np.int32)
         self.writers: list[str] = []
         self._writer_ids: dict = {}
+        self.poisoned = None            # the first read of unwritten bytes, reported by finish
 
     def check_range(self, start: int, nbytes: int, align: int, what: str, op,
                     buffer: str | None = None) -> None:
@@ -216,21 +217,69 @@ class SharedMemory:
 
     def check_written(self, start: int, nbytes: int, what: str, op,
                       buffer: str | None = None) -> None:
-        """UnwrittenReadError unless something wrote every byte of [start, start + nbytes)."""
-        if 0 not in self.written[start:start + nbytes]:
+        """Note a read of [start, start + nbytes) that finds bytes nothing wrote: an
+        UnwrittenReadError now when nothing in the kernel writes the buffer; otherwise the run
+        goes on (a later write of the bytes by another thread, unordered, is the race detector's
+        RaceError) and `finish` reports the read (module docstring)."""
+        if 0 not in self.written[start:start + nbytes] or self.poisoned is not None:
             return
         unwritten = np.flatnonzero(self.written_by[start:start + nbytes] < 0) + start
         first, last = int(unwritten[0]), int(unwritten[-1])
         alloc = self._allocation(first, buffer)
-        if alloc is None:
-            where, relevant = f"shared bytes {first}..{last}", ""
-        else:
-            where = (f"shared bytes {first}..{last} ({alloc.name} bytes {first - alloc.offset}.."
-                     f"{last - alloc.offset})")
-            relevant = self._relevant_write(alloc, first)
+        read = (what, op, first, last, alloc)
+        if alloc is None or self._written_somewhere(alloc):
+            self.poisoned = read
+            return
+        writer = static_writer(self.fn, alloc.name)
+        if writer is not None:
+            self.poisoned = read
+            return
         raise UnwrittenReadError(
-            f"{what} at {_line(op)} reads {where}, which nothing wrote before it: shared memory "
-            f"starts undefined, so the read sees garbage; {relevant}", op.location)
+            f"{self._read_text(read)}, but no op of the kernel writes {alloc.name}: shared "
+            "memory starts undefined, so the read sees garbage; write the buffer (lk.store, "
+            "lk.tma_load, lk.cp_async) and synchronise before reading it", op.location)
+
+    def finish(self, where: str = "") -> None:
+        """At the end of the run: UnwrittenReadError for the first read that found unwritten
+        bytes, if any (`where`: 'CTA (0, 0, 0): ')."""
+        if self.poisoned is None:
+            return
+        read, self.poisoned = self.poisoned, None
+        what, op, first, last, alloc = read
+        head = where + self._read_text(read)
+        advice = ("shared memory starts undefined, so the read saw garbage; order the write "
+                  "before the read (lk.barrier(), or an mbarrier wait on the phase a copy "
+                  "completes)")
+        later = self.written_by[first:last + 1]
+        if (later >= 0).any():
+            writer = self.writers[int(later[later >= 0][0])]
+            raise UnwrittenReadError(f"{head}, which nothing had written yet: {writer} wrote "
+                                     f"them only after the read; {advice}", op.location)
+        if alloc is not None and self._written_somewhere(alloc):
+            lo, hi = alloc.offset, alloc.offset + alloc.nbytes
+            done = np.flatnonzero(self.written_by[lo:hi] >= 0) + lo
+            near = int(done[np.argmin(np.abs(done - first))])
+            writer = int(self.written_by[near])
+            same = np.flatnonzero(self.written_by[lo:hi] == writer) + lo
+            raise UnwrittenReadError(
+                f"{head}, which nothing in the run wrote: {self.writers[writer]} wrote "
+                f"{alloc.name} bytes {int(same[0]) - lo}..{int(same[-1]) - lo}, not these; "
+                "shared memory starts undefined, so the read saw garbage; write every byte "
+                "that is read (or read only the bytes written)", op.location)
+        writer = static_writer(self.fn, alloc.name) if alloc is not None else None
+        raise UnwrittenReadError(
+            f"{head}, which nothing in the run wrote"
+            + (f" ({writer} writes {alloc.name}, but never these bytes in this run)"
+               if writer else "")
+            + ": shared memory starts undefined, so the read saw garbage; write the bytes "
+            "before reading them", op.location)
+
+    @staticmethod
+    def _read_text(read) -> str:
+        what, op, first, last, alloc = read
+        where = f"shared bytes {first}..{last}" if alloc is None else \
+            f"{alloc.name} bytes {first - alloc.offset}..{last - alloc.offset}"
+        return f"{what} at {_line(op)} reads {where}"
 
     def _allocation(self, byte: int, buffer: str | None):
         if buffer is not None and buffer in self.allocations:
@@ -238,24 +287,8 @@ class SharedMemory:
         return next((a for a in self.allocations.values()
                      if a.offset <= byte < a.offset + a.nbytes), None)
 
-    def _relevant_write(self, alloc, byte: int) -> str:
-        """The write to name beside an unwritten read of `alloc` at `byte`."""
-        lo, hi = alloc.offset, alloc.offset + alloc.nbytes
-        done = np.flatnonzero(self.written_by[lo:hi] >= 0) + lo
-        if done.size:
-            near = int(done[np.argmin(np.abs(done - byte))])
-            writer = int(self.written_by[near])
-            same = np.flatnonzero(self.written_by[lo:hi] == writer) + lo
-            return (f"{self.writers[writer]} wrote {alloc.name} bytes "
-                    f"{int(same[0]) - lo}..{int(same[-1]) - lo}, not these; write every byte "
-                    "that is read (or read only the bytes written)")
-        later = static_writer(self.fn, alloc.name)
-        if later is not None:
-            return (f"{later} writes {alloc.name}, but had not run when this read ran: order "
-                    "the write before the read (lk.barrier(), or an mbarrier wait on the phase "
-                    "its copy completes)")
-        return (f"no op of the kernel writes {alloc.name}: write it (lk.store, lk.tma_load, "
-                "lk.cp_async) and synchronise before reading it")
+    def _written_somewhere(self, alloc) -> bool:
+        return 1 in self.written[alloc.offset:alloc.offset + alloc.nbytes]
 
     def view(self, start: int, nbytes: int) -> np.ndarray:
         return self.data[start:start + nbytes]
@@ -269,22 +302,35 @@ def _line(op) -> str:
     return f"line {location.line}" if location is not None else "an unknown line"
 
 
+_STATIC: dict[int, tuple] = {}      # id(fn) -> (fn, {buffer: first write's description})
+
+
 def static_writer(fn, buffer: str) -> str | None:
-    """'the TMA load at line 40': the first write of `buffer` in program order that the
-    static protocol check's extraction finds in `fn` (None when it finds none or cannot run)."""
-    try:
-        from ..check.extract import extract
-        protocol = extract(fn)
-    except Exception:       # noqa: BLE001 - only a message's detail depends on it
-        return None
-    for c in protocol.classes:
-        for e in c.events:
-            if isinstance(e, km.Copy) and e.dst is not None and e.dst.buffer == buffer:
-                return f"the {e.what} at {e.site.text()}"
-            if isinstance(e, (km.SharedWrite, km.AsyncWrite)) and e.bytes.buffer == buffer:
-                kind = "store" if isinstance(e, km.SharedWrite) else "cp.async"
-                return f"the {kind} at {e.site.text()}"
-    return None
+    """'the TMA load into s at line 40': the first write of `buffer` in program order that the
+    static protocol check's extraction finds in `fn`; None when it finds none, 'an op of the
+    kernel' when the extraction cannot run (kept per IR function)."""
+    known = _STATIC.get(id(fn))
+    if known is None or known[0] is not fn:
+        writers: dict = {}
+        try:
+            from ..check.extract import extract
+            protocol = extract(fn)
+        except Exception:       # noqa: BLE001 - only a message's detail depends on it
+            writers = None
+        else:
+            for c in protocol.classes:
+                for e in c.events:
+                    if isinstance(e, km.Copy) and e.dst is not None:
+                        writers.setdefault(e.dst.buffer, f"the {e.what} at {e.site.text()}")
+                    elif isinstance(e, (km.SharedWrite, km.AsyncWrite)):
+                        kind = "store" if isinstance(e, km.SharedWrite) else "cp.async"
+                        writers.setdefault(e.bytes.buffer, f"the {kind} at {e.site.text()}")
+        if len(_STATIC) > 64:
+            _STATIC.clear()
+        known = _STATIC[id(fn)] = (fn, writers)
+    if known[1] is None:
+        return "an op of the kernel"
+    return known[1].get(buffer)
 
 
 __all__ = ["decode", "encode", "GlobalMemory", "Region", "SharedMemory", "Claim",
