@@ -279,7 +279,8 @@ class SharedMemory:
         what, op, first, last, alloc = read
         where = f"shared bytes {first}..{last}" if alloc is None else \
             f"{alloc.name} bytes {first - alloc.offset}..{last - alloc.offset}"
-        return f"{what} at {_line(op)} reads {where}"
+        line = _line(op)
+        return f"{what if line in what else f'{what} at {line}'} reads {where}"
 
     def _allocation(self, byte: int, buffer: str | None):
         if buffer is not None and buffer in self.allocations:

@@ -207,6 +207,7 @@ class TmaStore(OpDef):
             check_shared(cta, start, nbytes, what, op)
             if cta.shared.claims:
                 cta.shared.check_claims(start, nbytes, False, what, op)
+            cta.shared.check_written(start, nbytes, what, op, a["buffer"])
             cta.machine.on_shared_access(thread, start, nbytes, False, what, op)
             data = cta.shared.data[shared_bytes(start, nbytes, a["swizzle"])].copy()
             claim = cta.shared.claim(
