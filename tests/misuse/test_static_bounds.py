@@ -59,19 +59,47 @@ def test_partial_last_tile_of_a_shared_tensor():
 
 
 def test_tile_of_a_ring_stage_past_the_last_stage_in_a_loop():
+    """lk.range(0, 4) over 3 stages: iteration 3 certainly slices past the ring."""
     def k(x: I32, n: lk.i32):
         ring = lk.shared_tensor(Layout((128, 3), (1, 128)), lk.i32, name="ring")
         for i in lk.range(0, 4):
             ring.tile((128, 1), (0, i))                               # STAGE I
+    check(diagnose(k, I32, 8), __file__, "# STAGE I",
+          "ring.tile((128, 1), (0, i0)): tile i0 covers indices 0..3 of mode 1, past the mode's "
+          "extent 3 (shared tensor (128,3):(1,128), buffer ring); a shared tile is never "
+          "masked, it lies inside its tensor: along mode 1 its tiles of 1 are 0..2")
+
+
+def test_ring_stage_of_a_loop_to_a_parameter_is_a_warning():
+    def k(x: I32, n: lk.i32):
+        ring = lk.shared_tensor(Layout((128, 3), (1, 128)), lk.i32, name="ring")
+        for i in lk.range(0, n):
+            ring.tile((128, 1), (0, i))                               # STAGE TO N
     with pytest.warns(lk.BoundsWarning) as record:
         lk.Kernel(k, 4).ptx(I32, 8)
     (warning,) = record.list
     assert str(warning.message) == (
         "ring.tile((128, 1), (0, i0)): could not prove that tile i0 lies inside mode 1: from "
-        "the declared facts it covers indices 0..3, against the mode's extent 3 (shared tensor "
-        "(128,3):(1,128), buffer ring); a shared tile is never masked, it lies inside its "
-        "tensor: along mode 1 its tiles of 1 are 0..2")
-    assert (warning.filename, warning.lineno) == (__file__, L("# STAGE I"))
+        "the declared facts it covers indices 0..2147483646, against the mode's extent 3 "
+        "(shared tensor (128,3):(1,128), buffer ring); a shared tile is never masked, it lies "
+        "inside its tensor: along mode 1 its tiles of 1 are 0..2")
+    assert (warning.filename, warning.lineno) == (__file__, L("# STAGE TO N"))
+
+
+def test_loop_index_guarded_by_an_if_is_a_warning_not_an_error():
+    def k(x: I32, n: lk.i32):
+        rows = lk.shared_tensor(Layout((32, 8), (8, 1)), lk.i32, name="rows")
+        for i in lk.range(0, 40):
+            with lk.if_(i < 32):
+                rows[i, :]                                            # GUARDED ROW
+    with pytest.warns(lk.BoundsWarning) as record:
+        lk.Kernel(k, 4).ptx(I32, 8)
+    (warning,) = record.list
+    assert str(warning.message) == (
+        "rows[i0, :]: could not prove that index i0 is inside mode 0 of the shared tensor "
+        "(32,8):(8,1) (buffer rows), whose extent 32 allows indices 0..31; from the declared "
+        "facts it ranges over 0..39")
+    assert (warning.filename, warning.lineno) == (__file__, L("# GUARDED ROW"))
 
 
 def test_slice_by_an_unbounded_runtime_index_is_a_warning():

@@ -176,7 +176,45 @@ def within(trace, expr, lo: int, hi: int) -> tuple[bool | None, tuple]:
         return True, (e_lo, e_hi)
     if above is False or below is False:
         return False, (e_lo, e_hi)
+    attained = _attained(trace, expr)
+    if attained is not None and (attained[0] < lo or attained[1] > hi):
+        return False, attained
     return None, (e_lo, e_hi)
+
+
+def _attained(trace, expr):
+    """(lowest, highest) value `expr` certainly takes here, or None: an affine function a*i + b
+    of one loop index i whose lk.range has constant bounds and whose every iteration reaches
+    this point (no lk.if_ opened inside the loop above it)."""
+    expr = sympy.sympify(expr)
+    if trace is None or len(expr.free_symbols) != 1:
+        return None
+    (sym,) = expr.free_symbols
+    a, b = expr.as_independent(sym, as_Add=True)[1].as_coeff_Mul()[0], expr.subs(sym, 0)
+    if not (a.is_Integer and b.is_Integer and sympy.expand(expr - a * sym - b) == 0):
+        return None
+    first_last = _constant_loop(trace, trace.symbols.get(sym))
+    if first_last is None:
+        return None
+    ends = sorted(int(a) * v + int(b) for v in first_last)
+    return ends[0], ends[1]
+
+
+def _constant_loop(trace, value):
+    """(first, last) index of the open lk.range whose induction variable is `value`, when its
+    bounds are constants, it runs at least once and no lk.if_ lies between its body and here."""
+    blocks = trace.blocks
+    for depth in range(len(blocks) - 1, 0, -1):
+        owner = blocks[depth - 1].ops[-1]
+        if owner.name == "for" and blocks[depth].args and blocks[depth].args[0] is value:
+            bounds = [_expr_of(blocks[:depth], v) for v in owner.operands[:3]]
+            if not all(isinstance(x, (int, sympy.Integer)) for x in bounds):
+                return None
+            steps = range(*(int(x) for x in bounds))
+            return (steps[0], steps[-1]) if steps else None
+        if owner.name != "for":            # an lk.if_ (or another region) in between
+            return None
+    return None
 
 
 def undecided(message: str) -> None:
