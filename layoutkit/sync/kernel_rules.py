@@ -43,6 +43,7 @@ class Rules:
         self.passes = passes
         self.findings: list[Finding] = []
         self.seen: set = set()
+        self.unions: dict = {}
 
     def add(self, kind: str, key, message: str, site) -> None:
         if (kind, key) not in self.seen:
@@ -208,9 +209,8 @@ class Rules:
 
     # ---- async reads ------------------------------------------------------------------------
     def guarded_writes(self) -> dict:
-        """slot -> {(cta, buffer): (spans, [(ByteRange, who, site, what)])}: the writes a class
-        makes after waiting on slot, per buffer, with the union of their bytes (shared_rules'
-        spans) to reject a read that overlaps none at once."""
+        """slot -> {(cta, buffer): [(ByteRange, who, site, what)]}: the writes a class makes
+        after waiting on slot, per buffer."""
         out: dict[tuple, list] = {}
         for c in self.p.classes:
             guards, wrote = set(), False
@@ -230,8 +230,7 @@ class Rules:
                         for r in ranges:
                             table.setdefault((r.cta, r.buffer), []).append((r, c.who, e.site,
                                                                             what))
-        return {slot: {key: (union_of([(w[0].start, w[0].stop) for w in writes]), writes)
-                       for key, writes in table.items()} for slot, table in out.items()}
+        return out
 
     def in_flight(self) -> None:
         guarded = self.guarded_writes()
@@ -269,8 +268,15 @@ class Rules:
         if not table or ("wgmma overwrite", (c.who, arrive.barrier)) in self.seen:
             return
         for read in reads:
-            spans, writes = table.get((read.bytes.cta, read.bytes.buffer), (None, ()))
-            if spans is None or not covers_any(spans, read.bytes):
+            key = (read.bytes.cta, read.bytes.buffer)
+            writes = table.get(key)
+            if writes is None:
+                continue
+            spans = self.unions.get((arrive.slot, key))     # their bytes, to reject at once
+            if spans is None:
+                spans = self.unions[(arrive.slot, key)] = union_of(
+                    [(w[0].start, w[0].stop) for w in writes])
+            if not covers_any(spans, read.bytes):
                 continue
             for dst, who, site, what in writes:
                 if who != c.who and dst.overlaps(read.bytes):

@@ -31,8 +31,9 @@ def test_tma_store_of_that_tile_targets_row_64():
             lk.tma_store_commit()
             lk.tma_store_wait(0)
 
-    ops = [op for op in k.ir(lk.Pointer[lk.bf16], 64).body.ops[-1].blocks[0].ops
-           if op.name == "tma_store"]
+    with lk.protocol_check_skipped():       # the tile is never written: lowering only
+        fn = k.ir(lk.Pointer[lk.bf16], 64)
+    ops = [op for op in fn.body.ops[-1].blocks[0].ops if op.name == "tma_store"]
     assert [op.attrs["coords"] for op in ops] == [(0, 64)]
 
 

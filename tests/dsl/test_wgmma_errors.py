@@ -313,7 +313,9 @@ def pipelined(c: lk.Pointer[lk.f32]):
 
 def test_a_group_in_flight_across_iterations_is_legal_and_retired_by_the_waits():
     from layoutkit.dsl.sm90.wgmma.accumulators import retiring_waits
-    fn = pipelined.ir(P[lk.f32])
+    with lk.protocol_check_skipped():       # its tiles are never written: the waits only
+        fn = pipelined.ir(P[lk.f32])
+        ptx = pipelined.ptx(P[lk.f32])
     ((mma, waits),) = retiring_waits(fn)
     assert [w.attrs["pending"] for w in waits] == [1, 0]
-    assert "wgmma.wait_group.sync.aligned 1;" in pipelined.ptx(P[lk.f32])
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx

@@ -17,6 +17,7 @@ writes the buffer but had not run, or that none does.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -280,7 +281,8 @@ class SharedMemory:
         where = f"shared bytes {first}..{last}" if alloc is None else \
             f"{alloc.name} bytes {first - alloc.offset}..{last - alloc.offset}"
         line = _line(op)
-        return f"{what if line in what else f'{what} at {line}'} reads {where}"
+        named = re.search(rf"{line}\b", what) is not None      # 'the wgmma at line 68'
+        return f"{what if named else f'{what} at {line}'} reads {where}"
 
     def _allocation(self, byte: int, buffer: str | None):
         if buffer is not None and buffer in self.allocations:
