@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 import layoutkit.dsl as lk  # noqa: E402
 from layoutkit.algebra import Layout  # noqa: E402
-from layoutkit.ptx import Device, Function, driver  # noqa: E402
+from layoutkit.ptx import Device, LoadedFunction, driver  # noqa: E402
 from layoutkit.ptx import arguments, launch as launch_module  # noqa: E402
 
 DEVICE = Device(0, None, None, {"MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
@@ -87,7 +87,7 @@ def install_fakes() -> None:
     driver.current_device = lambda: DEVICE
     driver.device = lambda ordinal=0: DEVICE
     handle = driver.bindings().CUfunction()
-    driver.load_function = lambda cubin, name, dev: Function(name, dev, handle, 0, 32, 1024)
+    driver.load_function = lambda cubin, name, dev: LoadedFunction(name, dev, handle, 0, 32, 1024)
 
 
 def launcher_of(kernel, grid, *args, **kwargs):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from layoutkit.ptx import CompiledKernel, Device, Function, driver, parse_entry  # noqa: E402
+from layoutkit.ptx import CompiledKernel, Device, LoadedFunction, driver, parse_entry  # noqa: E402
 from layoutkit.ptx import arguments, launch as launch_module  # noqa: E402
 
 EMPTY = """.visible .entry empty(.param .u64 a, .param .u64 b, .param .u32 n)
@@ -102,7 +102,7 @@ def fake_kernel(ordinal: int = 0) -> CompiledKernel:
     kernel = CompiledKernel(b"\x7fELF", signature=parse_entry(EMPTY))
     dev = Device(ordinal, None, None, {"MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
                                        "MAX_SHARED_MEMORY_PER_BLOCK": 49152})
-    kernel._functions[ordinal] = Function(kernel.name, dev, driver.bindings().CUfunction(), 0, 8, 1024)
+    kernel._functions[ordinal] = LoadedFunction(kernel.name, dev, driver.bindings().CUfunction(), 0, 8, 1024)
     driver.current_device = lambda: dev
     return kernel
 

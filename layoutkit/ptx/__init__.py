@@ -3,7 +3,7 @@
 Imports: stdlib, numpy and (lazily) cuda-python. Knows nothing about layouts.
 """
 # --- builder (typed PTX builder; instruction families live in layoutkit.ptx.isa) ---
-from .builder import (SINK, Address, Imm, Kernel, Label, Module, NotPred, Param,  # noqa: F401
+from .builder import (SINK, Address, Imm, KernelBuilder, Label, Module, NotPred, Param,  # noqa: F401
                       PTXBuildError, PTXDirectiveError, PTXLabelError, PTXRangeError,
                       PTXSSAError, PTXTargetError, PTXType, PTXTypeError, Reg, Requirement,
                       SourceLocation, SpecialReg, Symbol, Vector)
@@ -23,11 +23,11 @@ from .assembler import assemble  # noqa: F401
 from .sass import DisassemblyError, disassemble  # noqa: F401
 # --- end toolchain ---
 # --- driver and launch (cuda-python, imported lazily; tensor maps; device buffers) ---
-from .driver import (CudaDriverError, Device, DriverUnavailableError, Function,  # noqa: F401
+from .driver import (CudaDriverError, Device, DriverUnavailableError, LoadedFunction,  # noqa: F401
                      SharedMemoryLimitError, current_device, device, device_count)
 from .signature import (EntrySignature, ParamKind, ParamSpec, SignatureError,  # noqa: F401
                         parse_entries, parse_entry)
-from .arguments import DLPackArray, KernelArgumentError, device_address, dlpack_array  # noqa: F401
+from .arguments import DLPackArray, LaunchArgumentError, device_address, dlpack_array  # noqa: F401
 from .launch import CompiledKernel, LaunchConfigError, launch_dims  # noqa: F401
 from .tensormap import TensorMap, TensorMapError, TiledEncoding, encode_tiled_arguments  # noqa: F401
 from .memory import DeviceBuffer  # noqa: F401

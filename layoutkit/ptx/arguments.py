@@ -21,11 +21,11 @@ from typing import NamedTuple
 from .fastpath import FAST_PATH_MISSES, build_fast_pack
 from .signature import EntrySignature, ParamKind, ParamSpec
 
-__all__ = ["ArgumentPacker", "DLPackArray", "FAST_PATH_MISSES", "KernelArgumentError", "device_address",
+__all__ = ["ArgumentPacker", "DLPackArray", "FAST_PATH_MISSES", "LaunchArgumentError", "device_address",
            "dlpack_array"]
 
 
-class KernelArgumentError(ValueError):
+class LaunchArgumentError(ValueError):
     """A kernel argument does not fit its parameter: names the parameter, the value and the rule."""
 
 
@@ -83,7 +83,7 @@ def dlpack_array(value) -> DLPackArray:
     tensor = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
     ndim = tensor.ndim
     shape = tuple((ctypes.c_int64 * ndim).from_address(tensor.shape)) if ndim else ()
-    strides = tuple((ctypes.c_int64 * ndim).from_address(tensor.strides)) \
+    strides = tuple((ctypes.c_int64 * ndim).from_address(tensor.strides))\
         if ndim and tensor.strides else None
     code = tensor.dtype
     return DLPackArray((tensor.data or 0) + tensor.byte_offset,
@@ -230,7 +230,7 @@ class ArgumentPacker:
     def _pack_checked(self, args) -> None:
         if len(args) != len(self.params):
             names = ", ".join(p.name for p in self.params)
-            raise KernelArgumentError(f"kernel {self.signature.name!r} takes {len(self.params)} arguments "
+            raise LaunchArgumentError(f"kernel {self.signature.name!r} takes {len(self.params)} arguments "
                                       f"({names}) but {len(args)} were given")
         self.device = None
         self.saw_torch = False
@@ -241,11 +241,11 @@ class ArgumentPacker:
             values[i] = convert(args[i])
         self._struct.pack_into(self._storage, self._base, *values)
 
-    # -- per-kind converters: value -> what struct packs; raise KernelArgumentError on a mismatch --
+    # -- per-kind converters: value -> what struct packs; raise LaunchArgumentError on a mismatch --
 
     def _fail(self, spec: ParamSpec, value, rule: str):
         shown = repr(value) if isinstance(value, (int, float, str, bytes)) else f"a {type(value).__name__}"
-        raise KernelArgumentError(f"kernel {self.signature.name!r}, parameter {spec.name!r} "
+        raise LaunchArgumentError(f"kernel {self.signature.name!r}, parameter {spec.name!r} "
                                   f"({spec.describe()}): got {shown[:80]}; {rule}")
 
     def _note_device(self, spec: ParamSpec, dev: int | None, address: int) -> None:
@@ -254,7 +254,7 @@ class ArgumentPacker:
         elif self.device is None:
             self.device, self._device_param = dev, spec
         elif dev != self.device:
-            raise KernelArgumentError(
+            raise LaunchArgumentError(
                 f"kernel {self.signature.name!r}: parameter {spec.name!r} is on CUDA device {dev} but "
                 f"parameter {self._device_param.name!r} is on device {self.device}; all arguments of "
                 "one launch must live on the device it runs on")

@@ -14,7 +14,7 @@ import functools
 import threading
 from dataclasses import dataclass, field
 
-__all__ = ["CudaDriverError", "Device", "DriverUnavailableError", "Function", "SharedMemoryLimitError",
+__all__ = ["CudaDriverError", "Device", "DriverUnavailableError", "LoadedFunction", "SharedMemoryLimitError",
            "bindings", "check", "current_device", "device", "device_count", "initialize",
            "load_function"]
 
@@ -212,7 +212,7 @@ def current_device() -> Device:
 
 
 @dataclass(eq=False)
-class Function:
+class LoadedFunction:
     """A kernel function loaded on one device: its handle and resource attributes."""
 
     name: str
@@ -247,11 +247,11 @@ class Function:
 
 
 _modules: dict[tuple[int, bytes], object] = {}
-_functions: dict[tuple[int, bytes, str], Function] = {}
+_functions: dict[tuple[int, bytes, str], LoadedFunction] = {}
 _load_lock = threading.Lock()
 
 
-def load_function(cubin: bytes, name: str, dev: Device) -> Function:
+def load_function(cubin: bytes, name: str, dev: Device) -> LoadedFunction:
     """The kernel ``name`` of ``cubin`` on ``dev``; module and function are loaded once and cached."""
     key = (dev.ordinal, cubin, name)
     fn = _functions.get(key)
@@ -277,7 +277,7 @@ def load_function(cubin: bytes, name: str, dev: Device) -> Function:
             a = getattr(cu.CUfunction_attribute, "CU_FUNC_ATTRIBUTE_" + which)
             return check(cu.cuFuncGetAttribute(a, handle), f"cuFuncGetAttribute({which}) for {name!r}")
 
-        fn = Function(name, dev, handle, attr("SHARED_SIZE_BYTES"), attr("NUM_REGS"),
+        fn = LoadedFunction(name, dev, handle, attr("SHARED_SIZE_BYTES"), attr("NUM_REGS"),
                       attr("MAX_THREADS_PER_BLOCK"))
         _functions[key] = fn
         return fn

@@ -18,7 +18,7 @@ import sys
 import threading
 
 from . import driver
-from .arguments import ArgumentPacker, KernelArgumentError
+from .arguments import ArgumentPacker, LaunchArgumentError
 from .fastpath import FAST_PATH_MISSES
 from .signature import EntrySignature, ParamSpec, SignatureError, parse_entry
 
@@ -121,7 +121,7 @@ class CompiledKernel:
         self.signature = signature.with_params(params) if params is not None else signature
         self.name = signature.name
         self._states: dict[int, _ThreadState] = {}  # by thread id: launches from many threads are safe
-        self._functions: dict[int, driver.Function] = {}
+        self._functions: dict[int, driver.LoadedFunction] = {}
         self._streams: dict[int, object] = {}
         cu = None
         try:
@@ -138,7 +138,7 @@ class CompiledKernel:
         from layoutkit.ptx import assemble  # the toolchain's, imported at call time
         return cls(assemble(ptx, arch=arch), name, params=params)
 
-    def function(self, device: int | None = None) -> driver.Function:
+    def function(self, device: int | None = None) -> driver.LoadedFunction:
         """The loaded function on ``device`` (default: the current device); loads it on first use."""
         fn = self._functions.get(device)
         if fn is not None:
@@ -220,7 +220,7 @@ class CompiledKernel:
         state.ordinal = ordinal
         state.grid, state.block, state.smem_bytes, state.cluster = keep
 
-    def _launch_failed(self, err, fn: driver.Function, head: tuple, config, params: int, stream) -> None:
+    def _launch_failed(self, err, fn: driver.LoadedFunction, head: tuple, config, params: int, stream) -> None:
         """Raise the launch's CudaDriverError; with no context current on this thread, launch again
         inside the device's primary context (the launch ``head`` or ``config`` did not run)."""
         call = f"cuLaunchKernel{'Ex' if config is not None else ''}({self.name!r})"
@@ -245,16 +245,16 @@ class CompiledKernel:
             except driver.DriverUnavailableError:
                 raise
             except driver.CudaDriverError:
-                raise KernelArgumentError(f"kernel {self.name!r}, parameter {spec.name!r}: address "
+                raise LaunchArgumentError(f"kernel {self.name!r}, parameter {spec.name!r}: address "
                                           f"0x{address:x} is not device memory the driver knows") from None
             if ordinal is None:
                 ordinal = int(dev)
             elif int(dev) != ordinal:
-                raise KernelArgumentError(f"kernel {self.name!r}: parameter {spec.name!r} is on CUDA device "
+                raise LaunchArgumentError(f"kernel {self.name!r}: parameter {spec.name!r} is on CUDA device "
                                           f"{int(dev)} but other arguments are on device {ordinal}")
         return ordinal
 
-    def _launch_plan(self, fn: driver.Function, grid, block, smem_bytes, cluster):
+    def _launch_plan(self, fn: driver.LoadedFunction, grid, block, smem_bytes, cluster):
         """Check a launch shape; return ((grid..., block..., smem_bytes), CUlaunchConfig or None)."""
         sig = self.signature
         g, b = launch_dims("grid", grid), launch_dims("block", block)

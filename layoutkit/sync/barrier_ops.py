@@ -12,7 +12,7 @@
 """
 from __future__ import annotations
 
-from layoutkit.ptx.builder import Kernel, Reg
+from layoutkit.ptx.builder import KernelBuilder, Reg
 from layoutkit.ptx.isa import cluster, named_barrier, proxy_fence
 from layoutkit.ptx.isa.warp import FULL_MASK as FULL_WARP
 
@@ -20,7 +20,7 @@ from .errors import NamedBarrierError
 from .named_barriers import WHOLE_CTA_ID, NamedBarrier
 
 
-def cta_sync(k: Kernel) -> None:
+def cta_sync(k: KernelBuilder) -> None:
     """`bar.sync 0`: every thread of the CTA waits for every other."""
     named_barrier.bar_sync(k, WHOLE_CTA_ID)
 
@@ -32,41 +32,41 @@ def _barrier(barrier, what: str) -> NamedBarrier:
     return barrier
 
 
-def named_sync(k: Kernel, barrier: NamedBarrier, *, pred=None) -> None:
+def named_sync(k: KernelBuilder, barrier: NamedBarrier, *, pred=None) -> None:
     """Arrive at `barrier` and wait until all of its `threads` have arrived."""
     b = _barrier(barrier, "named_sync")
     named_barrier.bar_sync(k, b.id, b.threads, pred=pred)
 
 
-def named_arrive(k: Kernel, barrier: NamedBarrier, *, pred=None) -> None:
+def named_arrive(k: KernelBuilder, barrier: NamedBarrier, *, pred=None) -> None:
     """Arrive at `barrier` without waiting (the signalling side of a producer/consumer pair)."""
     b = _barrier(barrier, "named_arrive")
     named_barrier.bar_arrive(k, b.id, b.threads, pred=pred)
 
 
-def fence_proxy_async(k: Kernel, space: str = "shared::cta", *, pred=None) -> None:
+def fence_proxy_async(k: KernelBuilder, space: str = "shared::cta", *, pred=None) -> None:
     """`fence.proxy.async.<space>`: order this thread's generic writes before async-proxy reads."""
     proxy_fence.fence_proxy_async(k, space, pred=pred)
 
 
-def cluster_arrive(k: Kernel, *, relaxed: bool = False) -> None:
+def cluster_arrive(k: KernelBuilder, *, relaxed: bool = False) -> None:
     """Arrive at the cluster barrier (`.release`, or `.relaxed` when no ordering is needed)."""
     cluster.barrier_cluster_arrive(k, sem="relaxed" if relaxed else "release")
 
 
-def cluster_wait(k: Kernel) -> None:
+def cluster_wait(k: KernelBuilder) -> None:
     """Wait until every thread of the cluster has arrived (`.acquire`)."""
     cluster.barrier_cluster_wait(k, acquire=True)
 
 
-def cluster_sync(k: Kernel) -> None:
+def cluster_sync(k: KernelBuilder) -> None:
     """Arrive and wait at the cluster barrier: all CTAs started (and initialised their
     shared memory), or none still uses a peer's."""
     cluster_arrive(k)
     cluster_wait(k)
 
 
-def elect_one(k: Kernel) -> Reg:
+def elect_one(k: KernelBuilder) -> Reg:
     """A predicate true in exactly one lane of the full warp (`elect.sync _|p, 0xFFFFFFFF`);
     the warp must be converged. Guard a TMA issue or a single arrive with it."""
     return cluster.elect_sync(k, FULL_WARP)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from layoutkit.ptx.builder import Address, Kernel, Reg, SourceLocation, user_location
+from layoutkit.ptx.builder import Address, KernelBuilder, Reg, SourceLocation, user_location
 from layoutkit.ptx.isa import mbarrier_wait
 from layoutkit.ptx.isa import sm90 as I
 
@@ -33,8 +33,8 @@ DEFAULT_TIMEOUT_S = 2.0
 class BoundedWaits:
     """The debug-build wait emitter of one kernel; construct it at the top of the kernel."""
 
-    def __init__(self, k: Kernel, *, timeout_s: float = DEFAULT_TIMEOUT_S):
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
+    def __init__(self, k: KernelBuilder, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))\
                 or not math.isfinite(timeout_s) or not 1e-6 <= timeout_s <= 3600:
             raise DebugRecordError("must be a number of seconds in 1e-6..3600 (the bound of "
                                    "each debug-build wait)", thing="timeout_s", value=timeout_s)
@@ -44,7 +44,7 @@ class BoundedWaits:
         self.param = k.pointer_param(rec.ERROR_BUFFER_PARAM)
         self.buffer = I.cvta(k, "global", I.ld_param(k, self.param))
 
-    def wait(self, k: Kernel, slot, parity: "int | Reg", *,
+    def wait(self, k: KernelBuilder, slot, parity: "int | Reg", *,
              location: SourceLocation | None = None) -> None:
         """Wait on `slot` (a BarrierSlot) for `parity`, bounded; on timeout record and trap."""
         if k is not self.kernel:
@@ -61,7 +61,7 @@ class BoundedWaits:
         mbarrier_wait.wait_parity_bounded(k, slot.address, parity, timeout_ns=self.timeout_ns,
                                           on_timeout=handler)
 
-    def _record_and_trap(self, k: Kernel, barrier: int, stage, parity, site: int) -> None:
+    def _record_and_trap(self, k: KernelBuilder, barrier: int, stage, parity, site: int) -> None:
         buf = self.buffer
         claims = I.atom(k, "global", "add", Address(buf, rec.CLAIMS), 1, dtype="u32")
         I.exit_(k, pred=I.setp(k, "ne", claims, 0, dtype="u32"))

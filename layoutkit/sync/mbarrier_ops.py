@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from layoutkit.ptx.builder import Address, Kernel, Reg, Symbol
+from layoutkit.ptx.builder import Address, KernelBuilder, Reg, Symbol
 from layoutkit.ptx.isa import mbarrier as isa_mbarrier
 from layoutkit.ptx.isa import mbarrier_wait, named_barrier
 from layoutkit.ptx.isa import sm90 as I
@@ -49,7 +49,7 @@ class BarrierRegion:
     layout: MbarrierLayout
     base: "Symbol | Reg"
 
-    def slot(self, k: Kernel, array: MbarrierArray, stage: "int | Reg") -> BarrierSlot:
+    def slot(self, k: KernelBuilder, array: MbarrierArray, stage: "int | Reg") -> BarrierSlot:
         """The barrier `array[stage]`. A register stage costs a shift and an add (and, for a
         Symbol base, a mov of its address); an int stage is folded into the address."""
         if array not in self.layout:
@@ -63,7 +63,7 @@ class BarrierRegion:
         return BarrierSlot(array, stage, Address(self.base, array.byte_offset(stage)))
 
 
-def declare_mbarriers(k: Kernel, layout: MbarrierLayout, name: str = "mbarriers") -> BarrierRegion:
+def declare_mbarriers(k: KernelBuilder, layout: MbarrierLayout, name: str = "mbarriers") -> BarrierRegion:
     """Declare the region as a static shared array of the kernel (`.shared .align 8`)."""
     if not layout.arrays:
         raise MbarrierLayoutError("has no arrays; add them before declaring the region",
@@ -71,7 +71,7 @@ def declare_mbarriers(k: Kernel, layout: MbarrierLayout, name: str = "mbarriers"
     return BarrierRegion(layout, k.shared(name, layout.nbytes, align=MBARRIER_ALIGN))
 
 
-def init_mbarriers(k: Kernel, region: BarrierRegion, *, tid: Reg | None = None) -> None:
+def init_mbarriers(k: KernelBuilder, region: BarrierRegion, *, tid: Reg | None = None) -> None:
     """Thread 0 initialises every barrier with its arrive count and issues
     `fence.mbarrier_init.release.cluster`; then `bar.sync 0` (ALL threads of the CTA must
     reach this call) makes the barriers visible before anyone, or any TMA, uses them.
@@ -86,23 +86,23 @@ def init_mbarriers(k: Kernel, region: BarrierRegion, *, tid: Reg | None = None) 
     named_barrier.bar_sync(k, WHOLE_CTA_ID)
 
 
-def arrive(k: Kernel, slot: BarrierSlot, count: int | Reg | None = None, *, pred=None) -> None:
+def arrive(k: KernelBuilder, slot: BarrierSlot, count: int | Reg | None = None, *, pred=None) -> None:
     """One arrival (or `count`) on the barrier's current phase."""
     isa_mbarrier.arrive(k, slot.address, count, pred=pred)
 
 
-def arrive_expect_tx(k: Kernel, slot: BarrierSlot, tx_bytes: int | Reg, *, pred=None) -> None:
+def arrive_expect_tx(k: KernelBuilder, slot: BarrierSlot, tx_bytes: int | Reg, *, pred=None) -> None:
     """Arrive once and add `tx_bytes` to the phase's expected transaction bytes (the producer,
     before the TMA copies that deliver exactly those bytes)."""
     isa_mbarrier.arrive_expect_tx(k, slot.address, tx_bytes, pred=pred)
 
 
-def expect_tx(k: Kernel, slot: BarrierSlot, tx_bytes: int | Reg, *, pred=None) -> None:
+def expect_tx(k: KernelBuilder, slot: BarrierSlot, tx_bytes: int | Reg, *, pred=None) -> None:
     """Add `tx_bytes` to the phase's expected bytes without arriving."""
     isa_mbarrier.expect_tx(k, slot.address, tx_bytes, pred=pred)
 
 
-def wait(k: Kernel, slot: BarrierSlot, parity: int | Reg, *, debug=None, location=None) -> None:
+def wait(k: KernelBuilder, slot: BarrierSlot, parity: int | Reg, *, debug=None, location=None) -> None:
     """Block until the phase of `slot` with parity `parity` (0/1 or a u32 register) completed.
 
     Release build (`debug=None`): the plain try_wait.parity loop. Debug build: `debug` is the
@@ -129,12 +129,12 @@ class RingRegisters:
         @%p0 xor.b32 %u1, %u1, 1;
     """
 
-    def __init__(self, k: Kernel, start: PipelineState):
+    def __init__(self, k: KernelBuilder, start: PipelineState):
         self.stages = start.stages
         self.index = I.mov(k, start.index, dtype="u32", out=k.var("u32"))
         self.phase = I.mov(k, start.phase, dtype="u32", out=k.var("u32"))
 
-    def advance(self, k: Kernel) -> None:
+    def advance(self, k: KernelBuilder) -> None:
         """Emit the next state: index+1; at `stages` the index wraps to 0 and the phase flips."""
         I.add(k, self.index, 1, dtype="u32", out=self.index)
         wrapped = I.setp(k, "eq", self.index, self.stages, dtype="u32")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from layoutkit.ptx.builder import Kernel, Reg
+from layoutkit.ptx.builder import KernelBuilder, Reg
 from layoutkit.ptx.isa import setmaxnreg as isa_setmaxnreg
 from layoutkit.ptx.isa import sm90 as I
 
@@ -45,12 +45,12 @@ class RoleContext:
     def first_warpgroup(self) -> int:
         return self.split.first_warpgroup(self.role.name)
 
-    def warpgroup_in_role(self, k: Kernel) -> Reg:
+    def warpgroup_in_role(self, k: KernelBuilder) -> Reg:
         """Emit the warpgroup's index within its role (0..role.warpgroups-1), uniform."""
         return I.sub(k, self.warpgroup, self.first_warpgroup, dtype="u32")
 
 
-def _entry_cap_of(k: Kernel) -> tuple[int | None, str]:
+def _entry_cap_of(k: KernelBuilder) -> tuple[int | None, str]:
     d = k.directives
     if d.maxnreg is not None:
         return d.maxnreg, f".maxnreg {d.maxnreg}"
@@ -60,7 +60,7 @@ def _entry_cap_of(k: Kernel) -> tuple[int | None, str]:
     return None, f".maxntid/.reqntid {dims[0]}x{dims[1]}x{dims[2]}, .minnctapersm {d.minnctapersm}"
 
 
-def check_directives(k: Kernel, split: RoleSplit) -> None:
+def check_directives(k: KernelBuilder, split: RoleSplit) -> None:
     """Refuse a kernel whose entry register cap is not the one `split` was computed for."""
     d = k.directives
     dims = d.maxntid or d.reqntid
@@ -68,7 +68,7 @@ def check_directives(k: Kernel, split: RoleSplit) -> None:
     if cap is not None:
         ok = cap == split.entry_registers
     else:
-        ok = dims is not None and dims[1:] == (1, 1) and dims[0] == split.threads \
+        ok = dims is not None and dims[1:] == (1, 1) and dims[0] == split.threads\
             and d.minnctapersm == split.ctas_per_sm
     if not ok:
         raise RoleBudgetError(
@@ -79,7 +79,7 @@ def check_directives(k: Kernel, split: RoleSplit) -> None:
             thing=f"kernel '{k.name}' directives", value=shown)
 
 
-def warpgroup_index(k: Kernel, tid: Reg | None = None) -> tuple[Reg, Reg]:
+def warpgroup_index(k: KernelBuilder, tid: Reg | None = None) -> tuple[Reg, Reg]:
     """(tid.x, warpgroup index) with the index made warp-uniform by a lane-0 broadcast."""
     tid = I.sreg(k, "tid.x") if tid is None else tid
     warp = I.shr(k, tid, WARP_THREADS.bit_length() - 1, dtype="u32")
@@ -87,15 +87,15 @@ def warpgroup_index(k: Kernel, tid: Reg | None = None) -> tuple[Reg, Reg]:
     return tid, I.shr(k, uniform, WARPGROUP_WARPS.bit_length() - 1, dtype="u32")
 
 
-def set_role_registers(k: Kernel, split: RoleSplit, role: str) -> None:
+def set_role_registers(k: KernelBuilder, split: RoleSplit, role: str) -> None:
     """The role's setmaxnreg (inc or dec, relative to the entry cap), or nothing at the cap."""
     direction = split.direction(role)
     if direction is not None:
         isa_setmaxnreg.setmaxnreg(k, direction, split.role(role).registers)
 
 
-def emit_role_split(k: Kernel, split: RoleSplit,
-                    bodies: Mapping[str, Callable[[Kernel, RoleContext], None]], *,
+def emit_role_split(k: KernelBuilder, split: RoleSplit,
+                    bodies: Mapping[str, Callable[[KernelBuilder, RoleContext], None]], *,
                     tid: Reg | None = None) -> None:
     """Branch once per role on the uniform warpgroup index, set the role's registers, run its
     body (`bodies[name](k, ctx)` emits it), and join after all roles."""

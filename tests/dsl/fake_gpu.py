@@ -14,7 +14,7 @@ import types
 import zlib
 from dataclasses import dataclass
 
-from layoutkit.ptx import Device, Function, arguments, driver, launch
+from layoutkit.ptx import Device, LoadedFunction, arguments, driver, launch
 
 BASE = 0x7F00_0000_0000
 STREAM = 0xAB0
@@ -114,8 +114,8 @@ class FakeGPU:
             k._grids.clear()
 
     @staticmethod
-    def load(cubin: bytes, name: str, dev) -> Function:
-        return Function(name, dev, f"{name}#{zlib.crc32(cubin):08x}", 0, 32, 1024)
+    def load(cubin: bytes, name: str, dev) -> LoadedFunction:
+        return LoadedFunction(name, dev, f"{name}#{zlib.crc32(cubin):08x}", 0, 32, 1024)
 
     def spec_of(self, handle, params: int):
         """The specialization whose parameter buffer (a configured launcher's, or its checked
@@ -132,7 +132,7 @@ class FakeGPU:
                 buffers += [state.params for state in compiled._states.values()]
                 if params and params in buffers:          # 0: no parameters, no buffer
                     return spec
-                if compiled._functions.get(0) is not None and \
+                if compiled._functions.get(0) is not None and\
                         compiled._functions[0].handle == handle:
                     loaded.append(spec)
         assert len(loaded) == 1, f"a launch of {handle} with buffer 0x{params:x}: {loaded}"

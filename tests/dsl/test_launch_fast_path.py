@@ -11,7 +11,7 @@ import pytest
 import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
 from layoutkit.dsl.core.launch_fast import FastLaunch, fast_launch_source
-from layoutkit.ptx import KernelArgumentError as PTXKernelArgumentError
+from layoutkit.ptx import LaunchArgumentError
 from layoutkit.ptx import LaunchConfigError, SettingsError, settings
 
 from .fake_gpu import BASE, STREAM, FakeGPU, Tensor
@@ -256,7 +256,7 @@ def test_launches_between_the_fast_ones_never_leave_stale_parameters(gpu, checke
     scale[4](X, Y, 4096, 2.0)
     scale[4](X, Y, 4096, 5)                        # an int for a: the checked path's buffer
     scale[4](X, Y, 4096, 2.0)                      # fast, the launcher's memo: nothing repacked
-    with pytest.raises(PTXKernelArgumentError, match="overflows .f32"):
+    with pytest.raises(LaunchArgumentError, match="overflows .f32"):
         scale[4](X2, Y2, 4096, 1e39)               # pack_into fails after writing x and y
     scale[4](X, Y, 4096, 2.0)
     scale[4](X, Y, 4096, 2.0, stream=STREAM)       # an explicit stream: launch(), own buffer

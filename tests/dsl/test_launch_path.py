@@ -12,7 +12,7 @@ import pytest
 
 import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
-from layoutkit.ptx import Device, Function, ParamKind
+from layoutkit.ptx import Device, LoadedFunction, ParamKind
 from layoutkit.ptx import arguments, driver, launch
 
 BASE = 0x7F00_0000_0000
@@ -54,7 +54,7 @@ def fake_gpu(monkeypatch):
     compiled = spec.compiled
     dev = Device(0, None, None, {"MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
                                  "MAX_SHARED_MEMORY_PER_BLOCK": 49152})
-    compiled._functions[0] = Function(compiled.name, dev, "fn0", 0, 32, 1024)
+    compiled._functions[0] = LoadedFunction(compiled.name, dev, "fn0", 0, 32, 1024)
     monkeypatch.setattr(driver, "current_device", lambda: dev)
     calls = []
 

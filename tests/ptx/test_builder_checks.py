@@ -59,7 +59,7 @@ def test_a_mutable_register_written_later_in_a_loop_is_written():
 
 
 def test_a_mutable_register_may_hold_an_undefined_value():
-    # the DSL's wgmma accumulator: Kernel.var registers read before any write (scale-d = 0)
+    # the DSL's wgmma accumulator: KernelBuilder.var registers read before any write (scale-d = 0)
     m, k = kernel()
     acc, copy = k.var("f32"), k.var("f32")
     k.emit("mov.f32", (copy, acc), defs=(copy,))

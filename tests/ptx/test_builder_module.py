@@ -136,7 +136,7 @@ def test_ssa_register_written_twice_is_refused():
     r = k.reg("u32")
     k.emit("mov.u32", (r, Imm(1, TYPES["u32"])), defs=(r,))
     with pytest.raises(PTXSSAError, match=r"mov.u32: operand destination = %u0 \(.u32\): is already "
-                                          r"written.*Kernel.var.*test_builder_module.py"):
+                                          r"written.*KernelBuilder.var.*test_builder_module.py"):
         k.emit("mov.u32", (r, Imm(2, TYPES["u32"])), defs=(r,))
 
 

@@ -7,7 +7,7 @@ import types
 import numpy as np
 import pytest
 
-from layoutkit.ptx import CompiledKernel, Device, DeviceBuffer, KernelArgumentError, parse_entry
+from layoutkit.ptx import CompiledKernel, Device, DeviceBuffer, LaunchArgumentError, parse_entry
 from layoutkit.ptx import arguments
 from layoutkit.ptx.arguments import ArgumentPacker
 
@@ -100,13 +100,13 @@ def test_no_parameters():
 ])
 def test_argument_errors_name_parameter_value_and_rule(changes, message):
     packer = ArgumentPacker(parse_entry(MIXED))
-    with pytest.raises(KernelArgumentError, match=r"kernel 'mixed', parameter " + message):
+    with pytest.raises(LaunchArgumentError, match=r"kernel 'mixed', parameter " + message):
         packer.pack(mixed_args(**changes))
 
 
 def test_argument_count():
     packer = ArgumentPacker(parse_entry(MIXED))
-    with pytest.raises(KernelArgumentError, match=r"takes 10 arguments \(flag, out, n, tmap, .*\) but 9 were given"):
+    with pytest.raises(LaunchArgumentError, match=r"takes 10 arguments \(flag, out, n, tmap, .*\) but 9 were given"):
         packer.pack(mixed_args()[:-1])
 
 
@@ -120,10 +120,10 @@ def test_numpy_scalars_bools_and_bit_patterns():
 
 def test_arguments_on_two_devices_are_refused():
     packer = ArgumentPacker(parse_entry(MIXED))
-    with pytest.raises(KernelArgumentError, match="parameter 'aligned' is on CUDA device 1 but parameter 'out' is on "
+    with pytest.raises(LaunchArgumentError, match="parameter 'aligned' is on CUDA device 1 but parameter 'out' is on "
                                                   "device 0"):
         packer.pack(mixed_args(aligned=buffer(BASE + 0x200, ordinal=1)))
-    with pytest.raises(KernelArgumentError, match="parameter 'tmap' is on CUDA device 1 but parameter 'out'"):
+    with pytest.raises(LaunchArgumentError, match="parameter 'tmap' is on CUDA device 1 but parameter 'out'"):
         packer.pack(mixed_args(tmap=FakeTensorMap(device=1)))
 
 
@@ -131,7 +131,7 @@ def test_freed_buffers_are_refused():
     buf = DeviceBuffer(BASE, (4,), np.float32, Device(0, None, None), owner=True)
     buf._finalizer.detach()  # nothing to free for real: mark it freed by hand
     buf._finalizer = types.SimpleNamespace(alive=False)
-    with pytest.raises(KernelArgumentError, match="was freed"):
+    with pytest.raises(LaunchArgumentError, match="was freed"):
         ArgumentPacker(parse_entry(MIXED)).pack(mixed_args(out=buf))
 
 
@@ -180,11 +180,11 @@ def test_torch_tensors_are_read_through_the_fast_path(monkeypatch):
     packer.pack(mixed_args(out=Tensor(BASE + 0x800, 0), aligned=Tensor(BASE + 0x900, 0)))
     raw = packer.packed_bytes()
     assert raw[8:16] == (BASE + 0x800).to_bytes(8, "little") and packer.saw_torch and packer.device == 0
-    with pytest.raises(KernelArgumentError, match="'aligned'.*the torch tensor is on cpu, not on a CUDA device"):
+    with pytest.raises(LaunchArgumentError, match="'aligned'.*the torch tensor is on cpu, not on a CUDA device"):
         packer.pack(mixed_args(aligned=Tensor(BASE, -1)))
-    with pytest.raises(KernelArgumentError, match="'aligned' is on CUDA device 1 but parameter 'out' is on device 0"):
+    with pytest.raises(LaunchArgumentError, match="'aligned' is on CUDA device 1 but parameter 'out' is on device 0"):
         packer.pack(mixed_args(out=Tensor(BASE, 0), aligned=Tensor(BASE, 1)))
-    with pytest.raises(KernelArgumentError, match="'aligned'.*must be 16-byte aligned"):
+    with pytest.raises(LaunchArgumentError, match="'aligned'.*must be 16-byte aligned"):
         packer.pack(mixed_args(aligned=Tensor(BASE + 2, 0)))
 
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from layoutkit.ptx import (CompiledKernel, CudaDriverError, Device, DriverUnavailableError, Function,
+from layoutkit.ptx import (CompiledKernel, CudaDriverError, Device, DriverUnavailableError, LoadedFunction,
                            LaunchConfigError, parse_entry)
 from layoutkit.ptx import driver
 
@@ -19,7 +19,7 @@ H200_SMEM = {"MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448, "MAX_SHARED_MEMORY_PER
 def kernel_with_fake_function(ptx, *, static_smem=1024, max_threads=1024, num_regs=32):
     kernel = CompiledKernel(b"\x7fELF", signature=parse_entry(ptx))
     dev = Device(0, None, None, dict(H200_SMEM))
-    fn = Function(kernel.name, dev, None, static_smem, num_regs, max_threads)
+    fn = LoadedFunction(kernel.name, dev, None, static_smem, num_regs, max_threads)
     return kernel, fn
 
 

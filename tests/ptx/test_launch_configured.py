@@ -12,7 +12,7 @@ import types
 import numpy as np
 import pytest
 
-from layoutkit.ptx import (CompiledKernel, CudaDriverError, Device, DeviceBuffer, Function, KernelArgumentError,
+from layoutkit.ptx import (CompiledKernel, CudaDriverError, Device, DeviceBuffer, LoadedFunction, LaunchArgumentError,
                            LaunchConfigError, parse_entry)
 from layoutkit.ptx import arguments, driver, launch
 from layoutkit.ptx import launcher as launcher_module
@@ -78,7 +78,7 @@ def fake_kernel(ptx=PTX, devices=(0, 1), max_threads=1024, current=0, monkeypatc
     kernel = CompiledKernel(b"\x7fELF", signature=parse_entry(ptx))
     for ordinal in devices:
         dev = Device(ordinal, None, None, dict(H200_SMEM))
-        kernel._functions[ordinal] = Function(kernel.name, dev, f"fn{ordinal}", 1024, 32, max_threads)
+        kernel._functions[ordinal] = LoadedFunction(kernel.name, dev, f"fn{ordinal}", 1024, 32, max_threads)
     if monkeypatch is not None:
         monkeypatch.setattr(driver, "current_device", lambda: kernel._functions[current].device)
         monkeypatch.setattr(driver, "device_count", lambda: len(devices))
@@ -150,9 +150,9 @@ BAD = [
 def test_bad_arguments_are_refused_with_launchs_message(torch_streams, monkeypatch, args, message):
     kernel, recorder = fake_kernel(monkeypatch=monkeypatch)
     launcher = kernel.configure(1, 32)
-    with pytest.raises(KernelArgumentError, match=message) as by_launch:
+    with pytest.raises(LaunchArgumentError, match=message) as by_launch:
         kernel.launch(*args, grid=1, block=32)
-    with pytest.raises(KernelArgumentError) as by_launcher:
+    with pytest.raises(LaunchArgumentError) as by_launcher:
         launcher(*args)
     assert str(by_launcher.value) == str(by_launch.value)
     assert recorder.calls == []
@@ -166,9 +166,9 @@ def test_with_one_device_the_launcher_asks_is_cuda_not_get_device(torch_streams,
     assert "not x.is_cuda" in launcher.source and "get_device" not in launcher.source
     assert "get_device" in fake_kernel(monkeypatch=monkeypatch)[0].configure(1, 32).source
     cpu = (Tensor(BASE, -1),) + good_args()[1:]
-    with pytest.raises(KernelArgumentError, match="the torch tensor is on cpu") as by_launch:
+    with pytest.raises(LaunchArgumentError, match="the torch tensor is on cpu") as by_launch:
         kernel.launch(*cpu, grid=1, block=32)
-    with pytest.raises(KernelArgumentError) as by_launcher:
+    with pytest.raises(LaunchArgumentError) as by_launcher:
         launcher(*cpu)
     assert str(by_launcher.value) == str(by_launch.value) and recorder.calls == []
     by_launch, by_launcher = both(kernel, recorder, good_args(), launcher, grid=1, block=32)
@@ -185,7 +185,7 @@ def test_a_wrong_argument_count_is_refused_by_the_call(torch_streams, monkeypatc
     kernel, recorder = fake_kernel(monkeypatch=monkeypatch)
     launcher = kernel.configure(1, 32)
     args = (good_args() + (1,))[:count]
-    with pytest.raises(KernelArgumentError, match=launch_message):
+    with pytest.raises(LaunchArgumentError, match=launch_message):
         kernel.launch(*args, grid=1, block=32)
     with pytest.raises(TypeError, match=r"^k\[grid=\(1, 1, 1\), block=\(32, 1, 1\), smem_bytes=0\]\(\) "
                                         + launcher_message):

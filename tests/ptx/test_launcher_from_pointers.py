@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from layoutkit.ptx import KernelArgumentError, arguments, launch
+from layoutkit.ptx import LaunchArgumentError, arguments, launch
 from layoutkit.ptx import launcher as launcher_module
 from tests.ptx.test_launch_configured import BASE, PTX, Tensor, fake_kernel, torch_streams  # noqa: F401
 
@@ -66,9 +66,9 @@ def test_what_it_cannot_launch_is_refused_with_launchs_message(torch_streams, mo
                                                               message):
     kernel, recorder = fake_kernel(TYPED, devices=devices, monkeypatch=monkeypatch)
     launcher = kernel.configure(1, 32)
-    with pytest.raises(KernelArgumentError, match=message) as by_launch:
+    with pytest.raises(LaunchArgumentError, match=message) as by_launch:
         kernel.launch(*values, grid=1, block=32)
-    with pytest.raises(KernelArgumentError) as by_entry:
+    with pytest.raises(LaunchArgumentError) as by_entry:
         launcher.from_pointers(*pointers(values))
     assert str(by_entry.value) == str(by_launch.value) and recorder.calls == []
     launcher.from_pointers(*pointers(args()))

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from layoutkit.ptx import KernelArgumentError
+from layoutkit.ptx import LaunchArgumentError
 from tests.ptx.test_launch_configured import BASE, Tensor, fake_kernel, good_args, torch_streams  # noqa: F401
 
 
@@ -69,7 +69,7 @@ def test_a_pack_that_fails_part_way_leaves_no_stale_memo(configured):
     args = good_args()
     launcher(*args)
     changed = (Tensor(BASE + 0x1000), Tensor(BASE + 0x2000), 2 ** 32, 0.5)
-    with pytest.raises(KernelArgumentError, match="got 4294967296; this parameter holds integers in 0..4294967295"):
+    with pytest.raises(LaunchArgumentError, match="got 4294967296; this parameter holds integers in 0..4294967295"):
         launcher(*changed)
     launcher(*args)
     assert recorder.calls[-1][3] == expected(*args)
@@ -80,7 +80,7 @@ def test_a_misaligned_pointer_after_a_memo_is_refused_and_the_memo_still_holds(c
     _, recorder, launcher, pack = configured
     args = good_args()
     launcher(*args)
-    with pytest.raises(KernelArgumentError, match="the address 0x7f0000000104 must be 16-byte aligned"):
+    with pytest.raises(LaunchArgumentError, match="the address 0x7f0000000104 must be 16-byte aligned"):
         launcher(Tensor(BASE + 0x104), *args[1:])
     launcher(*args)
     assert len(recorder.calls) == 2 and recorder.calls[-1][3] == expected(*args)

@@ -122,13 +122,13 @@ def test_scalar_specs_match_the_parsed_declaration():
         (ParamKind.INT, 1, 1)]
     rich = sig.with_params(specs)
     assert rich.params[1].kind is ParamKind.INT  # a 64-bit integer narrowed to ints only
-    from layoutkit.ptx import DeviceBuffer, Device, KernelArgumentError
+    from layoutkit.ptx import DeviceBuffer, Device, LaunchArgumentError
     from layoutkit.ptx.arguments import ArgumentPacker
     packer = ArgumentPacker(rich)
     packer.pack((1, -2, 2 ** 64 - 1, 0.5, 255))
     assert packer.packed_bytes()[8:16] == (-2).to_bytes(8, "little", signed=True)
     buffer = DeviceBuffer(0x7F0000001000, (4,), "float32", Device(0, None, None), owner=False)
-    with pytest.raises(KernelArgumentError, match=r"parameter 'b' \(.param .s64 b\): got a DeviceBuffer; this "
+    with pytest.raises(LaunchArgumentError, match=r"parameter 'b' \(.param .s64 b\): got a DeviceBuffer; this "
                                                   r"parameter \(.s64\) takes an int"):
         packer.pack((1, buffer, 0, 0.5, 255))
     with pytest.raises(SignatureError, match=r"parameter 'x': .f8 is not a scalar PTX type \(u8, s8"):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sympy
 
-from layoutkit.ptx.builder import Kernel, Reg
+from layoutkit.ptx.builder import KernelBuilder, Reg
 from layoutkit.ptx.isa import arith, bits, convert
 
 from ..core.errors import TraceError
@@ -35,7 +35,7 @@ def _power_of_two(n: int) -> bool:
 class IndexLowering:
     """Emits index expressions into kernel `k`; `env` maps each symbol to its register."""
 
-    def __init__(self, k: Kernel, env: dict):
+    def __init__(self, k: KernelBuilder, env: dict):
         self.k = k
         self.env = env
         self.scopes: list[dict] = [{}]
@@ -86,7 +86,7 @@ class IndexLowering:
             acc = None
             for term in sorted(sympy.Add.make_args(rest), key=sympy.default_sort_key):
                 coeff, factor = term.as_coeff_Mul()
-                if acc is not None and coeff.is_Integer and coeff not in (1, -1) and \
+                if acc is not None and coeff.is_Integer and coeff not in (1, -1) and\
                         not _power_of_two(int(coeff)):
                     acc = arith.mad(k, self._reg(self.emit(factor, ptype), ptype), int(coeff),
                                     acc, dtype=ptype)

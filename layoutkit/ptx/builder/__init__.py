@@ -12,7 +12,7 @@ from .directives import Directives
 from .errors import (PTXBuildError, PTXDirectiveError, PTXLabelError, PTXRangeError, PTXSSAError,
                      PTXTargetError, PTXTypeError)
 from .instruction import Instruction, RawInstruction
-from .kernel import Kernel, Param
+from .kernel import KernelBuilder, Param
 from .module import Module
 from .operands import SINK, Address, Imm, Label, NotPred, Reg, SpecialReg, Symbol, Vector
 from .source_location import SourceLocation, user_location
@@ -20,7 +20,7 @@ from .target import Requirement, Target
 from .types import TYPES, PTXType, ptx_type, reg_compatible
 
 __all__ = [
-    "Address", "Directives", "Imm", "Instruction", "Kernel", "Label", "Module", "NotPred",
+    "Address", "Directives", "Imm", "Instruction", "KernelBuilder", "Label", "Module", "NotPred",
     "PTXBuildError", "PTXDirectiveError", "PTXLabelError", "PTXRangeError", "PTXSSAError",
     "PTXTargetError", "PTXType", "PTXTypeError", "Param", "RawInstruction", "Reg", "Requirement",
     "SINK", "SourceLocation", "SpecialReg", "Symbol", "TYPES", "Target", "Vector", "ptx_type",

@@ -59,7 +59,7 @@ class PTXRangeError(PTXBuildError):
 
 
 class PTXSSAError(PTXBuildError):
-    """A single-assignment register written twice (loop-carried values must use Kernel.var), or
+    """A single-assignment register written twice (loop-carried values must use KernelBuilder.var), or
     a register read but never written."""
 
 

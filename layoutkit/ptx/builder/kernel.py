@@ -1,7 +1,7 @@
 """The kernel builder: parameters, SSA registers, labels, guards, source lines and the body.
 
-A `Kernel` is made by `Module.kernel`. Instruction families (layoutkit.ptx.isa) validate their
-operands and call `Kernel.emit`; the DSL does the same when it lowers its IR. Registers are
+A `KernelBuilder` is made by `Module.kernel`. Instruction families (layoutkit.ptx.isa) validate their
+operands and call `KernelBuilder.emit`; the DSL does the same when it lowers its IR. Registers are
 strict SSA: `reg(type)` gives a fresh register that may be written once; `var(type)` gives a
 mutable one for loop-carried values (a reused temporary once hung a pipeline: hopper-ptx.md §3.7).
 An SSA register that is read must be written by some instruction (checked at `text()`).
@@ -57,7 +57,7 @@ class Param:
         return f".param .{self.type.name} {self.name}"
 
 
-class Kernel:
+class KernelBuilder:
     """One `.visible .entry`. See the module docstring; build it with `Module.kernel`."""
 
     def __init__(self, module, name: str, directives: Directives):
@@ -221,7 +221,7 @@ class Kernel:
             self.check_owned(reg, name, "destination")
             if reg.name in self._defined and not reg.mutable:
                 raise PTXSSAError("is already written; SSA registers are written once (use "
-                                  "Kernel.var for a value updated in a loop)",
+                                  "KernelBuilder.var for a value updated in a loop)",
                                   instruction=name, operand="destination", value=reg)
             self._defined.add(reg.name)
         instruction = Instruction(opcode, tuple(operands), tuple(defs), guard, self._here())
@@ -281,7 +281,7 @@ class Kernel:
         out, last = [], None
         for line in self.lines:
             where = line.location
-            if file_index is not None and where is not None and where != last \
+            if file_index is not None and where is not None and where != last\
                     and not isinstance(line, LabelLine):
                 out.append(f"{INDENT}.loc {file_index[where.file]} {where.line} {where.column}")
                 last = where
@@ -293,7 +293,7 @@ class Kernel:
         self.check_labels()
         self.check_registers()
         params = ",\n".join(f"{INDENT}{p.declaration()}" for p in self.params)
-        head = f".visible .entry {self.name}(\n{params}\n)" if params else \
+        head = f".visible .entry {self.name}(\n{params}\n)" if params else\
             f".visible .entry {self.name}()"
         lines = [head, *self.directives.lines(), "{"]
         lines += [f"{INDENT}{d}" for d in self._shared_decls]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .directives import Directives
 from .errors import PTXDirectiveError, PTXTargetError
-from .kernel import Kernel, check_identifier
+from .kernel import KernelBuilder, check_identifier
 from .operands import Symbol
 from .target import (DEFAULT_TARGET, DEFAULT_VERSION, MAX_VERSION, Requirement, Target,
                      format_version, parse_version)
@@ -50,7 +50,7 @@ class Module:
             raise PTXDirectiveError("layoutkit emits 64-bit modules only",
                                     operand=".address_size", value=address_size)
         self.line_info = line_info
-        self.kernels: list[Kernel] = []
+        self.kernels: list[KernelBuilder] = []
         self.symbols: dict[str, str] = {}
         self._module_decls: list[str] = []
         self._static_shared = 0
@@ -77,7 +77,7 @@ class Module:
         self._needed = max(self._needed, requirement.version)
 
     def kernel(self, name: str, *, maxntid=None, reqntid=None, minnctapersm=None, maxnreg=None,
-               reqnctapercluster=None, explicitcluster=False, maxclusterrank=None) -> Kernel:
+               reqnctapercluster=None, explicitcluster=False, maxclusterrank=None) -> KernelBuilder:
         """Add a `.visible .entry name(...)` with the given directives (validated; see directives)."""
         directives = Directives.build(maxntid=maxntid, reqntid=reqntid, minnctapersm=minnctapersm,
                                       maxnreg=maxnreg, reqnctapercluster=reqnctapercluster,
@@ -85,7 +85,7 @@ class Module:
         if directives.uses_cluster:
             self.require(Requirement(version=(7, 8), sm=90), ".reqnctapercluster")
         self._claim(name, "kernel")
-        kernel = Kernel(self, name, directives)
+        kernel = KernelBuilder(self, name, directives)
         self.kernels.append(kernel)
         return kernel
 

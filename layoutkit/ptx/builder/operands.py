@@ -14,7 +14,7 @@ from .types import PTXType, TYPES
 
 @dataclass(frozen=True)
 class Reg:
-    """A virtual register `name` of PTX type `type`. `mutable` registers (Kernel.var) may be
+    """A virtual register `name` of PTX type `type`. `mutable` registers (KernelBuilder.var) may be
     written many times (loop-carried values); all others are written exactly once (SSA)."""
 
     name: str
@@ -141,7 +141,7 @@ class Vector:
 
 @dataclass(frozen=True)
 class Label:
-    """A branch target, unique within its kernel (`owner`); placed once with Kernel.place."""
+    """A branch target, unique within its kernel (`owner`); placed once with KernelBuilder.place."""
 
     name: str
     owner: str = ""

@@ -92,7 +92,7 @@ def check_raw(text) -> str:
             if word not in STATEMENT_DIRECTIVES:
                 raise PTXBuildError(f"declares with .{word}; raw text may declare only .reg "
                                     "(in a scoped block) or give a .pragma (use Kernel.shared, "
-                                    "Kernel.param or Module.shared for other state)",
+                                    "KernelBuilder.param or Module.shared for other state)",
                                     instruction="raw", value=text)
     return code
 

@@ -6,7 +6,7 @@ Use the arch namespace that matches the target: `isa.sm80` (Ampere-era forms) an
 - the kernel comes first: `add(k, a, b)`;
 - the instruction type is `dtype=` or the first register operand's type;
 - the result is a fresh SSA register (a tuple for vectors/fragments) unless `out=` names
-  one (`Kernel.var` registers may be written again: loop-carried values);
+  one (`KernelBuilder.var` registers may be written again: loop-carried values);
 - `pred=` guards the instruction (`pred=~p` for `@!p`); Python ints/floats become
   range-checked immediates;
 - a request ptxas would reject (or silently change) raises a PTXBuildError subclass naming

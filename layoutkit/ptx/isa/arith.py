@@ -9,7 +9,7 @@ bf16 add/sub/mul need sm_90 (PTX 7.8).
 """
 from __future__ import annotations
 
-from ..builder import Kernel, PTXBuildError, PTXType, Reg, Requirement
+from ..builder import KernelBuilder, PTXBuildError, PTXType, Reg, Requirement
 from .checks import (check_type, choose, dest, flag, infer_type, mods, result_type, source)
 
 INT = ("u16", "u32", "u64", "s16", "s32", "s64")
@@ -45,7 +45,7 @@ def _requires(instr: str, t: PTXType) -> Requirement:
     return Requirement()
 
 
-def _binary(k: Kernel, instr: str, a, b, c, *, dtype, rounding, ftz, sat, out, pred,
+def _binary(k: KernelBuilder, instr: str, a, b, c, *, dtype, rounding, ftz, sat, out, pred,
             int_modes=(), mode=None, rounding_required=False):
     operands = (a, b) if c is None else (a, b, c)
     t = check_type(instr, infer_type(instr, dtype, *operands), INT + FLOAT)
@@ -75,14 +75,14 @@ def _binary(k: Kernel, instr: str, a, b, c, *, dtype, rounding, ftz, sat, out, p
     # mad.wide adds a c of the wide (destination) type
     types = (t, t, d_type)
     srcs = [source(k, instr, name, v, st) for name, v, st in zip("abc", operands, types)]
-    d = dest(k, instr, out, d_type) if out is not None or d_type != t else \
+    d = dest(k, instr, out, d_type) if out is not None or d_type != t else\
         dest(k, instr, None, result_type(t, *operands))
     k.emit(mods(instr, *suffix, t.name), (d, *srcs), defs=(d,), pred=pred,
            requires=_requires(instr, t))
     return d
 
 
-def add(k: Kernel, a, b, *, dtype=None, rounding=None, ftz=False, sat=False, out=None,
+def add(k: KernelBuilder, a, b, *, dtype=None, rounding=None, ftz=False, sat=False, out=None,
         pred=None) -> Reg:
     """d = a + b (`add{.rnd}{.ftz}{.sat}.type`). Type from dtype or the first register.
 
@@ -95,14 +95,14 @@ def add(k: Kernel, a, b, *, dtype=None, rounding=None, ftz=False, sat=False, out
                    out=out, pred=pred)
 
 
-def sub(k: Kernel, a, b, *, dtype=None, rounding=None, ftz=False, sat=False, out=None,
+def sub(k: KernelBuilder, a, b, *, dtype=None, rounding=None, ftz=False, sat=False, out=None,
         pred=None) -> Reg:
     """d = a - b (`sub{.rnd}{.ftz}{.sat}.type`)."""
     return _binary(k, "sub", a, b, None, dtype=dtype, rounding=rounding, ftz=ftz, sat=sat,
                    out=out, pred=pred)
 
 
-def mul(k: Kernel, a, b, *, mode=None, dtype=None, rounding=None, ftz=False, sat=False, out=None,
+def mul(k: KernelBuilder, a, b, *, mode=None, dtype=None, rounding=None, ftz=False, sat=False, out=None,
         pred=None) -> Reg:
     """d = a * b. Integers: `mode` 'lo' (default), 'hi' or 'wide' (result twice as wide)."""
     t = infer_type("mul", dtype, a, b)
@@ -112,17 +112,17 @@ def mul(k: Kernel, a, b, *, mode=None, dtype=None, rounding=None, ftz=False, sat
                    out=out, pred=pred, int_modes=("lo", "hi", "wide"), mode=mode)
 
 
-def mul_wide(k: Kernel, a, b, *, dtype=None, out=None, pred=None) -> Reg:
+def mul_wide(k: KernelBuilder, a, b, *, dtype=None, out=None, pred=None) -> Reg:
     """`mul.wide.{u,s}{16,32}`: the full 32/64-bit product of two 16/32-bit integers."""
     return mul(k, a, b, mode="wide", dtype=dtype, out=out, pred=pred)
 
 
-def mul_hi(k: Kernel, a, b, *, dtype=None, out=None, pred=None) -> Reg:
+def mul_hi(k: KernelBuilder, a, b, *, dtype=None, out=None, pred=None) -> Reg:
     """`mul.hi.type`: the upper half of the integer product."""
     return mul(k, a, b, mode="hi", dtype=dtype, out=out, pred=pred)
 
 
-def mad(k: Kernel, a, b, c, *, mode="lo", dtype=None, sat=False, out=None, pred=None) -> Reg:
+def mad(k: KernelBuilder, a, b, c, *, mode="lo", dtype=None, sat=False, out=None, pred=None) -> Reg:
     """Integer d = a * b + c (`mad.{lo,hi,wide}{.sat}.type`); for floats use `fma`."""
     t = infer_type("mad", dtype, a, b, c)
     if t.is_float:
@@ -132,7 +132,7 @@ def mad(k: Kernel, a, b, c, *, mode="lo", dtype=None, sat=False, out=None, pred=
                    pred=pred, int_modes=("lo", "hi", "wide"), mode=mode)
 
 
-def fma(k: Kernel, a, b, c, *, rounding="rn", dtype=None, ftz=False, sat=False, out=None,
+def fma(k: KernelBuilder, a, b, c, *, rounding="rn", dtype=None, ftz=False, sat=False, out=None,
         pred=None) -> Reg:
     """Float d = a * b + c, rounded once (`fma.rnd{.ftz}{.sat}.type`; rounding required)."""
     t = infer_type("fma", dtype, a, b, c)
@@ -143,7 +143,7 @@ def fma(k: Kernel, a, b, c, *, rounding="rn", dtype=None, ftz=False, sat=False, 
                    pred=pred, rounding_required=True)
 
 
-def div(k: Kernel, a, b, *, dtype=None, rounding=None, ftz=False, out=None, pred=None) -> Reg:
+def div(k: KernelBuilder, a, b, *, dtype=None, rounding=None, ftz=False, out=None, pred=None) -> Reg:
     """d = a / b. Integers: no modifiers. .f32: rounding one of 'approx', 'full', rn/rz/rm/rp
     (required); .f64: rn/rz/rm/rp (required). f16/bf16 have no div."""
     t = infer_type("div", dtype, a, b)
@@ -166,14 +166,14 @@ def div(k: Kernel, a, b, *, dtype=None, rounding=None, ftz=False, out=None, pred
                    out=out, pred=pred)
 
 
-def rem(k: Kernel, a, b, *, dtype=None, out=None, pred=None) -> Reg:
+def rem(k: KernelBuilder, a, b, *, dtype=None, out=None, pred=None) -> Reg:
     """Integer remainder d = a % b (sign of a for signed types)."""
     t = check_type("rem", infer_type("rem", dtype, a, b), INT)
     return _binary(k, "rem", a, b, None, dtype=t, rounding=None, ftz=False, sat=False, out=out,
                    pred=pred)
 
 
-def _minmax(k: Kernel, instr: str, a, b, dtype, ftz, nan, out, pred) -> Reg:
+def _minmax(k: KernelBuilder, instr: str, a, b, dtype, ftz, nan, out, pred) -> Reg:
     t = check_type(instr, infer_type(instr, dtype, a, b), INT + FLOAT)
     flag(instr, "ftz", ftz)
     flag(instr, "nan", nan)
@@ -190,17 +190,17 @@ def _minmax(k: Kernel, instr: str, a, b, dtype, ftz, nan, out, pred) -> Reg:
     return d
 
 
-def min_(k: Kernel, a, b, *, dtype=None, ftz=False, nan=False, out=None, pred=None) -> Reg:
+def min_(k: KernelBuilder, a, b, *, dtype=None, ftz=False, nan=False, out=None, pred=None) -> Reg:
     """d = min(a, b) (`min{.ftz}{.NaN}.type`; .NaN propagates NaN instead of dropping it)."""
     return _minmax(k, "min", a, b, dtype, ftz, nan, out, pred)
 
 
-def max_(k: Kernel, a, b, *, dtype=None, ftz=False, nan=False, out=None, pred=None) -> Reg:
+def max_(k: KernelBuilder, a, b, *, dtype=None, ftz=False, nan=False, out=None, pred=None) -> Reg:
     """d = max(a, b) (`max{.ftz}{.NaN}.type`)."""
     return _minmax(k, "max", a, b, dtype, ftz, nan, out, pred)
 
 
-def _unary(k: Kernel, instr: str, a, dtype, ftz, out, pred) -> Reg:
+def _unary(k: KernelBuilder, instr: str, a, dtype, ftz, out, pred) -> Reg:
     t = check_type(instr, infer_type(instr, dtype, a), SIGNED + FLOAT)
     if flag(instr, "ftz", ftz) and t.name not in ("f32", "f16", "f16x2"):
         raise PTXBuildError(".ftz exists only for .f32, .f16 and .f16x2", instruction=instr,
@@ -211,11 +211,11 @@ def _unary(k: Kernel, instr: str, a, dtype, ftz, out, pred) -> Reg:
     return d
 
 
-def neg(k: Kernel, a, *, dtype=None, ftz=False, out=None, pred=None) -> Reg:
+def neg(k: KernelBuilder, a, *, dtype=None, ftz=False, out=None, pred=None) -> Reg:
     """d = -a (`neg{.ftz}.type`; signed integers and floats)."""
     return _unary(k, "neg", a, dtype, ftz, out, pred)
 
 
-def abs_(k: Kernel, a, *, dtype=None, ftz=False, out=None, pred=None) -> Reg:
+def abs_(k: KernelBuilder, a, *, dtype=None, ftz=False, out=None, pred=None) -> Reg:
     """d = |a| (`abs{.ftz}.type`; signed integers and floats)."""
     return _unary(k, "abs", a, dtype, ftz, out, pred)

@@ -8,14 +8,14 @@ pending; other threads' data also needs a barrier afterwards. sm_80, PTX 7.0.
 """
 from __future__ import annotations
 
-from ..builder import TYPES, Kernel, PTXBuildError, Requirement
+from ..builder import TYPES, KernelBuilder, PTXBuildError, Requirement
 from .checks import address, choose, imm_int, mods, source
 
 SM80 = Requirement((7, 0), 80)
 SIZES = {"ca": (4, 8, 16), "cg": (16,)}
 
 
-def cp_async(k: Kernel, dst, src, size: int, *, cache: str = "cg", src_size=None,
+def cp_async(k: KernelBuilder, dst, src, size: int, *, cache: str = "cg", src_size=None,
              prefetch=None, pred=None) -> None:
     """Copy `size` bytes from global `src` to shared `dst` asynchronously.
 
@@ -40,17 +40,17 @@ def cp_async(k: Kernel, dst, src, size: int, *, cache: str = "cg", src_size=None
     k.emit(opcode, operands, pred=pred, requires=SM80)
 
 
-def commit_group(k: Kernel, *, pred=None) -> None:
+def commit_group(k: KernelBuilder, *, pred=None) -> None:
     """`cp.async.commit_group;` - close the current group of cp.async (one pipeline stage)."""
     k.emit("cp.async.commit_group", pred=pred, requires=SM80)
 
 
-def wait_group(k: Kernel, n: int, *, pred=None) -> None:
+def wait_group(k: KernelBuilder, n: int, *, pred=None) -> None:
     """`cp.async.wait_group N;` - wait until at most N committed groups are still pending."""
     imm_int("cp.async.wait_group", "n", n, 0, 255)
     k.emit("cp.async.wait_group", (n,), pred=pred, requires=SM80)
 
 
-def wait_all(k: Kernel, *, pred=None) -> None:
+def wait_all(k: KernelBuilder, *, pred=None) -> None:
     """`cp.async.wait_all;` - commit and wait for every outstanding cp.async of this thread."""
     k.emit("cp.async.wait_all", pred=pred, requires=SM80)

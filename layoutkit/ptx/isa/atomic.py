@@ -7,7 +7,7 @@ Optional memory order .relaxed/.acquire/.release/.acq_rel (acquire: atom only) a
 """
 from __future__ import annotations
 
-from ..builder import TYPES, Kernel, PTXBuildError, Reg, Requirement
+from ..builder import TYPES, KernelBuilder, PTXBuildError, Reg, Requirement
 from .checks import address, check_type, choose, dest, infer_type, mods, source
 
 OP_TYPES = {
@@ -21,7 +21,7 @@ SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
 SCOPES = ("cta", "cluster", "gpu", "sys")
 
 
-def _prepare(k: Kernel, instr: str, space: str, op: str, addr, value, dtype, sem, scope):
+def _prepare(k: KernelBuilder, instr: str, space: str, op: str, addr, value, dtype, sem, scope):
     choose(instr, "space", space, ("global", "shared"))
     choose(instr, "op", op, tuple(o for o in OP_TYPES if instr == "atom" or o not in ("exch", "cas")))
     t = infer_type(instr, dtype, value)
@@ -38,7 +38,7 @@ def _prepare(k: Kernel, instr: str, space: str, op: str, addr, value, dtype, sem
     return t, opcode, a, requires
 
 
-def atom(k: Kernel, space: str, op: str, addr, value, *, compare=None, dtype=None, sem=None,
+def atom(k: KernelBuilder, space: str, op: str, addr, value, *, compare=None, dtype=None, sem=None,
          scope=None, out=None, pred=None) -> Reg:
     """old = atomically [addr] op= value; returns old. `cas` also takes `compare`
     (`atom.global.cas.b32 d, [a], compare, value`).
@@ -64,7 +64,7 @@ def atom(k: Kernel, space: str, op: str, addr, value, *, compare=None, dtype=Non
     return d
 
 
-def red(k: Kernel, space: str, op: str, addr, value, *, dtype=None, sem=None, scope=None,
+def red(k: KernelBuilder, space: str, op: str, addr, value, *, dtype=None, sem=None, scope=None,
         pred=None) -> None:
     """[addr] op= value with no result (`red.shared.add.u32 [%u0], 1;`)."""
     t, opcode, a, requires = _prepare(k, "red", space, op, addr, value, dtype, sem, scope)

@@ -3,13 +3,13 @@
 Each helper takes the instruction's name (for the message), the operand's name and value, and
 either returns the operand ready to print or raises a PTXBuildError subclass naming the rule.
 Family modules (this package and the Hopper families built on it) use only these and
-`Kernel.emit`.
+`KernelBuilder.emit`.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..builder import (Address, Imm, Kernel, NotPred, PTXBuildError, PTXRangeError, PTXType,
+from ..builder import (Address, Imm, KernelBuilder, NotPred, PTXBuildError, PTXRangeError, PTXType,
                        PTXTypeError, Reg, SpecialReg, Symbol, ptx_type, reg_compatible)
 from ..builder.operands import _Sink, float_fits
 
@@ -61,12 +61,12 @@ def imm_int(instr: str, operand: str, value, lo: int, hi: int) -> int:
     return value
 
 
-def _owned(k: Kernel, instr: str, operand: str, reg: Reg) -> Reg:
+def _owned(k: KernelBuilder, instr: str, operand: str, reg: Reg) -> Reg:
     k.check_owned(reg, instr, operand)
     return reg
 
 
-def source(k: Kernel, instr: str, operand: str, value, ptype: PTXType, *, imm: bool = True):
+def source(k: KernelBuilder, instr: str, operand: str, value, ptype: PTXType, *, imm: bool = True):
     """A source operand of instruction type `ptype`: a compatible register, special register,
     or (when `imm`) a Python int/float that fits the type."""
     if isinstance(value, NotPred):
@@ -110,7 +110,7 @@ def source(k: Kernel, instr: str, operand: str, value, ptype: PTXType, *, imm: b
                        value=value)
 
 
-def dest(k: Kernel, instr: str, out, ptype: PTXType, operand: str = "d") -> Reg:
+def dest(k: KernelBuilder, instr: str, out, ptype: PTXType, operand: str = "d") -> Reg:
     """The destination register: `out` checked against `ptype`, or a fresh SSA register."""
     if out is None:
         return k.reg(ptype)
@@ -123,12 +123,12 @@ def dest(k: Kernel, instr: str, out, ptype: PTXType, operand: str = "d") -> Reg:
     return _owned(k, instr, operand, out)
 
 
-def sink_or_dest(k: Kernel, instr: str, out, ptype: PTXType, operand: str = "d"):
+def sink_or_dest(k: KernelBuilder, instr: str, out, ptype: PTXType, operand: str = "d"):
     """Like `dest`, but the PTX sink `_` (builder.SINK) is allowed."""
     return out if isinstance(out, _Sink) else dest(k, instr, out, ptype, operand)
 
 
-def address(k: Kernel, instr: str, operand: str, value, *, offset: int = 0,
+def address(k: KernelBuilder, instr: str, operand: str, value, *, offset: int = 0,
             widths: tuple[int, ...] = (32, 64)) -> Address:
     """A memory operand: an Address, or a register (u32/b32/s32 or 64-bit per `widths`) or a
     Symbol used as `[base]`, plus a byte `offset`."""
@@ -151,7 +151,7 @@ def address(k: Kernel, instr: str, operand: str, value, *, offset: int = 0,
     return Address(base, offset)
 
 
-def regs_of(k: Kernel, instr: str, operand: str, values, ptype: PTXType, count: int,
+def regs_of(k: KernelBuilder, instr: str, operand: str, values, ptype: PTXType, count: int,
             *, writes: bool = False, allow_sink: bool = False) -> tuple:
     """Exactly `count` registers compatible with `ptype` (a vector or MMA fragment) that the
     instruction reads, or writes when `writes`."""

@@ -11,7 +11,7 @@ The cluster special registers (%cluster_ctarank, ...) are read with `special.sre
 """
 from __future__ import annotations
 
-from ..builder import SINK, TYPES, Kernel, PTXTypeError, Reg, Symbol
+from ..builder import SINK, TYPES, KernelBuilder, PTXTypeError, Reg, Symbol
 from .checks import choose, dest, flag, sink_or_dest, source
 from .hopper_operands import PRED, SM90, SM90_PTX80, U32, u32_operand
 from .warp import FULL_MASK
@@ -20,7 +20,7 @@ U64 = TYPES["u64"]
 SPACES = ("shared::cluster", "generic")
 
 
-def elect_sync(k: Kernel, membermask=FULL_MASK, *, lane: bool = False, out=None,
+def elect_sync(k: KernelBuilder, membermask=FULL_MASK, *, lane: bool = False, out=None,
                pred=None) -> "Reg | tuple[Reg, Reg]":
     """p = this lane is the one elected among `membermask`. With `lane` (or `out`), returns
     (lane_id, p): every lane gets the elected lane's id.
@@ -33,14 +33,14 @@ def elect_sync(k: Kernel, membermask=FULL_MASK, *, lane: bool = False, out=None,
     instr = "elect.sync"
     mask = u32_operand(k, instr, "membermask", membermask, 1, FULL_MASK,
                        rule="a nonzero lane mask")
-    lane_id = SINK if out is None and not flag(instr, "lane", lane) else \
+    lane_id = SINK if out is None and not flag(instr, "lane", lane) else\
         sink_or_dest(k, instr, out, U32, "lane")
     p = k.reg(PRED)
     k.emit(instr, (f"{lane_id}|{p}", mask), defs=(lane_id, p), pred=pred, requires=SM90_PTX80)
     return (lane_id, p) if isinstance(lane_id, Reg) else p
 
 
-def barrier_cluster_arrive(k: Kernel, *, sem=None, aligned: bool = True, pred=None) -> None:
+def barrier_cluster_arrive(k: KernelBuilder, *, sem=None, aligned: bool = True, pred=None) -> None:
     """Arrive at the cluster barrier (`sem` 'release' (default meaning) or 'relaxed')."""
     if sem is not None:
         choose("barrier.cluster.arrive", "sem", sem, ("release", "relaxed"))
@@ -50,7 +50,7 @@ def barrier_cluster_arrive(k: Kernel, *, sem=None, aligned: bool = True, pred=No
     k.emit(instr, pred=pred, requires=SM90 if sem is None else SM90_PTX80)
 
 
-def barrier_cluster_wait(k: Kernel, *, acquire: bool = False, aligned: bool = True,
+def barrier_cluster_wait(k: KernelBuilder, *, acquire: bool = False, aligned: bool = True,
                          pred=None) -> None:
     """Wait until every thread of the cluster has arrived (`.acquire` spelled out on request).
 
@@ -67,7 +67,7 @@ def barrier_cluster_wait(k: Kernel, *, acquire: bool = False, aligned: bool = Tr
     k.emit(instr, pred=pred, requires=SM90_PTX80 if acquire else SM90)
 
 
-def _cluster_operand(k: Kernel, instr: str, a, space: str):
+def _cluster_operand(k: KernelBuilder, instr: str, a, space: str):
     """The address operand of mapa/getctarank and the instruction type it implies."""
     if isinstance(a, Symbol):
         if space != "shared::cluster" or a.space != "shared":
@@ -84,7 +84,7 @@ def _cluster_operand(k: Kernel, instr: str, a, space: str):
     return source(k, instr, "a", a, itype, imm=False), itype
 
 
-def mapa(k: Kernel, a, rank, *, space: str = "shared::cluster", out=None, pred=None) -> Reg:
+def mapa(k: KernelBuilder, a, rank, *, space: str = "shared::cluster", out=None, pred=None) -> Reg:
     """The address of `a`'s shared location in the CTA of cluster rank `rank` (u32 register or
     immediate 0..15). `space='shared::cluster'` maps a shared::cta address (32- or 64-bit) to
     a shared::cluster one; 'generic' maps a 64-bit generic address.
@@ -104,7 +104,7 @@ def mapa(k: Kernel, a, rank, *, space: str = "shared::cluster", out=None, pred=N
     return d
 
 
-def getctarank(k: Kernel, a, *, space: str = "shared::cluster", out=None, pred=None) -> Reg:
+def getctarank(k: KernelBuilder, a, *, space: str = "shared::cluster", out=None, pred=None) -> Reg:
     """The cluster rank (u32) of the CTA whose shared memory holds address `a`."""
     choose("getctarank", "space", space, SPACES)
     prefix = "getctarank.shared::cluster" if space == "shared::cluster" else "getctarank"

@@ -8,7 +8,7 @@ sm_90 (PTX 7.8). selp d = c ? a : b on any 16/32/64-bit scalar type.
 """
 from __future__ import annotations
 
-from ..builder import TYPES, Kernel, NotPred, PTXBuildError, PTXTypeError, Reg, Requirement
+from ..builder import TYPES, KernelBuilder, NotPred, PTXBuildError, PTXTypeError, Reg, Requirement
 from .checks import check_type, choose, dest, flag, infer_type, mods, source
 
 ORDERED = ("eq", "ne", "lt", "le", "gt", "ge")
@@ -25,7 +25,7 @@ def _comparisons(kind: str) -> tuple[str, ...]:
             "float": ORDERED + UNORDERED}[kind]
 
 
-def setp(k: Kernel, cmp: str, a, b, *, combine: str | None = None, c=None,
+def setp(k: KernelBuilder, cmp: str, a, b, *, combine: str | None = None, c=None,
          complement: bool = False, ftz: bool = False, dtype=None, out=None,
          pred=None) -> "Reg | tuple[Reg, Reg]":
     """p = (a cmp b) [combine c]. With `complement`, also q = !(a cmp b) [combine c] and
@@ -66,7 +66,7 @@ def setp(k: Kernel, cmp: str, a, b, *, combine: str | None = None, c=None,
     return defs if complement else p
 
 
-def selp(k: Kernel, a, b, c, *, dtype=None, out=None, pred=None) -> Reg:
+def selp(k: KernelBuilder, a, b, c, *, dtype=None, out=None, pred=None) -> Reg:
     """d = c ? a : b (`selp.type d, a, b, c`); c is a predicate (or its negation ~p)."""
     t = check_type("selp", infer_type("selp", dtype, a, b), SELP_TYPES)
     instr = f"selp.{t}"

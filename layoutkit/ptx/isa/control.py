@@ -6,13 +6,13 @@ warp-uniform); plain `bra` may diverge. Memory fences: `membar.{cta,gl,sys}` and
 """
 from __future__ import annotations
 
-from ..builder import Kernel, Label, Requirement
+from ..builder import KernelBuilder, Label, Requirement
 from .checks import choose
 
 FENCE_SCOPES = ("cta", "cluster", "gpu", "sys")
 
 
-def bra(k: Kernel, target: Label, *, uni: bool = False, pred=None) -> None:
+def bra(k: KernelBuilder, target: Label, *, uni: bool = False, pred=None) -> None:
     """Branch to `target` (`@%p bra $L_0;`); `uni=True` emits `bra.uni` (uniform branch).
 
     >>> from layoutkit.ptx.builder import Module
@@ -24,28 +24,28 @@ def bra(k: Kernel, target: Label, *, uni: bool = False, pred=None) -> None:
     k.emit(opcode, (k.use_label(target, opcode),), pred=pred)
 
 
-def ret(k: Kernel, *, pred=None) -> None:
+def ret(k: KernelBuilder, *, pred=None) -> None:
     """Return from the kernel (`ret;`)."""
     k.emit("ret", pred=pred)
 
 
-def exit_(k: Kernel, *, pred=None) -> None:
+def exit_(k: KernelBuilder, *, pred=None) -> None:
     """Terminate this thread (`exit;`)."""
     k.emit("exit", pred=pred)
 
 
-def trap(k: Kernel, *, pred=None) -> None:
+def trap(k: KernelBuilder, *, pred=None) -> None:
     """Abort the kernel with an error (`trap;`); the CUDA context is unusable afterwards."""
     k.emit("trap", pred=pred)
 
 
-def membar(k: Kernel, level: str = "gl", *, pred=None) -> None:
+def membar(k: KernelBuilder, level: str = "gl", *, pred=None) -> None:
     """`membar.{cta,gl,sys}`: order this thread's memory accesses at that level."""
     choose("membar", "level", level, ("cta", "gl", "sys"))
     k.emit(f"membar.{level}", pred=pred)
 
 
-def fence(k: Kernel, sem: str = "acq_rel", scope: str = "gpu", *, pred=None) -> None:
+def fence(k: KernelBuilder, sem: str = "acq_rel", scope: str = "gpu", *, pred=None) -> None:
     """`fence.{sc,acq_rel}.scope` (sequentially consistent or acquire-release)."""
     choose("fence", "sem", sem, ("sc", "acq_rel"))
     choose("fence", "scope", scope, FENCE_SCOPES)
@@ -56,7 +56,7 @@ def fence(k: Kernel, sem: str = "acq_rel", scope: str = "gpu", *, pred=None) -> 
 PRAGMAS = ("nounroll",)
 
 
-def pragma(k: Kernel, name: str = "nounroll") -> None:
+def pragma(k: KernelBuilder, name: str = "nounroll") -> None:
     """`.pragma "nounroll";`: placed in a loop's header block (right after its label), ptxas
     does not unroll that loop (PTX ISA "Descriptions of .pragma strings").
 

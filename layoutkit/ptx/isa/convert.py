@@ -11,7 +11,7 @@ so `cvt_pack(k, hi=, lo=)` names them.
 """
 from __future__ import annotations
 
-from ..builder import (TYPES, Kernel, PTXBuildError, PTXType, PTXTypeError, Reg, Requirement,
+from ..builder import (TYPES, KernelBuilder, PTXBuildError, PTXType, PTXTypeError, Reg, Requirement,
                        SpecialReg, Symbol, Vector, ptx_type)
 from .checks import check_type, choose, dest, flag, infer_type, mods, regs_of, source
 
@@ -39,7 +39,7 @@ def _rounding_rule(src: PTXType, dst: PTXType) -> tuple[tuple[str, ...], bool]:
     return FLOAT_ROUNDING, True
 
 
-def cvt(k: Kernel, a, dtype, *, rounding=None, ftz=False, sat=False, relu=False, src_type=None,
+def cvt(k: KernelBuilder, a, dtype, *, rounding=None, ftz=False, sat=False, relu=False, src_type=None,
         out=None, pred=None) -> Reg:
     """d = a converted to `dtype` (`cvt{.rnd}{.ftz}{.sat}{.relu}.dtype.atype`). The source
     type is a's register type, or `src_type` for a .bN register.
@@ -77,7 +77,7 @@ def cvt(k: Kernel, a, dtype, *, rounding=None, ftz=False, sat=False, relu=False,
     return d
 
 
-def cvt_pack(k: Kernel, hi, lo, dtype="bf16x2", *, rounding="rn", relu=False, out=None,
+def cvt_pack(k: KernelBuilder, hi, lo, dtype="bf16x2", *, rounding="rn", relu=False, out=None,
              pred=None) -> Reg:
     """Pack two f32 into bf16x2/f16x2: `cvt.rn.bf16x2.f32 d, hi, lo` - `hi` goes to the upper
     16 bits, `lo` to the lower (PTX order: first source = upper half).
@@ -99,7 +99,7 @@ def cvt_pack(k: Kernel, hi, lo, dtype="bf16x2", *, rounding="rn", relu=False, ou
     return d
 
 
-def mov(k: Kernel, a, *, dtype=None, out=None, pred=None) -> Reg:
+def mov(k: KernelBuilder, a, *, dtype=None, out=None, pred=None) -> Reg:
     """d = a (`mov.type`): a register, a special register, an immediate, or a Symbol's address
     (`mov.u32 %r, smem` gives the 32-bit shared::cta offset; for a CUtensorMap param use
     memory.cvta_param, since mov gives a .param-window address, not a generic one)."""
@@ -124,7 +124,7 @@ def mov(k: Kernel, a, *, dtype=None, out=None, pred=None) -> Reg:
     return d
 
 
-def pack(k: Kernel, parts, *, dtype=None, out=None, pred=None) -> Reg:
+def pack(k: KernelBuilder, parts, *, dtype=None, out=None, pred=None) -> Reg:
     """One wide register from 2 or 4 equal parts, lowest first: `mov.b64 d, {lo, hi}`."""
     parts = tuple(parts)
     if len(parts) not in (2, 4) or not all(isinstance(p, Reg) for p in parts):
@@ -138,7 +138,7 @@ def pack(k: Kernel, parts, *, dtype=None, out=None, pred=None) -> Reg:
     return d
 
 
-def unpack(k: Kernel, a, count: int = 2, *, part_type=None, pred=None) -> tuple[Reg, ...]:
+def unpack(k: KernelBuilder, a, count: int = 2, *, part_type=None, pred=None) -> tuple[Reg, ...]:
     """Split a 32/64-bit register into `count` (2 or 4) parts, lowest first:
     `mov.b64 {lo, hi}, a`. Parts are `part_type` (default .bN of the right size)."""
     t = check_type("mov", TYPES.get(f"b{getattr(getattr(a, 'type', None), 'bits', 0)}",

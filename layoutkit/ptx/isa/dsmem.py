@@ -10,7 +10,7 @@ into it: .inc/.dec on .u32, .min/.max on .u32/.s32, .add on .u32/.s32/.u64, .and
 """
 from __future__ import annotations
 
-from ..builder import Kernel, PTXTypeError, Reg, Vector, ptx_type
+from ..builder import KernelBuilder, PTXTypeError, Reg, Vector, ptx_type
 from .checks import choose, dest, mods, regs_of, source
 from .hopper_operands import ASYNC_STORE, SM90, shared_address
 from .memory import MEM_TYPES, _mem_type, _vector
@@ -22,7 +22,7 @@ RED_ASYNC_TYPES = {"inc": ("u32",), "dec": ("u32",), "min": ("u32", "s32"),
                    "and": ("b32",), "or": ("b32",), "xor": ("b32",)}
 
 
-def ld_shared_cluster(k: Kernel, addr, dtype, *, vec: int = 1, out=None, pred=None):
+def ld_shared_cluster(k: KernelBuilder, addr, dtype, *, vec: int = 1, out=None, pred=None):
     """Load `vec` values of `dtype` from a (possibly peer CTA's) shared::cluster address.
 
     >>> from layoutkit.ptx.builder import Module
@@ -41,7 +41,7 @@ def ld_shared_cluster(k: Kernel, addr, dtype, *, vec: int = 1, out=None, pred=No
     return defs[0] if vec == 1 else defs
 
 
-def _values(k: Kernel, instr_base: str, values, dtype, allowed) -> tuple:
+def _values(k: KernelBuilder, instr_base: str, values, dtype, allowed) -> tuple:
     seq = tuple(values) if isinstance(values, (tuple, list)) else (values,)
     first = next((v for v in seq if isinstance(v, Reg)), None)
     if dtype is None and first is None:
@@ -53,7 +53,7 @@ def _values(k: Kernel, instr_base: str, values, dtype, allowed) -> tuple:
     return seq, t, mt
 
 
-def st_shared_cluster(k: Kernel, addr, values, *, dtype=None, pred=None) -> None:
+def st_shared_cluster(k: KernelBuilder, addr, values, *, dtype=None, pred=None) -> None:
     """Store one value or a tuple of 2/4 values to a shared::cluster address."""
     seq, t, mt = _values(k, "st.shared::cluster", values, dtype, MEM_TYPES)
     instr = mods("st.shared::cluster", _vector("st.shared::cluster", len(seq), mt), mt.name)
@@ -63,7 +63,7 @@ def st_shared_cluster(k: Kernel, addr, values, *, dtype=None, pred=None) -> None
     k.emit(instr, (a, srcs[0] if len(srcs) == 1 else Vector(srcs)), pred=pred, requires=SM90)
 
 
-def st_async(k: Kernel, addr, values, bar, *, dtype=None, pred=None) -> None:
+def st_async(k: KernelBuilder, addr, values, bar, *, dtype=None, pred=None) -> None:
     """Store to a peer CTA's shared memory and complete_tx the stored bytes on its mbarrier
     [bar] (both shared::cluster addresses from mapa)."""
     seq, t, mt = _values(k, "st.async", values, dtype, ST_ASYNC_TYPES)
@@ -78,7 +78,7 @@ def st_async(k: Kernel, addr, values, bar, *, dtype=None, pred=None) -> None:
                    shared_address(k, instr, "bar", bar)), pred=pred, requires=ASYNC_STORE)
 
 
-def red_async(k: Kernel, op: str, addr, value, bar, *, dtype=None, pred=None) -> None:
+def red_async(k: KernelBuilder, op: str, addr, value, bar, *, dtype=None, pred=None) -> None:
     """Reduce `value` into a peer CTA's shared memory (relaxed, cluster scope) and complete_tx
     on its mbarrier [bar].
 

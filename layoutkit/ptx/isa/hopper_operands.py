@@ -7,7 +7,7 @@ ones (tensor maps, bulk-copy sources) are 64-bit registers.
 """
 from __future__ import annotations
 
-from ..builder import TYPES, Address, Imm, Kernel, PTXRangeError, PTXTypeError, Requirement, Symbol
+from ..builder import TYPES, Address, Imm, KernelBuilder, PTXRangeError, PTXTypeError, Requirement, Symbol
 from .checks import address, imm_int, source
 
 U32, B64, PRED = TYPES["u32"], TYPES["b64"], TYPES["pred"]
@@ -22,7 +22,7 @@ TENSORMAP_FENCE = Requirement((8, 3), 90)   # fence.proxy.tensormap::generic
 RELAXED = Requirement((8, 6), 90)           # .relaxed on mbarrier, .shared::cta TMA dst
 
 
-def shared_address(k: Kernel, instr: str, operand: str, value) -> Address:
+def shared_address(k: KernelBuilder, instr: str, operand: str, value) -> Address:
     """A shared-memory operand `[r]`, `[r+off]` or `[sym]`: 32/64-bit register or shared Symbol."""
     base = value.base if isinstance(value, Address) else value
     if isinstance(base, Symbol) and base.space != "shared":
@@ -31,7 +31,7 @@ def shared_address(k: Kernel, instr: str, operand: str, value) -> Address:
     return address(k, instr, operand, value)
 
 
-def global_address(k: Kernel, instr: str, operand: str, value) -> Address:
+def global_address(k: KernelBuilder, instr: str, operand: str, value) -> Address:
     """A global or generic operand (tensor map, bulk source/destination): a 64-bit register."""
     if isinstance(value, Symbol) or (isinstance(value, Address) and isinstance(value.base, Symbol)):
         raise PTXTypeError("a global/generic address is a 64-bit register here (a CUtensorMap "
@@ -40,7 +40,7 @@ def global_address(k: Kernel, instr: str, operand: str, value) -> Address:
     return address(k, instr, operand, value, widths=(64,))
 
 
-def u32_operand(k: Kernel, instr: str, operand: str, value, lo: int, hi: int, *,
+def u32_operand(k: KernelBuilder, instr: str, operand: str, value, lo: int, hi: int, *,
                 multiple: int = 1, rule: str = ""):
     """A .u32 register, or an immediate in lo..hi that is a multiple of `multiple`
     (`rule` explains the range in the message)."""

@@ -8,7 +8,7 @@ stmatrix needs sm_90 (PTX 7.8).
 """
 from __future__ import annotations
 
-from ..builder import TYPES, Kernel, PTXBuildError, Reg, Requirement, Vector
+from ..builder import TYPES, KernelBuilder, PTXBuildError, Reg, Requirement, Vector
 from .checks import address, choose, flag, mods, regs_of
 
 B32 = TYPES["b32"]
@@ -23,7 +23,7 @@ def _num(instr: str, num: int) -> str:
     return f"x{num}"
 
 
-def ldmatrix(k: Kernel, addr, num: int = 4, *, trans: bool = False, dtype="b32", out=None,
+def ldmatrix(k: KernelBuilder, addr, num: int = 4, *, trans: bool = False, dtype="b32", out=None,
              pred=None) -> tuple[Reg, ...]:
     """Load `num` 8x8 b16 matrices from shared memory; returns `num` 32-bit registers.
 
@@ -42,7 +42,7 @@ def ldmatrix(k: Kernel, addr, num: int = 4, *, trans: bool = False, dtype="b32",
     return regs
 
 
-def stmatrix(k: Kernel, addr, values, *, trans: bool = False, pred=None) -> None:
+def stmatrix(k: KernelBuilder, addr, values, *, trans: bool = False, pred=None) -> None:
     """Store 1, 2 or 4 8x8 b16 matrices (one 32-bit register each) to shared memory (sm_90)."""
     values = tuple(values) if isinstance(values, (tuple, list)) else (values,)
     opcode = mods("stmatrix.sync.aligned.m8n8", _num("stmatrix", len(values)),
@@ -52,7 +52,7 @@ def stmatrix(k: Kernel, addr, values, *, trans: bool = False, pred=None) -> None
     k.emit(opcode, (a, Vector(regs)), pred=pred, requires=STMATRIX)
 
 
-def mma_sync(k: Kernel, a, b, c, *, shape: str = "m16n8k16", ab_type: str = "bf16",
+def mma_sync(k: KernelBuilder, a, b, c, *, shape: str = "m16n8k16", ab_type: str = "bf16",
              acc_type: str = "f32", out=None, pred=None) -> tuple[Reg, ...]:
     """D = A * B + C for one warp, `mma.sync.aligned.<shape>.row.col.<acc>.<ab>.<ab>.<acc>`.
     a, b: tuples of 32-bit registers holding packed pairs; c: 4 f32 or 2 f16x2 registers.

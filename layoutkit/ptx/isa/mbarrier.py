@@ -11,7 +11,7 @@ forms PTX 7.8, try_wait sm_90, expect_tx and sem/scope PTX 8.0.
 """
 from __future__ import annotations
 
-from ..builder import SINK, Kernel, PTXBuildError, Reg, Requirement
+from ..builder import SINK, KernelBuilder, PTXBuildError, Reg, Requirement
 from .checks import choose, dest, sink_or_dest, source
 from .cluster import mapa
 from .hopper_operands import (B64, PRED, RELAXED, SHARED_CTA, SM90, SM90_PTX80,
@@ -43,12 +43,12 @@ def _strictest(*requirements: Requirement) -> Requirement:
     return max(requirements, key=lambda r: (r.version, r.sm))
 
 
-def _count(k: Kernel, instr: str, operand: str, value, lo: int):
+def _count(k: KernelBuilder, instr: str, operand: str, value, lo: int):
     return u32_operand(k, instr, operand, value, lo, MAX_COUNT,
                        rule="mbarrier counts are limited to 2^20-1")
 
 
-def init(k: Kernel, bar, count, *, pred=None) -> None:
+def init(k: KernelBuilder, bar, count, *, pred=None) -> None:
     """Initialise the barrier at [bar] for `count` arrivals per phase (one thread, before use;
     follow with `fence_init` + a CTA barrier when TMA or other CTAs will use it).
 
@@ -62,7 +62,7 @@ def init(k: Kernel, bar, count, *, pred=None) -> None:
     k.emit(instr, operands, pred=pred, requires=SHARED_CTA)
 
 
-def _state(k: Kernel, instr: str, space: str, token: bool, out):
+def _state(k: KernelBuilder, instr: str, space: str, token: bool, out):
     """The arrive state destination: `_` unless a token is asked for (never on a peer CTA)."""
     if out is None and not token:
         return SINK
@@ -73,7 +73,7 @@ def _state(k: Kernel, instr: str, space: str, token: bool, out):
     return sink_or_dest(k, instr, out, B64, "state")
 
 
-def _arrive(k: Kernel, op: str, bar, extra, *, token, out, sem, scope, space, pred):
+def _arrive(k: KernelBuilder, op: str, bar, extra, *, token, out, sem, scope, space, pred):
     quals, q_req = _qualifiers(f"mbarrier.{op}", sem, scope, ("release", "relaxed"))
     space_name, s_req = _space(f"mbarrier.{op}", space)
     instr = ".".join(["mbarrier", op, *quals, space_name, "b64"])
@@ -89,7 +89,7 @@ def _arrive(k: Kernel, op: str, bar, extra, *, token, out, sem, scope, space, pr
     return state if isinstance(state, Reg) else None
 
 
-def arrive(k: Kernel, bar, count=None, *, token: bool = False, out=None, sem=None, scope=None,
+def arrive(k: KernelBuilder, bar, count=None, *, token: bool = False, out=None, sem=None, scope=None,
            space: str = "cta", pred=None) -> Reg | None:
     """Arrive on [bar] (`count` arrivals, default 1). Returns the b64 state token when `token`
     or `out` is given (for `try_wait`), else None and the state goes to `_`.
@@ -103,7 +103,7 @@ def arrive(k: Kernel, bar, count=None, *, token: bool = False, out=None, sem=Non
                    sem=sem, scope=scope, space=space, pred=pred)
 
 
-def arrive_expect_tx(k: Kernel, bar, tx_bytes, *, token: bool = False, out=None, sem=None,
+def arrive_expect_tx(k: KernelBuilder, bar, tx_bytes, *, token: bool = False, out=None, sem=None,
                      scope=None, space: str = "cta", pred=None) -> Reg | None:
     """Arrive once on [bar] and add `tx_bytes` to the phase's expected transaction bytes (the
     producer's step before issuing TMA: the sum of the full boxes it will deliver)."""
@@ -111,7 +111,7 @@ def arrive_expect_tx(k: Kernel, bar, tx_bytes, *, token: bool = False, out=None,
                    token=token, out=out, sem=sem, scope=scope, space=space, pred=pred)
 
 
-def arrive_drop(k: Kernel, bar, count=None, *, token: bool = False, out=None, sem=None,
+def arrive_drop(k: KernelBuilder, bar, count=None, *, token: bool = False, out=None, sem=None,
                 scope=None, space: str = "cta", pred=None) -> Reg | None:
     """Arrive on [bar] and lower its expected count for all later phases (a thread leaving the
     pipeline early must do this, or the others hang)."""
@@ -119,7 +119,7 @@ def arrive_drop(k: Kernel, bar, count=None, *, token: bool = False, out=None, se
                    sem=sem, scope=scope, space=space, pred=pred)
 
 
-def expect_tx(k: Kernel, bar, tx_bytes, *, scope=None, space: str = "cta", pred=None) -> None:
+def expect_tx(k: KernelBuilder, bar, tx_bytes, *, scope=None, space: str = "cta", pred=None) -> None:
     """Add `tx_bytes` to the current phase's expected bytes without arriving
     (`mbarrier.expect_tx.relaxed.scope...` when `scope` is given; PTX 8.0)."""
     quals, _ = _qualifiers("mbarrier.expect_tx", None if scope is None else "relaxed", scope,
@@ -130,7 +130,7 @@ def expect_tx(k: Kernel, bar, tx_bytes, *, scope=None, space: str = "cta", pred=
            pred=pred, requires=SM90_PTX80)
 
 
-def _wait(k: Kernel, op: str, bar, phase, hint, *, sem, scope, out, pred) -> Reg:
+def _wait(k: KernelBuilder, op: str, bar, phase, hint, *, sem, scope, out, pred) -> Reg:
     quals, q_req = _qualifiers(f"mbarrier.{op}", sem, scope, ("acquire", "relaxed"))
     instr = ".".join(["mbarrier", op, *quals, "shared::cta", "b64"])
     operands = [None, shared_address(k, instr, "bar", bar), phase(instr)]
@@ -144,20 +144,20 @@ def _wait(k: Kernel, op: str, bar, phase, hint, *, sem, scope, out, pred) -> Reg
     return p
 
 
-def _parity(k: Kernel, parity):
+def _parity(k: KernelBuilder, parity):
     def check(instr: str):
         return u32_operand(k, instr, "parity", parity, 0, 1,
                            rule="the parity of the phase waited for")
     return check
 
 
-def _token(k: Kernel, state):
+def _token(k: KernelBuilder, state):
     def check(instr: str):
         return source(k, instr, "state", state, B64, imm=False)
     return check
 
 
-def try_wait_parity(k: Kernel, bar, parity, *, hint=None, sem=None, scope=None, out=None,
+def try_wait_parity(k: KernelBuilder, bar, parity, *, hint=None, sem=None, scope=None, out=None,
                     pred=None) -> Reg:
     """p = has the phase of [bar] with parity `parity` (0/1 or a u32 register) completed?
     Blocks for a system-dependent time (or ~`hint` ns) before answering false; loop on it
@@ -173,21 +173,21 @@ def try_wait_parity(k: Kernel, bar, parity, *, hint=None, sem=None, scope=None, 
                  out=out, pred=pred)
 
 
-def test_wait_parity(k: Kernel, bar, parity, *, sem=None, scope=None, out=None,
+def test_wait_parity(k: KernelBuilder, bar, parity, *, sem=None, scope=None, out=None,
                      pred=None) -> Reg:
     """p = has the phase with parity `parity` completed? (non-blocking probe)."""
     return _wait(k, "test_wait.parity", bar, _parity(k, parity), None, sem=sem, scope=scope,
                  out=out, pred=pred)
 
 
-def try_wait(k: Kernel, bar, state, *, hint=None, sem=None, scope=None, out=None,
+def try_wait(k: KernelBuilder, bar, state, *, hint=None, sem=None, scope=None, out=None,
              pred=None) -> Reg:
     """p = has the phase identified by `state` (the b64 token of an `arrive`) completed?"""
     return _wait(k, "try_wait", bar, _token(k, state), hint, sem=sem, scope=scope, out=out,
                  pred=pred)
 
 
-def test_wait(k: Kernel, bar, state, *, sem=None, scope=None, out=None, pred=None) -> Reg:
+def test_wait(k: KernelBuilder, bar, state, *, sem=None, scope=None, out=None, pred=None) -> Reg:
     """Non-blocking probe of the phase identified by the token `state`."""
     return _wait(k, "test_wait", bar, _token(k, state), None, sem=sem, scope=scope, out=out,
                  pred=pred)
@@ -197,19 +197,19 @@ def test_wait(k: Kernel, bar, state, *, sem=None, scope=None, out=None, pred=Non
 test_wait_parity.__test__ = test_wait.__test__ = False
 
 
-def inval(k: Kernel, bar, *, pred=None) -> None:
+def inval(k: KernelBuilder, bar, *, pred=None) -> None:
     """Invalidate [bar] before its bytes are reused for anything else (or re-initialised)."""
     instr = "mbarrier.inval.shared::cta.b64"
     k.emit(instr, (shared_address(k, instr, "bar", bar),), pred=pred, requires=SHARED_CTA)
 
 
-def fence_init(k: Kernel, *, pred=None) -> None:
+def fence_init(k: KernelBuilder, *, pred=None) -> None:
     """`fence.mbarrier_init.release.cluster`: make prior inits visible to the async proxy (TMA)
     and to the other CTAs of the cluster; follow it with a CTA (or cluster) barrier."""
     k.emit("fence.mbarrier_init.release.cluster", pred=pred, requires=SM90_PTX80)
 
 
-def arrive_remote(k: Kernel, bar, rank, count=None, *, scope: str = "cluster", pred=None) -> None:
+def arrive_remote(k: KernelBuilder, bar, rank, count=None, *, scope: str = "cluster", pred=None) -> None:
     """Arrive on the barrier at the same shared offset as `bar` in the CTA of cluster rank
     `rank`: `mapa.shared::cluster.u32` then `mbarrier.arrive.release.<scope>.shared::cluster`.
     `scope="cluster"` orders this thread's earlier memory writes before the peer's wait (ptxas

@@ -14,7 +14,7 @@ own predicated branches; PTX allows one guard per instruction).
 """
 from __future__ import annotations
 
-from ..builder import Kernel, Label, PTXBuildError, PTXTypeError
+from ..builder import KernelBuilder, Label, PTXBuildError, PTXTypeError
 from . import mbarrier
 from .arith import add
 from .compare import setp
@@ -24,7 +24,7 @@ from .special import sreg
 MAX_TIMEOUT_NS = (1 << 63) - 1
 
 
-def wait_parity(k: Kernel, bar, parity, *, hint=None, sem=None, scope=None) -> None:
+def wait_parity(k: KernelBuilder, bar, parity, *, hint=None, sem=None, scope=None) -> None:
     """Spin on `try_wait.parity` until the phase of [bar] with parity `parity` has completed.
 
     >>> from layoutkit.ptx.builder import Module
@@ -40,7 +40,7 @@ def wait_parity(k: Kernel, bar, parity, *, hint=None, sem=None, scope=None) -> N
     bra(k, top, pred=~done)
 
 
-def wait_parity_bounded(k: Kernel, bar, parity, *, timeout_ns, on_timeout: Label, hint=None,
+def wait_parity_bounded(k: KernelBuilder, bar, parity, *, timeout_ns, on_timeout: Label, hint=None,
                         sem=None, scope=None) -> None:
     """Like `wait_parity`, but give up after `timeout_ns` nanoseconds of `%globaltimer` (an int
     1..2^63-1 or a u64 register) and branch to `on_timeout` (placed by the caller).

@@ -10,7 +10,7 @@ combined with a cache operator; `.L2::64B/128B/256B` prefetch size on global loa
 """
 from __future__ import annotations
 
-from ..builder import (TYPES, Address, Kernel, Param, PTXBuildError, PTXType, PTXTypeError, Reg,
+from ..builder import (TYPES, Address, KernelBuilder, Param, PTXBuildError, PTXType, PTXTypeError, Reg,
                        Requirement, Symbol, Vector, ptx_type)
 from .checks import address, choose, dest, flag, mods, regs_of, source
 
@@ -62,7 +62,7 @@ def _vector(instr: str, vec, t: PTXType) -> str:
     return "" if vec == 1 else f"v{vec}"
 
 
-def _address(k: Kernel, instr: str, space: str, addr) -> Address:
+def _address(k: KernelBuilder, instr: str, space: str, addr) -> Address:
     if space == "param":
         base = addr.symbol if isinstance(addr, Param) else addr
         if not (isinstance(base, Symbol) and base.space == "param"):
@@ -73,7 +73,7 @@ def _address(k: Kernel, instr: str, space: str, addr) -> Address:
     return address(k, instr, "address", addr, widths=widths)
 
 
-def ld(k: Kernel, space: str, addr, dtype, *, vec: int = 1, cache=None, eviction=None,
+def ld(k: KernelBuilder, space: str, addr, dtype, *, vec: int = 1, cache=None, eviction=None,
        prefetch=None, nc: bool = False, volatile: bool = False, out=None, pred=None):
     """Load `vec` values of `dtype` from [addr]; returns a register, or a tuple for vec > 1.
 
@@ -109,7 +109,7 @@ def ld(k: Kernel, space: str, addr, dtype, *, vec: int = 1, cache=None, eviction
     return defs if vec > 1 else defs[0]
 
 
-def ld_param(k: Kernel, param: Param, *, out=None, pred=None) -> Reg:
+def ld_param(k: KernelBuilder, param: Param, *, out=None, pred=None) -> Reg:
     """Read a scalar kernel parameter: `ld.param.u64 %ud0, [out];`."""
     if not isinstance(param, Param) or param.type is None:
         raise PTXTypeError("ld_param reads a scalar Param (a CUtensorMap param is used through "
@@ -117,7 +117,7 @@ def ld_param(k: Kernel, param: Param, *, out=None, pred=None) -> Reg:
     return ld(k, "param", param, param.type, out=out, pred=pred)
 
 
-def st(k: Kernel, space: str, addr, values, *, dtype=None, cache=None, eviction=None,
+def st(k: KernelBuilder, space: str, addr, values, *, dtype=None, cache=None, eviction=None,
        volatile: bool = False, pred=None) -> None:
     """Store one value or a tuple of 2/4 values to [addr]: `st.global.v2.f32 [%ud0], {%f0, %f1};`.
     The type comes from `dtype` or the first register; immediates are allowed."""
@@ -138,7 +138,7 @@ def st(k: Kernel, space: str, addr, values, *, dtype=None, cache=None, eviction=
            requires=EVICTION if eviction else Requirement())
 
 
-def cvta(k: Kernel, space: str, a, *, to_generic: bool = False, out=None, pred=None) -> Reg:
+def cvta(k: KernelBuilder, space: str, a, *, to_generic: bool = False, out=None, pred=None) -> Reg:
     """Convert a generic address to `space` (`cvta.to.global.u64`), or with `to_generic`
     a `space` address to generic (`cvta.shared.u64`). 64-bit addresses."""
     choose("cvta", "space", space, ("global", "shared", "local", "const"))
@@ -149,7 +149,7 @@ def cvta(k: Kernel, space: str, a, *, to_generic: bool = False, out=None, pred=N
     return d
 
 
-def cvta_param(k: Kernel, param: Param, *, out=None, pred=None) -> Reg:
+def cvta_param(k: KernelBuilder, param: Param, *, out=None, pred=None) -> Reg:
     """The generic address of a by-value parameter (the CUtensorMap for TMA):
     `cvta.param.u64 %rd, tmap;` (PTX 7.8 on sm_90; hopper-ptx.md §1)."""
     if not isinstance(param, Param):

@@ -11,7 +11,7 @@ predicate over the participating threads.
 """
 from __future__ import annotations
 
-from ..builder import Kernel, PTXBuildError, Reg
+from ..builder import KernelBuilder, PTXBuildError, Reg
 from .checks import choose, dest, flag, source
 from .hopper_operands import PRED, U32, u32_operand
 from .warp import WARP_SIZE
@@ -20,7 +20,7 @@ NUM_BARRIERS = 16             # named barriers per CTA, ids 0..15 (PTX ISA "bar"
 MAX_THREADS = 1024            # threads per CTA, the largest barrier count
 
 
-def _operands(k: Kernel, instr: str, barrier_id, count, *, count_required: bool) -> list:
+def _operands(k: KernelBuilder, instr: str, barrier_id, count, *, count_required: bool) -> list:
     ops = [u32_operand(k, instr, "barrier_id", barrier_id, 0, NUM_BARRIERS - 1,
                        rule=f"a CTA has {NUM_BARRIERS} named barriers")]
     if count is None:
@@ -33,7 +33,7 @@ def _operands(k: Kernel, instr: str, barrier_id, count, *, count_required: bool)
     return ops
 
 
-def bar_sync(k: Kernel, barrier_id, count=None, *, pred=None) -> None:
+def bar_sync(k: KernelBuilder, barrier_id, count=None, *, pred=None) -> None:
     """Wait at barrier `barrier_id` until `count` threads (default: the CTA) have arrived.
 
     >>> from layoutkit.ptx.builder import Module
@@ -44,26 +44,26 @@ def bar_sync(k: Kernel, barrier_id, count=None, *, pred=None) -> None:
            pred=pred)
 
 
-def bar_arrive(k: Kernel, barrier_id, count, *, pred=None) -> None:
+def bar_arrive(k: KernelBuilder, barrier_id, count, *, pred=None) -> None:
     """Arrive at barrier `barrier_id` without waiting (producer side); `count` is mandatory."""
     k.emit("bar.arrive", _operands(k, "bar.arrive", barrier_id, count, count_required=True),
            pred=pred)
 
 
-def barrier_sync(k: Kernel, barrier_id, count=None, *, aligned: bool = False, pred=None) -> None:
+def barrier_sync(k: KernelBuilder, barrier_id, count=None, *, aligned: bool = False, pred=None) -> None:
     """`barrier.sync{.aligned} id{, count}` (non-aligned by default: divergent warps allowed)."""
     instr = "barrier.sync.aligned" if flag("barrier.sync", "aligned", aligned) else "barrier.sync"
     k.emit(instr, _operands(k, instr, barrier_id, count, count_required=False), pred=pred)
 
 
-def barrier_arrive(k: Kernel, barrier_id, count, *, aligned: bool = False, pred=None) -> None:
+def barrier_arrive(k: KernelBuilder, barrier_id, count, *, aligned: bool = False, pred=None) -> None:
     """`barrier.arrive{.aligned} id, count`."""
-    instr = "barrier.arrive.aligned" if flag("barrier.arrive", "aligned", aligned) \
+    instr = "barrier.arrive.aligned" if flag("barrier.arrive", "aligned", aligned)\
         else "barrier.arrive"
     k.emit(instr, _operands(k, instr, barrier_id, count, count_required=True), pred=pred)
 
 
-def bar_red(k: Kernel, op: str, barrier_id, c, count=None, *, aligned: bool = True, out=None,
+def bar_red(k: KernelBuilder, op: str, barrier_id, c, count=None, *, aligned: bool = True, out=None,
             pred=None) -> Reg:
     """Barrier with a reduction of predicate `c` (or its negation ~p) over the participants:
     op 'popc' gives the u32 count of true c, 'and'/'or' a predicate.

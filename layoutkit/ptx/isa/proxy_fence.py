@@ -11,7 +11,7 @@ parameters need neither.
 """
 from __future__ import annotations
 
-from ..builder import Kernel, PTXBuildError
+from ..builder import KernelBuilder, PTXBuildError
 from .checks import choose
 from .hopper_operands import SM90_PTX80, TENSORMAP_FENCE, global_address
 
@@ -20,7 +20,7 @@ SCOPES = ("cta", "cluster", "gpu", "sys")
 TENSORMAP_BYTES = 128
 
 
-def fence_proxy_async(k: Kernel, space: str | None = None, *, pred=None) -> None:
+def fence_proxy_async(k: KernelBuilder, space: str | None = None, *, pred=None) -> None:
     """Order this thread's generic-proxy accesses to `space` with later async-proxy ones.
 
     >>> from layoutkit.ptx.builder import Module
@@ -32,7 +32,7 @@ def fence_proxy_async(k: Kernel, space: str | None = None, *, pred=None) -> None
     k.emit("fence.proxy.async" + (f".{space}" if space else ""), pred=pred, requires=SM90_PTX80)
 
 
-def fence_proxy_tensormap(k: Kernel, sem: str, scope: str = "gpu", addr=None, *,
+def fence_proxy_tensormap(k: KernelBuilder, sem: str, scope: str = "gpu", addr=None, *,
                           pred=None) -> None:
     """`release` after writing a global tensor map (no address); `acquire` before TMA uses it
     (`addr` = the tensor map's 64-bit generic address; 128 bytes are covered)."""

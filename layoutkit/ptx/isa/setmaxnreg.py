@@ -15,7 +15,7 @@ for 384 threads). Without one it prints the info line "(C7508) Potential Perform
 """
 from __future__ import annotations
 
-from ..builder import Kernel, PTXTypeError
+from ..builder import KernelBuilder, PTXTypeError
 from .checks import choose
 from .hopper_operands import SM90A, u32_operand
 
@@ -23,7 +23,7 @@ MIN_REGISTERS, MAX_REGISTERS, REGISTER_GRANULE = 24, 256, 8
 REQUIREMENT = SM90A            # setmaxnreg exists only on sm_90a
 
 
-def setmaxnreg(k: Kernel, action: str, count: int, *, pred=None) -> None:
+def setmaxnreg(k: KernelBuilder, action: str, count: int, *, pred=None) -> None:
     """`setmaxnreg.{inc,dec}.sync.aligned.u32 count` for the executing warpgroup.
 
     >>> from layoutkit.ptx.builder import Module
@@ -40,7 +40,7 @@ def setmaxnreg(k: Kernel, action: str, count: int, *, pred=None) -> None:
     k.emit(instr, (value,), pred=pred, requires=REQUIREMENT)
 
 
-def has_register_cap(k: Kernel) -> bool:
+def has_register_cap(k: KernelBuilder) -> bool:
     """Whether `k`'s directives give ptxas a register count at entry (else C7508 drops
     every setmaxnreg of the kernel)."""
     d = k.directives

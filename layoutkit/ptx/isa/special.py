@@ -6,7 +6,7 @@ diagnostics only. Cluster registers need sm_90.
 """
 from __future__ import annotations
 
-from ..builder import TYPES, Kernel, PTXBuildError, Reg, Requirement, SpecialReg
+from ..builder import TYPES, KernelBuilder, PTXBuildError, Reg, Requirement, SpecialReg
 from .checks import dest
 
 _U32, _U64 = TYPES["u32"], TYPES["u64"]
@@ -44,7 +44,7 @@ def special(name: str) -> SpecialReg:
     return SpecialReg(f"%{key}", SPECIAL_REGISTERS[key][0])
 
 
-def sreg(k: Kernel, name: str, *, out=None, pred=None) -> Reg:
+def sreg(k: KernelBuilder, name: str, *, out=None, pred=None) -> Reg:
     """Read a special register into a fresh register: `mov.u32 %u0, %tid.x;`.
 
     >>> from layoutkit.ptx.builder import Module

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..builder import (TYPES, Imm, Kernel, Param, PTXBuildError, PTXRangeError, PTXTypeError,
+from ..builder import (TYPES, Imm, KernelBuilder, Param, PTXBuildError, PTXRangeError, PTXTypeError,
                        Reg, Requirement, ptx_type)
 from .checks import choose, dest, imm_int, source
 from .hopper_operands import (B64, RELAXED, SM90_PTX80, global_address, group_count,
@@ -54,7 +54,7 @@ class TensorOperand:
         return f"[{self.tensormap}, {{{', '.join(map(str, self.coords))}}}]"
 
 
-def _tensor(k: Kernel, instr: str, tensormap, coords) -> TensorOperand:
+def _tensor(k: KernelBuilder, instr: str, tensormap, coords) -> TensorOperand:
     if isinstance(tensormap, Param):
         raise PTXTypeError("pass the tensor map's generic address (cvta_param(k, param)), not the "
                            "Param itself (hopper-ptx.md §1)", instruction=instr,
@@ -76,12 +76,12 @@ def _dims(instr: str, coords) -> int:
     return n
 
 
-def _policy(k: Kernel, instr: str, cache_policy) -> list:
-    return [] if cache_policy is None else \
+def _policy(k: KernelBuilder, instr: str, cache_policy) -> list:
+    return [] if cache_policy is None else\
         [source(k, instr, "cache_policy", cache_policy, B64, imm=False)]
 
 
-def _mask(k: Kernel, instr: str, multicast):
+def _mask(k: KernelBuilder, instr: str, multicast):
     if isinstance(multicast, int) and not isinstance(multicast, bool):
         imm_int(instr, "multicast", multicast, 1, (1 << MULTICAST_MASK_BITS) - 1)
         return Imm(multicast, B16)
@@ -92,7 +92,7 @@ def _join(*parts) -> str:
     return ".".join(p for p in parts if p)
 
 
-def load(k: Kernel, dst, tensormap, coords, bar, *, multicast=None, cache_policy=None,
+def load(k: KernelBuilder, dst, tensormap, coords, bar, *, multicast=None, cache_policy=None,
          dst_space: str = "cluster", pred=None) -> None:
     """TMA load of the box at `coords` into shared [dst], completing on mbarrier [bar].
 
@@ -118,7 +118,7 @@ def load(k: Kernel, dst, tensormap, coords, bar, *, multicast=None, cache_policy
     k.emit(instr, operands, pred=pred, requires=RELAXED if dst_space == "cta" else SM90_PTX80)
 
 
-def store(k: Kernel, tensormap, coords, src, *, cache_policy=None, pred=None) -> None:
+def store(k: KernelBuilder, tensormap, coords, src, *, cache_policy=None, pred=None) -> None:
     """TMA store of shared::cta [src] to the box at `coords` (a bulk async-group operation;
     writers need `fence_proxy_async('shared::cta')` + a barrier first)."""
     n = _dims("cp.async.bulk.tensor", coords)
@@ -129,7 +129,7 @@ def store(k: Kernel, tensormap, coords, src, *, cache_policy=None, pred=None) ->
     k.emit(instr, operands, pred=pred, requires=SM90_PTX80)
 
 
-def reduce(k: Kernel, op: str, tensormap, coords, src, *, dtype, cache_policy=None,
+def reduce(k: KernelBuilder, op: str, tensormap, coords, src, *, dtype, cache_policy=None,
            pred=None) -> None:
     """Element-wise `op` of shared::cta [src] into the box at `coords`. `dtype` is the tensor
     map's element type (not written in PTX; checked against the legal op/type pairs).
@@ -152,7 +152,7 @@ def reduce(k: Kernel, op: str, tensormap, coords, src, *, dtype, cache_policy=No
     k.emit(instr, operands, pred=pred, requires=SM90_PTX80)
 
 
-def prefetch(k: Kernel, tensormap, coords, *, cache_policy=None, pred=None) -> None:
+def prefetch(k: KernelBuilder, tensormap, coords, *, cache_policy=None, pred=None) -> None:
     """Prefetch the box at `coords` into L2 (no shared memory, no barrier)."""
     n = _dims("cp.async.bulk.prefetch.tensor", coords)
     instr = _join(f"cp.async.bulk.prefetch.tensor.{n}d", "L2", "global", "tile",
@@ -161,14 +161,14 @@ def prefetch(k: Kernel, tensormap, coords, *, cache_policy=None, pred=None) -> N
            pred=pred, requires=SM90_PTX80)
 
 
-def prefetch_tensormap(k: Kernel, tensormap, *, pred=None) -> None:
+def prefetch_tensormap(k: KernelBuilder, tensormap, *, pred=None) -> None:
     """`prefetch.tensormap [tmap]`: fetch the CUtensorMap itself (generic address) early."""
     instr = "prefetch.tensormap"
     k.emit(instr, (global_address(k, instr, "tensormap", tensormap),), pred=pred,
            requires=SM90_PTX80)
 
 
-def bulk_copy(k: Kernel, dst, src, size, *, kind: str = "global_to_shared", bar=None,
+def bulk_copy(k: KernelBuilder, dst, src, size, *, kind: str = "global_to_shared", bar=None,
               multicast=None, cache_policy=None, pred=None) -> None:
     """Contiguous bulk copy of `size` bytes (a multiple of 16; 16-byte aligned addresses).
     kind 'global_to_shared' (completes on [bar]; multicast and L2 hint allowed),
@@ -206,12 +206,12 @@ def bulk_copy(k: Kernel, dst, src, size, *, kind: str = "global_to_shared", bar=
     k.emit(instr, operands, pred=pred, requires=SM90_PTX80)
 
 
-def commit_group(k: Kernel, *, pred=None) -> None:
+def commit_group(k: KernelBuilder, *, pred=None) -> None:
     """`cp.async.bulk.commit_group`: close a bulk async-group of this thread's stores/reduces."""
     k.emit("cp.async.bulk.commit_group", pred=pred, requires=SM90_PTX80)
 
 
-def wait_group(k: Kernel, n: int = 0, *, read: bool = False, pred=None) -> None:
+def wait_group(k: KernelBuilder, n: int = 0, *, read: bool = False, pred=None) -> None:
     """Wait until at most `n` most recent bulk groups are pending; with `read`, only until their
     SOURCES have been read (shared memory reusable, CTA may exit)."""
     instr = "cp.async.bulk.wait_group.read" if read else "cp.async.bulk.wait_group"
@@ -219,7 +219,7 @@ def wait_group(k: Kernel, n: int = 0, *, read: bool = False, pred=None) -> None:
            requires=SM90_PTX80)
 
 
-def create_policy(k: Kernel, primary: str = "evict_last", fraction=1.0, *, secondary=None,
+def create_policy(k: KernelBuilder, primary: str = "evict_last", fraction=1.0, *, secondary=None,
                   out=None, pred=None) -> Reg:
     """A b64 L2 cache policy: `fraction` (0 < f <= 1, or an f32 register) of the accesses get
     `primary` priority, the rest `secondary` (default evict_unchanged).

@@ -8,7 +8,7 @@ never allowed on .f64 except rcp.approx.ftz.f64.
 """
 from __future__ import annotations
 
-from ..builder import Kernel, PTXBuildError, Reg, Requirement
+from ..builder import KernelBuilder, PTXBuildError, Reg, Requirement
 from .checks import check_type, choose, dest, flag, infer_type, mods, result_type, source
 
 IEEE = ("rn", "rz", "rm", "rp")
@@ -23,7 +23,7 @@ FORMS = {
 }
 
 
-def _sfu(k: Kernel, instr: str, a, rounding, ftz, dtype, out, pred) -> Reg:
+def _sfu(k: KernelBuilder, instr: str, a, rounding, ftz, dtype, out, pred) -> Reg:
     forms = FORMS[instr]
     t = check_type(instr, infer_type(instr, dtype, a), forms)
     choose(f"{instr}.{t}", "rounding", rounding, forms[t.name])
@@ -48,7 +48,7 @@ def _sfu(k: Kernel, instr: str, a, rounding, ftz, dtype, out, pred) -> Reg:
     return d
 
 
-def ex2(k: Kernel, a, *, ftz=False, dtype=None, out=None, pred=None) -> Reg:
+def ex2(k: KernelBuilder, a, *, ftz=False, dtype=None, out=None, pred=None) -> Reg:
     """d = 2**a (`ex2.approx{.ftz}.type`).
 
     >>> from layoutkit.ptx.builder import Module
@@ -59,21 +59,21 @@ def ex2(k: Kernel, a, *, ftz=False, dtype=None, out=None, pred=None) -> Reg:
     return _sfu(k, "ex2", a, "approx", ftz, dtype, out, pred)
 
 
-def lg2(k: Kernel, a, *, ftz=False, dtype=None, out=None, pred=None) -> Reg:
+def lg2(k: KernelBuilder, a, *, ftz=False, dtype=None, out=None, pred=None) -> Reg:
     """d = log2(a) (`lg2.approx{.ftz}.f32`)."""
     return _sfu(k, "lg2", a, "approx", ftz, dtype, out, pred)
 
 
-def rcp(k: Kernel, a, *, rounding="approx", ftz=False, dtype=None, out=None, pred=None) -> Reg:
+def rcp(k: KernelBuilder, a, *, rounding="approx", ftz=False, dtype=None, out=None, pred=None) -> Reg:
     """d = 1/a: 'approx' (MUFU) or IEEE-rounded rn/rz/rm/rp (`rcp.rn.f32`)."""
     return _sfu(k, "rcp", a, rounding, ftz, dtype, out, pred)
 
 
-def sqrt(k: Kernel, a, *, rounding="approx", ftz=False, dtype=None, out=None, pred=None) -> Reg:
+def sqrt(k: KernelBuilder, a, *, rounding="approx", ftz=False, dtype=None, out=None, pred=None) -> Reg:
     """d = sqrt(a): 'approx' (.f32 only) or IEEE-rounded."""
     return _sfu(k, "sqrt", a, rounding, ftz, dtype, out, pred)
 
 
-def rsqrt(k: Kernel, a, *, ftz=False, dtype=None, out=None, pred=None) -> Reg:
+def rsqrt(k: KernelBuilder, a, *, ftz=False, dtype=None, out=None, pred=None) -> Reg:
     """d = 1/sqrt(a) (`rsqrt.approx{.ftz}.f32`, `rsqrt.approx.f64`)."""
     return _sfu(k, "rsqrt", a, "approx", ftz, dtype, out, pred)

@@ -7,7 +7,7 @@ lanes (0xffffffff = all). vote.sync.{all,any,uni}.pred and vote.sync.ballot.b32.
 """
 from __future__ import annotations
 
-from ..builder import TYPES, Kernel, PTXBuildError, Reg
+from ..builder import TYPES, KernelBuilder, PTXBuildError, Reg
 from .checks import choose, dest, mods, source
 
 B32, U32, PRED = TYPES["b32"], TYPES["u32"], TYPES["pred"]
@@ -20,7 +20,7 @@ def _immediate_range(instr: str, operand: str, value, hi: int):
         raise PTXBuildError(f"must be in 0..{hi}", instruction=instr, operand=operand, value=value)
 
 
-def shfl(k: Kernel, mode: str, a, b, *, c=None, membermask=FULL_MASK, with_pred: bool = False,
+def shfl(k: KernelBuilder, mode: str, a, b, *, c=None, membermask=FULL_MASK, with_pred: bool = False,
          out=None, pred=None) -> "Reg | tuple[Reg, Reg]":
     """Shuffle a 32-bit value across the warp. `c` defaults to 0 for 'up' and 0x1f otherwise.
     With `with_pred`, also returns the predicate 'source lane was in range' as (d, p).
@@ -47,7 +47,7 @@ def shfl(k: Kernel, mode: str, a, b, *, c=None, membermask=FULL_MASK, with_pred:
     return defs if with_pred else d
 
 
-def vote(k: Kernel, mode: str, p, *, membermask=FULL_MASK, out=None, pred=None) -> Reg:
+def vote(k: KernelBuilder, mode: str, p, *, membermask=FULL_MASK, out=None, pred=None) -> Reg:
     """`vote.sync.{all,any,uni}.pred d, p, mask` (a predicate), or mode 'ballot':
     `vote.sync.ballot.b32 d, p, mask` (bit i = lane i's p)."""
     choose("vote.sync", "mode", mode, ("all", "any", "uni", "ballot"))
@@ -60,7 +60,7 @@ def vote(k: Kernel, mode: str, p, *, membermask=FULL_MASK, out=None, pred=None) 
     return d
 
 
-def bar_warp_sync(k: Kernel, membermask=FULL_MASK, *, pred=None) -> None:
+def bar_warp_sync(k: KernelBuilder, membermask=FULL_MASK, *, pred=None) -> None:
     """`bar.warp.sync mask;` - reconverge the named lanes and order their memory accesses."""
     k.emit("bar.warp.sync", (source(k, "bar.warp.sync", "membermask", membermask, B32),),
            pred=pred)

@@ -15,7 +15,7 @@ registers; read them only after a `wait_group` covers the wgmma.
 """
 from __future__ import annotations
 
-from ..builder import TYPES, Imm, Kernel, NotPred, PTXBuildError, PTXTypeError, Reg, Vector
+from ..builder import TYPES, Imm, KernelBuilder, NotPred, PTXBuildError, PTXTypeError, Reg, Vector
 from .checks import choose, regs_of, source
 from .hopper_operands import B64, PRED, SM90A, group_count, immediate
 
@@ -46,23 +46,23 @@ def accumulator_count(n: int, acc_type: str = "f32") -> int:
     return M * n // 128 // ACCUMULATORS[acc_type][1]
 
 
-def fence(k: Kernel, *, pred=None) -> None:
+def fence(k: KernelBuilder, *, pred=None) -> None:
     """`wgmma.fence.sync.aligned`: order earlier register writes before the next wgmma."""
     k.emit("wgmma.fence.sync.aligned", pred=pred, requires=SM90A)
 
 
-def commit_group(k: Kernel, *, pred=None) -> None:
+def commit_group(k: KernelBuilder, *, pred=None) -> None:
     """`wgmma.commit_group.sync.aligned`: close a group of the warpgroup's wgmmas."""
     k.emit("wgmma.commit_group.sync.aligned", pred=pred, requires=SM90A)
 
 
-def wait_group(k: Kernel, n: int = 0, *, pred=None) -> None:
+def wait_group(k: KernelBuilder, n: int = 0, *, pred=None) -> None:
     """Wait until at most `n` (0..7) most recent wgmma groups are still in flight."""
     instr = "wgmma.wait_group.sync.aligned"
     k.emit(instr, (group_count(instr, n, MAX_PENDING_GROUPS),), pred=pred, requires=SM90A)
 
 
-def _descriptor(k: Kernel, instr: str, operand: str, value):
+def _descriptor(k: KernelBuilder, instr: str, operand: str, value):
     """A 64-bit matrix descriptor: a 64-bit register or a constant (see wgmma_descriptor)."""
     if isinstance(value, int) and not isinstance(value, bool):
         if not 0 <= value < 1 << 64:
@@ -72,7 +72,7 @@ def _descriptor(k: Kernel, instr: str, operand: str, value):
     return source(k, instr, operand, value, B64, imm=False)
 
 
-def _a_registers(k: Kernel, instr: str, a, allowed: tuple[str, ...]) -> Vector:
+def _a_registers(k: KernelBuilder, instr: str, a, allowed: tuple[str, ...]) -> Vector:
     regs = regs_of(k, instr, "a", a, TYPES["b32"], A_REGISTERS)
     for i, r in enumerate(regs):
         if r.type.name not in allowed:
@@ -81,18 +81,18 @@ def _a_registers(k: Kernel, instr: str, a, allowed: tuple[str, ...]) -> Vector:
     return Vector(regs)
 
 
-def _scale_d(k: Kernel, instr: str, scale_d):
+def _scale_d(k: KernelBuilder, instr: str, scale_d):
     if isinstance(scale_d, (Reg, NotPred)):
         return source(k, instr, "scale_d", scale_d, PRED, imm=False)
     return immediate(instr, "scale_d", scale_d, (0, 1))
 
 
-def mma_async(k: Kernel, d, a, b, *, n: int, ab_type: str = "bf16", b_type: str | None = None,
+def mma_async(k: KernelBuilder, d, a, b, *, n: int, ab_type: str = "bf16", b_type: str | None = None,
               acc_type: str = "f32", scale_d=1, scale_a: int = 1, scale_b: int = 1,
               trans_a: int | None = None, trans_b: int | None = None, pred=None) -> tuple:
     """D (+)= A * B for an m64nNk{K} tile; returns the accumulator registers `d`.
 
-    `d`: the accumulator_count(n, acc_type) registers (Kernel.var registers when a loop
+    `d`: the accumulator_count(n, acc_type) registers (KernelBuilder.var registers when a loop
     accumulates); `a`: a shared-memory descriptor (b64 register or int) or 4 registers;
     `b`: a descriptor. trans_a/trans_b default to 0 where the form has them.
 
@@ -108,7 +108,7 @@ def mma_async(k: Kernel, d, a, b, *, n: int, ab_type: str = "bf16", b_type: str 
         raise PTXTypeError(f"A and B types must match (only e4m3/e5m2 mix); A is .{ab_type}",
                            instruction="wgmma.mma_async", operand="b_type", value=b_type)
     kdim, accs, has_trans, a_regs = INPUTS[ab_type]
-    if isinstance(n, bool) or not isinstance(n, int) \
+    if isinstance(n, bool) or not isinstance(n, int)\
             or not (N_STEP <= n <= N_MAX and n % N_STEP == 0):
         raise PTXBuildError(f"N must be {N_STEP}..{N_MAX} in steps of {N_STEP}",
                             instruction="wgmma.mma_async", operand="n", value=n)

@@ -9,7 +9,7 @@ layout needs is the DSL's job (it derives them from the layout); this module onl
 """
 from __future__ import annotations
 
-from ..builder import Kernel, PTXRangeError, PTXTypeError, Reg
+from ..builder import KernelBuilder, PTXRangeError, PTXTypeError, Reg
 from .arith import add
 from .bits import bfe, or_
 from .convert import cvt
@@ -55,7 +55,7 @@ def descriptor(start_address: int = 0, *, lbo: int, sbo: int, swizzle: str = "no
     >>> hex(descriptor(0x400, lbo=16, sbo=1024, swizzle="128B"))   # K-major SW128
     '0x4000004000010040'
     """
-    if isinstance(base_offset, bool) or not isinstance(base_offset, int) \
+    if isinstance(base_offset, bool) or not isinstance(base_offset, int)\
             or not 0 <= base_offset <= MAX_BASE_OFFSET:
         raise PTXRangeError(f"must be in 0..{MAX_BASE_OFFSET} (a 3-bit field)", instruction=INSTR,
                             operand="base_offset", value=base_offset)
@@ -66,7 +66,7 @@ def descriptor(start_address: int = 0, *, lbo: int, sbo: int, swizzle: str = "no
             | _swizzle_code(swizzle) << SWIZZLE_SHIFT)
 
 
-def make_descriptor(k: Kernel, start_address, *, lbo: int, sbo: int, swizzle: str = "none",
+def make_descriptor(k: KernelBuilder, start_address, *, lbo: int, sbo: int, swizzle: str = "none",
                     base_offset: int = 0, out=None, pred=None) -> Reg:
     """Emit the descriptor for a runtime 32-bit shared offset `start_address`: extract
     enc(addr) with bfe, widen, or in the constant fields.
@@ -80,7 +80,7 @@ def make_descriptor(k: Kernel, start_address, *, lbo: int, sbo: int, swizzle: st
         or.b64 %ud1, %ud0, 0x4000004000010000;
     """
     constant = descriptor(0, lbo=lbo, sbo=sbo, swizzle=swizzle, base_offset=base_offset)
-    if not isinstance(start_address, Reg) or start_address.type.bits != 32 \
+    if not isinstance(start_address, Reg) or start_address.type.bits != 32\
             or start_address.type.is_float:
         raise PTXTypeError("a runtime start address is a 32-bit shared::cta offset register "
                            "(use descriptor() for a constant address)", instruction=INSTR,
@@ -89,11 +89,11 @@ def make_descriptor(k: Kernel, start_address, *, lbo: int, sbo: int, swizzle: st
     return or_(k, cvt(k, field, "u64", pred=pred), constant, dtype="b64", out=out, pred=pred)
 
 
-def advance_descriptor(k: Kernel, desc, byte_offset: int, *, out=None, pred=None) -> Reg:
+def advance_descriptor(k: KernelBuilder, desc, byte_offset: int, *, out=None, pred=None) -> Reg:
     """desc with its start address moved by `byte_offset` (a multiple of 16; e.g. +32 per k16
     step inside a 128B-swizzled K-major row): `add.u64 d, desc, byte_offset >> 4`. The caller
     keeps the address inside its tile (the 14-bit field must not carry)."""
-    if isinstance(byte_offset, bool) or not isinstance(byte_offset, int) \
+    if isinstance(byte_offset, bool) or not isinstance(byte_offset, int)\
             or byte_offset % FIELD_ALIGN or not -ADDRESS_LIMIT < byte_offset < ADDRESS_LIMIT:
         raise PTXRangeError(f"must be a multiple of {FIELD_ALIGN} bytes with magnitude below "
                             f"{ADDRESS_LIMIT}", instruction=INSTR, operand="byte_offset",
