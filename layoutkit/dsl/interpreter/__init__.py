@@ -11,6 +11,7 @@ deadlocks are errors that name the op's source line.
     >>> import numpy as np
     >>> import layoutkit.dsl as lk
     >>> from layoutkit.algebra import Layout
+    >>> from layoutkit.dsl.interpreter import interpret
     >>> @lk.kernel(num_warps=1)
     ... def double(x: lk.Pointer[lk.f32], n: lk.i32):
     ...     tv = lk.tv_layout(Layout(32), Layout(2))
