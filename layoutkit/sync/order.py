@@ -34,7 +34,7 @@ along a class's events, "the first event of class c that knows X" one bisection.
 """
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 from .kernel_model import Arrive, Copy, ThreadBarrier, Wait
 
@@ -53,6 +53,7 @@ class Order:
         classes = protocol.classes
         self.n = n = len(classes)
         self.lengths = [len(c.events) for c in classes]
+        self.columns: dict[tuple, list] = {}      # (class, entry) -> that entry of its clocks
         self.slot_index = {key: n + k for k, key in enumerate(sim.slots)}
         width = n + len(self.slot_index)
         start = [-1] * width
@@ -60,7 +61,9 @@ class Order:
         # per class: positions where its knowledge changed (from that event on) and the clocks
         self.starts: list[list[int]] = [[0] for _ in range(n)]
         self.clocks: list[list[list]] = [[start] for _ in range(n)]
-        # per slot index: ([phase, ...], [knowledge of every arrive/copy into phases <= it])
+        # per slot index: ([phase, ...], [knowledge of every arrive/copy into phases <= it],
+        # [{class: the knowledge of it last joined there}]: a class's next arrive or copy into
+        # the same phase with no new knowledge in between only raises its own entry)
         published: dict[int, tuple] = {}
         gathered: dict[tuple, list] = {}      # thread-barrier generation -> joined knowledge
         members: dict[tuple, list] = {}       # generation -> [(class, event)] that arrived
@@ -68,20 +71,29 @@ class Order:
             members.setdefault(round_, []).append(where)
         given: dict[tuple, list] = {}         # bar.arrive (class, event) -> its knowledge
 
-        def publish(slot_key, phase: int, clock: list) -> None:
+        def publish(slot_key, phase: int, i: int, position: int) -> None:
             k = self.slot_index.get(slot_key)
             if k is None or phase is None:
                 return
-            phases, known = published.setdefault(k, ([], []))
+            phases, known, sources = published.setdefault(k, ([], [], []))
             if phases and phases[-1] == phase:
-                known[-1] = _join(known[-1], clock)
+                if sources[-1].get(i) is current[i]:
+                    if known[-1][i] < position:
+                        known[-1][i] = position
+                    return
+                known[-1] = _join(known[-1], own(i, position))
+                sources[-1][i] = current[i]
             elif phases and phases[-1] > phase:          # an arrival into an older phase
+                clock = own(i, position)
                 for at, p in enumerate(phases):
                     if p >= phase:
                         known[at] = _join(known[at], clock)
+                        sources[at] = {}
             else:
+                clock = own(i, position)
                 phases.append(phase)
                 known.append(_join(known[-1], clock) if known else clock)
+                sources.append({i: current[i]})
 
         def learn(i: int, position: int, clock: list) -> None:
             current[i] = clock
@@ -97,18 +109,17 @@ class Order:
         for i, position in sim.order:
             e = classes[i].events[position]
             if isinstance(e, Arrive):
-                publish(e.slot, phase_of.get((i, position)), own(i, position))
+                publish(e.slot, phase_of.get((i, position)), i, position)
             elif isinstance(e, Copy):
-                clock = own(i, position)
                 for cta in e.ctas:
-                    publish(e.slot(cta), phase_of.get(((i, position), cta)), clock)
+                    publish(e.slot(cta), phase_of.get(((i, position), cta)), i, position)
             elif isinstance(e, Wait):
                 k = self.slot_index.get(e.slot)
                 phase = passes.get((i, position))
                 if k is None or phase is None:
                     continue
                 clock = list(current[i])
-                phases, known = published.get(k, ((), ()))
+                phases, known, _ = published.get(k, ((), (), ()))
                 at = bisect_right(phases, phase) - 1
                 if at >= 0:
                     clock = _join(clock, known[at])
@@ -155,15 +166,11 @@ class Order:
         return k is not None and self.clock(i, position)[k] >= phase
 
     def _first(self, i: int, column: int, value: int) -> int:
-        clocks = self.clocks[i]
-        lo, hi = 0, len(clocks)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if clocks[mid][column] >= value:
-                hi = mid
-            else:
-                lo = mid + 1
-        return self.starts[i][lo] if lo < len(clocks) else self.lengths[i]
+        values = self.columns.get((i, column))
+        if values is None:            # non-decreasing along the class: bisect it
+            values = self.columns[(i, column)] = [c[column] for c in self.clocks[i]]
+        at = bisect_left(values, value)
+        return self.starts[i][at] if at < len(values) else self.lengths[i]
 
     def first_knowing(self, i: int, slot, phase: int) -> int:
         """The first event of class i that knows phase `phase` of `slot` complete."""

@@ -255,3 +255,51 @@ def test_read_of_bytes_no_write_covers():
           "bytes 0..8191): shared memory starts undefined, so the read sees garbage; write the "
           "bytes first (lk.store, lk.tma_load, lk.cp_async) and synchronise, or read only bytes "
           "that were written")
+
+
+# ---- what the check cannot decide is a warning ------------------------------------------
+OWN = lk.TVLayout((32,), Layout((32, 1), (1, 0)))          # thread t: element t
+
+
+def warning_of(fn, *args, num_warps=1) -> lk.ProtocolWarning:
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        lk.Kernel(fn, num_warps).ir(*args)
+    (found,) = [w for w in record if issubclass(w.category, lk.ProtocolWarning)]
+    return found
+
+
+def test_write_in_a_branch_no_thread_took_is_a_warning():
+    def k(x: lk.Pointer[lk.f32], n: lk.i32):
+        s = lk.shared_tensor(Layout(32), lk.f32, name="s")
+        X = lk.global_tensor(x, Layout(32))
+        with lk.if_(n > 100):
+            lk.store(s.partition(OWN), lk.full(OWN, 1.0, lk.f32))                 # BRANCH
+        lk.barrier()
+        lk.store(X.partition(OWN), lk.load(s.partition(OWN)))                     # READ S
+    found = warning_of(k, lk.Pointer[lk.f32], 8)
+    assert found.lineno == L("# READ S")
+    assert str(found.message) == (
+        "kernel k: the static protocol check could not decide: threads 0-31 reads s bytes "
+        f"0..127 with a load at line {L('# READ S')}, but nothing in the kernel writes s (no "
+        "store, stmatrix, cp.async or TMA load) as far as the check followed it: it did not "
+        f"follow the access of s at line {L('# BRANCH')} (an offset computed from memory, or a "
+        "branch no thread took with the values checked), so that the read sees written data "
+        "was not proven")
+
+
+def test_writes_in_a_loop_of_an_assumed_trip_count_are_a_warning():
+    def k(x: lk.Pointer[lk.f32], n: lk.i32):
+        s = lk.shared_tensor(Layout(256), lk.f32, name="s")
+        X = lk.global_tensor(x, Layout(32))
+        for i in lk.range(0, n):                                                  # ROWS
+            lk.store(s.tile((32,), (i,)).partition(OWN), lk.full(OWN, 1.0, lk.f32))
+        lk.barrier()
+        lk.store(X.partition(OWN), lk.load(s.tile((32,), (7,)).partition(OWN)))  # ROW 7
+    found = warning_of(k, lk.Pointer[lk.f32], 8)
+    assert found.lineno == L("# ROW 7")
+    assert str(found.message) == (
+        "kernel k: the static protocol check could not decide: threads 0-31 reads s bytes "
+        f"896..1023 with a load at line {L('# ROW 7')}, which no write of the kernel covers "
+        "(the writes of s cover its bytes 0..383) with the runtime loops run for n=3; that "
+        "other trip counts write these bytes first was not proven")
