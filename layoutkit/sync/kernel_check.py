@@ -14,7 +14,7 @@ finish or all left are blocked. Findings (kind: what):
 - named barrier: more threads than its count arrive, or too few (a deadlock);
 - stage: a barrier index outside its array;
 and from kernel_rules: wrong parity, race, init, wgmma overwrite, proxy fence, TMA store,
-cp.async.
+cp.async; from wgmma_rules: warpgroup, wgmma fence, wgmma commit, wgmma wait.
 """
 from __future__ import annotations
 
@@ -365,10 +365,12 @@ def check_kernel(protocol: KernelProtocol) -> list[Finding]:
     order: kernel_rules' (causes), the simulation's, its deadlock (often a consequence of the
     others), then what could not be decided (see both module docstrings)."""
     from .kernel_rules import ordering_findings
+    from .wgmma_rules import wgmma_findings
     sim = Simulation(protocol)
     sim.run()
     deadlocks = [f for f in sim.findings if f.kind == "deadlock"]
     findings = ordering_findings(protocol, sim.passes, sim)
+    findings += wgmma_findings(protocol)
     findings += [f for f in sim.findings if f.kind != "deadlock"] + deadlocks
     findings += [Finding("undecided", False, u.message, u.site) for u in protocol.undecided]
     return findings

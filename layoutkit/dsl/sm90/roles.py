@@ -308,6 +308,8 @@ def finish_sync(trace) -> None:
     split = _finish_roles(trace, state)
     _finish_named(trace, state, split)
     _finish_elects(trace)
+    from .wgmma.accumulators import check_kernel as check_accumulators    # (import cycle)
+    check_accumulators(trace.fn)      # before the protocol check: its errors are the causes
 
 
 __all__ = ["elect_one", "finish_sync", "lane_id", "named_barrier_arrive", "named_barrier_sync",

@@ -13,18 +13,32 @@ Rules (PTX ISA "wgmma.mma_async", "wgmma.fence", "wgmma.wait_group"), each an
 2. A wgmma result (and a register A operand) is read only after an lk.wgmma_wait covers the
    group it was committed in. Exceptions: the next wgmma chaining on the accumulator, and
    loop.next(acc) when acc stays in the loop's own registers (no copy).
-3. An accumulator updated in place whose registers a non-wgmma instruction wrote since the last
-   lk.wgmma_fence() (a loop's entry copy, a loop.next copy) is an error: fence after them.
+3. Fences (PTX ISA "wgmma.fence": required between any other instruction's access to a wgmma's
+   accumulator or A registers and that wgmma). A wgmma is an error when, since the last
+   lk.wgmma_fence() on the path to it (or with none before it):
+   - a non-wgmma instruction wrote its accumulator registers in place (a loop's entry copy, a
+     loop.next copy);
+   - an op wrote the accumulator value it accumulates into, or its register A operand
+     (acc * alpha, lk.full, lk.cast after the fence);
+   - an op read the registers it writes (the previous iteration's result read by the
+     epilogue or softmax, then overwritten in place or by the next execution).
+   Where the only fence in between runs inside an lk.if_ / lk.elect_one region, whether it
+   runs could not be proven: a `lk.ProtocolWarning` at the wgmma says so (never silence).
+   The first wgmma of a thread with no fence at all is the protocol check's (it follows each
+   thread class's path exactly: layoutkit.sync.wgmma_rules).
 4. A wgmma whose lowering writes registers (register-A packing, accumulator copies) is not
    re-executed while its previous execution is in flight.
 
-Loops are simulated for two iterations; a branch body as if taken, its effects merged.
+Loops are simulated for two iterations; a branch body as if taken, its effects merged (a warp
+role's fence does not order another role's registers: a fence inside any region does not count
+after it).
 In-place rule (shared with the lowering): accumulator position i of a wgmma reuses its operand's
 registers when the operand is a loop-carried value, a loop result or a wgmma result, appears
 once among the accumulator operands, and is read by no `select` (which may alias it).
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 from ...core.errors import TraceError
@@ -70,6 +84,8 @@ class Facts:
         self.def_loop: dict[int, Op | None] = {}
         self.home: dict[int, tuple] = {}
         self.select_read: set[int] = set()
+        self.wgmma_homes: set[tuple] = set()     # the registers some wgmma writes
+        self.inputs: set[int] = set()            # values a wgmma reads from registers
         self._in_place: dict[int, tuple[bool, ...]] = {}
         self._scan(fn.body, None)
 
@@ -95,6 +111,10 @@ class Facts:
                 flags = self.in_place(op)
                 for i, (v, r) in enumerate(zip(accumulators(op), op.results)):
                     self.home[r.id] = self.home[v.id] if flags[i] else ("wgmma", id(op), i)
+                    self.wgmma_homes.add(self.home[r.id])
+                    if not flags[i] and op.attrs["accumulate"] is not False:
+                        self.inputs.add(v.id)
+                self.inputs.update(v.id for v in register_a(op))
 
     def in_place(self, op: Op) -> tuple[bool, ...]:
         """Per accumulator position: does the result take the operand's registers?"""
@@ -116,8 +136,14 @@ class State:
     consumed: dict = field(default_factory=dict)     # value id -> wgmma op that consumed it
     uncommitted: list = field(default_factory=list)  # Issues
     groups: list = field(default_factory=list)       # committed groups (lists of Issues)
-    dirty: dict = field(default_factory=dict)        # home -> op that wrote it since the fence
+    # since the last fence: home -> Access of its registers by another instruction (a copy
+    # into them, a read), and value id -> Access that wrote a wgmma input value
+    dirty: dict = field(default_factory=dict)
+    written: dict = field(default_factory=dict)
     last_fence: Op | None = None
+    fence_tick: int = 0
+    # (fence op, region op, tick) of the latest fence inside a region walked as if taken
+    region_fence: tuple | None = None
 
     def in_flight(self):
         yield from self.uncommitted
@@ -128,14 +154,28 @@ class State:
         """A copy whose containers are new (the Issues and ops are shared)."""
         return State(dict(self.pending), dict(self.a_busy), dict(self.consumed),
                      list(self.uncommitted), [list(g) for g in self.groups], dict(self.dirty),
-                     self.last_fence)
+                     dict(self.written), self.last_fence, self.fence_tick, self.region_fence)
 
     def merge(self, other: "State") -> None:
         """Union with the state of a path that may or may not have run."""
-        for name in ("pending", "a_busy", "consumed", "dirty"):
+        for name in ("pending", "a_busy", "consumed", "dirty", "written"):
             getattr(self, name).update(getattr(other, name))
         self.uncommitted = other.uncommitted
         self.groups = other.groups
+        if other.region_fence is not None and (self.region_fence is None or
+                                               other.region_fence[2] > self.region_fence[2]):
+            self.region_fence = other.region_fence
+
+
+@dataclass(frozen=True)
+class Access:
+    """A non-wgmma op's access to wgmma registers: `what` is 'copy' (a loop's copy into
+    them), 'read' or 'write' (it defined a value a wgmma reads), of `value`, at `tick`."""
+
+    op: Op
+    what: str
+    value: object
+    tick: int
 
 
 class Checker:
@@ -147,6 +187,8 @@ class Checker:
         self.open_blocks = open_blocks
         self.retired: dict[int, list[Op]] = {}
         self.serial = 0
+        self.tick = 0                        # ops walked: orders accesses and fences
+        self.warnings: dict[int, tuple] = {}     # wgmma op id -> (what was not proven, location)
         self.state = State()
         self.yielded: dict[int, Issue] = {}
         self.loops: list[Op] = []
@@ -171,6 +213,7 @@ class Checker:
 
     def op(self, op: Op) -> None:
         s = self.state
+        self.tick += 1
         accs = {v.id for v in accumulators(op)} if op.name == MMA else set()
         for position, v in enumerate(op.operands):
             if v.id in s.consumed:
@@ -187,12 +230,91 @@ class Checker:
                 self._read_error(op, v, s.pending[v.id], "accumulator result")
             if v.id in s.a_busy:
                 self._read_error(op, v, s.a_busy[v.id], "register A operand")
+        if op.name != MMA:
+            self.accesses(op)
         handler = {MMA: self.mma, FENCE: self.fence, COMMIT: self.commit, WAIT: self.wait,
                    "for": self.loop, "yield": self.yield_}.get(op.name)
         if handler is not None:
             handler(op)
         elif op.blocks:
             self.branch(op)
+
+    def accesses(self, op: Op) -> None:
+        """Record `op`'s reads of wgmma registers and its writes of wgmma input values."""
+        s, facts = self.state, self.facts
+        loop = self.loops[-1] if op.name == "yield" and self.loops else None
+        for position, v in enumerate(op.operands):
+            home = facts.home.get(v.id)
+            if home in facts.wgmma_homes and \
+                    (loop is None or home != ("loop", id(loop), position)):   # not a no-op
+                s.dirty[home] = Access(op, "read", v, self.tick)
+        if op.name not in ("for", UNDEF):
+            for r in op.results:
+                if r.id in facts.inputs:
+                    s.written[r.id] = Access(op, "write", r, self.tick)
+
+    def hazard(self, op: Op, access: Access, message: str) -> None:
+        """An access since the last fence: an error, or a warning when a fence inside a region
+        walked as if taken came after it (whether that fence runs is not known here)."""
+        region = self.state.region_fence
+        if region is None or region[2] < access.tick:
+            self.fail(op, message)
+        fence, where, _ = region
+        kind = {"if": "lk.if_", "elect_one": "lk.elect_one()"}.get(where.name, where.name)
+        text = (f"could not prove that an lk.wgmma_fence() runs between the op "
+                f"({access.op.name}) at line {_line(access.op)} and the wgmma at line "
+                f"{_line(op)}: the only fence after that op, at line {_line(fence)}, is inside "
+                f"the {kind} at line {_line(where)}, which not every thread may run. "
+                f"Unproven: {message}")
+        self.warnings.setdefault(id(op), (text, op.location))     # one per wgmma op
+
+    def _since(self) -> str:
+        fence = self.state.last_fence
+        return f"after the last lk.wgmma_fence() (line {_line(fence)})" if fence is not None \
+            else "with no lk.wgmma_fence() after it"
+
+    def fences(self, op: Op, flags) -> None:
+        """Rule 3 of the module docstring for the wgmma `op`."""
+        s, facts = self.state, self.facts
+        accs = accumulators(op)
+        for i, (v, r) in enumerate(zip(accs, op.results)):
+            access = s.dirty.get(facts.home.get(r.id))
+            if access is not None and access.what == "copy":
+                self.hazard(op, access,
+                            f"the wgmma updates {v!r} in place, but its registers were written "
+                            f"by a copy at line {_line(access.op)} after the last "
+                            "lk.wgmma_fence(); call lk.wgmma_fence() after that write and "
+                            "before the wgmma (inside the loop body for a carried accumulator)")
+            elif access is not None:
+                self.hazard(op, access,
+                            f"the wgmma writes its accumulator into the registers of "
+                            f"{access.value!r}, which the op ({access.op.name}) at line "
+                            f"{_line(access.op)} read {self._since()}: wgmma.fence orders "
+                            "other instructions' accesses to a wgmma's registers before it "
+                            "(PTX ISA 'wgmma.fence'); call lk.wgmma_fence() after that read "
+                            "and before the wgmma")
+            access = s.written.get(v.id) if op.attrs["accumulate"] is not False and \
+                not flags[i] else None
+            if access is not None:
+                self.hazard(op, access,
+                            f"the wgmma accumulates into {v!r}, which the op "
+                            f"({access.op.name}) at line {_line(access.op)} wrote "
+                            f"{self._since()}: the tensor cores see registers other "
+                            "instructions wrote only after a wgmma.fence (PTX ISA "
+                            "'wgmma.fence'); call lk.wgmma_fence() after that write and before "
+                            "the wgmma")
+        for v in register_a(op):
+            access = s.written.get(v.id) or s.dirty.get(facts.home.get(v.id))
+            if access is not None:
+                verb = "wrote" if access.what == "write" else "copied into"
+                self.hazard(op, access,
+                            f"the wgmma reads its register A operand {v!r}, which the op "
+                            f"({access.op.name}) at line {_line(access.op)} {verb} "
+                            f"{self._since()}: the tensor cores see registers other "
+                            "instructions wrote only after a wgmma.fence (PTX ISA "
+                            "'wgmma.fence'); call lk.wgmma_fence() after that write and before "
+                            "the wgmma")
+                break
 
     def mma(self, op: Op) -> None:
         s, facts = self.state, self.facts
@@ -204,12 +326,8 @@ class Checker:
                 self.fail(op, f"the wgmma consumes {v!r}, defined outside the lk.range at line "
                               f"{_line(loop)}, once per iteration; carry the accumulator "
                               "through the loop (lk.range(..., carry=(acc,)) and loop.next)")
-            writer = s.dirty.get(facts.home.get(v.id)) if in_place else None
-            if writer is not None:
-                self.fail(op, f"the wgmma updates {v!r} in place, but its registers were "
-                              f"written by a copy at line {_line(writer)} after the last "
-                              "lk.wgmma_fence(); call lk.wgmma_fence() after that write and "
-                              "before the wgmma (inside the loop body for a carried accumulator)")
+        self.fences(op, flags)
+        for v, in_place in zip(accs, flags):
             producer = facts.def_op.get(v.id)
             if op.attrs["accumulate"] is True and producer is not None and \
                     producer.name == UNDEF:
@@ -235,8 +353,11 @@ class Checker:
         s.uncommitted.append(issue)
 
     def fence(self, op: Op) -> None:
-        self.state.dirty.clear()
-        self.state.last_fence = op
+        s = self.state
+        s.dirty.clear()
+        s.written.clear()
+        s.last_fence, s.region_fence = op, None
+        s.fence_tick = self.tick
 
     def commit(self, op: Op) -> None:
         s = self.state
@@ -263,13 +384,18 @@ class Checker:
         before = self.state.copy()
         for inner in op.blocks:
             self.block(inner)
-        before.merge(self.state)
+        after = self.state
+        before.merge(after)
+        if after.last_fence is not before.last_fence and op.name != "warp_role":
+            tick = after.fence_tick                    # a fence that may not run
+            if before.region_fence is None or before.region_fence[2] < tick:
+                before.region_fence = (after.last_fence, op, tick)
         self.state = before
 
     def loop(self, op: Op) -> None:
         body = op.blocks[0]
-        for p in range(len(body.args) - 1):
-            self.state.dirty[("loop", id(op), p)] = op   # the entry copy of each carried value
+        for p, arg in enumerate(body.args[1:]):       # the entry copy of each carried value
+            self.state.dirty[("loop", id(op), p)] = Access(op, "copy", arg, self.tick)
         self.loops.append(op)
         try:
             self.block(body)
@@ -301,7 +427,7 @@ class Checker:
             if v.id in self.state.pending:
                 self.yielded[p] = self.state.pending[v.id]
             if self.facts.home.get(v.id) != ("loop", id(loop), p):
-                self.state.dirty[("loop", id(loop), p)] = op
+                self.state.dirty[("loop", id(loop), p)] = Access(op, "copy", v, self.tick)
 
 
 def _defined_in(block: Block) -> set[int]:
@@ -315,8 +441,22 @@ def _defined_in(block: Block) -> set[int]:
 
 def check(fn: Function, open_blocks=frozenset()) -> Checker:
     """Check `fn` against the rules of the module docstring; `open_blocks` (ids of blocks still
-    being traced) are walked once, not as finished loops. Returns the checker (its `retired`)."""
+    being traced) are walked once, not as finished loops. Returns the checker (its `retired`,
+    and its `warnings`: what could not be proven)."""
     return Checker(fn, open_blocks)
+
+
+def check_kernel(fn: Function) -> Checker:
+    """The whole-kernel check once the kernel body returned (before the protocol check, whose
+    findings are often its consequences): raise the first error, warn what was not proven."""
+    from ...check.protocol import ProtocolWarning
+    checker = check(fn)
+    for message, location in checker.warnings.values():
+        warnings.warn_explicit(ProtocolWarning(f"kernel {fn.name}: the wgmma fence check "
+                                               f"could not decide: {message}"),
+                               ProtocolWarning, location.file if location else "<kernel>",
+                               location.line if location else 0)
+    return checker
 
 
 def retiring_waits(fn: Function) -> list[tuple[Op, list[Op]]]:
@@ -335,5 +475,5 @@ def retiring_waits(fn: Function) -> list[tuple[Op, list[Op]]]:
     return out
 
 
-__all__ = ["AccumulatorUseError", "Facts", "check", "retiring_waits", "accumulators",
-           "register_a"]
+__all__ = ["AccumulatorUseError", "Facts", "check", "check_kernel", "retiring_waits",
+           "accumulators", "register_a"]

@@ -13,11 +13,17 @@ Interpretation (interpreter/ops_wgmma.py holds the model): one execution per war
 result registers `Pending` until a covering wgmma_wait, its shared operands claimed until every
 thread of the warpgroup has retired it; a thread's first wgmma must follow a wgmma_fence.
 
-Effects (the protocol check): a wgmma reads its shared operands through the async proxy;
-commit and wait close and retire the warpgroup's groups. The fence has none the protocol check
-follows (the fence rules are the accumulator checker's), nor has an undefined accumulator.
+Effects (the protocol check): a wgmma is issued (layoutkit.sync.wgmma_rules.WgmmaIssue) and
+reads its shared operands through the async proxy; the fence is a WgmmaFence; commit and wait
+close and retire the warpgroup's groups. All four are warpgroup-collective (.sync.aligned):
+each emits a PartialWarpgroup for the warpgroups only some of whose threads execute it, and a
+warning where an enclosing lk.if_ / lk.range depends on memory (whether the whole warpgroup
+runs it is then not known). An undefined accumulator has no effects. The fences after register
+writes are the accumulator checker's (accumulators.py).
 """
 from __future__ import annotations
+
+import numpy as np
 
 from layoutkit.algebra import cosize
 from layoutkit.ptx.builder import Reg
@@ -25,7 +31,9 @@ from layoutkit.ptx.isa import arith, convert
 from layoutkit.ptx.isa import wgmma as isa
 from layoutkit.ptx.isa import wgmma_descriptor as descriptors
 from layoutkit.sync import kernel_model as km
+from layoutkit.sync import wgmma_rules
 
+from ...check.values import UNKNOWN
 from ...core.opdef import SM90A, NoEffects, OpDef
 from ...core.types import DTYPES, bool_, f32, i32
 from ...core.verifier import fail
@@ -112,6 +120,61 @@ def _register_a(lw, op, blocks: int, ksteps: int) -> dict:
             out[(b, j)] = tuple(convert.pack(lw.k, values[first + 2 * q:first + 2 * q + 2])
                                 for q in range(isa.A_REGISTERS))
     return out
+
+
+# ---- effects helpers -------------------------------------------------------------------------
+COLLECTIVE = {"wgmma": "lk.wgmma", "wgmma_fence": "lk.wgmma_fence()",
+              "wgmma_commit": "lk.wgmma_commit()", "wgmma_wait": "lk.wgmma_wait()"}
+
+
+def _guards(ex) -> dict:
+    """op id -> the lk.if_ / lk.range ops enclosing each wgmma-family op (once per check)."""
+    found = getattr(ex, "_wgmma_guards", None)
+    if found is None:
+        found = ex._wgmma_guards = {}
+
+        def walk(block, stack):
+            for op in block.ops:
+                if op.name in COLLECTIVE:
+                    found[id(op)] = stack
+                if op.blocks:
+                    inner = stack + (op,) if op.name in ("if", "for") else stack
+                    for b in op.blocks:
+                        walk(b, inner)
+        walk(ex.fn.body, ())
+    return found
+
+
+def _collective(op, ex, mask, loops) -> None:
+    """The whole-warpgroup rule (module docstring): a PartialWarpgroup for the warpgroups only
+    some threads of `mask` belong to; a warning when an enclosing condition is unknown."""
+    what = COLLECTIVE[op.name]
+    groups = mask.reshape(-1, WARPGROUP)
+    counts = groups.sum(axis=1)
+    partial = np.nonzero((counts > 0) & (counts < WARPGROUP))[0]
+    if partial.size:
+        per_cta = ex.block_threads // WARPGROUP
+        parts = tuple((int(g) // per_cta, int(g) % per_cta,
+                       tuple(int(t) for t in ex.tid[g * WARPGROUP:(g + 1) * WARPGROUP][groups[g]]))
+                      for g in partial)
+        sub = mask & np.repeat(counts < WARPGROUP, WARPGROUP)
+        ex.emit(sub, wgmma_rules.PartialWarpgroup,
+                {"what": what, "site": ex.site(op, loops), "groups": parts})
+    warned = getattr(ex, "_wgmma_warned", None)
+    if warned is None:
+        warned = ex._wgmma_warned = set()        # guards warned about: once each
+    for guard in _guards(ex)[id(op)]:
+        operands = guard.operands[:1] if guard.name == "if" else guard.operands[:3]
+        if id(guard) not in warned and any(ex.values(v) is UNKNOWN for v in operands):
+            warned.add(id(guard))
+            region, value = ("lk.if_", "its condition") if guard.name == "if" else \
+                ("lk.range", "its trip count")
+            line = guard.location.line if guard.location is not None else "?"
+            ex.undecidable(op, loops, f"whether all {WARPGROUP} threads of each warpgroup "
+                           f"execute the wgmma ops inside the {region} at line {line} (here "
+                           f"{what}) together could not be proven: {value} depends on values "
+                           "loaded from memory (wgmma ops are warpgroup-collective, PTX "
+                           ".sync.aligned)")
 
 
 class Wgmma(OpDef):
@@ -221,6 +284,8 @@ class Wgmma(OpDef):
         return Step(run, op, preempt=True)
 
     def effects(self, op, ex, mask, loops):
+        _collective(op, ex, mask, loops)
+        ex.emit(mask, wgmma_rules.WgmmaIssue, {"site": ex.site(op, loops)})
         a = op.attrs
         nbytes = DTYPES[a["dtype"]].nbytes
         position = a["acc_count"] + a["a_count"]
@@ -234,11 +299,16 @@ class Wgmma(OpDef):
             position += 1
 
 
-class WgmmaFence(NoEffects, OpDef):
+class WgmmaFence(OpDef):
     """wgmma.fence: register writes before it are seen by the wgmmas after it."""
 
     name = "wgmma_fence"
     targets = SM90A_ONLY
+    synchronizes = True
+
+    def effects(self, op, ex, mask, loops):
+        _collective(op, ex, mask, loops)
+        ex.emit(mask, wgmma_rules.WgmmaFence, {"site": ex.site(op, loops)})
 
     def verify(self, op):
         _verify_plain(op)
@@ -275,6 +345,7 @@ class WgmmaCommit(OpDef):
         return Step(run, op)
 
     def effects(self, op, ex, mask, loops):
+        _collective(op, ex, mask, loops)
         ex.emit(mask, km.Commit, {"kind": "wgmma", "site": ex.site(op, loops)})
 
 
@@ -309,6 +380,7 @@ class WgmmaWait(OpDef):
         return Step(run, op)
 
     def effects(self, op, ex, mask, loops):
+        _collective(op, ex, mask, loops)
         ex.emit(mask, km.GroupWait, {"kind": "wgmma", "pending": op.attrs["pending"],
                                      "site": ex.site(op, loops)})
 
