@@ -51,6 +51,12 @@ class TVLayout:
         tile = "(" + ",".join(map(str, self.tile)) + (",)" if len(self.tile) == 1 else ")")
         return f"{self.layout} over tile {tile}"
 
+    def _repr_svg_(self):
+        """The tile coloured by owning thread, each cell labelled with its value index (a
+        notebook's picture; None where it cannot be drawn, e.g. symbolic)."""
+        from layoutkit.algebra import svg_or_none
+        return svg_or_none(self, title=str(self))
+
 
 def tv_layout(thr_layout: Layout, val_layout: Layout) -> TVLayout:
     """The TV layout that gives each thread of `thr_layout` a `val_layout` block of values
@@ -127,6 +133,11 @@ class RegisterTensor(_Arith):
 
     def __repr__(self) -> str:
         return f"RegisterTensor({self.dtype}, {self.layout})"
+
+    def _repr_svg_(self):
+        """Its TV layout's picture: which thread holds which tile coordinate."""
+        from layoutkit.algebra import svg_or_none
+        return svg_or_none(self.layout, title=repr(self))
 
 
 def _name(kind: str) -> str:

@@ -133,6 +133,14 @@ class GlobalTensor:
         part = f", partition of {self.tv}" if self.tv is not None else ""
         return f"GlobalTensor({self.dtype}, {self.layout}, offset {self.offset}{part})"
 
+    def _repr_svg_(self):
+        """A notebook's picture: a partition's TV layout, else the layout's offsets; None where
+        it cannot be drawn (symbolic extents, the usual case inside a kernel)."""
+        from layoutkit.algebra import svg_or_none
+        if self.tv is not None:
+            return svg_or_none(self.tv, title=repr(self))
+        return svg_or_none(self.layout, dtype_bytes=self.dtype.nbytes, title=repr(self))
+
     def tile(self, tiler, coord) -> "GlobalTensor":
         """The tile at `coord` of this tensor divided by `tiler` (the algebra's local_tile)."""
         if self.tv is not None:

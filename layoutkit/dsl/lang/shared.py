@@ -108,6 +108,17 @@ class SharedTensor:
         part = f", partition of {self.tv}" if self.tv is not None else ""
         return f"SharedTensor({self.dtype}, {sw}{self.layout}, offset {self.offset}{part})"
 
+    def _repr_svg_(self):
+        """A notebook's picture: a partition's TV layout, else the tile's offsets (through its
+        swizzle) coloured by 16-byte chunk; None where it cannot be drawn (symbolic)."""
+        from layoutkit.algebra import ComposedLayout, svg_or_none
+        if self.tv is not None:
+            return svg_or_none(self.tv, title=repr(self))
+        offset = self.offset if type(self.offset) is int else 0
+        layout = self.layout if self.swizzle is None else \
+            ComposedLayout(self.swizzle, offset, self.layout)
+        return svg_or_none(layout, dtype_bytes=self.dtype.nbytes, title=repr(self))
+
     def view(self, layout) -> "SharedTensor":
         """The same buffer seen through another layout (a Layout or a swizzled ComposedLayout,
         e.g. the transposed one); it must stay inside the buffer."""
