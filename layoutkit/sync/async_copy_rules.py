@@ -17,7 +17,7 @@ of those bytes, through any proxy, is therefore (kind "cp.async"):
   the two in a way the block-wide count does not see.
 
 Each is reported once per reading class and buffer. Byte ranges are spans per thread class
-(layoutkit/dsl/check/events.py), so overlaps are of spans.
+(layoutkit/dsl/check/extract.py, Extractor.shared_access), so overlaps are of spans.
 """
 from __future__ import annotations
 
