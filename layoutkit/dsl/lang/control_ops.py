@@ -28,7 +28,9 @@ MAX_ITERATIONS = 1 << 24     # interpreter: per loop execution, beyond it the lo
 
 
 class For(OpDef):
-    """A runtime loop: start, stop, step, then the initial carried values; the body block's arguments are the induction variable and the carried values, and it ends in a yield of the next ones. `unroll`, `thread_dependent` (bounds differ between threads)."""
+    """A runtime loop: start, stop, step, then the initial carried values; the body block's
+    arguments are the induction variable and the carried values, and it ends in a yield of the
+    next ones. `unroll`, `thread_dependent` (bounds differ between threads)."""
 
     name = "for"
     emits_events = False    # its effects are its body's, walked per iteration
@@ -156,7 +158,8 @@ class For(OpDef):
 
 
 class If(OpDef):
-    """Run the block where the bool operand holds (no results: values defined inside stay inside)."""
+    """Run the block where the bool operand holds (no results: values defined inside stay
+    inside)."""
 
     name = "if"
     emits_events = False    # its effects are its block's, for the threads that take it

@@ -3,9 +3,9 @@ shared-memory loads and stores (the buffer's swizzle applied to the element offs
 barrier and warp shuffles.
 
 A global address is `pointer + (offset + disp) * sizeof(dtype)`; a shared one is
-`smem + base + Sw(offset) * n + disp * n` with the buffer's swizzle Sw (Lowering.shared_address). The
-protocol check sees shared accesses as byte ranges per thread class and the barrier as a
-rendezvous of the whole block; global memory is outside it.
+`smem + base + Sw(offset) * n + disp * n` with the buffer's swizzle Sw
+(Lowering.shared_address). The protocol check sees shared accesses as byte ranges per thread
+class and the barrier as a rendezvous of the whole block; global memory is outside it.
 """
 from __future__ import annotations
 
@@ -26,10 +26,9 @@ from ..interpreter.memory import decode, encode, shared_byte_offset
 from ..lower.function import fill_bits, mov_type
 
 
-class Load(NoEffects, OpDef):
-    """ptr, i64 element offset[, mask] -> vec values (`disp` elements added; masked-off lanes give `other`). Global memory is outside the protocol check."""
-
-    name = "load"
+class _GlobalAccess(OpDef):
+    """The rule global loads and stores share: a pointer plus an i64 element offset, 1-8 values of
+    the pointer's type in at most 16 bytes, the bool mask last when masked."""
 
     def verify(self, op):
         vec, masked = op.attrs["vec"], op.attrs["masked"]
@@ -46,6 +45,28 @@ class Load(NoEffects, OpDef):
         expected = 2 + (0 if op.name == "load" else vec) + (1 if masked else 0)
         if len(op.operands) != expected or (masked and op.operands[-1].type != bool_):
             fail(op, "operands are ptr, offset, values (store), then the bool mask when masked")
+
+
+class _SharedAccess(OpDef):
+    """The rule shared loads and stores share: an i32 element offset, 1-8 values of one type in at
+    most 16 bytes."""
+
+    def verify(self, op):
+        vec = op.attrs["vec"]
+        data = op.results if op.name == "shared_load" else op.operands[1:]
+        if not op.operands or op.operands[0].type != i32:
+            fail(op, "addresses its buffer with an i32 element offset")
+        if vec not in (1, 2, 4, 8) or len(data) != vec or len({v.type for v in data}) != 1:
+            fail(op, f"moves 1, 2, 4 or 8 values of one type, got vec={vec} with {len(data)}")
+        if vec * data[0].type.nbytes > 16:
+            fail(op, f"a vector access moves at most 16 bytes; {vec} x {data[0].type}")
+
+
+class Load(NoEffects, _GlobalAccess):
+    """ptr, i64 element offset[, mask] -> vec values (`disp` elements added; masked-off lanes give
+    `other`). Global memory is outside the protocol check."""
+
+    name = "load"
 
     def lower(self, op, lw):
         k, vec, dtype = lw.k, op.attrs["vec"], op.operands[0].type.dtype
@@ -96,26 +117,11 @@ class Load(NoEffects, OpDef):
         return Step(run, op, preempt=True)
 
 
-class Store(NoEffects, OpDef):
-    """ptr, i64 element offset, vec values[, mask] (`disp` elements added). Global memory is outside the protocol check."""
+class Store(NoEffects, _GlobalAccess):
+    """ptr, i64 element offset, vec values[, mask] (`disp` elements added). Global memory is
+    outside the protocol check."""
 
     name = "store"
-
-    def verify(self, op):
-        vec, masked = op.attrs["vec"], op.attrs["masked"]
-        ptr, offset = op.operands[0], op.operands[1]
-        if not isinstance(ptr.type, PointerType) or offset.type != i64:
-            fail(op, "addresses a pointer plus an i64 element offset")
-        data = op.results if op.name == "load" else op.operands[2:2 + vec]
-        if vec not in (1, 2, 4, 8) or len(data) != vec:
-            fail(op, f"moves 1, 2, 4 or 8 values, got vec={vec} with {len(data)}")
-        if vec * ptr.type.dtype.nbytes > 16:
-            fail(op, f"a vector access moves at most 16 bytes; {vec} x {ptr.type.dtype}")
-        if any(v.type != ptr.type.dtype for v in data):
-            fail(op, f"values must be {ptr.type.dtype}, the pointer's element type")
-        expected = 2 + (0 if op.name == "load" else vec) + (1 if masked else 0)
-        if len(op.operands) != expected or (masked and op.operands[-1].type != bool_):
-            fail(op, "operands are ptr, offset, values (store), then the bool mask when masked")
 
     def lower(self, op, lw):
         k, vec = lw.k, op.attrs["vec"]
@@ -149,20 +155,11 @@ class Store(NoEffects, OpDef):
         return Step(run, op, preempt=True)
 
 
-class SharedLoad(OpDef):
-    """i32 element offset -> vec values from shared buffer `buffer` (`base` bytes, `disp` elements, the buffer's `swizzle` applied to the offset)."""
+class SharedLoad(_SharedAccess):
+    """i32 element offset -> vec values from shared buffer `buffer` (`base` bytes, `disp` elements,
+    the buffer's `swizzle` applied to the offset)."""
 
     name = "shared_load"
-
-    def verify(self, op):
-        vec = op.attrs["vec"]
-        data = op.results if op.name == "shared_load" else op.operands[1:]
-        if not op.operands or op.operands[0].type != i32:
-            fail(op, "addresses its buffer with an i32 element offset")
-        if vec not in (1, 2, 4, 8) or len(data) != vec or len({v.type for v in data}) != 1:
-            fail(op, f"moves 1, 2, 4 or 8 values of one type, got vec={vec} with {len(data)}")
-        if vec * data[0].type.nbytes > 16:
-            fail(op, f"a vector access moves at most 16 bytes; {vec} x {data[0].type}")
 
     def lower(self, op, lw):
         dtype, vec = op.results[0].type, op.attrs["vec"]
@@ -202,20 +199,10 @@ class SharedLoad(OpDef):
                     km.SharedRead, "generic", op.attrs["disp"])
 
 
-class SharedStore(OpDef):
+class SharedStore(_SharedAccess):
     """i32 element offset, vec values -> shared buffer `buffer` (addressing as SharedLoad)."""
 
     name = "shared_store"
-
-    def verify(self, op):
-        vec = op.attrs["vec"]
-        data = op.results if op.name == "shared_load" else op.operands[1:]
-        if not op.operands or op.operands[0].type != i32:
-            fail(op, "addresses its buffer with an i32 element offset")
-        if vec not in (1, 2, 4, 8) or len(data) != vec or len({v.type for v in data}) != 1:
-            fail(op, f"moves 1, 2, 4 or 8 values of one type, got vec={vec} with {len(data)}")
-        if vec * data[0].type.nbytes > 16:
-            fail(op, f"a vector access moves at most 16 bytes; {vec} x {data[0].type}")
 
     def lower(self, op, lw):
         vec = op.attrs["vec"]
@@ -280,7 +267,8 @@ class Barrier(OpDef):
 
 
 class Shfl(NoEffects, OpDef):
-    """shfl.sync over the full warp: value, i32 lane -> the value of the lane `mode` (bfly, idx) names."""
+    """shfl.sync over the full warp: value, i32 lane -> the value of the lane `mode` (bfly, idx)
+    names."""
 
     name = "shfl"
 

@@ -30,7 +30,8 @@ def _ids(values) -> tuple[int, ...]:
 
 
 class Param(NoEffects, OpDef):
-    """A kernel parameter (`index` its position; None for a hidden one, with `resolve` and `what`); lowered with the kernel's signature, bound by the launch."""
+    """A kernel parameter (`index` its position; None for a hidden one, with `resolve` and `what`);
+    lowered with the kernel's signature, bound by the launch."""
 
     name = "param"
 
