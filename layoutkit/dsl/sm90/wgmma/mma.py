@@ -17,8 +17,11 @@ Operands: `a` is a shared tile (M x K) or a bf16/f16 register tensor in lk.wgmma
 (e.g. an f32 accumulator cast to bf16: the layouts coincide); `b` is a shared tile N x K (use
 `tile.T` for a K x N tile). Shared tiles must have a canonical K-major or MN-major layout
 (none/32B/64B/128B swizzle; see operands.py) and the descriptors are derived from it.
-Accumulators are updated in place; the accumulator protocol (accumulators.py) is checked at each
-lk.wgmma_wait and again before lowering. The ops' definitions are in ops.py.
+Accumulators are updated in place; the accumulator protocol (accumulators.py: linear use, reads
+after the covering wait, fences after register accesses) is checked at each lk.wgmma_wait, once
+the kernel body returns (before the protocol check, which adds the whole-warpgroup, first-fence
+and commit/wait-before-exit rules: layoutkit/sync/wgmma_rules.py) and before lowering. The
+ops' definitions are in ops.py.
 
 IR ops (name: operands -> results; attrs):
   wgmma_fence:  ->                       (wgmma.fence: order earlier register writes first)
