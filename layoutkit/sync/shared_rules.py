@@ -95,7 +95,7 @@ class SharedRules:
         self.writes: dict[tuple, list[Write]] = {}        # (cta, buffer) -> other writes
         self.reads: dict[tuple, list] = {}                # (cta, buffer) -> (cls, pos, read)
         self.arrives: list[list[int]] = []                # per class: indices of its arrives
-        self.instances: dict[SharedRead, list] = {}       # a read -> its (class, event)s
+        self.instances: dict | None = None                # a read -> its (class, event)s
         self.warps = [frozenset(t // 32 for t in c.tids) for c in self.p.classes]
         for i, c in enumerate(self.p.classes):
             reached = sim.positions[i]
@@ -105,7 +105,6 @@ class SharedRules:
                 if isinstance(e, SharedRead):
                     self.reads.setdefault((e.bytes.cta, e.bytes.buffer), []).append(
                         (i, position, e))
-                    self.instances.setdefault(e, []).append((i, position))
                 elif isinstance(e, Copy) and e.dst is not None:
                     for cta in e.ctas:
                         phase = sim.phase_of.get(((i, position), cta))
@@ -121,7 +120,8 @@ class SharedRules:
                     if retired is None:
                         retired = _retired(c.events)
                     self.writes.setdefault((e.bytes.cta, e.bytes.buffer), []).append(
-                        Write(i, position, e, e.bytes, retired[position], "cp.async"))
+                        Write(i, position, e, e.bytes, retired.get(position, len(c.events)),
+                              "cp.async"))
                 elif isinstance(e, Arrive):
                     arrives.append(position)
             self.arrives.append(arrives)
@@ -248,6 +248,11 @@ class SharedRules:
     def _group(self, i: int, position: int, read: SharedRead) -> list:
         """The (class, event) of this read in every class sharing a warp with class i: one
         instruction of a warp (a warpgroup's wgmma), ordered by any lane's synchronization."""
+        if self.instances is None:          # built on first use: a read's instances
+            self.instances = {}
+            for reads in self.reads.values():
+                for x, p, e in reads:
+                    self.instances.setdefault(e, []).append((x, p))
         mine = self.warps[i]
         return [(i, position)] + [(x, p) for x, p in self.instances.get(read, ())
                                   if x != i and self.warps[x] & mine]
