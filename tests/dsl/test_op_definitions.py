@@ -124,3 +124,18 @@ def test_clusters_need_the_hopper_target():
     with pytest.raises(lk.KernelDefinitionError, match=r"cluster=\(2, 1, 1\) needs target "
                        r"'sm_90a' \(thread-block clusters are sm_90\); its target is 'sm_80'"):
         lk.kernel(target="sm_80", cluster=(2, 1, 1))(_axpb())
+
+
+def test_a_specialization_traced_with_the_check_skipped_is_checked_when_used_outside():
+    """lk.protocol_check_skipped() is for tests of single ops: what it traced is not served
+    unchecked to a later call outside it."""
+    @lk.kernel(num_warps=4)
+    def reads_garbage(x: lk.Pointer[lk.f32]):      # reads shared memory nothing wrote
+        s = lk.shared_tensor(Layout(128), lk.f32)
+        lk.barrier()
+        tv = lk.tv_layout(Layout(128), Layout(1))
+        lk.store(lk.global_tensor(x, Layout(128)).partition(tv), lk.load(s.partition(tv)))
+    with lk.protocol_check_skipped():
+        reads_garbage.ptx(lk.Pointer[lk.f32])
+    with pytest.raises(lk.ProtocolError, match="nothing in the kernel writes"):
+        reads_garbage.ptx(lk.Pointer[lk.f32])

@@ -53,8 +53,8 @@ def _header(protocol, errors: int) -> str:
 
 @contextlib.contextmanager
 def protocol_check_skipped():
-    """Kernels first traced inside the `with` are not checked (for tests of single ops that
-    are not whole protocols; their specializations stay cached unchecked)."""
+    """Kernels traced inside the `with` are not checked (for tests of single ops that are not
+    whole protocols); such a specialization is checked when it is next used outside one."""
     token = _SKIPPED.set(True)
     try:
         yield
@@ -79,6 +79,7 @@ def _collector_paused():
 def check_kernel_protocol(fn):
     """Check the verified IR `fn`; return it unchanged, raise ProtocolError, or warn."""
     if _SKIPPED.get() or not has_sync(fn):
+        fn.protocol_checked = not _SKIPPED.get()
         return fn
     with _collector_paused():
         try:
@@ -105,6 +106,7 @@ def check_kernel_protocol(fn):
         if not getattr(fn, "debug", False):
             raise error
         warnings.warn(ProtocolWarning(f"debug build, run anyway: {error}"), stacklevel=2)
+    fn.protocol_checked = True
     return fn
 
 

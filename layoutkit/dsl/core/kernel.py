@@ -296,6 +296,8 @@ class Kernel:
         values = bind(self.params, args, kwargs, self.name)
         key = self._key(values)
         spec = self._cache.get(key)
+        if spec is not None and not getattr(spec.ir, "protocol_checked", True):
+            check_kernel_protocol(spec.ir)      # traced under lk.protocol_check_skipped()
         if spec is None:
             timings: dict = {}
             ir = self._trace(key, values, timings)
@@ -403,7 +405,7 @@ class Kernel:
         values = bind(self.params, args, kwargs, self.name)
         key = self._key(values)
         spec = self._cache.get(key)
-        if spec is None:
+        if spec is None or not getattr(spec.ir, "protocol_checked", True):
             spec = self.specialize(*values)
         runtime = self._runtime_values(values)
         if spec.ir.hidden:
