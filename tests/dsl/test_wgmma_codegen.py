@@ -78,11 +78,11 @@ def test_register_a_operand_is_the_converted_accumulator():
 def test_two_consumer_warpgroups_with_64x256_accumulators_fit_168_registers():
     with lk.protocol_check_skipped():      # its producer fills nothing: code, not data
         spec = clean_build(consumer_mainloop, *GEMM_ARGS)
+        sass = consumer_mainloop.sass(*GEMM_ARGS)
     usage = spec.cubin.resources["consumer_mainloop"]
     assert usage.registers == 168 and not usage.spills and not usage.setmaxnreg_ignored
     assert "setmaxnreg.inc.sync.aligned.u32 240" in spec.ptx
     assert_no_wgmma_infos(spec)
-    sass = consumer_mainloop.sass(*GEMM_ARGS)
     assert sass.count("HGMMA.64x256x16.F32.BF16") == 4 and "STL" not in sass
 
 
