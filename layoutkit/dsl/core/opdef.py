@@ -36,6 +36,7 @@ from typing import ClassVar
 SM80, SM90A = "sm_80", "sm_90a"
 TARGETS = (SM90A, SM80)          # the targets the DSL lowers to; the first is the default
 ALL_TARGETS = frozenset(TARGETS)
+SM90A_ONLY = frozenset({SM90A})   # the Hopper-only ops (lk.sm90's wgmma, TMA, clusters, ...)
 UNKNOWN = None                   # check_value's "not known at trace time"
 
 FACETS = {"verify": "verify(op)", "lower": "lower(op, lw)",
@@ -152,4 +153,4 @@ def definition(name_or_def) -> OpDef:
 
 __all__ = ["OpDef", "NoEffects", "OpDefinitionError", "REGISTRY", "definition", "FACETS",
            "FACET_CALLS", "count_facet_calls",
-           "TARGETS", "ALL_TARGETS", "SM80", "SM90A", "UNKNOWN"]
+           "TARGETS", "ALL_TARGETS", "SM90A_ONLY", "SM80", "SM90A", "UNKNOWN"]

@@ -40,7 +40,7 @@ from layoutkit.sync import BarrierSlot, MbarrierArray
 from layoutkit.sync import arrive, arrive_expect_tx, fence_proxy_async, wait
 from layoutkit.sync import kernel_model as km
 
-from ..core.opdef import SM80, SM90A, OpDef
+from ..core.opdef import ALL_TARGETS, SM90A_ONLY, OpDef
 from ..core.types import PointerType, i32
 from ..core.verifier import fail
 from ..interpreter.errors import ExecutionError
@@ -50,8 +50,6 @@ from ..interpreter.ops_mbarrier import MbarrierState, barriers, lookup
 from ..interpreter.ops_mbarrier import MbarrierWait as PhaseWait
 from .debug_waits import LoweredWaits
 
-SM80_AND_SM90 = frozenset({SM80, SM90A})
-SM90_ONLY = frozenset({SM90A})
 
 
 # ---- lowering helpers (the barrier's shared address, its layoutkit.sync slot) --------------
@@ -131,7 +129,7 @@ class MbarrierInit(OpDef):
     of MBARRIER_BYTES) with `arrive_count` arrivals per phase; one thread runs it."""
 
     name = "mbarrier_init"
-    targets = SM80_AND_SM90
+    targets = ALL_TARGETS
     synchronizes = True
 
     def verify(self, op):
@@ -175,7 +173,7 @@ class FenceMbarrierInit(OpDef):
     to the async proxy and the cluster (sm_90, PTX 8.0)."""
 
     name = "fence_mbarrier_init"
-    targets = SM90_ONLY
+    targets = SM90A_ONLY
     synchronizes = True
 
     def verify(self, op):
@@ -196,7 +194,7 @@ class FenceProxyAsync(OpDef):
     later async-proxy reads (sm_90, PTX 8.0)."""
 
     name = "fence_proxy_async"
-    targets = SM90_ONLY
+    targets = SM90A_ONLY
     synchronizes = True
 
     def verify(self, op):
@@ -220,7 +218,7 @@ class MbarrierArrive(OpDef):
     `mbarrier.arrive.release.<scope>.shared::cluster`, sm_90)."""
 
     name = "mbarrier_arrive"
-    targets = SM80_AND_SM90        # count > 1 and remote are sm_90: see the module docstring
+    targets = ALL_TARGETS        # count > 1 and remote are sm_90: see the module docstring
     synchronizes = True
 
     def verify(self, op):
@@ -289,7 +287,7 @@ class MbarrierArriveExpectTx(OpDef):
     `copies`) to its phase (`mbarrier.arrive.expect_tx`, sm_90, PTX 8.0)."""
 
     name = "mbarrier_arrive_expect_tx"
-    targets = SM90_ONLY
+    targets = SM90A_ONLY
     synchronizes = True
 
     def verify(self, op):
@@ -332,7 +330,7 @@ class MbarrierWait(OpDef):
     the barrier, stage (operand 2) and line in the error record (operand 3) and traps."""
 
     name = "mbarrier_wait"
-    targets = SM90_ONLY
+    targets = SM90A_ONLY
     synchronizes = True
 
     def verify(self, op):

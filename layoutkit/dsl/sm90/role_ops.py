@@ -37,7 +37,7 @@ from layoutkit.sync import (NAMED_BARRIER_COUNT, WARPGROUP_THREADS, WHOLE_CTA_ID
 from layoutkit.ptx.isa.warp import WARP_SIZE
 from layoutkit.sync import kernel_model as km
 
-from ..core.opdef import SM80, SM90A, NoEffects, OpDef
+from ..core.opdef import ALL_TARGETS, SM90A_ONLY, NoEffects, OpDef
 from ..core.types import i32
 from ..core.verifier import fail
 from ..interpreter.executor import Step, run_steps
@@ -45,8 +45,6 @@ from ..interpreter.machine import BarrierState, BarrierWait, WaitQueue
 from ..lower.roles import role_split_of
 from .cluster import CLUSTER_REGISTERS
 
-SM80_AND_SM90 = frozenset({SM80, SM90A})
-SM90_ONLY = frozenset({SM90A})
 
 
 def _role_split(lw):
@@ -70,7 +68,7 @@ class WarpRole(OpDef):
     to `registers` (direction `setmaxnreg`, from the kernel's RoleSplit)."""
 
     name = "warp_role"
-    targets = SM80_AND_SM90        # a register budget (setmaxnreg) is sm_90a: see the docstring
+    targets = ALL_TARGETS        # a register budget (setmaxnreg) is sm_90a: see the docstring
     emits_events = False           # effects() walks the region with the role's threads
 
     def verify(self, op):
@@ -123,7 +121,7 @@ class ElectOne(OpDef):
     converged warp)."""
 
     name = "elect_one"
-    targets = SM90_ONLY
+    targets = SM90A_ONLY
     emits_events = False           # effects() walks the region with the elected lanes
 
     def verify(self, op):
@@ -155,7 +153,7 @@ class NamedBarrierOp(OpDef):
     named barrier (ids 1..NAMED_BARRIER_COUNT-1; WHOLE_CTA_ID is lk.barrier()'s)."""
 
     name = "named_barrier"
-    targets = SM80_AND_SM90
+    targets = ALL_TARGETS
     synchronizes = True
 
     def verify(self, op):
@@ -193,7 +191,7 @@ class SpecialReg(NoEffects, OpDef):
     The protocol check binds its value per thread itself (Extractor._fixed)."""
 
     name = "special_reg"
-    targets = SM90_ONLY
+    targets = SM90A_ONLY
 
     def verify(self, op):
         if op.operands or len(op.results) != 1 or op.results[0].type != i32 or \
@@ -216,7 +214,7 @@ class ClusterSync(OpDef):
     .release.aligned` + `barrier.cluster.wait.acquire.aligned`, sm_90)."""
 
     name = "cluster_sync"
-    targets = SM90_ONLY
+    targets = SM90A_ONLY
     synchronizes = True
 
     def verify(self, op):

@@ -20,7 +20,7 @@ from layoutkit.ptx.isa import matrix
 from layoutkit.sync import kernel_model as km
 
 from ..core.errors import LayoutMismatchError, TraceError
-from ..core.opdef import SM90A, OpDef
+from ..core.opdef import SM90A_ONLY, OpDef
 from ..core.tracer import current
 from ..core.types import i32
 from ..core.values import RegisterTensor
@@ -60,7 +60,7 @@ class Stmatrix(OpDef):
     """inner(i32), outer(i32), 2*num 16-bit values: `num` 8x8 matrices stored to `buffer`."""
 
     name = "stmatrix"
-    targets = frozenset({SM90A})
+    targets = SM90A_ONLY
 
     def verify(self, op):
         a, data = op.attrs, op.operands[2:]

@@ -27,7 +27,7 @@ from layoutkit.ptx.isa import arith, bits, convert, memory
 from layoutkit.ptx.isa import tma as isa
 from layoutkit.sync import kernel_model as km
 
-from ...core.opdef import SM90A, OpDef
+from ...core.opdef import SM90A_ONLY, OpDef
 from ...core.types import DTYPES, TensorMapType, i32
 from ...core.verifier import fail
 from ...interpreter.executor import Step
@@ -102,7 +102,7 @@ class TmaLoad(OpDef):
     the CTAs of `multicast["pattern"] << mask_base` when set)."""
 
     name = "tma_load"
-    targets = frozenset({SM90A})
+    targets = SM90A_ONLY
     synchronizes = True
 
     def verify(self, op):
@@ -178,7 +178,7 @@ class TmaStore(OpDef):
     """cp.async.bulk.tensor shared::cta -> global, a bulk async-group operation."""
 
     name = "tma_store"
-    targets = frozenset({SM90A})
+    targets = SM90A_ONLY
     synchronizes = True
 
     def verify(self, op):
@@ -228,7 +228,7 @@ class TmaStoreCommit(OpDef):
     """cp.async.bulk.commit_group: close this thread's bulk async-group of stores."""
 
     name = "tma_store_commit"
-    targets = frozenset({SM90A})
+    targets = SM90A_ONLY
     synchronizes = True
 
     def verify(self, op):
@@ -254,7 +254,7 @@ class TmaStoreWait(OpDef):
     groups stay in flight (`writes`: until the global writes are done, not only the reads)."""
 
     name = "tma_store_wait"
-    targets = frozenset({SM90A})
+    targets = SM90A_ONLY
     synchronizes = True
 
     def verify(self, op):

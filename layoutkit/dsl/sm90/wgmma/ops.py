@@ -34,7 +34,7 @@ from layoutkit.sync import kernel_model as km
 from layoutkit.sync import wgmma_rules
 
 from ...check.values import UNKNOWN
-from ...core.opdef import SM90A, NoEffects, OpDef
+from ...core.opdef import SM90A_ONLY, NoEffects, OpDef
 from ...core.types import DTYPES, bool_, f32, i32
 from ...core.verifier import fail
 from ...interpreter.collective import arrive
@@ -47,7 +47,6 @@ from ...interpreter.unavailable import Undefined
 from .accumulators import check, register_a
 from .layouts import K_STEP, M_BLOCK, WARPGROUP
 
-SM90A_ONLY = frozenset({SM90A})
 
 
 def _verify_plain(op) -> None:
