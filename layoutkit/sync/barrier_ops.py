@@ -4,11 +4,11 @@
   role split, since roles may exit early: hopper-ptx.md §7).
 - `named_sync` / `named_arrive`: a NamedBarrier's `bar.sync id, threads` / `bar.arrive id,
   threads`; the count always comes from the barrier value, so every participant agrees.
-- `fence_proxy_async(k)`: after generic-proxy writes (st.shared, stmatrix) that the async
+- `emit_fence_proxy_async(k)`: after generic-proxy writes (st.shared, stmatrix) that the async
   proxy (TMA store, wgmma) will read; each writer fences, then a barrier (§4).
-- `cluster_sync(k)`: `barrier.cluster.arrive.release` + `wait.acquire` over the whole cluster,
+- `emit_cluster_sync(k)`: `barrier.cluster.arrive.release` + `wait.acquire` over the whole cluster,
   before touching a peer's shared memory and before exit (§9).
-- `elect_one(k)`: a predicate true in exactly one lane of the (converged) warp (§2).
+- `emit_elect_one(k)`: a predicate true in exactly one lane of the (converged) warp (§2).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def named_arrive(k: KernelBuilder, barrier: NamedBarrier, *, pred=None) -> None:
     named_barrier.bar_arrive(k, b.id, b.threads, pred=pred)
 
 
-def fence_proxy_async(k: KernelBuilder, space: str = "shared::cta", *, pred=None) -> None:
+def emit_fence_proxy_async(k: KernelBuilder, space: str = "shared::cta", *, pred=None) -> None:
     """`fence.proxy.async.<space>`: order this thread's generic writes before async-proxy reads."""
     proxy_fence.fence_proxy_async(k, space, pred=pred)
 
@@ -59,18 +59,18 @@ def cluster_wait(k: KernelBuilder) -> None:
     cluster.barrier_cluster_wait(k, acquire=True)
 
 
-def cluster_sync(k: KernelBuilder) -> None:
+def emit_cluster_sync(k: KernelBuilder) -> None:
     """Arrive and wait at the cluster barrier: all CTAs started (and initialised their
     shared memory), or none still uses a peer's."""
     cluster_arrive(k)
     cluster_wait(k)
 
 
-def elect_one(k: KernelBuilder) -> Reg:
+def emit_elect_one(k: KernelBuilder) -> Reg:
     """A predicate true in exactly one lane of the full warp (`elect.sync _|p, 0xFFFFFFFF`);
     the warp must be converged. Guard a TMA issue or a single arrive with it."""
     return cluster.elect_sync(k, FULL_WARP)
 
 
-__all__ = ["cluster_arrive", "cluster_sync", "cluster_wait", "cta_sync", "elect_one",
-           "fence_proxy_async", "named_arrive", "named_sync"]
+__all__ = ["cluster_arrive", "emit_cluster_sync", "cluster_wait", "cta_sync", "emit_elect_one",
+           "emit_fence_proxy_async", "named_arrive", "named_sync"]

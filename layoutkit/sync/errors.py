@@ -53,7 +53,7 @@ class DebugRecordError(SyncError):
     """A timeout record that cannot be encoded or decoded (bad field, unknown site)."""
 
 
-class ProtocolError(SyncError):
+class ProtocolViolation(SyncError):
     """A barrier protocol (events per role) that would hang or race; see `protocol`."""
 
 

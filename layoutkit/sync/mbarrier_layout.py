@@ -28,7 +28,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
-class MbarrierArray:
+class MbarrierPlacement:
     """`stages` barriers named `name`, each expecting `arrive_count` arrivals per phase, at
     byte `offset` of the barrier region."""
 
@@ -60,7 +60,7 @@ class MbarrierArray:
 
     def check_stage(self, stage: int) -> int:
         """`stage` if it is an index into this array, else MbarrierLayoutError."""
-        if isinstance(stage, bool) or not isinstance(stage, int) \
+        if isinstance(stage, bool) or not isinstance(stage, int)\
                 or not 0 <= stage < self.stages:
             raise MbarrierLayoutError(f"must be in 0..{self.stages - 1} (the array has "
                                       f"{self.stages} barriers)",
@@ -76,19 +76,19 @@ class MbarrierLayout:
     """The barrier region of a kernel: arrays added in order, packed, each 8-byte aligned."""
 
     def __init__(self):
-        self._arrays: list[MbarrierArray] = []
+        self._arrays: list[MbarrierPlacement] = []
 
-    def add(self, name: str, stages: int, arrive_count: int) -> MbarrierArray:
+    def add(self, name: str, stages: int, arrive_count: int) -> MbarrierPlacement:
         """Append an array of `stages` barriers with `arrive_count` arrivals per phase."""
         if any(a.name == name for a in self._arrays):
             raise MbarrierLayoutError("is already an mbarrier array of this layout",
                                       thing="mbarrier array name", value=name)
-        array = MbarrierArray(name, stages, arrive_count, self.nbytes)
+        array = MbarrierPlacement(name, stages, arrive_count, self.nbytes)
         self._arrays.append(array)
         return array
 
     @property
-    def arrays(self) -> tuple[MbarrierArray, ...]:
+    def arrays(self) -> tuple[MbarrierPlacement, ...]:
         return tuple(self._arrays)
 
     @property
@@ -96,7 +96,7 @@ class MbarrierLayout:
         """Bytes of the region (a multiple of 8)."""
         return sum(a.nbytes for a in self._arrays)
 
-    def array(self, name: str) -> MbarrierArray:
+    def array(self, name: str) -> MbarrierPlacement:
         for a in self._arrays:
             if a.name == name:
                 return a
@@ -110,4 +110,4 @@ class MbarrierLayout:
         return any(a is array for a in self._arrays)
 
 
-__all__ = ["MAX_ARRIVE_COUNT", "MBARRIER_BYTES", "MbarrierArray", "MbarrierLayout"]
+__all__ = ["MAX_ARRIVE_COUNT", "MBARRIER_BYTES", "MbarrierPlacement", "MbarrierLayout"]

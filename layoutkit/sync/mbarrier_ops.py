@@ -7,7 +7,7 @@ waits unless it is a wait. The sequence a pipeline needs (hopper-ptx.md §3):
     init_mbarriers(k, region)                 # thread 0: init each with its count;
                                               # fence.mbarrier_init; bar.sync 0 (everyone)
     s = region.slot(k, full, stage)           # a barrier: int stage, or a u32 register
-    arrive_expect_tx(k, s, bytes) / arrive(k, s) / expect_tx(k, s, bytes)
+    arrive_expect_tx(k, s, bytes) / arrive(k, s) / emit_expect_tx(k, s, bytes)
     wait(k, s, parity)                        # the try_wait.parity loop
     wait(k, s, parity, debug=waits)           # debug build: bounded (see bounded_wait)
 
@@ -24,7 +24,7 @@ from layoutkit.ptx.isa import mbarrier_wait, named_barrier
 from layoutkit.ptx.isa import sm90 as I
 
 from .errors import MbarrierLayoutError
-from .mbarrier_layout import MBARRIER_ALIGN, MBARRIER_BYTES, MbarrierArray, MbarrierLayout
+from .mbarrier_layout import MBARRIER_ALIGN, MBARRIER_BYTES, MbarrierPlacement, MbarrierLayout
 from .named_barriers import WHOLE_CTA_ID
 from .pipeline_state import PipelineState
 
@@ -33,7 +33,7 @@ from .pipeline_state import PipelineState
 class BarrierSlot:
     """One barrier: its array, its stage (int, or a u32 register at run time) and its address."""
 
-    array: MbarrierArray
+    array: MbarrierPlacement
     stage: "int | Reg"
     address: Address
 
@@ -49,7 +49,7 @@ class BarrierRegion:
     layout: MbarrierLayout
     base: "Symbol | Reg"
 
-    def slot(self, k: KernelBuilder, array: MbarrierArray, stage: "int | Reg") -> BarrierSlot:
+    def slot(self, k: KernelBuilder, array: MbarrierPlacement, stage: "int | Reg") -> BarrierSlot:
         """The barrier `array[stage]`. A register stage costs a shift and an add (and, for a
         Symbol base, a mov of its address); an int stage is folded into the address."""
         if array not in self.layout:
@@ -97,7 +97,7 @@ def arrive_expect_tx(k: KernelBuilder, slot: BarrierSlot, tx_bytes: int | Reg, *
     isa_mbarrier.arrive_expect_tx(k, slot.address, tx_bytes, pred=pred)
 
 
-def expect_tx(k: KernelBuilder, slot: BarrierSlot, tx_bytes: int | Reg, *, pred=None) -> None:
+def emit_expect_tx(k: KernelBuilder, slot: BarrierSlot, tx_bytes: int | Reg, *, pred=None) -> None:
     """Add `tx_bytes` to the phase's expected bytes without arriving."""
     isa_mbarrier.expect_tx(k, slot.address, tx_bytes, pred=pred)
 
@@ -143,4 +143,4 @@ class RingRegisters:
 
 
 __all__ = ["BarrierRegion", "BarrierSlot", "RingRegisters", "arrive", "arrive_expect_tx",
-           "declare_mbarriers", "expect_tx", "init_mbarriers", "wait"]
+           "declare_mbarriers", "emit_expect_tx", "init_mbarriers", "wait"]

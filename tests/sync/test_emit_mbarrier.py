@@ -53,7 +53,7 @@ def test_ring_operations_golden_and_assembled():
     S.wait(k, region.slot(k, full, ring.index), ring.phase)
     S.arrive(k, region.slot(k, empty, 1))
     S.arrive_expect_tx(k, region.slot(k, full, 0), 8192)
-    S.expect_tx(k, region.slot(k, full, 1), 4096)
+    S.emit_expect_tx(k, region.slot(k, full, 1), 4096)
     ring.advance(k)
     I.ret(k)
     assert "\n".join(k.body_lines()) == RING_BODY
@@ -89,7 +89,7 @@ def test_slot_and_layout_errors():
     with pytest.raises(S.MbarrierLayoutError, match="arrive_count = 1048576"):
         S.MbarrierLayout().add("x", 2, 1 << 20)
     with pytest.raises(S.MbarrierLayoutError, match="offset = 4: must be a multiple of 8"):
-        S.MbarrierArray("x", 1, 1, 4)
+        S.MbarrierPlacement("x", 1, 1, 4)
     dup = S.MbarrierLayout()
     dup.add("x", 1, 1)
     with pytest.raises(S.MbarrierLayoutError, match="name = 'x': is already an mbarrier array"):

@@ -17,7 +17,7 @@ import gc
 import contextvars
 import warnings
 
-from layoutkit.sync import ProtocolError as SyncProtocolError
+from layoutkit.sync import ProtocolViolation
 from layoutkit.sync.kernel_check import check_kernel
 
 from ..core.errors import DSLError
@@ -29,7 +29,7 @@ _SKIPPED: contextvars.ContextVar[bool] = contextvars.ContextVar("layoutkit_proto
                                                                 default=False)
 
 
-class ProtocolError(DSLError, SyncProtocolError):
+class ProtocolError(DSLError, ProtocolViolation):
     """The kernel's synchronization would hang, race or corrupt data (the static protocol
     check's errors); `findings` holds each layoutkit.sync Finding, `ir` the verified IR (a CPU
     interpreter may still run it to show the failure)."""

@@ -26,7 +26,7 @@ import sympy
 
 from layoutkit.ptx.isa.mbarrier import ARRIVE_COUNT, MAX_COUNT, MBARRIER_ALIGN
 from layoutkit.sync import MBARRIER_BYTES, MbarrierLayoutError
-from layoutkit.sync import MbarrierArray as SyncMbarrierArray
+from layoutkit.sync import MbarrierPlacement
 
 from .debug_waits import error_buffer
 from ..core.errors import TraceError
@@ -40,7 +40,7 @@ class MbarrierArray:
     """`count` mbarriers named `name` in shared memory (8 bytes each), each expecting
     `arrive_count` arrivals per phase. `array[stage]` is an MbarrierRef."""
 
-    def __init__(self, sync_array: SyncMbarrierArray, alloc):
+    def __init__(self, sync_array: MbarrierPlacement, alloc):
         self.sync = sync_array
         self.alloc = alloc
 
@@ -133,7 +133,7 @@ def mbarrier_array(count: int, arrive_count: int, *, name: str | None = None) ->
         raise TraceError(f"{what}: the name {name!r} is already an mbarrier array of this kernel "
                          "(names appear in debug reports and must be unique)")
     try:
-        sync_array = SyncMbarrierArray(name, count, arrive_count)
+        sync_array = MbarrierPlacement(name, count, arrive_count)
     except MbarrierLayoutError as exc:
         raise TraceError(f"{what}: {exc.thing} = {exc.value!r}: {exc.rule}") from None
     alloc = allocate(what, count * MBARRIER_BYTES, MBARRIER_ALIGN, name)
@@ -182,7 +182,7 @@ def mbarrier_arrive(ref, *, count: int = 1, cta=None, scope: str = "cluster") ->
     trace = current(what)
     ref = _ref(what, ref)
     _initialised(trace, what, ref)
-    if isinstance(count, bool) or not isinstance(count, int) or \
+    if isinstance(count, bool) or not isinstance(count, int) or\
             not 1 <= count <= ref.array.arrive_count:
         raise TraceError(f"{what} on {ref.describe()}: count = {count!r} must be an int in "
                          f"1..{ref.array.arrive_count} (the array's arrive count per phase)")

@@ -36,8 +36,8 @@ from layoutkit.ptx.builder import Address, Reg
 from layoutkit.ptx.isa import arith, convert, memory
 from layoutkit.ptx.isa import mbarrier as isa_mbarrier
 from layoutkit.ptx.isa.mbarrier import MAX_COUNT, MBARRIER_ALIGN, MBARRIER_BYTES
-from layoutkit.sync import BarrierSlot, MbarrierArray
-from layoutkit.sync import arrive, arrive_expect_tx, fence_proxy_async, wait
+from layoutkit.sync import BarrierSlot, MbarrierPlacement
+from layoutkit.sync import arrive, arrive_expect_tx, emit_fence_proxy_async, wait
 from layoutkit.sync import kernel_model as km
 
 from ..core.opdef import ALL_TARGETS, SM90A_ONLY, OpDef
@@ -58,7 +58,7 @@ def _u32(lw, value) -> "Reg | int":
     v = lw.operand(value)
     if isinstance(v, int):
         return v
-    return v if v.type.name == "u32" else \
+    return v if v.type.name == "u32" else\
         convert.mov(lw.k, v, dtype="b32", out=lw.k.reg("u32"))
 
 
@@ -70,7 +70,7 @@ def _barrier_address(lw, offset_value) -> Address:
 
 
 def _barrier_arrays(lw) -> dict:
-    """name -> layoutkit.sync MbarrierArray of every mbarrier_init of the kernel (cached)."""
+    """name -> layoutkit.sync MbarrierPlacement of every mbarrier_init of the kernel (cached)."""
     arrays = getattr(lw, "_mbarrier_arrays", None)
     if arrays is None:
         arrays = lw._mbarrier_arrays = {}
@@ -80,7 +80,7 @@ def _barrier_arrays(lw) -> dict:
                 pending.extend(op.blocks)
                 if op.name == MbarrierInit.name:
                     a = op.attrs
-                    arrays[a["barrier"]] = MbarrierArray(a["barrier"], a["stages"],
+                    arrays[a["barrier"]] = MbarrierPlacement(a["barrier"], a["stages"],
                                                          a["arrive_count"], 0)
     return arrays
 
@@ -203,7 +203,7 @@ class FenceProxyAsync(OpDef):
             fail(op, "fences the shared::cta space")
 
     def lower(self, op, lw):
-        fence_proxy_async(lw.k, op.attrs["space"])
+        emit_fence_proxy_async(lw.k, op.attrs["space"])
 
     def interpret(self, op, compiler):
         return _nothing(op)
@@ -231,7 +231,7 @@ class MbarrierArrive(OpDef):
         count = op.attrs["count"] if op.attrs["count"] != 1 else None
         if op.attrs["remote"]:
             address = _barrier_address(lw, op.operands[0])
-            base = address.base if address.offset == 0 else \
+            base = address.base if address.offset == 0 else\
                 arith.add(lw.k, address.base, address.offset, dtype="u32")
             if not isinstance(base, Reg):
                 base = convert.mov(lw.k, base, dtype="u32")
@@ -248,7 +248,7 @@ class MbarrierArrive(OpDef):
             barrier = lookup(target, thread.env[offset], op, "lk.mbarrier_arrive")
             barrier.arrive(count, op, thread)
             where = "" if target is thread.cta else f" of CTA {target.coord}"
-            thread.notes["mbarrier"] = f"arrived on {barrier.describe()}{where} " \
+            thread.notes["mbarrier"] = f"arrived on {barrier.describe()}{where} "\
                                        f"({location_text(op)})"
         return Step(run, op)
 
@@ -262,7 +262,7 @@ class MbarrierArrive(OpDef):
                 target = sorted(set(ranks.tolist())) if ranks is not None else [cta]
             name, stage = ex.slot_of(offset, op, site)
             for dest in target:
-                part = sub if len(target) == 1 else \
+                part = sub if len(target) == 1 else\
                     sub & (np.broadcast_to(np.asarray(ex.values(op.operands[1])),
                                            ex.all.shape) == dest)
                 ex.emit(part, km.Arrive, {"barrier": name, "stage": stage, "cta": dest,

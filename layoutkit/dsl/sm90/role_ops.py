@@ -32,7 +32,7 @@ import numpy as np
 
 from layoutkit.ptx.isa import arith, compare, control, special
 from layoutkit.sync import (NAMED_BARRIER_COUNT, WARPGROUP_THREADS, WHOLE_CTA_ID, NamedBarrier,
-                            check_directives, cluster_sync, elect_one, named_arrive,
+                            check_directives, emit_cluster_sync, emit_elect_one, named_arrive,
                             named_sync, set_role_registers, warpgroup_index)
 from layoutkit.ptx.isa.warp import WARP_SIZE
 from layoutkit.sync import kernel_model as km
@@ -73,7 +73,7 @@ class WarpRole(OpDef):
 
     def verify(self, op):
         first, count = op.attrs.get("warpgroups", (None, None))
-        if op.operands or op.results or len(op.blocks) != 1 or not isinstance(first, int) \
+        if op.operands or op.results or len(op.blocks) != 1 or not isinstance(first, int)\
                 or not isinstance(count, int) or first < 0 or count < 1:
             fail(op, "owns one block, takes no values and names warpgroups (first, count)")
         if op.attrs.get("setmaxnreg") not in (None, "inc", "dec") or (
@@ -86,7 +86,7 @@ class WarpRole(OpDef):
         first, count = op.attrs["warpgroups"]
         skip = k.label(f"role_{op.attrs['role']}_end")
         if count < split.threads // WARPGROUP_THREADS:
-            offset = arith.sub(k, lw._warpgroup, first, dtype="u32") if first else \
+            offset = arith.sub(k, lw._warpgroup, first, dtype="u32") if first else\
                 lw._warpgroup
             inside = compare.setp(k, "lt", offset, count, dtype="u32")
             control.bra(k, skip, uni=True, pred=~inside)
@@ -130,7 +130,7 @@ class ElectOne(OpDef):
 
     def lower(self, op, lw):
         skip = lw.k.label("elect_end")
-        control.bra(lw.k, skip, pred=~elect_one(lw.k))
+        control.bra(lw.k, skip, pred=~emit_elect_one(lw.k))
         _lower_region(lw, op, skip)
 
     def interpret(self, op, compiler):
@@ -158,9 +158,9 @@ class NamedBarrierOp(OpDef):
 
     def verify(self, op):
         a = op.attrs
-        if op.operands or op.results or op.blocks or a.get("kind") not in ("sync", "arrive") \
-                or not isinstance(a.get("id"), int) \
-                or not WHOLE_CTA_ID < a["id"] < NAMED_BARRIER_COUNT \
+        if op.operands or op.results or op.blocks or a.get("kind") not in ("sync", "arrive")\
+                or not isinstance(a.get("id"), int)\
+                or not WHOLE_CTA_ID < a["id"] < NAMED_BARRIER_COUNT\
                 or not isinstance(a.get("threads"), int) or a["threads"] % WARP_SIZE:
             fail(op, f"is a sync or arrive on id {WHOLE_CTA_ID + 1}..{NAMED_BARRIER_COUNT - 1} "
                      f"with a multiple of {WARP_SIZE} threads")
@@ -194,7 +194,7 @@ class SpecialReg(NoEffects, OpDef):
     targets = SM90A_ONLY
 
     def verify(self, op):
-        if op.operands or len(op.results) != 1 or op.results[0].type != i32 or \
+        if op.operands or len(op.results) != 1 or op.results[0].type != i32 or\
                 op.attrs.get("name") not in CLUSTER_REGISTERS:
             fail(op, f"reads one of {sorted(CLUSTER_REGISTERS)} into an i32")
 
@@ -222,7 +222,7 @@ class ClusterSync(OpDef):
             fail(op, "takes no operands and has no results")
 
     def lower(self, op, lw):
-        cluster_sync(lw.k)
+        emit_cluster_sync(lw.k)
 
     def interpret(self, op, compiler):
         def run(thread):
