@@ -5,7 +5,6 @@ from . import domain
 from . import int_tuple as it
 from .composed import ComposedLayout
 from .divide import zipped_divide
-from .errors import LayoutError
 from .layout import Layout, make_layout, slice_offset
 
 __all__ = ["local_tile", "local_partition"]

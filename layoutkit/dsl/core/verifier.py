@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from .errors import VerifierError
 from .ir import Block, Function, Op
-from .types import DType, PointerType, bool_, i32, i64
 
 BINARY = ("add", "sub", "mul", "div", "max", "min")
 UNARY = ("neg", "abs", "exp2", "log2", "sqrt", "rsqrt", "rcp")

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Callable
 
 from ..core.ir import Block, Function, Op
-from .errors import ExecutionError
 from .machine import PREEMPT, Wait
 
 

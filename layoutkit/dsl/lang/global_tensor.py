@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sympy
-
 from layoutkit.algebra import (ComposedLayout, Layout, LayoutError, composition, local_tile, size,
                                symbol)
 

@@ -9,7 +9,6 @@ class and the barrier as a rendezvous of the whole block; global memory is outsi
 """
 from __future__ import annotations
 
-from layoutkit.ptx.builder import Address, Reg
 from layoutkit.ptx.isa import convert, memory, warp
 from layoutkit.sync import cta_sync
 from layoutkit.sync import kernel_model as km

@@ -9,7 +9,7 @@ import math
 import struct
 from dataclasses import dataclass
 
-from .types import PTXType, TYPES
+from .types import PTXType
 
 
 @dataclass(frozen=True)

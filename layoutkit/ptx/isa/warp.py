@@ -8,7 +8,7 @@ lanes (0xffffffff = all). vote.sync.{all,any,uni}.pred and vote.sync.ballot.b32.
 from __future__ import annotations
 
 from ..builder import TYPES, KernelBuilder, PTXBuildError, Reg
-from .checks import choose, dest, mods, source
+from .checks import choose, dest, source
 
 B32, U32, PRED = TYPES["b32"], TYPES["u32"], TYPES["pred"]
 WARP_SIZE = 32                 # threads per warp (PTX ISA: WARP_SZ)
