@@ -9,7 +9,7 @@ import math
 import struct
 from dataclasses import dataclass
 
-from .types import PTXType
+from .types import PTXType, TYPES  # noqa: F401  (TYPES: the doctests use it)
 
 
 @dataclass(frozen=True)
