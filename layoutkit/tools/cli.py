@@ -47,6 +47,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"check on the CPU interpreter (seed {args.seed}): worst relative error "
               f"{recipe.check_cpu(seed=args.seed):.3g}")
         return 0
+    from layoutkit.tools.dependencies import require_torch
+    require_torch("layoutkit run (without --cpu)")
     worst, _ = check_and_benchmark(args.recipe)
     print(f"check: worst relative error {worst:.3g}")
     return 0
@@ -88,12 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from layoutkit.tools.dependencies import MissingDependencyError
     from layoutkit.tools.recipe_runner import RecipeError
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
     except RecipeError as exc:
         print(f"layoutkit {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except MissingDependencyError as exc:        # one line: what to install
+        print(exc, file=sys.stderr)
         return 2
 
 

@@ -97,6 +97,11 @@ def _run_recipes(out: TextIO) -> bool:
               "Hopper GPU checks and benchmarks one; `layoutkit run RECIPE --cpu` runs its "
               "check on the CPU interpreter).", file=out)
         return True
+    from layoutkit.tools.dependencies import torch_installed, torch_missing_message
+    if not torch_installed():
+        print("\n" + torch_missing_message("Checking and benchmarking the recipes on this GPU"),
+              file=out)
+        return False
     lines, ok = [], True
     for name in recipe_names():
         print(f"\n== {name}: check and benchmark", file=out, flush=True)
