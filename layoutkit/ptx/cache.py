@@ -12,6 +12,11 @@ writers or crashes do. A reader checks magic, lengths, digest and key, then that
 an ELF cubin for the entry's arch (and the requested one, when the caller names it:
 ``cubin.elf_problem``); an entry that fails any check is deleted and reported as a miss, so the
 caller rebuilds it.
+
+The container is public for other caches of compiled code (layoutkit.dsl's specialization
+cache): ``encode_entry`` adds a caller's JSON-able ``extra`` (and the PTX, when given) to the
+metadata, ``read_entry`` validates a file the same way and returns the cubin with that extra,
+``write_atomically`` writes one.
 """
 from __future__ import annotations
 
@@ -102,7 +107,7 @@ def store(key: str, cubin: Cubin) -> None:
     directory = cache_directory()
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        _write_atomically(directory / (key + _SUFFIX), _encode(key, cubin))
+        write_atomically(directory / (key + _SUFFIX), _encode(key, cubin))
     except FileNotFoundError:
         pass  # a concurrent cache_clear removed our temporary file; the next call rebuilds
     except OSError as exc:
@@ -161,53 +166,86 @@ def _remember(key: str, cubin: Cubin) -> None:
 
 
 def _encode(key: str, cubin: Cubin) -> bytes:
-    meta = json.dumps({
+    return encode_entry(key, cubin)
+
+
+def encode_entry(key: str, cubin: Cubin, extra: dict | None = None, *,
+                 with_ptx: bool = False) -> bytes:
+    """The bytes of one entry (see the module docstring) holding ``cubin`` under ``key``;
+    ``extra`` (JSON-able) and, with ``with_ptx``, the cubin's PTX text go into its metadata."""
+    fields = {
         "key": key, "arch": cubin.arch, "options": list(cubin.options),
         "ptxas_version": cubin.ptxas_version, "ptxas_log": cubin.ptxas_log,
         "resources": [usage.to_json() for usage in cubin.resources.values()],
-    }, sort_keys=True).encode()
+    }
+    if extra is not None:
+        fields["extra"] = extra
+    if with_ptx:
+        fields["ptx"] = cubin.ptx
+    meta = json.dumps(fields, sort_keys=True).encode()
     digest = hashlib.sha256(cubin.data + meta).digest()
     return _HEADER.pack(_MAGIC, len(cubin.data), len(meta), digest) + cubin.data + meta
 
 
 def _decode(blob: bytes, key: str, ptx: str, arch: str | None = None) -> Cubin | None:
+    found = decode_entry(blob, key, arch, ptx=ptx)
+    return None if found is None else found[0]
+
+
+def decode_entry(blob: bytes, key: str, arch: str | None = None, *,
+                 ptx: str | None = None) -> tuple[Cubin, dict | None] | None:
+    """(cubin, extra) of an entry's bytes, or None unless magic, lengths, digest, key, arch
+    (when given) and the ELF payload all check out. The cubin's PTX is ``ptx`` when given,
+    else the entry's own (``encode_entry(with_ptx=True)``), else empty."""
     if len(blob) < _HEADER.size:
         return None
     magic, data_len, meta_len, digest = _HEADER.unpack_from(blob)
     if magic != _MAGIC or len(blob) != _HEADER.size + data_len + meta_len:
         return None
-    body = blob[_HEADER.size:]
+    body = memoryview(blob)[_HEADER.size:]
     if hashlib.sha256(body).digest() != digest:
         return None
     try:
-        meta = json.loads(body[data_len:].decode())
+        meta = json.loads(bytes(body[data_len:]).decode())
         if meta["key"] != key or (arch is not None and meta["arch"] != arch):
             return None
-        if elf_problem(body[:data_len], meta["arch"]) is not None:
+        data = bytes(body[:data_len])
+        if elf_problem(data, meta["arch"]) is not None:
             return None
         resources = {usage["name"]: ResourceUsage.from_json(usage) for usage in meta["resources"]}
-        return Cubin(data=bytes(body[:data_len]), arch=meta["arch"], resources=resources,
-                     ptxas_log=meta["ptxas_log"], ptx=ptx, options=tuple(meta["options"]),
-                     ptxas_version=meta["ptxas_version"])
-    except (ValueError, KeyError, TypeError):
+        cubin = Cubin(data=data, arch=meta["arch"], resources=resources,
+                      ptxas_log=meta["ptxas_log"], ptx=meta.get("ptx", "") if ptx is None else ptx,
+                      options=tuple(meta["options"]), ptxas_version=meta["ptxas_version"])
+        return cubin, meta.get("extra")
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
 def _read_entry(path: Path, key: str, ptx: str, arch: str | None = None) -> Cubin | None:
+    found = read_entry(path, key, arch, ptx=ptx)
+    return None if found is None else found[0]
+
+
+def read_entry(path: Path, key: str, arch: str | None = None, *,
+               ptx: str | None = None) -> tuple[Cubin, dict | None] | None:
+    """``decode_entry`` of the file at ``path``; a file that fails a check is deleted (so the
+    caller rebuilds it) and, like a missing one, is None."""
     try:
         blob = path.read_bytes()
     except OSError:
         return None
-    cubin = _decode(blob, key, ptx, arch)
-    if cubin is None:  # corrupt or truncated: discard so that the caller rebuilds it
+    found = decode_entry(blob, key, arch, ptx=ptx)
+    if found is None:  # corrupt or truncated: discard so that the caller rebuilds it
         try:
             path.unlink()
         except OSError:
             pass
-    return cubin
+    return found
 
 
-def _write_atomically(path: Path, blob: bytes) -> None:
+def write_atomically(path: Path, blob: bytes) -> None:
+    """Write ``blob`` to ``path`` through a temporary file in its directory and ``os.replace``:
+    readers see the whole old file or the whole new one."""
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".part")
     try:
         with os.fdopen(fd, "wb") as out:
