@@ -10,3 +10,7 @@ from layoutkit.dsl import *  # noqa: F401,F403  (includes lk.range and lk.if_)
 
 __all__ = ["algebra", "dsl", "ptx", "sync", *algebra.__all__, *dsl.__all__]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    raise dsl.missing_attribute(__name__, name)     # lk.sm90.tma_load names lk.sm90.tma_load

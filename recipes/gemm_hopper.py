@@ -16,7 +16,7 @@ A is M x K row-major; B is K x N, either N-major (row-major, strides (N, 1)) or 
                     barrier over the warpgroup; one thread TMA-stores it (clipped at M, N)
 
 The stage/phase of both sides come from one counter, `tile_iteration * K_TILES + k`, through
-lk.producer_state / lk.consumer_state (layoutkit.sync.PipelineState's rules). Ragged M, N, K
+lk.sm90.producer_state / lk.sm90.consumer_state (layoutkit.sync.PipelineState's rules). Ragged M, N, K
 are exact through TMA bounds: loads past the edge fill zeros (which add nothing to the dot
 products) and stores past the edge are dropped. TMA needs 16-byte aligned rows: a K (or N)
 whose rows are not a multiple of 8 elements is padded on the host (a copy; documented cost).
@@ -93,19 +93,19 @@ def gemm_body(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2], c: lk.Tensor[l
     sA = lk.shared_tensor(k_major(BM, STAGES), lk.bf16, name="sA")
     EPI = min(BN, EPILOGUE_N)                        # C leaves through smem in EPI-wide chunks
     sC = lk.shared_tensor(c_tile(BM, EPI), lk.bf16, name="sC")
-    full = lk.mbarrier_array(STAGES, 1, name="full")        # own producer's arrive + TMA bytes
-    empty = lk.mbarrier_array(STAGES, CLUSTER * CONSUMERS * 4, name="empty")  # consumer warps
+    full = lk.sm90.mbarrier_array(STAGES, 1, name="full")        # own producer's arrive + TMA bytes
+    empty = lk.sm90.mbarrier_array(STAGES, CLUSTER * CONSUMERS * 4, name="empty")  # consumer warps
     # cluster kernels: every consumer warp of the cluster arrives once when it is done
-    finished = lk.mbarrier_array(1, CLUSTER * CONSUMERS * 4, name="finished")
+    finished = lk.sm90.mbarrier_array(1, CLUSTER * CONSUMERS * 4, name="finished")
     with lk.if_(lk.eq(lk.thread_id(), 0)):
-        lk.mbarrier_init(full, empty, finished)
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(full, empty, finished)
+        lk.sm90.fence_mbarrier_init()
     if CLUSTER == 1:
         lk.barrier()
         rank, unit = 0, lk.block_id(0)               # a scheduling unit is one CTA
     else:
-        lk.cluster_sync()                            # the peer's barriers are initialised
-        rank, unit = lk.block_rank_in_cluster(), lk.block_id(0) // CLUSTER
+        lk.sm90.cluster_sync()                            # the peer's barriers are initialised
+        rank, unit = lk.sm90.block_rank_in_cluster(), lk.block_id(0) // CLUSTER
     units = GRID // CLUSTER
     pair_rows = (TILES_M + CLUSTER - 1) // CLUSTER   # tile rows in steps of CLUSTER
 
@@ -118,56 +118,56 @@ def gemm_body(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2], c: lk.Tensor[l
     def b_tile(s):
         return sB[:, :, s] if B_MAJOR == "K" else sB[:, :, s].T
 
-    with lk.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
+    with lk.sm90.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
         with lk.if_(lk.eq(lk.warp_id(), 0)):
             for t in lk.range(unit, pair_rows * TILES_N, units):
                 tm, tn = tile_coords(t)
                 first = (t // units) * K_TILES      # t = unit + j * units, unit < units
                 for k in lk.range(0, K_TILES):
-                    p = lk.producer_state(first + k, STAGES)
-                    lk.mbarrier_wait(empty[p.stage], p.phase)
-                    with lk.elect_one(), lk.expect_tx(full[p.stage]):
-                        lk.tma_load(sA[:, :, p.stage], A.tile((BM, BK), (tm, k)), full[p.stage])
+                    p = lk.sm90.producer_state(first + k, STAGES)
+                    lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
+                    with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):
+                        lk.sm90.tma_load(sA[:, :, p.stage], A.tile((BM, BK), (tm, k)), full[p.stage])
                         b_src = B.tile((BN, BK), (tn, k)) if B_MAJOR == "K" else \
                             B.tile((BK, BN), (k, tn))
-                        lk.tma_load(sB[:, :, p.stage], b_src, full[p.stage],
+                        lk.sm90.tma_load(sB[:, :, p.stage], b_src, full[p.stage],
                                     multicast="x" if CLUSTER > 1 else None)
             if CLUSTER > 1:     # the CTA's shared memory outlives every peer's arrivals
-                lk.mbarrier_wait(finished[0], 0)
+                lk.sm90.mbarrier_wait(finished[0], 0)
 
     def release(stage):
-        """This warp's wgmmas are done reading `stage` (after lk.wgmma_wait): one arrive per
+        """This warp's wgmmas are done reading `stage` (after lk.sm90.wgmma_wait): one arrive per
         CTA of the cluster, cta-scoped (only async-proxy reads to report: a cluster-scoped
         release would cost a MEMBAR.ALL.GPU per arrive, half the GEMM's speed)."""
-        with lk.elect_one():
+        with lk.sm90.elect_one():
             if CLUSTER == 1:
-                lk.mbarrier_arrive(empty[stage])
+                lk.sm90.mbarrier_arrive(empty[stage])
             else:
                 for peer in range(CLUSTER):
-                    lk.mbarrier_arrive(empty[stage], cta=peer, scope="cta")
+                    lk.sm90.mbarrier_arrive(empty[stage], cta=peer, scope="cta")
 
     for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
-        with lk.warp_role(f"consumer{wg}", warpgroups=(1 + wg,), registers=CONSUMER_REGISTERS):
+        with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,), registers=CONSUMER_REGISTERS):
             mine = sC.tile((WG_ROWS, EPI), (wg, 0))
-            chunk_layout = lk.wgmma_accumulator_layout(EPI)
+            chunk_layout = lk.sm90.wgmma_accumulator_layout(EPI)
             for t in lk.range(unit, pair_rows * TILES_N, units):
                 tm, tn = tile_coords(t)
                 first = (t // units) * K_TILES
-                loop = lk.range(0, K_TILES, carry=(lk.wgmma_accumulator(BN),))
+                loop = lk.range(0, K_TILES, carry=(lk.sm90.wgmma_accumulator(BN),))
                 for k, (acc,) in loop:
-                    s = lk.consumer_state(first + k, STAGES)
-                    lk.mbarrier_wait(full[s.stage], s.phase)
-                    lk.wgmma_fence()
-                    acc = lk.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
+                    s = lk.sm90.consumer_state(first + k, STAGES)
+                    lk.sm90.mbarrier_wait(full[s.stage], s.phase)
+                    lk.sm90.wgmma_fence()
+                    acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
                                    b_tile(s.stage), accumulate=k > 0)
-                    lk.wgmma_commit()
-                    lk.wgmma_wait(1)               # the previous k-step's wgmma has finished:
+                    lk.sm90.wgmma_commit()
+                    lk.sm90.wgmma_wait(1)               # the previous k-step's wgmma has finished:
                     with lk.if_(k > 0):            # its stage goes back to the producer(s)
                         release((s.stage + STAGES - 1) % STAGES)
                     loop.next(acc)
                 (acc,) = loop.results
-                lk.wgmma_wait(0)
-                release((lk.consumer_state(first, STAGES).stage + K_TILES - 1) % STAGES)
+                lk.sm90.wgmma_wait(0)
+                release((lk.sm90.consumer_state(first, STAGES).stage + K_TILES - 1) % STAGES)
                 # epilogue, EPI columns at a time: accumulator values [j*v, (j+1)*v) are
                 # columns [j*EPI, (j+1)*EPI) in the EPI-wide accumulator layout (the wgmma
                 # accumulator layout repeats every 8 columns), so each chunk is a register view
@@ -176,22 +176,22 @@ def gemm_body(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2], c: lk.Tensor[l
                     chunk = lk.RegisterTensor(lk.f32, chunk_layout,
                                               acc.values[j * per_chunk:(j + 1) * per_chunk])
                     # the previous chunk's TMA store has read sC before it is rewritten
-                    with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
-                        lk.tma_store_wait(0)
-                    lk.named_barrier_sync(1 + wg, 128)
+                    with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
+                        lk.sm90.tma_store_wait(0)
+                    lk.sm90.named_barrier_sync(1 + wg, 128)
                     lk.store(mine.partition(chunk_layout), lk.cast(chunk, lk.bf16))
-                    lk.fence_proxy_async()
-                    lk.named_barrier_sync(1 + wg, 128)
-                    with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
-                        lk.tma_store(C.tile((WG_ROWS, EPI), (2 * tm + wg, (BN // EPI) * tn + j)),
+                    lk.sm90.fence_proxy_async()
+                    lk.sm90.named_barrier_sync(1 + wg, 128)
+                    with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
+                        lk.sm90.tma_store(C.tile((WG_ROWS, EPI), (2 * tm + wg, (BN // EPI) * tn + j)),
                                      mine)
-                        lk.tma_store_commit()
-            with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
-                lk.tma_store_wait(0)
+                        lk.sm90.tma_store_commit()
+            with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
+                lk.sm90.tma_store_wait(0)
             if CLUSTER > 1:
-                with lk.elect_one():
+                with lk.sm90.elect_one():
                     for peer in range(CLUSTER):
-                        lk.mbarrier_arrive(finished[0], cta=peer)
+                        lk.sm90.mbarrier_arrive(finished[0], cta=peer)
 
 
 WARPS = 4 * (1 + CONSUMERS)

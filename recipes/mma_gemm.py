@@ -16,7 +16,7 @@ Pipeline (one block per BM x BN tile of C; K in BK-wide k-tiles; a STAGES-deep r
 
     stage ring:   [ s0 | s1 | s2 | s3 ]   copies run S-1 k-tiles ahead of the mma.sync
 
-Layouts (all with the algebra, visibly): the mma.sync fragments of lk.mma_sync_layouts tiled
+Layouts (all with the algebra, visibly): the mma.sync fragments of lk.sm80.mma_sync_layouts tiled
 over WM x WN warps (each warp RM x RN atoms: a 16*RM x 8*RN warp tile) by `tile_atom`; the
 shared tiles row-major in their contiguous mode under Sw<B,3,3> (16-byte chunks XORed with the
 row bits: conflict-free for the 16-byte cp.async writes and the ldmatrix row reads; the DSL
@@ -54,7 +54,7 @@ def tile_atom(atom: lk.TVLayout, tile: tuple, warps: lk.Layout, repeats: lk.Layo
 
 def mma_layouts(BM: int, BN: int, WM: int, WN: int) -> tuple:
     """TV layouts of the A k-step (BM, 16), B k-step (BN, 16) and accumulator (BM, BN)."""
-    atoms = lk.mma_sync_layouts("m16n8k16", lk.bf16, lk.f32)
+    atoms = lk.sm80.mma_sync_layouts("m16n8k16", lk.bf16, lk.f32)
     RM, RN = BM // (16 * WM), BN // (8 * WN)
     a = tile_atom(atoms.a, (BM, 16), lk.Layout((WM, WN), (16 * RM, 0)), lk.Layout(RM, 16))
     b = tile_atom(atoms.b, (BN, 16), lk.Layout((WM, WN), (0, 8 * RN)), lk.Layout(RN, 8))
@@ -109,28 +109,28 @@ def _gemm_body(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.
 
     def issue(tile, stage):
         """cp.async k-tile `tile` of A and B into ring stage `stage`, one commit group."""
-        lk.cp_async(sa.tile((BM, BK), (0, stage)).partition(copy_a),
+        lk.sm80.cp_async(sa.tile((BM, BK), (0, stage)).partition(copy_a),
                     A.tile((BM, BK), (bm, tile)).partition(copy_a))
-        lk.cp_async(sb.tile((BN, BK), (0, stage)).partition(copy_b),
+        lk.sm80.cp_async(sb.tile((BN, BK), (0, stage)).partition(copy_b),
                     B.tile((BN, BK), (bn, tile)).partition(copy_b))
-        lk.cp_async_commit()
+        lk.sm80.cp_async_commit()
 
     for s in range(STAGES - 1):
         issue(s, s)
     loop = lk.range(0, (k + BK - 1) // BK, carry=(lk.full(tv_c, 0.0, lk.f32),))
     for i, (acc,) in loop:
-        lk.cp_async_wait(STAGES - 2)
+        lk.sm80.cp_async_wait(STAGES - 2)
         lk.barrier()
         issue(i + STAGES - 1, (i + STAGES - 1) % STAGES)
         stage_a = sa.tile((BM, BK), (0, i % STAGES))
         stage_b = sb.tile((BN, BK), (0, i % STAGES))
         for kk in range(BK // 16):
-            fa = lk.ldmatrix(stage_a.tile((BM, 16), (0, kk)).partition(tv_a))
-            fb = lk.ldmatrix(stage_b.tile((BN, 16), (0, kk)).partition(tv_b))
-            acc = lk.mma_sync(acc, fa, fb)
+            fa = lk.sm80.ldmatrix(stage_a.tile((BM, 16), (0, kk)).partition(tv_a))
+            fb = lk.sm80.ldmatrix(stage_b.tile((BN, 16), (0, kk)).partition(tv_b))
+            acc = lk.sm80.mma_sync(acc, fa, fb)
         loop.next(acc)
     (acc,) = loop.results
-    lk.cp_async_wait(0)
+    lk.sm80.cp_async_wait(0)
     lk.store(C.tile((BM, BN), (bm, bn)).partition(tv_c), lk.cast(acc, lk.bf16))
 
 

@@ -79,9 +79,9 @@ def test_compile_resources_of_the_warp_specialized_gemm(capsys):
     for row in ("sB 0 131072 1024 lk.shared_tensor gemm_hopper.py:",
                 "sA 131072 65536 1024 lk.shared_tensor gemm_hopper.py:",
                 "sC 196608 32768 1024 lk.shared_tensor gemm_hopper.py:",
-                "full 229376 32 8 lk.mbarrier_array gemm_hopper.py:",
-                "empty 229408 32 8 lk.mbarrier_array gemm_hopper.py:",
-                "finished 229440 8 8 lk.mbarrier_array gemm_hopper.py:"):
+                "full 229376 32 8 lk.sm90.mbarrier_array gemm_hopper.py:",
+                "empty 229408 32 8 lk.sm90.mbarrier_array gemm_hopper.py:",
+                "finished 229440 8 8 lk.sm90.mbarrier_array gemm_hopper.py:"):
         assert any(line.startswith(row) for line in lines), row
     assert "total 229448" in lines
     assert "mbarrier array stages arrivals per phase" in lines

@@ -12,7 +12,7 @@ of those bytes, through any proxy, is therefore (kind "cp.async"):
   other lanes address, which other threads copied), a warning for a read of each thread's own
   addresses (whether each thread reads only the bytes it copied itself is not decided);
 - an error in another class that reads after the copy is issued (no block-wide barrier,
-  lk.barrier() or lk.cluster_sync(), in between) and before a block-wide barrier that follows
+  lk.barrier() or lk.sm90.cluster_sync(), in between) and before a block-wide barrier that follows
   the retiring wait; a warning instead where either class uses named barriers, which may order
   the two in a way the block-wide count does not see.
 
@@ -27,7 +27,7 @@ from .kernel_model import AsyncWrite, Commit, Finding, GroupWait, SharedRead, Th
 
 KIND = "cp_async"
 FINDING = "cp.async"
-ADVICE = ("lk.cp_async_commit(), lk.cp_async_wait(n) for that group, then lk.barrier() before "
+ADVICE = ("lk.sm80.cp_async_commit(), lk.sm80.cp_async_wait(n) for that group, then lk.barrier() before "
           "reading the destination")
 
 
@@ -78,9 +78,9 @@ def walk(rules, c) -> tuple[list, list]:
                       if x.write.bytes.overlaps(e.bytes)]
             if flying:
                 copy = flying[0]
-                why = ("its group is never committed before the read, so no lk.cp_async_wait "
+                why = ("its group is never committed before the read, so no lk.sm80.cp_async_wait "
                        "retires it" if copy in open_ else
-                       "no lk.cp_async_wait retires its commit group first")
+                       "no lk.sm80.cp_async_wait retires its commit group first")
                 rules.add(FINDING, (c.who, e.bytes.buffer),
                           f"{c.who} reads {e.bytes.text()} at {e.site.text()} while its "
                           f"cp.async at {copy.write.site.text()} may still write them ({why}): "
@@ -94,18 +94,18 @@ def walk(rules, c) -> tuple[list, list]:
 
 def _unpublished(rules, c, read: SharedRead, copy: Issued) -> None:
     head = (f"{c.who} reads {read.bytes.text()} at {read.site.text()} after its "
-            f"lk.cp_async_wait at {copy.wait.site.text()} but before any lk.barrier(): the wait "
+            f"lk.sm80.cp_async_wait at {copy.wait.site.text()} but before any lk.barrier(): the wait "
             f"completes each thread's own copies only (the cp.async at "
             f"{copy.write.site.text()})")
     if read.collective:
         rules.add(FINDING, (c.who, read.bytes.buffer),
                   f"{head}, and the read is a warp's ldmatrix, whose lanes receive rows that "
-                  "other threads copied; lk.barrier() after lk.cp_async_wait, then read",
+                  "other threads copied; lk.barrier() after lk.sm80.cp_async_wait, then read",
                   read.site)
     else:
         warn(rules, (c.who, read.bytes.buffer),
              f"{head}; that each thread reads only bytes it copied itself was not proven: "
-             "lk.barrier() after lk.cp_async_wait if threads read each other's copies",
+             "lk.barrier() after lk.sm80.cp_async_wait if threads read each other's copies",
              read.site)
 
 
@@ -136,7 +136,7 @@ def cp_async(rules) -> None:
                     continue
                 retired = (f"it retires the copy at {copy.wait.site.text()}, but no lk.barrier() "
                            "after that wait comes before the read" if copy.wait is not None else
-                           "it never retires the copy with lk.cp_async_wait")
+                           "it never retires the copy with lk.sm80.cp_async_wait")
                 message = (f"{reader.who} reads {read.bytes.text()} at {read.site.text()} while "
                            f"{writer.who}'s cp.async at {copy.write.site.text()} may still write "
                            f"them ({retired}): the copying threads wait for their group, then "

@@ -137,7 +137,7 @@ class Simulation:
                      f"{e.site.text()}, but its phase {s.completed} expects only {s.pending} more "
                      f"(init count {s.count} at {decl.site.text()}; arrivals so far: "
                      f"{_who_list(s.log)}): the phase completes early and the rest counts "
-                     "toward the next one; elect one thread (lk.elect_one) or init the array "
+                     "toward the next one; elect one thread (lk.sm90.elect_one) or init the array "
                      "with the number of threads that arrive per phase", e.site)
         s.log.append((c.who, e.arrivals, e.site))
         self.phase_of[self.current] = s.completed
@@ -232,7 +232,7 @@ class Simulation:
     @staticmethod
     def barrier_name(e: ThreadBarrier) -> str:
         if e.ident == "cluster":
-            return "lk.cluster_sync()"
+            return "lk.sm90.cluster_sync()"
         if e.ident == 0:
             return "lk.barrier() (bar.sync 0)"
         return f"named barrier {e.ident}"
@@ -316,7 +316,7 @@ class Simulation:
                 self.writes_after(c, self.positions[index]):
             text += ("; this is the role's first wait on a free slot it then fills: a fresh "
                      "barrier passes parity 1 (its phase -1), so the producer starts at phase "
-                     "1 (lk.producer_state)")
+                     "1 (lk.sm90.producer_state)")
         return text
 
     def first_wait(self, index: int, e: Wait) -> bool:

@@ -137,7 +137,7 @@ class Copy:
 @dataclass(frozen=True)
 class ThreadBarrier:
     """A barrier over threads: bar.sync/bar.arrive `ident` (0: lk.barrier(); 'cluster':
-    lk.cluster_sync()) expecting `threads` threads; `waits` False for bar.arrive."""
+    lk.sm90.cluster_sync()) expecting `threads` threads; `waits` False for bar.arrive."""
 
     ident: object
     threads: int

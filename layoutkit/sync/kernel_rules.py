@@ -8,7 +8,7 @@ order (the simulation of kernel_check supplies which waits passed on which phase
   arrive, or a TMA copy completing on it): the read runs before the data lands; or a class of
   the ring (it arrives on a barrier the writer waits on) reading such bytes without ever
   waiting on the barrier array that publishes them;
-- init: a barrier used by threads that pass no lk.barrier()/lk.cluster_sync() after its
+- init: a barrier used by threads that pass no lk.barrier()/lk.sm90.cluster_sync() after its
   initialisation, or a cluster-scope use (peer arrive, multicast) without fence.mbarrier_init;
 - wgmma overwrite: a release (arrive) while a wgmma reading shared bytes is still in flight,
   where another class overwrites those bytes after waiting on the released barrier;
@@ -71,7 +71,7 @@ class Rules:
                                  "wait on a barrier is for its next phase, so the parities "
                                  "alternate; take stage and phase from one ring state over a "
                                  "counter that advances once per slot use "
-                                 "(lk.producer_state / lk.consumer_state(counter, STAGES))", e.site)
+                                 "(lk.sm90.producer_state / lk.sm90.consumer_state(counter, STAGES))", e.site)
                     last[e.slot] = e
                     arrived.discard(e.slot)
 
@@ -150,7 +150,7 @@ class Rules:
                              f"{e.bytes.text()} at {e.site.text()} can run before {hit[1]} "
                              f"writes them ({hit[2].text()}, completing on "
                              f"{self.name(wait.slot)}); a first wait for data uses parity 0 "
-                             "(lk.consumer_state)", wait.site)
+                             "(lk.sm90.consumer_state)", wait.site)
                     break
 
     # ---- init -----------------------------------------------------------------------------
@@ -193,18 +193,18 @@ class Rules:
             peer = cta != c.cta
             if (owner != index or partial) and \
                     (i_cluster >= cluster_epoch if peer else i_cta >= cta_epoch):
-                sync = "lk.cluster_sync()" if peer else "lk.barrier() (or lk.cluster_sync())"
+                sync = "lk.sm90.cluster_sync()" if peer else "lk.barrier() (or lk.sm90.cluster_sync())"
                 self.add("init", e.barrier,
                          f"{c.who} uses {e.barrier}[{e.stage}]"
                          f"{' of CTA %d' % cta if self.p.ctas > 1 else ''} at {e.site.text()} "
                          f"before the initialisation at {site.text()} is visible to it: after "
-                         f"lk.mbarrier_init and lk.fence_mbarrier_init(), every thread passes "
+                         f"lk.sm90.mbarrier_init and lk.sm90.fence_mbarrier_init(), every thread passes "
                          f"{sync} before using the barrier", e.site)
             elif remote and not fenced:
                 self.add("init", e.barrier,
                          f"{c.who} uses {e.barrier}[{e.stage}] across the cluster at "
                          f"{e.site.text()}, but its initialisation at {site.text()} is not "
-                         "followed by lk.fence_mbarrier_init() before the cluster barrier, so "
+                         "followed by lk.sm90.fence_mbarrier_init() before the cluster barrier, so "
                          "the peer CTAs and the TMA unit may not see it", e.site)
 
     # ---- async reads ------------------------------------------------------------------------
@@ -253,14 +253,14 @@ class Rules:
                             self.add("TMA store", (c.who, read.bytes.buffer),
                                      f"{c.who} writes {e.bytes.text()} at {e.site.text()} while "
                                      f"the TMA store at {read.site.text()} may still read them: "
-                                     "lk.tma_store_commit() and lk.tma_store_wait() before "
+                                     "lk.sm90.tma_store_commit() and lk.sm90.tma_store_wait() before "
                                      "overwriting a store's source", e.site)
             left = [r for g in groups["tma_store"] for r in g]
             if left:
                 self.add("TMA store", (c.who, "end"),
                          f"{c.who} reaches the end of the kernel with the TMA store at "
                          f"{left[0].site.text()} still reading {left[0].bytes.text()} (no "
-                         "lk.tma_store_commit() + lk.tma_store_wait() covers it): the CTA's "
+                         "lk.sm90.tma_store_commit() + lk.sm90.tma_store_wait() covers it): the CTA's "
                          "shared memory may be reused while the store reads it", left[0].site)
 
     def release(self, c, arrive: Arrive, reads: list, guarded: dict) -> None:
@@ -283,10 +283,10 @@ class Rules:
                     self.add("wgmma overwrite", (c.who, arrive.barrier),
                              f"{c.who} releases {self.name(arrive.slot)} at "
                              f"{arrive.site.text()} while the wgmma at {read.site.text()} "
-                             f"reading {read.bytes.text()} may still run (no lk.wgmma_wait "
+                             f"reading {read.bytes.text()} may still run (no lk.sm90.wgmma_wait "
                              f"retires it first), and {who}'s {what} at {site.text()}, issued "
                              f"after its wait on {self.name(arrive.slot)}, overwrites those "
-                             "bytes; lk.wgmma_wait(n) for that wgmma before the arrive",
+                             "bytes; lk.sm90.wgmma_wait(n) for that wgmma before the arrive",
                              arrive.site)
                     return
 
@@ -302,8 +302,8 @@ class Rules:
                          f"{c.who} writes {write.bytes.text()} with generic stores at "
                          f"{write.site.text()}, and {read_who} reads them as "
                          f"{PROXIES[read.proxy]} (async proxy) at {read.site.text()} with no "
-                         "lk.fence_proxy_async() by the writing threads in between: write, "
-                         "lk.fence_proxy_async(), synchronise, then issue", write.site)
+                         "lk.sm90.fence_proxy_async() by the writing threads in between: write, "
+                         "lk.sm90.fence_proxy_async(), synchronise, then issue", write.site)
 
             def close(write):
                 for who, read in async_reads:

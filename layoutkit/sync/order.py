@@ -9,7 +9,7 @@ known complete (-1 for all: a fresh barrier's phase -1). It grows where the clas
 - a wait that passes on phase q of a slot joins the knowledge of every arrive into that slot's
   phases 0..q and of the issue of every copy completing there (PTX ISA "mbarrier": the phase
   completes after them, the wait observes the completion), and knows phases 0..q complete;
-- a thread barrier (bar.sync, lk.barrier(), lk.cluster_sync(), a named barrier) joins the
+- a thread barrier (bar.sync, lk.barrier(), lk.sm90.cluster_sync(), a named barrier) joins the
   knowledge of every thread that arrived in that generation; bar.arrive gives without taking.
 
 So "X happened before event e of class c" is one comparison, and, since knowledge only grows

@@ -63,7 +63,7 @@ def _overlap(a: ByteRange, b: ByteRange) -> ByteRange:
 
 
 def _retired(events) -> dict:
-    """Event index of each cp.async -> the index of the lk.cp_async_wait that retires it (the
+    """Event index of each cp.async -> the index of the lk.sm80.cp_async_wait that retires it (the
     end of the class when none does)."""
     out, open_, committed = {}, [], []
     for position, e in enumerate(events):
@@ -286,7 +286,7 @@ class SharedRules:
             f"which {issuer} TMA load at {load.event.site.text()} writes, completing on "
             f"{self.name(load.slot)} (its phase {load.phase}), without having waited on that "
             f"phase ({why}): the read can run before the data lands; "
-            f"lk.mbarrier_wait({self.name(load.slot)}, parity) for the phase the load "
+            f"lk.sm90.mbarrier_wait({self.name(load.slot)}, parity) for the phase the load "
             "completes, then read", read.site)
 
     def _report_release(self, i: int, position: int, read: SharedRead, load: Load,
@@ -376,8 +376,8 @@ class SharedRules:
                        "other trip counts write these bytes first was not proven", read.site)
         else:
             self.rules.add("unwritten", key, f"{head}: shared memory starts undefined, so the "
-                           "read sees garbage; write the bytes first (lk.store, lk.tma_load, "
-                           "lk.cp_async) and synchronise, or read only bytes that were written",
+                           "read sees garbage; write the bytes first (lk.store, lk.sm90.tma_load, "
+                           "lk.sm80.cp_async) and synchronise, or read only bytes that were written",
                            read.site)
 
     def _warn(self, key, message: str, site) -> None:

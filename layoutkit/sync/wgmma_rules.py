@@ -4,7 +4,7 @@ counts), with the events the DSL's wgmma ops add to the model (defined here):
 
 - warpgroup: a warpgroup-collective op (wgmma, wgmma.fence, wgmma.commit_group,
   wgmma.wait_group: PTX `.sync.aligned`) executed by only some threads of a warpgroup (an
-  lk.if_ on the thread index, lk.elect_one(), a loop whose trip count differs per thread);
+  lk.if_ on the thread index, lk.sm90.elect_one(), a loop whose trip count differs per thread);
 - wgmma fence: a class's wgmma with no wgmma.fence before it (PTX ISA "wgmma.fence": required
   before a warpgroup's first wgmma; the fences after register writes are the DSL's accumulator
   check, on the IR);
@@ -107,7 +107,7 @@ def _warpgroups(report: _Report) -> None:
                     f".sync.aligned): all {WARPGROUP} threads of the warpgroup execute each one "
                     "together, or the behaviour is undefined; issue it where whole warpgroups "
                     "run (a warp role), not under an lk.if_ on the thread index or "
-                    "lk.elect_one()")
+                    "lk.sm90.elect_one()")
             report.add("warpgroup", e.site, c, text, e.what)
 
 
@@ -117,10 +117,10 @@ def _fence(report: _Report, c: ThreadClass) -> None:
             return
         if isinstance(e, WgmmaIssue):
             report.add("wgmma fence", e.site, c, lambda who, e=e: (
-                f"{who} issues the wgmma at {e.site.text()} with no lk.wgmma_fence() before "
+                f"{who} issues the wgmma at {e.site.text()} with no lk.sm90.wgmma_fence() before "
                 "it: PTX requires wgmma.fence before a warpgroup's first wgmma (registers "
                 "other instructions wrote are not yet visible to the tensor cores; PTX ISA "
-                "'wgmma.fence'); call lk.wgmma_fence() before it"))
+                "'wgmma.fence'); call lk.sm90.wgmma_fence() before it"))
             return
 
 
@@ -141,22 +141,22 @@ def _at_exit(report: _Report, c: ThreadClass) -> None:
         issue = uncommitted[0]
         report.add("wgmma commit", issue.site, c, lambda who: (
             f"{who} reaches the end of the kernel with the wgmma at {issue.site.text()} never "
-            "committed: no lk.wgmma_commit() follows it, and lk.wgmma_wait retires committed "
+            "committed: no lk.sm90.wgmma_commit() follows it, and lk.sm90.wgmma_wait retires committed "
             "groups only, so it may still read its shared operands and write its accumulator "
-            "when the threads exit; lk.wgmma_commit() and lk.wgmma_wait(0) after it"))
+            "when the threads exit; lk.sm90.wgmma_commit() and lk.sm90.wgmma_wait(0) after it"))
     left = next(((pos, commit, issues) for pos, commit, issues in groups if issues), None)
     if left is None:
         return
     pos, commit, issues = left
     after = [w for p, w in waits if p > pos]
-    waited = (f"the last lk.wgmma_wait after it, at {after[-1].site.text()}, leaves "
+    waited = (f"the last lk.sm90.wgmma_wait after it, at {after[-1].site.text()}, leaves "
               f"{after[-1].pending} group(s) in flight") if after else \
-        "no lk.wgmma_wait follows that commit"
+        "no lk.sm90.wgmma_wait follows that commit"
     report.add("wgmma wait", issues[0].site, c, lambda who: (
         f"{who} reaches the end of the kernel with the wgmma at {issues[0].site.text()} still "
         f"in flight: it was committed at {commit.site.text()}, but {waited}, so it may still "
         "read its shared operands and write its accumulator when the threads exit; "
-        "lk.wgmma_wait(0) before the end"))
+        "lk.sm90.wgmma_wait(0) before the end"))
 
 
 def wgmma_findings(protocol: KernelProtocol) -> list[Finding]:

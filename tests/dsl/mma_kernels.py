@@ -4,7 +4,7 @@ errors name this file."""
 import layoutkit.dsl as lk
 from layoutkit.algebra import ComposedLayout, Layout, Swizzle
 
-ATOMS = lk.mma_sync_layouts("m16n8k16", lk.bf16, lk.f32)
+ATOMS = lk.sm80.mma_sync_layouts("m16n8k16", lk.bf16, lk.f32)
 # one warp copies a (16, 16) tile: lane (c, r) copies row r, columns 8c..8c+7 (16 bytes)
 COPY_MK = lk.TVLayout((16, 16), Layout(((2, 16), 8), ((128, 1), 16)))
 # an (8, 16) (n, k) tile, n contiguous: lane (c, k) copies n = 4c..4c+3 of row k (8 bytes)
@@ -24,13 +24,13 @@ def one_mma(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.f32
     A = lk.global_tensor(a, Layout((16, 16), (16, 1)))
     B = lk.global_tensor(b, Layout((8, 16), (16, 1) if B_KMAJOR else (1, 8)))
     copy_b = COPY_NK_K_CONTIGUOUS if B_KMAJOR else COPY_NK_N_CONTIGUOUS
-    lk.cp_async(sa.partition(COPY_MK), A.partition(COPY_MK))
-    lk.cp_async(sb.partition(copy_b), B.partition(copy_b))
-    lk.cp_async_commit()
-    lk.cp_async_wait(0)
+    lk.sm80.cp_async(sa.partition(COPY_MK), A.partition(COPY_MK))
+    lk.sm80.cp_async(sb.partition(copy_b), B.partition(copy_b))
+    lk.sm80.cp_async_commit()
+    lk.sm80.cp_async_wait(0)
     lk.barrier()
-    acc = lk.mma_sync(lk.full(ATOMS.c, 0.0, lk.f32), lk.ldmatrix(sa.partition(ATOMS.a)),
-                      lk.ldmatrix(sb.partition(ATOMS.b)))
+    acc = lk.sm80.mma_sync(lk.full(ATOMS.c, 0.0, lk.f32), lk.sm80.ldmatrix(sa.partition(ATOMS.a)),
+                      lk.sm80.ldmatrix(sb.partition(ATOMS.b)))
     lk.store(lk.global_tensor(c, Layout((16, 8), (8, 1))).partition(ATOMS.c), acc)
 
 
@@ -40,9 +40,9 @@ def ragged_copy(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], m: lk.i32, n: lk
     memory by cp.async (elements past m or n zero-filled in shared, not written back)."""
     s = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
     X = lk.global_tensor(x, Layout((m, n), (n, 1))).tile((16, 16), (0, 0))
-    lk.cp_async(s.partition(COPY_MK), X.partition(COPY_MK))
-    lk.cp_async_commit()
-    lk.cp_async_wait(0)
+    lk.sm80.cp_async(s.partition(COPY_MK), X.partition(COPY_MK))
+    lk.sm80.cp_async_commit()
+    lk.sm80.cp_async_wait(0)
     lk.barrier()
     Y = lk.global_tensor(y, Layout((m, n), (n, 1))).tile((16, 16), (0, 0))
     lk.store(Y.partition(COPY_MK), lk.load(s.partition(COPY_MK)))

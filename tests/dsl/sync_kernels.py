@@ -32,28 +32,28 @@ def is_zero(x):
 
 @lk.kernel(num_warps=12)
 def ring_pingpong(out: lk.Pointer[lk.i32], n: lk.i32):
-    full = lk.mbarrier_array(STAGES, PRODUCER_THREADS, name="full")
-    empty = lk.mbarrier_array(STAGES, CONSUMER_THREADS, name="empty")
+    full = lk.sm90.mbarrier_array(STAGES, PRODUCER_THREADS, name="full")
+    empty = lk.sm90.mbarrier_array(STAGES, CONSUMER_THREADS, name="empty")
     slots = lk.shared_tensor(Layout((PRODUCER_THREADS, STAGES)), lk.i32, name="slots")
     with lk.if_(is_zero(lk.thread_id())):
-        lk.mbarrier_init(full, empty)
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(full, empty)
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
-    with lk.warp_role("producer", warpgroups=(0,), registers=24):
+    with lk.sm90.warp_role("producer", warpgroups=(0,), registers=24):
         for k in lk.range(0, n):
-            p = lk.producer_state(k, STAGES)
-            lk.mbarrier_wait(empty[p.stage], p.phase)
+            p = lk.sm90.producer_state(k, STAGES)
+            lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
             mine = slots.tile((PRODUCER_THREADS,), (0, p.stage)).partition(SLOT_VIEW)
-            value = lk.cast(3 * k + 1 + lk.thread_id_in_warpgroup(), lk.i32)
+            value = lk.cast(3 * k + 1 + lk.sm90.thread_id_in_warpgroup(), lk.i32)
             lk.store(mine, lk.full(SLOT_VIEW, 0, lk.i32) + value)
-            lk.mbarrier_arrive(full[p.stage])
-    with lk.warp_role("consumer", warpgroups=(1, 2), registers=240):
+            lk.sm90.mbarrier_arrive(full[p.stage])
+    with lk.sm90.warp_role("consumer", warpgroups=(1, 2), registers=240):
         loop = lk.range(0, n, carry=(lk.full(SLOT_VIEW, 0, lk.i32),))
         for k, (acc,) in loop:
-            c = lk.consumer_state(k, STAGES)
-            lk.mbarrier_wait(full[c.stage], c.phase)
+            c = lk.sm90.consumer_state(k, STAGES)
+            lk.sm90.mbarrier_wait(full[c.stage], c.phase)
             got = lk.load(slots.tile((PRODUCER_THREADS,), (0, c.stage)).partition(SLOT_VIEW))
-            lk.mbarrier_arrive(empty[c.stage])
+            lk.sm90.mbarrier_arrive(empty[c.stage])
             loop.next(acc + got)
         (total,) = loop.results
         mine = lk.global_tensor(out, Layout(BLOCK_THREADS)).partition(ONE_PER_THREAD)
@@ -62,14 +62,14 @@ def ring_pingpong(out: lk.Pointer[lk.i32], n: lk.i32):
 
 @lk.kernel(num_warps=4, debug=True)
 def wrong_parity(out: lk.Pointer[lk.i32]):
-    full = lk.mbarrier_array(2, 1, name="full")
-    empty = lk.mbarrier_array(2, 128, name="empty")
+    full = lk.sm90.mbarrier_array(2, 1, name="full")
+    empty = lk.sm90.mbarrier_array(2, 128, name="empty")
     with lk.if_(is_zero(lk.thread_id())):
-        lk.mbarrier_init(full, empty)
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(full, empty)
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
-    wrong = lk.consumer_state(0, 2)        # phase 0: the bug (a producer starts at phase 1)
-    lk.mbarrier_wait(empty[wrong.stage], wrong.phase)   # WRONG PARITY LINE
+    wrong = lk.sm90.consumer_state(0, 2)        # phase 0: the bug (a producer starts at phase 1)
+    lk.sm90.mbarrier_wait(empty[wrong.stage], wrong.phase)   # WRONG PARITY LINE
 
 
 # All 128 threads of the block see the one element of a 1-element tile.
@@ -78,20 +78,20 @@ SHARED_ELEMENT = lk.TVLayout((1,), Layout((128, 1), (0, 0)))
 
 @lk.kernel(num_warps=4, cluster=(2, 1, 1), debug=True)
 def cluster_ring(out: lk.Pointer[lk.i32], blocks: lk.i32):
-    ready = lk.mbarrier_array(1, 1, name="ready")
+    ready = lk.sm90.mbarrier_array(1, 1, name="ready")
     with lk.if_(is_zero(lk.thread_id())):
-        lk.mbarrier_init(ready)
-        lk.fence_mbarrier_init()
-    lk.cluster_sync()                      # the peer's barrier is initialised
-    rank = lk.block_rank_in_cluster()
+        lk.sm90.mbarrier_init(ready)
+        lk.sm90.fence_mbarrier_init()
+    lk.sm90.cluster_sync()                      # the peer's barrier is initialised
+    rank = lk.sm90.block_rank_in_cluster()
     with lk.if_(is_zero(lk.thread_id())):
-        lk.mbarrier_arrive(ready[0], cta=(rank + 1) % 2)
-    lk.mbarrier_wait(ready[0], 0)
+        lk.sm90.mbarrier_arrive(ready[0], cta=(rank + 1) % 2)
+    lk.sm90.mbarrier_wait(ready[0], 0)
     mine = lk.global_tensor(out, Layout(blocks)).tile((1,), (lk.block_id(0),))
     with lk.if_(is_zero(lk.thread_id())):
         lk.store(mine.partition(SHARED_ELEMENT),
                  lk.full(SHARED_ELEMENT, 0, lk.i32) + lk.cast(rank, lk.i32))
-    lk.cluster_sync()                      # no CTA exits while its peer may still arrive
+    lk.sm90.cluster_sync()                      # no CTA exits while its peer may still arrive
 
 
 def line_of_wrong_parity() -> int:

@@ -27,9 +27,9 @@ def test_tma_store_of_that_tile_targets_row_64():
         tile = lk.shared_tensor(ComposedLayout(Swizzle(3, 3, 3), 0, Layout((64, 64), (64, 1))),
                                 lk.bf16)
         with lk.if_(lk.thread_id() < 1):
-            lk.tma_store(C.tile((64, 64), (1, 0)), tile)
-            lk.tma_store_commit()
-            lk.tma_store_wait(0)
+            lk.sm90.tma_store(C.tile((64, 64), (1, 0)), tile)
+            lk.sm90.tma_store_commit()
+            lk.sm90.tma_store_wait(0)
 
     with lk.protocol_check_skipped():       # the tile is never written: lowering only
         fn = k.ir(lk.Pointer[lk.bf16], 64)

@@ -19,11 +19,11 @@ def build(body, *, num_warps=4, cluster=None, debug=False):
     """A kernel whose body (after a thread-0 init of full[4] (count 1) and empty[4] (count 128)
     and a barrier) is `body(full, empty)`; returns its Kernel."""
     def kernel(x: PTR, n: lk.i32):
-        full = lk.mbarrier_array(4, 1, name="full")
-        empty = lk.mbarrier_array(4, 128, name="empty")
+        full = lk.sm90.mbarrier_array(4, 1, name="full")
+        empty = lk.sm90.mbarrier_array(4, 128, name="empty")
         with lk.if_(is_zero(lk.thread_id())):
-            lk.mbarrier_init(full, empty)
-            lk.fence_mbarrier_init()
+            lk.sm90.mbarrier_init(full, empty)
+            lk.sm90.fence_mbarrier_init()
         lk.barrier()
         body(full, empty)
     return lk.Kernel(kernel, num_warps, cluster=cluster, debug=debug)
@@ -55,9 +55,9 @@ def test_init_fence_and_barrier_ptx_in_order():
 
 def test_arrive_count_and_constant_stage_fold_into_the_address():
     def body(full, empty):
-        lk.mbarrier_arrive(empty[2])
+        lk.sm90.mbarrier_arrive(empty[2])
         with lk.if_(is_zero(lk.warp_id())):          # 32 threads x 4 = empty[3]'s 128 arrivals
-            lk.mbarrier_arrive(empty[3], count=4)
+            lk.sm90.mbarrier_arrive(empty[3], count=4)
     ptx = lines(build(body).ptx(PTR, 8))
     assert "mbarrier.arrive.shared::cta.b64 _, [%u0+48];" in ptx
     assert "mbarrier.arrive.shared::cta.b64 _, [%u0+56], 4;" in ptx
@@ -65,10 +65,10 @@ def test_arrive_count_and_constant_stage_fold_into_the_address():
 
 def test_remote_arrive_maps_the_peer_address_in_a_cluster_kernel():
     def body(full, empty):
-        lk.cluster_sync()                             # the peer's init is visible to this CTA
+        lk.sm90.cluster_sync()                             # the peer's init is visible to this CTA
         with lk.if_(is_zero(lk.thread_id())):
-            lk.mbarrier_arrive(full[1], cta=(lk.block_rank_in_cluster() + 1) % 2)
-        lk.mbarrier_wait(full[1], 0)                  # the peer's arrive landed before exit
+            lk.sm90.mbarrier_arrive(full[1], cta=(lk.sm90.block_rank_in_cluster() + 1) % 2)
+        lk.sm90.mbarrier_wait(full[1], 0)                  # the peer's arrive landed before exit
     k = build(body, cluster=(2, 1, 1))
     ptx = k.ptx(PTR, 8)
     assert re.search(r"mapa\.shared::cluster\.u32 %u\d+, %u\d+, %u\d+;\s*\n\s*"
@@ -81,8 +81,8 @@ def test_remote_arrive_maps_the_peer_address_in_a_cluster_kernel():
 
 def test_expect_tx_arrives_with_the_total_of_attached_copies_before_them():
     def body(full, empty):
-        with lk.if_(is_zero(lk.warp_id())), lk.elect_one():     # one thread: full[0] counts 1
-            with lk.expect_tx(full[0]) as ref:
+        with lk.if_(is_zero(lk.warp_id())), lk.sm90.elect_one():     # one thread: full[0] counts 1
+            with lk.sm90.expect_tx(full[0]) as ref:
                 attach_copy(ref, 8192, "A tile")
                 attach_copy(full[0], 4096, "B tile")
     k = build(body)
@@ -97,13 +97,13 @@ def test_expect_tx_arrives_with_the_total_of_attached_copies_before_them():
 def test_wait_is_a_try_wait_loop_with_runtime_stage_and_phase():
     def body(full, empty):
         for k in lk.range(0, 100):
-            c = lk.consumer_state(k, 4)
-            p = lk.producer_state(k, 4)
+            c = lk.sm90.consumer_state(k, 4)
+            p = lk.sm90.producer_state(k, 4)
             with lk.if_(is_zero(lk.thread_id())):     # thread 0 fills, all 128 release
-                lk.mbarrier_wait(empty[p.stage], p.phase)
-                lk.mbarrier_arrive(full[p.stage])
-            lk.mbarrier_wait(full[c.stage], c.phase)
-            lk.mbarrier_arrive(empty[c.stage])
+                lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
+                lk.sm90.mbarrier_arrive(full[p.stage])
+            lk.sm90.mbarrier_wait(full[c.stage], c.phase)
+            lk.sm90.mbarrier_arrive(empty[c.stage])
     ptx = build(body).ptx(PTR, 8)
     # power-of-two ring: stage = k & 3, phase = (k >> 2) & 1, both without division
     assert re.search(r"and\.b32 (%s\d+), %s\d+, 3;", ptx)
@@ -115,8 +115,8 @@ def test_wait_is_a_try_wait_loop_with_runtime_stage_and_phase():
 
 def test_constant_phase_wait_and_proxy_fence():
     def body(full, empty):
-        lk.mbarrier_wait(empty[1], 1)
-        lk.fence_proxy_async()
+        lk.sm90.mbarrier_wait(empty[1], 1)
+        lk.sm90.fence_proxy_async()
     ptx = lines(build(body).ptx(PTR, 8))
     assert "mbarrier.try_wait.parity.shared::cta.b64 %p1, [%u0+40], 1;" in ptx
     assert "fence.proxy.async.shared::cta;" in ptx
@@ -144,8 +144,8 @@ def test_ir_ops_carry_barrier_stage_phase_and_counts():
 @pytest.mark.parametrize("stages", [1, 2, 3, 4, 5])
 def test_ring_states_follow_the_sync_pipeline_state(stages):
     i = sympy.Symbol("i", integer=True, nonnegative=True)
-    for start, make in ((PipelineState.producer_start(stages), lk.producer_state),
-                        (PipelineState.consumer_start(stages), lk.consumer_state)):
+    for start, make in ((PipelineState.producer_start(stages), lk.sm90.producer_state),
+                        (PipelineState.consumer_start(stages), lk.sm90.consumer_state)):
         symbolic = make(i, stages)
         for k in range(3 * stages + 2):
             expected = start.advance_by(k)
@@ -158,8 +158,8 @@ def test_ring_states_follow_the_sync_pipeline_state(stages):
 def arrive_then_wait(full, empty):
     """Thread 0 arrives on full[0] (count 1); every thread waits for its phase 0."""
     with lk.if_(is_zero(lk.thread_id())):
-        lk.mbarrier_arrive(full[0])
-    lk.mbarrier_wait(full[0], 0)
+        lk.sm90.mbarrier_arrive(full[0])
+    lk.sm90.mbarrier_wait(full[0], 0)
 
 
 def test_debug_build_differs_from_release_only_by_the_bounded_waits():

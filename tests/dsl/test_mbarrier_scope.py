@@ -10,15 +10,15 @@ from .source_lines import line_of
 def make(scope):
     @lk.kernel(num_warps=1, cluster=(2, 1, 1))
     def k(x: lk.Pointer[lk.i32]):
-        bar = lk.mbarrier_array(1, 64, name="bar")
+        bar = lk.sm90.mbarrier_array(1, 64, name="bar")
         with lk.if_(lk.thread_id() < 1):
-            lk.mbarrier_init(bar)
-            lk.fence_mbarrier_init()
-        lk.cluster_sync()
+            lk.sm90.mbarrier_init(bar)
+            lk.sm90.fence_mbarrier_init()
+        lk.sm90.cluster_sync()
         for peer in range(2):
-            lk.mbarrier_arrive(bar[0], cta=peer, **({} if scope is None else {"scope": scope}))
-        lk.mbarrier_wait(bar[0], 0)
-        lk.cluster_sync()
+            lk.sm90.mbarrier_arrive(bar[0], cta=peer, **({} if scope is None else {"scope": scope}))
+        lk.sm90.mbarrier_wait(bar[0], 0)
+        lk.sm90.cluster_sync()
     return k
 
 
@@ -38,4 +38,4 @@ def test_a_cta_scoped_remote_arrive_has_no_gpu_fence_in_sass():
 def test_unknown_scope_is_refused_with_the_line():
     with pytest.raises(lk.TraceError, match=r"scope = 'gpu' must be 'cluster' or 'cta'") as info:
         make("gpu").ir(lk.Pointer[lk.i32])
-    assert info.value.location.line == line_of(__file__, "lk.mbarrier_arrive(bar[0], cta=peer")
+    assert info.value.location.line == line_of(__file__, "lk.sm90.mbarrier_arrive(bar[0], cta=peer")

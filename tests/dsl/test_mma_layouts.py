@@ -35,7 +35,7 @@ def ptx_c(lane, i):
 
 
 def test_m16n8k16_fragments_match_the_ptx_isa():
-    atoms = lk.mma_sync_layouts("m16n8k16", lk.bf16, lk.f32)
+    atoms = lk.sm80.mma_sync_layouts("m16n8k16", lk.bf16, lk.f32)
     assert (atoms.a.tile, atoms.b.tile, atoms.c.tile) == ((16, 16), (8, 16), (16, 8))
     for lane in range(32):
         for i in range(8):
@@ -48,14 +48,14 @@ def test_m16n8k16_fragments_match_the_ptx_isa():
 
 def test_fragments_cover_their_tiles_once():
     for shape in ("m16n8k16", "m16n8k8"):
-        atoms = lk.mma_sync_layouts(shape, lk.f16)
+        atoms = lk.sm80.mma_sync_layouts(shape, lk.f16)
         for tv in (atoms.a, atoms.b, atoms.c):
             indices = sorted(tv.layout(t, v) for t in range(32) for v in range(tv.num_values))
             assert indices == list(range(tv.tile[0] * tv.tile[1])), (shape, str(tv))
 
 
 def test_m16n8k8_fragments():
-    atoms = lk.mma_sync_layouts("m16n8k8")
+    atoms = lk.sm80.mma_sync_layouts("m16n8k8")
     for lane in range(32):
         group, tig = lane >> 2, lane % 4
         for i in range(4):          # a_i: row group + 8*(i/2), col 2 tig + i%2
@@ -72,7 +72,7 @@ def test_ldmatrix_fragment_is_row_lane_over_4_columns_2_lane_mod_4():
 
 def test_a_register_pair_is_one_ldmatrix_matrix():
     """a0a1, a2a3, a4a5, a6a7 are the 8x8 matrices (rows 0-7|8-15) x (cols 0-7|8-15)."""
-    atoms = lk.mma_sync_layouts()
+    atoms = lk.sm80.mma_sync_layouts()
     for j, (r0, c0) in enumerate(((0, 0), (8, 0), (0, 8), (8, 8))):
         for lane in range(32):
             for h in range(2):
@@ -87,7 +87,7 @@ def test_a_register_pair_is_one_ldmatrix_matrix():
 ])
 def test_mma_sync_layouts_rejects_what_it_does_not_lower(args, message):
     with pytest.raises(lk.TraceError, match=message):
-        lk.mma_sync_layouts(*args)
+        lk.sm80.mma_sync_layouts(*args)
 
 
 def test_split_swizzled_keeps_whole_periods_out_of_the_swizzle():

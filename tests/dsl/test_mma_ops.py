@@ -1,4 +1,4 @@
-"""lk.cp_async, lk.ldmatrix, lk.mma_sync: the PTX and IR they make, and every mistake as a
+"""lk.sm80.cp_async, lk.sm80.ldmatrix, lk.sm80.mma_sync: the PTX and IR they make, and every mistake as a
 specific error with the user's source line."""
 import pytest
 
@@ -90,8 +90,8 @@ def acc_in_the_wrong_layout(c: lk.Pointer[lk.f32]):
     sa = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
     sb = lk.shared_tensor(Layout((8, 16), (16, 1)), lk.bf16)
     wrong = lk.TVLayout((16, 8), Layout((32, 4), (4, 1)))
-    lk.mma_sync(lk.full(wrong, 0.0), lk.ldmatrix(sa.partition(ATOMS.a)),  # WRONG ACC
-                lk.ldmatrix(sb.partition(ATOMS.b)))
+    lk.sm80.mma_sync(lk.full(wrong, 0.0), lk.sm80.ldmatrix(sa.partition(ATOMS.a)),  # WRONG ACC
+                lk.sm80.ldmatrix(sb.partition(ATOMS.b)))
 
 
 def test_mma_sync_accumulator_layout_mismatch_shows_both_layouts():
@@ -108,9 +108,9 @@ def test_mma_sync_accumulator_layout_mismatch_shows_both_layouts():
 def operands_swapped(c: lk.Pointer[lk.f32]):
     sa = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
     sb = lk.shared_tensor(Layout((8, 16), (16, 1)), lk.bf16)
-    a = lk.ldmatrix(sa.partition(ATOMS.a))
-    b = lk.ldmatrix(sb.partition(ATOMS.b))
-    lk.mma_sync(lk.full(ATOMS.c, 0.0), b, a)  # SWAPPED
+    a = lk.sm80.ldmatrix(sa.partition(ATOMS.a))
+    b = lk.sm80.ldmatrix(sb.partition(ATOMS.b))
+    lk.sm80.mma_sync(lk.full(ATOMS.c, 0.0), b, a)  # SWAPPED
 
 
 def test_mma_sync_operand_tiles_must_chain():
@@ -124,8 +124,8 @@ def test_mma_sync_operand_tiles_must_chain():
 def bf16_accumulator(c: lk.Pointer[lk.f32]):
     sa = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
     sb = lk.shared_tensor(Layout((8, 16), (16, 1)), lk.bf16)
-    lk.mma_sync(lk.full(ATOMS.c, 0.0, lk.bf16), lk.ldmatrix(sa.partition(ATOMS.a)),  # BF16 ACC
-                lk.ldmatrix(sb.partition(ATOMS.b)))
+    lk.sm80.mma_sync(lk.full(ATOMS.c, 0.0, lk.bf16), lk.sm80.ldmatrix(sa.partition(ATOMS.a)),  # BF16 ACC
+                lk.sm80.ldmatrix(sb.partition(ATOMS.b)))
 
 
 def test_mma_sync_accumulates_in_f32():
@@ -145,8 +145,8 @@ def missing_b_columns(c: lk.Pointer[lk.f32]):
     a = lk.TVLayout((16, 16), make_layout(make_layout(ATOMS.a.layout[0], Layout(2, 0)),
                                              ATOMS.a.layout[1]))
     b = lk.TVLayout((16, 16), Layout(((4, 8, 2), (2, 2)), ((32, 1, 0), (16, 128))))
-    fa, fb = lk.ldmatrix(sa.partition(a)), lk.ldmatrix(sb.partition(b))
-    lk.mma_sync(lk.full(acc, 0.0), fa, fb)  # NO B COLUMNS
+    fa, fb = lk.sm80.ldmatrix(sa.partition(a)), lk.sm80.ldmatrix(sb.partition(b))
+    lk.sm80.mma_sync(lk.full(acc, 0.0), fa, fb)  # NO B COLUMNS
 
 
 def test_mma_sync_needs_every_warps_operands():
@@ -159,7 +159,7 @@ def test_mma_sync_needs_every_warps_operands():
 @lk.kernel(num_warps=1)
 def ldmatrix_strided_rows(c: lk.Pointer[lk.f32]):
     sa = lk.shared_tensor(Layout((16, 16), (32, 2)), lk.bf16)     # every other element
-    lk.ldmatrix(sa.partition(ATOMS.a))  # STRIDED
+    lk.sm80.ldmatrix(sa.partition(ATOMS.a))  # STRIDED
 
 
 def test_ldmatrix_rejects_a_partition_that_is_no_matrix():
@@ -175,7 +175,7 @@ def test_ldmatrix_rejects_a_partition_that_is_no_matrix():
 @lk.kernel(num_warps=1)
 def ldmatrix_forced_form(c: lk.Pointer[lk.f32]):
     sa = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
-    lk.ldmatrix(sa.partition(ATOMS.a), trans=True)  # FORCED TRANS
+    lk.sm80.ldmatrix(sa.partition(ATOMS.a), trans=True)  # FORCED TRANS
 
 
 def test_ldmatrix_trans_given_must_fit():
@@ -187,31 +187,31 @@ def test_ldmatrix_trans_given_must_fit():
 @lk.kernel(num_warps=1)
 def ldmatrix_f32(c: lk.Pointer[lk.f32]):
     s = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.f32)
-    lk.ldmatrix(s.partition(ATOMS.a))  # F32 TILE
+    lk.sm80.ldmatrix(s.partition(ATOMS.a))  # F32 TILE
 
 
 @lk.kernel(num_warps=1)
 def ldmatrix_narrow_swizzle(c: lk.Pointer[lk.f32]):
     s = lk.shared_tensor(ComposedLayout(Swizzle(2, 2, 3), 0, Layout((16, 16), (16, 1))),
                          lk.bf16)
-    lk.ldmatrix(s.partition(ATOMS.a))  # NARROW SWIZZLE
+    lk.sm80.ldmatrix(s.partition(ATOMS.a))  # NARROW SWIZZLE
 
 
 @lk.kernel(num_warps=1)
 def ldmatrix_global(a: lk.Pointer[lk.bf16]):
-    lk.ldmatrix(lk.global_tensor(a, Layout((16, 16), (16, 1))).partition(ATOMS.a))  # GLOBAL
+    lk.sm80.ldmatrix(lk.global_tensor(a, Layout((16, 16), (16, 1))).partition(ATOMS.a))  # GLOBAL
 
 
 @lk.kernel(num_warps=1)
 def ldmatrix_x3(c: lk.Pointer[lk.f32]):
     s = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
-    lk.ldmatrix(s.partition(ATOMS.a), num=3)  # X3
+    lk.sm80.ldmatrix(s.partition(ATOMS.a), num=3)  # X3
 
 
 @lk.kernel(num_warps=1)
 def ldmatrix_misaligned_tile(c: lk.Pointer[lk.f32]):
     s = lk.shared_tensor(Layout((16, 20), (20, 1)), lk.bf16)       # 40-byte rows
-    lk.ldmatrix(s.tile((16, 16), (0, 0)).partition(ATOMS.a))  # MISALIGNED
+    lk.sm80.ldmatrix(s.tile((16, 16), (0, 0)).partition(ATOMS.a))  # MISALIGNED
 
 
 @pytest.mark.parametrize("kernel, arg, marker, error, message", [
@@ -233,26 +233,26 @@ def test_ldmatrix_errors(kernel, arg, marker, error, message):
 def copy_layouts_differ(a: lk.Pointer[lk.bf16]):
     s = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
     A = lk.global_tensor(a, Layout((16, 16), (16, 1)))
-    lk.cp_async(s.partition(COPY_MK), A.partition(ATOMS.a))  # COPY MISMATCH
+    lk.sm80.cp_async(s.partition(COPY_MK), A.partition(ATOMS.a))  # COPY MISMATCH
 
 
 @lk.kernel(num_warps=1)
 def copy_converts(a: lk.Pointer[lk.f16]):
     s = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
     A = lk.global_tensor(a, Layout((16, 16), (16, 1)))
-    lk.cp_async(s.partition(COPY_MK), A.partition(COPY_MK))  # COPY DTYPE
+    lk.sm80.cp_async(s.partition(COPY_MK), A.partition(COPY_MK))  # COPY DTYPE
 
 
 @lk.kernel(num_warps=1)
 def wait_too_many(a: lk.Pointer[lk.bf16]):
-    lk.cp_async_wait(256)  # WAIT 256
+    lk.sm80.cp_async_wait(256)  # WAIT 256
 
 
 @lk.kernel(num_warps=1)
 def copy_bad_mask(a: lk.Pointer[lk.bf16]):
     s = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
     A = lk.global_tensor(a, Layout((16, 16), (16, 1)))
-    lk.cp_async(s.partition(COPY_MK), A.partition(COPY_MK), mask=True)  # BAD MASK
+    lk.sm80.cp_async(s.partition(COPY_MK), A.partition(COPY_MK), mask=True)  # BAD MASK
 
 
 @pytest.mark.parametrize("kernel, arg, marker, error, message", [
@@ -270,16 +270,16 @@ def test_cp_async_errors(kernel, arg, marker, error, message):
 
 
 def test_ops_outside_a_kernel():
-    with pytest.raises(lk.TraceError, match="lk.cp_async_commit.. is a kernel operation"):
-        lk.cp_async_commit()
+    with pytest.raises(lk.TraceError, match="lk.sm80.cp_async_commit.. is a kernel operation"):
+        lk.sm80.cp_async_commit()
 
 
 @lk.kernel(num_warps=1)
 def copy_when(a: lk.Pointer[lk.bf16], n: lk.i32):
     s = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
     A = lk.global_tensor(a, Layout((16, 16), (16, 1)), bounds=None)
-    lk.cp_async(s.partition(COPY_MK), A.partition(COPY_MK), mask=lk.cast(n, lk.i32) > 8)
-    lk.cp_async_commit()
+    lk.sm80.cp_async(s.partition(COPY_MK), A.partition(COPY_MK), mask=lk.cast(n, lk.i32) > 8)
+    lk.sm80.cp_async_commit()
 
 
 def test_cp_async_user_mask_selects_the_source_size():

@@ -85,11 +85,11 @@ def test_cluster_kernel_is_checked_per_cta():
 
 def test_skipped_context_leaves_a_broken_kernel_unchecked():
     def k(x: P[lk.i32], n: lk.i32):
-        full = lk.mbarrier_array(1, 1, name="full")
+        full = lk.sm90.mbarrier_array(1, 1, name="full")
         with lk.if_(lk.eq(lk.thread_id(), 0)):
-            lk.mbarrier_init(full)
+            lk.sm90.mbarrier_init(full)
         lk.barrier()
-        lk.mbarrier_wait(full[0], 0)                  # nothing ever arrives
+        lk.sm90.mbarrier_wait(full[0], 0)                  # nothing ever arrives
     with pytest.raises(lk.ProtocolError) as info:
         lk.Kernel(k).ir(P[lk.i32], 8)
     assert info.value.ir is not None and [f.kind for f in info.value.findings] == ["deadlock"]
@@ -101,12 +101,12 @@ def test_skipped_context_leaves_a_broken_kernel_unchecked():
 
 def test_a_kernel_too_long_to_walk_is_a_warning_not_a_check():
     def k(x: P[lk.i32], n: lk.i32):
-        full = lk.mbarrier_array(1, 128, name="full")
+        full = lk.sm90.mbarrier_array(1, 128, name="full")
         with lk.if_(lk.eq(lk.thread_id(), 0)):
-            lk.mbarrier_init(full)
+            lk.sm90.mbarrier_init(full)
         lk.barrier()
         for i in lk.range(0, 5000):
-            lk.mbarrier_arrive(full[0])
-            lk.mbarrier_wait(full[0], i % 2)
+            lk.sm90.mbarrier_arrive(full[0])
+            lk.sm90.mbarrier_wait(full[0], i % 2)
     with pytest.warns(lk.ProtocolWarning, match="the lk.range at line .* runs 5000 iterations"):
         lk.Kernel(k).ir(P[lk.i32], 8)

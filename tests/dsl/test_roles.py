@@ -38,9 +38,9 @@ def test_roles_branch_on_the_uniform_warpgroup_and_set_registers():
 
 def test_role_at_the_entry_cap_emits_no_setmaxnreg():
     def body():
-        with lk.warp_role("a", warpgroups=0, registers=None):
+        with lk.sm90.warp_role("a", warpgroups=0, registers=None):
             pass
-        with lk.warp_role("b", warpgroups=(1,), registers=248):
+        with lk.sm90.warp_role("b", warpgroups=(1,), registers=248):
             pass
     # 2 warpgroups: entry cap 255 -> 248 is a dec; role a keeps the cap
     ptx = kernel(body, num_warps=8).ptx(PTR, 8)
@@ -53,14 +53,14 @@ def test_role_at_the_entry_cap_emits_no_setmaxnreg():
 
 def test_elect_one_and_named_barriers():
     def body():
-        with lk.warp_role("producer", warpgroups=(0,), registers=40):
-            with lk.if_(sympy.Eq(lk.warp_id_in_warpgroup(), 0)):
-                with lk.elect_one():
-                    lk.fence_proxy_async()
-                lk.named_barrier_arrive(2, 288)        # this warp + 256 consumers = 288
-        with lk.warp_role("consumer", warpgroups=(1, 2), registers=232):
-            lk.named_barrier_sync(2, 288)
-            lk.named_barrier_sync(3, 256)
+        with lk.sm90.warp_role("producer", warpgroups=(0,), registers=40):
+            with lk.if_(sympy.Eq(lk.sm90.warp_id_in_warpgroup(), 0)):
+                with lk.sm90.elect_one():
+                    lk.sm90.fence_proxy_async()
+                lk.sm90.named_barrier_arrive(2, 288)        # this warp + 256 consumers = 288
+        with lk.sm90.warp_role("consumer", warpgroups=(1, 2), registers=232):
+            lk.sm90.named_barrier_sync(2, 288)
+            lk.sm90.named_barrier_sync(3, 256)
     k = kernel(body)
     ptx = lines(k.ptx(PTR, 8))
     at = ptx.index("elect.sync _|%p2, 0xFFFFFFFF;")
@@ -75,21 +75,21 @@ def test_warp_index_helpers_are_warp_uniform_integers():
     def body():
         tid = lk.thread_id()
         assert lk.warp_id() == sympy.floor(tid / 32)
-        assert lk.warpgroup_id() == sympy.floor(tid / 128)
+        assert lk.sm90.warpgroup_id() == sympy.floor(tid / 128)
         assert lk.lane_id() == sympy.Mod(tid, 32)
-        assert lk.thread_id_in_warpgroup() == sympy.Mod(tid, 128)
-        assert lk.warp_id_in_warpgroup() == sympy.Mod(sympy.floor(tid / 32), 4)
+        assert lk.sm90.thread_id_in_warpgroup() == sympy.Mod(tid, 128)
+        assert lk.sm90.warp_id_in_warpgroup() == sympy.Mod(sympy.floor(tid / 32), 4)
     kernel(body).ptx(PTR, 8)
 
 
 def test_cluster_kernel_directives_special_registers_and_barrier():
     def body():
-        assert lk.cluster_shape() == (2, 2, 1) and lk.cluster_size() == 4
-        rank = lk.block_rank_in_cluster()
-        assert lk.block_rank_in_cluster() is rank           # one symbol per register
-        lk.cluster_sync()
+        assert lk.sm90.cluster_shape() == (2, 2, 1) and lk.sm90.cluster_size() == 4
+        rank = lk.sm90.block_rank_in_cluster()
+        assert lk.sm90.block_rank_in_cluster() is rank           # one symbol per register
+        lk.sm90.cluster_sync()
         for axis in range(3):
-            lk.cast(lk.block_id_in_cluster(axis) + lk.cluster_id(axis) + lk.num_clusters(axis) +
+            lk.cast(lk.sm90.block_id_in_cluster(axis) + lk.sm90.cluster_id(axis) + lk.sm90.num_clusters(axis) +
                     rank, lk.i32)
     k = kernel(body, num_warps=4, cluster=(2, 2))
     ptx = k.ptx(PTR, 8)
@@ -120,28 +120,28 @@ def test_warp_specialized_skeleton_assembles_without_c7508_or_spills():
     from layoutkit.dsl.sm90.mbarrier import attach_copy
 
     def fn(x: PTR, tiles: lk.i32, k_tiles: lk.i32):
-        full = lk.mbarrier_array(4, 1, name="full")
-        empty = lk.mbarrier_array(4, 256, name="empty")
+        full = lk.sm90.mbarrier_array(4, 1, name="full")
+        empty = lk.sm90.mbarrier_array(4, 256, name="empty")
         with lk.if_(sympy.Eq(lk.thread_id(), 0)):
-            lk.mbarrier_init(full, empty)
-            lk.fence_mbarrier_init()
+            lk.sm90.mbarrier_init(full, empty)
+            lk.sm90.fence_mbarrier_init()
         lk.barrier()
-        with lk.warp_role("producer", warpgroups=(0,), registers=24):
-            with lk.if_(sympy.Eq(lk.warp_id_in_warpgroup(), 0)):
+        with lk.sm90.warp_role("producer", warpgroups=(0,), registers=24):
+            with lk.if_(sympy.Eq(lk.sm90.warp_id_in_warpgroup(), 0)):
                 for t in lk.range(0, tiles):
                     for k in lk.range(0, k_tiles):
-                        p = lk.producer_state(t * k_tiles + k, 4)
-                        lk.mbarrier_wait(empty[p.stage], p.phase)
-                        with lk.elect_one(), lk.expect_tx(full[p.stage]) as slot:
+                        p = lk.sm90.producer_state(t * k_tiles + k, 4)
+                        lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
+                        with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]) as slot:
                             attach_copy(slot, 128 * 64 * 2, "A tile")
                             attach_copy(slot, 256 * 64 * 2, "B tile")
-        with lk.warp_role("consumer", warpgroups=(1, 2), registers=240):
+        with lk.sm90.warp_role("consumer", warpgroups=(1, 2), registers=240):
             for t in lk.range(0, tiles):
                 for k in lk.range(0, k_tiles):
-                    c = lk.consumer_state(t * k_tiles + k, 4)
-                    lk.mbarrier_wait(full[c.stage], c.phase)
-                    lk.named_barrier_sync(1, 256)
-                    lk.mbarrier_arrive(empty[c.stage])
+                    c = lk.sm90.consumer_state(t * k_tiles + k, 4)
+                    lk.sm90.mbarrier_wait(full[c.stage], c.phase)
+                    lk.sm90.named_barrier_sync(1, 256)
+                    lk.sm90.mbarrier_arrive(empty[c.stage])
     k = lk.Kernel(fn, 12)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -64,7 +64,7 @@ def test_ring_stages_and_loop_indices_are_proven_in_range():
         ring = lk.shared_tensor(RING, lk.bf16)
         rows = lk.shared_tensor(Layout((4, 128), (128, 1)), lk.i32)
         for j in lk.range(0, n):
-            ring[:, :, lk.producer_state(j, 4).stage]               # Mod(j, 4)
+            ring[:, :, lk.sm90.producer_state(j, 4).stage]               # Mod(j, 4)
         for i in lk.range(4):
             lk.store(rows[i, :].tile((128,), (0,)).partition(TV), lk.full(TV, 1, lk.i32))
         for i in lk.range(3, -1, -1):
@@ -76,10 +76,10 @@ def test_ring_stages_and_loop_indices_are_proven_in_range():
 def test_warpgroup_index_inside_a_role_is_proven_by_the_roles_threads():
     def k(x: I32, n: lk.i32):
         s = lk.shared_tensor(Layout((128, 64), (64, 1)), lk.i32)
-        with lk.warp_role("producer", warpgroups=(0,)):
+        with lk.sm90.warp_role("producer", warpgroups=(0,)):
             pass
-        with lk.warp_role("consumers", warpgroups=(1, 2)):
-            s.tile((64, 64), (lk.warpgroup_id() - 1, 0))             # 0..1 in this role
+        with lk.sm90.warp_role("consumers", warpgroups=(1, 2)):
+            s.tile((64, 64), (lk.sm90.warpgroup_id() - 1, 0))             # 0..1 in this role
     quiet_ptx(k, I32, 8, num_warps=12)
 
 

@@ -11,7 +11,7 @@ from layoutkit.ptx import assemble
 
 from .source_lines import line_of
 
-ATOMS = lk.mma_sync_layouts("m16n8k16", lk.bf16, lk.f32)   # a: a (16, 16) ldmatrix.x4 fragment
+ATOMS = lk.sm80.mma_sync_layouts("m16n8k16", lk.bf16, lk.f32)   # a: a (16, 16) ldmatrix.x4 fragment
 ROWS = lk.TVLayout((16, 16), Layout(((2, 16), 8), ((128, 1), 16)))  # lane: 8 elements of a row
 TILE = Layout((16, 16), (16, 1))
 SWIZZLED = ComposedLayout(Swizzle(1, 3, 3), 0, TILE)

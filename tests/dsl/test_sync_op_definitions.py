@@ -46,27 +46,27 @@ def every_sync_op(a: BF16, out: lk.Pointer[lk.i32], M: lk.i32):
     then thread 128 arrives on `done` here and in the peer CTA; out[block] = cluster rank."""
     A = lk.global_tensor(a, Layout((M, 64), (64, 1)))
     s = lk.shared_tensor(TILE, lk.bf16, name="s")
-    full = lk.mbarrier_array(1, 1, name="full")
-    done = lk.mbarrier_array(1, 2, name="done")
+    full = lk.sm90.mbarrier_array(1, 1, name="full")
+    done = lk.sm90.mbarrier_array(1, 2, name="done")
     with first(0):
-        lk.mbarrier_init(full, done)
-        lk.fence_mbarrier_init()
-    lk.cluster_sync()
-    rank = lk.block_rank_in_cluster()
-    with lk.warp_role("producer", warpgroups=0, registers=40):
-        with lk.if_(lk.eq(lk.warp_id_in_warpgroup(), 0)):
-            with lk.elect_one():
-                with lk.expect_tx(full[0]):
-                    lk.tma_load(s, A.tile((64, 64), (lk.block_id(0), 0)), full[0])
-            lk.named_barrier_arrive(1, 160)
-    with lk.warp_role("consumer", warpgroups=1, registers=232):
-        lk.mbarrier_wait(full[0], 0)
-        lk.named_barrier_sync(1, 160)
-        lk.fence_proxy_async()
+        lk.sm90.mbarrier_init(full, done)
+        lk.sm90.fence_mbarrier_init()
+    lk.sm90.cluster_sync()
+    rank = lk.sm90.block_rank_in_cluster()
+    with lk.sm90.warp_role("producer", warpgroups=0, registers=40):
+        with lk.if_(lk.eq(lk.sm90.warp_id_in_warpgroup(), 0)):
+            with lk.sm90.elect_one():
+                with lk.sm90.expect_tx(full[0]):
+                    lk.sm90.tma_load(s, A.tile((64, 64), (lk.block_id(0), 0)), full[0])
+            lk.sm90.named_barrier_arrive(1, 160)
+    with lk.sm90.warp_role("consumer", warpgroups=1, registers=232):
+        lk.sm90.mbarrier_wait(full[0], 0)
+        lk.sm90.named_barrier_sync(1, 160)
+        lk.sm90.fence_proxy_async()
         with first(128):
-            lk.mbarrier_arrive(done[0])
-            lk.mbarrier_arrive(done[0], cta=(rank + 1) % 2, scope="cta")
-        lk.mbarrier_wait(done[0], 0)
+            lk.sm90.mbarrier_arrive(done[0])
+            lk.sm90.mbarrier_arrive(done[0], cta=(rank + 1) % 2, scope="cta")
+        lk.sm90.mbarrier_wait(done[0], 0)
         with first(128):
             mine = lk.global_tensor(out, Layout(2)).tile((1,), (lk.block_id(0),))
             lk.store(mine.partition(ONE), lk.full(ONE, 0, lk.i32) + lk.cast(rank, lk.i32))
@@ -146,9 +146,9 @@ def _sm80(body):
 
 def _init_and(then):
     def body():
-        bars = lk.mbarrier_array(1, 64, name="bars")
+        bars = lk.sm90.mbarrier_array(1, 64, name="bars")
         with first(0):
-            lk.mbarrier_init(bars)
+            lk.sm90.mbarrier_init(bars)
         lk.barrier()
         then(bars)
     return body
@@ -156,11 +156,11 @@ def _init_and(then):
 
 def test_sm80_has_init_plain_arrive_named_barriers_and_budgetless_roles():
     def then(bars):
-        lk.mbarrier_arrive(bars[0])
-        with lk.warp_role("a", warpgroups=0):
-            lk.named_barrier_sync(1, 128)
-        with lk.warp_role("b", warpgroups=1):
-            lk.named_barrier_arrive(2, 128)
+        lk.sm90.mbarrier_arrive(bars[0])
+        with lk.sm90.warp_role("a", warpgroups=0):
+            lk.sm90.named_barrier_sync(1, 128)
+        with lk.sm90.warp_role("b", warpgroups=1):
+            lk.sm90.named_barrier_arrive(2, 128)
     with lk.protocol_check_skipped():
         ptx = _sm80(_init_and(then)).ptx(lk.Pointer[lk.f32])
     assert ".target sm_80\n" in ptx and "mbarrier.init.shared::cta.b64" in ptx
@@ -168,26 +168,26 @@ def test_sm80_has_init_plain_arrive_named_barriers_and_budgetless_roles():
 
 
 def _wait(bars):
-    lk.mbarrier_wait(bars[0], 0)
+    lk.sm90.mbarrier_wait(bars[0], 0)
 
 
 def _fence(bars):
-    lk.fence_proxy_async()
+    lk.sm90.fence_proxy_async()
 
 
 def _elect(bars):
-    with lk.elect_one():
+    with lk.sm90.elect_one():
         pass
 
 
 def _arrive_twice(bars):
-    lk.mbarrier_arrive(bars[0], count=2)
+    lk.sm90.mbarrier_arrive(bars[0], count=2)
 
 
 def _budgets(bars):
-    with lk.warp_role("a", warpgroups=0, registers=40):
+    with lk.sm90.warp_role("a", warpgroups=0, registers=40):
         pass
-    with lk.warp_role("b", warpgroups=1, registers=232):
+    with lk.sm90.warp_role("b", warpgroups=1, registers=232):
         pass
 
 
@@ -201,9 +201,9 @@ def test_sm90_ops_on_sm80_are_trace_errors_naming_both_targets(then, name):
 
 
 @pytest.mark.parametrize("then, what, form, needs", [
-    (_arrive_twice, r"lk\.mbarrier_arrive\(count=2\) on bars\[0\]",
+    (_arrive_twice, r"lk\.sm90\.mbarrier_arrive\(count=2\) on bars\[0\]",
      "mbarrier.arrive with a count operand", "needs sm_90 or newer"),
-    (_budgets, r"lk\.warp_role\('a'\) with registers=40", "setmaxnreg", "needs sm_90 or newer")])
+    (_budgets, r"lk\.sm90\.warp_role\('a'\) with registers=40", "setmaxnreg", "needs sm_90 or newer")])
 def test_sm90_forms_of_sm80_ops_are_trace_errors_at_the_users_line(then, what, form, needs):
     with pytest.raises(lk.TraceError, match=f"{what}: lowers to {form}, which {needs}, this "
                                             "kernel's target is sm_80") as info:

@@ -201,16 +201,16 @@ def tma_copy(a: lk.Tensor[lk.bf16, 2], out: lk.Tensor[lk.bf16, 2]):
     `out`: the tensor map's extents and strides are a's fields."""
     layout, tile = tile_layout("128B")
     s_a = lk.shared_tensor(layout, lk.bf16, name="s_a", align=128)
-    full = lk.mbarrier_array(1, arrive_count=1, name="full")
+    full = lk.sm90.mbarrier_array(1, arrive_count=1, name="full")
     with lk.if_(lk.thread_id() < 1):
-        lk.mbarrier_init(full)
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(full)
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
     m, k = lk.block_id(0), lk.block_id(1)
     with lk.if_(lk.thread_id() < 1):
-        with lk.expect_tx(full[0]):
-            lk.tma_load(s_a, a.tile(tile, (m, k)), full[0])
-    lk.mbarrier_wait(full[0], 0)
+        with lk.sm90.expect_tx(full[0]):
+            lk.sm90.tma_load(s_a, a.tile(tile, (m, k)), full[0])
+    lk.sm90.mbarrier_wait(full[0], 0)
     tv, sub = reader_tv(64), (16, 64)
     for i in range(tile[0] // sub[0]):
         for j in range(tile[1] // sub[1]):

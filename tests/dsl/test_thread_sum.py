@@ -13,7 +13,7 @@ from layoutkit.dsl.lang.reduce import _partial_layout
 
 @pytest.mark.parametrize("n", [64, 128, 176])
 def test_partial_of_a_wgmma_accumulator_is_one_column_per_quad_lane(n):
-    tv = lk.wgmma_accumulator_layout(n)
+    tv = lk.sm90.wgmma_accumulator_layout(n)
     plan = plan_reduction(tv, 1)
     partial = _partial_layout(tv, plan, 1, "test")
     assert partial.tile == (64, 4) and partial.num_values == 2

@@ -112,16 +112,16 @@ def test_kernel_coordinates_dims_and_strides_in_tma_order():
         Bt = lk.global_tensor(b, Layout((Kp, Np), (Np, 1)))          # N-major B[K, N]
         s_b = lk.shared_tensor(ComposedLayout(Swizzle(3, 3, 3), 0,
                                               Layout((64, (64, 2)), (64, (1, 4096)))), lk.bf16)
-        full = lk.mbarrier_array(1, arrive_count=1)
+        full = lk.sm90.mbarrier_array(1, arrive_count=1)
         with lk.if_(lk.thread_id() < 1):
-            lk.mbarrier_init(full)
-            lk.fence_mbarrier_init()
+            lk.sm90.mbarrier_init(full)
+            lk.sm90.fence_mbarrier_init()
         lk.barrier()
         for kk in lk.range(0, T):
             with lk.if_(lk.thread_id() < 1):    # one thread arms full[0] (count 1) and loads
-                with lk.expect_tx(full[0]):
-                    lk.tma_load(s_b, Bt.tile((64, 128), (kk, lk.block_id(0))), full[0])
-            lk.mbarrier_wait(full[0], kk % 2)
+                with lk.sm90.expect_tx(full[0]):
+                    lk.sm90.tma_load(s_b, Bt.tile((64, 128), (kk, lk.block_id(0))), full[0])
+            lk.sm90.mbarrier_wait(full[0], kk % 2)
             lk.barrier()                        # all passed phase kk before thread 0 arms kk+1
     ir = k.ir(BF16, 1024, 512, 4)
     (arm,) = [op for op in ir.body.ops[-1].blocks[0].ops if op.name == "if"]

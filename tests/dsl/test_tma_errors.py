@@ -25,25 +25,25 @@ def load_kernel(shared_layout, tile=(128, 64), tensor=None, multicast=None, clus
         s_a = lk.shared_tensor(shared_layout, lk.bf16, align=align)
         if shared_tile is not None:
             s_a = s_a.tile(*shared_tile)
-        full = lk.mbarrier_array(1, arrive_count=1, name="full")
+        full = lk.sm90.mbarrier_array(1, arrive_count=1, name="full")
         with lk.if_(lk.thread_id() < 1):
-            lk.mbarrier_init(full)
-            lk.fence_mbarrier_init()
+            lk.sm90.mbarrier_init(full)
+            lk.sm90.fence_mbarrier_init()
         lk.barrier()
         src = A.tile(tile, (0, 0))
         if partition:
             src = src.partition(lk.tv_layout(Layout((128, 1)), Layout((1, 64))))
         with lk.if_(lk.thread_id() < 1):        # one thread arms full[0] (count 1) and loads
             if scope:
-                with lk.expect_tx(full[0]):
-                    lk.tma_load(s_a, src, full[0], multicast=multicast)  # THE LOAD
+                with lk.sm90.expect_tx(full[0]):
+                    lk.sm90.tma_load(s_a, src, full[0], multicast=multicast)  # THE LOAD
             else:
-                lk.tma_load(s_a, src, full[0])  # UNSCOPED LOAD
-        lk.mbarrier_wait(full[0], 0)
+                lk.sm90.tma_load(s_a, src, full[0])  # UNSCOPED LOAD
+        lk.sm90.mbarrier_wait(full[0], 0)
     return k
 
 
-def error_of(kernel, *args, kind=lk.TmaError):
+def error_of(kernel, *args, kind=lk.sm90.TmaError):
     with pytest.raises(kind) as info:
         kernel.ir(*args)
     return info.value
@@ -146,7 +146,7 @@ def test_unaligned_pointer_is_refused():
 def test_load_outside_an_expect_tx_scope():
     k = load_kernel(Layout((128, 64), (64, 1)), scope=False)
     err = error_of(k, BF16, 1000, 1024, kind=lk.TraceError)
-    assert "completes on full[0], but no lk.expect_tx(full[0]) scope is open" in str(err)
+    assert "completes on full[0], but no lk.sm90.expect_tx(full[0]) scope is open" in str(err)
     assert_at(err, "# UNSCOPED LOAD")
 
 
@@ -193,7 +193,7 @@ def test_multicast_slice_must_divide_the_box():
 
 @lk.kernel(num_warps=1)
 def bad_wait(c: BF16):
-    lk.tma_store_wait(-1)  # BAD WAIT
+    lk.sm90.tma_store_wait(-1)  # BAD WAIT
 
 
 def test_store_wait_count_is_checked():
@@ -206,7 +206,7 @@ def test_store_wait_count_is_checked():
 def mixed_dtypes(c: lk.Pointer[lk.f32], M: lk.i32):
     C = lk.global_tensor(c, Layout((M, 64), (64, 1)))
     s_c = lk.shared_tensor(Layout((32, 64), (64, 1)), lk.bf16)
-    lk.tma_store(C.tile((32, 64), (0, 0)), s_c)  # MIXED STORE
+    lk.sm90.tma_store(C.tile((32, 64), (0, 0)), s_c)  # MIXED STORE
 
 
 def test_store_dtypes_must_match():

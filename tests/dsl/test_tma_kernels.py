@@ -48,16 +48,16 @@ def tma_round_trip(a: BF16, out: BF16, c: BF16, pad: BF16, M: lk.i32, K: lk.i32,
     Out = lk.global_tensor(out, Layout((M, K), (K, 1)))
     Pad = lk.global_tensor(pad, Layout((PM, PK), (PK, 1)))
     s_a = lk.shared_tensor(layout, lk.bf16, name="s_a", align=128)
-    full = lk.mbarrier_array(1, arrive_count=1, name="full")
+    full = lk.sm90.mbarrier_array(1, arrive_count=1, name="full")
     with _first_thread():
-        lk.mbarrier_init(full)
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(full)
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
     m, k = lk.block_id(0), lk.block_id(1)
     with _first_thread():
-        with lk.expect_tx(full[0]):
-            lk.tma_load(s_a, A.tile(tile, (m, k)), full[0])
-    lk.mbarrier_wait(full[0], 0)
+        with lk.sm90.expect_tx(full[0]):
+            lk.sm90.tma_load(s_a, A.tile(tile, (m, k)), full[0])
+    lk.sm90.mbarrier_wait(full[0], 0)
     width = min(tile[1], 64)
     tv, sub = reader_tv(width), (THREADS * 8 // width, width)
     for i in range(tile[0] // sub[0]):
@@ -66,9 +66,9 @@ def tma_round_trip(a: BF16, out: BF16, c: BF16, pad: BF16, M: lk.i32, K: lk.i32,
             lk.store(Out.tile(tile, (m, k)).tile(sub, (i, j)).partition(tv), values)
             lk.store(Pad.tile(tile, (m, k)).tile(sub, (i, j)).partition(tv), values)
     with _first_thread():
-        lk.tma_store(C.tile(tile, (m, k)), s_a)
-        lk.tma_store_commit()
-        lk.tma_store_wait(0)
+        lk.sm90.tma_store(C.tile(tile, (m, k)), s_a)
+        lk.sm90.tma_store_commit()
+        lk.sm90.tma_store_wait(0)
 
 
 @lk.kernel(num_warps=THREADS // 32, cluster=(2, 1, 1))
@@ -80,23 +80,23 @@ def tma_multicast(a: BF16, out: BF16, M: lk.i32, K: lk.i32, TILES_M: lk.i32):
     Out = lk.global_tensor(out, Layout((2 * 128 * TILES_M, K), (K, 1)))
     s_a = lk.shared_tensor(ComposedLayout(Swizzle(3, 3, 3), 0, Layout((128, 64), (64, 1))),
                            lk.bf16, name="s_a")
-    full = lk.mbarrier_array(1, arrive_count=1, name="full")
+    full = lk.sm90.mbarrier_array(1, arrive_count=1, name="full")
     with _first_thread():
-        lk.mbarrier_init(full)
-        lk.fence_mbarrier_init()
-    lk.cluster_sync()                       # the peer's barrier is initialised before we issue
-    m, k = lk.cluster_id(0), lk.block_id(1)
+        lk.sm90.mbarrier_init(full)
+        lk.sm90.fence_mbarrier_init()
+    lk.sm90.cluster_sync()                       # the peer's barrier is initialised before we issue
+    m, k = lk.sm90.cluster_id(0), lk.block_id(1)
     with _first_thread():
-        with lk.expect_tx(full[0]):
-            lk.tma_load(s_a, A.tile((128, 64), (m, k)), full[0], multicast="x")
-    lk.mbarrier_wait(full[0], 0)
+        with lk.sm90.expect_tx(full[0]):
+            lk.sm90.tma_load(s_a, A.tile((128, 64), (m, k)), full[0], multicast="x")
+    lk.sm90.mbarrier_wait(full[0], 0)
     tv = reader_tv()
-    rank = lk.block_rank_in_cluster()
+    rank = lk.sm90.block_rank_in_cluster()
     mine = Out.tile((128, 64), (rank * TILES_M + m, k))
     for i in range(128 // 16):
         lk.store(mine.tile((16, 64), (i, 0)).partition(tv),
                  lk.load(s_a.tile((16, 64), (i, 0)).partition(tv)))
-    lk.cluster_sync()                       # no CTA exits while its peer may still write to it
+    lk.sm90.cluster_sync()                       # no CTA exits while its peer may still write to it
 
 
 def ops_named(fn, name: str) -> list:
@@ -168,13 +168,13 @@ def test_store_wait_variants_lower_to_bulk_group_waits():
     def k(c: BF16, M: lk.i32):
         C = lk.global_tensor(c, Layout((M, 64), (64, 1)))
         s_c = lk.shared_tensor(Layout((32, 64), (64, 1)), lk.bf16, align=128)
-        lk.fence_proxy_async()
+        lk.sm90.fence_proxy_async()
         lk.barrier()
         with _first_thread():
-            lk.tma_store(C.tile((32, 64), (lk.block_id(0), 0)), s_c)
-            lk.tma_store_commit()
-            lk.tma_store_wait(1)
-            lk.tma_store_wait(0, writes=True)
+            lk.sm90.tma_store(C.tile((32, 64), (lk.block_id(0), 0)), s_c)
+            lk.sm90.tma_store_commit()
+            lk.sm90.tma_store_wait(1)
+            lk.sm90.tma_store_wait(0, writes=True)
     with lk.protocol_check_skipped():       # s_c is never written: lowering only
         text = k.ptx(BF16, 1000)
         k.specialize(BF16, 1000).cubin      # ptxas takes it
@@ -187,21 +187,21 @@ def ring_loads(a: BF16, M: lk.i32, K: lk.i32):
     A = lk.global_tensor(a, Layout((M, K), (K, 1)))
     ring = lk.shared_tensor(ComposedLayout(Swizzle(3, 3, 3), 0,
                                            Layout((128, 64, 4), (64, 1, 8192))), lk.bf16)
-    full = lk.mbarrier_array(4, arrive_count=1, name="full")
-    empty = lk.mbarrier_array(4, arrive_count=128, name="empty")
+    full = lk.sm90.mbarrier_array(4, arrive_count=1, name="full")
+    empty = lk.sm90.mbarrier_array(4, arrive_count=128, name="empty")
     with _first_thread():
-        lk.mbarrier_init(full, empty)
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(full, empty)
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
     for kk in lk.range(0, K // 64):
-        p, c = lk.producer_state(kk, 4), lk.consumer_state(kk, 4)
+        p, c = lk.sm90.producer_state(kk, 4), lk.sm90.consumer_state(kk, 4)
         with _first_thread():
-            lk.mbarrier_wait(empty[p.stage], p.phase)
-            with lk.expect_tx(full[p.stage]):
-                lk.tma_load(ring[:, :, p.stage], A.tile((128, 64), (lk.block_id(0), kk)),
+            lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
+            with lk.sm90.expect_tx(full[p.stage]):
+                lk.sm90.tma_load(ring[:, :, p.stage], A.tile((128, 64), (lk.block_id(0), kk)),
                             full[p.stage])
-        lk.mbarrier_wait(full[c.stage], c.phase)
-        lk.mbarrier_arrive(empty[c.stage])
+        lk.sm90.mbarrier_wait(full[c.stage], c.phase)
+        lk.sm90.mbarrier_arrive(empty[c.stage])
 
 
 def test_a_ring_stage_chosen_at_run_time_is_a_tma_destination():

@@ -99,8 +99,8 @@ def _sm80(body):
     return lk.kernel(num_warps=4, target="sm_80")(body)
 
 
-@pytest.mark.parametrize("call, op", [(lambda: lk.tma_store_commit(), "tma_store_commit"),
-                                      (lambda: lk.wgmma_fence(), "wgmma_fence")])
+@pytest.mark.parametrize("call, op", [(lambda: lk.sm90.tma_store_commit(), "tma_store_commit"),
+                                      (lambda: lk.sm90.wgmma_fence(), "wgmma_fence")])
 def test_an_sm80_kernel_may_not_use_them(call, op):
     def body(x: lk.Pointer[lk.f32]):
         call()
@@ -113,14 +113,14 @@ def test_the_pending_group_limits_are_the_ptx_layers():
     limit = isa_wgmma.MAX_PENDING_GROUPS
 
     def wait(x: lk.Pointer[lk.f32], N: lk.constexpr):
-        lk.wgmma_wait(N)
+        lk.sm90.wgmma_wait(N)
     k = lk.kernel(num_warps=4)(wait)
     assert f"wgmma.wait_group.sync.aligned {limit};" in k.ptx(lk.Pointer[lk.f32], limit)
     with pytest.raises(lk.TraceError, match=f"pending is a Python int in 0..{limit} "):
         k.ir(lk.Pointer[lk.f32], limit + 1)
 
     def bulk_wait(x: lk.Pointer[lk.f32], N: lk.constexpr):
-        lk.tma_store_wait(N)
+        lk.sm90.tma_store_wait(N)
     k = lk.kernel(num_warps=1)(bulk_wait)
     top = isa_tma.MAX_PENDING_BULK_GROUPS
     assert f"cp.async.bulk.wait_group.read {top};" in k.ptx(lk.Pointer[lk.f32], top)
@@ -130,7 +130,7 @@ def test_the_pending_group_limits_are_the_ptx_layers():
 
 def test_the_verifier_checks_the_same_wgmma_limit():
     def wait(x: lk.Pointer[lk.f32]):
-        lk.wgmma_wait(1)
+        lk.sm90.wgmma_wait(1)
     fn = lk.kernel(num_warps=4)(wait).ir(lk.Pointer[lk.f32])
     op = next(op for op in fn.body.ops if op.name == "wgmma_wait")
     op.attrs["pending"] = isa_wgmma.MAX_PENDING_GROUPS + 1
@@ -151,12 +151,12 @@ def test_an_undefined_accumulator_carried_by_a_loop_lowers():
 def _undef_in_a_loop(c: lk.Pointer[lk.f32], K: lk.i32):
     swizzled = ComposedLayout(Swizzle(3, 3, 3), 0, Layout((64, 64), (64, 1)))
     s = lk.shared_tensor(swizzled, lk.bf16, name="s")
-    loop = lk.range(0, K, carry=(lk.wgmma_accumulator(64),))
+    loop = lk.range(0, K, carry=(lk.sm90.wgmma_accumulator(64),))
     for k, (acc,) in loop:
-        lk.wgmma_fence()
-        acc = lk.wgmma(acc, s, s, accumulate=k > 0)
-        lk.wgmma_commit()
-        lk.wgmma_wait(0)
+        lk.sm90.wgmma_fence()
+        acc = lk.sm90.wgmma(acc, s, s, accumulate=k > 0)
+        lk.sm90.wgmma_commit()
+        lk.sm90.wgmma_wait(0)
         loop.next(acc)
     (acc,) = loop.results
     lk.store(lk.global_tensor(c, Layout((64, 64), (64, 1))).partition(acc.layout), acc)

@@ -49,7 +49,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_descriptor_fields_match_the_hand_computed_canonical_form(case):
     _, role, layout, rows, block, major, mode, lbo, sbo, starts = case
-    op = shared_operand("lk.wgmma", role, tile(layout), rows, block)
+    op = shared_operand("lk.sm90.wgmma", role, tile(layout), rows, block)
     assert (op.major, op.mode, op.lbo, op.sbo) == (major, mode, lbo, sbo)
     got = [2 * start for b, j, start in op.starts if b == 0]
     assert got == starts
@@ -57,7 +57,7 @@ def test_descriptor_fields_match_the_hand_computed_canonical_form(case):
 
 
 def test_m128_a_tile_has_one_start_per_block_and_k_step():
-    op = shared_operand("lk.wgmma", "A", tile(sw(3, Layout((128, 64), (64, 1)))), 128, 64)
+    op = shared_operand("lk.sm90.wgmma", "A", tile(sw(3, Layout((128, 64), (64, 1)))), 128, 64)
     assert [(b, j, 2 * s) for b, j, s in op.starts] == [
         (0, 0, 0), (1, 0, 8192), (0, 1, 32), (1, 1, 8224), (0, 2, 64), (1, 2, 8256),
         (0, 3, 96), (1, 3, 8288)]
@@ -68,7 +68,7 @@ def test_a_ring_stage_is_a_whole_swizzle_period_away():
     s = sympy.Symbol("s", integer=True, nonnegative=True)
     ring = tile(sw(3, Layout((64, 64, 4), (64, 1, 4096))))
     stage = ring.tile((64, 64, 1), (0, 0, s))
-    op = shared_operand("lk.wgmma", "A", stage, 64, 64)
+    op = shared_operand("lk.sm90.wgmma", "A", stage, 64, 64)
     assert (op.lbo, op.sbo) == (16, 1024) and op.layout.shape == (64, 64)
 
 
@@ -88,7 +88,7 @@ def test_descriptor_constants_in_the_ptx():
 # ---- refusals ----------------------------------------------------------------------------------
 def refused(role, tensor, rows, block, kdim=None):
     with pytest.raises(lk.DSLError) as info:
-        shared_operand("lk.wgmma", role, tensor, rows, block, kdim)
+        shared_operand("lk.sm90.wgmma", role, tensor, rows, block, kdim)
     return str(info.value)
 
 

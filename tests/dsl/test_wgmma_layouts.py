@@ -33,7 +33,7 @@ def coordinate(tv: lk.TVLayout, t: int, v: int):
 
 @pytest.mark.parametrize("n", [8, 16, 64, 136, 256])
 def test_accumulator_layout_is_the_ptx_figure(n):
-    tv = lk.wgmma_accumulator_layout(n)
+    tv = lk.sm90.wgmma_accumulator_layout(n)
     assert tv.tile == (64, n) and tv.num_threads == 128 and tv.num_values == n // 2
     for T in range(128):
         for i in range(n // 2):
@@ -41,7 +41,7 @@ def test_accumulator_layout_is_the_ptx_figure(n):
 
 
 def test_stacked_blocks_are_consecutive_instructions():
-    tv = lk.wgmma_accumulator_layout(32, m=128)
+    tv = lk.sm90.wgmma_accumulator_layout(32, m=128)
     assert tv.tile == (128, 32) and tv.num_values == 32
     for T in range(128):
         for i in range(32):
@@ -52,7 +52,7 @@ def test_stacked_blocks_are_consecutive_instructions():
 
 def test_a_fragment_is_the_ptx_figure_per_k_step():
     k = 48
-    tv = lk.wgmma_a_layout(k)
+    tv = lk.sm90.wgmma_a_layout(k)
     assert tv.tile == (64, k) and tv.num_values == 8 * (k // 16)
     for T in range(128):
         for j in range(k // 16):                # values 8j..8j+7 are the step's a0..a3 pairs
@@ -64,13 +64,13 @@ def test_a_fragment_is_the_ptx_figure_per_k_step():
 
 @pytest.mark.parametrize("n, m", [(16, 64), (64, 64), (128, 128), (256, 64)])
 def test_accumulator_of_n_columns_is_the_a_fragment_of_k_n(n, m):
-    acc, frag = lk.wgmma_accumulator_layout(n, m), lk.wgmma_a_layout(n, m)
+    acc, frag = lk.sm90.wgmma_accumulator_layout(n, m), lk.sm90.wgmma_a_layout(n, m)
     assert same_function(acc, frag)
     assert (index_table(acc.layout) == index_table(frag.layout)).all()
 
 
 def test_same_function_sees_through_representation_and_catches_differences():
-    acc = lk.wgmma_accumulator_layout(16)
+    acc = lk.sm90.wgmma_accumulator_layout(16)
     blocked = lk.TVLayout(acc.tile, lk.tv_layout(Layout(128), Layout(8)).layout)
     assert not same_function(acc, blocked)
     nested = Layout(((4, (8, 4)), (2, (2, 2))), ((128, (1, 16)), (64, (8, 512))))
@@ -79,8 +79,8 @@ def test_same_function_sees_through_representation_and_catches_differences():
 
 
 def test_warpgroup_stack_moves_each_warpgroup_down_by_its_tile():
-    acc = lk.wgmma_accumulator_layout(64)
-    stacked = lk.warpgroup_stack(acc, 3)
+    acc = lk.sm90.wgmma_accumulator_layout(64)
+    stacked = lk.sm90.warpgroup_stack(acc, 3)
     assert stacked.tile == (192, 64) and stacked.num_threads == 384
     for T in range(384):
         for i in range(0, 32, 5):
@@ -90,11 +90,11 @@ def test_warpgroup_stack_moves_each_warpgroup_down_by_its_tile():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: lk.wgmma_accumulator_layout(12), "n is 8..256 in steps of 8, got 12"),
-    (lambda: lk.wgmma_accumulator_layout(264), "got 264"),
-    (lambda: lk.wgmma_accumulator_layout(64, m=96), "positive multiple of 64"),
-    (lambda: lk.wgmma_a_layout(24), "k is a positive multiple of 16"),
-    (lambda: lk.warpgroup_stack(lk.wgmma_accumulator_layout(8), 0), "positive int"),
+    (lambda: lk.sm90.wgmma_accumulator_layout(12), "n is 8..256 in steps of 8, got 12"),
+    (lambda: lk.sm90.wgmma_accumulator_layout(264), "got 264"),
+    (lambda: lk.sm90.wgmma_accumulator_layout(64, m=96), "positive multiple of 64"),
+    (lambda: lk.sm90.wgmma_a_layout(24), "k is a positive multiple of 16"),
+    (lambda: lk.sm90.warpgroup_stack(lk.sm90.wgmma_accumulator_layout(8), 0), "positive int"),
 ])
 def test_bad_shapes_name_the_rule(call, message):
     with pytest.raises(lk.TraceError, match=message):

@@ -1,6 +1,6 @@
 """wgmma kernels shared by the CPU tests (PTX, SASS, descriptors) and the GPU tests
 (tests/gpu/test_dsl_wgmma_gpu.py). Shared tiles are filled with plain DSL loads/stores (no TMA),
-then `lk.fence_proxy_async()` + `lk.barrier()` make them visible to wgmma (async proxy)."""
+then `lk.sm90.fence_proxy_async()` + `lk.barrier()` make them visible to wgmma (async proxy)."""
 import layoutkit.dsl as lk
 from layoutkit.algebra import ComposedLayout, Layout, Swizzle
 
@@ -51,17 +51,17 @@ def ss_gemm(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.f32
         sB = lk.shared_tensor(kn_tile(N), lk.bf16)
         B = lk.global_tensor(b, Layout((K, N), (N, 1)))
         b_tile, b_tv, b_view = (lambda kt: B.tile((BK, N), (kt, 0))), cols_tv(N), sB.T
-    acc = lk.wgmma_accumulator(N, M)
+    acc = lk.sm90.wgmma_accumulator(N, M)
     loop = lk.range(0, K // BK, carry=(acc,))
     for kt, (acc,) in loop:
         fill(sA, A.tile((M, BK), (0, kt)), rows_tv(M))
         fill(sB, b_tile(kt), b_tv)
-        lk.fence_proxy_async()
+        lk.sm90.fence_proxy_async()
         lk.barrier()
-        lk.wgmma_fence()
-        acc = lk.wgmma(acc, sA, b_view, accumulate=kt > 0)
-        lk.wgmma_commit()
-        lk.wgmma_wait(0)
+        lk.sm90.wgmma_fence()
+        acc = lk.sm90.wgmma(acc, sA, b_view, accumulate=kt > 0)
+        lk.sm90.wgmma_commit()
+        lk.sm90.wgmma_wait(0)
         lk.barrier()                       # every warp is done with the tiles before refilling
         loop.next(acc)
     (acc,) = loop.results
@@ -82,18 +82,18 @@ def attention_tile(q: lk.Pointer[lk.bf16], k: lk.Pointer[lk.bf16], v: lk.Pointer
     fill(sK, lk.global_tensor(k, Layout((N, 64), (64, 1))), rows_tv(N))
     fill(sV, lk.global_tensor(v, Layout((N, 64), (64, 1))), cols_tv(64) if N == BK else
          lk.TVLayout((N, 64), Layout(((8, 16), (8, N // 16)), ((N * 8, 1), (N, 16)))))
-    lk.fence_proxy_async()
+    lk.sm90.fence_proxy_async()
     lk.barrier()
-    lk.wgmma_fence()
-    scores = lk.wgmma(lk.wgmma_accumulator(N), sQ, sK, accumulate=False)
-    lk.wgmma_commit()
-    lk.wgmma_wait(0)
+    lk.sm90.wgmma_fence()
+    scores = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(N), sQ, sK, accumulate=False)
+    lk.sm90.wgmma_commit()
+    lk.sm90.wgmma_wait(0)
     lk.store(lk.global_tensor(s, Layout((64, N), (N, 1))).partition(scores.layout), scores)
     p = lk.cast(scores, lk.bf16)                  # the A fragment of P @ V (same TV layout)
-    lk.wgmma_fence()
-    out = lk.wgmma(lk.wgmma_accumulator(64), p, sV.T, accumulate=False)
-    lk.wgmma_commit()
-    lk.wgmma_wait(0)
+    lk.sm90.wgmma_fence()
+    out = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(64), p, sV.T, accumulate=False)
+    lk.sm90.wgmma_commit()
+    lk.sm90.wgmma_wait(0)
     lk.store(lk.global_tensor(o, Layout((64, 64), (64, 1))).partition(out.layout), out)
 
 
@@ -106,19 +106,19 @@ def consumer_mainloop(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Poin
     nothing: this kernel checks code generation, not data.)"""
     sA = lk.shared_tensor(k_major_tile(128), lk.bf16)
     sB = lk.shared_tensor(k_major_tile(256), lk.bf16)
-    with lk.warp_role("producer", warpgroups=(0,), registers=24):
+    with lk.sm90.warp_role("producer", warpgroups=(0,), registers=24):
         pass
-    with lk.warp_role("consumer", warpgroups=(1, 2), registers=240):
-        wg = lk.warpgroup_id() - 1
-        acc = lk.wgmma_accumulator(256)
+    with lk.sm90.warp_role("consumer", warpgroups=(1, 2), registers=240):
+        wg = lk.sm90.warpgroup_id() - 1
+        acc = lk.sm90.wgmma_accumulator(256)
         loop = lk.range(0, K // BK, carry=(acc,))
         for kt, (acc,) in loop:
-            lk.wgmma_fence()
-            acc = lk.wgmma(acc, sA.tile((64, BK), (wg, 0)), sB, accumulate=kt > 0)
-            lk.wgmma_commit()
-            lk.wgmma_wait(0)
+            lk.sm90.wgmma_fence()
+            acc = lk.sm90.wgmma(acc, sA.tile((64, BK), (wg, 0)), sB, accumulate=kt > 0)
+            lk.sm90.wgmma_commit()
+            lk.sm90.wgmma_wait(0)
             loop.next(acc)
         (acc,) = loop.results
-        stacked = lk.warpgroup_stack(acc.layout, 3)
+        stacked = lk.sm90.warpgroup_stack(acc.layout, 3)
         C = lk.global_tensor(c, Layout((192, 256), (256, 1)))
         lk.store(C.partition(stacked), lk.RegisterTensor(lk.f32, stacked, acc.values))

@@ -12,16 +12,16 @@ THREADS = 128
 
 
 def data_dependent_arrive_body(flags: lk.Pointer[lk.i32], n: lk.i32):
-    ready = lk.mbarrier_array(1, THREADS, name="ready")
+    ready = lk.sm90.mbarrier_array(1, THREADS, name="ready")
     with lk.if_(lk.eq(lk.thread_id(), 0)):
-        lk.mbarrier_init(ready)
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(ready)
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
     tv = lk.tv_layout(Layout(THREADS), Layout(1))
     flag = lk.load(lk.global_tensor(flags, Layout(THREADS)).partition(tv))
     with lk.if_(lk.Scalar((flag > 0).values[0])):                     # DATA BRANCH
-        lk.mbarrier_arrive(ready[0])
-    lk.mbarrier_wait(ready[0], 0)                                     # DATA WAIT
+        lk.sm90.mbarrier_arrive(ready[0])
+    lk.sm90.mbarrier_wait(ready[0], 0)                                     # DATA WAIT
 
 
 data_dependent_arrive = lk.kernel(data_dependent_arrive_body, num_warps=4, debug=True)

@@ -22,19 +22,19 @@ def ring_tile(stages=STAGES):
 
 
 def barriers(full_count=1, empty_count=128):
-    full = lk.mbarrier_array(STAGES, full_count, name="full")
-    empty = lk.mbarrier_array(STAGES, empty_count, name="empty")
+    full = lk.sm90.mbarrier_array(STAGES, full_count, name="full")
+    empty = lk.sm90.mbarrier_array(STAGES, empty_count, name="empty")
     with lk.if_(lk.eq(lk.thread_id(), 0)):
-        lk.mbarrier_init(full, empty)                                 # INIT
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(full, empty)                                 # INIT
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
     return full, empty
 
 
 def load_stage(sA, sB, A, B, full, stage, k):
-    with lk.elect_one(), lk.expect_tx(full[stage]):                   # EXPECT
-        lk.tma_load(sA[:, :, stage], A.tile((TILE, TILE), (0, k)), full[stage])   # LOAD A
-        lk.tma_load(sB[:, :, stage], B.tile((TILE, TILE), (0, k)), full[stage])   # LOAD B
+    with lk.sm90.elect_one(), lk.sm90.expect_tx(full[stage]):                   # EXPECT
+        lk.sm90.tma_load(sA[:, :, stage], A.tile((TILE, TILE), (0, k)), full[stage])   # LOAD A
+        lk.sm90.tma_load(sB[:, :, stage], B.tile((TILE, TILE), (0, k)), full[stage])   # LOAD B
 
 
 def gemm(release_before_wait=False, producer_warps_all=False, skip_b=False):
@@ -45,35 +45,35 @@ def gemm(release_before_wait=False, producer_warps_all=False, skip_b=False):
         sA = lk.shared_tensor(ring_tile(), lk.bf16, name="sA")
         sB = lk.shared_tensor(ring_tile(), lk.bf16, name="sB")
         full, empty = barriers()
-        with lk.warp_role("producer", warpgroups=0, registers=40):
+        with lk.sm90.warp_role("producer", warpgroups=0, registers=40):
             with lk.if_(lk.eq(lk.warp_id(), 0)):
                 for i in lk.range(0, k_tiles):                        # TMA LOOP
-                    p = lk.producer_state(i, STAGES)
-                    lk.mbarrier_wait(empty[p.stage], p.phase)         # TMA WAIT
+                    p = lk.sm90.producer_state(i, STAGES)
+                    lk.sm90.mbarrier_wait(empty[p.stage], p.phase)         # TMA WAIT
                     if skip_b:
-                        with lk.elect_one(), lk.expect_tx(full[p.stage]):  # M1
-                            lk.tma_load(sA[:, :, p.stage], A.tile((TILE, TILE), (0, i)),
+                        with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):  # M1
+                            lk.sm90.tma_load(sA[:, :, p.stage], A.tile((TILE, TILE), (0, i)),
                                         full[p.stage])
                             with lk.if_(lk.eq(lk.lane_id(), 1)):      # NEVER TRUE
-                                lk.tma_load(sB[:, :, p.stage], B.tile((TILE, TILE), (0, i)),
+                                lk.sm90.tma_load(sB[:, :, p.stage], B.tile((TILE, TILE), (0, i)),
                                             full[p.stage])
                     else:
                         load_stage(sA, sB, A, B, full, p.stage, i)
-        with lk.warp_role("consumer", warpgroups=1, registers=232):
-            loop = lk.range(0, k_tiles, carry=(lk.wgmma_accumulator(TILE),))
+        with lk.sm90.warp_role("consumer", warpgroups=1, registers=232):
+            loop = lk.range(0, k_tiles, carry=(lk.sm90.wgmma_accumulator(TILE),))
             for i, (acc,) in loop:                                    # MMA LOOP
-                c = lk.consumer_state(i, STAGES)
-                lk.mbarrier_wait(full[c.stage], c.phase)              # MMA WAIT
-                lk.wgmma_fence()
-                acc = lk.wgmma(acc, sA[:, :, c.stage], sB[:, :, c.stage],   # WGMMA
+                c = lk.sm90.consumer_state(i, STAGES)
+                lk.sm90.mbarrier_wait(full[c.stage], c.phase)              # MMA WAIT
+                lk.sm90.wgmma_fence()
+                acc = lk.sm90.wgmma(acc, sA[:, :, c.stage], sB[:, :, c.stage],   # WGMMA
                                accumulate=i > 0)
-                lk.wgmma_commit()
+                lk.sm90.wgmma_commit()
                 if release_before_wait:
-                    lk.mbarrier_arrive(empty[c.stage])                # EARLY RELEASE
-                    lk.wgmma_wait(0)
+                    lk.sm90.mbarrier_arrive(empty[c.stage])                # EARLY RELEASE
+                    lk.sm90.wgmma_wait(0)
                 else:
-                    lk.wgmma_wait(0)
-                    lk.mbarrier_arrive(empty[c.stage])
+                    lk.sm90.wgmma_wait(0)
+                    lk.sm90.mbarrier_arrive(empty[c.stage])
                 loop.next(acc)
     return k
 
@@ -93,10 +93,10 @@ def test_release_of_a_slot_before_the_wgmma_reading_it_retires():
           " - wgmma overwrite: role 'consumer' (threads 128-255) releases empty[0] at line "
           f"{L('# EARLY RELEASE')} (iteration 0 of the lk.range at line {L('# MMA LOOP')}) "
           f"while the wgmma at line {L('# WGMMA')} (iteration 0 of the lk.range at line "
-          f"{L('# MMA LOOP')}) reading sA bytes 0..8191 may still run (no lk.wgmma_wait retires "
+          f"{L('# MMA LOOP')}) reading sA bytes 0..8191 may still run (no lk.sm90.wgmma_wait retires "
           "it first), and role 'producer' (thread 0)'s TMA load into sA at line "
           f"{L('# LOAD A')} (iteration 0 of the lk.range at line {L('# TMA LOOP')}), issued "
-          "after its wait on empty[0], overwrites those bytes; lk.wgmma_wait(n) for that wgmma "
+          "after its wait on empty[0], overwrites those bytes; lk.sm90.wgmma_wait(n) for that wgmma "
           "before the arrive")
 
 
@@ -126,15 +126,15 @@ def test_expect_tx_armed_by_every_thread():
         A = lk.global_tensor(a, Layout((TILE, TILE * k_tiles), (TILE * k_tiles, 1)))
         sA = lk.shared_tensor(ring_tile(), lk.bf16, name="sA")
         full, empty = barriers()
-        with lk.expect_tx(full[0]):                                   # ALL ARM
-            lk.tma_load(sA[:, :, 0], A.tile((TILE, TILE), (0, 0)), full[0])
-        lk.mbarrier_wait(full[0], 0)  # M2
+        with lk.sm90.expect_tx(full[0]):                                   # ALL ARM
+            lk.sm90.tma_load(sA[:, :, 0], A.tile((TILE, TILE), (0, 0)), full[0])
+        lk.sm90.mbarrier_wait(full[0], 0)  # M2
     check(protocol_error(k, 4), __file__, "# ALL ARM",
           "kernel k: the static protocol check found 2 errors:\n "
           " - arrive count: threads 0-127 arrives 128 time(s) on full[0] at line "
           f"{L('# ALL ARM')}, but its phase 0 expects only 1 more (init count 1 at line "
           f"{L('# INIT')}; arrivals so far: none): the phase completes early and the rest "
-          "counts toward the next one; elect one thread (lk.elect_one) or init the array with "
+          "counts toward the next one; elect one thread (lk.sm90.elect_one) or init the array with "
           "the number of threads that arrive per phase\n "
           " - deadlock: every thread class left is blocked forever:\n "
           f"     threads 0-127 waits on full[0] for parity 0 at line {L('# M2')}: it completed "
@@ -150,16 +150,16 @@ def test_generic_stores_read_by_wgmma_without_a_proxy_fence():
                               lk.bf16, name="sA")
         lk.store(sA.partition(tv), lk.full(tv, 1.0, lk.bf16))         # GENERIC STORE
         lk.barrier()
-        lk.wgmma_fence()
-        acc = lk.wgmma(lk.wgmma_accumulator(TILE), sA, sA, accumulate=False)   # ASYNC READ
-        lk.wgmma_commit()
-        lk.wgmma_wait(0)
+        lk.sm90.wgmma_fence()
+        acc = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(TILE), sA, sA, accumulate=False)   # ASYNC READ
+        lk.sm90.wgmma_commit()
+        lk.sm90.wgmma_wait(0)
     check(protocol_error(k, 4), __file__, "# GENERIC STORE",
           "kernel k: the static protocol check found 1 error:\n "
           " - proxy fence: threads 0-127 writes sA bytes 0..2047 with generic stores at line "
           f"{L('# GENERIC STORE')}, and threads 0-127 reads them as a wgmma operand (async "
-          f"proxy) at line {L('# ASYNC READ')} with no lk.fence_proxy_async() by the writing "
-          "threads in between: write, lk.fence_proxy_async(), synchronise, then issue")
+          f"proxy) at line {L('# ASYNC READ')} with no lk.sm90.fence_proxy_async() by the writing "
+          "threads in between: write, lk.sm90.fence_proxy_async(), synchronise, then issue")
 
 
 def tile_store_kernel(fence=True, wait=True, overwrite=False):
@@ -171,13 +171,13 @@ def tile_store_kernel(fence=True, wait=True, overwrite=False):
                               lk.bf16, name="sC")
         lk.store(sC.partition(tv), lk.full(tv, 1.0, lk.bf16))         # C STORE
         if fence:
-            lk.fence_proxy_async()
+            lk.sm90.fence_proxy_async()
         lk.barrier()
         with lk.if_(lk.eq(lk.thread_id(), 0)):
-            lk.tma_store(C.tile((TILE, TILE), (0, 0)), sC)            # TMA STORE
-            lk.tma_store_commit()
+            lk.sm90.tma_store(C.tile((TILE, TILE), (0, 0)), sC)            # TMA STORE
+            lk.sm90.tma_store_commit()
             if wait:
-                lk.tma_store_wait(0)
+                lk.sm90.tma_store_wait(0)
         if overwrite:
             lk.store(sC.partition(tv), lk.full(tv, 2.0, lk.bf16))     # OVERWRITE
     return k
@@ -188,16 +188,16 @@ def test_generic_stores_read_by_a_tma_store_without_a_proxy_fence():
           "kernel k: the static protocol check found 1 error:\n "
           " - proxy fence: thread 0 writes sC bytes 0..2047 with generic stores at line "
           f"{L('# C STORE')}, and thread 0 reads them as a TMA store source (async proxy) at "
-          f"line {L('# TMA STORE')} with no lk.fence_proxy_async() by the writing threads in "
-          "between: write, lk.fence_proxy_async(), synchronise, then issue")
+          f"line {L('# TMA STORE')} with no lk.sm90.fence_proxy_async() by the writing threads in "
+          "between: write, lk.sm90.fence_proxy_async(), synchronise, then issue")
 
 
 def test_tma_store_still_reading_at_the_end_of_the_kernel():
     check(protocol_error(tile_store_kernel(wait=False), 4), __file__, "# TMA STORE",
           "kernel k: the static protocol check found 1 error:\n "
           " - TMA store: thread 0 reaches the end of the kernel with the TMA store at line "
-          f"{L('# TMA STORE')} still reading sC bytes 0..8191 (no lk.tma_store_commit() + "
-          "lk.tma_store_wait() covers it): the CTA's shared memory may be reused while the "
+          f"{L('# TMA STORE')} still reading sC bytes 0..8191 (no lk.sm90.tma_store_commit() + "
+          "lk.sm90.tma_store_wait() covers it): the CTA's shared memory may be reused while the "
           "store reads it")
 
 
@@ -206,25 +206,25 @@ def test_tma_store_source_overwritten_before_the_store_wait():
           "# OVERWRITE",
           "kernel k: the static protocol check found 3 errors:\n "
           f" - TMA store: thread 0 writes sC bytes 0..2047 at line {L('# OVERWRITE')} while the "
-          f"TMA store at line {L('# TMA STORE')} may still read them: lk.tma_store_commit() and "
-          "lk.tma_store_wait() before overwriting a store's source\n "
+          f"TMA store at line {L('# TMA STORE')} may still read them: lk.sm90.tma_store_commit() and "
+          "lk.sm90.tma_store_wait() before overwriting a store's source\n "
           " - TMA store: thread 0 reaches the end of the kernel with the TMA store at line "
-          f"{L('# TMA STORE')} still reading sC bytes 0..8191 (no lk.tma_store_commit() + "
-          "lk.tma_store_wait() covers it): the CTA's shared memory may be reused while the "
+          f"{L('# TMA STORE')} still reading sC bytes 0..8191 (no lk.sm90.tma_store_commit() + "
+          "lk.sm90.tma_store_wait() covers it): the CTA's shared memory may be reused while the "
           "store reads it\n "
           " - proxy fence: threads 1-127 writes sC bytes 0..2047 with generic stores at line "
           f"{L('# OVERWRITE')}, and thread 0 reads them as a TMA store source (async proxy) at "
-          f"line {L('# TMA STORE')} with no lk.fence_proxy_async() by the writing threads in "
-          "between: write, lk.fence_proxy_async(), synchronise, then issue")
+          f"line {L('# TMA STORE')} with no lk.sm90.fence_proxy_async() by the writing threads in "
+          "between: write, lk.sm90.fence_proxy_async(), synchronise, then issue")
 
 
 def roles_with_named_barrier(producer_count, consumer_count):
     def k(a: BF16, b: BF16, k_tiles: lk.i32):
-        with lk.warp_role("producer", warpgroups=0, registers=40):
+        with lk.sm90.warp_role("producer", warpgroups=0, registers=40):
             with lk.if_(lk.eq(lk.warp_id(), 0)):
-                lk.named_barrier_arrive(1, producer_count)            # NAMED ARRIVE
-        with lk.warp_role("consumer", warpgroups=(1, 2), registers=232):
-            lk.named_barrier_sync(1, consumer_count)                  # NAMED SYNC
+                lk.sm90.named_barrier_arrive(1, producer_count)            # NAMED ARRIVE
+        with lk.sm90.warp_role("consumer", warpgroups=(1, 2), registers=232):
+            lk.sm90.named_barrier_sync(1, consumer_count)                  # NAMED SYNC
     return k
 
 
@@ -252,18 +252,18 @@ def test_named_barrier_count_larger_than_its_threads():
 
 def cluster_kernel(sync_after_init=True, fence=True):
     def k(a: BF16, b: BF16, k_tiles: lk.i32):
-        ready = lk.mbarrier_array(1, 1, name="ready")
+        ready = lk.sm90.mbarrier_array(1, 1, name="ready")
         with lk.if_(lk.eq(lk.thread_id(), 0)):
-            lk.mbarrier_init(ready)                                   # CLUSTER INIT
+            lk.sm90.mbarrier_init(ready)                                   # CLUSTER INIT
             if fence:
-                lk.fence_mbarrier_init()
+                lk.sm90.fence_mbarrier_init()
         if sync_after_init:
-            lk.cluster_sync()
-        rank = lk.block_rank_in_cluster()
+            lk.sm90.cluster_sync()
+        rank = lk.sm90.block_rank_in_cluster()
         with lk.if_(lk.eq(lk.thread_id(), 0)):
-            lk.mbarrier_arrive(ready[0], cta=(rank + 1) % 2)          # REMOTE ARRIVE
-        lk.mbarrier_wait(ready[0], 0)
-        lk.cluster_sync()
+            lk.sm90.mbarrier_arrive(ready[0], cta=(rank + 1) % 2)          # REMOTE ARRIVE
+        lk.sm90.mbarrier_wait(ready[0], 0)
+        lk.sm90.cluster_sync()
     return k
 
 
@@ -274,8 +274,8 @@ def test_remote_arrive_before_the_peer_initialised():
           "kernel k: the static protocol check found 1 error:\n "
           f" - init: CTA 0 thread 0 uses ready[0] of CTA 1 at line {L('# REMOTE ARRIVE')} "
           f"before the initialisation at line {L('# CLUSTER INIT')} is visible to it: after "
-          "lk.mbarrier_init and lk.fence_mbarrier_init(), every thread passes "
-          "lk.cluster_sync() before using the barrier")
+          "lk.sm90.mbarrier_init and lk.sm90.fence_mbarrier_init(), every thread passes "
+          "lk.sm90.cluster_sync() before using the barrier")
 
 
 def test_remote_arrive_without_fence_mbarrier_init():
@@ -284,7 +284,7 @@ def test_remote_arrive_without_fence_mbarrier_init():
           "kernel k: the static protocol check found 1 error:\n "
           " - init: CTA 0 thread 0 uses ready[0] across the cluster at line "
           f"{L('# REMOTE ARRIVE')}, but its initialisation at line {L('# CLUSTER INIT')} is not "
-          "followed by lk.fence_mbarrier_init() before the cluster barrier, so the peer CTAs "
+          "followed by lk.sm90.fence_mbarrier_init() before the cluster barrier, so the peer CTAs "
           "and the TMA unit may not see it")
 
 
@@ -293,16 +293,16 @@ def test_multicast_issued_by_one_cta_only():
         A = lk.global_tensor(a, Layout((2 * TILE, TILE), (TILE, 1)))
         sA = lk.shared_tensor(ComposedLayout(SW128, 0, Layout((2 * TILE, TILE), (TILE, 1))),
                               lk.bf16, name="sA")
-        full = lk.mbarrier_array(1, 1, name="full")
+        full = lk.sm90.mbarrier_array(1, 1, name="full")
         with lk.if_(lk.eq(lk.thread_id(), 0)):
-            lk.mbarrier_init(full)
-            lk.fence_mbarrier_init()
-        lk.cluster_sync()
-        with lk.if_(lk.eq(lk.thread_id() + lk.block_rank_in_cluster(), 0)):   # RANK 0 ONLY
-            with lk.expect_tx(full[0]):  # M3
-                lk.tma_load(sA, A.tile((2 * TILE, TILE), (0, 0)), full[0], multicast="x")
-        lk.mbarrier_wait(full[0], 0)                                  # MULTICAST WAIT
-        lk.cluster_sync()
+            lk.sm90.mbarrier_init(full)
+            lk.sm90.fence_mbarrier_init()
+        lk.sm90.cluster_sync()
+        with lk.if_(lk.eq(lk.thread_id() + lk.sm90.block_rank_in_cluster(), 0)):   # RANK 0 ONLY
+            with lk.sm90.expect_tx(full[0]):  # M3
+                lk.sm90.tma_load(sA, A.tile((2 * TILE, TILE), (0, 0)), full[0], multicast="x")
+        lk.sm90.mbarrier_wait(full[0], 0)                                  # MULTICAST WAIT
+        lk.sm90.cluster_sync()
     check(diagnose(k, BF16, BF16, 8, error=lk.ProtocolError, cluster=(2, 1, 1)), __file__,
           "# MULTICAST WAIT",
           "kernel k: the static protocol check found 1 error:\n "

@@ -1,5 +1,5 @@
 """Broken cp.async pipelines (sm_80 copies into shared memory in commit groups): reading the
-destination before the lk.cp_async_wait that retires the copy's group, or before the
+destination before the lk.sm80.cp_async_wait that retires the copy's group, or before the
 lk.barrier() that shows other threads' copies, is a ProtocolError of the static check (kind
 cp.async, layoutkit.sync.async_copy_rules) with its exact text."""
 import pytest
@@ -11,7 +11,7 @@ from ..dsl.source_lines import line_of
 from .harness import check, diagnose
 
 BF16 = lk.Pointer[lk.bf16]
-ATOMS = lk.mma_sync_layouts("m16n8k16", lk.bf16, lk.f32)
+ATOMS = lk.sm80.mma_sync_layouts("m16n8k16", lk.bf16, lk.f32)
 TILE = Layout((16, 16), (16, 1))
 # one warp copies a (16, 16) bf16 tile: lane (c, r) copies row r, columns 8c..8c+7 (16 bytes)
 COPY = lk.TVLayout((16, 16), Layout(((2, 16), 8), ((128, 1), 16)))
@@ -29,19 +29,19 @@ def copy_kernel(commit=True, wait_before_read=False, barrier=True, ldmatrix=Fals
     def k(a: BF16, c: BF16):
         s = lk.shared_tensor(TILE, lk.bf16, name="s")
         A, C = lk.global_tensor(a, TILE), lk.global_tensor(c, TILE)
-        lk.cp_async(s.partition(COPY), A.partition(COPY))             # COPY
+        lk.sm80.cp_async(s.partition(COPY), A.partition(COPY))             # COPY
         if commit:
-            lk.cp_async_commit()
+            lk.sm80.cp_async_commit()
         if wait_before_read:
-            lk.cp_async_wait(0)                                       # WAIT
+            lk.sm80.cp_async_wait(0)                                       # WAIT
             if barrier:
                 lk.barrier()
         if ldmatrix:
-            frag = lk.ldmatrix(s.partition(ATOMS.a))                  # LDMATRIX
+            frag = lk.sm80.ldmatrix(s.partition(ATOMS.a))                  # LDMATRIX
             lk.store(C.partition(ATOMS.a), frag)
         else:
             lk.store(C.partition(COPY), lk.load(s.partition(COPY)))   # READ
-        lk.cp_async_wait(0)
+        lk.sm80.cp_async_wait(0)
     return k
 
 
@@ -58,8 +58,8 @@ def test_read_of_a_cp_async_destination_before_its_wait():
     check(protocol_error(copy_kernel()), __file__, "# READ",
           "kernel k: the static protocol check found 1 error:\n"
           f"  - cp.async: threads 0-31 reads s bytes 0..511 at line {L('# READ')} while its "
-          f"cp.async at line {L('# COPY')} may still write them (no lk.cp_async_wait retires "
-          "its commit group first): lk.cp_async_commit(), lk.cp_async_wait(n) for that group, "
+          f"cp.async at line {L('# COPY')} may still write them (no lk.sm80.cp_async_wait retires "
+          "its commit group first): lk.sm80.cp_async_commit(), lk.sm80.cp_async_wait(n) for that group, "
           "then lk.barrier() before reading the destination")
 
 
@@ -68,8 +68,8 @@ def test_copy_never_committed_is_retired_by_no_wait():
           "kernel k: the static protocol check found 1 error:\n"
           f"  - cp.async: threads 0-31 reads s bytes 0..511 at line {L('# READ')} while its "
           f"cp.async at line {L('# COPY')} may still write them (its group is never committed "
-          "before the read, so no lk.cp_async_wait retires it): lk.cp_async_commit(), "
-          "lk.cp_async_wait(n) for that group, then lk.barrier() before reading the destination")
+          "before the read, so no lk.sm80.cp_async_wait retires it): lk.sm80.cp_async_commit(), "
+          "lk.sm80.cp_async_wait(n) for that group, then lk.barrier() before reading the destination")
 
 
 def test_ldmatrix_after_the_wait_without_a_barrier():
@@ -77,10 +77,10 @@ def test_ldmatrix_after_the_wait_without_a_barrier():
           __file__, "# LDMATRIX",
           "kernel k: the static protocol check found 1 error:\n"
           f"  - cp.async: threads 0-31 reads s bytes 0..511 at line {L('# LDMATRIX')} after its "
-          f"lk.cp_async_wait at line {L('# WAIT')} but before any lk.barrier(): the wait "
+          f"lk.sm80.cp_async_wait at line {L('# WAIT')} but before any lk.barrier(): the wait "
           f"completes each thread's own copies only (the cp.async at line {L('# COPY')}), and "
           "the read is a warp's ldmatrix, whose lanes receive rows that other threads copied; "
-          "lk.barrier() after lk.cp_async_wait, then read")
+          "lk.barrier() after lk.sm80.cp_async_wait, then read")
 
 
 def test_own_partition_read_after_the_wait_without_a_barrier_is_a_warning():
@@ -88,10 +88,10 @@ def test_own_partition_read_after_the_wait_without_a_barrier_is_a_warning():
         lk.Kernel(copy_kernel(wait_before_read=True, barrier=False), 1).ir(BF16, BF16)
     assert [str(w.message) for w in record] == [
         "kernel k: the static protocol check could not decide: threads 0-31 reads s bytes "
-        f"0..511 at line {L('# READ')} after its lk.cp_async_wait at line {L('# WAIT')} but "
+        f"0..511 at line {L('# READ')} after its lk.sm80.cp_async_wait at line {L('# WAIT')} but "
         "before any lk.barrier(): the wait completes each thread's own copies only (the "
         f"cp.async at line {L('# COPY')}); that each thread reads only bytes it copied itself "
-        "was not proven: lk.barrier() after lk.cp_async_wait if threads read each other's "
+        "was not proven: lk.barrier() after lk.sm80.cp_async_wait if threads read each other's "
         "copies"]
     assert record[0].lineno == L("# READ")
 
@@ -102,10 +102,10 @@ def two_warps(wait=True, barrier=False):
         s = lk.shared_tensor(TILE, lk.bf16, name="s")
         A, C = lk.global_tensor(a, TILE), lk.global_tensor(c, TILE)
         with lk.if_(lk.eq(lk.warp_id(), 0)):
-            lk.cp_async(s.partition(COPY2), A.partition(COPY2))       # WARP 0 COPY
-            lk.cp_async_commit()
+            lk.sm80.cp_async(s.partition(COPY2), A.partition(COPY2))       # WARP 0 COPY
+            lk.sm80.cp_async_commit()
             if wait:
-                lk.cp_async_wait(0)                                   # WARP 0 WAIT
+                lk.sm80.cp_async_wait(0)                                   # WARP 0 WAIT
         if barrier:
             lk.barrier()
         with lk.if_(lk.eq(lk.warp_id(), 1)):
@@ -124,7 +124,7 @@ def test_other_warp_reads_a_copy_its_issuer_never_waits_for():
           "kernel k: the static protocol check found 1 error:\n"
           f"  - cp.async: threads 32-63 reads s bytes 0..511 at line {L('# WARP 1 READ')} while "
           f"threads 0-31's cp.async at line {L('# WARP 0 COPY')} may still write them (it never "
-          "retires the copy with lk.cp_async_wait): the copying threads wait for their group, "
+          "retires the copy with lk.sm80.cp_async_wait): the copying threads wait for their group, "
           "then lk.barrier(), then other threads read")
 
 

@@ -15,12 +15,12 @@ def L(marker: str) -> int:
 
 
 def ring(full_count=128, empty_count=128, stages=STAGES):
-    full = lk.mbarrier_array(stages, full_count, name="full")
-    empty = lk.mbarrier_array(stages, empty_count, name="empty")
+    full = lk.sm90.mbarrier_array(stages, full_count, name="full")
+    empty = lk.sm90.mbarrier_array(stages, empty_count, name="empty")
     slots = lk.shared_tensor(Layout((128, stages)), lk.i32, name="slots")
     with lk.if_(lk.eq(lk.thread_id(), 0)):
-        lk.mbarrier_init(full, empty)                                 # INIT
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(full, empty)                                 # INIT
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
     return full, empty, slots
 
@@ -41,18 +41,18 @@ def protocol_error(fn):
 def test_producer_starting_at_phase_0_deadlocks():
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring()
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             for i in lk.range(0, n):                                  # P0 LOOP
-                p = lk.consumer_state(i, STAGES)                      # the bug: consumer's start
-                lk.mbarrier_wait(empty[p.stage], p.phase)             # P0 WAIT
+                p = lk.sm90.consumer_state(i, STAGES)                      # the bug: consumer's start
+                lk.sm90.mbarrier_wait(empty[p.stage], p.phase)             # P0 WAIT
                 fill(slots, p.stage, i)
-                lk.mbarrier_arrive(full[p.stage])
-        with lk.warp_role("consumer", warpgroups=1):
+                lk.sm90.mbarrier_arrive(full[p.stage])
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             for i in lk.range(0, n):                                  # P0 LOOP 2
-                c = lk.consumer_state(i, STAGES)
-                lk.mbarrier_wait(full[c.stage], c.phase)              # P0 CONSUMER
+                c = lk.sm90.consumer_state(i, STAGES)
+                lk.sm90.mbarrier_wait(full[c.stage], c.phase)              # P0 CONSUMER
                 read(slots, c.stage)
-                lk.mbarrier_arrive(empty[c.stage])
+                lk.sm90.mbarrier_arrive(empty[c.stage])
     check(protocol_error(k), __file__, "# P0 WAIT",
           "kernel k: the static protocol check found 1 error (runtime loops checked with n=5):\n"
           "  - deadlock: every thread class left is blocked forever:\n"
@@ -61,41 +61,41 @@ def test_producer_starting_at_phase_0_deadlocks():
           "it completed 0 phase(s); phase 0 has 0 of 128 arrivals (none) and 0 transaction "
           "bytes outstanding; this is the role's first wait on a free slot it then fills: a "
           "fresh barrier passes parity 1 (its phase -1), so the producer starts at phase 1 "
-          "(lk.producer_state)\n"
+          "(lk.sm90.producer_state)\n"
           f"      role 'consumer' (threads 128-255) waits on full[0] for parity 0 at line "
           f"{L('# P0 CONSUMER')} (iteration 0 of the lk.range at line {L('# P0 LOOP 2')}): "
           "it completed 0 phase(s); phase 0 has 0 of 128 arrivals (none) and 0 transaction bytes "
           "outstanding")
 
 
-def producer(full, empty, slots, n, state=lk.producer_state, trips=None):
+def producer(full, empty, slots, n, state=lk.sm90.producer_state, trips=None):
     for i in lk.range(0, n if trips is None else trips):              # PRODUCER LOOP
         p = state(i, STAGES)
-        lk.mbarrier_wait(empty[p.stage], p.phase)                     # PRODUCER WAIT
+        lk.sm90.mbarrier_wait(empty[p.stage], p.phase)                     # PRODUCER WAIT
         fill(slots, p.stage, i)
-        lk.mbarrier_arrive(full[p.stage])                             # PRODUCER ARRIVE
+        lk.sm90.mbarrier_arrive(full[p.stage])                             # PRODUCER ARRIVE
 
 
 def consumer(full, empty, slots, n, release=True):
     for i in lk.range(0, n):                                          # CONSUMER LOOP
-        c = lk.consumer_state(i, STAGES)
-        lk.mbarrier_wait(full[c.stage], c.phase)                      # CONSUMER WAIT
+        c = lk.sm90.consumer_state(i, STAGES)
+        lk.sm90.mbarrier_wait(full[c.stage], c.phase)                      # CONSUMER WAIT
         read(slots, c.stage)
         if release:
-            lk.mbarrier_arrive(empty[c.stage])                        # CONSUMER RELEASE
+            lk.sm90.mbarrier_arrive(empty[c.stage])                        # CONSUMER RELEASE
 
 
 def test_consumer_starting_at_phase_1_reads_before_the_fill():
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring()
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             producer(full, empty, slots, n)
-        with lk.warp_role("consumer", warpgroups=1):
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             for i in lk.range(0, n):  # M1
-                c = lk.producer_state(i, STAGES)                      # the bug: producer's start
-                lk.mbarrier_wait(full[c.stage], c.phase)              # RACE WAIT
+                c = lk.sm90.producer_state(i, STAGES)                      # the bug: producer's start
+                lk.sm90.mbarrier_wait(full[c.stage], c.phase)              # RACE WAIT
                 read(slots, c.stage)
-                lk.mbarrier_arrive(empty[c.stage])
+                lk.sm90.mbarrier_arrive(empty[c.stage])
     check(protocol_error(k), __file__, "# RACE WAIT",
           "kernel k: the static protocol check found 2 errors (runtime loops checked with "
           "n=5):\n "
@@ -105,7 +105,7 @@ def test_consumer_starting_at_phase_1_reads_before_the_fill():
           f"bytes 0..511 at line {L('# READ')} (iteration 0 of the lk.range at line "
           f"{L('# M1')}) can run before role 'producer' (threads 0-127) writes them (line "
           f"{L('# FILL')} (iteration 0 of the lk.range at line {L('# PRODUCER LOOP')}), "
-          "completing on full[0]); a first wait for data uses parity 0 (lk.consumer_state)\n "
+          "completing on full[0]); a first wait for data uses parity 0 (lk.sm90.consumer_state)\n "
           " - deadlock: every thread class left is blocked forever:\n "
           "     role 'producer' (threads 0-127) waits on empty[0] for parity 1 at line "
           f"{L('# PRODUCER WAIT')} (iteration 0 of the lk.range at line "
@@ -119,13 +119,13 @@ def test_consumer_starting_at_phase_1_reads_before_the_fill():
 def test_phase_that_flips_every_slot_instead_of_every_lap():
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring()
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             producer(full, empty, slots, n)
-        with lk.warp_role("consumer", warpgroups=1):
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             for i in lk.range(0, n):  # M2
-                lk.mbarrier_wait(full[i % STAGES], i % 2)             # FLIP WAIT
+                lk.sm90.mbarrier_wait(full[i % STAGES], i % 2)             # FLIP WAIT
                 read(slots, i % STAGES)
-                lk.mbarrier_arrive(empty[i % STAGES])
+                lk.sm90.mbarrier_arrive(empty[i % STAGES])
     check(protocol_error(k), __file__, "# FLIP WAIT",
           "kernel k: the static protocol check found 2 errors (runtime loops checked with "
           "n=5):\n "
@@ -134,8 +134,8 @@ def test_phase_that_flips_every_slot_instead_of_every_lap():
           f"parity of its previous wait on it at line {L('# FLIP WAIT')} (iteration 0 of the "
           f"lk.range at line {L('# M2')}), with arrivals of its own in between: each wait on a "
           "barrier is for its next phase, so the parities alternate; take stage and phase from "
-          "one ring state over a counter that advances once per slot use (lk.producer_state / "
-          "lk.consumer_state(counter, STAGES))\n "
+          "one ring state over a counter that advances once per slot use (lk.sm90.producer_state / "
+          "lk.sm90.consumer_state(counter, STAGES))\n "
           " - deadlock: every thread class left is blocked forever:\n "
           "     role 'producer' (threads 0-127) waits on empty[1] for parity 0 at line "
           f"{L('# PRODUCER WAIT')} (iteration 3 of the lk.range at line "
@@ -149,9 +149,9 @@ def test_phase_that_flips_every_slot_instead_of_every_lap():
 def test_empty_count_smaller_than_the_consumers():
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring(empty_count=64)
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             producer(full, empty, slots, n)
-        with lk.warp_role("consumer", warpgroups=1):
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             consumer(full, empty, slots, n)
     check(protocol_error(k), __file__, "# CONSUMER RELEASE",
           "kernel k: the static protocol check found 2 errors (runtime loops checked with "
@@ -160,7 +160,7 @@ def test_empty_count_smaller_than_the_consumers():
           f"at line {L('# CONSUMER RELEASE')} (iteration 0 of the lk.range at line "
           f"{L('# CONSUMER LOOP')}), but its phase 0 expects only 64 more (init count 64 at "
           f"line {L('# INIT')}; arrivals so far: none): the phase completes early and the rest "
-          "counts toward the next one; elect one thread (lk.elect_one) or init the array with "
+          "counts toward the next one; elect one thread (lk.sm90.elect_one) or init the array with "
           "the number of threads that arrive per phase\n "
           " - deadlock: every thread class left is blocked forever:\n "
           "     role 'producer' (threads 0-127) waits on empty[0] for parity 0 at line "
@@ -176,9 +176,9 @@ def test_empty_count_smaller_than_the_consumers():
 def test_empty_count_larger_than_the_consumers():
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring(empty_count=256)
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             producer(full, empty, slots, n)
-        with lk.warp_role("consumer", warpgroups=1):
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             consumer(full, empty, slots, n)
     check(protocol_error(k), __file__, "# CONSUMER RELEASE",
           "kernel k: the static protocol check found 2 errors (runtime loops checked with "
@@ -203,9 +203,9 @@ def test_empty_count_larger_than_the_consumers():
 def test_consumer_that_never_releases_a_slot():
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring()
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             producer(full, empty, slots, n)
-        with lk.warp_role("consumer", warpgroups=1):
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             consumer(full, empty, slots, n, release=False)
     check(protocol_error(k), __file__, "# PRODUCER WAIT",
           "kernel k: the static protocol check found 1 error (runtime loops checked with "
@@ -224,9 +224,9 @@ def test_consumer_that_never_releases_a_slot():
 def test_producer_one_round_short():
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring()
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             producer(full, empty, slots, n, trips=n - 1)
-        with lk.warp_role("consumer", warpgroups=1):
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             consumer(full, empty, slots, n)
     check(protocol_error(k), __file__, "# CONSUMER WAIT",
           "kernel k: the static protocol check found 1 error (runtime loops checked with "
@@ -241,14 +241,14 @@ def test_producer_one_round_short():
 def test_consumer_counter_one_ahead_of_the_producer():
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring()
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             producer(full, empty, slots, n)
-        with lk.warp_role("consumer", warpgroups=1):
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             for i in lk.range(0, n):  # M3
-                c = lk.consumer_state(i + 1, STAGES)                  # AHEAD
-                lk.mbarrier_wait(full[c.stage], c.phase)              # AHEAD WAIT
+                c = lk.sm90.consumer_state(i + 1, STAGES)                  # AHEAD
+                lk.sm90.mbarrier_wait(full[c.stage], c.phase)              # AHEAD WAIT
                 read(slots, c.stage)
-                lk.mbarrier_arrive(empty[c.stage])
+                lk.sm90.mbarrier_arrive(empty[c.stage])
     check(protocol_error(k), __file__, "# PRODUCER WAIT",
           "kernel k: the static protocol check found 1 error (runtime loops checked with "
           "n=5):\n "
@@ -265,14 +265,14 @@ def test_consumer_counter_one_ahead_of_the_producer():
 def test_producer_arriving_twice_per_slot():
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring()
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             for i in lk.range(0, n):  # M4
-                p = lk.producer_state(i, STAGES)
-                lk.mbarrier_wait(empty[p.stage], p.phase)  # M5
+                p = lk.sm90.producer_state(i, STAGES)
+                lk.sm90.mbarrier_wait(empty[p.stage], p.phase)  # M5
                 fill(slots, p.stage, i)
-                lk.mbarrier_arrive(full[p.stage])
-                lk.mbarrier_arrive(full[p.stage])                     # TWICE
-        with lk.warp_role("consumer", warpgroups=1):
+                lk.sm90.mbarrier_arrive(full[p.stage])
+                lk.sm90.mbarrier_arrive(full[p.stage])                     # TWICE
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             consumer(full, empty, slots, n)
     check(protocol_error(k), __file__, "# TWICE",
           "kernel k: the static protocol check found 2 errors (runtime loops checked with "
@@ -296,14 +296,14 @@ def test_producer_arriving_twice_per_slot():
 def test_stage_outside_the_array_at_run_time():
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring()
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             producer(full, empty, slots, n)
-        with lk.warp_role("consumer", warpgroups=1):
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             for i in lk.range(0, n):  # M6
-                c = lk.consumer_state(i, STAGES)
-                lk.mbarrier_wait(full[c.stage], c.phase)
+                c = lk.sm90.consumer_state(i, STAGES)
+                lk.sm90.mbarrier_wait(full[c.stage], c.phase)
                 read(slots, c.stage)
-                lk.mbarrier_arrive(empty[i % 3])                      # STAGE 3
+                lk.sm90.mbarrier_arrive(empty[i % 3])                      # STAGE 3
     check(protocol_error(k), __file__, "# STAGE 3",
           "kernel k: the static protocol check found 1 error (runtime loops checked with "
           "n=5):\n "
@@ -313,15 +313,15 @@ def test_stage_outside_the_array_at_run_time():
 
 def test_barriers_used_without_a_barrier_after_their_init():
     def k(out: I32, n: lk.i32):
-        full = lk.mbarrier_array(STAGES, 128, name="full")
-        empty = lk.mbarrier_array(STAGES, 128, name="empty")
+        full = lk.sm90.mbarrier_array(STAGES, 128, name="full")
+        empty = lk.sm90.mbarrier_array(STAGES, 128, name="empty")
         slots = lk.shared_tensor(Layout((128, STAGES)), lk.i32, name="slots")
         with lk.if_(lk.eq(lk.thread_id(), 0)):
-            lk.mbarrier_init(full, empty)                             # NO BARRIER
-            lk.fence_mbarrier_init()
-        with lk.warp_role("producer", warpgroups=0):
+            lk.sm90.mbarrier_init(full, empty)                             # NO BARRIER
+            lk.sm90.fence_mbarrier_init()
+        with lk.sm90.warp_role("producer", warpgroups=0):
             producer(full, empty, slots, n)
-        with lk.warp_role("consumer", warpgroups=1):
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             consumer(full, empty, slots, n)
     check(protocol_error(k), __file__, "# PRODUCER WAIT",
           "kernel k: the static protocol check found 2 errors (runtime loops checked with "
@@ -329,32 +329,32 @@ def test_barriers_used_without_a_barrier_after_their_init():
           " - init: role 'producer' (threads 0-127) uses empty[0] at line "
           f"{L('# PRODUCER WAIT')} (iteration 0 of the lk.range at line {L('# PRODUCER LOOP')}) "
           f"before the initialisation at line {L('# NO BARRIER')} is visible to it: after "
-          "lk.mbarrier_init and lk.fence_mbarrier_init(), every thread passes lk.barrier() (or "
-          "lk.cluster_sync()) before using the barrier\n "
+          "lk.sm90.mbarrier_init and lk.sm90.fence_mbarrier_init(), every thread passes lk.barrier() (or "
+          "lk.sm90.cluster_sync()) before using the barrier\n "
           " - init: role 'producer' (threads 0-127) uses full[0] at line "
           f"{L('# PRODUCER ARRIVE')} (iteration 0 of the lk.range at line "
           f"{L('# PRODUCER LOOP')}) before the initialisation at line {L('# NO BARRIER')} is "
-          "visible to it: after lk.mbarrier_init and lk.fence_mbarrier_init(), every thread "
-          "passes lk.barrier() (or lk.cluster_sync()) before using the barrier")
+          "visible to it: after lk.sm90.mbarrier_init and lk.sm90.fence_mbarrier_init(), every thread "
+          "passes lk.barrier() (or lk.sm90.cluster_sync()) before using the barrier")
 
 
 def test_producer_ring_restarting_every_tile():
     def k(out: I32, tiles: lk.i32, k_tiles: lk.i32):
         full, empty, slots = ring()
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             for t in lk.range(0, tiles):  # M8
                 for i in lk.range(0, k_tiles):  # M7
-                    p = lk.producer_state(i, STAGES)                  # RESTART
-                    lk.mbarrier_wait(empty[p.stage], p.phase)         # RESTART WAIT
+                    p = lk.sm90.producer_state(i, STAGES)                  # RESTART
+                    lk.sm90.mbarrier_wait(empty[p.stage], p.phase)         # RESTART WAIT
                     fill(slots, p.stage, i)
-                    lk.mbarrier_arrive(full[p.stage])  # M9
-        with lk.warp_role("consumer", warpgroups=1):
+                    lk.sm90.mbarrier_arrive(full[p.stage])  # M9
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             for t in lk.range(0, tiles):  # M12
                 for i in lk.range(0, k_tiles):  # M11
-                    c = lk.consumer_state(t * k_tiles + i, STAGES)
-                    lk.mbarrier_wait(full[c.stage], c.phase)  # M10
+                    c = lk.sm90.consumer_state(t * k_tiles + i, STAGES)
+                    lk.sm90.mbarrier_wait(full[c.stage], c.phase)  # M10
                     read(slots, c.stage)
-                    lk.mbarrier_arrive(empty[c.stage])
+                    lk.sm90.mbarrier_arrive(empty[c.stage])
     err = diagnose(k, I32, 8, 8, error=lk.ProtocolError, num_warps=8)
     check(err, __file__, "# RESTART WAIT",
           "kernel k: the static protocol check found 3 errors (runtime loops checked with "
@@ -366,7 +366,7 @@ def test_producer_ring_restarting_every_tile():
           f"{L('# M7')}, iteration 0 of the lk.range at line {L('# M8')}), with arrivals of its "
           "own in between: each wait on a barrier is for its next phase, so the parities "
           "alternate; take stage and phase from one ring state over a counter that advances "
-          "once per slot use (lk.producer_state / lk.consumer_state(counter, STAGES))\n "
+          "once per slot use (lk.sm90.producer_state / lk.sm90.consumer_state(counter, STAGES))\n "
           " - arrive count: role 'producer' (threads 0-127) completes phase 3 of full[0] at "
           f"line {L('# M9')} (iteration 0 of the lk.range at line {L('# M7')}, iteration 1 of "
           f"the lk.range at line {L('# M8')}) before any wait passed its phase 2 (this phase's "
@@ -389,13 +389,13 @@ def test_producer_ring_restarting_every_tile():
 def test_consumer_reading_without_waiting_on_full():
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring()
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             producer(full, empty, slots, n)
-        with lk.warp_role("consumer", warpgroups=1):
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             for i in lk.range(0, n):                                  # NO WAIT LOOP
-                c = lk.consumer_state(i, STAGES)
+                c = lk.sm90.consumer_state(i, STAGES)
                 read(slots, c.stage)
-                lk.mbarrier_arrive(empty[c.stage])                    # NO WAIT RELEASE
+                lk.sm90.mbarrier_arrive(empty[c.stage])                    # NO WAIT RELEASE
     check(protocol_error(k), __file__, "# READ",
           "kernel k: the static protocol check found 3 errors (runtime loops checked with "
           "n=5):\n "

@@ -35,11 +35,11 @@ def first_thread():
 
 
 def barriers(full_count=1, empty_count=128):
-    full = lk.mbarrier_array(STAGES, full_count, name="full")
-    empty = lk.mbarrier_array(STAGES, empty_count, name="empty")
+    full = lk.sm90.mbarrier_array(STAGES, full_count, name="full")
+    empty = lk.sm90.mbarrier_array(STAGES, empty_count, name="empty")
     with first_thread():
-        lk.mbarrier_init(full, empty)
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(full, empty)
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
     return full, empty
 
@@ -59,11 +59,11 @@ def two_loads(second_stage):
         A, Out = global_tiles(a, 2), global_tiles(out, 1)
         sA = lk.shared_tensor(ring_tile(), lk.bf16, name="sA")
         full, empty = barriers()
-        with first_thread(), lk.expect_tx(full[0]):
-            lk.tma_load(sA[:, :, 0], A.tile((TILE, TILE), (0, 0)), full[0])        # LOAD 1
-            lk.tma_load(sA[:, :, second_stage], A.tile((TILE, TILE), (0, 1)),      # LOAD 2
+        with first_thread(), lk.sm90.expect_tx(full[0]):
+            lk.sm90.tma_load(sA[:, :, 0], A.tile((TILE, TILE), (0, 0)), full[0])        # LOAD 1
+            lk.sm90.tma_load(sA[:, :, second_stage], A.tile((TILE, TILE), (0, 1)),      # LOAD 2
                         full[0])
-        lk.mbarrier_wait(full[0], 0)
+        lk.sm90.mbarrier_wait(full[0], 0)
         lk.store(Out.tile((TILE, TILE), (0, 0)).partition(TV),
                  lk.load(sA[:, :, 0].partition(TV)))
         lk.store(Out.tile((TILE, TILE), (0, 0)).partition(TV),
@@ -86,7 +86,7 @@ def test_two_tma_loads_into_the_same_bytes_in_one_phase():
           "  - unwritten: thread 0 reads sA bytes 8192..10239 with a load at line "
           f"{L('# STAGE 1 READ')}, which no write of the kernel covers (the writes of sA cover "
           "its bytes 0..8191): shared memory starts undefined, so the read sees garbage; write "
-          "the bytes first (lk.store, lk.tma_load, lk.cp_async) and synchronise, or read only "
+          "the bytes first (lk.store, lk.sm90.tma_load, lk.sm80.cp_async) and synchronise, or read only "
           "bytes that were written")
 
 
@@ -98,14 +98,14 @@ def load_then_read(wait_first):
         A, Out = global_tiles(a, 1), global_tiles(out, 1)
         sA = lk.shared_tensor(ring_tile(1), lk.bf16, name="sA")
         full, empty = barriers()
-        with first_thread(), lk.expect_tx(full[0]):
-            lk.tma_load(sA[:, :, 0], A.tile((TILE, TILE), (0, 0)), full[0])        # THE LOAD
+        with first_thread(), lk.sm90.expect_tx(full[0]):
+            lk.sm90.tma_load(sA[:, :, 0], A.tile((TILE, TILE), (0, 0)), full[0])        # THE LOAD
         if wait_first:
-            lk.mbarrier_wait(full[0], 0)
+            lk.sm90.mbarrier_wait(full[0], 0)
         values = lk.load(sA[:, :, 0].partition(TV))                               # NO WAIT
         lk.store(Out.tile((TILE, TILE), (0, 0)).partition(TV), values)
         if not wait_first:
-            lk.mbarrier_wait(full[0], 0)
+            lk.sm90.mbarrier_wait(full[0], 0)
     return k
 
 
@@ -119,7 +119,7 @@ def test_read_of_a_tma_destination_without_waiting_on_its_barrier():
           f"  - unwaited read: thread 0 reads sA bytes 0..2047 at line {L('# NO WAIT')}, which "
           f"its own TMA load at line {L('# THE LOAD')} writes, completing on full[0] (its phase "
           "0), without having waited on that phase (it does not wait on full[0] before the "
-          "read): the read can run before the data lands; lk.mbarrier_wait(full[0], parity) "
+          "read): the read can run before the data lands; lk.sm90.mbarrier_wait(full[0], parity) "
           "for the phase the load completes, then read")
 
 
@@ -132,32 +132,32 @@ def ring(release_early=False, read_next_stage=False, second_reader=False):
         A, Out = global_tiles(a, k_tiles), global_tiles(out, 1)
         sA = lk.shared_tensor(ring_tile(), lk.bf16, name="sA")
         full, empty = barriers()
-        with lk.warp_role("producer", warpgroups=0):
+        with lk.sm90.warp_role("producer", warpgroups=0):
             with first_thread():
                 for i in lk.range(0, k_tiles):                                    # PRODUCER LOOP
-                    p = lk.producer_state(i, STAGES)
-                    lk.mbarrier_wait(empty[p.stage], p.phase)                     # FREE WAIT
-                    with lk.expect_tx(full[p.stage]):
-                        lk.tma_load(sA[:, :, p.stage], A.tile((TILE, TILE), (0, i)),  # REFILL
+                    p = lk.sm90.producer_state(i, STAGES)
+                    lk.sm90.mbarrier_wait(empty[p.stage], p.phase)                     # FREE WAIT
+                    with lk.sm90.expect_tx(full[p.stage]):
+                        lk.sm90.tma_load(sA[:, :, p.stage], A.tile((TILE, TILE), (0, i)),  # REFILL
                                     full[p.stage])
-        with lk.warp_role("consumer", warpgroups=1):
+        with lk.sm90.warp_role("consumer", warpgroups=1):
             for i in lk.range(0, k_tiles):                                        # READ LOOP
-                c = lk.consumer_state(i, STAGES)
-                lk.mbarrier_wait(full[c.stage], c.phase)
+                c = lk.sm90.consumer_state(i, STAGES)
+                lk.sm90.mbarrier_wait(full[c.stage], c.phase)
                 if release_early:
-                    lk.mbarrier_arrive(empty[c.stage])                            # RELEASE
+                    lk.sm90.mbarrier_arrive(empty[c.stage])                            # RELEASE
                 stage = c.stage
                 if read_next_stage:
-                    stage = lk.consumer_state(i + 1, STAGES).stage
+                    stage = lk.sm90.consumer_state(i + 1, STAGES).stage
                 values = lk.load(sA[:, :, stage].partition(TV))                   # STAGE READ
                 lk.store(Out.tile((TILE, TILE), (0, 0)).partition(TV), values)
                 if not release_early:
-                    lk.mbarrier_arrive(empty[c.stage])
+                    lk.sm90.mbarrier_arrive(empty[c.stage])
         if second_reader:
-            with lk.warp_role("reader", warpgroups=2):
+            with lk.sm90.warp_role("reader", warpgroups=2):
                 for i in lk.range(0, k_tiles):                                    # READER LOOP
-                    c = lk.consumer_state(i, STAGES)
-                    lk.mbarrier_wait(full[c.stage], c.phase)
+                    c = lk.sm90.consumer_state(i, STAGES)
+                    lk.sm90.mbarrier_wait(full[c.stage], c.phase)
                     values = lk.load(sA[:, :, c.stage].partition(TV))             # UNRELEASED
                     lk.store(Out.tile((TILE, TILE), (0, 0)).partition(TV), values)
     return k
@@ -206,7 +206,7 @@ def test_ring_read_of_the_stage_it_did_not_wait_for():
           f"which role 'producer' (thread 0)'s TMA load at line {L('# REFILL')} (iteration 1 of "
           f"the lk.range at line {L('# PRODUCER LOOP')}) writes, completing on full[1] (its "
           "phase 0), without having waited on that phase (it does not wait on full[1] before "
-          "the read): the read can run before the data lands; lk.mbarrier_wait(full[1], "
+          "the read): the read can run before the data lands; lk.sm90.mbarrier_wait(full[1], "
           "parity) for the phase the load completes, then read")
 
 
@@ -215,16 +215,16 @@ def test_wgmma_reading_a_buffer_nothing_writes():
     def k(x: I32, n: lk.i32):
         s = lk.shared_tensor(ComposedLayout(SW128, 0, Layout((TILE, TILE), (TILE, 1))), lk.bf16,
                              name="s")
-        lk.wgmma_fence()
-        acc = lk.wgmma(lk.wgmma_accumulator(TILE), s, s, accumulate=False)        # UNWRITTEN
-        lk.wgmma_commit()
-        lk.wgmma_wait(0)
+        lk.sm90.wgmma_fence()
+        acc = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(TILE), s, s, accumulate=False)        # UNWRITTEN
+        lk.sm90.wgmma_commit()
+        lk.sm90.wgmma_wait(0)
     check(diagnose(k, I32, 8, error=lk.ProtocolError), __file__, "# UNWRITTEN",
           "kernel k: the static protocol check found 1 error:\n"
           f"  - unwritten: threads 0-127 reads s bytes 0..8191 with a wgmma at line "
           f"{L('# UNWRITTEN')}, but nothing in the kernel writes s (no store, stmatrix, "
           "cp.async or TMA load): shared memory starts undefined, so the read sees garbage; "
-          "write the bytes first (lk.store, lk.tma_load, lk.cp_async) and synchronise, or read "
+          "write the bytes first (lk.store, lk.sm90.tma_load, lk.sm80.cp_async) and synchronise, or read "
           "only bytes that were written")
 
 
@@ -253,7 +253,7 @@ def test_read_of_bytes_no_write_covers():
           "  - unwritten: threads 0-127 reads s bytes 8192..12271 with a load at line "
           f"{L('# OTHER HALF')}, which no write of the kernel covers (the writes of s cover its "
           "bytes 0..8191): shared memory starts undefined, so the read sees garbage; write the "
-          "bytes first (lk.store, lk.tma_load, lk.cp_async) and synchronise, or read only bytes "
+          "bytes first (lk.store, lk.sm90.tma_load, lk.sm80.cp_async) and synchronise, or read only bytes "
           "that were written")
 
 

@@ -162,9 +162,9 @@ def test_two_shared_buffers_with_one_name():
 def test_barrier_array_named_like_a_shared_buffer():
     def k(x: I32, n: lk.i32):
         lk.shared_tensor(Layout(128), lk.i32, name="full")            # BUFFER FULL
-        lk.mbarrier_array(2, 1, name="full")                          # BARRIERS FULL
+        lk.sm90.mbarrier_array(2, 1, name="full")                          # BARRIERS FULL
     check(diagnose(k, I32, 8), __file__, "# BARRIERS FULL",
-          "lk.mbarrier_array: the shared buffer name 'full' is already taken (lk.shared_tensor "
+          "lk.sm90.mbarrier_array: the shared buffer name 'full' is already taken (lk.shared_tensor "
           f"at {__file__}:{L('# BUFFER FULL')}); each shared buffer and barrier array takes a "
           "name of its own")
 

@@ -54,20 +54,20 @@ def wgmma_of_a_half_loaded_pair(a: BF16, c: F32, LOAD_B: lk.constexpr):
     tile = ComposedLayout(SW128, 0, Layout((64, 64), (64, 1)))
     sA = lk.shared_tensor(tile, lk.bf16, name="sA")
     sB = lk.shared_tensor(tile, lk.bf16, name="sB")
-    full = lk.mbarrier_array(1, 1, name="full")
+    full = lk.sm90.mbarrier_array(1, 1, name="full")
     with first_thread():
-        lk.mbarrier_init(full)
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(full)
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
-    with first_thread(), lk.expect_tx(full[0]):
-        lk.tma_load(sA, A.tile((64, 64), (0, 0)), full[0])
+    with first_thread(), lk.sm90.expect_tx(full[0]):
+        lk.sm90.tma_load(sA, A.tile((64, 64), (0, 0)), full[0])
         if LOAD_B:
-            lk.tma_load(sB, A.tile((64, 64), (0, 0)), full[0])
-    lk.mbarrier_wait(full[0], 0)
-    lk.wgmma_fence()
-    acc = lk.wgmma(lk.wgmma_accumulator(64), sA, sB, accumulate=False)             # THE MMA
-    lk.wgmma_commit()
-    lk.wgmma_wait(0)
+            lk.sm90.tma_load(sB, A.tile((64, 64), (0, 0)), full[0])
+    lk.sm90.mbarrier_wait(full[0], 0)
+    lk.sm90.wgmma_fence()
+    acc = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(64), sA, sB, accumulate=False)             # THE MMA
+    lk.sm90.wgmma_commit()
+    lk.sm90.wgmma_wait(0)
     lk.store(C.partition(acc.layout), acc)
 
 
@@ -87,7 +87,7 @@ def test_wgmma_reading_an_operand_nothing_wrote():
     check(err, "# THE MMA",
           f"the wgmma at line {L('# THE MMA')} reads sB bytes 0..8191, but no op of the kernel "
           "writes sB: shared memory starts undefined, so the read sees garbage; write the "
-          "buffer (lk.store, lk.tma_load, lk.cp_async) and synchronise before reading it")
+          "buffer (lk.store, lk.sm90.tma_load, lk.sm80.cp_async) and synchronise before reading it")
 
 
 @lk.kernel(num_warps=1)

@@ -2,7 +2,7 @@
 barrier, copy, wgmma and shared-memory events, in program order, for concrete trip counts.
 
 The walk runs the IR's structure for every thread of one CTA (or one cluster) at once:
-`lk.if_` conditions, warp roles and `lk.elect_one` select threads (conditions are evaluated
+`lk.if_` conditions, warp roles and `lk.sm90.elect_one` select threads (conditions are evaluated
 exactly from parameters, thread and cluster indices and loop counters; a condition computed from
 memory is undecidable: assumed taken, and said so); runtime loops run their trip counts. Each
 event records the threads that executed it; threads that executed the same events form one

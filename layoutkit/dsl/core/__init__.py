@@ -9,7 +9,7 @@ from .types import (DType, Pointer, PointerType, Tensor, TensorType, bf16, bool_
                     f32, f64, i32, i64, u32)
 from .tensor_args import TensorSpec
 from .ir import Block, Function, Op, Value
-from .tracer import block_id, thread_id
+from .tracer import block_id, lane_id, thread_id, warp_id
 from .values import (RegisterTensor, Scalar, TVLayout, cast, exp2, fma, full, log2, maximum,
                      minimum, rsqrt, sqrt, tv_layout, where)
 from .verifier import verify
@@ -20,6 +20,7 @@ __all__ = ["ConstexprError", "DSLError", "KernelArgumentError", "KernelDefinitio
            "BoundsWarning", "DType", "Pointer", "PointerType", "Tensor", "TensorType", "TensorSpec", "bf16",
            "bool_", "constexpr", "f16", "f32", "f64",
            "i32", "i64", "u32", "Block", "Function", "Op", "Value", "block_id", "thread_id",
+           "warp_id", "lane_id",
            "RegisterTensor", "Scalar", "TVLayout", "cast", "exp2", "fma", "full", "log2",
            "maximum", "minimum", "rsqrt", "sqrt", "tv_layout", "where", "verify",
            "Kernel", "Specialization", "kernel"]

@@ -1,7 +1,7 @@
 """A value used outside the region that made it: the TraceError that names the variable, the
 op that defined it and both lines.
 
-A value made inside `lk.if_` or `lk.range` (or another region: a warp role, `lk.elect_one()`)
+A value made inside `lk.if_` or `lk.range` (or another region: a warp role, `lk.sm90.elect_one()`)
 exists only there: the branch may not run, and a loop body's value is one iteration's. The
 tracer records each value's block as it is made (`Trace.home`) and checks each operand of an
 op as the op is emitted (`Trace.emit`), so the error comes at the use, while tracing, with the

@@ -2,7 +2,7 @@
 check (bounds of stage and phase expressions, warp-uniform conditions).
 
 `sync_state(trace)` is the per-trace record (kept beside the trace, gone with it): the mbarrier
-arrays made and initialised, the open `lk.expect_tx` scopes, the warp-role regions, the
+arrays made and initialised, the open `lk.sm90.expect_tx` scopes, the warp-role regions, the
 named-barrier uses, and the kernel's cluster shape and debug flag. `lk.kernel` calls
 `roles.finish_sync(trace)` after the kernel body returns, which runs the whole-kernel checks
 (roles cover the block, register budgets, named-barrier counts, no lk.barrier() in a role).
@@ -27,7 +27,7 @@ from .types import i32
 
 @dataclass
 class ExpectTxScope:
-    """An open `with lk.expect_tx(ref):`: its arrive op (bytes filled in at exit), the block
+    """An open `with lk.sm90.expect_tx(ref):`: its arrive op (bytes filled in at exit), the block
     depth it was opened at, and the copies attached so far as (what, nbytes)."""
 
     ref: object
@@ -38,7 +38,7 @@ class ExpectTxScope:
 
 @dataclass
 class RoleRegion:
-    """One `with lk.warp_role(...)` region: name, warpgroups (first, count), registers, op."""
+    """One `with lk.sm90.warp_role(...)` region: name, warpgroups (first, count), registers, op."""
 
     name: str
     first: int
@@ -54,7 +54,7 @@ class RoleRegion:
 
 @dataclass
 class NamedBarrierUse:
-    """One lk.named_barrier_sync/arrive: id, thread count, kind, the role reaching it, op."""
+    """One lk.sm90.named_barrier_sync/arrive: id, thread count, kind, the role reaching it, op."""
 
     id: int
     threads: int
@@ -75,7 +75,7 @@ class SyncState:
     roles: list = field(default_factory=list)            # RoleRegion, in program order
     role_stack: list = field(default_factory=list)       # the RoleRegion being traced
     named: list = field(default_factory=list)            # NamedBarrierUse
-    elect_depth: int = 0                                 # open lk.elect_one regions
+    elect_depth: int = 0                                 # open lk.sm90.elect_one regions
 
 
 _STATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -13,6 +13,8 @@ import contextvars
 
 import sympy
 
+from layoutkit.ptx.isa.warp import WARP_SIZE
+
 from .errors import TraceError, here
 from .scoping import escaped
 from .ir import Block, Function, Op, Value
@@ -214,6 +216,16 @@ def thread_id() -> sympy.Symbol:
     return current("lk.thread_id()").special("thread_idx", 0)
 
 
+def warp_id():
+    """The thread's warp in the block, tid // 32 (a warp-uniform kernel integer)."""
+    return sympy.floor(current("lk.warp_id()").special("thread_idx", 0) / WARP_SIZE)
+
+
+def lane_id():
+    """The thread's lane in its warp, tid % 32."""
+    return sympy.Mod(current("lk.lane_id()").special("thread_idx", 0), WARP_SIZE)
+
+
 def block_id(axis: int = 0) -> sympy.Symbol:
     """The block's index along `axis` of the grid (%ctaid), a non-negative sympy symbol."""
     if axis not in (0, 1, 2):
@@ -228,4 +240,5 @@ def is_int_expr(x) -> bool:
     return isinstance(x, int) or (isinstance(x, sympy.Basic) and bool(x.is_integer))
 
 
-__all__ = ["Trace", "current", "tracing", "thread_id", "block_id", "is_int_expr", "i32", "i64"]
+__all__ = ["Trace", "current", "tracing", "thread_id", "warp_id", "lane_id", "block_id",
+           "is_int_expr", "i32", "i64"]

@@ -238,7 +238,7 @@ class SharedMemory:
         raise UnwrittenReadError(
             f"{self._read_text(read)}, but no op of the kernel writes {alloc.name}: shared "
             "memory starts undefined, so the read sees garbage; write the buffer (lk.store, "
-            "lk.tma_load, lk.cp_async) and synchronise before reading it", op.location)
+            "lk.sm90.tma_load, lk.sm80.cp_async) and synchronise before reading it", op.location)
 
     def finish(self, where: str = "") -> None:
         """At the end of the run: UnwrittenReadError for the first read that found unwritten

@@ -10,7 +10,7 @@ issue until every thread of the warpgroup has retired it, the shared operands ar
 a TMA load or a store into them meanwhile is a RaceError, and afterwards a writer must be
 ordered after the last retiring thread (happens-before records the operand reads there).
 `wgmma_undef` values are `Undefined`; accumulating into one is an error. The first wgmma of a
-thread must follow an `lk.wgmma_fence()` (PTX ISA "wgmma.fence"); later fences are the trace-
+thread must follow an `lk.sm90.wgmma_fence()` (PTX ISA "wgmma.fence"); later fences are the trace-
 time protocol's to check (sm90/wgmma/accumulators.py), which knows which registers other
 instructions wrote.
 """
@@ -81,7 +81,7 @@ def claim_operands(execution: WgmmaExecution, what: str) -> None:
     for start, nbytes in execution.runs:
         execution.claims.append(shared.claim(
             start, nbytes, False, f"{execution.describe()} (reading {', '.join(buffers)})",
-            "lk.wgmma_wait(n) covering it in every thread of the warpgroup before overwriting "
+            "lk.sm90.wgmma_wait(n) covering it in every thread of the warpgroup before overwriting "
             "its operands (arrive on the stage's empty barrier after that wait)"))
 
 
@@ -92,7 +92,7 @@ def _value(x, tid: int, op, accumulating: bool):
         if accumulating:
             raise ExecutionError(
                 f"the wgmma accumulates into an accumulator with undefined values "
-                f"(lk.wgmma_accumulator at line {x.line}) in thread {tid} of the warpgroup; "
+                f"(lk.sm90.wgmma_accumulator at line {x.line}) in thread {tid} of the warpgroup; "
                 "the first wgmma into it must run with accumulate false", op.location)
         return 0.0
     return x

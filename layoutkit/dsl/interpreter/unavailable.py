@@ -1,5 +1,5 @@
 """Register values a thread may not read: a wgmma result before the wgmma_wait that retires it
-(`Pending`), an accumulator made by lk.wgmma_accumulator that no wgmma has written
+(`Pending`), an accumulator made by lk.sm90.wgmma_accumulator that no wgmma has written
 (`Undefined`). Copies pass them along (a loop's carried value, an accumulator chained into the
 next wgmma); any arithmetic, comparison, conversion or store of one raises at the reading op.
 
@@ -8,7 +8,7 @@ next wgmma); any arithmetic, comparison, conversion or store of one raises at th
 ...     float(x)
 ... except UndefinedRead as exc:
 ...     print(exc.message.split(";")[0])
-reads an accumulator value whose registers hold nothing defined (lk.wgmma_accumulator at line 3)
+reads an accumulator value whose registers hold nothing defined (lk.sm90.wgmma_accumulator at line 3)
 """
 from __future__ import annotations
 
@@ -59,9 +59,9 @@ class Pending(Unavailable):
     def error(self) -> Exception:
         line = self.instance.op.location.line if self.instance.op.location else "?"
         return PendingRead(
-            f"reads a result of the wgmma at line {line} before an lk.wgmma_wait covers its "
+            f"reads a result of the wgmma at line {line} before an lk.sm90.wgmma_wait covers its "
             "group: the warpgroup's tensor cores may still be writing those registers; "
-            "lk.wgmma_commit() and lk.wgmma_wait(n) first", None)
+            "lk.sm90.wgmma_commit() and lk.sm90.wgmma_wait(n) first", None)
 
     def __repr__(self) -> str:
         return f"<pending wgmma result {self.index}>"
@@ -78,7 +78,7 @@ class Undefined(Unavailable):
     def error(self) -> Exception:
         return UndefinedRead(
             f"reads an accumulator value whose registers hold nothing defined "
-            f"(lk.wgmma_accumulator at line {self.line}); the first wgmma into it must not "
+            f"(lk.sm90.wgmma_accumulator at line {self.line}); the first wgmma into it must not "
             "accumulate (accumulate=False), or start from lk.full(layout, 0.0)", None)
 
     def __repr__(self) -> str:

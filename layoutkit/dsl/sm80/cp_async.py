@@ -1,9 +1,9 @@
-"""`lk.cp_async(dst, src)`: copy a thread's partition of a global tile into the same partition
+"""`lk.sm80.cp_async(dst, src)`: copy a thread's partition of a global tile into the same partition
 of a shared tile asynchronously (cp.async, sm_80), in commit groups the author waits for:
 
-    lk.cp_async(smem_tile.partition(tv), gmem_tile.partition(tv))   # any number of copies
-    lk.cp_async_commit()                      # close the group (one pipeline stage)
-    lk.cp_async_wait(n)                       # until at most n of this thread's groups pend
+    lk.sm80.cp_async(smem_tile.partition(tv), gmem_tile.partition(tv))   # any number of copies
+    lk.sm80.cp_async_commit()                      # close the group (one pipeline stage)
+    lk.sm80.cp_async_wait(n)                       # until at most n of this thread's groups pend
     lk.barrier()                              # ...and the other threads' copies are visible
 
 Each copy moves the widest vector both partitions allow (16 bytes at most: both layouts
@@ -43,21 +43,21 @@ MAX_PENDING = 255
 
 def _check(dst, src, mask) -> None:
     if not isinstance(dst, SharedTensor) or dst.tv is None:
-        raise TraceError("lk.cp_async: dst is a thread's partition of a shared tile "
+        raise TraceError("lk.sm80.cp_async: dst is a thread's partition of a shared tile "
                          f"(tile.partition(tv)), got {dst!r}")
     if not isinstance(src, GlobalTensor) or src.tv is None:
-        raise TraceError("lk.cp_async: src is a thread's partition of a global tile "
+        raise TraceError("lk.sm80.cp_async: src is a thread's partition of a global tile "
                          f"(tile.partition(tv)), got {src!r}")
     if dst.tv != src.tv:
         raise LayoutMismatchError(
-            "lk.cp_async: the shared and global partitions have different TV layouts\n"
+            "lk.sm80.cp_async: the shared and global partitions have different TV layouts\n"
             f"      dst (shared): {dst.tv}\n      src (global): {src.tv}\n"
             "  partition both tiles by the same TV layout: each thread copies its own values")
     if dst.dtype != src.dtype:
-        raise TraceError(f"lk.cp_async copies bytes unchanged: a {src.dtype} tile into "
+        raise TraceError(f"lk.sm80.cp_async copies bytes unchanged: a {src.dtype} tile into "
                          f"{dst.dtype} shared memory")
     if mask is not None and not (isinstance(mask, Scalar) and mask.dtype == bool_):
-        raise TraceError(f"lk.cp_async: mask is a bool scalar (a comparison), got {mask!r}")
+        raise TraceError(f"lk.sm80.cp_async: mask is a bool scalar (a comparison), got {mask!r}")
 
 
 def _bank_ways(dst: SharedTensor, v0: int, nbytes: int):
@@ -85,8 +85,8 @@ def _bank_ways(dst: SharedTensor, v0: int, nbytes: int):
 def cp_async(dst: SharedTensor, src: GlobalTensor, *, mask=None) -> None:
     """Copy this thread's values of the global partition `src` into the shared partition
     `dst` (same TV layout) asynchronously; zero-fill outside src's bounds or where `mask`
-    (a bool scalar) is false. Completes at lk.cp_async_wait of a later commit group."""
-    what = "lk.cp_async"
+    (a bool scalar) is false. Completes at lk.sm80.cp_async_wait of a later commit group."""
+    what = "lk.sm80.cp_async"
     trace = current(what)
     _check(dst, src, mask)
     vec = min(plan(dst)[0].vec, plan(src)[0].vec)
@@ -117,7 +117,7 @@ def cp_async(dst: SharedTensor, src: GlobalTensor, *, mask=None) -> None:
 def _copy_synchronously(trace, dst, src, chunk: Chunk, shared_offset, keep) -> None:
     """ld.global (zero where masked) + st.shared, for copies narrower than cp.async's 4 B."""
     if chunk.never:
-        data = (_operand("lk.cp_async zero-fill", 0, src.dtype),) * chunk.vec
+        data = (_operand("lk.sm80.cp_async zero-fill", 0, src.dtype),) * chunk.vec
     else:
         base, disp = _address(trace, chunk.offset)
         operands = [src.ptr.value, base] + ([keep] if keep is not None else [])
@@ -128,17 +128,17 @@ def _copy_synchronously(trace, dst, src, chunk: Chunk, shared_offset, keep) -> N
 
 
 def cp_async_commit() -> None:
-    """Close this thread's current group of lk.cp_async copies (`cp.async.commit_group`)."""
-    current("lk.cp_async_commit()").emit("cp_async_commit", (), ())
+    """Close this thread's current group of lk.sm80.cp_async copies (`cp.async.commit_group`)."""
+    current("lk.sm80.cp_async_commit()").emit("cp_async_commit", (), ())
 
 
 def cp_async_wait(pending: int) -> None:
     """Wait until at most `pending` of this thread's committed groups are still in flight
     (`cp.async.wait_group`). Other threads' copies need an lk.barrier() after it."""
-    trace = current("lk.cp_async_wait()")
+    trace = current("lk.sm80.cp_async_wait()")
     if isinstance(pending, bool) or not isinstance(pending, int) or \
             not 0 <= pending <= MAX_PENDING:
-        raise TraceError(f"lk.cp_async_wait: pending={pending!r} is the number of groups left "
+        raise TraceError(f"lk.sm80.cp_async_wait: pending={pending!r} is the number of groups left "
                          f"in flight, a Python int in 0..{MAX_PENDING}")
     trace.emit("cp_async_wait", (), (), {"pending": pending})
 

@@ -1,4 +1,4 @@
-"""`lk.ldmatrix(src)`: a thread's partition of a shared tile -> a register tensor with the
+"""`lk.sm80.ldmatrix(src)`: a thread's partition of a shared tile -> a register tensor with the
 partition's TV layout, loaded by `ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16`.
 
 Values 2j and 2j+1 of every thread form register j. ldmatrix delivers register j of lane l as
@@ -82,11 +82,11 @@ def _mismatch(src: SharedTensor, j: int, w: int, trans, bad, what: str) -> Layou
         f"{2 * j + half} at tile offset {got}, the matrix needs {want}\n"
         f"      partition:       {src.tv} on tile {src.parent.layout}\n"
         f"      ldmatrix matrix: {LDMATRIX_FRAGMENT} (rows of 8 contiguous elements)\n"
-        f"  give {what} a partition by an mma fragment layout (lk.mma_sync_layouts) over a "
+        f"  give {what} a partition by an mma fragment layout (lk.sm80.mma_sync_layouts) over a "
         "tile whose rows are 16 contiguous bytes")
 
 
-def plan_matrices(src: SharedTensor, trans=None, what: str = "lk.ldmatrix") -> list[Matrix]:
+def plan_matrices(src: SharedTensor, trans=None, what: str = "lk.sm80.ldmatrix") -> list[Matrix]:
     """One Matrix per register of the partition `src` (see the module docstring); `trans`
     None picks the form that fits each register."""
     thread, value = _offsets(src)
@@ -207,9 +207,9 @@ def ldmatrix(src: SharedTensor, *, num: int = 4, trans=None) -> RegisterTensor:
     """This thread's values of the shared partition `src` as a register tensor with src's TV
     layout, loaded by ldmatrix (`num` matrices per instruction at most; `trans` None derives
     .trans per register). Raises LayoutMismatchError when a register is no ldmatrix matrix."""
-    trace = current("lk.ldmatrix")
+    trace = current("lk.sm80.ldmatrix")
     values = [None] * src.tv.num_values if isinstance(src, SharedTensor) and src.tv else []
-    for group, inner, outer, attrs in matrix_instructions("lk.ldmatrix", src, num, trans):
+    for group, inner, outer, attrs in matrix_instructions("lk.sm80.ldmatrix", src, num, trans):
         results = trace.emit("ldmatrix", [inner, outer], [src.dtype] * (2 * len(group)), attrs)
         for i, m in enumerate(group):
             values[2 * m.register:2 * m.register + 2] = results[2 * i:2 * i + 2]

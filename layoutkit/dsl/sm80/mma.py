@@ -1,6 +1,6 @@
-"""The sm_80 matrix path: `lk.mma_sync(acc, a, b)` (mma.sync.aligned m16n8k16/m16n8k8, bf16 or
-f16 operands, f32 accumulators), fed by `lk.ldmatrix` (ldmatrix.py) from shared tiles filled
-by `lk.cp_async` (cp_async.py). The fragment layouts are `lk.mma_sync_layouts` (mma_layouts.py).
+"""The sm_80 matrix path: `lk.sm80.mma_sync(acc, a, b)` (mma.sync.aligned m16n8k16/m16n8k8, bf16 or
+f16 operands, f32 accumulators), fed by `lk.sm80.ldmatrix` (ldmatrix.py) from shared tiles filled
+by `lk.sm80.cp_async` (cp_async.py). The fragment layouts are `lk.sm80.mma_sync_layouts` (mma_layouts.py).
 
 acc (tile (M, N)), a (tile (M, K)) and b (tile (N, K)) are register tensors over the whole
 block. Each is read in atoms: groups of consecutive value indices (c0..c3, a0..a7, b0..b3 for
@@ -11,8 +11,8 @@ the tiles, and emits one mma.sync per pair. Any group that is not a fragment, or
 accumulator atom without its operands, is a `LayoutMismatchError` naming both layouts.
 How the atoms tile the block (warps, repeats) is the author's, written with the algebra:
 
-    atoms = lk.mma_sync_layouts("m16n8k16", lk.bf16)
-    acc = lk.mma_sync(acc, lk.ldmatrix(sa.partition(tv_a)), lk.ldmatrix(sb.partition(tv_b)))
+    atoms = lk.sm80.mma_sync_layouts("m16n8k16", lk.bf16)
+    acc = lk.sm80.mma_sync(acc, lk.sm80.ldmatrix(sa.partition(tv_a)), lk.sm80.ldmatrix(sb.partition(tv_b)))
 
 IR ops (the others: ldmatrix.py, cp_async.py):
   mma_sync: a..., b..., c... -> d...   shape, ab, acc (type names), a_layout, b_layout,
@@ -86,7 +86,7 @@ def _atoms(what: str, name: str, x: RegisterTensor, atom: TVLayout, shape: str) 
             f"{shape} {name.upper()} fragment at any origin (lane {lane}, value {g * n + v} "
             "does not fit)\n"
             f"      {name}:        {x.layout}\n      fragment: {atom}\n"
-            f"  build {name}'s TV layout by tiling lk.mma_sync_layouts(...).{name} over warps "
+            f"  build {name}'s TV layout by tiling lk.sm80.mma_sync_layouts(...).{name} over warps "
             f"and repeats, with {n} consecutive values per atom")
     return found
 
@@ -145,7 +145,7 @@ def mma_sync(acc: RegisterTensor, a: RegisterTensor, b: RegisterTensor, *,
              shape: str = "m16n8k16") -> RegisterTensor:
     """acc + a * b^T (a over (M, K), b over (N, K), acc over (M, N)) by mma.sync `shape`
     instructions; returns the new accumulator (acc's TV layout). See the module docstring."""
-    what = "lk.mma_sync"
+    what = "lk.sm80.mma_sync"
     trace = current(what)
     if shape not in MMA_SHAPES:
         raise TraceError(f"{what}: shape {shape!r} is not one of {', '.join(MMA_SHAPES)}")

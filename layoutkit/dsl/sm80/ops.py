@@ -167,7 +167,7 @@ class CpAsync(OpDef):
                 data = np.zeros(nbytes, dtype=np.uint8)            # src-size 0: zero-fill
             claim = cta.shared.claim(start, nbytes, True, f"the cp.async issued at "
                                      f"{location_text(op)} by {thread.describe()}",
-                                     "wait for its group (lk.cp_async_wait) and lk.barrier() "
+                                     "wait for its group (lk.sm80.cp_async_wait) and lk.barrier() "
                                      "first")
             copy = Copy(thread, start, data, op, claim)
             groups(thread)["open"].append(copy)

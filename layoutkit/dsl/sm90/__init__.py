@@ -6,9 +6,8 @@ from .mbarrier import (MbarrierArray, MbarrierRef, expect_tx, fence_mbarrier_ini
                        fence_proxy_async, mbarrier_array, mbarrier_arrive, mbarrier_init,
                        mbarrier_wait)
 from .pipeline import RingState, consumer_state, producer_state
-from .roles import (elect_one, lane_id, named_barrier_arrive, named_barrier_sync,
-                    thread_id_in_warpgroup, warp_id, warp_id_in_warpgroup, warp_role,
-                    warpgroup_id)
+from .roles import (elect_one, named_barrier_arrive, named_barrier_sync, thread_id_in_warpgroup,
+                    warp_id_in_warpgroup, warp_role, warpgroup_id)
 from .cluster import (block_id_in_cluster, block_rank_in_cluster, cluster_id, cluster_shape,
                       cluster_size, cluster_sync, num_clusters)
 from .tma import TmaError, tma_load, tma_store, tma_store_commit, tma_store_wait
@@ -21,8 +20,8 @@ from .wgmma import (AccumulatorUseError, warpgroup_stack, wgmma, wgmma_a_layout,
 __all__ = ["MbarrierArray", "MbarrierRef", "expect_tx", "fence_mbarrier_init",
            "fence_proxy_async", "mbarrier_array", "mbarrier_arrive", "mbarrier_init",
            "mbarrier_wait", "RingState", "consumer_state", "producer_state",
-           "elect_one", "lane_id", "named_barrier_arrive", "named_barrier_sync",
-           "thread_id_in_warpgroup", "warp_id", "warp_id_in_warpgroup", "warp_role",
+           "elect_one", "named_barrier_arrive", "named_barrier_sync",
+           "thread_id_in_warpgroup", "warp_id_in_warpgroup", "warp_role",
            "warpgroup_id", "block_id_in_cluster", "block_rank_in_cluster", "cluster_id",
            "cluster_shape", "cluster_size", "cluster_sync", "num_clusters",
            "TmaError", "tma_load", "tma_store", "tma_store_commit", "tma_store_wait",

@@ -3,11 +3,11 @@
 A kernel declared with `@lk.kernel(cluster=(x, y, z))` gets `.reqnctapercluster x, y, z` and
 is launched in clusters of that shape (the grid must be a whole number of clusters). Inside it:
 
-    rank = lk.block_rank_in_cluster()      # %cluster_ctarank, 0..x*y*z-1 (a kernel integer)
-    lk.cluster_sync()                      # barrier.cluster.arrive.release + wait.acquire
-    lk.mbarrier_arrive(empty[s], cta=(rank + 1) % 2)   # arrive on a peer's barrier
+    rank = lk.sm90.block_rank_in_cluster()      # %cluster_ctarank, 0..x*y*z-1 (a kernel integer)
+    lk.sm90.cluster_sync()                      # barrier.cluster.arrive.release + wait.acquire
+    lk.sm90.mbarrier_arrive(empty[s], cta=(rank + 1) % 2)   # arrive on a peer's barrier
 
-`lk.cluster_sync()` is reached by every thread of every CTA of the cluster: before touching a
+`lk.sm90.cluster_sync()` is reached by every thread of every CTA of the cluster: before touching a
 peer's shared memory (its barriers initialised) and before exiting while peers may still
 touch ours. Inside lk.if_ or a warp role it is refused (it would hang).
 
@@ -59,7 +59,7 @@ def _axis(what: str, axis) -> str:
 
 def cluster_shape() -> tuple[int, int, int]:
     """The kernel's cluster shape (x, y, z) as Python ints."""
-    return _cluster("lk.cluster_shape()")[1]
+    return _cluster("lk.sm90.cluster_shape()")[1]
 
 
 def cluster_size() -> int:
@@ -70,31 +70,31 @@ def cluster_size() -> int:
 
 def block_rank_in_cluster() -> sympy.Symbol:
     """This CTA's rank in its cluster (%cluster_ctarank, 0..cluster_size()-1)."""
-    return _special("lk.block_rank_in_cluster()", "cluster_ctarank")
+    return _special("lk.sm90.block_rank_in_cluster()", "cluster_ctarank")
 
 
 def block_id_in_cluster(axis: int = 0) -> sympy.Symbol:
     """This CTA's position in its cluster along `axis` (%cluster_ctaid)."""
-    what = "lk.block_id_in_cluster()"
+    what = "lk.sm90.block_id_in_cluster()"
     return _special(what, "cluster_ctaid." + _axis(what, axis))
 
 
 def cluster_id(axis: int = 0) -> sympy.Symbol:
     """The cluster's index in the grid along `axis` (%clusterid)."""
-    what = "lk.cluster_id()"
+    what = "lk.sm90.cluster_id()"
     return _special(what, "clusterid." + _axis(what, axis))
 
 
 def num_clusters(axis: int = 0) -> sympy.Symbol:
     """How many clusters the grid has along `axis` (%nclusterid)."""
-    what = "lk.num_clusters()"
+    what = "lk.sm90.num_clusters()"
     return _special(what, "nclusterid." + _axis(what, axis))
 
 
 def cluster_sync() -> None:
     """Every thread of every CTA of the cluster arrives and waits (release/acquire)."""
-    trace, _ = _cluster("lk.cluster_sync()")
-    trace.require_uniform("lk.cluster_sync()")
+    trace, _ = _cluster("lk.sm90.cluster_sync()")
+    trace.require_uniform("lk.sm90.cluster_sync()")
     trace.emit("cluster_sync", (), ())
 
 

@@ -3,7 +3,7 @@
 A kernel traced with debug on (`@lk.kernel(debug=True)`, or LAYOUTKIT_DEBUG=1 when the kernel
 leaves `debug` unset) gets one hidden pointer parameter, `ERROR_BUFFER_PARAM`, whose launch
 value is a `WaitErrorSink`'s mapped pinned-host record (layoutkit.sync.WaitErrorBuffer). Every
-`lk.mbarrier_wait` then lowers to layoutkit.sync's bounded wait, which, past the timeout,
+`lk.sm90.mbarrier_wait` then lowers to layoutkit.sync's bounded wait, which, past the timeout,
 writes barrier, stage, parity and the user's source line into the record and traps. After a
 debug launch the host synchronizes and `check_launch` raises layoutkit.sync's
 BarrierTimeoutError with that message (the CUDA error of the trap is its __cause__). Release

@@ -1,17 +1,17 @@
 """mbarrier arrays in shared memory and their ops: init, arrive (local or on a cluster peer),
 arrive.expect_tx over the TMA copies attached inside a scope, parity waits, proxy fences.
 
-    full = lk.mbarrier_array(STAGES, arrive_count=1, name="full")       # producer's arrive + tx
-    empty = lk.mbarrier_array(STAGES, arrive_count=256, name="empty")   # every consumer thread
+    full = lk.sm90.mbarrier_array(STAGES, arrive_count=1, name="full")       # producer's arrive + tx
+    empty = lk.sm90.mbarrier_array(STAGES, arrive_count=256, name="empty")   # every consumer thread
     with lk.if_(lk.thread_id() == 0):
-        lk.mbarrier_init(full, empty)
-        lk.fence_mbarrier_init()
-    lk.barrier()                                  # (lk.cluster_sync() in a cluster kernel)
+        lk.sm90.mbarrier_init(full, empty)
+        lk.sm90.fence_mbarrier_init()
+    lk.barrier()                                  # (lk.sm90.cluster_sync() in a cluster kernel)
     ...
-    with lk.expect_tx(full[s]):                   # arrive.expect_tx(bytes of the copies below)
-        lk.tma_load(..., barrier=full[s])         # calls attach_copy(full[s], nbytes, what)
-    lk.mbarrier_wait(full[s], phase)              # try_wait.parity loop (bounded in debug)
-    lk.mbarrier_arrive(empty[s])
+    with lk.sm90.expect_tx(full[s]):                   # arrive.expect_tx(bytes of the copies below)
+        lk.sm90.tma_load(..., barrier=full[s])         # calls attach_copy(full[s], nbytes, what)
+    lk.sm90.mbarrier_wait(full[s], phase)              # try_wait.parity loop (bounded in debug)
+    lk.sm90.mbarrier_arrive(empty[s])
 
 Nothing here waits unless it is `mbarrier_wait`; the ring arithmetic is layoutkit.dsl.sm90.pipeline.
 
@@ -108,7 +108,7 @@ def _ref(what: str, ref) -> MbarrierRef:
         raise TraceError(f"{what}: takes one barrier, array[stage], got the whole array "
                          f"'{ref.name}' (index it with a stage)")
     if not isinstance(ref, MbarrierRef):
-        raise TraceError(f"{what}: takes an mbarrier (array[stage] of lk.mbarrier_array), got "
+        raise TraceError(f"{what}: takes an mbarrier (array[stage] of lk.sm90.mbarrier_array), got "
                          f"{ref!r}")
     return ref
 
@@ -117,15 +117,15 @@ def _initialised(trace, what: str, ref: MbarrierRef) -> None:
     if ref.array.name not in sync_state(trace).initialised:
         raise TraceError(f"{what} on {ref.describe()}: mbarrier array '{ref.array.name}' is not "
                          "initialised in this kernel before this point; call "
-                         f"lk.mbarrier_init({ref.array.name}) (one thread), "
-                         "lk.fence_mbarrier_init() and a barrier first")
+                         f"lk.sm90.mbarrier_init({ref.array.name}) (one thread), "
+                         "lk.sm90.fence_mbarrier_init() and a barrier first")
 
 
 def mbarrier_array(count: int, arrive_count: int, *, name: str | None = None) -> MbarrierArray:
     """`count` mbarriers in shared memory, each completing a phase after `arrive_count`
     arrivals (1..2^20-1) and its expected transaction bytes. Initialise them with
-    lk.mbarrier_init before use."""
-    what = "lk.mbarrier_array"
+    lk.sm90.mbarrier_init before use."""
+    what = "lk.sm90.mbarrier_array"
     trace = current(what)
     state = sync_state(trace)
     name = name if name is not None else f"mbar{len(state.arrays)}"
@@ -144,17 +144,17 @@ def mbarrier_array(count: int, arrive_count: int, *, name: str | None = None) ->
 
 def mbarrier_init(*arrays: MbarrierArray) -> None:
     """Initialise every barrier of `arrays` with its arrive count (phase 0, no bytes). One
-    thread does it (`with lk.if_(lk.thread_id() == 0):`), then lk.fence_mbarrier_init() and a
+    thread does it (`with lk.if_(lk.thread_id() == 0):`), then lk.sm90.fence_mbarrier_init() and a
     CTA (or cluster) barrier before anyone, or any TMA, uses them."""
-    trace = current("lk.mbarrier_init")
+    trace = current("lk.sm90.mbarrier_init")
     if not arrays:
-        raise TraceError("lk.mbarrier_init: name the arrays to initialise")
+        raise TraceError("lk.sm90.mbarrier_init: name the arrays to initialise")
     state = sync_state(trace)
     for array in arrays:
         if not isinstance(array, MbarrierArray):
-            raise TraceError(f"lk.mbarrier_init: takes lk.mbarrier_array arrays, got {array!r}")
+            raise TraceError(f"lk.sm90.mbarrier_init: takes lk.sm90.mbarrier_array arrays, got {array!r}")
         if array.name in state.initialised:
-            raise TraceError(f"lk.mbarrier_init: mbarrier array '{array.name}' is initialised "
+            raise TraceError(f"lk.sm90.mbarrier_init: mbarrier array '{array.name}' is initialised "
                              "twice (re-initialising a live barrier is undefined: PTX ISA "
                              "mbarrier.init)")
         trace.emit("mbarrier_init", (), (), {"barrier": array.name, "offset": array.alloc.offset,
@@ -165,8 +165,8 @@ def mbarrier_init(*arrays: MbarrierArray) -> None:
 
 def fence_mbarrier_init() -> None:
     """`fence.mbarrier_init.release.cluster`: the initialising thread makes its inits visible
-    to the async proxy (TMA) and the cluster; follow it with lk.barrier()/lk.cluster_sync()."""
-    current("lk.fence_mbarrier_init").emit("fence_mbarrier_init", (), ())
+    to the async proxy (TMA) and the cluster; follow it with lk.barrier()/lk.sm90.cluster_sync()."""
+    current("lk.sm90.fence_mbarrier_init").emit("fence_mbarrier_init", (), ())
 
 
 def mbarrier_arrive(ref, *, count: int = 1, cta=None, scope: str = "cluster") -> None:
@@ -177,8 +177,8 @@ def mbarrier_arrive(ref, *, count: int = 1, cta=None, scope: str = "cluster") ->
     ("cluster" or "cta") is that remote arrive's release scope: "cluster" publishes this
     thread's earlier writes to the peer (ptxas emits MEMBAR.ALL.GPU: about a microsecond);
     "cta" costs nothing and suffices when the arrive only reports that async-proxy reads
-    finished (a consumer releasing a stage its wgmma read, after lk.wgmma_wait)."""
-    what = "lk.mbarrier_arrive"
+    finished (a consumer releasing a stage its wgmma read, after lk.sm90.wgmma_wait)."""
+    what = "lk.sm90.mbarrier_arrive"
     trace = current(what)
     ref = _ref(what, ref)
     _initialised(trace, what, ref)
@@ -209,11 +209,11 @@ def mbarrier_arrive(ref, *, count: int = 1, cta=None, scope: str = "cluster") ->
 
 @contextlib.contextmanager
 def expect_tx(ref):
-    """`with lk.expect_tx(full[s]):` one `mbarrier.arrive.expect_tx` on `ref` (emitted where
+    """`with lk.sm90.expect_tx(full[s]):` one `mbarrier.arrive.expect_tx` on `ref` (emitted where
     the scope opens) whose byte count is the total of the async copies attached inside
     (TMA loads call `attach_copy`). An empty scope is an error: the phase would complete at
-    once. Every thread that reaches it arrives: elect one thread (lk.elect_one)."""
-    what = "lk.expect_tx"
+    once. Every thread that reaches it arrives: elect one thread (lk.sm90.elect_one)."""
+    what = "lk.sm90.expect_tx"
     trace = current(what)
     ref = _ref(what, ref)
     _initialised(trace, what, ref)
@@ -245,7 +245,7 @@ def expect_tx(ref):
 
 def attach_copy(ref, nbytes: int, what: str) -> None:
     """Charge an async copy that lands `nbytes` in THIS CTA's shared memory and completes on
-    `ref` to the open `lk.expect_tx(ref)` scope (called by the TMA ops while tracing)."""
+    `ref` to the open `lk.sm90.expect_tx(ref)` scope (called by the TMA ops while tracing)."""
     trace = current("attach_copy")
     ref = _ref(what, ref)
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
@@ -257,13 +257,13 @@ def attach_copy(ref, nbytes: int, what: str) -> None:
             break
     else:
         raise TraceError(f"{what} completes on {ref.describe()}, but no "
-                         f"lk.expect_tx({ref.describe()}) scope is open; wrap the copies that "
-                         f"complete on it in `with lk.expect_tx({ref.describe()}):`")
+                         f"lk.sm90.expect_tx({ref.describe()}) scope is open; wrap the copies that "
+                         f"complete on it in `with lk.sm90.expect_tx({ref.describe()}):`")
     for parent in trace.blocks[scope.depth - 1:-1]:
         owner = parent.ops[-1]
         if owner.name == "for":
             raise TraceError(f"{what}: the copy sits in an lk.range inside "
-                             f"lk.expect_tx({ref.describe()}), so the bytes per phase are unknown "
+                             f"lk.sm90.expect_tx({ref.describe()}), so the bytes per phase are unknown "
                              "at trace time; open the expect_tx scope inside the loop")
     scope.copies.append((what, nbytes))
 
@@ -275,7 +275,7 @@ def _phase(trace, what: str, ref: MbarrierRef, phase):
     if provably_outside(phase, 0, 1) is not False:
         raise TraceError(f"{what} on {ref.describe()}: the phase parity {phase} is not provably 0 "
                          "or 1; write it modulo 2, e.g. (k // STAGES) % 2, or use "
-                         "lk.producer_state / lk.consumer_state")
+                         "lk.sm90.producer_state / lk.sm90.consumer_state")
     return trace.index(phase, i32)
 
 
@@ -284,13 +284,13 @@ def mbarrier_wait(ref, phase) -> None:
     in 0..1) has completed: `mbarrier.try_wait.parity` in a loop. In debug builds the wait
     gives up after a timeout, records barrier, stage, parity and this line, and traps; the
     launch then raises layoutkit.sync.BarrierTimeoutError."""
-    what = "lk.mbarrier_wait"
+    what = "lk.sm90.mbarrier_wait"
     trace = current(what)
     ref = _ref(what, ref)
     _initialised(trace, what, ref)
     state = sync_state(trace)
     if state.elect_depth:
-        raise TraceError(f"{what} on {ref.describe()} inside lk.elect_one(): wait with the whole "
+        raise TraceError(f"{what} on {ref.describe()} inside lk.sm90.elect_one(): wait with the whole "
                          "warp, then elect the thread that issues")
     operands = [ref.byte_offset(), _phase(trace, what, ref, phase)]
     if state.debug:
@@ -303,7 +303,7 @@ def fence_proxy_async() -> None:
     """`fence.proxy.async.shared::cta`: order this thread's generic shared-memory writes
     (st.shared, stmatrix) before later async-proxy reads (TMA store, wgmma); every writer
     fences, then the writers synchronise."""
-    current("lk.fence_proxy_async").emit("fence_proxy_async", (), (), {"space": "shared::cta"})
+    current("lk.sm90.fence_proxy_async").emit("fence_proxy_async", (), (), {"space": "shared::cta"})
 
 
 __all__ = ["MbarrierArray", "MbarrierRef", "attach_copy", "expect_tx", "fence_mbarrier_init",

@@ -21,7 +21,7 @@ the dynamic shared array (lowering adds the array's address); `barrier` the arra
 Targets (what each lowering emits, PTX ISA / hopper-ptx.md §0.1): `mbarrier.init` and a plain
 `mbarrier.arrive` exist on sm_80 (the `.shared::cta` spelling needs PTX 7.8, which sm_80
 accepts); an arrive with a count, a remote arrive (mapa + `.shared::cluster`), `arrive.expect_tx`,
-`try_wait.parity` and both fences need sm_90. lk.mbarrier_arrive refuses a count on sm_80 at
+`try_wait.parity` and both fences need sm_90. lk.sm90.mbarrier_arrive refuses a count on sm_80 at
 trace time by asking the ptx layer (`mbarrier.ARRIVE_COUNT`, where the rule lives); a remote
 arrive needs a cluster kernel, which is sm_90a.
 
@@ -245,7 +245,7 @@ class MbarrierArrive(OpDef):
 
         def run(thread):
             target = _target_cta(thread, op)
-            barrier = lookup(target, thread.env[offset], op, "lk.mbarrier_arrive")
+            barrier = lookup(target, thread.env[offset], op, "lk.sm90.mbarrier_arrive")
             barrier.arrive(count, op, thread)
             where = "" if target is thread.cta else f" of CTA {target.coord}"
             thread.notes["mbarrier"] = f"arrived on {barrier.describe()}{where} "\
@@ -303,7 +303,7 @@ class MbarrierArriveExpectTx(OpDef):
         offset, nbytes = op.operands[0].id, op.attrs["tx_bytes"]
 
         def run(thread):
-            barrier = lookup(thread.cta, thread.env[offset], op, "lk.expect_tx")
+            barrier = lookup(thread.cta, thread.env[offset], op, "lk.sm90.expect_tx")
             barrier.expect_tx(nbytes)
             barrier.arrive(1, op, thread)
             thread.notes["mbarrier"] = (f"arrived on {barrier.describe()} expecting {nbytes} "
@@ -318,7 +318,7 @@ class MbarrierArriveExpectTx(OpDef):
                                      "site": site, "expect": True,
                                      "tx_bytes": op.attrs["tx_bytes"]}, per_thread=1)
             for what, nbytes in op.attrs["copies"]:
-                if not what.startswith("lk.tma_load"):     # attached by hand: no copy op
+                if not what.startswith("lk.sm90.tma_load"):     # attached by hand: no copy op
                     ex.emit(sub, km.Copy, {"barrier": name, "stage": stage, "ctas": (cta,),
                                            "nbytes": nbytes, "dst": None, "site": site,
                                            "what": f"{what} (attached by hand)"})
@@ -358,7 +358,7 @@ class MbarrierWait(OpDef):
         offset, parity = op.operands[0].id, op.operands[1].id
 
         def run(thread):
-            barrier = lookup(thread.cta, thread.env[offset], op, "lk.mbarrier_wait")
+            barrier = lookup(thread.cta, thread.env[offset], op, "lk.sm90.mbarrier_wait")
             return PhaseWait(barrier, thread.env[parity] & 1, op)
         return Step(run, op)
 

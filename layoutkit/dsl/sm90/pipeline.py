@@ -1,26 +1,26 @@
 """The position in an mbarrier ring as kernel integers: stage and phase of a running counter.
 
-`lk.producer_state(counter, STAGES)` / `lk.consumer_state(counter, STAGES)` follow
+`lk.sm90.producer_state(counter, STAGES)` / `lk.sm90.consumer_state(counter, STAGES)` follow
 layoutkit.sync.PipelineState's rules exactly (its start phases, and "after k advances: index =
 k mod stages, phase = start XOR ((k div stages) mod 2)"), but over an integer expression the
 author advances, typically `counter = tile_iteration * K_TILES + k` inside lk.range loops. For
 a power-of-two STAGES the stage lowers to a mask and the phase to a shift and a mask. Nothing
 waits here: the author writes every wait.
 
-    full = lk.mbarrier_array(STAGES, 1, name="full")            # producer arrive + TMA bytes
-    empty = lk.mbarrier_array(STAGES, CONSUMERS, name="empty")  # each consumer thread arrives
-    with lk.warp_role("producer", warpgroups=(0,), registers=24):
+    full = lk.sm90.mbarrier_array(STAGES, 1, name="full")            # producer arrive + TMA bytes
+    empty = lk.sm90.mbarrier_array(STAGES, CONSUMERS, name="empty")  # each consumer thread arrives
+    with lk.sm90.warp_role("producer", warpgroups=(0,), registers=24):
         for k in lk.range(0, K_TILES):
-            p = lk.producer_state(k, STAGES)       # first pass: parity 1 passes on fresh empty
-            lk.mbarrier_wait(empty[p.stage], p.phase)
-            with lk.elect_one(), lk.expect_tx(full[p.stage]):
+            p = lk.sm90.producer_state(k, STAGES)       # first pass: parity 1 passes on fresh empty
+            lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
+            with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):
                 ...                                # TMA copies completing on full[p.stage]
-    with lk.warp_role("consumer", warpgroups=(1, 2), registers=240):
+    with lk.sm90.warp_role("consumer", warpgroups=(1, 2), registers=240):
         for k in lk.range(0, K_TILES):
-            c = lk.consumer_state(k, STAGES)       # first pass: parity 0 blocks until filled
-            lk.mbarrier_wait(full[c.stage], c.phase)
+            c = lk.sm90.consumer_state(k, STAGES)       # first pass: parity 0 blocks until filled
+            lk.sm90.mbarrier_wait(full[c.stage], c.phase)
             ...                                    # read the slot
-            lk.mbarrier_arrive(empty[c.stage])
+            lk.sm90.mbarrier_arrive(empty[c.stage])
 
 >>> from layoutkit.sync import PipelineState
 >>> [(s.stage, s.phase) for s in (producer_state(k, 2) for k in range(5))]
@@ -92,15 +92,15 @@ def _start(what: str, stages, role: str) -> PipelineState:
 def producer_state(counter, stages: int) -> RingState:
     """The producer's ring position after `counter` slots: it waits on `empty[stage]` with
     parity `phase`, starting at phase 1 so its first pass over fresh barriers does not block."""
-    return _state("lk.producer_state", counter, stages,
-                  _start("lk.producer_state", stages, "producer"))
+    return _state("lk.sm90.producer_state", counter, stages,
+                  _start("lk.sm90.producer_state", stages, "producer"))
 
 
 def consumer_state(counter, stages: int) -> RingState:
     """The consumer's ring position after `counter` slots: it waits on `full[stage]` with
     parity `phase`, starting at phase 0 so its first wait blocks until the first fill."""
-    return _state("lk.consumer_state", counter, stages,
-                  _start("lk.consumer_state", stages, "consumer"))
+    return _state("lk.sm90.consumer_state", counter, stages,
+                  _start("lk.sm90.consumer_state", stages, "consumer"))
 
 
 __all__ = ["RingState", "consumer_state", "producer_state"]

@@ -4,9 +4,9 @@ warpgroup indices, elect-one regions and named barriers.
     @lk.kernel(num_warps=12)                       # 3 warpgroups
     def gemm(...):
         ...                                        # barrier init etc. before the roles
-        with lk.warp_role("producer", warpgroups=(0,), registers=24):
+        with lk.sm90.warp_role("producer", warpgroups=(0,), registers=24):
             ...                                    # warpgroup 0 only; setmaxnreg.dec 24
-        with lk.warp_role("consumer", warpgroups=(1, 2), registers=240):
+        with lk.sm90.warp_role("consumer", warpgroups=(1, 2), registers=240):
             ...                                    # warpgroups 1, 2; setmaxnreg.inc 240
 
 Role regions sit at the kernel's top level after everything all threads run; together they
@@ -39,21 +39,11 @@ from ..core.tracer import current
 WARPGROUP_WARPS = WARPGROUP_THREADS // WARP_THREADS
 # Ops that every thread of the CTA (or cluster) must reach: refused inside a role region.
 WHOLE_BLOCK_OPS = {"barrier": "lk.barrier() (bar.sync 0 over the whole CTA)",
-                   "cluster_sync": "lk.cluster_sync() (every thread of the cluster)"}
+                   "cluster_sync": "lk.sm90.cluster_sync() (every thread of the cluster)"}
 
 
 def _tid():
     return current("a thread index").special("thread_idx", 0)
-
-
-def warp_id():
-    """The thread's warp in the block, tid // 32 (a warp-uniform kernel integer)."""
-    return sympy.floor(_tid() / WARP_THREADS)
-
-
-def lane_id():
-    """The thread's lane in its warp, tid % 32."""
-    return sympy.Mod(_tid(), WARP_THREADS)
 
 
 def warpgroup_id():
@@ -92,7 +82,7 @@ def warp_role(name: str, *, warpgroups, registers: int | None = None):
     """Run the body only in the warpgroups `warpgroups` (an int or consecutive ints), after
     `setmaxnreg` to `registers` per thread (a multiple of 8 in 24..256, sm_90a only; None keeps
     the entry cap, on any target). See the module docstring for the rules."""
-    what = f"lk.warp_role({name!r})"
+    what = f"lk.sm90.warp_role({name!r})"
     trace = current(what)
     state = sync_state(trace)
     num_warps = trace.fn.num_warps
@@ -152,9 +142,9 @@ def _uniform_value(value, defs, tid) -> bool:
 def require_warp_uniform(trace, what: str) -> None:
     """Raise unless every lane of each warp reaching this point reaches it together: enclosing
     lk.if_ conditions are comparisons of warp-uniform integers (lk.warp_id() and the like),
-    no lk.range has thread-dependent bounds, and no lk.elect_one() region is open."""
+    no lk.range has thread-dependent bounds, and no lk.sm90.elect_one() region is open."""
     if sync_state(trace).elect_depth:
-        raise TraceError(f"{what} inside lk.elect_one(): only one lane runs there, and this needs "
+        raise TraceError(f"{what} inside lk.sm90.elect_one(): only one lane runs there, and this needs "
                          "the whole warp")
     tid = trace.specials.get(("thread_idx", 0))
     defs = _defining_ops(trace)
@@ -167,14 +157,14 @@ def require_warp_uniform(trace, what: str) -> None:
         if owner.name == "if" and not _uniform_value(owner.operands[0], defs, tid):
             raise TraceError(f"{what} inside an lk.if_ (line {line}) whose condition may differ "
                              "between the lanes of a warp; branch on warp-uniform integers "
-                             "(lk.warp_id(), lk.warpgroup_id(), ...) around it")
+                             "(lk.warp_id(), lk.sm90.warpgroup_id(), ...) around it")
 
 
 @contextlib.contextmanager
 def elect_one():
     """Run the body in one lane of each warp that reaches it (`elect.sync`): the thread that
     issues TMA copies or a single arrive. The warp must be converged here."""
-    what = "lk.elect_one()"
+    what = "lk.sm90.elect_one()"
     trace = current(what)
     require_warp_uniform(trace, what)
     body = Block()
@@ -189,7 +179,7 @@ def elect_one():
 
 
 def _named(kind: str, barrier_id, threads) -> None:
-    what = f"lk.named_barrier_{kind}({barrier_id!r}, {threads!r})"
+    what = f"lk.sm90.named_barrier_{kind}({barrier_id!r}, {threads!r})"
     trace = current(what)
     if barrier_id == WHOLE_CTA_ID and isinstance(barrier_id, int):
         raise TraceError(f"{what}: id {WHOLE_CTA_ID} is the whole-CTA barrier of lk.barrier(); "
@@ -265,7 +255,7 @@ def _finish_roles(trace, state) -> RoleSplit | None:
             if op.name in WHOLE_BLOCK_OPS:
                 raise _location_error(f"{WHOLE_BLOCK_OPS[op.name]} inside warp role "
                                       f"{region.name!r}: the other roles never reach it, so it "
-                                      "hangs; synchronise roles with lk.named_barrier_sync/"
+                                      "hangs; synchronise roles with lk.sm90.named_barrier_sync/"
                                       "arrive and explicit thread counts", op)
     return split
 
@@ -298,7 +288,7 @@ def _finish_elects(trace) -> None:
     for elect in (op for op in _walk(trace.fn.body) if op.name == "elect_one"):
         for op in _walk(elect.blocks[0]):
             if op.name in WHOLE_BLOCK_OPS:
-                raise _location_error(f"{WHOLE_BLOCK_OPS[op.name]} inside lk.elect_one(): one "
+                raise _location_error(f"{WHOLE_BLOCK_OPS[op.name]} inside lk.sm90.elect_one(): one "
                                       "lane per warp reaches it, so it hangs", op)
 
 
@@ -312,6 +302,6 @@ def finish_sync(trace) -> None:
     check_accumulators(trace.fn)      # before the protocol check: its errors are the causes
 
 
-__all__ = ["elect_one", "finish_sync", "lane_id", "named_barrier_arrive", "named_barrier_sync",
-           "require_warp_uniform", "thread_id_in_warpgroup", "warp_id", "warp_id_in_warpgroup",
+__all__ = ["elect_one", "finish_sync", "named_barrier_arrive", "named_barrier_sync",
+           "require_warp_uniform", "thread_id_in_warpgroup", "warp_id_in_warpgroup",
            "warp_role", "warpgroup_id"]

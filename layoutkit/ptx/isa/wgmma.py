@@ -22,7 +22,7 @@ from .hopper_operands import B64, PRED, SM90A, group_count, immediate
 M = 64
 N_STEP, N_MAX = 8, 256
 MAX_PENDING_GROUPS = 7      # wait_group N: 0..7 (CUTLASS warpgroup_wait's static bound); the
-                            # DSL's lk.wgmma_wait and its verifier check against this one
+                            # DSL's lk.sm90.wgmma_wait and its verifier check against this one
 A_REGISTERS = 4
 # input type -> (K, accumulator types, has imm-trans, register types allowed for A)
 INPUTS = {

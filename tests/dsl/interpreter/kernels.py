@@ -72,29 +72,29 @@ def ring(out: lk.Pointer[lk.i32], n: lk.i32, PRODUCED: lk.constexpr, CONSUMER_WA
     """Warpgroup 0 produces n - PRODUCED rounds into a 2-slot ring (full/empty mbarriers),
     warpgroup 1 consumes n rounds (waiting on full only when CONSUMER_WAITS) and stores the
     sum of k + t % 128 over the rounds at out[t - 128]."""
-    full = lk.mbarrier_array(2, 128, name="full")
-    empty = lk.mbarrier_array(2, 128, name="empty")
+    full = lk.sm90.mbarrier_array(2, 128, name="full")
+    empty = lk.sm90.mbarrier_array(2, 128, name="empty")
     slots = lk.shared_tensor(Layout((128, 2)), lk.i32, name="slots")
     with lk.if_(_is_zero(lk.thread_id())):
-        lk.mbarrier_init(full, empty)
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(full, empty)
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
-    with lk.warp_role("producer", warpgroups=(0,)):
+    with lk.sm90.warp_role("producer", warpgroups=(0,)):
         for k in lk.range(0, n - PRODUCED):
-            p = lk.producer_state(k, 2)
-            lk.mbarrier_wait(empty[p.stage], p.phase)
+            p = lk.sm90.producer_state(k, 2)
+            lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
             mine = slots.tile((128,), (0, p.stage)).partition(SLOT)
-            value = lk.cast(k + lk.thread_id_in_warpgroup(), lk.i32)
+            value = lk.cast(k + lk.sm90.thread_id_in_warpgroup(), lk.i32)
             lk.store(mine, lk.full(SLOT, 0, lk.i32) + value)             # producer store
-            lk.mbarrier_arrive(full[p.stage])                            # producer arrive
-    with lk.warp_role("consumer", warpgroups=(1,)):
+            lk.sm90.mbarrier_arrive(full[p.stage])                            # producer arrive
+    with lk.sm90.warp_role("consumer", warpgroups=(1,)):
         loop = lk.range(0, n, carry=(lk.full(SLOT, 0, lk.i32),))
         for k, (acc,) in loop:
-            c = lk.consumer_state(k, 2)
+            c = lk.sm90.consumer_state(k, 2)
             if CONSUMER_WAITS:
-                lk.mbarrier_wait(full[c.stage], c.phase)                 # consumer wait
+                lk.sm90.mbarrier_wait(full[c.stage], c.phase)                 # consumer wait
             got = lk.load(slots.tile((128,), (0, c.stage)).partition(SLOT))  # consumer load
-            lk.mbarrier_arrive(empty[c.stage])
+            lk.sm90.mbarrier_arrive(empty[c.stage])
             loop.next(acc + got)
         (total,) = loop.results
         each = lk.tv_layout(Layout(256), Layout(1))

@@ -99,8 +99,8 @@ def test_tma_fed_ring_matches_numpy(stages):
 def test_releasing_a_stage_before_the_wgmma_finished_is_a_race(stages):
     rng = np.random.default_rng(5)
     a, b = bf16_matrix(rng, (64, 256)), bf16_matrix(rng, (64, 256))
-    lines = {source_lines.line_of(hopper_kernels.__file__, "lk.tma_load(sA[:, :, p.stage]"),
-             source_lines.line_of(hopper_kernels.__file__, "acc = lk.wgmma(acc, sA")}
+    lines = {source_lines.line_of(hopper_kernels.__file__, "lk.sm90.tma_load(sA[:, :, p.stage]"),
+             source_lines.line_of(hopper_kernels.__file__, "acc = lk.sm90.wgmma(acc, sA")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for seed in range(3):
@@ -134,7 +134,7 @@ def test_reading_the_accumulator_before_its_wait_is_a_race_at_the_read():
     args = attention_args()
     fn = edited(attention_tile, args, drop="wgmma_wait")     # tracing refuses this kernel
     store = next(op for op in fn.body.ops if op.name == "store")
-    with pytest.raises(RaceError, match="before an lk.wgmma_wait covers its group") as info:
+    with pytest.raises(RaceError, match="before an lk.sm90.wgmma_wait covers its group") as info:
         run_ir(fn, 1, args)
     assert info.value.location.line == store.location.line
 
@@ -142,7 +142,7 @@ def test_reading_the_accumulator_before_its_wait_is_a_race_at_the_read():
 def test_a_first_wgmma_without_a_fence_is_an_error():
     args = attention_args()
     fn = edited(attention_tile, args, drop="wgmma_fence")
-    with pytest.raises(ExecutionError, match="no lk.wgmma_fence"):
+    with pytest.raises(ExecutionError, match="no lk.sm90.wgmma_fence"):
         run_ir(fn, 1, args)
 
 

@@ -6,15 +6,15 @@ bytes a load charges to its mbarrier from the box (see derive.py for the rules).
     A = lk.global_tensor(a, Layout((M, K), (K, 1)))                   # bf16, row-major
     sA = lk.shared_tensor(ComposedLayout(Swizzle(3, 3, 3), 0, Layout((128, 64), (64, 1))), lk.bf16)
     with lk.if_(lk.thread_id() == 0):
-        with lk.expect_tx(full[s]):                       # expects 16384 bytes, derived here
-            lk.tma_load(sA, A.tile((128, 64), (m, k)), full[s])
+        with lk.sm90.expect_tx(full[s]):                       # expects 16384 bytes, derived here
+            lk.sm90.tma_load(sA, A.tile((128, 64), (m, k)), full[s])
     ...
-    lk.fence_proxy_async(); lk.barrier()                  # every writer of sC, then one thread:
-    lk.tma_store(C.tile((128, 64), (m, n)), sC)
-    lk.tma_store_commit(); lk.tma_store_wait(0)           # sC reusable / the CTA may exit
+    lk.sm90.fence_proxy_async(); lk.barrier()                  # every writer of sC, then one thread:
+    lk.sm90.tma_store(C.tile((128, 64), (m, n)), sC)
+    lk.sm90.tma_store_commit(); lk.sm90.tma_store_wait(0)           # sC reusable / the CTA may exit
 
 A copy is issued by every thread that executes it: issue from one thread (lk.if_ or
-lk.elect_one). Loads outside the tensor's bounds fill zeros; stores there are dropped. The
+lk.sm90.elect_one). Loads outside the tensor's bounds fill zeros; stores there are dropped. The
 tensor map is a hidden kernel parameter encoded at launch from the arguments (cached per
 address, dims and strides); a global stride that breaks the 16-byte rule is a trace-time
 error when provable, else a KernelArgumentError at launch naming the tensor and the stride.
@@ -22,9 +22,9 @@ error when provable, else a KernelArgumentError at launch naming the tensor and 
 Multicast (`multicast="x"`, or a tuple of cluster axes): the tile is shared by the CTAs of the
 cluster that differ only along those axes. Each of the n CTAs issues 1/n of every box (sliced
 along the box's outermost dimension) to all of them, so each CTA receives, and charges to its
-own barrier, the whole tile. All n CTAs must execute the same lk.tma_load (same tile, shared
+own barrier, the whole tile. All n CTAs must execute the same lk.sm90.tma_load (same tile, shared
 tile and barrier stage), each with its barrier initialised before any CTA issues
-(lk.cluster_sync() after the init).
+(lk.sm90.cluster_sync() after the init).
 
 IR ops (name: operands -> results; attrs). Offsets are elements of the shared buffer before
 its swizzle (`buffer` the allocation's name, `base` its byte offset); `box`, `coords`,
@@ -152,14 +152,14 @@ def _multicast_group(trace, what: str, multicast):
 def tma_load(dst: SharedTensor, src: GlobalTensor, barrier: MbarrierRef, *,
              multicast=None) -> None:
     """Copy the global tile `src` into the shared tile `dst` with TMA, completing on `barrier`
-    (inside `with lk.expect_tx(barrier):`, which it charges with the bytes landing in this
+    (inside `with lk.sm90.expect_tx(barrier):`, which it charges with the bytes landing in this
     CTA). `multicast`: None, or cluster axes ('x', ('x', 'y')) whose CTAs share the tile."""
-    what = "lk.tma_load"
+    what = "lk.sm90.tma_load"
     trace = current(what)
     _check_tiles(what, dst, src)
     if not isinstance(barrier, MbarrierRef):
         raise TraceError(f"{what}: barrier= is one mbarrier (array[stage] of "
-                         f"lk.mbarrier_array), got {barrier!r}")
+                         f"lk.sm90.mbarrier_array), got {barrier!r}")
     group = None if multicast is None else _multicast_group(trace, what, multicast)
     modes, plan, origins = derive(what, dst, src, 1 if group is None else group[0])
     tmap, tmap_attrs = tensormap_param(trace, what, src, modes, plan)
@@ -186,9 +186,9 @@ def tma_load(dst: SharedTensor, src: GlobalTensor, barrier: MbarrierRef, *,
 
 def tma_store(dst: GlobalTensor, src: SharedTensor) -> None:
     """Copy the shared tile `src` to the global tile `dst` with TMA (a bulk async-group
-    operation: then lk.tma_store_commit() and lk.tma_store_wait()). The writers of `src` must
-    run lk.fence_proxy_async() and synchronise before the issuing thread stores."""
-    what = "lk.tma_store"
+    operation: then lk.sm90.tma_store_commit() and lk.sm90.tma_store_wait()). The writers of `src` must
+    run lk.sm90.fence_proxy_async() and synchronise before the issuing thread stores."""
+    what = "lk.sm90.tma_store"
     trace = current(what)
     _check_tiles(what, src, dst)
     modes, plan, origins = derive(what, src, dst)
@@ -209,14 +209,14 @@ def tma_store(dst: GlobalTensor, src: SharedTensor) -> None:
 
 def tma_store_commit() -> None:
     """Close this thread's bulk async-group of TMA stores (`cp.async.bulk.commit_group`)."""
-    current("lk.tma_store_commit").emit("tma_store_commit", (), (), {})
+    current("lk.sm90.tma_store_commit").emit("tma_store_commit", (), (), {})
 
 
 def tma_store_wait(pending: int = 0, *, writes: bool = False) -> None:
     """Wait until at most `pending` of this thread's most recent store groups are in flight:
     by default until their shared sources have been read (the tiles may be overwritten, the
     CTA may exit); `writes=True` until the global writes are done (this kernel reads them)."""
-    what = "lk.tma_store_wait"
+    what = "lk.sm90.tma_store_wait"
     trace = current(what)
     if isinstance(pending, bool) or not isinstance(pending, int) or \
             not 0 <= pending <= MAX_PENDING_BULK_GROUPS:

@@ -10,19 +10,19 @@ Rules (PTX ISA "wgmma.mma_async", "wgmma.fence", "wgmma.wait_group"), each an
 1. A value consumed as a wgmma accumulator is read by no later op, and a wgmma inside an
    lk.range consumes only values defined in that loop's body (else it would be consumed once
    per iteration): carry the accumulator through the loop.
-2. A wgmma result (and a register A operand) is read only after an lk.wgmma_wait covers the
+2. A wgmma result (and a register A operand) is read only after an lk.sm90.wgmma_wait covers the
    group it was committed in. Exceptions: the next wgmma chaining on the accumulator, and
    loop.next(acc) when acc stays in the loop's own registers (no copy).
 3. Fences (PTX ISA "wgmma.fence": required between any other instruction's access to a wgmma's
    accumulator or A registers and that wgmma). A wgmma is an error when, since the last
-   lk.wgmma_fence() on the path to it (or with none before it):
+   lk.sm90.wgmma_fence() on the path to it (or with none before it):
    - a non-wgmma instruction wrote its accumulator registers in place (a loop's entry copy, a
      loop.next copy);
    - an op wrote the accumulator value it accumulates into, or its register A operand
      (acc * alpha, lk.full, lk.cast after the fence);
    - an op read the registers it writes (the previous iteration's result read by the
      epilogue or softmax, then overwritten in place or by the next execution).
-   Where the only fence in between runs inside an lk.if_ / lk.elect_one region, whether it
+   Where the only fence in between runs inside an lk.if_ / lk.sm90.elect_one region, whether it
    runs could not be proven: a `lk.ProtocolWarning` at the wgmma says so (never silence).
    The first wgmma of a thread with no fence at all is the protocol check's (it follows each
    thread class's path exactly: layoutkit.sync.wgmma_rules).
@@ -204,7 +204,7 @@ class Checker:
             reader = "loop.next (a copy into the loop's registers at the end of its body)"
         self.fail(op, f"{reader} reads {v!r}, the {role} of the wgmma at line "
                       f"{_line(issue.op)}, while that wgmma may still run; commit it "
-                      "(lk.wgmma_commit()) and wait for it (lk.wgmma_wait(n)) before reading")
+                      "(lk.sm90.wgmma_commit()) and wait for it (lk.sm90.wgmma_wait(n)) before reading")
 
     # ---- walking ----------------------------------------------------------------------------
     def block(self, block: Block) -> None:
@@ -220,7 +220,7 @@ class Checker:
                 by = s.consumed[v.id]
                 self.fail(op, f"{v!r} was consumed as the accumulator of the wgmma at line "
                               f"{_line(by)}, which updates it in place: read the wgmma's "
-                              "result instead (acc = lk.wgmma(acc, ...)); the old value is gone")
+                              "result instead (acc = lk.sm90.wgmma(acc, ...)); the old value is gone")
             if v.id in accs:
                 continue
             if op.name == "yield" and v.id in s.pending:
@@ -260,8 +260,8 @@ class Checker:
         if region is None or region[2] < access.tick:
             self.fail(op, message)
         fence, where, _ = region
-        kind = {"if": "lk.if_", "elect_one": "lk.elect_one()"}.get(where.name, where.name)
-        text = (f"could not prove that an lk.wgmma_fence() runs between the op "
+        kind = {"if": "lk.if_", "elect_one": "lk.sm90.elect_one()"}.get(where.name, where.name)
+        text = (f"could not prove that an lk.sm90.wgmma_fence() runs between the op "
                 f"({access.op.name}) at line {_line(access.op)} and the wgmma at line "
                 f"{_line(op)}: the only fence after that op, at line {_line(fence)}, is inside "
                 f"the {kind} at line {_line(where)}, which not every thread may run. "
@@ -270,8 +270,8 @@ class Checker:
 
     def _since(self) -> str:
         fence = self.state.last_fence
-        return f"after the last lk.wgmma_fence() (line {_line(fence)})" if fence is not None \
-            else "with no lk.wgmma_fence() after it"
+        return f"after the last lk.sm90.wgmma_fence() (line {_line(fence)})" if fence is not None \
+            else "with no lk.sm90.wgmma_fence() after it"
 
     def fences(self, op: Op, flags) -> None:
         """Rule 3 of the module docstring for the wgmma `op`."""
@@ -283,7 +283,7 @@ class Checker:
                 self.hazard(op, access,
                             f"the wgmma updates {v!r} in place, but its registers were written "
                             f"by a copy at line {_line(access.op)} after the last "
-                            "lk.wgmma_fence(); call lk.wgmma_fence() after that write and "
+                            "lk.sm90.wgmma_fence(); call lk.sm90.wgmma_fence() after that write and "
                             "before the wgmma (inside the loop body for a carried accumulator)")
             elif access is not None:
                 self.hazard(op, access,
@@ -291,7 +291,7 @@ class Checker:
                             f"{access.value!r}, which the op ({access.op.name}) at line "
                             f"{_line(access.op)} read {self._since()}: wgmma.fence orders "
                             "other instructions' accesses to a wgmma's registers before it "
-                            "(PTX ISA 'wgmma.fence'); call lk.wgmma_fence() after that read "
+                            "(PTX ISA 'wgmma.fence'); call lk.sm90.wgmma_fence() after that read "
                             "and before the wgmma")
             access = s.written.get(v.id) if op.attrs["accumulate"] is not False and \
                 not flags[i] else None
@@ -301,7 +301,7 @@ class Checker:
                             f"({access.op.name}) at line {_line(access.op)} wrote "
                             f"{self._since()}: the tensor cores see registers other "
                             "instructions wrote only after a wgmma.fence (PTX ISA "
-                            "'wgmma.fence'); call lk.wgmma_fence() after that write and before "
+                            "'wgmma.fence'); call lk.sm90.wgmma_fence() after that write and before "
                             "the wgmma")
         for v in register_a(op):
             access = s.written.get(v.id) or s.dirty.get(facts.home.get(v.id))
@@ -312,7 +312,7 @@ class Checker:
                             f"({access.op.name}) at line {_line(access.op)} {verb} "
                             f"{self._since()}: the tensor cores see registers other "
                             "instructions wrote only after a wgmma.fence (PTX ISA "
-                            "'wgmma.fence'); call lk.wgmma_fence() after that write and before "
+                            "'wgmma.fence'); call lk.sm90.wgmma_fence() after that write and before "
                             "the wgmma")
                 break
 
@@ -332,7 +332,7 @@ class Checker:
             if op.attrs["accumulate"] is True and producer is not None and \
                     producer.name == UNDEF:
                 self.fail(op, f"the wgmma accumulates into {v!r}, an accumulator with undefined "
-                              f"values (lk.wgmma_accumulator at line {_line(producer)}); pass "
+                              f"values (lk.sm90.wgmma_accumulator at line {_line(producer)}); pass "
                               "accumulate=False to the first wgmma, or start from lk.full")
         writes = bool(register_a(op)) or (op.attrs["accumulate"] is not False
                                           and not all(flags))
@@ -340,7 +340,7 @@ class Checker:
             what = "register A operand" if register_a(op) else "accumulator copies"
             self.fail(op, f"this wgmma writes its {what} again while its previous execution "
                           "may still run (a loop iteration without a covering wait); "
-                          "lk.wgmma_wait for it before the next execution")
+                          "lk.sm90.wgmma_wait for it before the next execution")
         self.serial += 1
         issue = Issue(op, self.serial)
         for v in accs:

@@ -57,7 +57,7 @@ def wgmma_accumulator_layout(n: int, m: int = M_BLOCK) -> TVLayout:
     >>> acc.num_threads, acc.num_values, acc.tile
     (128, 256, (128, 256))
     """
-    what = "lk.wgmma_accumulator_layout"
+    what = "lk.sm90.wgmma_accumulator_layout"
     if isinstance(n, bool) or not isinstance(n, int) or not (N_STEP <= n <= N_MAX and
                                                              n % N_STEP == 0):
         raise TraceError(f"{what}: n is {N_STEP}..{N_MAX} in steps of {N_STEP} (the N of one "
@@ -73,7 +73,7 @@ def wgmma_a_layout(k: int, m: int = M_BLOCK) -> TVLayout:
     >>> str(wgmma_a_layout(16))
     '((4,8,4),(2,2,2)):((128,1,16),(64,8,512)) over tile (64,16)'
     """
-    what = "lk.wgmma_a_layout"
+    what = "lk.sm90.wgmma_a_layout"
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0 or k % K_STEP:
         raise TraceError(f"{what}: k is a positive multiple of {K_STEP} (the K of one bf16/f16 "
                          f"wgmma), got {k!r}")
@@ -91,10 +91,10 @@ def warpgroup_stack(layout: TVLayout, warpgroups: int) -> TVLayout:
     '(((4,8,4),2),(2,2,1)):(((256,1,16),64),(128,8,1024)) over tile (128,8)'
     """
     if isinstance(warpgroups, bool) or not isinstance(warpgroups, int) or warpgroups < 1:
-        raise TraceError(f"lk.warpgroup_stack: warpgroups is a positive int, got {warpgroups!r}")
+        raise TraceError(f"lk.sm90.warpgroup_stack: warpgroups is a positive int, got {warpgroups!r}")
     if not isinstance(layout, TVLayout) or len(layout.tile) != 2 or \
             layout.num_threads != WARPGROUP:
-        raise TraceError(f"lk.warpgroup_stack: stacks a 128-thread TV layout over a 2-D tile, "
+        raise TraceError(f"lk.sm90.warpgroup_stack: stacks a 128-thread TV layout over a 2-D tile, "
                          f"got {layout}")
     m, n = layout.tile
     rows = m * warpgroups
@@ -141,8 +141,8 @@ def check_fragment(what: str, operand: str, got: TVLayout, expected: TVLayout) -
         raise LayoutMismatchError(
             f"{what}: {operand} must have the wgmma register layout of its tile\n"
             f"      expected: {expected}\n      got:      {got}\n"
-            "  (PTX ISA wgmma register fragments; make it with lk.wgmma_accumulator_layout / "
-            "lk.wgmma_a_layout, or lk.convert_layout to it)")
+            "  (PTX ISA wgmma register fragments; make it with lk.sm90.wgmma_accumulator_layout / "
+            "lk.sm90.wgmma_a_layout, or lk.convert_layout to it)")
 
 
 __all__ = ["wgmma_accumulator_layout", "wgmma_a_layout", "warpgroup_stack", "same_function",

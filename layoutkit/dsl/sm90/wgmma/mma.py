@@ -1,24 +1,24 @@
-"""Warpgroup MMA in the kernel DSL (sm_90a): `lk.wgmma(acc, a, b)` and its fence/commit/wait.
+"""Warpgroup MMA in the kernel DSL (sm_90a): `lk.sm90.wgmma(acc, a, b)` and its fence/commit/wait.
 
 One warpgroup (128 threads, 4 aligned warps: %tid.x // 128) issues each wgmma and owns its
 accumulator; register tensors here use the thread's index in its warpgroup (%tid.x % 128).
 Every thread of the warpgroup must execute the same wgmma ops (PTX `.sync.aligned`).
 
-    acc = lk.full(lk.wgmma_accumulator_layout(256), 0.0)   # or lk.wgmma_accumulator(256)
+    acc = lk.full(lk.sm90.wgmma_accumulator_layout(256), 0.0)   # or lk.sm90.wgmma_accumulator(256)
     loop = lk.range(0, k_tiles, carry=(acc,))
     for kt, (acc,) in loop:
-        lk.wgmma_fence()                          # registers written before here are visible
-        acc = lk.wgmma(acc, sA, sB, accumulate=kt > 0)  # D (+)= A[64,K] * B[N,K]^T, in place
-        lk.wgmma_commit()
-        lk.wgmma_wait(0)                          # acc may be read after this
+        lk.sm90.wgmma_fence()                          # registers written before here are visible
+        acc = lk.sm90.wgmma(acc, sA, sB, accumulate=kt > 0)  # D (+)= A[64,K] * B[N,K]^T, in place
+        lk.sm90.wgmma_commit()
+        lk.sm90.wgmma_wait(0)                          # acc may be read after this
         loop.next(acc)
 
-Operands: `a` is a shared tile (M x K) or a bf16/f16 register tensor in lk.wgmma_a_layout(K, M)
+Operands: `a` is a shared tile (M x K) or a bf16/f16 register tensor in lk.sm90.wgmma_a_layout(K, M)
 (e.g. an f32 accumulator cast to bf16: the layouts coincide); `b` is a shared tile N x K (use
 `tile.T` for a K x N tile). Shared tiles must have a canonical K-major or MN-major layout
 (none/32B/64B/128B swizzle; see operands.py) and the descriptors are derived from it.
 Accumulators are updated in place; the accumulator protocol (accumulators.py: linear use, reads
-after the covering wait, fences after register accesses) is checked at each lk.wgmma_wait, once
+after the covering wait, fences after register accesses) is checked at each lk.sm90.wgmma_wait, once
 the kernel body returns (before the protocol check, which adds the whole-warpgroup, first-fence
 and commit/wait-before-exit rules: layoutkit/sync/wgmma_rules.py) and before lowering. The
 ops' definitions are in ops.py.
@@ -72,21 +72,21 @@ def wgmma_fence() -> None:
     """`wgmma.fence`: register writes before it (accumulators, the A operand) are seen by the
     wgmmas after it. Needed before the first wgmma and after other instructions touched its
     registers; not between wgmmas chaining on one accumulator."""
-    _trace("lk.wgmma_fence()").emit(FENCE, (), ())
+    _trace("lk.sm90.wgmma_fence()").emit(FENCE, (), ())
 
 
 def wgmma_commit() -> None:
     """`wgmma.commit_group`: the wgmmas issued since the last commit become one group."""
-    _trace("lk.wgmma_commit()").emit("wgmma_commit", (), ())
+    _trace("lk.sm90.wgmma_commit()").emit("wgmma_commit", (), ())
 
 
 def wgmma_wait(pending: int = 0) -> None:
     """`wgmma.wait_group pending`: wait until at most `pending` of this warpgroup's committed
     groups are in flight; the results (and shared operands) of the others are then free."""
-    trace = _trace("lk.wgmma_wait()")
+    trace = _trace("lk.sm90.wgmma_wait()")
     if isinstance(pending, bool) or not isinstance(pending, int) or \
             not 0 <= pending <= MAX_PENDING_GROUPS:
-        raise TraceError(f"lk.wgmma_wait(pending): pending is a Python int in "
+        raise TraceError(f"lk.sm90.wgmma_wait(pending): pending is a Python int in "
                          f"0..{MAX_PENDING_GROUPS} (an immediate of wgmma.wait_group), got "
                          f"{pending!r}")
     trace.emit(WAIT, (), (), {"pending": pending})
@@ -95,10 +95,10 @@ def wgmma_wait(pending: int = 0) -> None:
 
 
 def wgmma_accumulator(n: int, m: int = M_BLOCK) -> RegisterTensor:
-    """An f32 accumulator in lk.wgmma_accumulator_layout(n, m) whose values are undefined (no
+    """An f32 accumulator in lk.sm90.wgmma_accumulator_layout(n, m) whose values are undefined (no
     instructions, no zero fill): the first wgmma into it takes accumulate=False."""
     layout = wgmma_accumulator_layout(n, m)
-    trace = _trace("lk.wgmma_accumulator")
+    trace = _trace("lk.sm90.wgmma_accumulator")
     values = trace.emit(UNDEF, (), [f32] * layout.num_values, {"layout": layout})
     return RegisterTensor(f32, layout, values)
 
@@ -108,24 +108,24 @@ def _accumulate(trace, accumulate):
     if isinstance(accumulate, bool):
         return accumulate, None
     if isinstance(accumulate, Scalar) and accumulate.dtype != bool_:
-        raise TraceError(f"lk.wgmma: accumulate is a bool (True, False, or a runtime bool such "
+        raise TraceError(f"lk.sm90.wgmma: accumulate is a bool (True, False, or a runtime bool such "
                          f"as kt > 0), got a {accumulate.dtype} scalar")
     try:
         return None, condition(trace, accumulate)
     except TraceError:
-        raise TraceError(f"lk.wgmma: accumulate is True, False, a bool scalar or a comparison of "
+        raise TraceError(f"lk.sm90.wgmma: accumulate is True, False, a bool scalar or a comparison of "
                          f"kernel integers (e.g. kt > 0), got {accumulate!r}") from None
 
 
 def wgmma(acc: RegisterTensor, a, b: SharedTensor, *, accumulate=True) -> RegisterTensor:
     """acc + a @ b^T (or a @ b^T where `accumulate` is false), as a new accumulator in the
     same registers; `acc` may not be read afterwards. acc: f32 in
-    lk.wgmma_accumulator_layout(N, M); a: shared M x K or registers in lk.wgmma_a_layout(K, M);
+    lk.sm90.wgmma_accumulator_layout(N, M); a: shared M x K or registers in lk.sm90.wgmma_a_layout(K, M);
     b: shared N x K; bf16 or f16, K a multiple of 16. Issues K/16 * M/64 instructions."""
-    what = "lk.wgmma"
+    what = "lk.sm90.wgmma"
     trace = _trace(what)
     if not isinstance(acc, RegisterTensor) or acc.dtype != f32:
-        raise TraceError(f"{what}: acc is an f32 register tensor in lk.wgmma_accumulator_layout "
+        raise TraceError(f"{what}: acc is an f32 register tensor in lk.sm90.wgmma_accumulator_layout "
                          f"(e.g. lk.full(layout, 0.0)), got {acc!r}")
     if len(acc.layout.tile) != 2:
         raise TraceError(f"{what}: acc covers a 2-D (M, N) tile, got {acc.layout}")
@@ -152,7 +152,7 @@ def wgmma(acc: RegisterTensor, a, b: SharedTensor, *, accumulate=True) -> Regist
         a_attrs, a_operands, a_count = sa.attrs(), [trace.index(a.offset, i32)], 0
     else:
         raise TraceError(f"{what}: a is a shared tile (M x K) or a bf16/f16 register tensor in "
-                         f"lk.wgmma_a_layout, got {a!r}")
+                         f"lk.sm90.wgmma_a_layout, got {a!r}")
     if isinstance(b, SharedTensor) and b.dtype != dtype:
         raise TraceError(f"{what}: A and B have one element type; A is {dtype}, B is {b.dtype}")
     sb = shared_operand(what, "B", b, n, n, kdim)

@@ -122,8 +122,8 @@ def _register_a(lw, op, blocks: int, ksteps: int) -> dict:
 
 
 # ---- effects helpers -------------------------------------------------------------------------
-COLLECTIVE = {"wgmma": "lk.wgmma", "wgmma_fence": "lk.wgmma_fence()",
-              "wgmma_commit": "lk.wgmma_commit()", "wgmma_wait": "lk.wgmma_wait()"}
+COLLECTIVE = {"wgmma": "lk.sm90.wgmma", "wgmma_fence": "lk.sm90.wgmma_fence()",
+              "wgmma_commit": "lk.sm90.wgmma_commit()", "wgmma_wait": "lk.sm90.wgmma_wait()"}
 
 
 def _guards(ex) -> dict:
@@ -249,7 +249,7 @@ class Wgmma(OpDef):
             state = wgmma_state(thread)
             if not state["fenced"]:
                 raise ExecutionError(
-                    "this wgmma is the thread's first, and no lk.wgmma_fence() ran before it: "
+                    "this wgmma is the thread's first, and no lk.sm90.wgmma_fence() ran before it: "
                     "registers written by other instructions are not yet visible to the tensor "
                     "cores (PTX ISA 'wgmma.fence': required before the first wgmma)",
                     op.location)
