@@ -60,12 +60,18 @@ class MapResolver:
     """`resolve(args)` of a tensor-map parameter: the TensorMap for the launch's arguments."""
 
     def __init__(self, pointer: str, pointer_index: int, dtype: str, element_bytes: int,
-                 dims, strides, modes, box, swizzle: str, index_of: dict):
+                 dims, strides, modes, box, swizzle: str, index_of: dict, *, compiled=None):
+        """`compiled`: (dims, strides) as functions args -> int made elsewhere (a specialization
+        from the on-disk cache, layoutkit.dsl.core.launch_plan); `dims`, `strides` then only
+        name them in messages."""
         self.pointer, self.pointer_index = pointer, pointer_index
         self.dtype, self.element_bytes = dtype, element_bytes
         self.dims_text, self.strides_text, self.modes = dims, strides, modes
-        self.dims = [_compile(d, index_of) for d in dims]
-        self.strides = [_compile(s, index_of) for s in strides]
+        if compiled is None:
+            self.dims = [_compile(d, index_of) for d in dims]
+            self.strides = [_compile(s, index_of) for s in strides]
+        else:
+            self.dims, self.strides = (list(fns) for fns in compiled)
         self.box, self.swizzle = box, swizzle
         self.cache: dict = {}
 
