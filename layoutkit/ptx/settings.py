@@ -28,6 +28,10 @@ The variables:
     kernel's specialization key (it changes the PTX, hence the cubin cache key
     too); the reports change no output. ``debug_enabled()`` reads this one
     variable alone, cheaply enough for every kernel launch.
+``LAYOUTKIT_SPEC_CACHE``
+    ``0``/``false``/``no``/``off`` turns off the DSL's on-disk specialization cache
+    (``<root>/spec``: a kernel's traced specializations with their cubins, so a new process
+    launches without tracing); on by default (unset or empty). Same values as LAYOUTKIT_DEBUG.
 
 Also read, because the toolchain search follows them: ``CUDA_HOME`` (then
 ``CUDA_PATH``) for ``$CUDA_HOME/bin``, ``PATH`` for the last resort, and
@@ -64,6 +68,7 @@ class Settings:
     debug: bool
     cuda_home: Path | None
     search_path: str
+    spec_cache: bool = True
 
 
 def get_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -76,6 +81,8 @@ def get_settings(environ: Mapping[str, str] | None = None) -> Settings:
         debug=_flag(env, "LAYOUTKIT_DEBUG"),
         cuda_home=_optional_path(env, "CUDA_HOME") or _optional_path(env, "CUDA_PATH"),
         search_path=env.get("PATH", os.defpath),
+        spec_cache=_flag(env, "LAYOUTKIT_SPEC_CACHE") if env.get("LAYOUTKIT_SPEC_CACHE", "").strip()
+        else True,
     )
 
 
