@@ -16,10 +16,10 @@ A is M x K row-major; B is K x N, either N-major (row-major, strides (N, 1)) or 
                     barrier over the warpgroup; one thread TMA-stores it (clipped at M, N)
 
 The stage/phase of both sides come from one counter, `tile_iteration * K_TILES + k`, through
-lk.sm90.producer_state / lk.sm90.consumer_state (layoutkit.sync.PipelineState's rules). Ragged M, N, K
-are exact through TMA bounds: loads past the edge fill zeros (which add nothing to the dot
-products) and stores past the edge are dropped. TMA needs 16-byte aligned rows: a K (or N)
-whose rows are not a multiple of 8 elements is padded on the host (a copy; documented cost).
+lk.sm90.producer_state / lk.sm90.consumer_state (layoutkit.sync.PipelineState's rules). Ragged M, N,
+K are exact through TMA bounds: loads past the edge fill zeros (which add nothing to the dot
+products) and stores past the edge are dropped. TMA needs 16-byte aligned rows: a K (or N) whose
+rows are not a multiple of 8 elements is padded on the host (a copy; documented cost).
 
 Config (constexprs): BM x BN x BK tile, STAGES ring depth, GROUP_M raster; `autotune_space`
 lists the sweep, `BEST_CONFIGS` records the winners measured on the H200 (benchmarks/bench_gemm.py
@@ -127,11 +127,12 @@ def gemm_body(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2], c: lk.Tensor[l
                     p = lk.sm90.producer_state(first + k, STAGES)
                     lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
                     with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):
-                        lk.sm90.tma_load(sA[:, :, p.stage], A.tile((BM, BK), (tm, k)), full[p.stage])
+                        lk.sm90.tma_load(sA[:, :, p.stage], A.tile((BM, BK), (tm, k)),
+                                         full[p.stage])
                         b_src = B.tile((BN, BK), (tn, k)) if B_MAJOR == "K" else \
                             B.tile((BK, BN), (k, tn))
                         lk.sm90.tma_load(sB[:, :, p.stage], b_src, full[p.stage],
-                                    multicast="x" if CLUSTER > 1 else None)
+                                         multicast="x" if CLUSTER > 1 else None)
             if CLUSTER > 1:     # the CTA's shared memory outlives every peer's arrivals
                 lk.sm90.mbarrier_wait(finished[0], 0)
 
@@ -159,7 +160,7 @@ def gemm_body(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2], c: lk.Tensor[l
                     lk.sm90.mbarrier_wait(full[s.stage], s.phase)
                     lk.sm90.wgmma_fence()
                     acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
-                                   b_tile(s.stage), accumulate=k > 0)
+                                        b_tile(s.stage), accumulate=k > 0)
                     lk.sm90.wgmma_commit()
                     lk.sm90.wgmma_wait(1)               # the previous k-step's wgmma has finished:
                     with lk.if_(k > 0):            # its stage goes back to the producer(s)
@@ -183,8 +184,8 @@ def gemm_body(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2], c: lk.Tensor[l
                     lk.sm90.fence_proxy_async()
                     lk.sm90.named_barrier_sync(1 + wg, 128)
                     with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
-                        lk.sm90.tma_store(C.tile((WG_ROWS, EPI), (2 * tm + wg, (BN // EPI) * tn + j)),
-                                     mine)
+                        dst = C.tile((WG_ROWS, EPI), (2 * tm + wg, (BN // EPI) * tn + j))
+                        lk.sm90.tma_store(dst, mine)
                         lk.sm90.tma_store_commit()
             with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
                 lk.sm90.tma_store_wait(0)
