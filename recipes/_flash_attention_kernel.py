@@ -99,68 +99,79 @@ def row_col(tv: lk.TVLayout, tid):
     return row0, col0, drow, dcol
 
 
+def key_blocks(sq, sk, m_blk, bn: int, causal: bool):
+    """(n_end, n_masked, diag1) of query tile m_blk, kernel integers of the sequence lengths: the
+    CTA runs key blocks j = n_end-1 .. 0, the first n_masked of them (ring steps 0 ..
+    n_masked-1) masked. Causal attention is bottom-right aligned: row r sees the keys below
+    r + diag1, diag1 = sk - sq + 1; block j needs no mask while (j+1)*bn <= m_blk*BM + diag1 (the
+    tile's first row) and (j+1)*bn <= sk. n_end >= 1: a tile whose rows see no key (sk = 0, or
+    causal rows above the diagonal) runs one fully masked block, which gives O = 0, lse = -inf."""
+    blocks = -(-sk // bn)
+    if not causal:
+        return lk.maximum(blocks, 1), 1, None
+    diag1, first_row = sk - sq + 1, m_blk * BM
+    n_end = lk.maximum(lk.minimum(blocks, -(-(first_row + BM - 1 + diag1) // bn)), 1)
+    unmasked = lk.maximum(lk.minimum((first_row + diag1) // bn, sk // bn), 0)
+    return n_end, lk.maximum(n_end - unmasked, 1), diag1
+
+
 def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tensor[lk.bf16, 4],
                    o: lk.Tensor[lk.bf16, 4], lse: lk.Tensor[lk.f32, 2], GROUP: lk.i32,
-                   N_MASKED: lk.i32, N_REST1: lk.i32, DIAG1: lk.i32, SCALE_LOG2: lk.f32,
-                   D: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
+                   SCALE_LOG2: lk.f32, D: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
                    CAUSAL: lk.constexpr, OVERLAP: lk.constexpr, PINGPONG: lk.constexpr,
                    PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
     """The kernel (see the module docstring). q, o are (batch, seqlen_q, heads_q, head_dim), k, v
     (batch, seqlen_k, heads_kv, head_dim), head_dim contiguous (= D), lse (batch * heads_q,
     seqlen_q); query head h reads key/value head h // GROUP. Grid (ceil(seqlen_q/128), heads_q,
-    batch). This CTA runs n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j: first
-    N_MASKED masked ones, then N_REST1 - 1 (+ m*BM/BN when causal, m the query tile) that need
-    no mask. Non-causal: N_MASKED = 1 (the last block may be ragged), N_REST1 = ceil(SK/BN).
-    Causal (BN divides BM): DIAG1 = SK - SQ + 1 >= 1 (the host strips query rows that see no
-    key), so row r sees keys < min(SK, r + DIAG1); see `block_counts`. The loop bounds are sums
-    of independent parameters, so every choice of them is one consistent protocol (the static
-    check picks its own)."""
+    batch). This CTA runs n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j, the
+    first n_masked of them masked (`key_blocks`; non-causal: only the first, which may be
+    ragged); every count is kernel arithmetic on the sequence lengths and the tile index."""
     # the kernel's mode order: (seqlen, head_dim, heads, batch), head_dim TMA's inner dimension
     Q, K, V, O = (x.permute(1, 3, 2, 0) for x in (q, k, v, o))
     LSE = lse.permute(1, 0)                       # (seqlen_q, batch * heads_q)
-    SK, HQ = k.shape[1], q.shape[2]
+    SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
     sQ = lk.shared_tensor(tile_layout(BM, D), lk.bf16, name="sQ")       # Q, then O
     sK = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sK")
     sV = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sV")
-    q_full = lk.mbarrier_array(1, 1, name="q_full")
-    k_full = lk.mbarrier_array(STAGES, 1, name="k_full")       # producer arrive + TMA bytes
-    v_full = lk.mbarrier_array(STAGES, 1, name="v_full")
-    k_empty = lk.mbarrier_array(STAGES, CONSUMERS * 4, name="k_empty")  # one per consumer warp
-    v_empty = lk.mbarrier_array(STAGES, CONSUMERS * 4, name="v_empty")
+    q_full = lk.sm90.mbarrier_array(1, 1, name="q_full")
+    k_full = lk.sm90.mbarrier_array(STAGES, 1, name="k_full")       # producer arrive + TMA bytes
+    v_full = lk.sm90.mbarrier_array(STAGES, 1, name="v_full")
+    k_empty = lk.sm90.mbarrier_array(STAGES, CONSUMERS * 4, name="k_empty")  # one per consumer warp
+    v_empty = lk.sm90.mbarrier_array(STAGES, CONSUMERS * 4, name="v_empty")
     with lk.if_(lk.eq(lk.thread_id(), 0)):
-        lk.mbarrier_init(q_full, k_full, v_full, k_empty, v_empty)
-        lk.fence_mbarrier_init()
+        lk.sm90.mbarrier_init(q_full, k_full, v_full, k_empty, v_empty)
+        lk.sm90.fence_mbarrier_init()
     lk.barrier()
     m_blk, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     hk = h // GROUP
-    n_end = N_MASKED + N_REST1 - 1 + (m_blk * (BM // BN) if CAUSAL else 0)
+    n_end, n_masked, DIAG1 = key_blocks(SQ, SK, m_blk, BN, CAUSAL)
 
-    with lk.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
+    with lk.sm90.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
         with lk.if_(lk.eq(lk.warp_id(), 0)):
-            with lk.elect_one(), lk.expect_tx(q_full[0]):
-                lk.tma_load(sQ, Q.tile((BM, D, 1, 1), (m_blk, 0, h, b)), q_full[0])
+            with lk.sm90.elect_one(), lk.sm90.expect_tx(q_full[0]):
+                lk.sm90.tma_load(sQ, Q.tile((BM, D, 1, 1), (m_blk, 0, h, b)), q_full[0])
             for i in lk.range(0, n_end):
                 j = n_end - 1 - i
-                p = lk.producer_state(i, STAGES)
-                lk.mbarrier_wait(k_empty[p.stage], p.phase)
-                with lk.elect_one(), lk.expect_tx(k_full[p.stage]):
-                    lk.tma_load(sK[:, :, :, :, p.stage], K.tile((BN, D, 1, 1), (j, 0, hk, b)),
+                p = lk.sm90.producer_state(i, STAGES)
+                lk.sm90.mbarrier_wait(k_empty[p.stage], p.phase)
+                with lk.sm90.elect_one(), lk.sm90.expect_tx(k_full[p.stage]):
+                    lk.sm90.tma_load(sK[:, :, :, :, p.stage], K.tile((BN, D, 1, 1), (j, 0, hk, b)),
                                 k_full[p.stage])
-                lk.mbarrier_wait(v_empty[p.stage], p.phase)
-                with lk.elect_one(), lk.expect_tx(v_full[p.stage]):
-                    lk.tma_load(sV[:, :, :, :, p.stage], V.tile((BN, D, 1, 1), (j, 0, hk, b)),
+                lk.sm90.mbarrier_wait(v_empty[p.stage], p.phase)
+                with lk.sm90.elect_one(), lk.sm90.expect_tx(v_full[p.stage]):
+                    lk.sm90.tma_load(sV[:, :, :, :, p.stage], V.tile((BN, D, 1, 1), (j, 0, hk, b)),
                                 v_full[p.stage])
 
     for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
-        with lk.warp_role(f"consumer{wg}", warpgroups=(1 + wg,), registers=CONSUMER_REGISTERS):
+        with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,), registers=CONSUMER_REGISTERS):
             consumer(wg, Env(**locals()))
 
 
 def release(ring, stage) -> None:
-    """This warp's wgmmas are done reading `stage` of `ring` (after lk.wgmma_wait): one elected
+    """This warp's wgmmas are done reading `stage` of `ring` (after lk.sm90.wgmma_wait): one elected
     arrive per consumer warp."""
-    with lk.elect_one():
-        lk.mbarrier_arrive(ring[stage])
+    with lk.sm90.elect_one():
+        lk.sm90.mbarrier_arrive(ring[stage])
 
 
 class Env:
@@ -179,45 +190,43 @@ class Consumer:
         self.sQ2 = e.sQ[:, :, 0, 0].tile((WG_ROWS, e.D), (wg, 0))     # this warpgroup's Q rows
         self.c = e.SCALE_LOG2
         self.neg_c = e.SCALE_LOG2 * -1.0
-        self.s_layout = lk.wgmma_accumulator_layout(e.BN)
-        self.o_layout = lk.wgmma_accumulator_layout(e.D)
+        self.s_layout = lk.sm90.wgmma_accumulator_layout(e.BN)
+        self.o_layout = lk.sm90.wgmma_accumulator_layout(e.D)
         self.row0, self.col0, self.drow, self.dcol = row_col(self.s_layout,
-                                                             lk.thread_id_in_warpgroup())
+                                                             lk.sm90.thread_id_in_warpgroup())
         self.first_row = e.m_blk * BM + wg * WG_ROWS + self.row0
 
     # ---- ping-pong: the two consumer warpgroups take turns issuing their wgmmas ------------
     def turn(self) -> None:
         """Wait until the other warpgroup has issued its wgmmas."""
         if self.e.PINGPONG:
-            lk.named_barrier_sync(PINGPONG_BARRIER + self.wg, 2 * 128)
+            lk.sm90.named_barrier_sync(PINGPONG_BARRIER + self.wg, 2 * 128)
 
     def pass_turn(self) -> None:
         if self.e.PINGPONG:
-            lk.named_barrier_arrive(PINGPONG_BARRIER + (self.wg + 1) % CONSUMERS, 2 * 128)
+            lk.sm90.named_barrier_arrive(PINGPONG_BARRIER + (self.wg + 1) % CONSUMERS, 2 * 128)
 
     # ---- wgmma issue (not waited) --------------------------------------------------------
-    # Ring step i has the stage and phase of counter i + 2 * STAGES (a whole lap later): the
-    # DSL proves such a sum of kernel integers non-negative term by term (n_end - 1 + 4 >= 0).
     def scores(self, i, j):
         """Issue S = Q K_j^T (ring step i) into a fresh accumulator; returns (S, K stage)."""
         e = self.e
-        s = lk.consumer_state(i + 2 * e.STAGES, e.STAGES)
-        lk.mbarrier_wait(e.k_full[s.stage], s.phase)
-        lk.wgmma_fence()
-        acc = lk.wgmma(lk.wgmma_accumulator(e.BN), self.sQ2, e.sK[:, :, 0, 0, s.stage],
+        s = lk.sm90.consumer_state(i, e.STAGES)
+        lk.sm90.mbarrier_wait(e.k_full[s.stage], s.phase)
+        lk.sm90.wgmma_fence()
+        acc = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(e.BN), self.sQ2, e.sK[:, :, 0, 0, s.stage],
                        accumulate=False)
-        lk.wgmma_commit()
+        lk.sm90.wgmma_commit()
         return acc, s.stage
 
     def pv(self, O, P, i):
         """Issue O += P V (V of ring step i; P the bf16 register A operand); returns (O, V
         stage)."""
         e = self.e
-        s = lk.consumer_state(i + 2 * e.STAGES, e.STAGES)
-        lk.mbarrier_wait(e.v_full[s.stage], s.phase)
-        lk.wgmma_fence()                        # also orders the O rescale before the wgmma
-        O = lk.wgmma(O, P, e.sV[:, :, 0, 0, s.stage].T, accumulate=True)
-        lk.wgmma_commit()
+        s = lk.sm90.consumer_state(i, e.STAGES)
+        lk.sm90.mbarrier_wait(e.v_full[s.stage], s.phase)
+        lk.sm90.wgmma_fence()                        # also orders the O rescale before the wgmma
+        O = lk.sm90.wgmma(O, P, e.sV[:, :, 0, 0, s.stage].T, accumulate=True)
+        lk.sm90.wgmma_commit()
         return O, s.stage
 
     # ---- online softmax ------------------------------------------------------------------
@@ -260,53 +269,52 @@ class Consumer:
         """Block n_end - 1 (ring step 0, masked: it may be a boundary block): returns the carry
         (O, P, m, l, alpha)."""
         e = self.e
-        lk.mbarrier_wait(e.q_full[0], 0)
+        lk.sm90.mbarrier_wait(e.q_full[0], 0)
         if e.PINGPONG and self.wg == 1:         # warpgroup 0 issues first
-            lk.named_barrier_arrive(PINGPONG_BARRIER, 2 * 128)
+            lk.sm90.named_barrier_arrive(PINGPONG_BARRIER, 2 * 128)
         self.turn()
         S, k_stage = self.scores(0, e.n_end - 1)
         self.pass_turn()
-        lk.wgmma_wait(0)
+        lk.sm90.wgmma_wait(0)
         release(e.k_empty, k_stage)
         P, m, l, _ = self.softmax(S, None, None, True, e.n_end - 1)
         return lk.full(self.o_layout, 0.0), lk.cast(P, lk.bf16), m, l, lk.full(m.layout, 1.0)
 
-    def step(self, previous, j, carry, masked: bool):
-        """Ring step i = previous + 1 on key block j: S_i issued, then O rescaled (in place,
-        under S_i's wgmma) and P_{i-1} V_{i-1} issued; returns the new carry."""
+    def step(self, i, j, carry, masked: bool):
+        """Ring step i >= 1 on key block j: S_i issued, then O rescaled (in place, under S_i's
+        wgmma) and P_{i-1} V_{i-1} issued; returns the new carry."""
         O, P, m, l, alpha = carry
-        i = previous + 1
+        previous = i - 1
         self.turn()
         if self.e.OVERLAP:
             S, k_stage = self.scores(i, j)
             O = O * lk.broadcast(alpha, self.o_layout)
             O, v_stage = self.pv(O, P, previous)
             self.pass_turn()
-            lk.wgmma_wait(1)                    # S done; P V still running under the softmax
+            lk.sm90.wgmma_wait(1)                    # S done; P V still running under the softmax
             release(self.e.k_empty, k_stage)
             P_new, m, l, alpha = self.softmax(S, m, l, masked, j)
-            lk.wgmma_wait(0)                    # P V done reading P: P_new may take its place
+            lk.sm90.wgmma_wait(0)                    # P V done reading P: P_new may take its place
             release(self.e.v_empty, v_stage)
         else:
             O = O * lk.broadcast(alpha, self.o_layout)
             O, v_stage = self.pv(O, P, previous)
             S, k_stage = self.scores(i, j)
             self.pass_turn()
-            lk.wgmma_wait(0)
+            lk.sm90.wgmma_wait(0)
             release(self.e.v_empty, v_stage)
             release(self.e.k_empty, k_stage)
             P_new, m, l, alpha = self.softmax(S, m, l, masked, j)
         return O, lk.cast(P_new, lk.bf16), m, l, alpha
 
     def main_loops(self, carry):
-        """The masked blocks after the first (ring steps 1 .. N_MASKED-1), then the unmasked
-        ones; returns the carry after the last."""
+        """The masked blocks after the first (ring steps 1 .. n_masked-1), then the unmasked
+        ones (n_masked .. n_end-1); returns the carry after the last."""
         e = self.e
-        for masked, start, stop in ((True, 0, e.N_MASKED - 1),
-                                    (False, e.N_MASKED - 1, e.n_end - 1)):
-            loop = lk.range(start, stop, carry=carry)        # ring step i = previous + 1
-            for previous, values in loop:
-                loop.next(*self.step(previous, e.n_end - 2 - previous, values, masked))
+        for masked, start, stop in ((True, 1, e.n_masked), (False, e.n_masked, e.n_end)):
+            loop = lk.range(start, stop, carry=carry)
+            for i, values in loop:
+                loop.next(*self.step(i, e.n_end - 1 - i, values, masked))
             carry = loop.results
         return carry
 
@@ -318,10 +326,10 @@ class Consumer:
         O = O * lk.broadcast(alpha, o_layout)
         O, v_stage = self.pv(O, P, e.n_end - 1)
         self.pass_turn()
-        lk.wgmma_wait(0)
+        lk.sm90.wgmma_wait(0)
         release(e.v_empty, v_stage)
         if e.PINGPONG and wg == 0:          # balances the other warpgroup's opening arrive
-            lk.named_barrier_sync(PINGPONG_BARRIER, 2 * 128)
+            lk.sm90.named_barrier_sync(PINGPONG_BARRIER, 2 * 128)
         l = lk.reduce_sum(l, 1)             # the quad's partial row sums, once
         seen = l > 0.0
         inv_l = lk.where(seen, 1.0 / lk.where(seen, l, 1.0), 0.0)
@@ -332,15 +340,16 @@ class Consumer:
         with lk.if_(lk.eq(lk.lane_id() % 4, 0)):        # one lane of each row's quad
             rows = e.LSE.tile((WG_ROWS, 1), (e.m_blk * CONSUMERS + wg, e.h + e.HQ * e.b))
             lk.store(rows.partition(row_lse.layout), row_lse)
-        lk.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)    # every Q read of this wg retired
+        lk.sm90.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)    # every Q read of this wg retired
         lk.store(self.sQ2.partition(o_layout), lk.cast(O, lk.bf16))
-        lk.fence_proxy_async()
-        lk.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)
-        with lk.if_(lk.eq(lk.thread_id_in_warpgroup(), 0)):
-            lk.tma_store(e.O.tile((WG_ROWS, e.D, 1, 1), (e.m_blk * CONSUMERS + wg, 0, e.h, e.b)),
-                         e.sQ.tile((WG_ROWS, e.D, 1, 1), (wg, 0, 0, 0)))
-            lk.tma_store_commit()
-            lk.tma_store_wait(0)
+        lk.sm90.fence_proxy_async()
+        lk.sm90.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)
+        with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
+            lk.sm90.tma_store(e.O.tile((WG_ROWS, e.D, 1, 1),
+                                       (e.m_blk * CONSUMERS + wg, 0, e.h, e.b)),
+                              e.sQ.tile((WG_ROWS, e.D, 1, 1), (wg, 0, 0, 0)))
+            lk.sm90.tma_store_commit()
+            lk.sm90.tma_store_wait(0)
 
 
 def consumer(wg: int, e: Env) -> None:

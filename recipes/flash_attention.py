@@ -73,32 +73,13 @@ def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
     return rows
 
 
-def block_counts(sq: int, sk: int, causal: bool, bn: int) -> tuple[int, int, int]:
-    """(N_MASKED, N_REST1, DIAG1) of the kernel for seqlen_q sq <= (causal) seqlen_k sk.
-
-    Causal, query tile m (rows mBM .. mBM+BM-1, BN dividing BM): key block j is needed while
-    j*BN <= mBM + BM-1 + DIAG1-1, so n_end = m*BM/BN + (DIAG1 + BM-2)//BN + 1; it needs no mask
-    for any row while (j+1)*BN <= mBM + DIAG1 (which also keeps it inside SK), so the first
-    m*BM/BN + DIAG1//BN blocks are unmasked. Blocks past SK in a ragged last tile are masked.
-
-    >>> block_counts(1000, 1000, True, 128), block_counts(1000, 1000, False, 128)
-    ((1, 1, 1), (1, 8, 1))
-    """
-    if not causal:
-        return 1, -(-sk // bn), 1
-    diag1 = sk - sq + 1
-    n_end0 = (diag1 + BM - 2) // bn + 1
-    return n_end0 - diag1 // bn, diag1 // bn + 1, diag1
-
-
 def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -> tuple:
     """(grid, positional arguments, constexprs) of one launch: q, o (batch, seqlen_q, heads_q,
     head_dim), k, v (batch, seqlen_k, heads_kv, head_dim) and lse (batch * heads_q, seqlen_q), as
     CUDA tensors, numpy arrays (the CPU interpreter) or lk.TensorSpecs (PTX only)."""
     batch, sq, hq, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
-    n_masked, n_rest1, diag1 = block_counts(sq, sk, causal, cfg.BN)
-    args = (q, k, v, o, lse, hq // hk, n_masked, n_rest1, diag1, float(scale) * LOG2E)
+    args = (q, k, v, o, lse, hq // hk, float(scale) * LOG2E)
     constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
                       OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
@@ -204,17 +185,14 @@ def flash_attention(q, k, v, causal: bool = False, softmax_scale: float | None =
     lse = torch.empty(batch, hq, sq, device=q.device, dtype=torch.float32)
     if out.numel() == 0:
         return out, lse
-    dead = max(sq - sk, 0) if causal else 0 if sk else sq      # rows that see no key
-    if dead:
-        o[:, :dead].zero_()
-        lse[:, :, :dead] = float("-inf")
-    if dead == sq:
+    if sk == 0:                 # no key at all (a tensor map has no empty extents)
+        o.zero_()
+        lse.fill_(float("-inf"))
         return out, lse
     qs, ks, vs = (_tma_ready(x) for x in (qs, ks, vs))
     o_run = _tma_ready(o)
     rows = lse.view(batch * hq, sq)
-    grid, args, constexprs = kernel_arguments(qs[:, dead:], ks, vs, o_run[:, dead:],
-                                              rows[:, dead:], causal, scale, cfg)
+    grid, args, constexprs = kernel_arguments(qs, ks, vs, o_run, rows, causal, scale, cfg)
     attention_kernel[grid](*args, **constexprs)
     if o_run.data_ptr() != o.data_ptr():
         o.copy_(o_run)
@@ -274,14 +252,12 @@ def check_cpu(seed: int = 0, cases=CPU_CASES, config: Config | None = None) -> f
                    for n, h in ((sq, hq), (sk, hk), (sk, hk)))
         scale = d ** -0.5
         o_want, lse_want = reference(from_bf16(q), from_bf16(k), from_bf16(v), causal, scale)
-        dead = max(sq - sk, 0) if causal else 0
-        run = sq - dead
-        o = np.zeros((batch, run, hq, d), np.uint16)
-        lse = np.zeros((batch * hq, run), np.float32)
-        grid, args, constexprs = kernel_arguments(q[:, dead:], k, v, o, lse, causal, scale, cfg)
+        o = np.zeros((batch, sq, hq, d), np.uint16)
+        lse = np.zeros((batch * hq, sq), np.float32)
+        grid, args, constexprs = kernel_arguments(q, k, v, o, lse, causal, scale, cfg)
         worst = max(worst, check_on_cpu(
             attention_kernel, grid, *args, **constexprs, error=_finite_error,
-            expect={"o": o_want[:, dead:], "lse": lse_want[:, :, dead:].reshape(batch * hq, run)},
+            expect={"o": o_want, "lse": lse_want.reshape(batch * hq, sq)},
             tolerance=2 ** -7))
     return worst
 

@@ -60,7 +60,8 @@ def test_expect_tx_scope_without_copies():
         with lk.sm90.elect_one():
             with lk.sm90.expect_tx(full[0]):  # EMPTY SCOPE
                 pass
-    check(trace_error(k), "# EMPTY SCOPE", "lk.sm90.expect_tx(full[0])", "no async copy was attached",
+    check(trace_error(k), "# EMPTY SCOPE", "lk.sm90.expect_tx(full[0])", "no async copy was "
+                                                                         "attached",
           "0 bytes")
 
 
@@ -170,7 +171,7 @@ def test_wait_and_whole_array_misuse():
 
 def test_ring_state_counter_must_be_non_negative():
     def k(x: PTR, n: lk.i32):
-        lk.sm90.producer_state(n - 1, 4)  # NEGATIVE COUNTER
+        lk.sm90.producer_state(n - 9, 4)  # NEGATIVE COUNTER (n = 8 specialises n >= 8)
     check(trace_error(k), "# NEGATIVE COUNTER", "lk.sm90.producer_state", "not provably >= 0")
 
     def k2(x: PTR, n: lk.i32):

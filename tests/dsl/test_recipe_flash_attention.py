@@ -16,6 +16,7 @@ from layoutkit.ptx import assemble, disassemble
 from .test_recipes_compile import load_recipe
 
 fa = load_recipe("flash_attention")
+kernel_module = fa.kernel_module
 
 
 def _spec(d: int, causal: bool, cfg):
@@ -53,8 +54,8 @@ def test_sass_is_hgmma_ss_and_rs_without_local_memory(compiled, d):
         ss = re.findall(rf"HGMMA\.64x{bn}x16\.F32\.BF16 R\d+, gdesc\[UR\d+\]", sass)
         rs = re.findall(rf"HGMMA\.64x{d}x16\.F32\.BF16 R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass)
         # per consumer warpgroup: prologue S, one S + P V per loop body, epilogue P V; the
-        # masked loop is empty where a tile has one masked block (all but causal BN = 64)
-        loops = 1 if fa.block_counts(4096, 4096, causal, bn)[0] == 1 else 2
+        # masked loop runs past the first block only where causal tiles cross the diagonal
+        loops = 2 if causal else 1
         assert len(ss) == 2 * (1 + loops) * d // 16, (d, causal)
         assert len(rs) == 2 * (loops + 1) * bn // 16, (d, causal)
         assert "MUFU.EX2" in sass and "F2FP.BF16.F32.PACK_AB" in sass
@@ -128,19 +129,26 @@ def test_reference_is_numerically_stable_with_huge_logits():
     assert np.isfinite(o).all() and np.isfinite(lse).all()
 
 
-@pytest.mark.parametrize("bn", [64, 128])
-def test_causal_block_counts_cover_exactly_the_visible_keys(bn):
+@pytest.mark.parametrize("bn", [64, 80, 128, 176])
+@pytest.mark.parametrize("causal", [False, True])
+def test_key_blocks_cover_exactly_the_visible_keys(bn, causal):
+    # the kernel's own arithmetic (lk.minimum/maximum of Python ints are Python's min/max)
+    if causal and fa.BM % bn:
+        return
     for sq in range(1, 300, 7):
-        for sk in range(sq, 420, 11):
-            n_masked, rest1, _ = fa.block_counts(sq, sk, True, bn)
+        for sk in range(0, 420, 11):
             for m in range(-(-sq // fa.BM)):
-                n_end = n_masked + rest1 - 1 + m * (fa.BM // bn)
+                n_end, n_masked, _ = kernel_module.key_blocks(sq, sk, m, bn, causal)
+                assert 1 <= n_masked <= n_end
                 rows = range(m * fa.BM, min(sq, m * fa.BM + fa.BM))
-                last_key = max(min(sk - 1, r + sk - sq) for r in rows)
-                assert n_end > last_key // bn                          # every visible key
-                assert (n_end - 1) * bn <= m * fa.BM + fa.BM - 1 + sk - sq     # no empty block
+                seen = [min(sk, r + sk - sq + 1) if causal else sk for r in rows]  # keys < seen
+                if max(seen) > 0:
+                    assert n_end * bn >= max(seen)                     # every visible key
+                    assert (n_end - 1) * bn < max(seen)                # no empty block
+                else:
+                    assert n_end == 1                                  # one fully masked block
                 for j in range(n_end - n_masked):                      # unmasked blocks
-                    assert (j + 1) * bn <= sk and (j + 1) * bn - 1 <= rows[0] + sk - sq
+                    assert (j + 1) * bn <= min(seen)
 
 
 def test_default_config_takes_the_key_block_that_wastes_least():

@@ -8,9 +8,11 @@ memory is undecidable: assumed taken, and said so); runtime loops run their trip
 event records the threads that executed it; threads that executed the same events form one
 thread class, and an event's arrivals count its class's threads.
 
-Approximations, stated: integer parameters that bound runtime loops take the smallest values
-(respecting declared divisibility) that give each loop `2 * STAGES + 1` iterations (STAGES: the
-largest mbarrier array), which covers every stage/phase residue of the rings; other integer
+Approximations, stated: the integer parameters that bound runtime loops (directly or through
+any kernel arithmetic: min, max, floor division of sequence lengths, ...) are chosen before the
+walk, together, by a coordinate search over multiples of their declared divisors that gives
+as many loops as it can `2 * STAGES + 1` iterations (STAGES: the largest mbarrier array; that
+covers every stage/phase residue of the rings), preferring small values; other integer
 parameters take 16 times their divisor; block indices are 0 (the CTA's position in its
 cluster); a byte range of a shared access is the span of the executing threads' accesses. A
 kernel whose loops would need more than MAX_TRIPS iterations of one loop or MAX_WALKS body
@@ -28,7 +30,10 @@ from .values import UNKNOWN, Values
 MAX_TRIPS = 4096          # iterations of one loop the walk follows at most
 MAX_WALKS = 50_000        # loop-body walks in all; past it the kernel is not checked
 DEFAULT_PARAM = 16
-SEARCH_LIMIT = 1 << 24
+# multiples of a loop-bounding parameter's divisor the search tries (ascending: small first)
+SEARCH_MULTIPLES = tuple(range(1, 17)) + tuple(m for e in range(4, 24) for m in (3 << (e - 1),
+                                                                                  1 << (e + 1)))
+SEARCH_ROUNDS = 2
 
 
 def walk_ops(block):
@@ -91,10 +96,10 @@ class Extractor:
         self.stages = max((op.attrs["stages"] for op in walk_ops(fn.body)
                            if op.name == "mbarrier_init"), default=1)
         self.trips = 2 * self.stages + 1
-        self.tentative = set(self.params)
         self.relevant, self.syncs = {}, {}
         self.walks = 0
         self._mark(fn.body)
+        self.searched = self.choose_loop_params()
 
     def _fixed(self) -> dict:
         fixed = {}
@@ -200,35 +205,67 @@ class Extractor:
             if mask.any():
                 op.defn.effects(op, self, mask, loops)
 
-    def assign_params(self, op, mask) -> None:
-        """Give the tentative parameters that the loop's stop depends on the smallest value
-        making the loop run `self.trips` times (see the module docstring)."""
-        deps = self.depends(op.operands[1]) & self.tentative
-        if not deps:
-            return
-        first = int(np.nonzero(mask)[0][0])
+    def choose_loop_params(self) -> list:
+        """Fix the parameters that bound loops with events (see the module docstring): a
+        coordinate search maximising (the loops that run at all, then sum(min(trips,
+        self.trips))), each loop's trips its most over the threads with enclosing loop counters
+        at their first value. Returns the value ids chosen."""
+        loops = [op for op in walk_ops(self.fn.body)
+                 if op.name == "for" and self.relevant[id(op.blocks[0])]]
+        tunable = sorted(set().union(*(self.depends(v) for op in loops for v in op.operands[:2])),
+                         key=lambda vid: self.params[vid])
+        if not tunable:
+            return []
+        enclosing = self._enclosing_loops(self.fn.body, [], {})
 
-        def trips(m):
-            for vid in deps:
-                self.values.fixed[vid] = m * self.divisors.get(vid, 1)
+        def score():
             self.values.memo.clear()
-            lo, hi = self.values(op.operands[0]), self.values(op.operands[1])
-            step = self.values(op.operands[2])
-            if any(x is UNKNOWN for x in (lo, hi, step)):
-                return None
-            lo, hi = (np.broadcast_to(np.asarray(x), mask.shape)[first] for x in (lo, hi))
-            step = int(np.asarray(step).reshape(-1)[0])
-            return -((int(lo) - int(hi)) // step) if step > 0 else 0
-        low, high = 1, SEARCH_LIMIT
-        if (trips(high) or 0) >= self.trips:
-            while low < high:
-                mid = (low + high) // 2
-                if (trips(mid) or 0) >= self.trips:
-                    high = mid
-                else:
-                    low = mid + 1
-        trips(low)
-        self.tentative -= deps
+            running = total = 0
+            for op in loops:
+                for outer in enclosing[id(op)]:
+                    self.values.fixed[outer.blocks[0].args[0].id] = self.values(outer.operands[0])
+                trips = self._most_trips(op)
+                running, total = running + (trips > 0), total + min(trips, self.trips)
+            for op in loops:
+                for outer in enclosing[id(op)]:
+                    self.values.fixed.pop(outer.blocks[0].args[0].id, None)
+            self.values.memo.clear()
+            return running, total
+
+        for vid in tunable:
+            self.values.fixed[vid] = self.divisors.get(vid, 1)
+        best = score()
+        for _ in range(SEARCH_ROUNDS):
+            improved = False
+            for vid in tunable:
+                divisor, keep = self.divisors.get(vid, 1), self.values.fixed[vid]
+                for m in SEARCH_MULTIPLES:
+                    self.values.fixed[vid] = m * divisor
+                    got = score()
+                    if got > best:
+                        best, keep, improved = got, m * divisor, True
+                self.values.fixed[vid] = keep
+            if not improved or best == (len(loops), self.trips * len(loops)):
+                break
+        return tunable
+
+    def _enclosing_loops(self, block, stack, out) -> dict:
+        """id(for op) -> the for ops around it, outermost first."""
+        for op in block.ops:
+            if op.name == "for":
+                out[id(op)] = list(stack)
+            for inner in op.blocks:
+                self._enclosing_loops(inner, stack + [op] if op.name == "for" else stack, out)
+        return out
+
+    def _most_trips(self, op) -> int:
+        lo, hi, step = (self.values(v) for v in op.operands[:3])
+        if any(x is UNKNOWN for x in (lo, hi, step)):
+            return 0
+        step = int(np.asarray(step).reshape(-1)[0])
+        lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+        trips = -((lo - hi) // step) if step > 0 else -((hi - lo) // -step)
+        return int(np.max(trips, initial=0))
 
     def depends(self, value) -> set:
         out, stack, seen = set(), [value], set()
@@ -271,9 +308,8 @@ class Extractor:
                     self.roles[role] if role >= 0 else None, int(self.cta[rep]),
                     tuple(self.tid[threads].tolist()), events, self.ctas > 1)))
         classes.sort(key=lambda item: item[0])
-        searched = [vid for vid in self.params if vid not in self.tentative]
         assumed = ", ".join(f"{self.params[vid]}={int(self.values.fixed[vid])}"
-                            for vid in searched)
+                            for vid in self.searched)
         return km.KernelProtocol(self.fn.name, dict(self.barriers), [c for _, c in classes],
                                  self.ctas, assumed, self.undecided)
 

@@ -52,8 +52,9 @@ def within_block(expr, tid, threads: int):
 def interval(expr, ranges) -> tuple[int | None, int | None]:
     """(lowest, highest) value of the integer expression `expr` when each symbol s ranges over
     `ranges(s)` (a pair of ints, None for an unbounded end), by interval arithmetic over sums,
-    products, floor(p/q) and Mod(p, q). The pair contains every value `expr` takes (it is exact
-    when each symbol occurs once and linearly); an end that cannot be bounded is None.
+    products, floor(p/q), ceiling(p/q), Mod(p, q), Min and Max. The pair contains every value
+    `expr` takes (it is exact when each symbol occurs once and linearly); an end that cannot be
+    bounded is None.
 
     >>> t = sympy.Symbol("t", integer=True, nonnegative=True)
     >>> r = {t: (0, 127)}.get
@@ -65,6 +66,9 @@ def interval(expr, ranges) -> tuple[int | None, int | None]:
     >>> M = symbol("M", 64)
     >>> interval(M / 64 + t, {M: (64, 2**31 - 64), t: (0, 127)}.get)
     (1, 33554558)
+    >>> interval(sympy.Max(sympy.Min(sympy.ceiling(M / 128), t - 4), 1),
+    ...          {M: (64, None), t: (0, 127)}.get)
+    (1, 123)
     """
     if type(expr) is int:
         return expr, expr
@@ -114,6 +118,19 @@ def _interval(expr, ranges):
         if n_lo is None or n_lo < 0:        # a run-time divisor: non-negative numerators only
             return None, None
         return (0 if d_hi is None else div(n_lo, d_hi), None if n_hi is None else div(n_hi, d_lo))
+    if isinstance(expr, (sympy.Min, sympy.Max)):
+        ends = [_interval(a, ranges) for a in expr.args]
+        pick = min if isinstance(expr, sympy.Min) else max
+        los, his = [lo for lo, _ in ends], [hi for _, hi in ends]
+        if isinstance(expr, sympy.Min):     # an unbounded argument cannot lower a min's top
+            lo = None if None in los else pick(los)
+            his = [hi for hi in his if hi is not None]
+            hi = pick(his) if his else None
+        else:
+            los = [lo for lo in los if lo is not None]
+            lo = pick(los) if los else None
+            hi = None if None in his else pick(his)
+        return lo, hi
     if isinstance(expr, sympy.Mod):
         a_lo, a_hi = _interval(expr.args[0], ranges)
         q_lo, q_hi = _interval(expr.args[1], ranges)

@@ -19,7 +19,6 @@ from layoutkit.ptx.isa.warp import WARP_SIZE as WARP_THREADS
 from layoutkit.sync import WARPGROUP_THREADS
 
 from .errors import TraceError
-from .facts import provably_less
 from .ir import Op
 from .opdef import SM90A
 from .types import i32
@@ -132,45 +131,6 @@ def partition_threads(trace) -> tuple[object, int, str]:
 
 
 # ---- integer facts ------------------------------------------------------------------------
-def value_range(expr) -> tuple[object, object]:
-    """(lowest, highest) value of an integer expression where cheaply known, else None for an
-    unknown end: ints, Mod(x, q) (in 0..q-1 for q > 0), and sums of those with constants."""
-    expr = sympy.sympify(expr)
-    if expr.is_Integer:
-        return int(expr), int(expr)
-    if isinstance(expr, sympy.Mod) and expr.args[1].is_Integer and expr.args[1] > 0:
-        return 0, int(expr.args[1]) - 1
-    if isinstance(expr, sympy.Add):
-        lo, hi = 0, 0
-        for term in expr.args:
-            t_lo, t_hi = value_range(term)
-            lo = None if lo is None or t_lo is None else lo + t_lo
-            hi = None if hi is None or t_hi is None else hi + t_hi
-        return lo, hi
-    lo = 0 if provably_less(-1, expr) is True else None
-    return lo, None
-
-
-def provably_outside(expr, lo: int, hi: int) -> bool | None:
-    """True when the integer expression can take a value outside lo..hi for sure (an int out
-    of range, or a range that does not fit), False when provably inside, None when unknown."""
-    e_lo, e_hi = value_range(expr)
-    if e_lo is not None and e_hi is not None:
-        if e_hi < lo or e_lo > hi:
-            return True
-        if lo <= e_lo and e_hi <= hi:
-            return False
-        return True if e_lo == e_hi else None
-    if e_hi is None and provably_less(hi, expr) is True:
-        return True
-    if e_lo is None and provably_less(expr, lo) is True:
-        return True
-    if (e_lo is not None and e_lo >= lo or provably_less(lo - 1, expr) is True) and \
-            provably_less(expr, hi + 1) is True:
-        return False
-    return None
-
-
 def warp_uniform(expr, tid) -> bool:
     """Whether the integer expression has one value across the 32 lanes of each warp: the
     thread index `tid` appears only inside floor(tid / q) with q a multiple of 32."""
@@ -188,4 +148,4 @@ def warp_uniform(expr, tid) -> bool:
 
 
 __all__ = ["ExpectTxScope", "NamedBarrierUse", "RoleRegion", "SyncState", "current_role",
-           "provably_outside", "require_form", "sync_state", "value_range", "warp_uniform"]
+           "require_form", "sync_state", "warp_uniform"]

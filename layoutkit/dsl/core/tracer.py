@@ -193,6 +193,11 @@ class Trace:
         return found
 
 
+def active_trace() -> "Trace | None":
+    """The active trace, or None outside a traced kernel."""
+    return _ACTIVE.get()
+
+
 def current(what: str = "this operation") -> Trace:
     """The active trace, or a TraceError saying `what` works only inside a traced kernel."""
     trace = _ACTIVE.get()

@@ -252,12 +252,18 @@ def compare(kind: str, a, b):
 
 
 def maximum(a, b):
-    """Elementwise max of tensors/scalars of one dtype and layout."""
+    """Elementwise max of tensors/scalars of one dtype and layout; of two kernel integers, the
+    kernel integer max(a, b) (its range known to the bounds and protocol checks)."""
+    if _kernel_ints(a, b):
+        return max(a, b) if type(a) is type(b) is int else sympy.Max(a, b)
     return _apply("binary", "max", a, b)
 
 
 def minimum(a, b):
-    """Elementwise min of tensors/scalars of one dtype and layout."""
+    """Elementwise min of tensors/scalars of one dtype and layout; of two kernel integers, the
+    kernel integer min(a, b)."""
+    if _kernel_ints(a, b):
+        return min(a, b) if type(a) is type(b) is int else sympy.Min(a, b)
     return _apply("binary", "min", a, b)
 
 
@@ -267,6 +273,10 @@ def fma(a, b, c):
 
 
 def exp2(x, *, ftz: bool = False):
+def _kernel_ints(a, b) -> bool:
+    return is_int_expr(a) and is_int_expr(b)
+
+
     """Elementwise 2**x (the SFU approximation, ex2.approx; f32, f16, bf16). `ftz=True` (f32)
     flushes subnormal inputs and results to zero: one MUFU.EX2, where the IEEE-subnormal form
     costs a compare and two multiplies more (softmax exponents, whose tiny results do not

@@ -1,8 +1,9 @@
 """Evaluation of `index` ops exactly as their lowering computes them (layoutkit.dsl.lower.index):
-sums and products wrap at the register width, floor(p/q) and Mod(p, q) are a shift/mask when q
-is a power of two (floor semantics, also for a negative p) and div/rem (toward zero) otherwise
-(also for q a positive kernel integer),
-a bound symbol of another width is converted (sign-extended or truncated) first.
+sums and products wrap at the register width; floor(p/q), ceiling(p/q) and Mod(p, q) by a
+positive constant q have floor semantics for any sign of p (the lowering's shift/mask, or its
+div/rem with the sign fix-up), and by a positive kernel integer q truncate (the lowering proves
+p >= 0 there, where the two agree); Min and Max are min/max; a bound symbol of another width is
+converted (sign-extended or truncated) first.
 
 Each expression compiles once into a Python function of the bound values.
 
@@ -18,10 +19,6 @@ import sympy
 
 from ..core.errors import TraceError
 from .errors import ExecutionError
-
-
-def _power_of_two(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
 
 
 class _Source:
@@ -49,9 +46,15 @@ class _Source:
                                  "use floor division")
             factors = [f"({self.text(f)})" for f in sympy.Mul.make_args(rest)]
             return self.wrap(" * ".join([str(int(coeff))] + factors))
+        if isinstance(expr, (sympy.Min, sympy.Max)):
+            fn = "min" if isinstance(expr, sympy.Min) else "max"
+            return f"{fn}({', '.join(self.text(a) for a in expr.args)})"
         if isinstance(expr, sympy.floor):
             num, den = sympy.fraction(sympy.together(expr.args[0]))
             return self._divide(expr, num, den, "floor")
+        if isinstance(expr, sympy.ceiling):
+            num, den = sympy.fraction(sympy.together(expr.args[0]))
+            return self._divide(expr, num + den - 1, den, "floor")
         if isinstance(expr, sympy.Mod):
             return self._divide(expr, *expr.args, "mod")
         raise TraceError(f"the index expression {expr} ({type(expr).__name__}) cannot be "
@@ -65,10 +68,7 @@ class _Source:
             raise TraceError(f"{expr}: the divisor {den} is not a positive integer constant or "
                              "a provably positive kernel integer")
         d, p = int(den), self.text(num)
-        if _power_of_two(d):            # shr.s / and.b: floor semantics even for negative p
-            return f"(({p}) >> {d.bit_length() - 1})" if kind == "floor" else \
-                f"(({p}) & {d - 1})"
-        return f"_tdiv({p}, {d})" if kind == "floor" else f"_trem({p}, {d})"
+        return f"(({p}) // {d})" if kind == "floor" else f"(({p}) % {d})"
 
 
 def _wrap(value: int, bits: int) -> int:

@@ -4,8 +4,8 @@ iterations), `if` (a block run where a bool holds) and `yield` (a loop body's ne
 Lowering: `for` is a guarded loop over mutable registers for the induction variable and the
 carried values, `if` a branch around its block. The interpreter runs exactly that loop (the
 induction variable wraps at its width). The protocol check walks the regions: a loop for its
-trip count per thread (integer parameters that bound it take the smallest values giving every
-ring stage and phase; check/extract.py), an `if` for the threads whose condition holds.
+trip count per thread (the integer parameters that bound loops are chosen beforehand to give
+every ring stage and phase; check/extract.py), an `if` for the threads whose condition holds.
 """
 from __future__ import annotations
 
@@ -124,7 +124,6 @@ class For(OpDef):
         if not ex.relevant[id(body)]:
             return
         start, stop = op.operands[0], op.operands[1]
-        ex.assign_params(op, mask)
         step = ex.values(op.operands[2])
         lo, hi = ex.per_thread(start, mask), ex.per_thread(stop, mask)
         if lo is None or hi is None or step is UNKNOWN:

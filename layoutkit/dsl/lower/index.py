@@ -1,10 +1,12 @@
 """Lowering of sympy index expressions to PTX integer arithmetic, sharing common
 subexpressions within a scope (a block and the blocks nested in it).
 
-Supported forms: integers, bound symbols, sums, products with integer coefficients,
-floor(p/q) and Mod(p, q) for a positive integer q (shifts/masks when q is a power of two) or a
-provably positive kernel integer q (div/rem: slow, keep them out of inner loops);
-floor and Mod need a provably non-negative p (PTX div/rem truncate toward zero).
+Supported forms: integers, bound symbols, sums, products with integer coefficients, Min and
+Max (min/max), floor(p/q), ceiling(p/q) and Mod(p, q) for a positive integer q (an arithmetic
+shift / a mask when q is a power of two, exact for any sign of p) or a provably positive kernel
+integer q (div/rem: slow, keep them out of inner loops). PTX's div/rem truncate toward zero:
+a p not provably non-negative gets two more instructions that round toward -inf (with a
+run-time q, p must be provably non-negative).
 
 >>> import sympy
 >>> from layoutkit.ptx.builder import Module
@@ -109,9 +111,20 @@ class IndexLowering:
             if _power_of_two(c):
                 return bits.shl(k, acc, c.bit_length() - 1, dtype=ptype)
             return arith.mul(k, acc, c, dtype=ptype)
+        if isinstance(expr, (sympy.Min, sympy.Max)):
+            pick = arith.min_ if isinstance(expr, sympy.Min) else arith.max_
+            args = sorted(expr.args, key=lambda a: (bool(a.is_Integer),
+                                                    sympy.default_sort_key(a)))
+            acc = self._reg(self.emit(args[0], ptype), ptype)
+            for a in args[1:]:
+                acc = pick(self.k, acc, self.emit(a, ptype), dtype=ptype)
+            return acc
         if isinstance(expr, sympy.floor):
             num, den = sympy.fraction(sympy.together(expr.args[0]))
             return self._divide(expr, num, den, ptype, "floor")
+        if isinstance(expr, sympy.ceiling):     # ceil(p/q) = floor((p + q - 1) / q)
+            num, den = sympy.fraction(sympy.together(expr.args[0]))
+            return self.emit(sympy.floor((num + den - 1) / den), ptype)
         if isinstance(expr, sympy.Mod):
             num, den = expr.args
             return self._divide(expr, num, den, ptype, "mod")
@@ -122,19 +135,27 @@ class IndexLowering:
         if not (den.is_Integer and int(den) > 0 or not den.is_Integer and den.is_positive):
             raise TraceError(f"{expr}: the divisor {den} is not a positive integer constant or a "
                              "provably positive kernel integer")
-        if not num.is_nonnegative:
-            raise TraceError(f"{expr}: {num} is not provably non-negative, so floor/mod would "
-                             "differ from PTX's truncating division")
         value = self._reg(self.emit(num, ptype), ptype)
         if not den.is_Integer:      # a run-time divisor: div/rem (tens of instructions)
+            if not num.is_nonnegative:
+                raise TraceError(f"{expr}: {num} is not provably non-negative, so floor/mod by "
+                                 "a run-time divisor would differ from PTX's truncating division")
             divisor = self._reg(self.emit(den, ptype), ptype)
             return (arith.div if kind == "floor" else arith.rem)(self.k, value, divisor,
                                                                    dtype=ptype)
         d = int(den)
-        if kind == "floor":
-            if _power_of_two(d):
+        if _power_of_two(d):        # two's complement: the arithmetic shift and the mask floor
+            if kind == "floor":
                 return bits.shr(self.k, value, d.bit_length() - 1, dtype=ptype)
-            return arith.div(self.k, value, d, dtype=ptype)
-        if _power_of_two(d):
             return bits.and_(self.k, value, d - 1, dtype=ptype)
-        return arith.rem(self.k, value, d, dtype=ptype)
+        quotient, remainder = arith.div(self.k, value, d, dtype=ptype), None
+        if kind == "mod" or not num.is_nonnegative:
+            remainder = arith.rem(self.k, value, d, dtype=ptype)
+        if num.is_nonnegative:
+            return quotient if kind == "floor" else remainder
+        # truncation rounded toward zero: a negative remainder means one step too high
+        negative = bits.shr(self.k, remainder, int(ptype[1:]) - 1, dtype=ptype)   # 0 or -1
+        if kind == "floor":
+            return arith.add(self.k, quotient, negative, dtype=ptype)
+        return arith.add(self.k, remainder, bits.and_(self.k, negative, d, dtype=ptype),
+                         dtype=ptype)

@@ -31,7 +31,8 @@ from layoutkit.sync import MbarrierPlacement
 from .debug_waits import error_buffer
 from ..core.errors import TraceError
 from ..lang.shared import allocate
-from ..core.sync_trace import ExpectTxScope, provably_outside, require_form, sync_state
+from ..core.bounds import within
+from ..core.sync_trace import ExpectTxScope, require_form, sync_state
 from ..core.tracer import current, is_int_expr
 from ..core.types import i32
 
@@ -64,7 +65,7 @@ class MbarrierArray:
             raise TraceError(f"mbarrier array '{self.name}'[{stage!r}]: the stage is an int or an "
                              "integer expression of kernel integers")
         stage = sympy.sympify(stage) if isinstance(stage, sympy.Basic) else stage
-        if provably_outside(stage, 0, self.count - 1) is True:
+        if within(current("mbarrier array indexing"), stage, 0, self.count - 1)[0] is False:
             raise TraceError(f"mbarrier array '{self.name}'[{stage}]: the stage is outside "
                              f"0..{self.count - 1} (the array has {self.count} barriers)")
         return MbarrierRef(self, stage)
@@ -199,7 +200,7 @@ def mbarrier_arrive(ref, *, count: int = 1, cta=None, scope: str = "cluster") ->
             raise TraceError(f"{what}(cta={cta}): a remote arrive needs a cluster kernel "
                              "(@lk.kernel(cluster=(x, y, z)))")
         size = cluster[0] * cluster[1] * cluster[2]
-        if not is_int_expr(cta) or provably_outside(cta, 0, size - 1) is True:
+        if not is_int_expr(cta) or within(trace, cta, 0, size - 1)[0] is False:
             raise TraceError(f"{what}(cta={cta!r}): the peer's rank is an integer in 0..{size - 1} "
                              f"(the cluster {cluster} has {size} CTAs)")
         operands.append(trace.index(cta, i32))
@@ -272,7 +273,7 @@ def _phase(trace, what: str, ref: MbarrierRef, phase):
     if not is_int_expr(phase):
         raise TraceError(f"{what} on {ref.describe()}: the phase is 0, 1 or an integer "
                          f"expression, got {phase!r}")
-    if provably_outside(phase, 0, 1) is not False:
+    if within(trace, phase, 0, 1)[0] is not True:
         raise TraceError(f"{what} on {ref.describe()}: the phase parity {phase} is not provably 0 "
                          "or 1; write it modulo 2, e.g. (k // STAGES) % 2, or use "
                          "lk.sm90.producer_state / lk.sm90.consumer_state")

@@ -37,8 +37,9 @@ import sympy
 from layoutkit.sync import PipelineState, PipelineStateError
 
 from ..core.errors import TraceError
-from ..core.sync_trace import value_range
-from ..core.tracer import is_int_expr
+from ..core.facts import provably_less
+from ..core.bounds import value_range
+from ..core.tracer import active_trace, is_int_expr
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,8 @@ def _state(what: str, counter, stages: int, start: PipelineState) -> RingState:
         raise TraceError(f"{what}: the counter is an int or an integer expression of kernel "
                          f"integers (e.g. tile * K_TILES + k), got {counter!r}")
     counter = sympy.sympify(counter) if isinstance(counter, sympy.Basic) else counter
-    low, _ = value_range(counter)
-    if low is None or low < 0:
+    low, _ = value_range(active_trace(), counter)
+    if (low is None or low < 0) and provably_less(-1, counter) is not True:
         raise TraceError(f"{what}: the counter {counter} is not provably >= 0 (states only "
                          "advance); count from lk.range loops with non-negative bounds")
     return RingState(stages, int(counter) if isinstance(counter, sympy.Integer) else counter,
