@@ -110,9 +110,9 @@ def _gemm_body(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.
     def issue(tile, stage):
         """cp.async k-tile `tile` of A and B into ring stage `stage`, one commit group."""
         lk.sm80.cp_async(sa.tile((BM, BK), (0, stage)).partition(copy_a),
-                    A.tile((BM, BK), (bm, tile)).partition(copy_a))
+                         A.tile((BM, BK), (bm, tile)).partition(copy_a))
         lk.sm80.cp_async(sb.tile((BN, BK), (0, stage)).partition(copy_b),
-                    B.tile((BN, BK), (bn, tile)).partition(copy_b))
+                         B.tile((BN, BK), (bn, tile)).partition(copy_b))
         lk.sm80.cp_async_commit()
 
     for s in range(STAGES - 1):

@@ -27,8 +27,8 @@ from .kernel_model import AsyncWrite, Commit, Finding, GroupWait, SharedRead, Th
 
 KIND = "cp_async"
 FINDING = "cp.async"
-ADVICE = ("lk.sm80.cp_async_commit(), lk.sm80.cp_async_wait(n) for that group, then lk.barrier() before "
-          "reading the destination")
+ADVICE = ("lk.sm80.cp_async_commit(), lk.sm80.cp_async_wait(n) for that group, then lk.barrier() "
+          "before reading the destination")
 
 
 @dataclass
@@ -94,8 +94,8 @@ def walk(rules, c) -> tuple[list, list]:
 
 def _unpublished(rules, c, read: SharedRead, copy: Issued) -> None:
     head = (f"{c.who} reads {read.bytes.text()} at {read.site.text()} after its "
-            f"lk.sm80.cp_async_wait at {copy.wait.site.text()} but before any lk.barrier(): the wait "
-            f"completes each thread's own copies only (the cp.async at "
+            f"lk.sm80.cp_async_wait at {copy.wait.site.text()} but before any lk.barrier(): the "
+            "wait completes each thread's own copies only (the cp.async at "
             f"{copy.write.site.text()})")
     if read.collective:
         rules.add(FINDING, (c.who, read.bytes.buffer),

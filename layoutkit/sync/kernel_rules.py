@@ -65,13 +65,13 @@ class Rules:
                     prev = last.get(e.slot)
                     if prev is not None and prev.parity == e.parity and e.slot in arrived:
                         self.add("wrong parity", (c.who, e.barrier),
-                                 f"{c.who} waits on {self.name(e.slot)} for parity {e.parity} "
-                                 f"at {e.site.text()}, the parity of its previous wait on it at "
+                                 f"{c.who} waits on {self.name(e.slot)} for parity {e.parity} at "
+                                 f"{e.site.text()}, the parity of its previous wait on it at "
                                  f"{prev.site.text()}, with arrivals of its own in between: each "
                                  "wait on a barrier is for its next phase, so the parities "
                                  "alternate; take stage and phase from one ring state over a "
-                                 "counter that advances once per slot use "
-                                 "(lk.sm90.producer_state / lk.sm90.consumer_state(counter, STAGES))", e.site)
+                                 "counter that advances once per slot use (lk.sm90.producer_state "
+                                 "/ lk.sm90.consumer_state(counter, STAGES))", e.site)
                     last[e.slot] = e
                     arrived.discard(e.slot)
 
@@ -193,13 +193,14 @@ class Rules:
             peer = cta != c.cta
             if (owner != index or partial) and \
                     (i_cluster >= cluster_epoch if peer else i_cta >= cta_epoch):
-                sync = "lk.sm90.cluster_sync()" if peer else "lk.barrier() (or lk.sm90.cluster_sync())"
+                sync = "lk.sm90.cluster_sync()" if peer else \
+                    "lk.barrier() (or lk.sm90.cluster_sync())"
                 self.add("init", e.barrier,
                          f"{c.who} uses {e.barrier}[{e.stage}]"
                          f"{' of CTA %d' % cta if self.p.ctas > 1 else ''} at {e.site.text()} "
                          f"before the initialisation at {site.text()} is visible to it: after "
-                         f"lk.sm90.mbarrier_init and lk.sm90.fence_mbarrier_init(), every thread passes "
-                         f"{sync} before using the barrier", e.site)
+                         "lk.sm90.mbarrier_init and lk.sm90.fence_mbarrier_init(), every thread "
+                         f"passes {sync} before using the barrier", e.site)
             elif remote and not fenced:
                 self.add("init", e.barrier,
                          f"{c.who} uses {e.barrier}[{e.stage}] across the cluster at "
@@ -253,15 +254,15 @@ class Rules:
                             self.add("TMA store", (c.who, read.bytes.buffer),
                                      f"{c.who} writes {e.bytes.text()} at {e.site.text()} while "
                                      f"the TMA store at {read.site.text()} may still read them: "
-                                     "lk.sm90.tma_store_commit() and lk.sm90.tma_store_wait() before "
-                                     "overwriting a store's source", e.site)
+                                     "lk.sm90.tma_store_commit() and lk.sm90.tma_store_wait() "
+                                     "before overwriting a store's source", e.site)
             left = [r for g in groups["tma_store"] for r in g]
             if left:
                 self.add("TMA store", (c.who, "end"),
                          f"{c.who} reaches the end of the kernel with the TMA store at "
                          f"{left[0].site.text()} still reading {left[0].bytes.text()} (no "
-                         "lk.sm90.tma_store_commit() + lk.sm90.tma_store_wait() covers it): the CTA's "
-                         "shared memory may be reused while the store reads it", left[0].site)
+                         "lk.sm90.tma_store_commit() + lk.sm90.tma_store_wait() covers it): the "
+                         "CTA's shared memory may be reused while the store reads it", left[0].site)
 
     def release(self, c, arrive: Arrive, reads: list, guarded: dict) -> None:
         table = guarded.get(arrive.slot)

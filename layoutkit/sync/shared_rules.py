@@ -375,9 +375,10 @@ class SharedRules:
             self._warn(key, f"{head} with the runtime loops run for {self.p.assumed}; that "
                        "other trip counts write these bytes first was not proven", read.site)
         else:
-            self.rules.add("unwritten", key, f"{head}: shared memory starts undefined, so the "
-                           "read sees garbage; write the bytes first (lk.store, lk.sm90.tma_load, "
-                           "lk.sm80.cp_async) and synchronise, or read only bytes that were written",
+            self.rules.add("unwritten", key, f"{head}: shared memory starts undefined, so the read "
+                           "sees garbage; write the bytes first (lk.store, lk.sm90.tma_load, "
+                           "lk.sm80.cp_async) and synchronise, or read only bytes that were "
+                           "written",
                            read.site)
 
     def _warn(self, key, message: str, site) -> None:

@@ -141,9 +141,10 @@ def _at_exit(report: _Report, c: ThreadClass) -> None:
         issue = uncommitted[0]
         report.add("wgmma commit", issue.site, c, lambda who: (
             f"{who} reaches the end of the kernel with the wgmma at {issue.site.text()} never "
-            "committed: no lk.sm90.wgmma_commit() follows it, and lk.sm90.wgmma_wait retires committed "
-            "groups only, so it may still read its shared operands and write its accumulator "
-            "when the threads exit; lk.sm90.wgmma_commit() and lk.sm90.wgmma_wait(0) after it"))
+            "committed: no lk.sm90.wgmma_commit() follows it, and lk.sm90.wgmma_wait retires "
+            "committed groups only, so it may still read its shared operands and write its "
+            "accumulator when the threads exit; lk.sm90.wgmma_commit() and lk.sm90.wgmma_wait(0) "
+            "after it"))
     left = next(((pos, commit, issues) for pos, commit, issues in groups if issues), None)
     if left is None:
         return

@@ -30,7 +30,7 @@ def one_mma(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Pointer[lk.f32
     lk.sm80.cp_async_wait(0)
     lk.barrier()
     acc = lk.sm80.mma_sync(lk.full(ATOMS.c, 0.0, lk.f32), lk.sm80.ldmatrix(sa.partition(ATOMS.a)),
-                      lk.sm80.ldmatrix(sb.partition(ATOMS.b)))
+                           lk.sm80.ldmatrix(sb.partition(ATOMS.b)))
     lk.store(lk.global_tensor(c, Layout((16, 8), (8, 1))).partition(ATOMS.c), acc)
 
 

@@ -55,7 +55,7 @@ def test_gemm_recipe_matches_float64(m, n, k, kmajor):
 def reads_before_waiting(a: lk.Pointer[lk.bf16], c: lk.Pointer[lk.f32]):
     s = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
     lk.sm80.cp_async(s.partition(COPY_MK), lk.global_tensor(a, Layout((16, 16), (16, 1)))
-                .partition(COPY_MK))
+                     .partition(COPY_MK))
     lk.sm80.cp_async_commit()
     frag = lk.sm80.ldmatrix(s.partition(ATOMS.a))  # TOO EARLY
     lk.sm80.cp_async_wait(0)

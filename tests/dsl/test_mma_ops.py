@@ -1,5 +1,5 @@
-"""lk.sm80.cp_async, lk.sm80.ldmatrix, lk.sm80.mma_sync: the PTX and IR they make, and every mistake as a
-specific error with the user's source line."""
+"""lk.sm80.cp_async, lk.sm80.ldmatrix, lk.sm80.mma_sync: the PTX and IR they make, and every mistake
+as a specific error with the user's source line."""
 import pytest
 
 import layoutkit.dsl as lk
@@ -91,7 +91,7 @@ def acc_in_the_wrong_layout(c: lk.Pointer[lk.f32]):
     sb = lk.shared_tensor(Layout((8, 16), (16, 1)), lk.bf16)
     wrong = lk.TVLayout((16, 8), Layout((32, 4), (4, 1)))
     lk.sm80.mma_sync(lk.full(wrong, 0.0), lk.sm80.ldmatrix(sa.partition(ATOMS.a)),  # WRONG ACC
-                lk.sm80.ldmatrix(sb.partition(ATOMS.b)))
+                     lk.sm80.ldmatrix(sb.partition(ATOMS.b)))
 
 
 def test_mma_sync_accumulator_layout_mismatch_shows_both_layouts():
@@ -124,8 +124,9 @@ def test_mma_sync_operand_tiles_must_chain():
 def bf16_accumulator(c: lk.Pointer[lk.f32]):
     sa = lk.shared_tensor(Layout((16, 16), (16, 1)), lk.bf16)
     sb = lk.shared_tensor(Layout((8, 16), (16, 1)), lk.bf16)
-    lk.sm80.mma_sync(lk.full(ATOMS.c, 0.0, lk.bf16), lk.sm80.ldmatrix(sa.partition(ATOMS.a)),  # BF16 ACC
-                lk.sm80.ldmatrix(sb.partition(ATOMS.b)))
+    lk.sm80.mma_sync(lk.full(ATOMS.c, 0.0, lk.bf16),                                # BF16 ACC
+                     lk.sm80.ldmatrix(sa.partition(ATOMS.a)),
+                     lk.sm80.ldmatrix(sb.partition(ATOMS.b)))
 
 
 def test_mma_sync_accumulates_in_f32():

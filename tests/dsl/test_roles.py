@@ -89,8 +89,8 @@ def test_cluster_kernel_directives_special_registers_and_barrier():
         assert lk.sm90.block_rank_in_cluster() is rank           # one symbol per register
         lk.sm90.cluster_sync()
         for axis in range(3):
-            lk.cast(lk.sm90.block_id_in_cluster(axis) + lk.sm90.cluster_id(axis) + lk.sm90.num_clusters(axis) +
-                    rank, lk.i32)
+            lk.cast(lk.sm90.block_id_in_cluster(axis) + lk.sm90.cluster_id(axis)
+                    + lk.sm90.num_clusters(axis) + rank, lk.i32)
     k = kernel(body, num_warps=4, cluster=(2, 2))
     ptx = k.ptx(PTR, 8)
     assert ".reqntid 128, 1, 1\n.reqnctapercluster 2, 2, 1" in ptx

@@ -203,7 +203,8 @@ def test_sm90_ops_on_sm80_are_trace_errors_naming_both_targets(then, name):
 @pytest.mark.parametrize("then, what, form, needs", [
     (_arrive_twice, r"lk\.sm90\.mbarrier_arrive\(count=2\) on bars\[0\]",
      "mbarrier.arrive with a count operand", "needs sm_90 or newer"),
-    (_budgets, r"lk\.sm90\.warp_role\('a'\) with registers=40", "setmaxnreg", "needs sm_90 or newer")])
+    (_budgets, r"lk\.sm90\.warp_role\('a'\) with registers=40", "setmaxnreg", "needs sm_90 or "
+                                                                              "newer")])
 def test_sm90_forms_of_sm80_ops_are_trace_errors_at_the_users_line(then, what, form, needs):
     with pytest.raises(lk.TraceError, match=f"{what}: lowers to {form}, which {needs}, this "
                                             "kernel's target is sm_80") as info:

@@ -199,7 +199,7 @@ def ring_loads(a: BF16, M: lk.i32, K: lk.i32):
             lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
             with lk.sm90.expect_tx(full[p.stage]):
                 lk.sm90.tma_load(ring[:, :, p.stage], A.tile((128, 64), (lk.block_id(0), kk)),
-                            full[p.stage])
+                                 full[p.stage])
         lk.sm90.mbarrier_wait(full[c.stage], c.phase)
         lk.sm90.mbarrier_arrive(empty[c.stage])
 

@@ -1,7 +1,7 @@
-"""Code generation of lk.sm90.wgmma (CPU only: ptxas + nvdisasm): accumulators stay in their registers
-across a K loop, ptxas neither serializes the wgmmas nor injects waits (its C75xx infos), no
-local-memory traffic, HGMMA in the SASS; the RS path packs the converted accumulator with
-F2FP; a warp-specialized 64x256 accumulator per consumer fits 168 registers without spills."""
+"""Code generation of lk.sm90.wgmma (CPU only: ptxas + nvdisasm): accumulators stay in their
+registers across a K loop, ptxas neither serializes the wgmmas nor injects waits (its C75xx infos),
+no local-memory traffic, HGMMA in the SASS; the RS path packs the converted accumulator with F2FP; a
+warp-specialized 64x256 accumulator per consumer fits 168 registers without spills."""
 import re
 import warnings
 

@@ -121,7 +121,8 @@ OPERAND_CASES = [
     (bad_accumulate, lk.TraceError, "# ACCUMULATE", ["accumulate is True, False, a bool scalar"]),
     (half_a_warpgroup, lk.TraceError, "# TWO WARPS", ["num_warps=2, not a multiple of 4"]),
     (wait_too_many, lk.TraceError, "# WAIT 8", ["pending is a Python int in 0..7", "got 8"]),
-    (transpose_partition, lk.TraceError, "# TRANSPOSE", ["transpose a whole tile, not a thread's partition"]),
+    (transpose_partition, lk.TraceError, "# TRANSPOSE", ["transpose a whole tile, not a thread's "
+                                                         "partition"]),
 ]
 
 

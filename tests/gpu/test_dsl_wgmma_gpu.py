@@ -1,8 +1,8 @@
-"""GPU tests of lk.sm90.wgmma (marker `gpu`): shared tiles filled with DSL stores (no TMA), a K loop of
-m64nNk16 wgmmas with the accumulator carried in place, K-major and N-major B, M = 64 and 128 per
-warpgroup; and the RS path (S = Q K^T from shared, then O = bf16(S) V with the converted
-accumulator as the register A operand). Checked against float64 torch references. The kernels
-cannot hang: no mbarrier waits, loop bounds are kernel arguments."""
+"""GPU tests of lk.sm90.wgmma (marker `gpu`): shared tiles filled with DSL stores (no TMA), a K loop
+of m64nNk16 wgmmas with the accumulator carried in place, K-major and N-major B, M = 64 and 128 per
+warpgroup; and the RS path (S = Q K^T from shared, then O = bf16(S) V with the converted accumulator
+as the register A operand). Checked against float64 torch references. The kernels cannot hang: no
+mbarrier waits, loop bounds are kernel arguments."""
 import pytest
 
 from tests.gpu.gpu_only import require_gpu

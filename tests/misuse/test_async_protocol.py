@@ -53,10 +53,10 @@ def gemm(release_before_wait=False, producer_warps_all=False, skip_b=False):
                     if skip_b:
                         with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):  # M1
                             lk.sm90.tma_load(sA[:, :, p.stage], A.tile((TILE, TILE), (0, i)),
-                                        full[p.stage])
+                                             full[p.stage])
                             with lk.if_(lk.eq(lk.lane_id(), 1)):      # NEVER TRUE
                                 lk.sm90.tma_load(sB[:, :, p.stage], B.tile((TILE, TILE), (0, i)),
-                                            full[p.stage])
+                                                 full[p.stage])
                     else:
                         load_stage(sA, sB, A, B, full, p.stage, i)
         with lk.sm90.warp_role("consumer", warpgroups=1, registers=232):
@@ -66,7 +66,7 @@ def gemm(release_before_wait=False, producer_warps_all=False, skip_b=False):
                 lk.sm90.mbarrier_wait(full[c.stage], c.phase)              # MMA WAIT
                 lk.sm90.wgmma_fence()
                 acc = lk.sm90.wgmma(acc, sA[:, :, c.stage], sB[:, :, c.stage],   # WGMMA
-                               accumulate=i > 0)
+                                    accumulate=i > 0)
                 lk.sm90.wgmma_commit()
                 if release_before_wait:
                     lk.sm90.mbarrier_arrive(empty[c.stage])                # EARLY RELEASE
@@ -89,14 +89,13 @@ def test_correct_pipeline_passes():
 def test_release_of_a_slot_before_the_wgmma_reading_it_retires():
     check(protocol_error(gemm(release_before_wait=True)), __file__, "# EARLY RELEASE",
           "kernel k: the static protocol check found 1 error (runtime loops checked with "
-          "k_tiles=5):\n "
-          " - wgmma overwrite: role 'consumer' (threads 128-255) releases empty[0] at line "
-          f"{L('# EARLY RELEASE')} (iteration 0 of the lk.range at line {L('# MMA LOOP')}) "
+          "k_tiles=5):\n  - wgmma overwrite: role 'consumer' (threads 128-255) releases empty[0] "
+          f"at line {L('# EARLY RELEASE')} (iteration 0 of the lk.range at line {L('# MMA LOOP')}) "
           f"while the wgmma at line {L('# WGMMA')} (iteration 0 of the lk.range at line "
-          f"{L('# MMA LOOP')}) reading sA bytes 0..8191 may still run (no lk.sm90.wgmma_wait retires "
-          "it first), and role 'producer' (thread 0)'s TMA load into sA at line "
-          f"{L('# LOAD A')} (iteration 0 of the lk.range at line {L('# TMA LOOP')}), issued "
-          "after its wait on empty[0], overwrites those bytes; lk.sm90.wgmma_wait(n) for that wgmma "
+          f"{L('# MMA LOOP')}) reading sA bytes 0..8191 may still run (no lk.sm90.wgmma_wait "
+          "retires it first), and role 'producer' (thread 0)'s TMA load into sA at line "
+          f"{L('# LOAD A')} (iteration 0 of the lk.range at line {L('# TMA LOOP')}), issued after "
+          "its wait on empty[0], overwrites those bytes; lk.sm90.wgmma_wait(n) for that wgmma "
           "before the arrive")
 
 
@@ -151,7 +150,7 @@ def test_generic_stores_read_by_wgmma_without_a_proxy_fence():
         lk.store(sA.partition(tv), lk.full(tv, 1.0, lk.bf16))         # GENERIC STORE
         lk.barrier()
         lk.sm90.wgmma_fence()
-        acc = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(TILE), sA, sA, accumulate=False)   # ASYNC READ
+        acc = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(TILE), sA, sA, accumulate=False)  # ASYNC READ
         lk.sm90.wgmma_commit()
         lk.sm90.wgmma_wait(0)
     check(protocol_error(k, 4), __file__, "# GENERIC STORE",
@@ -204,15 +203,14 @@ def test_tma_store_still_reading_at_the_end_of_the_kernel():
 def test_tma_store_source_overwritten_before_the_store_wait():
     check(protocol_error(tile_store_kernel(wait=False, overwrite=True), 4), __file__,
           "# OVERWRITE",
-          "kernel k: the static protocol check found 3 errors:\n "
-          f" - TMA store: thread 0 writes sC bytes 0..2047 at line {L('# OVERWRITE')} while the "
-          f"TMA store at line {L('# TMA STORE')} may still read them: lk.sm90.tma_store_commit() and "
-          "lk.sm90.tma_store_wait() before overwriting a store's source\n "
-          " - TMA store: thread 0 reaches the end of the kernel with the TMA store at line "
-          f"{L('# TMA STORE')} still reading sC bytes 0..8191 (no lk.sm90.tma_store_commit() + "
-          "lk.sm90.tma_store_wait() covers it): the CTA's shared memory may be reused while the "
-          "store reads it\n "
-          " - proxy fence: threads 1-127 writes sC bytes 0..2047 with generic stores at line "
+          "kernel k: the static protocol check found 3 errors:\n  - TMA store: thread 0 writes sC "
+          f"bytes 0..2047 at line {L('# OVERWRITE')} while the TMA store at line "
+          f"{L('# TMA STORE')} may still read them: lk.sm90.tma_store_commit() and "
+          "lk.sm90.tma_store_wait() before overwriting a store's source\n  - TMA store: thread 0 "
+          f"reaches the end of the kernel with the TMA store at line {L('# TMA STORE')} still "
+          "reading sC bytes 0..8191 (no lk.sm90.tma_store_commit() + lk.sm90.tma_store_wait() "
+          "covers it): the CTA's shared memory may be reused while the store reads it\n  - proxy "
+          "fence: threads 1-127 writes sC bytes 0..2047 with generic stores at line "
           f"{L('# OVERWRITE')}, and thread 0 reads them as a TMA store source (async proxy) at "
           f"line {L('# TMA STORE')} with no lk.sm90.fence_proxy_async() by the writing threads in "
           "between: write, lk.sm90.fence_proxy_async(), synchronise, then issue")

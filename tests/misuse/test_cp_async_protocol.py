@@ -56,20 +56,20 @@ def test_correct_copies_pass():
 
 def test_read_of_a_cp_async_destination_before_its_wait():
     check(protocol_error(copy_kernel()), __file__, "# READ",
-          "kernel k: the static protocol check found 1 error:\n"
-          f"  - cp.async: threads 0-31 reads s bytes 0..511 at line {L('# READ')} while its "
-          f"cp.async at line {L('# COPY')} may still write them (no lk.sm80.cp_async_wait retires "
-          "its commit group first): lk.sm80.cp_async_commit(), lk.sm80.cp_async_wait(n) for that group, "
-          "then lk.barrier() before reading the destination")
+          "kernel k: the static protocol check found 1 error:\n  - cp.async: threads 0-31 reads s "
+          f"bytes 0..511 at line {L('# READ')} while its cp.async at line {L('# COPY')} may still "
+          "write them (no lk.sm80.cp_async_wait retires its commit group first): "
+          "lk.sm80.cp_async_commit(), lk.sm80.cp_async_wait(n) for that group, then lk.barrier() "
+          "before reading the destination")
 
 
 def test_copy_never_committed_is_retired_by_no_wait():
     check(protocol_error(copy_kernel(commit=False, wait_before_read=True)), __file__, "# READ",
-          "kernel k: the static protocol check found 1 error:\n"
-          f"  - cp.async: threads 0-31 reads s bytes 0..511 at line {L('# READ')} while its "
-          f"cp.async at line {L('# COPY')} may still write them (its group is never committed "
-          "before the read, so no lk.sm80.cp_async_wait retires it): lk.sm80.cp_async_commit(), "
-          "lk.sm80.cp_async_wait(n) for that group, then lk.barrier() before reading the destination")
+          "kernel k: the static protocol check found 1 error:\n  - cp.async: threads 0-31 reads s "
+          f"bytes 0..511 at line {L('# READ')} while its cp.async at line {L('# COPY')} may still "
+          "write them (its group is never committed before the read, so no lk.sm80.cp_async_wait "
+          "retires it): lk.sm80.cp_async_commit(), lk.sm80.cp_async_wait(n) for that group, then "
+          "lk.barrier() before reading the destination")
 
 
 def test_ldmatrix_after_the_wait_without_a_barrier():

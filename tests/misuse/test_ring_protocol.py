@@ -43,7 +43,7 @@ def test_producer_starting_at_phase_0_deadlocks():
         full, empty, slots = ring()
         with lk.sm90.warp_role("producer", warpgroups=0):
             for i in lk.range(0, n):                                  # P0 LOOP
-                p = lk.sm90.consumer_state(i, STAGES)                      # the bug: consumer's start
+                p = lk.sm90.consumer_state(i, STAGES)                    # the bug: consumer's start
                 lk.sm90.mbarrier_wait(empty[p.stage], p.phase)             # P0 WAIT
                 fill(slots, p.stage, i)
                 lk.sm90.mbarrier_arrive(full[p.stage])
@@ -92,7 +92,7 @@ def test_consumer_starting_at_phase_1_reads_before_the_fill():
             producer(full, empty, slots, n)
         with lk.sm90.warp_role("consumer", warpgroups=1):
             for i in lk.range(0, n):  # M1
-                c = lk.sm90.producer_state(i, STAGES)                      # the bug: producer's start
+                c = lk.sm90.producer_state(i, STAGES)                    # the bug: producer's start
                 lk.sm90.mbarrier_wait(full[c.stage], c.phase)              # RACE WAIT
                 read(slots, c.stage)
                 lk.sm90.mbarrier_arrive(empty[c.stage])
@@ -325,17 +325,16 @@ def test_barriers_used_without_a_barrier_after_their_init():
             consumer(full, empty, slots, n)
     check(protocol_error(k), __file__, "# PRODUCER WAIT",
           "kernel k: the static protocol check found 2 errors (runtime loops checked with "
-          "n=5):\n "
-          " - init: role 'producer' (threads 0-127) uses empty[0] at line "
+          "n=5):\n  - init: role 'producer' (threads 0-127) uses empty[0] at line "
           f"{L('# PRODUCER WAIT')} (iteration 0 of the lk.range at line {L('# PRODUCER LOOP')}) "
           f"before the initialisation at line {L('# NO BARRIER')} is visible to it: after "
-          "lk.sm90.mbarrier_init and lk.sm90.fence_mbarrier_init(), every thread passes lk.barrier() (or "
-          "lk.sm90.cluster_sync()) before using the barrier\n "
-          " - init: role 'producer' (threads 0-127) uses full[0] at line "
-          f"{L('# PRODUCER ARRIVE')} (iteration 0 of the lk.range at line "
-          f"{L('# PRODUCER LOOP')}) before the initialisation at line {L('# NO BARRIER')} is "
-          "visible to it: after lk.sm90.mbarrier_init and lk.sm90.fence_mbarrier_init(), every thread "
-          "passes lk.barrier() (or lk.sm90.cluster_sync()) before using the barrier")
+          "lk.sm90.mbarrier_init and lk.sm90.fence_mbarrier_init(), every thread passes "
+          "lk.barrier() (or lk.sm90.cluster_sync()) before using the barrier\n  - init: role "
+          f"'producer' (threads 0-127) uses full[0] at line {L('# PRODUCER ARRIVE')} (iteration 0 "
+          f"of the lk.range at line {L('# PRODUCER LOOP')}) before the initialisation at line "
+          f"{L('# NO BARRIER')} is visible to it: after lk.sm90.mbarrier_init and "
+          "lk.sm90.fence_mbarrier_init(), every thread passes lk.barrier() (or "
+          "lk.sm90.cluster_sync()) before using the barrier")
 
 
 def test_producer_ring_restarting_every_tile():
@@ -398,22 +397,19 @@ def test_consumer_reading_without_waiting_on_full():
                 lk.sm90.mbarrier_arrive(empty[c.stage])                    # NO WAIT RELEASE
     check(protocol_error(k), __file__, "# READ",
           "kernel k: the static protocol check found 3 errors (runtime loops checked with "
-          "n=5):\n "
-          " - race: role 'consumer' (threads 128-255) reads slots bytes 0..511 at line "
-          f"{L('# READ')} (iteration 0 of the lk.range at line {L('# NO WAIT LOOP')}), which "
-          f"role 'producer' (threads 0-127) writes (line {L('# FILL')} (iteration 0 of the "
-          f"lk.range at line {L('# PRODUCER LOOP')})) and publishes on full[0], but it never "
-          "waits on 'full': the read can run before the data lands; wait on the barrier that "
-          "completes when the data is ready\n "
-          " - arrive count: role 'consumer' (threads 128-255) completes phase 1 of empty[0] at "
-          f"line {L('# NO WAIT RELEASE')} (iteration 2 of the lk.range at line {L('# NO WAIT LOOP')}) "
-          "before any wait passed its phase 0 (this phase's arrivals: 128 from role 'consumer' "
-          f"(threads 128-255) at line {L('# NO WAIT RELEASE')} (iteration 2 of the lk.range at line "
-          f"{L('# NO WAIT LOOP')})): its arrivals run ahead of its waiters - more arrivals per "
-          f"use of the slot than its init count 128 (line {L('# INIT')}), or an arrive with no "
-          "wait before it\n "
-          " - deadlock: every thread class left is blocked forever:\n "
-          "     role 'producer' (threads 0-127) waits on empty[0] for parity 1 at line "
-          f"{L('# PRODUCER WAIT')} (iteration 0 of the lk.range at line "
-          f"{L('# PRODUCER LOOP')}): it completed 3 phase(s); phase 3 has 0 of 128 arrivals "
-          "(none) and 0 transaction bytes outstanding")
+          "n=5):\n  - race: role 'consumer' (threads 128-255) reads slots bytes 0..511 at line "
+          f"{L('# READ')} (iteration 0 of the lk.range at line {L('# NO WAIT LOOP')}), which role "
+          f"'producer' (threads 0-127) writes (line {L('# FILL')} (iteration 0 of the lk.range at "
+          f"line {L('# PRODUCER LOOP')})) and publishes on full[0], but it never waits on 'full': "
+          "the read can run before the data lands; wait on the barrier that completes when the "
+          "data is ready\n  - arrive count: role 'consumer' (threads 128-255) completes phase 1 "
+          f"of empty[0] at line {L('# NO WAIT RELEASE')} (iteration 2 of the lk.range at line "
+          f"{L('# NO WAIT LOOP')}) before any wait passed its phase 0 (this phase's arrivals: 128 "
+          f"from role 'consumer' (threads 128-255) at line {L('# NO WAIT RELEASE')} (iteration 2 "
+          f"of the lk.range at line {L('# NO WAIT LOOP')})): its arrivals run ahead of its waiters "
+          f"- more arrivals per use of the slot than its init count 128 (line {L('# INIT')}), or "
+          "an arrive with no wait before it\n  - deadlock: every thread class left is blocked "
+          "forever:\n      role 'producer' (threads 0-127) waits on empty[0] for parity 1 at line "
+          f"{L('# PRODUCER WAIT')} (iteration 0 of the lk.range at line {L('# PRODUCER LOOP')}): "
+          "it completed 3 phase(s); phase 3 has 0 of 128 arrivals (none) and 0 transaction bytes "
+          "outstanding")

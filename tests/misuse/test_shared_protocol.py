@@ -62,7 +62,7 @@ def two_loads(second_stage):
         with first_thread(), lk.sm90.expect_tx(full[0]):
             lk.sm90.tma_load(sA[:, :, 0], A.tile((TILE, TILE), (0, 0)), full[0])        # LOAD 1
             lk.sm90.tma_load(sA[:, :, second_stage], A.tile((TILE, TILE), (0, 1)),      # LOAD 2
-                        full[0])
+                             full[0])
         lk.sm90.mbarrier_wait(full[0], 0)
         lk.store(Out.tile((TILE, TILE), (0, 0)).partition(TV),
                  lk.load(sA[:, :, 0].partition(TV)))
@@ -77,17 +77,16 @@ def test_two_loads_into_their_own_stages_pass():
 
 def test_two_tma_loads_into_the_same_bytes_in_one_phase():
     check(protocol_error(two_loads(0)), __file__, "# LOAD 2",
-          "kernel k: the static protocol check found 2 errors:\n"
-          f"  - async overlap: thread 0 writes sA bytes 0..8191 with a TMA load at line "
-          f"{L('# LOAD 2')} while its own TMA load at line {L('# LOAD 1')} may still write "
-          "them: that load completes on full[0] (its phase 0), which thread 0 has not waited "
-          "for, so the two writes land in either order; give each copy its own bytes (the "
-          "stage's slice of the buffer) or write after a wait that sees full[0] complete\n"
-          "  - unwritten: thread 0 reads sA bytes 8192..10239 with a load at line "
-          f"{L('# STAGE 1 READ')}, which no write of the kernel covers (the writes of sA cover "
-          "its bytes 0..8191): shared memory starts undefined, so the read sees garbage; write "
-          "the bytes first (lk.store, lk.sm90.tma_load, lk.sm80.cp_async) and synchronise, or read only "
-          "bytes that were written")
+          "kernel k: the static protocol check found 2 errors:\n  - async overlap: thread 0 "
+          f"writes sA bytes 0..8191 with a TMA load at line {L('# LOAD 2')} while its own TMA load "
+          f"at line {L('# LOAD 1')} may still write them: that load completes on full[0] (its "
+          "phase 0), which thread 0 has not waited for, so the two writes land in either order; "
+          "give each copy its own bytes (the stage's slice of the buffer) or write after a wait "
+          "that sees full[0] complete\n  - unwritten: thread 0 reads sA bytes 8192..10239 with a "
+          f"load at line {L('# STAGE 1 READ')}, which no write of the kernel covers (the writes of "
+          "sA cover its bytes 0..8191): shared memory starts undefined, so the read sees garbage; "
+          "write the bytes first (lk.store, lk.sm90.tma_load, lk.sm80.cp_async) and synchronise, "
+          "or read only bytes that were written")
 
 
 # ---- a read of a TMA destination without the wait ------------------------------------------
@@ -139,7 +138,7 @@ def ring(release_early=False, read_next_stage=False, second_reader=False):
                     lk.sm90.mbarrier_wait(empty[p.stage], p.phase)                     # FREE WAIT
                     with lk.sm90.expect_tx(full[p.stage]):
                         lk.sm90.tma_load(sA[:, :, p.stage], A.tile((TILE, TILE), (0, i)),  # REFILL
-                                    full[p.stage])
+                                         full[p.stage])
         with lk.sm90.warp_role("consumer", warpgroups=1):
             for i in lk.range(0, k_tiles):                                        # READ LOOP
                 c = lk.sm90.consumer_state(i, STAGES)
@@ -216,16 +215,15 @@ def test_wgmma_reading_a_buffer_nothing_writes():
         s = lk.shared_tensor(ComposedLayout(SW128, 0, Layout((TILE, TILE), (TILE, 1))), lk.bf16,
                              name="s")
         lk.sm90.wgmma_fence()
-        acc = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(TILE), s, s, accumulate=False)        # UNWRITTEN
+        acc = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(TILE), s, s, accumulate=False)     # UNWRITTEN
         lk.sm90.wgmma_commit()
         lk.sm90.wgmma_wait(0)
     check(diagnose(k, I32, 8, error=lk.ProtocolError), __file__, "# UNWRITTEN",
-          "kernel k: the static protocol check found 1 error:\n"
-          f"  - unwritten: threads 0-127 reads s bytes 0..8191 with a wgmma at line "
-          f"{L('# UNWRITTEN')}, but nothing in the kernel writes s (no store, stmatrix, "
-          "cp.async or TMA load): shared memory starts undefined, so the read sees garbage; "
-          "write the bytes first (lk.store, lk.sm90.tma_load, lk.sm80.cp_async) and synchronise, or read "
-          "only bytes that were written")
+          "kernel k: the static protocol check found 1 error:\n  - unwritten: threads 0-127 reads "
+          f"s bytes 0..8191 with a wgmma at line {L('# UNWRITTEN')}, but nothing in the kernel "
+          "writes s (no store, stmatrix, cp.async or TMA load): shared memory starts undefined, "
+          "so the read sees garbage; write the bytes first (lk.store, lk.sm90.tma_load, "
+          "lk.sm80.cp_async) and synchronise, or read only bytes that were written")
 
 
 def half_written(rows_read):
@@ -249,12 +247,12 @@ def test_read_of_the_written_half_passes():
 def test_read_of_bytes_no_write_covers():
     check(diagnose(half_written(1), lk.Pointer[lk.f32], 8, error=lk.ProtocolError), __file__,
           "# OTHER HALF",
-          "kernel k: the static protocol check found 1 error:\n"
-          "  - unwritten: threads 0-127 reads s bytes 8192..12271 with a load at line "
-          f"{L('# OTHER HALF')}, which no write of the kernel covers (the writes of s cover its "
-          "bytes 0..8191): shared memory starts undefined, so the read sees garbage; write the "
-          "bytes first (lk.store, lk.sm90.tma_load, lk.sm80.cp_async) and synchronise, or read only bytes "
-          "that were written")
+          "kernel k: the static protocol check found 1 error:\n  - unwritten: threads 0-127 reads "
+          f"s bytes 8192..12271 with a load at line {L('# OTHER HALF')}, which no write of the "
+          "kernel covers (the writes of s cover its bytes 0..8191): shared memory starts "
+          "undefined, so the read sees garbage; write the bytes first (lk.store, "
+          "lk.sm90.tma_load, lk.sm80.cp_async) and synchronise, or read only bytes that were "
+          "written")
 
 
 # ---- what the check cannot decide is a warning ------------------------------------------

@@ -164,9 +164,9 @@ def test_barrier_array_named_like_a_shared_buffer():
         lk.shared_tensor(Layout(128), lk.i32, name="full")            # BUFFER FULL
         lk.sm90.mbarrier_array(2, 1, name="full")                          # BARRIERS FULL
     check(diagnose(k, I32, 8), __file__, "# BARRIERS FULL",
-          "lk.sm90.mbarrier_array: the shared buffer name 'full' is already taken (lk.shared_tensor "
-          f"at {__file__}:{L('# BUFFER FULL')}); each shared buffer and barrier array takes a "
-          "name of its own")
+          "lk.sm90.mbarrier_array: the shared buffer name 'full' is already taken "
+          f"(lk.shared_tensor at {__file__}:{L('# BUFFER FULL')}); each shared buffer and barrier "
+          "array takes a name of its own")
 
 
 def test_tv_layout_mapping_outside_its_tile():

@@ -161,7 +161,7 @@ def roles(registers=(40, 232), count=(1, 2)):
         with lk.sm90.warp_role("producer", warpgroups=0, registers=registers[0]):   # ROLE P
             pass
         with lk.sm90.warp_role("consumer", warpgroups=tuple(range(1, 1 + count[1])),  # M1
-                          registers=registers[1]):                    # ROLE C
+                               registers=registers[1]):                    # ROLE C
             pass
     return k
 
@@ -203,8 +203,8 @@ def test_named_barrier_id_0():
     def k(x: I32, n: lk.i32):
         lk.sm90.named_barrier_sync(0, 128)                                 # ID 0
     check(diagnose(k, I32, 8), __file__, "# ID 0",
-          "lk.sm90.named_barrier_sync(0, 128): id 0 is the whole-CTA barrier of lk.barrier(); named "
-          "barriers use ids 1..15")
+          "lk.sm90.named_barrier_sync(0, 128): id 0 is the whole-CTA barrier of lk.barrier(); "
+          "named barriers use ids 1..15")
 
 
 def test_named_barrier_id_16():
@@ -271,8 +271,8 @@ def test_wait_inside_elect_one():
         with lk.sm90.elect_one():
             lk.sm90.mbarrier_wait(full[0], 0)                              # ELECT WAIT
     check(diagnose(k, I32, 8), __file__, "# ELECT WAIT",
-          "lk.sm90.mbarrier_wait on full[0] inside lk.sm90.elect_one(): wait with the whole warp, then "
-          "elect the thread that issues")
+          "lk.sm90.mbarrier_wait on full[0] inside lk.sm90.elect_one(): wait with the whole warp, "
+          "then elect the thread that issues")
 
 
 def test_arrive_count_above_the_arrays():
@@ -280,8 +280,8 @@ def test_arrive_count_above_the_arrays():
         full = initialised()
         lk.sm90.mbarrier_arrive(full[0], count=2)                          # COUNT 2
     check(diagnose(k, I32, 8), __file__, "# COUNT 2",
-          "lk.sm90.mbarrier_arrive on full[0]: count = 2 must be an int in 1..1 (the array's arrive "
-          "count per phase)")
+          "lk.sm90.mbarrier_arrive on full[0]: count = 2 must be an int in 1..1 (the array's "
+          "arrive count per phase)")
 
 
 def test_barrier_array_initialised_twice():

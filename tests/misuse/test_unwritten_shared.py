@@ -65,7 +65,7 @@ def wgmma_of_a_half_loaded_pair(a: BF16, c: F32, LOAD_B: lk.constexpr):
             lk.sm90.tma_load(sB, A.tile((64, 64), (0, 0)), full[0])
     lk.sm90.mbarrier_wait(full[0], 0)
     lk.sm90.wgmma_fence()
-    acc = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(64), sA, sB, accumulate=False)             # THE MMA
+    acc = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(64), sA, sB, accumulate=False)           # THE MMA
     lk.sm90.wgmma_commit()
     lk.sm90.wgmma_wait(0)
     lk.store(C.partition(acc.layout), acc)

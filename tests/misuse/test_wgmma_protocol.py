@@ -66,8 +66,8 @@ def test_accumulator_rescaled_after_the_fence():
     value = err.message.split()[4].rstrip(",")
     check(err, __file__, "# SECOND",
           f"the wgmma accumulates into {value}, which the op (binary) at line {L('# RESCALE')} "
-          f"wrote after the last lk.sm90.wgmma_fence() (line {L('# RESCALE') - 1}): the tensor cores "
-          "see registers other instructions wrote only after a wgmma.fence (PTX ISA "
+          f"wrote after the last lk.sm90.wgmma_fence() (line {L('# RESCALE') - 1}): the tensor "
+          "cores see registers other instructions wrote only after a wgmma.fence (PTX ISA "
           "'wgmma.fence'); call lk.sm90.wgmma_fence() after that write and before the wgmma")
 
 
@@ -109,9 +109,10 @@ def test_register_a_operand_converted_after_the_fence():
     value = err.message.split()[7].rstrip(",")
     check(err, __file__, "# RS",
           f"the wgmma reads its register A operand {value}, which the op (cast) at line "
-          f"{L('# CONVERT')} wrote after the last lk.sm90.wgmma_fence() (line {L('# EARLY FENCE')}): "
-          "the tensor cores see registers other instructions wrote only after a wgmma.fence "
-          "(PTX ISA 'wgmma.fence'); call lk.sm90.wgmma_fence() after that write and before the wgmma")
+          f"{L('# CONVERT')} wrote after the last lk.sm90.wgmma_fence() (line "
+          f"{L('# EARLY FENCE')}): the tensor cores see registers other instructions wrote only "
+          "after a wgmma.fence (PTX ISA 'wgmma.fence'); call lk.sm90.wgmma_fence() after that "
+          "write and before the wgmma")
 
 
 def test_a_fence_only_inside_a_branch_is_a_warning():
@@ -132,11 +133,11 @@ def test_a_fence_only_inside_a_branch_is_a_warning():
     value = text.split("accumulates into ")[1].split(",")[0]
     assert text == (
         "kernel k: the wgmma fence check could not decide: could not prove that an "
-        f"lk.sm90.wgmma_fence() runs between the op (binary) at line {L('# SCALE')} and the wgmma at "
-        f"line {L('# AFTER BRANCH')}: the only fence after that op, at line "
-        f"{L('# BRANCH FENCE')}, is inside the lk.if_ at line {L('# SOME CTAS')}, which not "
-        f"every thread may run. Unproven: the wgmma accumulates into {value}, which the op "
-        f"(binary) at line {L('# SCALE')} wrote after the last lk.sm90.wgmma_fence() (line "
+        f"lk.sm90.wgmma_fence() runs between the op (binary) at line {L('# SCALE')} and the wgmma "
+        f"at line {L('# AFTER BRANCH')}: the only fence after that op, at line "
+        f"{L('# BRANCH FENCE')}, is inside the lk.if_ at line {L('# SOME CTAS')}, which not every "
+        f"thread may run. Unproven: the wgmma accumulates into {value}, which the op (binary) at "
+        f"line {L('# SCALE')} wrote after the last lk.sm90.wgmma_fence() (line "
         f"{L('# FIRST FENCE')}): the tensor cores see registers other instructions wrote only "
         "after a wgmma.fence (PTX ISA 'wgmma.fence'); call lk.sm90.wgmma_fence() after that write "
         "and before the wgmma")
@@ -154,11 +155,11 @@ def test_first_wgmma_of_a_role_without_a_fence():
             lk.sm90.wgmma_wait(0)
             lk.store(out(c), acc)
     check(diagnose(k, F32, error=lk.ProtocolError, num_warps=8), __file__, "# UNFENCED",
-          "kernel k: the static protocol check found 1 error:\n "
-          " - wgmma fence: role 'unfenced' (threads 128-255) issues the wgmma at line "
-          f"{L('# UNFENCED')} with no lk.sm90.wgmma_fence() before it: PTX requires wgmma.fence "
-          "before a warpgroup's first wgmma (registers other instructions wrote are not yet "
-          "visible to the tensor cores; PTX ISA 'wgmma.fence'); call lk.sm90.wgmma_fence() before it")
+          "kernel k: the static protocol check found 1 error:\n  - wgmma fence: role 'unfenced' "
+          f"(threads 128-255) issues the wgmma at line {L('# UNFENCED')} with no "
+          "lk.sm90.wgmma_fence() before it: PTX requires wgmma.fence before a warpgroup's first "
+          "wgmma (registers other instructions wrote are not yet visible to the tensor cores; PTX "
+          "ISA 'wgmma.fence'); call lk.sm90.wgmma_fence() before it")
 
 
 # ---- commit / wait before the threads exit ---------------------------------------------------
@@ -168,11 +169,11 @@ def test_wgmma_never_committed():
         lk.sm90.wgmma_fence()
         lk.sm90.wgmma(lk.sm90.wgmma_accumulator(64), s, s, accumulate=False)   # NEVER COMMITTED
     check(diagnose(k, F32, error=lk.ProtocolError), __file__, "# NEVER COMMITTED",
-          "kernel k: the static protocol check found 1 error:\n "
-          " - wgmma commit: threads 0-127 reaches the end of the kernel with the wgmma at line "
-          f"{L('# NEVER COMMITTED')} never committed: no lk.sm90.wgmma_commit() follows it, and "
-          f"lk.sm90.wgmma_wait retires committed groups only, {IN_FLIGHT}; lk.sm90.wgmma_commit() and "
-          "lk.sm90.wgmma_wait(0) after it")
+          "kernel k: the static protocol check found 1 error:\n  - wgmma commit: threads 0-127 "
+          f"reaches the end of the kernel with the wgmma at line {L('# NEVER COMMITTED')} never "
+          "committed: no lk.sm90.wgmma_commit() follows it, and lk.sm90.wgmma_wait retires "
+          f"committed groups only, {IN_FLIGHT}; lk.sm90.wgmma_commit() and lk.sm90.wgmma_wait(0) "
+          "after it")
 
 
 def test_wgmma_committed_but_never_waited():
@@ -204,12 +205,12 @@ def test_pipelined_wait_leaves_the_last_k_step_in_flight_at_the_end_of_the_role(
                 loop.next(acc)
     it = f"(iteration 2 of the lk.range at line {L('# K LOOP')})"
     check(diagnose(k, F32, 8, error=lk.ProtocolError, num_warps=8), __file__, "# K STEP",
-          "kernel k: the static protocol check found 1 error (runtime loops checked with n=3):\n "
-          " - wgmma wait: role 'consumer' (threads 128-255) reaches the end of the kernel with "
-          f"the wgmma at line {L('# K STEP')} {it} still in flight: it was committed at line "
+          "kernel k: the static protocol check found 1 error (runtime loops checked with n=3):\n  "
+          "- wgmma wait: role 'consumer' (threads 128-255) reaches the end of the kernel with the "
+          f"wgmma at line {L('# K STEP')} {it} still in flight: it was committed at line "
           f"{L('# K COMMIT')} {it}, but the last lk.sm90.wgmma_wait after it, at line "
-          f"{L('# KEEP ONE')} {it}, leaves 1 group(s) in flight, {IN_FLIGHT}; lk.sm90.wgmma_wait(0) "
-          "before the end")
+          f"{L('# KEEP ONE')} {it}, leaves 1 group(s) in flight, {IN_FLIGHT}; "
+          "lk.sm90.wgmma_wait(0) before the end")
 
 
 # ---- whole-warpgroup issue -------------------------------------------------------------------
@@ -231,7 +232,8 @@ def test_wgmma_issued_by_half_a_warpgroup():
     check(diagnose(half_warpgroup, F32, error=lk.ProtocolError), __file__, "# HALF FENCE",
           "kernel half_warpgroup: the static protocol check found 4 errors:"
           + part("lk.sm90.wgmma_fence()", "# HALF FENCE") + part("lk.sm90.wgmma", "# HALF WGMMA")
-          + part("lk.sm90.wgmma_commit()", "# HALF COMMIT") + part("lk.sm90.wgmma_wait()", "# HALF WAIT"))
+          + part("lk.sm90.wgmma_commit()", "# HALF COMMIT")
+          + part("lk.sm90.wgmma_wait()", "# HALF WAIT"))
 
 
 def test_the_interpreter_stops_at_a_wgmma_half_its_warpgroup_issued():
@@ -287,8 +289,8 @@ def test_wgmma_under_a_branch_on_loaded_data_is_a_warning():
         ("kernel k: the static protocol check could not decide: the condition of this lk.if_ "
          "depends on values loaded from memory; the check assumed every thread takes it",
          L("# LOADED")),
-        ("kernel k: the static protocol check could not decide: whether all 128 threads of "
-         "each warpgroup execute the wgmma ops inside the lk.if_ at line "
-         f"{L('# LOADED')} (here lk.sm90.wgmma) together could not be proven: its condition depends "
-         "on values loaded from memory (wgmma ops are warpgroup-collective, PTX .sync.aligned)",
+        ("kernel k: the static protocol check could not decide: whether all 128 threads of each "
+         f"warpgroup execute the wgmma ops inside the lk.if_ at line {L('# LOADED')} (here "
+         "lk.sm90.wgmma) together could not be proven: its condition depends on values loaded "
+         "from memory (wgmma ops are warpgroup-collective, PTX .sync.aligned)",
          L("# MAYBE"))]

@@ -96,9 +96,10 @@ def lookup(cta, offset: int, op, what: str) -> MbarrierState:
     if found is None:
         name = op.attrs.get("barrier", "?")
         raise ExecutionError(
-            f"{what} uses mbarrier {name}[{op.attrs.get('stage', '?')}] (shared byte {offset}) "
-            f"of CTA {cta.coord} before it is initialised: lk.sm90.mbarrier_init must run, then a "
-            "barrier (lk.barrier() / lk.sm90.cluster_sync()), before any thread uses it", op.location)
+            f"{what} uses mbarrier {name}[{op.attrs.get('stage', '?')}] (shared byte {offset}) of "
+            f"CTA {cta.coord} before it is initialised: lk.sm90.mbarrier_init must run, then a "
+            "barrier (lk.barrier() / lk.sm90.cluster_sync()), before any thread uses it",
+            op.location)
     return found
 
 

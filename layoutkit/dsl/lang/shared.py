@@ -132,8 +132,8 @@ class SharedTensor:
 
     @property
     def T(self) -> "SharedTensor":  # noqa: N802 - numpy's name for the transposed view
-        """The same rank-2 tile with its two modes swapped (a K x N tile seen as N x K: the
-        N-major B operand of lk.sm90.wgmma); trailing modes of size 1 (a ring stage's) are dropped."""
+        """The same rank-2 tile with its two modes swapped (a K x N tile seen as N x K: the N-major
+        B operand of lk.sm90.wgmma); trailing modes of size 1 (a ring stage's) are dropped."""
         if self.tv is not None:
             raise TraceError(f"SharedTensor.T: transpose a whole tile, not a thread's partition "
                              f"(got {self!r})")

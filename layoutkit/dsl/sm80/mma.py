@@ -1,6 +1,7 @@
 """The sm_80 matrix path: `lk.sm80.mma_sync(acc, a, b)` (mma.sync.aligned m16n8k16/m16n8k8, bf16 or
-f16 operands, f32 accumulators), fed by `lk.sm80.ldmatrix` (ldmatrix.py) from shared tiles filled
-by `lk.sm80.cp_async` (cp_async.py). The fragment layouts are `lk.sm80.mma_sync_layouts` (mma_layouts.py).
+f16 operands, f32 accumulators), fed by `lk.sm80.ldmatrix` (ldmatrix.py) from shared tiles filled by
+`lk.sm80.cp_async` (cp_async.py). The fragment layouts are `lk.sm80.mma_sync_layouts`
+(mma_layouts.py).
 
 acc (tile (M, N)), a (tile (M, K)) and b (tile (N, K)) are register tensors over the whole
 block. Each is read in atoms: groups of consecutive value indices (c0..c3, a0..a7, b0..b3 for
@@ -12,7 +13,8 @@ accumulator atom without its operands, is a `LayoutMismatchError` naming both la
 How the atoms tile the block (warps, repeats) is the author's, written with the algebra:
 
     atoms = lk.sm80.mma_sync_layouts("m16n8k16", lk.bf16)
-    acc = lk.sm80.mma_sync(acc, lk.sm80.ldmatrix(sa.partition(tv_a)), lk.sm80.ldmatrix(sb.partition(tv_b)))
+    acc = lk.sm80.mma_sync(acc, lk.sm80.ldmatrix(sa.partition(tv_a)),
+                           lk.sm80.ldmatrix(sb.partition(tv_b)))
 
 IR ops (the others: ldmatrix.py, cp_async.py):
   mma_sync: a..., b..., c... -> d...   shape, ab, acc (type names), a_layout, b_layout,

@@ -83,8 +83,8 @@ def mma_sync_layouts(shape: str = "m16n8k16", ab: DType = bf16, acc: DType = f32
         raise TraceError(f"lk.sm80.mma_sync_layouts: shape {shape!r} is not an mma.sync shape this "
                          f"DSL lowers; choose one of {', '.join(MMA_SHAPES)}")
     if ab not in AB_TYPES:
-        raise TraceError(f"lk.sm80.mma_sync_layouts: operand type {ab!r}: mma.sync {shape} multiplies "
-                         "bf16 or f16 operands here")
+        raise TraceError(f"lk.sm80.mma_sync_layouts: operand type {ab!r}: mma.sync {shape} "
+                         "multiplies bf16 or f16 operands here")
     if acc not in ACC_TYPES:
         raise TraceError(f"lk.sm80.mma_sync_layouts: accumulator type {acc!r}: the {ab} mma.sync "
                          "accumulates in f32 here")

@@ -20,10 +20,10 @@ A role region lowers to (the warpgroup index made warp-uniform once, by layoutki
     <body>
   $role_skip:
 
-Targets (what each lowering emits, PTX ISA / hopper-ptx.md §0.1): `bar.sync`/`bar.arrive` with
-an id and a count exist on sm_80; a role region is a uniform branch on the warpgroup index
-(sm_80 PTX) plus, when it has a register budget, `setmaxnreg` (sm_90a only: lk.sm90.warp_role refuses
-a budget on sm_80 at trace time, asking the ptx layer's `setmaxnreg.REQUIREMENT`). `elect.sync`,
+Targets (what each lowering emits, PTX ISA / hopper-ptx.md §0.1): `bar.sync`/`bar.arrive` with an id
+and a count exist on sm_80; a role region is a uniform branch on the warpgroup index (sm_80 PTX)
+plus, when it has a register budget, `setmaxnreg` (sm_90a only: lk.sm90.warp_role refuses a budget
+on sm_80 at trace time, asking the ptx layer's `setmaxnreg.REQUIREMENT`). `elect.sync`,
 `barrier.cluster` and the cluster special registers need sm_90.
 """
 from __future__ import annotations

@@ -144,8 +144,8 @@ def require_warp_uniform(trace, what: str) -> None:
     lk.if_ conditions are comparisons of warp-uniform integers (lk.warp_id() and the like),
     no lk.range has thread-dependent bounds, and no lk.sm90.elect_one() region is open."""
     if sync_state(trace).elect_depth:
-        raise TraceError(f"{what} inside lk.sm90.elect_one(): only one lane runs there, and this needs "
-                         "the whole warp")
+        raise TraceError(f"{what} inside lk.sm90.elect_one(): only one lane runs there, and this "
+                         "needs the whole warp")
     tid = trace.specials.get(("thread_idx", 0))
     defs = _defining_ops(trace)
     for parent in trace.blocks[:-1]:

@@ -9,7 +9,7 @@ bytes a load charges to its mbarrier from the box (see derive.py for the rules).
         with lk.sm90.expect_tx(full[s]):                       # expects 16384 bytes, derived here
             lk.sm90.tma_load(sA, A.tile((128, 64), (m, k)), full[s])
     ...
-    lk.sm90.fence_proxy_async(); lk.barrier()                  # every writer of sC, then one thread:
+    lk.sm90.fence_proxy_async(); lk.barrier()                 # every writer of sC, then one thread:
     lk.sm90.tma_store(C.tile((128, 64), (m, n)), sC)
     lk.sm90.tma_store_commit(); lk.sm90.tma_store_wait(0)           # sC reusable / the CTA may exit
 
@@ -106,9 +106,10 @@ def derive(what: str, shared: SharedTensor, tile: GlobalTensor, split: int = 1):
     need = SMEM_ALIGN if shared.swizzle is None else max(SMEM_ALIGN,
                                                          shared.swizzle.size() * nbytes)
     if shared.alloc.align < need:
-        raise TmaError(f"{what}: the shared buffer {shared.alloc.name} is {shared.alloc.align}-byte "
-                       f"aligned, but a TMA box's shared address is a multiple of {need} bytes; "
-                       f"allocate it with lk.shared_tensor(..., align={need})")
+        raise TmaError(f"{what}: the shared buffer {shared.alloc.name} is "
+                       f"{shared.alloc.align}-byte aligned, but a TMA box's shared address is a "
+                       f"multiple of {need} bytes; allocate it with lk.shared_tensor(..., "
+                       f"align={need})")
     return modes, plan, origins
 
 
@@ -185,9 +186,9 @@ def tma_load(dst: SharedTensor, src: GlobalTensor, barrier: MbarrierRef, *,
 
 
 def tma_store(dst: GlobalTensor, src: SharedTensor) -> None:
-    """Copy the shared tile `src` to the global tile `dst` with TMA (a bulk async-group
-    operation: then lk.sm90.tma_store_commit() and lk.sm90.tma_store_wait()). The writers of `src` must
-    run lk.sm90.fence_proxy_async() and synchronise before the issuing thread stores."""
+    """Copy the shared tile `src` to the global tile `dst` with TMA (a bulk async-group operation:
+    then lk.sm90.tma_store_commit() and lk.sm90.tma_store_wait()). The writers of `src` must run
+    lk.sm90.fence_proxy_async() and synchronise before the issuing thread stores."""
     what = "lk.sm90.tma_store"
     trace = current(what)
     _check_tiles(what, src, dst)

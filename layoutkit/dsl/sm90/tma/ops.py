@@ -147,7 +147,8 @@ class TmaLoad(OpDef):
                     start, nbytes, True,
                     f"the TMA load issued at {location_text(op)} (completing on "
                     f"{barrier.describe()})",
-                    f"wait on {barrier.describe()} (lk.sm90.mbarrier_wait) before touching the stage")
+                    f"wait on {barrier.describe()} (lk.sm90.mbarrier_wait) before touching the "
+                    "stage")
                 dests.append((cta, barrier, claim))
             thread.cta.machine.scheduler.post(IssuedLoad(op, thread, data, start, dests, what))
         return Step(run, op, preempt=True)
@@ -212,7 +213,8 @@ class TmaStore(OpDef):
             data = cta.shared.data[shared_bytes(start, nbytes, a["swizzle"])].copy()
             claim = cta.shared.claim(
                 start, nbytes, False, f"the TMA store issued at {location_text(op)}",
-                "lk.sm90.tma_store_commit() and lk.sm90.tma_store_wait() before overwriting its source")
+                "lk.sm90.tma_store_commit() and lk.sm90.tma_store_wait() before overwriting its "
+                "source")
             write = StoreWrite(op, tmap.region, offsets, inside, data, e)
             store_groups(thread)["open"].append(IssuedStore(op, claim, start, nbytes, write))
             cta.machine.scheduler.post(write)

@@ -202,9 +202,9 @@ class Checker:
         reader = f"this op ({op.name})"
         if op.name == "yield":
             reader = "loop.next (a copy into the loop's registers at the end of its body)"
-        self.fail(op, f"{reader} reads {v!r}, the {role} of the wgmma at line "
-                      f"{_line(issue.op)}, while that wgmma may still run; commit it "
-                      "(lk.sm90.wgmma_commit()) and wait for it (lk.sm90.wgmma_wait(n)) before reading")
+        self.fail(op, f"{reader} reads {v!r}, the {role} of the wgmma at line {_line(issue.op)}, "
+                      "while that wgmma may still run; commit it (lk.sm90.wgmma_commit()) and "
+                      "wait for it (lk.sm90.wgmma_wait(n)) before reading")
 
     # ---- walking ----------------------------------------------------------------------------
     def block(self, block: Block) -> None:
@@ -219,8 +219,8 @@ class Checker:
             if v.id in s.consumed:
                 by = s.consumed[v.id]
                 self.fail(op, f"{v!r} was consumed as the accumulator of the wgmma at line "
-                              f"{_line(by)}, which updates it in place: read the wgmma's "
-                              "result instead (acc = lk.sm90.wgmma(acc, ...)); the old value is gone")
+                              f"{_line(by)}, which updates it in place: read the wgmma's result "
+                              "instead (acc = lk.sm90.wgmma(acc, ...)); the old value is gone")
             if v.id in accs:
                 continue
             if op.name == "yield" and v.id in s.pending:
@@ -281,10 +281,10 @@ class Checker:
             access = s.dirty.get(facts.home.get(r.id))
             if access is not None and access.what == "copy":
                 self.hazard(op, access,
-                            f"the wgmma updates {v!r} in place, but its registers were written "
-                            f"by a copy at line {_line(access.op)} after the last "
-                            "lk.sm90.wgmma_fence(); call lk.sm90.wgmma_fence() after that write and "
-                            "before the wgmma (inside the loop body for a carried accumulator)")
+                            f"the wgmma updates {v!r} in place, but its registers were written by "
+                            f"a copy at line {_line(access.op)} after the last "
+                            "lk.sm90.wgmma_fence(); call lk.sm90.wgmma_fence() after that write "
+                            "and before the wgmma (inside the loop body for a carried accumulator)")
             elif access is not None:
                 self.hazard(op, access,
                             f"the wgmma writes its accumulator into the registers of "
@@ -297,12 +297,11 @@ class Checker:
                 not flags[i] else None
             if access is not None:
                 self.hazard(op, access,
-                            f"the wgmma accumulates into {v!r}, which the op "
-                            f"({access.op.name}) at line {_line(access.op)} wrote "
-                            f"{self._since()}: the tensor cores see registers other "
-                            "instructions wrote only after a wgmma.fence (PTX ISA "
-                            "'wgmma.fence'); call lk.sm90.wgmma_fence() after that write and before "
-                            "the wgmma")
+                            f"the wgmma accumulates into {v!r}, which the op ({access.op.name}) at "
+                            f"line {_line(access.op)} wrote {self._since()}: the tensor cores see "
+                            "registers other instructions wrote only after a wgmma.fence (PTX ISA "
+                            "'wgmma.fence'); call lk.sm90.wgmma_fence() after that write and "
+                            "before the wgmma")
         for v in register_a(op):
             access = s.written.get(v.id) or s.dirty.get(facts.home.get(v.id))
             if access is not None:
@@ -310,10 +309,9 @@ class Checker:
                 self.hazard(op, access,
                             f"the wgmma reads its register A operand {v!r}, which the op "
                             f"({access.op.name}) at line {_line(access.op)} {verb} "
-                            f"{self._since()}: the tensor cores see registers other "
-                            "instructions wrote only after a wgmma.fence (PTX ISA "
-                            "'wgmma.fence'); call lk.sm90.wgmma_fence() after that write and before "
-                            "the wgmma")
+                            f"{self._since()}: the tensor cores see registers other instructions "
+                            "wrote only after a wgmma.fence (PTX ISA 'wgmma.fence'); call "
+                            "lk.sm90.wgmma_fence() after that write and before the wgmma")
                 break
 
     def mma(self, op: Op) -> None:
