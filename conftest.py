@@ -14,6 +14,11 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+# Tests trace what they test: the on-disk specialization cache (a warm one would serve kernels
+# without tracing them, and the facet coverage below counts traces) is off unless a test of the
+# cache turns it on, with a cache directory of its own.
+os.environ["LAYOUTKIT_SPEC_CACHE"] = "0"
+
 
 @functools.lru_cache(maxsize=1)
 def hopper_gpu_absent_reason() -> str | None:
