@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 
 import pytest
@@ -66,3 +67,5 @@ def pytest_collection_modifyitems(config, items):
 
 # `python -m layoutkit` runs the CLI; doctest collection must not import it.
 collect_ignore = ["layoutkit/__main__.py"]
+if importlib.util.find_spec("torch") is None:   # layoutkit.torch needs torch ([torch] extra)
+    collect_ignore.append("layoutkit/torch")

@@ -17,6 +17,8 @@ ALLOWED = {
     "sync": {"layoutkit.ptx"},
     "dsl": {"layoutkit.algebra", "layoutkit.sync", "layoutkit.ptx", "numpy", "sympy"},
     "tools": {"layoutkit", "numpy", "sympy", "recipes", "torch"},   # torch: optional, lazily
+    # the recipes as torch operators: an app layer like tools, over the interpreter and recipes
+    "torch": {"layoutkit.dsl", "layoutkit.tools", "recipes", "torch"},
 }
 
 

@@ -1,0 +1,44 @@
+"""The CPU implementation of every layoutkit operator: the recipe's own kernel, run by
+layoutkit's CPU interpreter (layoutkit.dsl.interpreter) on the CPU tensors' memory.
+
+Slow but real: each thread of each CTA is interpreted, under the interpreter's race and
+deadlock checking, so a CPU result is the kernel's result, not a torch re-implementation.
+That is what lets `torch.library.opcheck`, torch.compile and autograd tests run with real
+outputs on a machine without a GPU. It is meant for tests and tiny shapes: a 4 x 64 softmax
+takes about 0.1 s, a 16 x 16 x 16 GEMM or a 16-token attention head about 1 s (tracing
+included). Inputs past CPU_ELEMENT_LIMIT elements are refused instead of running for hours.
+"""
+from __future__ import annotations
+
+import torch
+
+CPU_ELEMENT_LIMIT = 1 << 16     # elements of any one tensor an interpreted call takes
+
+
+def refuse_large(op: str, **tensors) -> None:
+    """ValueError naming the op and the tensor when a CPU tensor has over CPU_ELEMENT_LIMIT
+    elements (the interpreter would take minutes to hours)."""
+    for name, t in tensors.items():
+        if t.numel() > CPU_ELEMENT_LIMIT:
+            raise ValueError(
+                f"layoutkit.{op}: {name} is a CPU tensor of shape {tuple(t.shape)} "
+                f"({t.numel()} elements); on CPU tensors the kernel runs in layoutkit's CPU "
+                f"interpreter, which takes at most {CPU_ELEMENT_LIMIT} elements per tensor "
+                "(it is for tests): move the tensors to a CUDA device")
+
+
+def host_array(t: torch.Tensor):
+    """A numpy array sharing t's memory and strides (bf16 as its uint16 bit patterns, the
+    interpreter's bf16 data): what the interpreter reads and writes."""
+    t = t.detach()
+    return (t.view(torch.uint16) if t.dtype == torch.bfloat16 else t).numpy()
+
+
+def run(kernel, grid, *args, **constexprs) -> None:
+    """kernel[grid](*args, **constexprs) in the CPU interpreter; tensor arguments are CPU
+    tensors, read and written in place."""
+    from layoutkit.dsl.interpreter import interpret
+
+    def host(x):
+        return host_array(x) if isinstance(x, torch.Tensor) else x
+    interpret(kernel, grid, *map(host, args), **{k: host(v) for k, v in constexprs.items()})

@@ -1,0 +1,41 @@
+"""What the row operators (softmax, layernorm, rmsnorm and their backwards) share: rows of
+the last dimension and running a row recipe's kernel on CPU tensors.
+
+Every row recipe plans a launch the same way, `_launch_plan(n) -> (kernel, rows per block,
+constexprs)` for rows of n columns, and its kernel takes its pointer arguments, then m, n and
+its scalars; `run_rows` launches that in the interpreter.
+"""
+from __future__ import annotations
+
+from .interpreted import refuse_large, run
+
+
+def max_columns() -> int:
+    """The longest row every row kernel takes (softmax's split, which they all share)."""
+    from recipes.softmax import MAX_COLUMNS
+    return MAX_COLUMNS
+
+
+def check_rows(op: str, x, allow_empty_rows: bool) -> None:
+    """ValueError unless x has a last dimension n the row kernels take: 1..MAX_COLUMNS (0 too
+    where `allow_empty_rows`)."""
+    if x.dim() < 1:
+        raise ValueError(f"layoutkit.{op}: x is a 0-d tensor; the op normalizes over x's last "
+                         "dimension")
+    n, low = x.shape[-1], 0 if allow_empty_rows else 1
+    if not low <= n <= max_columns():
+        raise ValueError(f"layoutkit.{op}: x has shape {tuple(x.shape)}; its last dimension "
+                         f"must be in {low}..{max_columns()}")
+
+
+def run_rows(module, op: str, pointers: dict, scalars: tuple = ()) -> None:
+    """Run recipe module `module`'s row kernel on CPU tensors: `pointers` ({name: contiguous
+    tensor}, in the kernel's order, the first of x's shape), then m, n, then `scalars`."""
+    refuse_large(op, **pointers)
+    x = next(iter(pointers.values()))
+    n = x.shape[-1]
+    m = x.numel() // n if n else 0
+    if m == 0:
+        return
+    kernel, rows, constexprs = module._launch_plan(n)
+    run(kernel, -(-m // rows), *pointers.values(), m, n, *scalars, **constexprs)
