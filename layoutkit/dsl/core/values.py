@@ -267,16 +267,16 @@ def minimum(a, b):
     return _apply("binary", "min", a, b)
 
 
+def _kernel_ints(a, b) -> bool:
+    return is_int_expr(a) and is_int_expr(b)
+
+
 def fma(a, b, c):
     """Elementwise a * b + c, rounded once (float types)."""
     return _apply("fma", None, a, b, c)
 
 
 def exp2(x, *, ftz: bool = False):
-def _kernel_ints(a, b) -> bool:
-    return is_int_expr(a) and is_int_expr(b)
-
-
     """Elementwise 2**x (the SFU approximation, ex2.approx; f32, f16, bf16). `ftz=True` (f32)
     flushes subnormal inputs and results to zero: one MUFU.EX2, where the IEEE-subnormal form
     costs a compare and two multiplies more (softmax exponents, whose tiny results do not
