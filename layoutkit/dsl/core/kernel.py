@@ -15,6 +15,13 @@ assembled for the GPU present (sm_90 on Hopper), else for sm_80. `cluster=(x, y,
 that raise layoutkit.sync.BarrierTimeoutError instead of hanging (see layoutkit.dsl.sm90.debug_waits;
 `debug=None`, the default, follows LAYOUTKIT_DEBUG at each specialization). Both are part of the
 specialization key (its last entry, `KernelOptions`), and so is the target.
+`do_not_specialize=("M", "q_shape1")` names integer parameters and tensor extents whose facts do
+not specialize the kernel (one cubin for every value; layoutkit.dsl.core.nospec).
+
+A specialization is looked up in memory, then in the on-disk specialization cache
+(layoutkit.dsl.core.spec_cache: a new process launches from it without tracing), else traced
+and stored there once its cubin is assembled. `kernel.specializations()` lists those held,
+`kernel.precompile([...])` makes many in parallel processes.
 """
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ import contextlib
 import inspect
 import linecache
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from time import perf_counter
 from typing import NamedTuple
 
@@ -34,12 +41,16 @@ from layoutkit.ptx import CompiledKernel, ParamSpec, PTXBuildError, assemble, di
 from layoutkit.ptx import LaunchConfigError, debug_enabled, launch_dims
 from layoutkit.ptx.builder import Requirement, SourceLocation
 from layoutkit.ptx.builder.directives import Directives
+from layoutkit.ptx.resources import warn_about
 
 from .arguments import Parameter, bind, key_entry, name_clash, parameter
-from ..sm90.debug_waits import sink_of
 from .errors import DSLError, KernelDefinitionError, TraceError, user_frame_location
 from ..lang.global_tensor import PointerArg, tensor_parameter
 from .launch_fast import FastLaunch, plain_grid
+from .launch_plan import LaunchPlan, plan_of
+from .nospec import relax, relaxed_facts, relaxed_names
+from .spec_table import (SpecializationRow, SpecializationTable, describe_key, fact_text,
+                         options_text)
 from .ir import Function, Op
 from .opdef import SM90A, TARGETS
 from ..lower.function import Lowering
@@ -93,32 +104,74 @@ def lower(fn: Function) -> str:
 _COLLECTORS: ContextVar[tuple] = ContextVar("layoutkit_specializations_collected", default=())
 
 
-@dataclass
 class Specialization:
-    """One compiled specialization: its key, verified IR, PTX, and (lazily) cubin/launcher.
+    """One compiled specialization: its key, verified IR, PTX, launch plan and (lazily)
+    cubin/launcher.
 
     `timings` holds the seconds each phase of making it took, measured once when it was made
     (perf_counter): "trace", "verify", "check" (the protocol check), "lower" and, once the
-    cubin is assembled, "ptxas" (a cubin-cache hit included; benchmarks/bench_compile.py)."""
+    cubin is assembled, "ptxas" (a cubin-cache hit included; benchmarks/bench_compile.py).
+    `source` is "traced" (made in this process) or "disk" (loaded from the on-disk
+    specialization cache, layoutkit.dsl.core.spec_cache: PTX, cubin and LaunchPlan without a
+    trace; its `ir` answers the plan's facts, name, num_warps, shared_bytes, cluster, debug and
+    target, and traces the kernel the first time anything else of it is asked)."""
 
-    key: tuple
-    ir: Function
-    ptx: str
-    timings: dict = field(default_factory=dict, repr=False, compare=False)
-    _cubin: object = field(default=None, repr=False)
-    _compiled: object = field(default=None, repr=False)
-    _launchers: dict = field(default_factory=dict, repr=False)
-    has_hidden: bool = field(init=False, repr=False)   # hidden parameters: no fast launch
+    def __init__(self, key: tuple, ir, ptx: str, timings: dict | None = None, *,
+                 arch: str = SM90A, plan: LaunchPlan | None = None, cubin=None,
+                 retrace=None, persist=None):
+        self.key, self.ptx, self.arch = key, ptx, arch
+        self.timings = {} if timings is None else timings
+        self._traced, self._plan, self._cubin = ir, plan, cubin
+        self._retrace, self._persist = retrace, persist
+        self._compiled = None
+        self._launchers: dict = {}
+        self.source = "traced" if ir is not None else "disk"
+        self.has_hidden = bool(self.plan.hidden)   # hidden parameters: no fast launch
 
-    def __post_init__(self):
-        self.has_hidden = bool(self.ir.hidden)
+    def __repr__(self) -> str:
+        return f"<Specialization of {self.plan.name} ({self.source}) key={self.key}>"
+
+    @property
+    def ir(self):
+        """The verified IR (for a specialization from disk: a stand-in, see the class docs)."""
+        if self._traced is None:
+            return _LoadedIR(self)
+        return self._traced
+
+    def traced_ir(self) -> Function:
+        """The verified IR, tracing the kernel now if this specialization came from disk."""
+        if self._traced is None:
+            self._traced = self._retrace()
+        return self._traced
+
+    @property
+    def plan(self) -> LaunchPlan:
+        """What a launch needs (layoutkit.dsl.core.launch_plan.LaunchPlan)."""
+        if self._plan is None:
+            self._plan = plan_of(self._traced, self.key)
+        return self._plan
+
+    @property
+    def protocol_checked(self) -> bool:
+        """Whether the static protocol check passed (False: traced under
+        lk.protocol_check_skipped(); checked when next used outside one)."""
+        if self._traced is None:
+            return True                 # only checked specializations are stored on disk
+        return getattr(self._traced, "protocol_checked", True)
+
+    @property
+    def shared_bytes(self) -> int:
+        """Bytes of dynamic shared memory a launch needs."""
+        return self.plan.shared_bytes
 
     @property
     def cubin(self):
         if self._cubin is None:
             start = perf_counter()
-            self._cubin = assemble(self.ptx, cubin_arch(self.ir.target))
+            self._cubin = assemble(self.ptx, self.arch)
             self.timings["ptxas"] = perf_counter() - start
+            if self._persist is not None:
+                self._persist(self)
         return self._cubin
 
     @staticmethod
@@ -140,55 +193,67 @@ class Specialization:
         16-byte aligned where the key says so (else element-aligned); a 64-bit scalar takes
         ints only."""
         if self._compiled is None:
-            self._compiled = CompiledKernel(self.cubin, self.ir.name, params=self.param_specs())
+            self._compiled = CompiledKernel(self.cubin, self.plan.name,
+                                            params=list(self.plan.params))
         return self._compiled
 
     def param_specs(self) -> list[ParamSpec]:
         """The PTX parameters as layoutkit.ptx ParamSpecs, in order."""
-        specs = []
-        for op in self.ir.params:
-            name, vtype = op.attrs["name"], op.results[0].type
-            if isinstance(vtype, TensorMapType):
-                specs.append(ParamSpec.tensormap(name))
-            elif isinstance(vtype, PointerType) and op.attrs["index"] is None:
-                specs.append(ParamSpec.pointer(name, align=vtype.dtype.nbytes,
-                                               dtype=vtype.dtype.name))
-            elif isinstance(vtype, PointerType):
-                fact = self.key[op.attrs["index"]]      # a tensor's: (aligned, narrow, ...)
-                aligned = fact is True or (type(fact) is tuple and fact[0] is True)
-                align = 16 if aligned else vtype.dtype.nbytes
-                specs.append(ParamSpec.pointer(name, align=align, dtype=vtype.dtype.name))
-            else:
-                specs.append(ParamSpec.scalar(name, vtype.ptx))
-        return specs
+        return list(self.plan.params)
 
     def hidden_values(self, values: tuple) -> list:
         """The launch values of the DSL's hidden parameters for the bound arguments `values`."""
-        return [op.attrs["resolve"](values) for op in self.ir.hidden]
+        return self.plan.hidden_values(values)
 
     @property
     def cluster(self):
         """The cluster shape the kernel launches with (None: no clusters)."""
-        return getattr(self.ir, "cluster", None)
+        return self.plan.cluster
 
     def launcher(self, grid, threads: int):
         """The compiled kernel configured for `grid` and `threads` (kept per grid; see
         CompiledKernel.configure): the shape is checked once, a launch is one call."""
         key = grid
+        plan = self.plan
         if not plain_grid(grid):     # a list, True, or 4.0 (== 4 as a key): kept by its (x, y, z)
             try:
                 key = launch_dims("grid", grid)
             except LaunchConfigError:    # configure words it
-                return self.compiled.configure(grid, threads, self.ir.shared_bytes,
-                                               cluster=self.cluster)
+                return self.compiled.configure(grid, threads, plan.shared_bytes,
+                                               cluster=plan.cluster)
         launcher = self._launchers.get(key)
         if launcher is None:
             if len(self._launchers) >= MAX_LAUNCHERS:
                 self._launchers.clear()
-            launcher = self.compiled.configure(grid, threads, self.ir.shared_bytes,
-                                               cluster=self.cluster)
+            launcher = self.compiled.configure(grid, threads, plan.shared_bytes,
+                                               cluster=plan.cluster)
             self._launchers[key] = launcher
         return launcher
+
+
+_PLAN_FACTS = frozenset({"name", "num_warps", "shared_bytes", "cluster", "debug", "target"})
+
+
+class _LoadedIR:
+    """The `ir` of a specialization from the on-disk cache: the plan's facts (_PLAN_FACTS) without
+    a trace; any other attribute (ops, params, str()) traces the kernel once and reads the IR."""
+
+    __slots__ = ("_spec",)
+
+    def __init__(self, spec: Specialization):
+        self._spec = spec
+
+    def __getattr__(self, name):
+        if name in _PLAN_FACTS:
+            return getattr(self._spec.plan, name)
+        return getattr(self._spec.traced_ir(), name)
+
+    @property
+    def protocol_checked(self) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return str(self._spec.traced_ir())
 
 
 def definition_line(fn) -> SourceLocation:
@@ -222,7 +287,7 @@ class Kernel:
     """A traced kernel; see the module docstring. `num_warps` fixes the block size."""
 
     def __init__(self, fn, num_warps: int = 4, *, cluster=None, debug: bool | None = None,
-                 target: str = SM90A):
+                 target: str = SM90A, do_not_specialize=()):
         where = definition_line(fn)
         if not isinstance(target, str) or target not in TARGETS:
             raise KernelDefinitionError(f"kernel {fn.__name__}: target={target!r} must be one of "
@@ -242,6 +307,8 @@ class Kernel:
         self.cluster = _cluster_shape(fn.__name__, cluster, where)
         self.debug, self.target = debug, target
         self.params = self._parameters(fn, where)
+        self._relaxed = relaxed_facts(fn.__name__, self.params, do_not_specialize, where)
+        self.do_not_specialize = relaxed_names(self.params, self._relaxed)
         self._runtime = tuple(i for i, p in enumerate(self.params) if p.kind != "constexpr")
         self._tensors = tuple(i for i, p in enumerate(self.params) if p.kind == "tensor")
         self._cache: dict[tuple, Specialization] = {}
@@ -249,6 +316,8 @@ class Kernel:
         self._fast: FastLaunch | None = None   # built at the first kernel[grid]
         self._grids: dict = {}            # plain grid -> the function kernel[grid] returns
         self._body = None                 # fn with the construct checks (core/rewrite.py)
+        self._arch: str | None = None     # cubin_arch(target), found at first use
+        self._disk = None                 # spec_cache.KernelCache, made at first use
 
     @staticmethod
     def _parameters(fn, where) -> tuple[Parameter, ...]:
@@ -284,7 +353,16 @@ class Kernel:
         return self._options[self.debug if self.debug is not None else debug_enabled()]
 
     def _key(self, values) -> tuple:
-        return tuple(key_entry(p, v) for p, v in zip(self.params, values)) + (self.options(),)
+        entries = tuple(key_entry(p, v) for p, v in zip(self.params, values))
+        if self._relaxed:                      # do_not_specialize: those facts are dropped
+            entries = relax(self.params, entries, self._relaxed)
+        return entries + (self.options(),)
+
+    def identity(self) -> str:
+        """The kernel's options that shape its code besides the key (part of its on-disk
+        cache entries' key): num_warps, cluster, debug, target, do_not_specialize."""
+        return (f"num_warps={self.num_warps};cluster={self.cluster};debug={self.debug};"
+                f"target={self.target};do_not_specialize={self.do_not_specialize}")
 
     def key(self, *args, **kwargs) -> tuple:
         """The specialization key of these arguments (see layoutkit.dsl.core.arguments), ending in
@@ -292,22 +370,90 @@ class Kernel:
         return self._key(bind(self.params, args, kwargs, self.name))
 
     def specialize(self, *args, **kwargs) -> Specialization:
-        """The (cached) specialization for these arguments: traced, verified and lowered."""
+        """The (cached) specialization for these arguments: from memory, else from the on-disk
+        specialization cache (layoutkit.dsl.core.spec_cache), else traced, verified and
+        lowered (and stored on disk once its cubin is assembled)."""
         values = bind(self.params, args, kwargs, self.name)
-        key = self._key(values)
+        return self._specialization(self._key(values), values)
+
+    def _specialization(self, key: tuple, values: tuple) -> Specialization:
         spec = self._cache.get(key)
-        if spec is not None and not getattr(spec.ir, "protocol_checked", True):
+        if spec is not None and not spec.protocol_checked:
             check_kernel_protocol(spec.ir)      # traced under lk.protocol_check_skipped()
+        if spec is None:
+            spec = self._from_disk(key)
         if spec is None:
             timings: dict = {}
             ir = self._trace(key, values, timings)
             start = perf_counter()
             ptx = lower(ir)
             timings["lower"] = perf_counter() - start
-            spec = self._cache[key] = Specialization(key, ir, ptx, timings)
+            spec = Specialization(key, ir, ptx, timings, arch=self.arch(),
+                                  persist=self._persist)
+        self._cache[key] = spec
         for made in _COLLECTORS.get():     # Specialization.collected() blocks, if any
             made.append(spec)
         return spec
+
+    def arch(self) -> str:
+        """The ptxas -arch of this kernel's cubins (see cubin_arch), found once."""
+        if self._arch is None:
+            self._arch = cubin_arch(self.target)
+        return self._arch
+
+    def disk_cache(self):
+        """This kernel's view of the on-disk specialization cache (spec_cache.KernelCache)."""
+        if self._disk is None:
+            from .spec_cache import KernelCache
+            self._disk = KernelCache(self)
+        return self._disk
+
+    def _from_disk(self, key: tuple) -> Specialization | None:
+        found = self.disk_cache().load(key, self.arch())
+        if found is None:
+            return None
+        cubin, plan, extra = found
+        warn_about(cubin.resources, stacklevel=4)     # spills, as a cubin-cache hit warns
+        return Specialization(key, None, cubin.ptx, dict(extra.get("timings", {})),
+                              arch=self.arch(), plan=plan, cubin=cubin,
+                              retrace=lambda: self._retrace(key))
+
+    def _persist(self, spec: Specialization) -> None:
+        if spec.source == "traced" and spec.protocol_checked:
+            self.disk_cache().store(spec, spec.arch)
+
+    def _retrace(self, key: tuple) -> Function:
+        """The IR of key `key`, traced now (a specialization from disk asked for its IR): a
+        trace reads only the constexprs' values, which the key holds."""
+        values = tuple(entry[1] if p.kind == "constexpr" else None
+                       for p, entry in zip(self.params, key))
+        return self._trace(key, values, {})
+
+    def describe_key(self, key: tuple) -> str:
+        """Key `key` in words: one `name=facts` per parameter, then the options
+        (layoutkit.dsl.core.spec_table)."""
+        return describe_key(self.params, key)
+
+    def specializations(self) -> SpecializationTable:
+        """The specializations this kernel holds in memory (traced here or loaded from disk),
+        one row of facts per specialization; prints as a table (layoutkit.dsl.core.spec_table
+        says what each cell means). Parameters named in do_not_specialize are marked."""
+        relaxed = set(self.do_not_specialize)
+        headers = [p.name + (" (nospec)" if p.name in relaxed or any(
+            n.startswith(p.name + "_shape") for n in relaxed) else "")
+            for p in self.params]
+        rows = [SpecializationRow(key, {p.name: fact_text(p, e) for p, e in zip(self.params, key)},
+                                  options_text(key[-1]), spec.source)
+                for key, spec in self._cache.items()]
+        return SpecializationTable(self.name, headers, rows)
+
+    def precompile(self, arg_specs, *, workers: int | None = None, progress=None) -> list:
+        """Make the specializations of every argument list in `arg_specs` (a tuple of positional
+        arguments, or a dict of arguments by name; lk.TensorSpec for tensors), tracing and
+        assembling them in parallel processes (layoutkit.dsl.core.precompile); returns them in
+        order, and the on-disk cache holds them for the next process."""
+        from .precompile import precompile
+        return precompile(self, arg_specs, workers=workers, progress=progress)
 
     def _trace(self, key: tuple, values: tuple, timings: dict) -> Function:
         """The verified, protocol-checked IR; the seconds of each phase go into `timings`."""
@@ -388,7 +534,8 @@ class Kernel:
                 return launch
             fast = self._fast
             if fast is None:
-                fast = self._fast = FastLaunch(self.name, self.params, self.debug, self._checked_launch)
+                fast = self._fast = FastLaunch(self.name, self.params, self.debug,
+                                               self._checked_launch, self._relaxed)
             if fast.make is not None:
                 if len(self._grids) >= MAX_GRIDS:
                     self._grids.clear()
@@ -405,19 +552,20 @@ class Kernel:
         values = bind(self.params, args, kwargs, self.name)
         key = self._key(values)
         spec = self._cache.get(key)
-        if spec is None or not getattr(spec.ir, "protocol_checked", True):
-            spec = self.specialize(*values)
+        if spec is None or not spec.protocol_checked:
+            spec = self._specialization(key, values)
+        plan = spec.plan
         runtime = self._runtime_values(values)
-        if spec.ir.hidden:
-            runtime += spec.hidden_values(values)
+        if plan.hidden:
+            runtime += plan.hidden_values(values)
         if stream is None:  # torch's current stream at each call (or the legacy default stream)
             launcher = spec.launcher(grid, 32 * self.num_warps)
             launcher(*runtime)
         else:
             spec.compiled.launch(*runtime, grid=grid, block=(32 * self.num_warps, 1, 1),
-                                 smem_bytes=spec.ir.shared_bytes, stream=stream,
-                                 cluster=spec.cluster)
-        sink = sink_of(spec.ir)
+                                 smem_bytes=plan.shared_bytes, stream=stream,
+                                 cluster=plan.cluster)
+        sink = plan.sink
         if sink is not None:   # debug build: wait, and name a barrier that timed out
             sink.check_launch()
         elif stream is None and not spec.has_hidden and self._fast is not None:
@@ -449,15 +597,17 @@ class Kernel:
 
 
 def kernel(fn=None, *, num_warps: int = 4, cluster=None, debug: bool | None = None,
-           target: str = SM90A):
+           target: str = SM90A, do_not_specialize=()):
     """Decorator: `@kernel` or `@kernel(num_warps=8, cluster=(2, 1, 1), debug=True,
-    target="sm_90a")` turns a function into a `Kernel` (see the module docstring for the
-    options)."""
+    target="sm_90a", do_not_specialize=("M",))` turns a function into a `Kernel` (see the module
+    docstring for the options)."""
+    options = dict(cluster=cluster, debug=debug, target=target,
+                   do_not_specialize=do_not_specialize)
     if fn is None:
-        return lambda f: Kernel(f, num_warps, cluster=cluster, debug=debug, target=target)
+        return lambda f: Kernel(f, num_warps, **options)
     if not callable(fn):
         raise KernelDefinitionError(f"@kernel decorates a function, got {fn!r}")
-    return Kernel(fn, num_warps, cluster=cluster, debug=debug, target=target)
+    return Kernel(fn, num_warps, **options)
 
 
 def cubin_arch(target: str) -> str:

@@ -94,9 +94,12 @@ def torch_dtypes(torch) -> dict[DType, object]:
     return found
 
 
-def fast_launch_source(params: list[Parameter], debug: bool | None) -> str:
+def fast_launch_source(params: list[Parameter], debug: bool | None,
+                       relaxed: dict | None = None) -> str:
     """The source of `make_launch(_lk_grid)` (see the module docstring). `debug`: the kernel's
-    fixed debug flag, or None to read LAYOUTKIT_DEBUG at each launch. Its globals: _lk_T
+    fixed debug flag, or None to read LAYOUTKIT_DEBUG at each launch. `relaxed`: the kernel's
+    do_not_specialize facts (layoutkit.dsl.core.nospec.relaxed_facts), computed as its key has
+    them (an integer: '+' or ''; a tensor extent: '+'). Its globals: _lk_T
     (torch.Tensor), _lk_D<i> (torch dtype of pointer i), _lk_launchers (fast key -> from_pointers
     launcher), _lk_checked(grid, args, stream, kwargs) (Kernel.launch), _lk_bind (returns its
     arguments, which are the kernel's parameters), _lk_flags/_lk_os/_lk_debug_key (see
@@ -110,7 +113,7 @@ def fast_launch_source(params: list[Parameter], debug: bool | None) -> str:
             continue
         runtime.append(a)
         if p.kind == "tensor":
-            tensor = _tensor_code(i, p)
+            tensor = _tensor_code(i, p, (relaxed or {}).get(i, ()))
             checks.append(f"_lk_type({a}) is _lk_T")
             ranges.append(f"{a}.dtype is _lk_D{i}")
             reads.append(f"_lk_p{i} = {a}.data_ptr()")
@@ -128,7 +131,8 @@ def fast_launch_source(params: list[Parameter], debug: bool | None) -> str:
             lo, hi = INT_RANGE[p.annotation.name]
             checks.append(f"_lk_type({a}) is _lk_int")
             ranges.append(f"{lo} <= {a} <= {hi}")
-            facts.append(f"'1' if {a} == 1 else ('+' if {a} & 15 else '16') if {a} > 0 else ''")
+            facts.append(f"'+' if {a} > 0 else ''" if i in (relaxed or {}) else
+                         f"'1' if {a} == 1 else ('+' if {a} & 15 else '16') if {a} > 0 else ''")
         else:
             checks.append(f"_lk_type({a}) is _lk_float")
             facts.append("None")
@@ -165,9 +169,10 @@ def fast_launch_source(params: list[Parameter], debug: bool | None) -> str:
     return "\n".join(lines)
 
 
-def _tensor_code(i: int, p: Parameter) -> tuple[list[str], str, list[str]]:
+def _tensor_code(i: int, p: Parameter, relaxed=()) -> tuple[list[str], str, list[str]]:
     """(lines unpacking tensor parameter i's shape and strides, its fact expression, the names
-    the launcher takes after the tensor): the checked path's tensor_fact on exact ints."""
+    the launcher takes after the tensor): the checked path's tensor_fact on exact ints, the
+    extents of modes `relaxed` (do_not_specialize) '+' whatever their divisibility."""
     rank, a = p.annotation.rank, p.name
     shape = [f"_lk_s{i}_{d}" for d in range(rank)]
     strides = [f"_lk_t{i}_{d}" for d in range(rank)]
@@ -178,7 +183,8 @@ def _tensor_code(i: int, p: Parameter) -> tuple[list[str], str, list[str]]:
     narrow = f"not ({' | '.join(shape + strides)} | ({span})) >> {NARROW_LIMIT.bit_length() - 1}"
     # a torch tensor's extents and strides are never negative: 0 is the only other case (an
     # empty mode: '' is in no key, so the checked path refuses it; a broadcast stride: '0')
-    extent = [f"'+' if {n} & 15 else ('16' if {n} else '')" for n in shape]
+    extent = [f"'+' if {n} else ''" if d in relaxed else f"'+' if {n} & 15 else ('16' if {n} else '')"
+              for d, n in enumerate(shape)]
     stride = [f"'1' if {t} == 1 else ('+' if {t} & {mask} else ('16' if {t} else '0'))"
               for t in strides]
     fact = f"(not _lk_p{i} & 15, {narrow}, {', '.join(f'({x})' for x in extent + stride)})"
@@ -200,7 +206,8 @@ class FastLaunch:
     checked path. Pointers take the fast path once torch is imported and names every pointer
     dtype of the kernel."""
 
-    def __init__(self, name: str, params: list[Parameter], debug: bool | None, checked):
+    def __init__(self, name: str, params: list[Parameter], debug: bool | None, checked,
+                 relaxed: dict | None = None):
         self.params, self.launchers, self.torch_tensor = params, {}, None
         self.make = None
         if any(p.name.startswith(PREFIX) for p in params):
@@ -211,7 +218,7 @@ class FastLaunch:
         self.namespace = {"_lk_T": NeverATensor, "_lk_launchers": self.launchers, "_lk_checked": checked,
                           "_lk_type": type, "_lk_int": int, "_lk_float": float, "_lk_len": len,
                           "_lk_os": os, "_lk_debug_key": lookup and lookup[0], "_lk_flags": lookup and lookup[1]}
-        source = fast_launch_source(params, debug) + "\n\n\n" + bind_source(params)
+        source = fast_launch_source(params, debug, relaxed) + "\n\n\n" + bind_source(params)
         exec(compile(source, f"<layoutkit fast launch of {name}>", "exec"), self.namespace)
         self.make = self.namespace["make_launch"]
 

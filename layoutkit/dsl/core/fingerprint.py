@@ -1,0 +1,313 @@
+"""What a kernel's persistent cache entries are keyed on besides the specialization key: the
+kernel function's *fingerprint* (its source and every value it closes over) and the
+*environment* that turns a trace into a cubin.
+
+The fingerprint is a sha256 over a canonical text of:
+
+    the function          module, qualname, file, first line, source text (its lines in the file),
+                          defaults, and each closure cell's value
+    each global it reads  every name its code (nested functions and lambdas included) loads
+                          that its module's globals define, by value (a name only builtins
+                          define is its name; a name defined nowhere is an attribute)
+    functions it reads    the same, recursively (a helper edited elsewhere changes it too)
+    classes it reads      module, qualname, bases and every attribute (methods recursively)
+    modules it reads      layoutkit's: their name (layoutkit's source is in the environment);
+                          an installed library's: its name and version; any other module's:
+                          its name and the values of the names the code reads from it
+
+Values are written down by `canonical`: None, bools, numbers, strings, bytes, tuples and
+frozensets of values, enums, frozen dataclass instances, layoutkit's immutable values (layouts,
+swizzles, dtypes: their repr), functions, classes and modules. Anything else (a list, a dict, an
+object whose repr is its address) has no stable text: `NotCacheable` names it, and the kernel is
+traced in every process as before.
+
+The environment is layoutkit's own source (a sha256 of every .py file of the package), the
+ptxas version, the Python and sympy versions.
+"""
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import enum
+import functools
+import hashlib
+import linecache
+import sys
+import sysconfig
+import types
+from pathlib import Path
+
+__all__ = ["NotCacheable", "canonical", "function_fingerprint", "environment",
+           "environment_digest", "layoutkit_source_digest", "digest"]
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]      # layoutkit/
+_ATOMS = (type(None), bool, int, float, complex, str, bytes)
+
+
+class NotCacheable(Exception):
+    """Why a kernel or a specialization key cannot be written down for the on-disk cache:
+    `reason` names the thing, its value and the rule."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def digest(*parts: str) -> str:
+    """Hex sha256 of the parts, each length-prefixed (no two part lists collide)."""
+    h = hashlib.sha256()
+    for part in parts:
+        raw = part.encode()
+        h.update(len(raw).to_bytes(8, "little") + raw)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _library_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {str(Path(paths[k]).resolve()) for k in ("stdlib", "platstdlib", "purelib", "platlib")
+             if k in paths}
+    return tuple(sorted(roots))
+
+
+def _is_layoutkit(name: str) -> bool:
+    return name == "layoutkit" or name.startswith("layoutkit.")
+
+
+def _is_library(module: types.ModuleType) -> bool:
+    """A module of the standard library or an installed package (or a built-in one)."""
+    file = getattr(module, "__file__", None)
+    if file is None:
+        return True
+    path = str(Path(file).resolve())
+    return any(path.startswith(root + "/") for root in _library_roots())
+
+
+def _version_of(module_name: str) -> str:
+    top = sys.modules.get(module_name.split(".")[0])
+    return str(getattr(top, "__version__", ""))
+
+
+class _Walker:
+    """One fingerprint's walk: canonical text of values, functions visited once each."""
+
+    def __init__(self):
+        self.visiting: set[int] = set()
+        self.done: dict[int, str] = {}
+        self.keep: list = []          # the functions visited, alive while their ids are keys
+
+    # ---- values --------------------------------------------------------------------------
+    def value(self, value, what: str) -> str:
+        t = type(value)
+        if t in _ATOMS:
+            return f"{t.__name__}:{value!r}"
+        if isinstance(value, enum.Enum):
+            return f"enum:{t.__module__}.{t.__qualname__}.{value.name}"
+        if isinstance(value, tuple):
+            items = ",".join(self.value(v, f"{what}[{i}]") for i, v in enumerate(value))
+            return f"({items})" if t is tuple else f"{self.cls(t, what)}({items})"
+        if t is frozenset:
+            return "frozenset{" + ",".join(sorted(self.value(v, f"an item of {what}")
+                                                  for v in value)) + "}"
+        if isinstance(value, types.ModuleType):
+            return self.module(value, (), what)
+        if isinstance(value, types.FunctionType):
+            return self.function(value)
+        if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+            owner = getattr(value, "__self__", None)
+            if owner is None or isinstance(owner, types.ModuleType):
+                module = getattr(value, "__module__", None) or getattr(owner, "__name__", "")
+                return f"builtin:{module}.{value.__qualname__}@{_version_of(module)}"
+        if isinstance(value, types.MethodType):
+            return f"method:{self.value(value.__self__, what)}.{self.function(value.__func__)}"
+        if isinstance(value, functools.partial):
+            return (f"partial:{self.value(value.func, what)}"
+                    f"{self.value(tuple(value.args), what)}"
+                    f"{self.value(tuple(sorted(value.keywords.items())), what)}")
+        if isinstance(value, type):
+            return self.cls(value, what)
+        fn = getattr(value, "fn", None)
+        if t.__module__ == "layoutkit.dsl.core.kernel" and isinstance(fn, types.FunctionType):
+            return f"kernel:{self.function(fn)}:{value.identity()}"   # another @lk.kernel
+        if dataclasses.is_dataclass(t) and t.__dataclass_params__.frozen:
+            fields = ",".join(f"{f.name}={self.value(getattr(value, f.name), f'{what}.{f.name}')}"
+                              for f in dataclasses.fields(value))
+            return f"{self.cls(t, what)}({fields})"
+        if _is_layoutkit(t.__module__) or t.__module__.split(".")[0] == "numpy":
+            text = repr(value)
+            try:
+                hash(value)
+            except TypeError:
+                text = " at 0x"          # mutable: refused below
+            if " at 0x" not in text:
+                return f"{t.__module__}.{t.__qualname__}:{text}"
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise NotCacheable(f"{what} is a {t.__qualname__} ({shown}), which the specialization "
+                           "cache cannot write down (it keys on numbers, strings, tuples, frozen "
+                           "dataclasses, layouts, functions, classes and modules; a list, dict "
+                           "or other mutable object could change between processes)")
+
+    def module(self, module: types.ModuleType, names, what: str) -> str:
+        name = module.__name__
+        if _is_layoutkit(name):
+            return f"module:{name}"
+        if _is_library(module):
+            return f"module:{name}@{_version_of(name)}"
+        read = []
+        for attr in sorted(names):
+            if hasattr(module, attr):
+                read.append(f"{attr}={self.value(getattr(module, attr), f'{name}.{attr}')}")
+        return f"module:{name}{{{','.join(read)}}}"
+
+    def cls(self, t: type, what: str) -> str:
+        name = f"{t.__module__}.{t.__qualname__}"
+        if _is_layoutkit(t.__module__) or t.__module__ == "builtins":
+            return f"class:{name}"
+        module = sys.modules.get(t.__module__)
+        if module is None or _is_library(module):
+            return f"class:{name}@{_version_of(t.__module__)}"
+        key = id(t)
+        if key in self.done:
+            return self.done[key]
+        if key in self.visiting:
+            return f"class-ref:{name}"
+        self.visiting.add(key)
+        self.keep.append(t)
+        parts = [f"class:{name}", "bases=" + ",".join(self.cls(b, what) for b in t.__bases__
+                                                      if b is not object)]
+        for attr, member in sorted(vars(t).items()):
+            if attr.startswith("__") and attr not in ("__init__", "__post_init__", "__call__"):
+                continue
+            for f in (member.fget, member.fset) if isinstance(member, property) else (member,):
+                if isinstance(f, (staticmethod, classmethod)):
+                    f = f.__func__
+                if f is not None:
+                    parts.append(f"{attr}={self.value(f, f'{name}.{attr}')}")
+        self.visiting.discard(key)
+        text = self.done[key] = "{" + ";".join(parts) + "}"
+        return text
+
+    # ---- functions -------------------------------------------------------------------------
+    def function(self, fn: types.FunctionType) -> str:
+        key = id(fn)
+        if key in self.done:
+            return self.done[key]
+        name = f"{fn.__module__}.{fn.__qualname__}"
+        if key in self.visiting:
+            return f"fn-ref:{name}"
+        module = sys.modules.get(fn.__module__ or "")
+        if fn.__module__ and _is_layoutkit(fn.__module__) and module is not None:
+            return f"fn:{name}"         # layoutkit's own code: in the environment's digest
+        if module is not None and _is_library(module):
+            return f"fn:{name}@{_version_of(fn.__module__)}"
+        self.visiting.add(key)
+        self.keep.append(fn)
+        code = fn.__code__
+        source = _source(code)
+        if source is None:
+            raise NotCacheable(f"function {fn.__qualname__} has no source file to read "
+                               f"({code.co_filename}), so an edit to it could not be noticed")
+        names = _names_read(code)
+        parts = [f"fn:{name}", code.co_filename, str(code.co_firstlineno), source]
+        scope = fn.__globals__
+        for n in sorted(names):
+            if n in scope:
+                value = scope[n]
+                what = f"global {n} (read by {fn.__qualname__})"
+                if isinstance(value, types.ModuleType):
+                    parts.append(f"{n}={self.module(value, names, what)}")
+                else:
+                    parts.append(f"{n}={self.value(value, what)}")
+            elif hasattr(builtins, n):
+                parts.append(f"{n}=builtin")
+        cells = fn.__closure__ or ()
+        for n, cell in zip(code.co_freevars, cells):
+            try:
+                contents = cell.cell_contents
+            except ValueError:
+                parts.append(f"{n}=<empty cell>")
+                continue
+            parts.append(f"{n}={self.value(contents, f'{n} (a variable {fn.__qualname__} closes over)')}")
+        parts.append("defaults=" + self.value(tuple(fn.__defaults__ or ()),
+                                              f"the defaults of {fn.__qualname__}"))
+        parts.append("kwdefaults=" + self.value(tuple(sorted((fn.__kwdefaults__ or {}).items())),
+                                                f"the keyword defaults of {fn.__qualname__}"))
+        self.visiting.discard(key)
+        text = self.done[key] = "[" + "|".join(parts) + "]"
+        return text
+
+
+def _source(code: types.CodeType) -> str | None:
+    """The source lines of `code`: from its first line (its first decorator's) to the last line
+    any of its code (nested code included) was compiled from; None without a source file."""
+    lines = linecache.getlines(code.co_filename)
+    if not lines:
+        return None
+    last = _last_line(code)
+    return "".join(lines[code.co_firstlineno - 1:last])
+
+
+def _last_line(code: types.CodeType) -> int:
+    last = max((line for _, _, line in code.co_lines() if line is not None),
+               default=code.co_firstlineno)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            last = max(last, _last_line(const))
+    return last
+
+
+def _names_read(code: types.CodeType) -> set[str]:
+    """co_names of `code` and of every code object nested in it (inner functions, lambdas,
+    comprehensions): the global and attribute names it may load."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_read(const)
+    return names
+
+
+def canonical(value, what: str = "the value") -> str:
+    """The canonical text of a value the cache can key on (see the module docstring); raises
+    NotCacheable naming `what` otherwise.
+
+    >>> canonical((1, "N", True, None))
+    "(int:1,str:'N',bool:True,NoneType:None)"
+    >>> canonical([1, 2], "constexpr X")
+    Traceback (most recent call last):
+    ...
+    layoutkit.dsl.core.fingerprint.NotCacheable: constexpr X is a list ([1, 2]), which the specialization cache cannot write down (it keys on numbers, strings, tuples, frozen dataclasses, layouts, functions, classes and modules; a list, dict or other mutable object could change between processes)
+    """
+    return _Walker().value(value, what)
+
+
+def function_fingerprint(fn) -> str:
+    """Hex sha256 of `fn`'s source and everything it closes over (module docstring); raises
+    NotCacheable naming what cannot be written down."""
+    return digest(_Walker().function(fn))
+
+
+@functools.lru_cache(maxsize=1)
+def layoutkit_source_digest() -> str:
+    """Hex sha256 of every .py file of the layoutkit package (paths and contents)."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
+        h.update(str(path.relative_to(PACKAGE_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def environment() -> dict[str, str]:
+    """What turns the same trace into other code: layoutkit's source, ptxas, Python, sympy."""
+    from layoutkit.ptx.toolchain import find_ptxas, ptxas_version
+    sympy = sys.modules.get("sympy")
+    return {"layoutkit_source": layoutkit_source_digest(),
+            "layoutkit": str(getattr(sys.modules.get("layoutkit"), "__version__", "")),
+            "ptxas": ptxas_version(find_ptxas()).text,
+            "python": ".".join(map(str, sys.version_info[:3])),
+            "sympy": str(getattr(sympy, "__version__", ""))}
+
+
+def environment_digest(env: dict[str, str] | None = None) -> str:
+    """Hex sha256 of `environment()` (or of `env`)."""
+    env = environment() if env is None else env
+    return digest(*(f"{k}={v}" for k, v in sorted(env.items())))
