@@ -29,8 +29,7 @@ from dataclasses import dataclass
 
 from .kernel_model import (Commit, Finding, GroupWait, KernelProtocol, Site, ThreadClass,
                            describe_threads)
-
-WARPGROUP = 128
+from .roles import WARPGROUP_THREADS as WARPGROUP
 
 
 # ---- the events (the DSL's wgmma ops emit them; see layoutkit/dsl/sm90/wgmma/ops.py) --------
@@ -56,6 +55,42 @@ class PartialWarpgroup:
     what: str
     site: Site
     groups: tuple
+
+
+# ---- the texts (the CPU interpreter reports the same findings of one run in these words) ----
+def warpgroup_part(group: int, tids, where: str = "") -> str:
+    """How warpgroup `group` (of a CTA: `where`, e.g. " of CTA 1") ran an op: with `tids`."""
+    first = group * WARPGROUP
+    return (f"warpgroup {group} (threads {first}-{first + WARPGROUP - 1}{where}) has {len(tids)} "
+            f"of its {WARPGROUP} threads executing it ({describe_threads(None, None, tids)})")
+
+
+def partial_warpgroup_text(what: str, at: str, parts: list[str]) -> str:
+    """The warpgroup rule's text: the op `what` at `at` ("line N") ran on the warpgroup_parts."""
+    return (f"{what} at {at} runs on part of a warpgroup: {'; '.join(parts)}. wgmma ops are "
+            f"warpgroup-collective (PTX .sync.aligned): all {WARPGROUP} threads of the warpgroup "
+            "execute each one together, or the behaviour is undefined; issue it where whole "
+            "warpgroups run (a warp role), not under an lk.if_ on the thread index or "
+            "lk.sm90.elect_one()")
+
+
+def uncommitted_text(who: str, at: str) -> str:
+    """The wgmma commit rule's text: `who` exits with the wgmma at `at` never committed."""
+    return (f"{who} reaches the end of the kernel with the wgmma at {at} never committed: no "
+            "lk.sm90.wgmma_commit() follows it, and lk.sm90.wgmma_wait retires committed groups "
+            "only, so it may still read its shared operands and write its accumulator when the "
+            "threads exit; lk.sm90.wgmma_commit() and lk.sm90.wgmma_wait(0) after it")
+
+
+def in_flight_text(who: str, at: str, committed_at: str, last_wait: tuple | None) -> str:
+    """The wgmma wait rule's text: `who` exits with the wgmma at `at`, committed at
+    `committed_at`, in flight; `last_wait`: (where, pending) of the last wait after that commit."""
+    waited = (f"the last lk.sm90.wgmma_wait after it, at {last_wait[0]}, leaves {last_wait[1]} "
+              "group(s) in flight") if last_wait else "no lk.sm90.wgmma_wait follows that commit"
+    return (f"{who} reaches the end of the kernel with the wgmma at {at} still in flight: it was "
+            f"committed at {committed_at}, but {waited}, so it may still read its shared "
+            "operands and write its accumulator when the threads exit; lk.sm90.wgmma_wait(0) "
+            "before the end")
 
 
 # ---- the rules -------------------------------------------------------------------------------
@@ -95,20 +130,10 @@ def _warpgroups(report: _Report) -> None:
             if not isinstance(e, PartialWarpgroup) or (e.what, e.site.location) in seen:
                 continue
             seen.add((e.what, e.site.location))
-            parts = []
-            for cta, group, tids in e.groups:
-                first = group * WARPGROUP
-                where = f" of CTA {cta}" if report.p.ctas > 1 else ""
-                parts.append(f"warpgroup {group} (threads {first}-{first + WARPGROUP - 1}"
-                             f"{where}) has {len(tids)} of its {WARPGROUP} threads executing it "
-                             f"({describe_threads(None, None, tids)})")
-            text = (f"{e.what} at {e.site.text()} runs on part of a warpgroup: "
-                    f"{'; '.join(parts)}. wgmma ops are warpgroup-collective (PTX "
-                    f".sync.aligned): all {WARPGROUP} threads of the warpgroup execute each one "
-                    "together, or the behaviour is undefined; issue it where whole warpgroups "
-                    "run (a warp role), not under an lk.if_ on the thread index or "
-                    "lk.sm90.elect_one()")
-            report.add("warpgroup", e.site, c, text, e.what)
+            parts = [warpgroup_part(group, tids, f" of CTA {cta}" if report.p.ctas > 1 else "")
+                     for cta, group, tids in e.groups]
+            report.add("warpgroup", e.site, c,
+                       partial_warpgroup_text(e.what, e.site.text(), parts), e.what)
 
 
 def _fence(report: _Report, c: ThreadClass) -> None:
@@ -139,25 +164,16 @@ def _at_exit(report: _Report, c: ThreadClass) -> None:
             waits.append((position, e))
     if uncommitted:
         issue = uncommitted[0]
-        report.add("wgmma commit", issue.site, c, lambda who: (
-            f"{who} reaches the end of the kernel with the wgmma at {issue.site.text()} never "
-            "committed: no lk.sm90.wgmma_commit() follows it, and lk.sm90.wgmma_wait retires "
-            "committed groups only, so it may still read its shared operands and write its "
-            "accumulator when the threads exit; lk.sm90.wgmma_commit() and lk.sm90.wgmma_wait(0) "
-            "after it"))
+        report.add("wgmma commit", issue.site, c,
+                   lambda who: uncommitted_text(who, issue.site.text()))
     left = next(((pos, commit, issues) for pos, commit, issues in groups if issues), None)
     if left is None:
         return
     pos, commit, issues = left
     after = [w for p, w in waits if p > pos]
-    waited = (f"the last lk.sm90.wgmma_wait after it, at {after[-1].site.text()}, leaves "
-              f"{after[-1].pending} group(s) in flight") if after else \
-        "no lk.sm90.wgmma_wait follows that commit"
-    report.add("wgmma wait", issues[0].site, c, lambda who: (
-        f"{who} reaches the end of the kernel with the wgmma at {issues[0].site.text()} still "
-        f"in flight: it was committed at {commit.site.text()}, but {waited}, so it may still "
-        "read its shared operands and write its accumulator when the threads exit; "
-        "lk.sm90.wgmma_wait(0) before the end"))
+    last = (after[-1].site.text(), after[-1].pending) if after else None
+    report.add("wgmma wait", issues[0].site, c, lambda who: in_flight_text(
+        who, issues[0].site.text(), commit.site.text(), last))
 
 
 def wgmma_findings(protocol: KernelProtocol) -> list[Finding]:
@@ -171,4 +187,5 @@ def wgmma_findings(protocol: KernelProtocol) -> list[Finding]:
     return report.findings()
 
 
-__all__ = ["PartialWarpgroup", "WgmmaFence", "WgmmaIssue", "wgmma_findings"]
+__all__ = ["PartialWarpgroup", "WgmmaFence", "WgmmaIssue", "wgmma_findings", "warpgroup_part",
+           "partial_warpgroup_text", "uncommitted_text", "in_flight_text"]
