@@ -17,7 +17,8 @@ from .core import (Block, ConstexprError, DSLError, DType, Function, Kernel, Ker
                    KernelDefinitionError, LayoutMismatchError, Op, Pointer, PointerType,
                    Tensor, TensorSpec, TensorType,
                    RegisterTensor, Scalar, SharedMemoryError, Specialization, TraceError, TVLayout,
-                   Value, VerifierError, bf16, block_id, bool_, cast, constexpr, exp2, f16, f32,
+                   Value, VerifierError, bf16, block_id, bool_, cast, constexpr, e4m3, e5m2,
+                   exp2, f16, f32,
                    f64, fma, full, i32, i64, kernel, lane_id, log2, maximum, minimum, rsqrt,
                    sqrt, thread_id, tv_layout, u32, verify, warp_id, where)
 from .lang import (GlobalTensor, PointerArg, SharedTensor, barrier, broadcast, convert_layout, eq,
@@ -30,7 +31,7 @@ from .core import BoundsWarning
 __all__ = [
     "kernel", "Kernel", "Specialization",
     "Pointer", "PointerType", "Tensor", "TensorType", "TensorSpec", "DType", "constexpr",
-    "i32", "i64", "u32", "f16", "bf16", "f32", "f64", "bool_",
+    "i32", "i64", "u32", "f16", "bf16", "f32", "f64", "bool_", "e4m3", "e5m2",
     "thread_id", "warp_id", "lane_id", "block_id", "range", "if_", "eq", "ne",
     "global_tensor", "GlobalTensor", "PointerArg", "load", "store", "in_bounds",
     "shared_tensor", "SharedTensor", "barrier",

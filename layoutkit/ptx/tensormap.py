@@ -49,6 +49,7 @@ _ALIASES = {
     "int16": "uint16", "half": "float16", "float": "float32", "double": "float64", "bf16": "bfloat16",
     "f16": "float16", "f32": "float32", "f64": "float64", "u8": "uint8", "u16": "uint16",
     "u32": "uint32", "s32": "int32", "u64": "uint64", "s64": "int64", "s8": "uint8", "s16": "uint16",
+    "b8": "uint8",
 }
 _FLOAT_DTYPES = {"float16", "float32", "float64", "bfloat16", "float32_ftz", "tfloat32", "tfloat32_ftz"}
 

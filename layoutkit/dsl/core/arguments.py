@@ -45,7 +45,7 @@ def parameter(name: str, annotation) -> Parameter | None:
     if isinstance(annotation, TensorType):
         return Parameter(name, "tensor", annotation)
     if isinstance(annotation, DType) and annotation.kind != "bool" and \
-            annotation.name not in ("f16", "bf16"):
+            annotation.name not in ("f16", "bf16") and not annotation.storage_only:
         return Parameter(name, "scalar", annotation)
     return None
 

@@ -2,7 +2,10 @@
 `lk.Tensor[lk.bf16, 2]`, `lk.constexpr`.
 
 One table (`DTYPES`) holds each element type's facts: byte size, kind and the PTX type of the
-register that holds one value. Kernel parameters are annotated with a DType (a scalar passed by
+register that holds one value. The 8-bit floats e4m3 and e5m2 (OCP FP8; torch.float8_e4m3fn and
+torch.float8_e5m2) are storage types: PTX has no arithmetic on them, so a kernel loads, stores,
+TMA-copies and wgmma-multiplies them and converts them with `lk.cast` (their registers are .b8).
+Kernel parameters are annotated with a DType (a scalar passed by
 value), `Pointer[dtype]` (a device pointer to dtype elements), `Tensor[dtype, rank]` (a tensor:
 its pointer, shape and strides in one parameter; see layoutkit.dsl.core.tensor_args) or
 `constexpr` (a Python value baked into the specialization).
@@ -15,12 +18,14 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class DType:
     """An element type: `name` (as users write it), `ptx` (its register's PTX type), `nbytes`,
-    `kind` in {"int", "uint", "float", "bool"}."""
+    `kind` in {"int", "uint", "float", "bool"}; `storage_only`: no arithmetic, comparison or
+    constant of the type exists in PTX (fp8): values are converted with lk.cast first."""
 
     name: str
     ptx: str
     nbytes: int
     kind: str
+    storage_only: bool = False
 
     @property
     def is_float(self) -> bool:
@@ -44,12 +49,17 @@ bf16 = DType("bf16", "bf16", 2, "float")
 f32 = DType("f32", "f32", 4, "float")
 f64 = DType("f64", "f64", 8, "float")
 bool_ = DType("bool", "pred", 1, "bool")
+e4m3 = DType("e4m3", "b8", 1, "float", storage_only=True)   # 4 exponent bits, max 448, no inf
+e5m2 = DType("e5m2", "b8", 1, "float", storage_only=True)   # 5 exponent bits, max 57344, inf
+FP8 = (e4m3, e5m2)
 
-DTYPES: dict[str, DType] = {t.name: t for t in (i32, i64, u32, f16, bf16, f32, f64, bool_)}
-# numpy / torch dtype names of the same element types (for argument checks)
+DTYPES: dict[str, DType] = {t.name: t for t in (i32, i64, u32, f16, bf16, f32, f64, bool_,
+                                                e4m3, e5m2)}
+# numpy / torch dtype names of the same element types (for argument checks); numpy has no fp8:
+# the CPU interpreter takes uint8 bit patterns for it (interpreter.to_fp8), as uint16 for bf16
 HOST_NAMES: dict[str, DType] = {
     "int32": i32, "int64": i64, "uint32": u32, "float16": f16, "bfloat16": bf16,
-    "float32": f32, "float64": f64, "bool": bool_,
+    "float32": f32, "float64": f64, "bool": bool_, "float8_e4m3fn": e4m3, "float8_e5m2": e5m2,
 }
 
 

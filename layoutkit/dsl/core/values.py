@@ -179,6 +179,9 @@ def _operand(what: str, x, dtype: DType):
     trace = current(what)
     if isinstance(x, bool):
         raise TraceError(f"{what}: a Python bool is not an operand; compare runtime values")
+    if dtype.storage_only and not isinstance(x, bool):
+        raise TraceError(f"{what}: the constant {x!r} cannot be a {dtype} operand ({dtype} is a "
+                         "storage type: make the value in f32 and lk.cast it)")
     if isinstance(x, float) or (isinstance(x, int) and dtype.is_float):
         if not dtype.is_float:
             raise TraceError(f"{what}: the float constant {x} cannot be a {dtype} operand "
@@ -243,6 +246,9 @@ def check_math(what: str, op: str, kind, dtype: DType) -> None:
                          f"cast to f32 first with lk.cast(x, lk.f32)")
     if op in ("binary", "unary", "fma", "cmp") and dtype == bool_:
         raise TraceError(f"{what}: arithmetic on bool values; use & and | (or lk.where)")
+    if dtype.storage_only and op != "cast":
+        raise TraceError(f"{what} on {dtype}: {dtype} is a storage type (PTX has no arithmetic, "
+                         f"comparison or select on it); convert with lk.cast(x, lk.f32) first")
 
 
 def compare(kind: str, a, b):
@@ -333,7 +339,41 @@ def cast(x, dtype: DType):
         raise TraceError("lk.cast: a bool is not converted; use lk.where(cond, 1.0, 0.0)")
     if x.dtype == dtype:
         return x
+    if x.dtype.storage_only or dtype.storage_only:
+        return _cast_fp8(x, dtype)
     return _apply("cast", None, x, result=dtype)
+
+
+# the conversions PTX has for the fp8 storage types (sm_90): to fp8 from f32 (f16 and bf16
+# widen to f32 first, exactly), from fp8 to f16 (then on to f32, bf16 or f64, exactly)
+_FP8_SOURCES = ("f32", "f16", "bf16")
+_FP8_TARGETS = ("f32", "f16", "bf16", "f64")
+
+
+def _cast_fp8(x, dtype: DType):
+    """lk.cast to or from e4m3/e5m2: adjacent values of a register tensor convert as one pair
+    (cvt's .e4m3x2/.e5m2x2 forms move two values); a lone value converts alone."""
+    src = x.dtype
+    if src.storage_only and dtype.storage_only:       # e4m3 <-> e5m2: exactly through f32
+        return _cast_fp8(_cast_fp8(x, f32), dtype)
+    if dtype.storage_only and src.name not in _FP8_SOURCES:
+        raise TraceError(f"lk.cast: {src} -> {dtype} does not exist in PTX; fp8 values are "
+                         f"made from {', '.join(_FP8_SOURCES)} (round an {src} value to f32 "
+                         "first)")
+    if src.storage_only and dtype.name not in _FP8_TARGETS:
+        raise TraceError(f"lk.cast: {src} -> {dtype} does not exist in PTX; fp8 values widen "
+                         f"to {', '.join(_FP8_TARGETS)} (then cast that)")
+    if dtype.storage_only and src != f32:
+        x = _apply("cast", None, x, result=f32)
+    trace = current("lk.cast")
+    if isinstance(x, Scalar):
+        return Scalar(trace.emit("cast", [x.value], [dtype])[0])
+    values = []
+    for v in range(0, len(x.values) - 1, 2):
+        values += trace.emit("cast", list(x.values[v:v + 2]), [dtype, dtype])
+    if len(x.values) % 2:
+        values += trace.emit("cast", [x.values[-1]], [dtype])
+    return RegisterTensor(dtype, x.layout, values)
 
 
 def full(layout: TVLayout, value, dtype: DType = f32) -> RegisterTensor:

@@ -35,7 +35,8 @@ from .scheduler import AsyncOperation
 # definitions, which need this package's machinery: they are imported on first use.
 _ENTRY_POINTS = {"check_on_cpu": "checking", "relative_to_max": "checking",
                  "Execution": "launch", "from_bf16": "launch", "interpret": "launch",
-                 "run_ir": "launch", "to_bf16": "launch"}
+                 "run_ir": "launch", "to_bf16": "launch", "to_fp8": "launch",
+                 "from_fp8": "launch"}
 
 
 def __getattr__(name):
@@ -47,6 +48,6 @@ def __getattr__(name):
 
 
 __all__ = ["interpret", "run_ir", "check_on_cpu", "relative_to_max", "Execution",
-           "to_bf16", "from_bf16", "Step",
+           "to_bf16", "from_bf16", "to_fp8", "from_fp8", "Step",
            "AsyncOperation", "InterpreterError", "MemoryFaultError", "RaceError",
            "UnwrittenReadError", "DeadlockError", "DivergenceError", "ExecutionError"]

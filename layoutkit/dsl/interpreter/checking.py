@@ -5,8 +5,9 @@ Each seed runs on fresh copies of the array arguments (a strided view, such as a
 argument's slice, is copied with the memory it spans, so its strides stay); the outputs must be
 bit-identical across seeds (a result that depends on the interleaving is a race the detector
 missed) and within `tolerance` of the reference under `error(got, want)` (default: the largest
-absolute difference relative to the largest |want|). bf16 outputs (uint16 bit patterns for a
-Pointer[bf16] or Tensor[bf16, n] parameter) are compared as their float values.
+absolute difference relative to the largest |want|). bf16 and fp8 outputs (uint16 / uint8 bit
+patterns for a Pointer[bf16] or Tensor[bf16, n] parameter, ...) are compared as their float
+values.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from ..core.kernel import Kernel
 from ..core.types import PointerType, TensorType
-from .launch import from_bf16, interpret, tensor_span
+from .launch import from_bf16, from_fp8, interpret, tensor_span
 
 
 def relative_to_max(got: np.ndarray, want: np.ndarray) -> float:
@@ -36,6 +37,8 @@ def _fresh(a):
 def _values(array: np.ndarray, dtype) -> np.ndarray:
     if dtype.name == "bf16" and array.dtype == np.uint16:
         return from_bf16(array).astype(np.float64)
+    if dtype.storage_only and array.dtype == np.uint8:
+        return from_fp8(array, dtype).astype(np.float64)
     return array.astype(np.float64)
 
 

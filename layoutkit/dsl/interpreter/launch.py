@@ -22,6 +22,7 @@ from layoutkit.sync import MBARRIER_BYTES
 from ..core.arguments import bind
 from ..core.kernel import Kernel
 from ..core.types import PointerType, TensorMapType
+from . import float8
 from .errors import ExecutionError
 from .executor import Compiler, run_steps
 from .happens_before import HappensBefore
@@ -249,5 +250,19 @@ def from_bf16(bits) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32).reshape(bits.shape)
 
 
+def to_fp8(values, dtype) -> np.ndarray:
+    """A uint8 array of the fp8 (`dtype`: lk.e4m3 or lk.e5m2) bit patterns nearest (ties to
+    even, saturating at the largest finite value, as cvt.rn.satfinite) to `values`."""
+    name = getattr(dtype, "name", dtype)
+    x = np.ascontiguousarray(values, dtype=np.float64)
+    return float8.to_bits(float8.round_fp8(x, name), name).reshape(x.shape)
+
+
+def from_fp8(bits, dtype) -> np.ndarray:
+    """float32 values of a uint8 array of fp8 (`dtype`: lk.e4m3 or lk.e5m2) bit patterns."""
+    bits = np.ascontiguousarray(bits, dtype=np.uint8)
+    return float8.from_bits(bits, getattr(dtype, "name", dtype)).reshape(bits.shape)
+
+
 __all__ = ["interpret", "run_ir", "tensor_span", "Execution", "Machine", "to_bf16", "from_bf16",
-           "WARP_SIZE"]
+           "to_fp8", "from_fp8", "WARP_SIZE"]

@@ -27,6 +27,7 @@ from layoutkit.sync import kernel_model as km
 
 from ..core.types import DType
 from .errors import MemoryFaultError, RaceError, UnwrittenReadError
+from . import float8
 from .numerics import bf16_from_f32_bits
 
 _NUMPY = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
@@ -38,6 +39,8 @@ def decode(raw: np.ndarray, dtype: DType) -> list:
     name = dtype.name
     if name == "bf16":
         return list((raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32))
+    if name in float8.FORMATS:
+        return list(float8.from_bits(raw, name))
     values = raw.view(_NUMPY[name])
     if dtype.is_int:
         return [int(v) for v in values]
@@ -48,11 +51,13 @@ def decode(raw: np.ndarray, dtype: DType) -> list:
 
 def encode(values, dtype: DType) -> np.ndarray:
     """The bytes (uint8) of register values of dtype (a bf16 value is a float32 that bf16
-    represents exactly: its high half)."""
+    represents exactly: its high half; an fp8 value one fp8 represents: its bit pattern)."""
     name = dtype.name
     if name == "bf16":
         bits = np.array(values, dtype=np.float32).view(np.uint32)
         return bf16_from_f32_bits(bits).view(np.uint8)
+    if name in float8.FORMATS:
+        return float8.to_bits(np.array(values, dtype=np.float64), name)
     if dtype.is_int:
         values = [int(v) & ((1 << 8 * dtype.nbytes) - 1) for v in values]
         return np.array(values, dtype=np.uint32 if dtype.nbytes == 4 else np.uint64).view(

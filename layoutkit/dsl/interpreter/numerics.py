@@ -1,10 +1,11 @@
 """Scalar numerics of the kernel IR as the GPU computes them (PTX ISA semantics, sm_90).
 
-Register values: f32 and bf16 as numpy float32 (a bf16 value is a float32 that bf16 represents
-exactly), f16 as numpy float16, f64 as Python float, integers as Python ints wrapped to their
-width, bools as Python bools. Every float result is rounded once to nearest even: add, sub,
-mul, div and sqrt are computed in float64 and rounded to the target (exact, since float64 has
-at least 2p + 2 bits for p = 24, 11, 8: double rounding is innocuous, Figueroa 1995); fma
+Register values: f32, bf16, e4m3 and e5m2 as numpy float32 (a bf16 or fp8 value is a float32
+that its type represents exactly; fp8 rounding is float8.py's), f16 as numpy float16, f64 as
+Python float, integers as Python ints wrapped to their width, bools as Python bools. Every
+float result is rounded once to nearest even: add, sub, mul, div and sqrt are computed in
+float64 and rounded to the target (exact, since float64 has at least 2p + 2 bits for p = 24,
+11, 8: double rounding is innocuous, Figueroa 1995); fma
 rounds the exact a * b + c once (`round_pair`). ex2/rsqrt are the SFU approximations: float64
 results rounded to the target. Comparisons are ordered (false when an operand is NaN), max/min
 return the non-NaN operand (PTX ISA "setp", "max").
@@ -21,6 +22,8 @@ import math
 import numpy as np
 
 from ..core.types import DType, bf16, bool_, f16, f32, f64, i32, i64, u32
+from .float8 import FORMATS as FP8_FORMATS
+from .float8 import round_fp8
 
 BF16, F16, F32, F64, I32, I64, U32, BOOL = bf16, f16, f32, f64, i32, i64, u32, bool_
 
@@ -73,6 +76,8 @@ def to_dtype(value, dtype: DType):
         return _round_pair(float(value), 0.0, BF16)
     if name == "f16":
         return _make(float(value), name)
+    if name in FP8_FORMATS:                     # cvt.rn.satfinite
+        return np.float32(round_fp8(float(value), name))
     if name == "f64":
         return float(value)
     if name == "bool":

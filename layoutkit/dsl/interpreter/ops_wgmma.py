@@ -22,7 +22,8 @@ from .collective import arrive
 from .errors import ExecutionError
 from .machine import Wait, WaitQueue, location_text
 from .unavailable import Pending, Undefined
-from .wgmma_math import (K_STEP, M_BLOCK, WARPGROUP, byte_runs, fragment, multiply,
+from ..core.types import DTYPES
+from .wgmma_math import (M_BLOCK, WARPGROUP, byte_runs, fragment, k_step, multiply,
                          operand_addresses, read_elements)
 
 
@@ -38,8 +39,9 @@ class WgmmaExecution:
         self.results: dict = {}
         self.retired: set = set()
         self.addresses = self._addresses()
-        self.runs = byte_runs([x for table in self.addresses.values() for x in table.values()]) \
-            if self.addresses else []
+        nbytes = DTYPES[op.attrs["dtype"]].nbytes          # fp8 mixes only with fp8: one size
+        self.runs = byte_runs([x for table in self.addresses.values() for x in table.values()],
+                              nbytes) if self.addresses else []
         self.claims: list = []
 
     def describe(self) -> str:
@@ -49,8 +51,8 @@ class WgmmaExecution:
         a = self.op.attrs
         out, origins = {}, list(self.origins)
         if a["a"]["kind"] == "shared":
-            out["a"] = operand_addresses(a["a"], origins.pop(0), M_BLOCK)
-        out["b"] = operand_addresses(a["b"], origins.pop(0), a["n"])
+            out["a"] = operand_addresses(a["a"], origins.pop(0), M_BLOCK, a["dtype"])
+        out["b"] = operand_addresses(a["b"], origins.pop(0), a["n"], a["b_dtype"])
         return out
 
 
@@ -102,7 +104,8 @@ def compute(execution: WgmmaExecution, rendezvous) -> None:
     """Run the instructions of the op for the whole warpgroup (the last arrival does it)."""
     op, a = execution.op, execution.op.attrs
     m, n, kdim = a["m"], a["n"], a["k"]
-    blocks, ksteps = m // M_BLOCK, kdim // K_STEP
+    kstep = k_step(a["dtype"])
+    blocks, ksteps = m // M_BLOCK, kdim // kstep
     first = execution.group * WARPGROUP
     tids = range(first, first + WARPGROUP)
     accumulating = execution.flag
@@ -119,12 +122,12 @@ def compute(execution: WgmmaExecution, rendezvous) -> None:
         arows, acols = fragment(m, kdim)
         tile[arows, acols] = np.array([[float(x) for x in rendezvous.arrivals[t][1]]
                                        for t in tids], dtype=np.float64)
-        a_blocks = {(b, j): tile[M_BLOCK * b:M_BLOCK * (b + 1), K_STEP * j:K_STEP * (j + 1)]
+        a_blocks = {(b, j): tile[M_BLOCK * b:M_BLOCK * (b + 1), kstep * j:kstep * (j + 1)]
                     for b in range(blocks) for j in range(ksteps)}
     else:
         a_blocks = {key: read_elements(shared, x, a["dtype"])
                     for key, x in execution.addresses["a"].items()}
-    b_steps = {j: read_elements(shared, x, a["dtype"])
+    b_steps = {j: read_elements(shared, x, a["b_dtype"])
                for (_, j), x in execution.addresses["b"].items()}
     out = multiply(d, a_blocks, b_steps, blocks, ksteps)
     per_thread = out[rows, cols].astype(np.float32)

@@ -9,18 +9,22 @@ d[v mod N/2] of the instruction for rows 64*(v div N/2)..; register-A value v is
 v mod K/2 of k16 steps over rows 64*(v div K/2)...
 
 Descriptors (PTX ISA "Matrix Descriptor", "Shared memory matrix layout"): an instruction's
-block of rows x 16 elements starts at byte S = buffer base + (origin + start) * 2 and element
-(r, k) lies at S + the canonical offset of its major-ness and swizzle mode (T = 16 bytes,
-W = the swizzle span in bytes, LBO/SBO the descriptor's byte offsets):
+block of rows x 32 bytes (16 elements of e = 2 bytes, 32 of an fp8's 1) starts at byte
+S = buffer base + (origin + start) * e and element (r, k) lies at S + the canonical offset of
+its major-ness and swizzle mode (T = 16 bytes = u elements, W = the swizzle span in bytes,
+LBO/SBO the descriptor's byte offsets; fp8 is K-major only):
 
-  K-major, no swizzle:  (r%8)*16 + (r//8)*SBO + (k%8)*2 + (k//8)*LBO
-  K-major, swizzled:    (r%8)*W + (r//8)*SBO + k*2
+  K-major, no swizzle:  (r%8)*16 + (r//8)*SBO + (k%u)*e + (k//u)*LBO
+  K-major, swizzled:    (r%8)*W + (r//8)*SBO + k*e
   MN-major, no swizzle: (r%8)*2 + (r//8)*SBO + (k%8)*16 + (k//8)*LBO
   MN-major, swizzled:   (r%(W/2))*2 + (r//(W/2))*LBO + (k%8)*W + (k//8)*SBO
 
 then the swizzle moves 16-byte chunks by the address bits, exactly as TMA writes them
-(layoutkit.ptx.isa.smem_swizzle). Products of bf16/f16 values are exact; each k16 instruction adds
-its 16 products to the f32 accumulator in float64 and rounds the sum to f32 once.
+(layoutkit.ptx.isa.smem_swizzle). Products of bf16/f16/fp8 values are exact; each instruction
+adds its 16 (32) products to the f32 accumulator in float64 and rounds the sum to f32 once.
+(For fp8 the tensor cores keep fewer bits of that sum than f32 has: NVIDIA does not document
+how many; about 14 is reported (DeepSeek-V3 report, section 3.3). So GPU fp8 results differ
+from these in the low bits, more so for long K.)
 
 >>> rows, cols = fragment(64, 8)
 >>> rows[5].tolist(), cols[5].tolist()       # thread 5: g = 1, t = 1
@@ -31,13 +35,20 @@ from __future__ import annotations
 import numpy as np
 
 from layoutkit.ptx.isa import wgmma as isa
+from layoutkit.ptx.isa.smem_swizzle import CHUNK_BYTES
 from layoutkit.ptx.isa.smem_swizzle import span as swizzle_span
 from layoutkit.ptx.isa.smem_swizzle import swizzle_address
 from layoutkit.sync import WARPGROUP_THREADS as WARPGROUP
 
+from ..core.types import DTYPES
+from . import float8
+
 M_BLOCK = isa.M
-K_STEP = isa.INPUTS["bf16"][0]
-ELEMENT_BYTES = 2        # bf16 / f16 operands
+
+
+def k_step(dtype: str) -> int:
+    """The K of one instruction for operands of `dtype` (16 for 16-bit types, 32 for fp8)."""
+    return isa.INPUTS[dtype][0]
 
 
 def fragment(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
@@ -54,14 +65,16 @@ def fragment(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
     return np.broadcast_to(row, (WARPGROUP, count)), np.broadcast_to(col, (WARPGROUP, count))
 
 
-def canonical_offsets(major: str, mode: str, rows: int, lbo: int, sbo: int) -> np.ndarray:
-    """Byte offsets (rows, 16) of an instruction block's elements from its start address."""
+def canonical_offsets(major: str, mode: str, rows: int, lbo: int, sbo: int,
+                      dtype: str = "bf16") -> np.ndarray:
+    """Byte offsets (rows, k_step) of an instruction block's elements from its start address."""
+    e, span = DTYPES[dtype].nbytes, swizzle_span(mode)
+    unit = CHUNK_BYTES // e
     r = np.arange(rows)[:, None]
-    k = np.arange(K_STEP)[None, :]
-    e, span = ELEMENT_BYTES, swizzle_span(mode)
+    k = np.arange(k_step(dtype))[None, :]
     if major == "K":
         if not span:
-            return (r % 8) * 16 + (r // 8) * sbo + (k % 8) * e + (k // 8) * lbo
+            return (r % 8) * 16 + (r // 8) * sbo + (k % unit) * e + (k // unit) * lbo
         return (r % 8) * span + (r // 8) * sbo + k * e
     if not span:
         return (r % 8) * e + (r // 8) * sbo + (k % 8) * 16 + (k // 8) * lbo
@@ -69,19 +82,22 @@ def canonical_offsets(major: str, mode: str, rows: int, lbo: int, sbo: int) -> n
     return (r % width) * e + (r // width) * lbo + (k % 8) * span + (k // 8) * sbo
 
 
-def operand_addresses(spec: dict, origin: int, rows: int) -> dict:
-    """(block, kstep) -> byte addresses (rows, 16) in shared memory of each instruction's
+def operand_addresses(spec: dict, origin: int, rows: int, dtype: str = "bf16") -> dict:
+    """(block, kstep) -> byte addresses (rows, k_step) in shared memory of each instruction's
     elements of the shared operand `spec` (a wgmma op's "a"/"b" attrs) at element `origin`."""
-    offsets = canonical_offsets(spec["major"], spec["mode"], rows, spec["lbo"], spec["sbo"])
+    offsets = canonical_offsets(spec["major"], spec["mode"], rows, spec["lbo"], spec["sbo"],
+                                dtype)
     out = {}
     for block, kstep, start in spec["starts"]:
-        address = spec["base"] + (origin + start) * ELEMENT_BYTES
+        address = spec["base"] + (origin + start) * DTYPES[dtype].nbytes
         out[(block, kstep)] = swizzle_address(address + offsets, spec["mode"])
     return out
 
 
 def read_elements(shared: np.ndarray, addresses: np.ndarray, dtype: str) -> np.ndarray:
-    """float64 values of the 16-bit elements at byte `addresses` of `shared` (uint8)."""
+    """float64 values of the `dtype` elements at byte `addresses` of `shared` (uint8)."""
+    if dtype in float8.FORMATS:
+        return float8.from_bits(shared[addresses], dtype).astype(np.float64)
     bits = shared[addresses].astype(np.uint16) | (shared[addresses + 1].astype(np.uint16) << 8)
     if dtype == "bf16":
         return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
@@ -92,7 +108,7 @@ def multiply(d: np.ndarray | None, a_blocks: dict, b_steps: dict, blocks: int,
              ksteps: int) -> np.ndarray:
     """The accumulator after the op's instructions, in the lowering's order (k-step outer,
     row block inner): D_b = fl32(D_b + A(b, j) @ B(j)^T) with D_b taken as 0 for the first
-    k-step when `d` is None (scale-d = 0). a_blocks[(b, j)]: (64, 16); b_steps[j]: (N, 16)."""
+    k-step when `d` is None (scale-d = 0). a_blocks[(b, j)]: (64, k); b_steps[j]: (N, k)."""
     n = b_steps[0].shape[0]
     out = np.zeros((blocks * M_BLOCK, n), dtype=np.float64) if d is None else d.copy()
     for j in range(ksteps):
@@ -102,10 +118,11 @@ def multiply(d: np.ndarray | None, a_blocks: dict, b_steps: dict, blocks: int,
     return out
 
 
-def byte_runs(addresses) -> list[tuple[int, int]]:
-    """(start, nbytes) runs covering the 2-byte elements at `addresses` (any shape)."""
+def byte_runs(addresses, element_bytes: int = 2) -> list[tuple[int, int]]:
+    """(start, nbytes) runs covering the `element_bytes`-byte elements at `addresses` (any
+    shape)."""
     touched = np.unique(np.concatenate([np.ravel(a) for a in addresses]))
-    touched = np.unique(np.concatenate([touched, touched + 1]))
+    touched = np.unique(np.concatenate([touched + i for i in range(element_bytes)]))
     breaks = np.flatnonzero(np.diff(touched) != 1)
     starts = np.concatenate([[0], breaks + 1])
     ends = np.concatenate([breaks, [touched.size - 1]])
@@ -113,4 +130,4 @@ def byte_runs(addresses) -> list[tuple[int, int]]:
 
 
 __all__ = ["fragment", "canonical_offsets", "operand_addresses", "read_elements", "multiply",
-           "byte_runs", "WARPGROUP"]
+           "byte_runs", "k_step", "WARPGROUP"]

@@ -22,7 +22,32 @@ from ..interpreter.errors import DivergenceError
 from ..interpreter.executor import Step
 from ..interpreter.machine import WARP_SIZE, BarrierWait, WaitQueue, location_text
 from ..interpreter.memory import decode, encode, shared_byte_offset
-from ..lower.function import fill_bits, mov_type
+from ..lower.function import byte_register, fill_bits, mov_type
+
+VECTORS = (1, 2, 4, 8, 16)       # values per access (at most 16 bytes)
+
+
+def words(dtype, vec: int) -> tuple[str, int, int]:
+    """How `vec` values of `dtype` move: (PTX memory type, elements of the PTX vector, values per
+    element). PTX vectors have at most 4 elements, so 8 16-bit values move as 4 .b32; 8-bit
+    values (fp8, .b8 registers) move as .b32 words of 4 (a pair as one .b16)."""
+    if dtype.nbytes == 2 and vec == 8:
+        return "b32", 4, 2
+    if dtype.nbytes == 1 and vec >= 2:
+        return ("b32", vec // 4, 4) if vec >= 4 else ("b16", 1, 2)
+    return dtype.ptx, vec, 1
+
+
+def _split(k, regs, per: int, dtype) -> tuple:
+    if per == 1:
+        return tuple(regs)
+    return tuple(r for word in regs for r in convert.unpack(k, word, per, part_type=dtype.ptx))
+
+
+def _join(k, regs, per: int) -> list:
+    if per == 1:
+        return list(regs)
+    return [convert.pack(k, regs[i:i + per]) for i in range(0, len(regs), per)]
 
 
 class _GlobalAccess(OpDef):
@@ -35,8 +60,8 @@ class _GlobalAccess(OpDef):
         if not isinstance(ptr.type, PointerType) or offset.type != i64:
             fail(op, "addresses a pointer plus an i64 element offset")
         data = op.results if op.name == "load" else op.operands[2:2 + vec]
-        if vec not in (1, 2, 4, 8) or len(data) != vec:
-            fail(op, f"moves 1, 2, 4 or 8 values, got vec={vec} with {len(data)}")
+        if vec not in VECTORS or len(data) != vec:
+            fail(op, f"moves 1, 2, 4, 8 or 16 values, got vec={vec} with {len(data)}")
         if vec * ptr.type.dtype.nbytes > 16:
             fail(op, f"a vector access moves at most 16 bytes; {vec} x {ptr.type.dtype}")
         if any(v.type != ptr.type.dtype for v in data):
@@ -55,8 +80,9 @@ class _SharedAccess(OpDef):
         data = op.results if op.name == "shared_load" else op.operands[1:]
         if not op.operands or op.operands[0].type != i32:
             fail(op, "addresses its buffer with an i32 element offset")
-        if vec not in (1, 2, 4, 8) or len(data) != vec or len({v.type for v in data}) != 1:
-            fail(op, f"moves 1, 2, 4 or 8 values of one type, got vec={vec} with {len(data)}")
+        if vec not in VECTORS or len(data) != vec or len({v.type for v in data}) != 1:
+            fail(op, f"moves 1, 2, 4, 8 or 16 values of one type, got vec={vec} with "
+                     f"{len(data)}")
         if vec * data[0].type.nbytes > 16:
             fail(op, f"a vector access moves at most 16 bytes; {vec} x {data[0].type}")
 
@@ -76,20 +102,19 @@ class Load(NoEffects, _GlobalAccess):
             return
         pred = None if mask is True else mask
         address = lw.global_address(op)
-        packed = dtype.nbytes == 2 and vec == 8
-        mem_type, count = ("b32", 4) if packed else (dtype.ptx, vec)
-        if pred is not None:
+        mem_type, count, per = words(dtype, vec)
+        if pred is not None and mem_type == "b8":     # a lone fp8 value
+            outs = (byte_register(k, fill_bits(op.attrs["other"], dtype), out=k.var("b8")),)
+        elif pred is not None:
             outs = tuple(k.var(mem_type) for _ in range(count))
-            fill = fill_bits(op.attrs["other"], dtype, packed)
+            fill = fill_bits(op.attrs["other"], dtype, per)
             for out in outs:
-                convert.mov(k, fill, dtype="b32" if packed else mov_type(dtype), out=out)
+                convert.mov(k, fill, dtype=mem_type if per > 1 else mov_type(dtype), out=out)
         else:
             outs = None
         got = memory.ld(k, "global", address, mem_type, vec=count,
                         out=(outs if count > 1 else outs[0]) if outs else None, pred=pred)
-        got = got if isinstance(got, tuple) else (got,)
-        if packed:
-            got = tuple(r for word in got for r in convert.unpack(k, word, 2, part_type=dtype.ptx))
+        got = _split(k, got if isinstance(got, tuple) else (got,), per, dtype)
         for r, reg in zip(op.results, got):
             lw.vals[r.id] = reg
 
@@ -128,10 +153,8 @@ class Store(NoEffects, _GlobalAccess):
         mask = lw.operand(op.operands[-1]) if op.attrs["masked"] else True
         if mask is False:
             return
-        data = [lw.reg(v) for v in op.operands[2:2 + vec]]
+        data = _join(k, [lw.reg(v) for v in op.operands[2:2 + vec]], words(dtype, vec)[2])
         address = lw.global_address(op)
-        if dtype.nbytes == 2 and vec == 8:
-            data = [convert.pack(k, data[i:i + 2]) for i in range(0, 8, 2)]
         memory.st(k, "global", address, tuple(data) if len(data) > 1 else data[0],
                   pred=None if mask is True else mask)
 
@@ -163,13 +186,9 @@ class SharedLoad(_SharedAccess):
     def lower(self, op, lw):
         dtype, vec = op.results[0].type, op.attrs["vec"]
         address = lw.shared_address(op, dtype.nbytes)
-        packed = dtype.nbytes == 2 and vec == 8
-        mem_type, count = ("b32", 4) if packed else (dtype.ptx, vec)
+        mem_type, count, per = words(dtype, vec)
         got = memory.ld(lw.k, "shared", address, mem_type, vec=count)
-        got = got if isinstance(got, tuple) else (got,)
-        if packed:
-            got = tuple(r for word in got
-                        for r in convert.unpack(lw.k, word, 2, part_type=dtype.ptx))
+        got = _split(lw.k, got if isinstance(got, tuple) else (got,), per, dtype)
         for r, reg in zip(op.results, got):
             lw.vals[r.id] = reg
 
@@ -205,10 +224,9 @@ class SharedStore(_SharedAccess):
 
     def lower(self, op, lw):
         vec = op.attrs["vec"]
-        data = [lw.reg(v) for v in op.operands[1:1 + vec]]
-        address = lw.shared_address(op, op.operands[1].type.nbytes)
-        if op.operands[1].type.nbytes == 2 and vec == 8:
-            data = [convert.pack(lw.k, data[i:i + 2]) for i in range(0, 8, 2)]
+        dtype = op.operands[1].type
+        data = _join(lw.k, [lw.reg(v) for v in op.operands[1:1 + vec]], words(dtype, vec)[2])
+        address = lw.shared_address(op, dtype.nbytes)
         memory.st(lw.k, "shared", address, tuple(data) if len(data) > 1 else data[0])
 
     def interpret(self, op, compiler):

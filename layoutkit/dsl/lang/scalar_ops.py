@@ -23,6 +23,7 @@ from ..interpreter.errors import ExecutionError
 from ..interpreter.executor import Step
 from ..interpreter.index_eval import compile_index
 from ..lower.function import half_bits, static_cmp
+from . import fp8_convert
 
 
 def _ids(values) -> tuple[int, ...]:
@@ -285,16 +286,31 @@ class Unary(NoEffects, OpDef):
 
 
 class Cast(NoEffects, OpDef):
-    """a converted to the result's type (round to nearest for floats, toward zero to integers)."""
+    """a converted to the result's type (round to nearest for floats, toward zero to integers;
+    to fp8 with saturation to the largest finite value). A conversion to or from fp8 may take
+    two values, converted as one PTX pair (fp8_convert.py)."""
 
     name = "cast"
 
     def verify(self, op):
-        if len(op.operands) != 1 or len(op.results) != 1:
-            fail(op, "has one operand and one result")
+        n = len(op.operands)
+        fp8 = n and (op.operands[0].type.storage_only or op.results[0].type.storage_only)
+        if n not in ((1, 2) if fp8 else (1,)) or len(op.results) != n:
+            fail(op, "has one operand and one result (two of each for a conversion to or from "
+                     "fp8)")
+        if n == 2:
+            same_type(op, op.operands)
+            same_type(op, op.results)
 
     def lower(self, op, lw):
         src, dst = op.operands[0].type, op.results[0].type
+        if src.storage_only or dst.storage_only:
+            regs = [lw.reg(v) for v in op.operands]
+            got = fp8_convert.to_fp8(lw.k, regs, dst) if dst.storage_only else \
+                fp8_convert.from_fp8(lw.k, regs, src, dst)
+            for r, reg in zip(op.results, got):
+                lw.vals[r.id] = reg
+            return
         a = lw.reg(op.operands[0])
         if src.is_float and dst.is_float:
             rounding = "rn" if dst.nbytes < src.nbytes else None
@@ -307,9 +323,17 @@ class Cast(NoEffects, OpDef):
         lw.define(op, convert.cvt(lw.k, a, dst.ptx, rounding=rounding))
 
     def interpret(self, op, compiler):
-        (a,) = _ids(op.operands)
-        src, dst, r = op.operands[0].type, op.results[0].type, op.results[0].id
+        src, dst = op.operands[0].type, op.results[0].type
         cast = numerics.cast
+        if len(op.operands) == 2:
+            pairs = tuple(zip(_ids(op.operands), _ids(op.results)))
+
+            def run_pair(thread):
+                env = thread.env
+                for a, r in pairs:
+                    env[r] = cast(env[a], src, dst)
+            return Step(run_pair, op)
+        (a,), r = _ids(op.operands), op.results[0].id
 
         def run(thread):
             env = thread.env

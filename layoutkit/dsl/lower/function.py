@@ -17,6 +17,7 @@ from layoutkit.ptx.isa import arith, bits, control, convert
 
 from ..core.ir import Block, Function, Op
 from ..core.opdef import SM90A
+from ..interpreter.float8 import round_fp8, to_bits
 from .index import IndexLowering
 
 def half_bits(value: float, name: str) -> int:
@@ -146,6 +147,8 @@ class Lowering:
         if dtype.name in ("f16", "bf16"):
             return convert.mov(self.k, half_bits(float(value), dtype.name), dtype="b16",
                                out=self.k.reg(dtype.ptx))
+        if dtype.storage_only:
+            return byte_register(self.k, fill_bits(value, dtype, 1))
         return float(value) if dtype.is_float else int(value)
 
     # ---- control flow -------------------------------------------------------------------------
@@ -153,11 +156,22 @@ def mov_type(dtype) -> str:
     return {"bf16": "b16", "f16": "b16", "bool": "pred"}.get(dtype.name, dtype.ptx)
 
 
-def fill_bits(value, dtype, packed: bool):
+def fill_bits(value, dtype, per: int = 1):
+    """The immediate of `value` as dtype, repeated `per` times in one word for 8- and 16-bit
+    types (a packed fill); a float or int for wider types."""
     if dtype.name in ("f16", "bf16"):
-        half = half_bits(float(value), dtype.name)
-        return half | (half << 16) if packed else half
-    return float(value) if dtype.is_float else int(value)
+        bits = half_bits(float(value), dtype.name)
+    elif dtype.storage_only:                         # fp8: cvt.rn.satfinite's rounding
+        bits = int(to_bits(round_fp8(float(value), dtype.name), dtype.name))
+    else:
+        return float(value) if dtype.is_float else int(value)
+    return sum(bits << (8 * dtype.nbytes * i) for i in range(per))
+
+
+def byte_register(k, bits: int, out=None):
+    """A .b8 register holding `bits` (PTX has no mov.b8: a .b16 immediate narrowed by cvt)."""
+    return convert.cvt(k, convert.mov(k, bits, dtype="b16"), "u8", src_type="u16",
+                       out=out if out is not None else k.reg("b8"))
 
 
 def static_cmp(kind: str, a, b) -> bool:

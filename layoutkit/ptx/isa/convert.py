@@ -8,6 +8,12 @@ int->int take none; same-type float cvt may round to integral (.rni ...). `.ftz`
 source or destination is .f32; `.relu` only for f16/bf16 destinations. Packed
 `cvt.rn.bf16x2.f32 d, hi, lo`: the FIRST source lands in the UPPER half (hopper-ptx.md §10),
 so `cvt_pack(k, hi=, lo=)` names them.
+
+fp8 (sm_89+, PTX 7.8; ptxas 13.0): e4m3/e5m2 values move in pairs. `cvt.rn.satfinite.e4m3x2.f32
+d, hi, lo` (d a .b16; `.satfinite` is required: NaN stays NaN, anything beyond the largest
+finite value, infinities included, becomes it with its sign) and `cvt.rn.f16x2.e4m3x2 d, a` (d a
+.f16x2/.b32, a the .b16 pair; exact: f16 holds every fp8 value). sm_90 has no fp8 <-> bf16 or
+fp8 <-> f32 form; those go through f16 (`cvt.f32.f16`, `cvt.rn.bf16.f16`, both exact here).
 """
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ INT_ROUNDING = ("rni", "rzi", "rmi", "rpi")
 # mov has no .f16/.bf16/.x2 forms (ptxas: "Unexpected instruction types"): those move as .bN.
 MOV_TYPES = ("pred", "b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64", "f32", "f64")
 SM90_CVT = Requirement((7, 8), 90)
+FP8X2 = ("e4m3x2", "e5m2x2")          # the packed fp8 pair types of cvt (no register type)
+FP8_CVT = Requirement((7, 8), 89)
 
 
 def _rounding_rule(src: PTXType, dst: PTXType) -> tuple[tuple[str, ...], bool]:
@@ -99,6 +107,44 @@ def cvt_pack(k: KernelBuilder, hi, lo, dtype="bf16x2", *, rounding="rn", relu=Fa
     return d
 
 
+def cvt_pack_fp8(k: KernelBuilder, hi, lo, dtype="e4m3x2", *, relu=False, out=None,
+                 pred=None) -> Reg:
+    """Two f32 to an fp8 pair in a .b16: `cvt.rn.satfinite.e4m3x2.f32 d, hi, lo` - `hi` to the
+    upper byte, `lo` to the lower (the first source is the upper half, as for bf16x2).
+
+    >>> from layoutkit.ptx.builder import Module
+    >>> k = Module().kernel("k"); x0, x1 = k.reg("f32"), k.reg("f32")
+    >>> _ = cvt_pack_fp8(k, hi=x1, lo=x0, dtype="e5m2x2"); k.body_lines()[-1]
+    '    cvt.rn.satfinite.e5m2x2.f32 %rs0, %f1, %f0;'
+    """
+    instr = f"cvt.rn.satfinite.{dtype}.f32"
+    choose("cvt", "dtype", dtype, FP8X2)
+    flag(instr, "relu", relu)
+    f32 = TYPES["f32"]
+    srcs = (source(k, instr, "hi", hi, f32, imm=False), source(k, instr, "lo", lo, f32, imm=False))
+    d = dest(k, instr, out, TYPES["b16"])
+    k.emit(mods("cvt", "rn", "satfinite", "relu" if relu else "", dtype, "f32"), (d, *srcs),
+           defs=(d,), pred=pred, requires=FP8_CVT)
+    return d
+
+
+def cvt_unpack_fp8(k: KernelBuilder, a, src_type="e4m3x2", *, out=None, pred=None) -> Reg:
+    """An fp8 pair (a .b16: low byte the first value) to f16x2, exactly:
+    `cvt.rn.f16x2.e4m3x2 d, a` (low half of d from the low byte).
+
+    >>> from layoutkit.ptx.builder import Module
+    >>> k = Module().kernel("k"); a = k.reg("b16")
+    >>> _ = cvt_unpack_fp8(k, a); k.body_lines()[-1]
+    '    cvt.rn.f16x2.e4m3x2 %hh0, %rs0;'
+    """
+    instr = f"cvt.rn.f16x2.{src_type}"
+    choose("cvt", "src_type", src_type, FP8X2)
+    s = source(k, instr, "a", a, TYPES["b16"], imm=False)
+    d = dest(k, instr, out, TYPES["f16x2"])
+    k.emit(instr, (d, s), defs=(d,), pred=pred, requires=FP8_CVT)
+    return d
+
+
 def mov(k: KernelBuilder, a, *, dtype=None, out=None, pred=None) -> Reg:
     """d = a (`mov.type`): a register, a special register, an immediate, or a Symbol's address
     (`mov.u32 %r, smem` gives the 32-bit shared::cta offset; for a CUtensorMap param use
@@ -125,12 +171,13 @@ def mov(k: KernelBuilder, a, *, dtype=None, out=None, pred=None) -> Reg:
 
 
 def pack(k: KernelBuilder, parts, *, dtype=None, out=None, pred=None) -> Reg:
-    """One wide register from 2 or 4 equal parts, lowest first: `mov.b64 d, {lo, hi}`."""
+    """One wide register from 2 or 4 equal parts, lowest first: `mov.b64 d, {lo, hi}` (a .b16
+    from two .b8: an fp8 pair)."""
     parts = tuple(parts)
     if len(parts) not in (2, 4) or not all(isinstance(p, Reg) for p in parts):
         raise PTXTypeError("packs 2 or 4 registers", instruction="mov", operand="parts", value=parts)
     bits = parts[0].type.bits * len(parts)
-    t = check_type("mov", dtype or f"b{bits}", ("b32", "b64"))
+    t = check_type("mov", dtype or f"b{bits}", ("b16", "b32", "b64"))
     part_type = ptx_type(f"b{t.bits // len(parts)}")
     srcs = regs_of(k, f"mov.{t}", "parts", parts, part_type, len(parts))
     d = dest(k, f"mov.{t}", out, t)
@@ -139,10 +186,10 @@ def pack(k: KernelBuilder, parts, *, dtype=None, out=None, pred=None) -> Reg:
 
 
 def unpack(k: KernelBuilder, a, count: int = 2, *, part_type=None, pred=None) -> tuple[Reg, ...]:
-    """Split a 32/64-bit register into `count` (2 or 4) parts, lowest first:
+    """Split a 16/32/64-bit register into `count` (2 or 4) parts, lowest first:
     `mov.b64 {lo, hi}, a`. Parts are `part_type` (default .bN of the right size)."""
     t = check_type("mov", TYPES.get(f"b{getattr(getattr(a, 'type', None), 'bits', 0)}",
-                                    getattr(a, "type", "b32")), ("b32", "b64"))
+                                    getattr(a, "type", "b32")), ("b16", "b32", "b64"))
     choose(f"mov.{t}", "count", count, (2, 4))
     part = ptx_type(part_type or f"b{t.bits // count}")
     if part.bits * count != t.bits or part.bits < 8:

@@ -30,6 +30,23 @@ N_STEP, N_MAX = isa.N_STEP, isa.N_MAX  # its N
 K_STEP = isa.INPUTS["bf16"][0]         # its K for f16/bf16 (the same for both)
 
 
+def k_step(dtype) -> int:
+    """The K of one wgmma instruction for operands of `dtype` (16 for f16/bf16, 32 for fp8:
+    32 bytes of each row either way).
+
+    >>> from layoutkit.dsl.core.types import bf16, e4m3
+    >>> k_step(bf16), k_step(e4m3)
+    (16, 32)
+    """
+    return isa.INPUTS[dtype.name][0]
+
+
+def transposable(dtype) -> bool:
+    """Whether shared operands of `dtype` may be MN-major (the imm-trans operands of wgmma
+    exist for f16/bf16 only; 8-bit and tf32 operands are read K-major)."""
+    return isa.INPUTS[dtype.name][2]
+
+
 def _fragment(rows: int, cols: int) -> TVLayout:
     """The per-warpgroup fragment over a (rows, cols) tile: rows/64 stacked m64 blocks of the
     PTX figure (tile index = row + rows*col, column-major like every TV layout here)."""
@@ -146,5 +163,5 @@ def check_fragment(what: str, operand: str, got: TVLayout, expected: TVLayout) -
 
 
 __all__ = ["wgmma_accumulator_layout", "wgmma_a_layout", "warpgroup_stack", "same_function",
-           "index_table",
+           "index_table", "k_step", "transposable",
            "check_fragment", "WARPGROUP", "M_BLOCK", "K_STEP", "N_STEP", "N_MAX"]

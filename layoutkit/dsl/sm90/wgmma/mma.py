@@ -16,7 +16,9 @@ Every thread of the warpgroup must execute the same wgmma ops (PTX `.sync.aligne
 Operands: `a` is a shared tile (M x K) or a bf16/f16 register tensor in lk.sm90.wgmma_a_layout(K, M)
 (e.g. an f32 accumulator cast to bf16: the layouts coincide); `b` is a shared tile N x K (use
 `tile.T` for a K x N tile). Shared tiles must have a canonical K-major or MN-major layout
-(none/32B/64B/128B swizzle; see operands.py) and the descriptors are derived from it.
+(none/32B/64B/128B swizzle; see operands.py) and the descriptors are derived from it. fp8
+(e4m3, e5m2; A and B may mix them) tiles are shared and K-major (the hardware transposes only
+16-bit types), K = 32 per instruction, and accumulate in f32.
 Accumulators are updated in place; the accumulator protocol (accumulators.py: linear use, reads
 after the covering wait, fences after register accesses) is checked at each lk.sm90.wgmma_wait, once
 the kernel body returns (before the protocol check, which adds the whole-warpgroup, first-fence
@@ -32,9 +34,9 @@ IR ops (name: operands -> results; attrs):
   wgmma_undef:  -> f32*count             layout: an accumulator with undefined values
   wgmma:        acc(f32*acc_count)[, a(a_count values)][, a_origin(i32)], b_origin(i32)
                 [, accumulate(bool)] -> f32*acc_count
-                m, n, k, dtype, acc_layout, acc_count, a_count, accumulate (True, False, or
-                None: the bool operand decides), a, b. `a`/`b`: {"kind": "registers",
-                "layout": TVLayout} or {"kind": "shared", "buffer", "base" (byte offset of the
+                m, n, k, dtype (A's), b_dtype, acc_layout, acc_count, a_count, accumulate
+                (True, False, or None: the bool operand decides), a, b. `a`/`b`: {"kind":
+                "registers", "layout": TVLayout} or {"kind": "shared", "buffer", "base" (byte offset of the
                 buffer), "layout" (rank-2 Layout: rows x K element offsets), "swizzle" ((B,M,S)
                 or None), "major", "mode", "lbo", "sbo" (bytes), "starts"}: element (r, k) of a
                 shared operand is element swizzle(origin + layout(r, k)) of the buffer, origin
@@ -50,14 +52,15 @@ from ...lang.control import condition
 from ...core.errors import TraceError
 from ...lang.shared import SharedTensor
 from ...core.tracer import current
-from ...core.types import bf16, bool_, f16, f32, i32
+from ...core.types import FP8, bf16, bool_, f16, f32, i32
 from ...core.values import RegisterTensor, Scalar
 from .layouts import (K_STEP, M_BLOCK, check_fragment, warpgroup_stack, wgmma_a_layout,
                       wgmma_accumulator_layout)
 from .operands import rank2, shared_operand
 from .accumulators import FENCE, MMA, UNDEF, WAIT, check
 
-INPUT_TYPES = (bf16, f16)
+INPUT_TYPES = (bf16, f16, *FP8)            # shared operands
+REGISTER_A_TYPES = (bf16, f16)             # a register A operand (lk.sm90.wgmma_a_layout)
 
 
 def _trace(what: str):
@@ -121,7 +124,8 @@ def wgmma(acc: RegisterTensor, a, b: SharedTensor, *, accumulate=True) -> Regist
     """acc + a @ b^T (or a @ b^T where `accumulate` is false), as a new accumulator in the
     same registers; `acc` may not be read afterwards. acc: f32 in
     lk.sm90.wgmma_accumulator_layout(N, M); a: shared M x K or registers in lk.sm90.wgmma_a_layout(K, M);
-    b: shared N x K; bf16 or f16, K a multiple of 16. Issues K/16 * M/64 instructions."""
+    b: shared N x K; bf16 or f16 (K a multiple of 16), or e4m3/e5m2 from shared memory, K-major
+    (K a multiple of 32). Issues K/k * M/64 instructions, k = 16 or 32 (layouts.k_step)."""
     what = "lk.sm90.wgmma"
     trace = _trace(what)
     if not isinstance(acc, RegisterTensor) or acc.dtype != f32:
@@ -132,9 +136,10 @@ def wgmma(acc: RegisterTensor, a, b: SharedTensor, *, accumulate=True) -> Regist
     m, n = acc.layout.tile
     check_fragment(what, "acc", acc.layout, wgmma_accumulator_layout(n, m))
     if isinstance(a, RegisterTensor):
-        if a.dtype not in INPUT_TYPES:
+        if a.dtype not in REGISTER_A_TYPES:
             raise TraceError(f"{what}: a register A operand is bf16 or f16 (cast an f32 tensor "
-                             f"with lk.cast(x, lk.bf16)), got {a.dtype}")
+                             f"with lk.cast(x, lk.bf16); fp8 A operands are read from shared "
+                             f"memory), got {a.dtype}")
         tile = tuple(a.layout.tile)
         if len(tile) != 2 or tile[0] != m or not isinstance(tile[1], int) or tile[1] % K_STEP:
             raise TraceError(f"{what}: the register A operand covers an (M, K) = ({m}, K) tile "
@@ -145,21 +150,25 @@ def wgmma(acc: RegisterTensor, a, b: SharedTensor, *, accumulate=True) -> Regist
             len(a.values)
         dtype = a.dtype
     elif isinstance(a, SharedTensor):
+        if a.dtype not in INPUT_TYPES:
+            raise TraceError(f"{what}: shared operands are bf16, f16, e4m3 or e5m2, got "
+                             f"{a.dtype}")
         sa = shared_operand(what, "A", a, m, M_BLOCK)
         kdim, dtype = rank2(what, "operand A", a)[1].size(), a.dtype
-        if dtype not in INPUT_TYPES:
-            raise TraceError(f"{what}: shared operands are bf16 or f16, got {dtype}")
         a_attrs, a_operands, a_count = sa.attrs(), [trace.index(a.offset, i32)], 0
     else:
         raise TraceError(f"{what}: a is a shared tile (M x K) or a bf16/f16 register tensor in "
                          f"lk.sm90.wgmma_a_layout, got {a!r}")
-    if isinstance(b, SharedTensor) and b.dtype != dtype:
-        raise TraceError(f"{what}: A and B have one element type; A is {dtype}, B is {b.dtype}")
+    if isinstance(b, SharedTensor) and b.dtype != dtype and \
+            not (dtype in FP8 and b.dtype in FP8):
+        raise TraceError(f"{what}: A and B have one element type (e4m3 and e5m2 may mix); A is "
+                         f"{dtype}, B is {b.dtype}")
     sb = shared_operand(what, "B", b, n, n, kdim)
     flag, pred = _accumulate(trace, accumulate)
     operands = list(acc.values) + a_operands + [trace.index(b.offset, i32)] + \
         ([pred] if pred is not None else [])
-    attrs = {"m": m, "n": n, "k": kdim, "dtype": dtype.name, "acc_layout": acc.layout,
+    attrs = {"m": m, "n": n, "k": kdim, "dtype": dtype.name, "b_dtype": b.dtype.name,
+             "acc_layout": acc.layout,
              "acc_count": len(acc.values), "a_count": a_count, "accumulate": flag,
              "a": a_attrs, "b": sb.attrs()}
     results = trace.emit(MMA, operands, [f32] * len(acc.values), attrs)

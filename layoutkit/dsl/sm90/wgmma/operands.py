@@ -2,9 +2,11 @@
 layouts (no swizzle, 32B, 64B, 128B) and derive the matrix descriptor of every instruction.
 
 An operand is a rows x K tile (A: M x K, B: N x K). One instruction reads `block` rows
-(A: 64, B: N) by 16 K-columns (16-bit types). Relative to the instruction's start, element
-(r, k) must sit at the canonical offset (PTX ISA "Shared memory matrix layout"; CuTe
-make_gmma_desc; T = 16 bytes of elements, W = swizzle width in elements (32/64/128 bytes)):
+(A: 64, B: N) by 32 bytes of K: 16 columns of a 16-bit type, 32 of an 8-bit one (fp8, which
+must be K-major: the transpose immediates of wgmma exist for f16/bf16 only). Relative to the
+instruction's start, element (r, k) must sit at the canonical offset (PTX ISA "Shared memory
+matrix layout"; CuTe make_gmma_desc; T = 16 bytes of elements, W = swizzle width in elements
+(32/64/128 bytes)):
 
   K-major, no swizzle:  (r%8)*T + (r//8)*SBO + k%T + (k//T)*LBO     (8x16-byte core matrices)
   K-major, swizzled:    (r%8)*W + (r//8)*SBO + k                    (LBO unused)
@@ -32,7 +34,7 @@ from ...core.errors import SharedMemoryError, TraceError
 from ...core.facts import provably_divisible
 from ...lang.shared import SharedTensor
 from ...core.types import DType
-from .layouts import K_STEP, index_table
+from .layouts import index_table, k_step, transposable
 
 CHUNK_BYTES = smem_swizzle.CHUNK_BYTES          # 16: a core-matrix row, the swizzle's unit
 SWIZZLED = tuple(b for b in smem_swizzle.MODES.values() if b)     # Swizzle bits 1, 2, 3
@@ -154,8 +156,9 @@ def shared_operand(what: str, role: str, tensor, rows: int, block: int,
         want = f"({rows}, {kdim if kdim is not None else 'K'})"
         raise TraceError(f"{what}: {operand} must be a {want} tile ({'M' if role == 'A' else 'N'}"
                          f" x K), got ({got_rows}, {got_k})")
-    if not isinstance(got_k, int) or got_k % K_STEP:
-        raise TraceError(f"{what}: {operand}: K = {got_k} is not a multiple of {K_STEP} (the K "
+    kstep = k_step(tensor.dtype)
+    if not isinstance(got_k, int) or got_k % kstep:
+        raise TraceError(f"{what}: {operand}: K = {got_k} is not a multiple of {kstep} (the K "
                          f"of one {tensor.dtype} wgmma)")
     mode, bits = _mode_of(what, f"operand {role}", tensor)
     e = tensor.dtype.nbytes
@@ -163,7 +166,7 @@ def shared_operand(what: str, role: str, tensor, rows: int, block: int,
     width = smem_swizzle.span(mode) // e if bits else unit     # swizzle row, in elements
     repeat = smem_swizzle.repeat(mode) // e if bits else unit  # elements per swizzle period
     table = index_table(layout).reshape(got_k, rows).T          # table[r, k] = layout(r, k)
-    first = table[:block, :K_STEP] - table[0, 0]
+    first = table[:block, :kstep] - table[0, 0]
     major = "K" if first[0, 1] == 1 else "MN" if block > 1 and first[1, 0] == 1 else None
     if major is None:
         raise SharedMemoryError(
@@ -171,19 +174,23 @@ def shared_operand(what: str, role: str, tensor, rows: int, block: int,
             f"(consecutive {'m' if role == 'A' else 'n'} adjacent): element (0, 1) is "
             f"{int(first[0, 1])} and (1, 0) is {int(first[1, 0]) if block > 1 else '-'} elements "
             f"from (0, 0); wgmma reads canonical K-major or MN-major layouts")
-    if major == "MN" and tensor.dtype.name not in ("bf16", "f16"):
-        raise SharedMemoryError(f"{what}: {operand}: only f16/bf16 operands may be MN-major")
+    if major == "MN" and not transposable(tensor.dtype):
+        raise SharedMemoryError(
+            f"{what}: {operand} is MN-major (consecutive {'m' if role == 'A' else 'n'} "
+            f"adjacent), but {tensor.dtype} operands must be K-major: wgmma transposes only "
+            f"f16/bf16 tiles (PTX ISA wgmma: no imm-trans operands for 8-bit types). Store the "
+            f"tile with K contiguous, e.g. B as an N x K tensor (torch._scaled_mm's b.t())")
     starts, found = [], None
-    for j in range(got_k // K_STEP):
+    for j in range(got_k // kstep):
         for b in range(rows // block):
-            r0, k0 = b * block, j * K_STEP
-            rel = table[r0:r0 + block, k0:k0 + K_STEP] - table[r0, k0]
-            canon, lbo, sbo = _canonical(major, mode, block, K_STEP, unit, width, rel)
+            r0, k0 = b * block, j * kstep
+            rel = table[r0:r0 + block, k0:k0 + kstep] - table[r0, k0]
+            canon, lbo, sbo = _canonical(major, mode, block, kstep, unit, width, rel)
             if not np.array_equal(rel, canon):
                 r, k = (int(x[0]) for x in np.nonzero(rel != canon))
                 raise SharedMemoryError(
                     f"{what}: {operand} with layout {tensor.swizzle or 'no swizzle'} o "
-                    f"{layout} is not a canonical wgmma layout: in the {block}x{K_STEP} block of "
+                    f"{layout} is not a canonical wgmma layout: in the {block}x{kstep} block of "
                     f"instruction (k-step {j}, block {b}), element (r={r}, k={k}) is "
                     f"{int(rel[r, k])} elements from the block's start; the expected form, "
                     f"{_form(major, mode, unit, width)}, puts it at {int(canon[r, k])}")

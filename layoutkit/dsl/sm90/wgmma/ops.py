@@ -45,7 +45,7 @@ from ...interpreter.ops_wgmma import (WgmmaExecution, claim_operands, compute, o
                                       retire_all, wgmma_state)
 from ...interpreter.unavailable import Undefined
 from .accumulators import check, register_a
-from .layouts import K_STEP, M_BLOCK, WARPGROUP
+from .layouts import M_BLOCK, WARPGROUP, k_step
 
 
 
@@ -209,8 +209,9 @@ class Wgmma(OpDef):
         k, a = lw.k, op.attrs
         facts = _facts(lw)
         m, n, kdim = a["m"], a["n"], a["k"]
-        nbytes = DTYPES[a["dtype"]].nbytes
-        blocks, ksteps = m // M_BLOCK, kdim // K_STEP
+        dtype = DTYPES[a["dtype"]]
+        nbytes = dtype.nbytes
+        blocks, ksteps = m // M_BLOCK, kdim // k_step(dtype)
         acc, wrote = _accumulator_registers(lw, op, facts)
         rest = list(op.operands[a["acc_count"] + a["a_count"]:])
         if a["a"]["kind"] == "registers":
@@ -232,7 +233,7 @@ class Wgmma(OpDef):
         for j in range(ksteps):
             for b in range(blocks):
                 isa.mma_async(k, acc[b * per_acc:(b + 1) * per_acc], a_regs[(b, j)],
-                              b_desc[(0, j)], n=n, ab_type=a["dtype"],
+                              b_desc[(0, j)], n=n, ab_type=a["dtype"], b_type=a["b_dtype"],
                               scale_d=first_scale if j == 0 else 1, trans_a=trans_a,
                               trans_b=trans_b)
         for r, reg in zip(op.results, acc):
