@@ -53,7 +53,7 @@ def test_ring_state_of_a_loop_from_a_clamped_count_is_proven_non_negative():
             lk.sm90.consumer_state(i, 2)  # MAYBE NEGATIVE
     with pytest.raises(lk.TraceError, match="not provably >= 0") as info:
         lk.Kernel(bad, 4).ptx(PTR, 256)
-    assert info.value.location.line == line_of("# MAYBE NEGATIVE")
+    assert info.value.location.line == line_of(__file__, "# MAYBE NEGATIVE")
 
 
 def _lines(expr, symbol) -> list[str]:
