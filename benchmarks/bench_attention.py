@@ -1,8 +1,12 @@
-"""Forward attention, layoutkit's recipes/flash_attention.py against torch SDPA with each of
-its backends forced (cuDNN, Flash, memory-efficient), same run.
+"""Forward attention, layoutkit's recipes/flash_attention.py against FlashAttention-4 (its CuTe
+DSL sm90 forward, from the peers pack) and torch SDPA with each of its backends forced (cuDNN,
+Flash, memory-efficient), same run.
 
     PYTHONPATH=. python3 benchmarks/bench_attention.py [--reps 20] [--quick] [--no-ablations]
-                                                       [--head-dims 128 ...]
+                                                       [--head-dims 128 ...] [--peers .peers]
+
+FA4 comes from the git-ignored folder that ../shared/peers/pack.sh fills (`--peers`, default
+`.peers`); when it cannot be imported the table says why and leaves its column out.
 
 bf16, head dims 64, 128 and 256, seqlen 1k-16k (seqlen_q = seqlen_k), causal and not; batch x heads
 fill the GPU (batch = 16384 / seqlen, heads = 2048 / head_dim: 16k tokens x 2048 channels).
@@ -10,8 +14,9 @@ Each SDPA backend runs on two input layouts, the (b, h, s, d) views of the same 
 storage layoutkit reads and contiguous (b, h, s, d) copies, and reports the faster of the two.
 Each case is checked against SDPA first; then every candidate is timed interleaved with the L2
 flushed before each call (layoutkit.tools.benchmarking). Prints TFLOP/s (4*B*H*Sq*Sk*D / time,
-halved for causal) and the ratio layoutkit / best SDPA backend; a backend that raises for a
-case is skipped and named. Then the ablation rows (head dim 128, seqlen 8k): each pipeline
+halved for causal) and the ratios layoutkit / FA4 and layoutkit / best SDPA backend; a backend
+that raises for a case is skipped and named. GQA rows (32 query heads, 8 key/value heads, head
+dim 128) follow the square ones. Then the ablation rows (head dim 128, seqlen 8k): each pipeline
 choice switched off in turn (recipes/flash_attention.ablations).
 """
 from __future__ import annotations
@@ -43,20 +48,44 @@ def _sdpa(backend, q, k, v, causal):
     return run
 
 
-def _inputs(seqlen: int, d: int):
+def fa4_forward(peers: str):
+    """(FA4's forward, None) from the peers folder, or (None, why it cannot run)."""
+    import os
+    if not os.path.isdir(peers):
+        return None, f"no {peers} folder (bash ../shared/peers/pack.sh fills it; carry it)"
+    sys.path.insert(0, peers)
+    try:
+        import peers_site
+        return peers_site.activate(), None
+    except Exception as exc:     # noqa: BLE001 - any reason the peer cannot run is reported
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+
+
+def _inputs(seqlen: int, d: int, gqa: int = 1):
     batch, heads = max(1, TOKENS // seqlen), CHANNELS // d
-    q, k, v = (torch.randn(batch, seqlen, heads, d, device="cuda").to(torch.bfloat16)
-               for _ in range(3))
+    q = torch.randn(batch, seqlen, heads, d, device="cuda").to(torch.bfloat16)
+    k, v = (torch.randn(batch, seqlen, heads // gqa, d, device="cuda").to(torch.bfloat16)
+            for _ in range(2))
     return batch, heads, q, k, v
 
 
-def case(recipe, d: int, seqlen: int, causal: bool, reps: int, configs=None) -> dict:
-    """Time one shape: {name: TFLOP/s} for layoutkit (each config) and every SDPA backend."""
-    batch, heads, q, k, v = _inputs(seqlen, d)
+def case(recipe, d: int, seqlen: int, causal: bool, reps: int, configs=None, fa4=None,
+         gqa: int = 1) -> dict:
+    """Time one shape: {name: TFLOP/s} for layoutkit (each config), FA4 and every SDPA
+    backend (GQA: heads // gqa key/value heads, which SDPA reads expanded)."""
+    batch, heads, q, k, v = _inputs(seqlen, d, gqa)
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))         # SDPA's (b, h, s, d) views
+    if gqa > 1:
+        kt, vt = (x.repeat_interleave(gqa, dim=1) for x in (kt, vt))
     qc, kc, vc = (x.contiguous() for x in (qt, kt, vt))           # ... and its own storage order
     want = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
     candidates, skipped = {}, []
+    if fa4 is not None:
+        got = fa4(q, k, v, causal=causal)
+        err = (got.transpose(1, 2).float() - want.float()).abs().max().item()
+        if not err < 2e-2:
+            raise AssertionError(f"FA4 d={d} seqlen={seqlen} causal={causal}: max error {err:.3g}")
+        candidates["FA4"] = lambda: fa4(q, k, v, causal=causal)
     for name, backend in _backends().items():
         for label, args in ((name, (qt, kt, vt)), (f"{name} bhsd", (qc, kc, vc))):
             run = _sdpa(backend, *args, causal)
@@ -92,26 +121,34 @@ def main(argv=None) -> int:
     parser.add_argument("--no-ablations", action="store_true")
     parser.add_argument("--head-dims", type=int, nargs="+", default=None,
                         help="only these head dims (default: every one the recipe supports)")
+    parser.add_argument("--peers", default=".peers", help="the peers pack folder (FA4)")
     args = parser.parse_args(argv)
+    fa4, why = fa4_forward(args.peers)     # before anything else imports the CuTe DSL
     recipe = load_recipe("flash_attention")
     torch.manual_seed(0)
     seqlens = (2048, 16384) if args.quick else SEQLENS
-    backends = list(_backends())
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}  (TFLOP/s; ratio = "
-          "layoutkit / best SDPA backend)\n")
-    print("| hd | seqlen | causal | B x H | layoutkit | " + " | ".join(backends) +
-          " | ratio |")
-    print("|---|---|---|---|---|" + "---|" * len(backends) + "---|")
+    backends = (["FA4"] if fa4 else []) + list(_backends())
+    sdpa = list(_backends())
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}  (TFLOP/s; ratios = "
+          "layoutkit / FA4 and layoutkit / best SDPA backend)\n")
+    if why:
+        print(f"FA4 not measured: {why}\n")
+    print("| hd | seqlen | causal | B x Hq/Hkv | layoutkit | " + " | ".join(backends) +
+          " | vs FA4 | vs SDPA |")
+    print("|---|---|---|---|---|" + "---|" * len(backends) + "---|---|")
     notes = []
-    for d in args.head_dims or recipe.HEAD_DIMS:
-        for causal in (False, True):
-            for seqlen in seqlens:
-                got, skipped, (b, h) = case(recipe, d, seqlen, causal, args.reps)
-                best = max((got[x] for x in backends if x in got), default=float("nan"))
-                cells = " | ".join(f"{got[x]:.1f}" if x in got else "skip" for x in backends)
-                print(f"| {d} | {seqlen} | {causal} | {b}x{h} | {got['layoutkit']:.1f} | "
-                      f"{cells} | {got['layoutkit'] / best:.3f} |", flush=True)
-                notes += [f"d={d} seqlen={seqlen} causal={causal}: skipped {s}" for s in skipped]
+    rows = [(d, causal, seqlen, 1) for d in args.head_dims or recipe.HEAD_DIMS
+            for causal in (False, True) for seqlen in seqlens]
+    rows += [(128, causal, 8192, 4) for causal in (False, True)
+             if 128 in (args.head_dims or recipe.HEAD_DIMS)]
+    for d, causal, seqlen, gqa in rows:
+        got, skipped, (b, h) = case(recipe, d, seqlen, causal, args.reps, fa4=fa4, gqa=gqa)
+        best = max((got[x] for x in sdpa if x in got), default=float("nan"))
+        cells = " | ".join(f"{got[x]:.1f}" if x in got else "skip" for x in backends)
+        vs_fa4 = f"{got['layoutkit'] / got['FA4']:.3f}" if "FA4" in got else "-"
+        print(f"| {d} | {seqlen} | {causal} | {b}x{h}/{h // gqa} | {got['layoutkit']:.1f} | "
+              f"{cells} | {vs_fa4} | {got['layoutkit'] / best:.3f} |", flush=True)
+        notes += [f"d={d} seqlen={seqlen} causal={causal}: skipped {s}" for s in skipped]
     for note in notes:
         print(note)
     if not args.no_ablations:
