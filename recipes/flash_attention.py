@@ -19,6 +19,7 @@ import math
 from dataclasses import replace
 
 import layoutkit as lk
+from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_kernel as kernel_module
 
 Config, attention_kernel = kernel_module.Config, kernel_module.attention_kernel
@@ -175,7 +176,7 @@ def flash_attention(q, k, v, causal: bool = False, softmax_scale: float | None =
     layout="bhsd" every tensor (o too) is (batch, heads, seqlen, head_dim) as in torch SDPA.
     o is bf16 in q's layout, lse f32 (batch, heads_q, seqlen_q) in natural-log units;
     softmax_scale defaults to 1/sqrt(head_dim); causal is bottom-right aligned."""
-    import torch
+    torch = require_torch("recipes.flash_attention.flash_attention")
     qs, ks, vs, cfg = check_inputs(q, k, v, causal, softmax_scale, layout, config)
     (batch, sq, hq, d), sk = qs.shape, ks.shape[1]
     scale = d ** -0.5 if softmax_scale is None else float(softmax_scale)

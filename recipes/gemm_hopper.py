@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import layoutkit as lk
 from layoutkit.algebra import ComposedLayout, Layout, Swizzle
+from layoutkit.tools.dependencies import require_torch
 
 SW128 = Swizzle(3, 3, 3)      # the 128-byte swizzle on bf16 element offsets
 ATOM_K = 64                   # bf16 elements in one 128-byte swizzled row
@@ -272,7 +273,7 @@ def _resident_units(device, cfg: Config, major: str) -> int:
 def gemm(a, b, out=None, config: Config | None = None):
     """C = a @ b for bf16 CUDA tensors a (M x K) and b (K x N; row-major, i.e. N-major, or
     K-major such as w.t()); returns C (M x N bf16), written into `out` when given."""
-    import torch
+    torch = require_torch("recipes.gemm_hopper.gemm")
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"gemm: a is M x K and b is K x N, got {tuple(a.shape)} and "
                          f"{tuple(b.shape)}")

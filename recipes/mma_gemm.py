@@ -30,6 +30,7 @@ copies narrow (odd extents: synchronous 2-byte copies) - correct, slower.
 from __future__ import annotations
 
 import layoutkit as lk
+from layoutkit.tools.dependencies import require_torch
 
 # BM x BN x BK tiles, WM x WN warps (warp tile BM/WM x BN/WN), STAGES-deep ring
 CONFIGS = {
@@ -163,7 +164,7 @@ def gemm(a, b, out=None, config: str = DEFAULT):
     """a @ b for CUDA bf16 tensors a (M, K) contiguous and b (K, N) contiguous or K-major
     (b.t() contiguous), accumulated in f32; returns a new (M, N) bf16 tensor (or fills `out`,
     a contiguous (M, N) bf16 tensor)."""
-    import torch
+    torch = require_torch("recipes.mma_gemm.gemm")
     for name, x in (("a", a), ("b", b)):
         if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16 or not x.is_cuda or \
                 x.dim() != 2:

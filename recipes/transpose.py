@@ -39,6 +39,7 @@ import functools
 
 import layoutkit as lk
 from layoutkit.tools.benchmarking import gbps, interleaved
+from layoutkit.tools.dependencies import require_torch
 
 THREADS = 128
 ROWS = 128                      # rows of x per tile
@@ -217,7 +218,7 @@ def _is_plain_output(x, out, tensor) -> bool:
 def transpose(x, out=None):
     """x.t().contiguous() for a contiguous 2-D CUDA tensor of bf16, f16 or f32 (written into
     `out`, shape (n, m), when given)."""
-    import torch
+    torch = require_torch("recipes.transpose.transpose")
     plan = _PLANS.get((x.shape, x.dtype)) if type(x) is torch.Tensor else None
     if plan is None or not (x.is_cuda and x.is_contiguous()) or \
             not (out is None or _is_plain_output(x, out, torch.Tensor)):
