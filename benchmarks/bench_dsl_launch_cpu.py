@@ -178,23 +178,23 @@ def recipe_rows() -> dict:
     w, b = torch.zeros(n, dtype=torch.bfloat16), torch.zeros(n, dtype=torch.bfloat16)
     xt = torch.empty(n, m, dtype=torch.bfloat16)
 
-    sm_kernel, sm_grid, sm_const = sm._arguments(m, n)
-    ln_kernel, ln_rows, ln_const = ln._launch_plan(n)
-    ln_grid = (m + ln_rows - 1) // ln_rows
+    sm_kernel, sm_grid, (_, sm_n), sm_const, _ = sm.launch_arguments(sm.config(m, n), m, n)
+    ln_kernel, ln_grid, (_, ln_n), ln_const, _ = ln.launch_arguments(ln.config(m, n), m, n)
     tr_kernel = tr.kernel_for(lk.bf16)
     tr_grid, rows_on_x = tr.grid(m, n, lk.bf16)
     sm.softmax(x, out), ln.layernorm(x, w, b, 1e-5, out), tr.transpose(x, xt)  # compile once
-    sm_launcher, sm_runtime = launcher_of(sm_kernel, sm_grid, x, out, m, n, **sm_const)
-    ln_launcher, ln_runtime = launcher_of(ln_kernel, ln_grid, x, w, b, out, m, n, 1e-5, **ln_const)
+    sm_launcher, sm_runtime = launcher_of(sm_kernel, sm_grid, x, out, m, sm_n, **sm_const)
+    ln_launcher, ln_runtime = launcher_of(ln_kernel, ln_grid, x, w, b, out, m, ln_n, 1e-5,
+                                         **ln_const)
     tr_launcher, tr_runtime = launcher_of(tr_kernel, tr_grid, x, xt, m, n, rows_on_x)
     return {
         "softmax: configured launcher": lambda: sm_launcher(*sm_runtime),
-        "softmax: kernel[grid](x, out, m, n, *constexprs)":
-            lambda: sm_kernel[sm_grid](x, out, m, n, *sm_const.values()),
+        "softmax: kernel[grid](x, out, m, n_vectors, *constexprs)":
+            lambda: sm_kernel[sm_grid](x, out, m, sm_n, *sm_const.values()),
         "softmax(x, out)": lambda: sm.softmax(x, out),
         "layernorm: configured launcher": lambda: ln_launcher(*ln_runtime),
-        "layernorm: kernel[grid](x, w, b, out, m, n, eps, *constexprs)":
-            lambda: ln_kernel[ln_grid](x, w, b, out, m, n, 1e-5, *ln_const.values()),
+        "layernorm: kernel[grid](x, w, b, out, m, n_vectors, eps, *constexprs)":
+            lambda: ln_kernel[ln_grid](x, w, b, out, m, ln_n, 1e-5, *ln_const.values()),
         "layernorm(x, w, b, 1e-5, out)": lambda: ln.layernorm(x, w, b, 1e-5, out),
         "transpose: configured launcher": lambda: tr_launcher(*tr_runtime),
         "transpose: kernel[grid](x, out, m, n, rows_on_x)":

@@ -2,88 +2,105 @@
 (x, w, b, y), f32 math, for a row-major contiguous (m, n) matrix; var is the biased variance
 (torch.nn.functional.layer_norm's).
 
-Pipeline (one pass over x, the whole row lives in registers):
+Pipeline (one pass over x: every value of a row is read once, kept in registers, written once):
 
-    global --ld.v4.b32--> registers (bf16 -> f32; columns past n read as 0)
-      mean:  row sum (in-thread tree -> shfl.bfly over the row's lanes -> [smem across warps]) / n
+    global --ld.global.v4 (16 B)--> registers (bf16 -> f32; columns past n read as 0)
+      mean:  row sum (in-thread tree -> shfl.bfly over the row's lanes -> [smem across warps])
+             / the columns this CTA holds
       d = x - mean, 0 past n (lk.in_bounds)  -- two-pass variance, no E[x^2] - mean^2 cancellation
-      var:   row sum of d * d, same tree, / n
-      w, b --ld.v4.b32--> registers (after the statistics: short register lifetimes)
-      y = d * rsqrt(var + eps) * w + b -> bf16 --st.v4.b32--> global
+      M2:    row sum of d * d, same tree
+      [cluster: each CTA's (columns, sum, M2) -> global scratch -> cluster barrier -> every
+       CTA's; mean = sum / n, M2 = sum_r M2_r + (sum_r - n_r mean)^2 / n_r (Chan et al.),
+       d += mean_cta - mean]
+      w, b --ld.global.v4--> registers (after the statistics: short register lifetimes)
+      y = d * rsqrt(M2 / n + eps) * w + b -> bf16 --st.global.v4--> global
 
-Work split, from the row length (the tile is (ROWS, BLOCK_N), BLOCK_N = next power of two >= n,
-each lane owns chunks of C = 8 consecutive columns, 16 bytes of bf16, chunks 8 * lanes apart):
-  BLOCK_N <= 1024: one row per warp, 4 rows per block of 4 warps (shuffles only);
-  longer rows: one row per block of BLOCK_N / 1024 warps, each lane K = 4 chunks (32 values
-  whatever the row length: 58-64 registers, ~1024 resident threads and 64 KB of bf16 input
-  per SM; recipes/softmax.py says why that is the split to want); shuffles, then the warps'
-  partials through shared memory between barriers.
+Work split: softmax's (recipes/_row_split.py, `choose_config(m, n)`): up to 16384 columns per
+CTA of 128-256 threads, 64 values a thread at most, longer rows over a cluster of up to 8
+CTAs; 16-byte accesses when n % 8 == 0.
 
 Constraints: x is a contiguous CUDA bf16 tensor (2-D, or N-D normalized over the last dim);
-w and b are contiguous bf16 vectors of n; 1 <= n <= 32768; eps > 0. Vector accesses need
-n % 16 == 0 and 16-byte aligned tensors (others use narrower, masked accesses: correct,
-slower).
+w and b are contiguous bf16 vectors of n; 1 <= n <= 131072; eps > 0. Tensors not 16-byte
+aligned take narrower accesses (correct, slower).
 """
 from __future__ import annotations
 
-import functools
-
 import layoutkit as lk
-from recipes import softmax as _softmax   # the row split is softmax's, shared, not copied
+from recipes import _row_split as rs
+from recipes import softmax as _softmax
 
-MAX_COLUMNS = _softmax.MAX_COLUMNS
-row_layout = _softmax.row_layout
+MAX_COLUMNS = rs.MAX_COLUMNS
+QUANTITIES = 3                   # per-row partials a cluster exchanges: columns, sum, M2
+row_layout = rs.row_layout
 is_plain_bf16 = _softmax.is_plain_bf16   # the fast check of every tensor argument
 
 
-@functools.lru_cache(maxsize=None)
-def config(n: int) -> dict:
-    """The tile for rows of n columns: num_warps, ROWS (rows per block), C (consecutive
-    columns per access), K (chunks per lane): softmax.config's split; see the module docstring."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_COLUMNS:
-        raise ValueError(f"layernorm: the row length n = {n!r} must be an int in "
-                         f"1..{MAX_COLUMNS}")
-    return _softmax.config(n)
+def config(m: int, n: int) -> rs.Config:
+    """The work split layernorm launches for an (m, n) bf16 x (recipes/_row_split.py)."""
+    try:
+        return rs.choose_config(m, n, lk.bf16)
+    except ValueError as exc:
+        raise ValueError(f"layernorm: {exc}".replace("row kernels: ", "")) from None
+
+
+def _layernorm_rows(x, w, b, y, partials, m, n_vectors, eps, WARPS, ROWS, C, K, CLUSTER):
+    """The kernel body: this CTA's ROWS rows (its part of them in a cluster)."""
+    rows = rs.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
+    tv = rows.tv
+    X = rows.rows_of(x)
+    v = lk.cast(lk.load(X), lk.f32)
+    inv_n = 1.0 / lk.cast(rows.n, lk.f32)
+    held = lk.cast(rows.part_columns(), lk.f32)     # n without a cluster
+    part_sum = lk.reduce_sum(v, 1)
+    part_mean = part_sum * (inv_n if CLUSTER == 1 else 1.0 / held)
+    d = lk.where(lk.in_bounds(X), v - lk.broadcast(part_mean, tv), 0.0)
+    m2 = lk.reduce_sum(d * d, 1)
+    if CLUSTER > 1:
+        counts, sums, m2s = rows.exchange(partials, [lk.full(part_sum.layout, held), part_sum, m2])
+        mean = lk.reduce_sum(sums, 1) * inv_n
+        spread = sums - counts * lk.broadcast(mean, counts.layout)
+        m2 = lk.reduce_sum(m2s + spread * spread / counts, 1)
+        d = d + lk.broadcast(part_mean - mean, tv)
+    rstd = lk.rsqrt(m2 * inv_n + eps)
+    scale = lk.cast(lk.load(rows.vector_of(w)), lk.f32)
+    shift = lk.cast(lk.load(rows.vector_of(b)), lk.f32)
+    out = lk.fma(d * lk.broadcast(rstd, tv), scale, shift)
+    lk.store(rows.rows_of(y), lk.cast(out, lk.bf16))
 
 
 def _layernorm_body(x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16],
-                    y: lk.Pointer[lk.bf16], m: lk.i32, n: lk.i32, eps: lk.f32,
+                    y: lk.Pointer[lk.bf16], m: lk.i32, n_vectors: lk.i32, eps: lk.f32,
                     WARPS: lk.constexpr, ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr):
-    tv = row_layout(WARPS, ROWS, C, K)
-    tile = (lk.block_id(0), 0)
-
-    def rows_of(ptr):
-        return lk.global_tensor(ptr, lk.Layout((m, n), (n, 1))).tile(tv.tile, tile).partition(tv)
-
-    def columns_of(ptr):            # a vector of n, the same for every row of the tile
-        return lk.global_tensor(ptr, lk.Layout((m, n), (0, 1))).tile(tv.tile, tile).partition(tv)
-
-    X = rows_of(x)
-    v = lk.cast(lk.load(X), lk.f32)
-    inv_n = 1.0 / lk.cast(n, lk.f32)
-    mean = lk.reduce_sum(v, 1) * inv_n
-    d = lk.where(lk.in_bounds(X), v - lk.broadcast(mean, tv), 0.0)
-    rstd = lk.rsqrt(lk.reduce_sum(d * d, 1) * inv_n + eps)
-    scale = lk.cast(lk.load(columns_of(w)), lk.f32)
-    shift = lk.cast(lk.load(columns_of(b)), lk.f32)
-    out = lk.fma(d * lk.broadcast(rstd, tv), scale, shift)
-    lk.store(rows_of(y), lk.cast(out, lk.bf16))
+    _layernorm_rows(x, w, b, y, None, m, n_vectors, eps, WARPS, ROWS, C, K, 1)
 
 
-@functools.lru_cache(maxsize=None)
-def kernel_for(num_warps: int) -> lk.Kernel:
-    """The layernorm kernel compiled for blocks of num_warps warps (one Kernel per size)."""
-    body = type(_layernorm_body)(_layernorm_body.__code__, _layernorm_body.__globals__,
-                                 f"layernorm_w{num_warps}")
-    body.__annotations__ = _layernorm_body.__annotations__
-    return lk.kernel(body, num_warps=num_warps)
+def _layernorm_cluster_body(x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
+                            b: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16],
+                            partials: lk.Pointer[lk.f32], m: lk.i32, n_vectors: lk.i32,
+                            eps: lk.f32, WARPS: lk.constexpr, ROWS: lk.constexpr,
+                            C: lk.constexpr, K: lk.constexpr):
+    _layernorm_rows(x, w, b, y, partials, m, n_vectors, eps, WARPS, ROWS, C, K,
+                    lk.sm90.cluster_size())
 
 
-@functools.lru_cache(maxsize=None)
-def _launch_plan(n: int):
-    cfg = config(n)
-    constexprs = {"WARPS": cfg["num_warps"], "ROWS": cfg["ROWS"], "C": cfg["C"], "K": cfg["K"]}
-    return kernel_for(cfg["num_warps"]), cfg["ROWS"], constexprs
+_KERNELS: dict = {}
+
+
+def kernel_for(cfg: rs.Config) -> lk.Kernel:
+    """The layernorm kernel for cfg's block size and cluster (one lk.Kernel per pair)."""
+    key = (cfg.warps, cfg.cluster)
+    if key not in _KERNELS:
+        body = _layernorm_body if cfg.cluster == 1 else _layernorm_cluster_body
+        _KERNELS[key] = rs.make_kernel(body, "layernorm", cfg)
+    return _KERNELS[key]
+
+
+def launch_arguments(cfg: rs.Config, m: int, n: int):
+    """(kernel, grid, integer arguments after the tensors (before eps), constexprs, scratch
+    f32 elements) of a layernorm launch of `cfg` over an (m, n) x."""
+    cfg.check(n)
+    return (kernel_for(cfg), cfg.grid(m), (m, n // cfg.vector), cfg.constexprs(),
+            rs.scratch_floats(cfg, m, QUANTITIES))
 
 
 def check_arguments(x, weight, bias, eps) -> tuple[int, int]:
@@ -113,7 +130,7 @@ def check_arguments(x, weight, bias, eps) -> tuple[int, int]:
     return m, n
 
 
-_PLANS: dict = {}       # x.shape -> (kernel[grid], m, n, its constexprs, the vectors' shape)
+_PLANS: dict = {}       # x.shape -> (kernel[grid] or None, ints, constexprs, scratch, (n,))
 MAX_PLANS = 256
 
 
@@ -121,9 +138,10 @@ def _plan(shape, m: int, n: int):
     """What layernorm launches for an x of this (checked) shape; kept per shape."""
     plan = _PLANS.get(shape)
     if plan is None:
-        kernel, rows, constexprs = _launch_plan(n)
-        plan = (kernel[(m + rows - 1) // rows] if m else None, m, n,
-                tuple(constexprs.values()), (n,))
+        plan = (None, (), (), 0, (n,))
+        if m:
+            kernel, grid, ints, constexprs, scratch = launch_arguments(config(m, n), m, n)
+            plan = (kernel[grid], ints, tuple(constexprs.values()), scratch, (n,))
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
         _PLANS[shape] = plan
@@ -154,25 +172,33 @@ def layernorm(x, weight, bias, eps: float = 1e-5, out=None):
                             weight.get_device() == bias.get_device() == x.get_device()):
         m, n = check_arguments(x, weight, bias, eps)
         plan = _plan(x.shape, m, n)
-    launch, m, n, constexprs, _ = plan
+    launch, ints, constexprs, scratch, _ = plan
     if out is None:
         out = torch.empty_like(x)
     elif not (is_plain_bf16(out, torch) and out.shape == x.shape and
               out.get_device() == x.get_device()):
         check_output(x, out)
-    if launch is not None:
-        launch(x, weight, bias, out, m, n, float(eps), *constexprs)
+    if scratch:
+        launch(x, weight, bias, out, torch.empty((scratch,), dtype=torch.float32, device=x.device),
+               *ints, float(eps), *constexprs)
+    elif launch is not None:
+        launch(x, weight, bias, out, *ints, float(eps), *constexprs)
     return out
 
 
+def ptx_for(cfg: rs.Config, m: int, n: int) -> str:
+    """The PTX of a layernorm launch of `cfg` over an (m, n) x (no GPU)."""
+    kernel, _, ints, constexprs, scratch = launch_arguments(cfg, m, n)
+    tensors = (lk.Pointer[lk.bf16],) * 4 + ((lk.Pointer[lk.f32],) if scratch else ())
+    return kernel.ptx(*tensors, *ints, 1e-5, **constexprs)
+
+
+DEFAULT_COLUMNS = _softmax.DEFAULT_COLUMNS
+
+
 def compile_default() -> dict:
-    """PTX of the default specializations (no GPU): {name: ptx} for 1k to 32k columns."""
-    ptr = lk.Pointer[lk.bf16]
-    result = {}
-    for n in (1024, 4096, 8192, 16384, 32768):
-        kernel, _, constexprs = _launch_plan(n)
-        result[f"layernorm n={n}"] = kernel.ptx(ptr, ptr, ptr, ptr, 4096, n, 1e-5, **constexprs)
-    return result
+    """PTX of the default specializations (no GPU): {name: ptx}, 4096 rows of 1k to 128k."""
+    return {f"layernorm n={n}": ptx_for(config(4096, n), 4096, n) for n in DEFAULT_COLUMNS}
 
 
 def _error(got, want) -> float:
@@ -180,10 +206,16 @@ def _error(got, want) -> float:
     return ((got.double() - want).abs() / want.abs().clamp(min=1.0)).max().item()
 
 
-def check_cpu(seed: int = 0) -> float:
+# (m, n, config or None for config(m, n)): softmax's cases (recipes/softmax.py CPU_CASES): a
+# row per 8 threads, narrower accesses, several rows per warp, rows over clusters of 2 and 3
+CPU_CASES = _softmax.CPU_CASES
+
+
+def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
     """Run the kernel on the CPU interpreter (layoutkit.dsl.interpreter.check_on_cpu, race
-    checking on) for small shapes of both work splits, rows offset far from 0, and compare
-    with layer norm in float64 (numpy); returns the worst error (AssertionError past 2**-7)."""
+    checking on) for `cases` (m, n, config or None: the heuristic's), rows offset far from 0
+    and rising along the row, and compare with layer norm in float64 (numpy); returns the
+    worst error (AssertionError past 2**-7)."""
     import numpy as np
 
     from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
@@ -192,22 +224,24 @@ def check_cpu(seed: int = 0) -> float:
         return float((np.abs(got - want) / np.maximum(np.abs(want), 1.0)).max())
     rng = np.random.default_rng(seed)
     worst = 0.0
-    for m, n in ((3, 7), (5, 100), (2, 1500)):
-        x = to_bf16(rng.standard_normal((m, n)) * 3 + rng.standard_normal((m, 1)) * 8)
+    for m, n, cfg in cases:
+        x = to_bf16(rng.standard_normal((m, n)) * 3 + rng.standard_normal((m, 1)) * 8 +
+                    np.linspace(-6.0, 6.0, n))   # a ramp: a cluster's parts differ in mean
         w, b = to_bf16(rng.standard_normal(n)), to_bf16(rng.standard_normal(n))
         xf, wf, bf = (from_bf16(t).astype(np.float64) for t in (x, w, b))
         centred = xf - xf.mean(axis=1, keepdims=True)
         want = centred / np.sqrt((centred ** 2).mean(axis=1, keepdims=True) + 1e-5) * wf + bf
-        kernel, rows, constexprs = _launch_plan(n)
-        worst = max(worst, check_on_cpu(kernel, -(-m // rows), x, w, b,
-                                        np.zeros((m, n), np.uint16), m, n, 1e-5,
-                                        expect={"y": want}, tolerance=2 ** -7, error=error,
-                                        **constexprs))
+        kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
+        tensors = (x, w, b, np.zeros((m, n), np.uint16)) + \
+            ((np.zeros(scratch, np.float32),) if scratch else ())
+        worst = max(worst, check_on_cpu(kernel, grid, *tensors, *ints, 1e-5, expect={"y": want},
+                                        tolerance=2 ** -7, error=error, **constexprs))
     return worst
 
 
-def check(shapes=((1, 1), (3, 7), (17, 100), (64, 1000), (9, 1024), (5, 2049), (6, 4096),
-                  (4, 8191), (3, 16384), (2, 32767), (3, 32768)), seed: int = 0) -> float:
+def check(shapes=((1, 1), (3, 7), (17, 100), (64, 1000), (9, 1024), (5, 2049), (1000, 3000),
+                  (6, 4096), (4, 8191), (3, 16384), (7, 16385), (2, 32767), (3, 32768),
+                  (2, 65536), (3, 65530), (1, 131072), (2, 131071)), seed: int = 0) -> float:
     """Run on random inputs (rows with offsets far from 0, random w and b) and compare with
     layer_norm in float64; returns the worst error (AssertionError beyond bf16 tolerance)."""
     import torch
@@ -226,7 +260,7 @@ def check(shapes=((1, 1), (3, 7), (17, 100), (64, 1000), (9, 1024), (5, 2049), (
     return worst
 
 
-def benchmark(m: int = 4096, columns=(1024, 4096, 8192, 16384, 32768), reps: int = 50) -> list:
+def benchmark(m: int = 4096, columns=DEFAULT_COLUMNS, reps: int = 30) -> list:
     """Time this layernorm against torch.nn.functional.layer_norm on the same random bf16
     (m, n) inputs and (n,) weight and bias (softmax's `time_rows`); prints and returns the
     table rows."""

@@ -1,111 +1,96 @@
 """Row softmax: y[r, :] = exp(x[r, :] - max_r) / sum(exp(x[r, :] - max_r)), bf16 in and out,
 f32 math, for a row-major contiguous (m, n) matrix.
 
-Pipeline (one pass, the whole row lives in registers):
+Pipeline (one pass: every value of a row is read once, kept in registers, written once):
 
-    global --ld.v4.b32--> registers (bf16 -> f32; columns past n read as -inf)
+    global --ld.global.v4 (16 B)--> registers (bf16 -> f32; columns past n read as -inf)
       row max:  in-thread tree -> shfl.bfly over the lanes of the row -> [smem across warps]
       e = exp2(x * log2(e) - max * log2(e))        (one fma + ex2.approx per element)
       row sum:  same reduction tree
-      y = e * (1 / sum) -> bf16 --st.v4.b32--> global
+      [cluster: each CTA's (max, sum) of its columns -> global scratch -> cluster barrier ->
+       every CTA's partials; max = max_r max_r', sum = sum_r sum_r' * exp(max_r' - max)]
+      y = e * (exp(max_cta - max) / sum) -> bf16 --st.global.v4--> global
 
-Work split, from the row length (the tile is (ROWS, BLOCK_N), BLOCK_N = next power of two >= n):
-  BLOCK_N <= 1024: one row per warp, 4 rows per block of 4 warps (shuffles only);
-  longer rows: one row per block of BLOCK_N / 1024 warps (2 at 2k ... 32 at 32k): shuffles,
-  then the warps' partials through shared memory between barriers.
-Each lane owns K chunks of C = 8 consecutive columns (16 bytes of bf16), chunks 8 * lanes apart;
-past 1k columns every lane holds VALUES = C * K = 32 values, whatever the row length.
+Work split (recipes/_row_split.py, chosen per (m, n) by `choose_config`): rows of up to 16384
+columns in one CTA of 128-256 threads (several rows per CTA for short rows), each thread 64
+values at most; longer rows over a cluster of up to 8 CTAs. Accesses are 16 bytes wide when n
+% 8 == 0 (the kernel takes n as n_vectors * C, so the row stride is provably a multiple of C),
+narrower for other n.
 
-Why 32 values a lane: a block's loads are in flight only until its first reduction, so the
-bandwidth an SM reaches grows with the bytes its resident blocks hold (Little's law). The f32
-row is in registers, so that is bounded by the register file: 32 values cost ptxas 48-62
-registers (recipe compile --resources), i.e. ~1024 threads and 64-80 KB of bf16 input
-resident per SM at every row length. The earlier split (16 values a lane up to 16k, 32 warps
-at 16k) had 57 registers x 1024 threads at 16k: one block and 32 KB per SM, every SM idle
-during that block's two 32-warp reductions (32 shared loads per thread each); 16k was the
-slowest row length. Fewer warps per row also means fewer partials to combine per barrier.
-
-Constraints: x is a CUDA bf16 tensor, contiguous, 2-D (or N-D: softmax over the last dim);
-1 <= n <= 32768 (longer rows would spill registers). Vector accesses need n % 16 == 0
-(other n use scalar, masked accesses: correct, slower).
+Constraints: x is a CUDA bf16 tensor, contiguous, at least 1-D (softmax over the last dim);
+1 <= n <= 131072.
 """
 from __future__ import annotations
 
-import functools
-
 import layoutkit as lk
 from layoutkit.tools.benchmarking import gbps, interleaved
+from recipes import _row_split as rs
 
 LOG2E = 1.4426950408889634
-MAX_COLUMNS = 32768
-CHUNK = 8                        # bf16 values per 16-byte access
-ROW_PER_WARP_MAX = 1024
-VALUES_PER_LANE = 32             # see "Why 32 values a lane" above
+MAX_COLUMNS = rs.MAX_COLUMNS
+QUANTITIES = 2                   # per-row partials a cluster exchanges: max, sum of exp
+row_layout = rs.row_layout
 
 
-@functools.lru_cache(maxsize=None)
-def config(n: int) -> dict:
-    """The tile for rows of n columns: num_warps, ROWS (rows per block), C (consecutive
-    columns per access), K (chunks per lane)."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_COLUMNS:
-        raise ValueError(f"softmax: the row length n = {n!r} must be an int in 1..{MAX_COLUMNS}")
-    block_n = max(32, 1 << (n - 1).bit_length())
-    chunk = min(CHUNK, block_n // 32)
-    if block_n <= ROW_PER_WARP_MAX:
-        return {"num_warps": 4, "ROWS": 4, "C": chunk, "K": block_n // (32 * chunk)}
-    return {"num_warps": block_n // (32 * VALUES_PER_LANE), "ROWS": 1, "C": chunk,
-            "K": VALUES_PER_LANE // chunk}
+def config(m: int, n: int) -> rs.Config:
+    """The work split softmax launches for an (m, n) bf16 x (recipes/_row_split.py)."""
+    try:
+        return rs.choose_config(m, n, lk.bf16)
+    except ValueError as exc:
+        raise ValueError(f"softmax: {exc}".replace("row kernels: ", "")) from None
 
 
-def row_layout(num_warps: int, ROWS: int, C: int, K: int) -> lk.TVLayout:
-    """Thread p of a row owns columns [C*p, C*p + C) + k*C*P (P threads per row); the rows
-    of the tile go to consecutive groups of P threads. Tile index = row + ROWS * column."""
-    P = 32 * num_warps // ROWS
-    return lk.TVLayout((ROWS, P * C * K),
-                       lk.Layout(((P, ROWS), (C, K)), ((ROWS * C, 1), (ROWS, ROWS * C * P))))
+def _softmax_rows(x, y, partials, m, n_vectors, WARPS, ROWS, C, K, CLUSTER):
+    """The kernel body: this CTA's ROWS rows (its part of them in a cluster)."""
+    rows = rs.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
+    tv = rows.tv
+    v = lk.cast(lk.load(rows.rows_of(x), other=float("-inf")), lk.f32)
+    part_max = lk.reduce_max(v, 1)
+    e = lk.exp2(lk.fma(v, LOG2E, lk.broadcast(part_max * (-LOG2E), tv)))
+    part_sum = lk.reduce_sum(e, 1)
+    if CLUSTER == 1:
+        scale = 1.0 / part_sum
+    else:
+        maxes, sums = rows.exchange(partials, [part_max, part_sum])
+        row_max = lk.reduce_max(maxes, 1)
+        weights = lk.exp2((maxes - lk.broadcast(row_max, maxes.layout)) * LOG2E)
+        scale = lk.exp2((part_max - row_max) * LOG2E) / lk.reduce_sum(sums * weights, 1)
+    lk.store(rows.rows_of(y), lk.cast(e * lk.broadcast(scale, tv), lk.bf16))
 
 
-def _softmax_body(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], m: lk.i32, n: lk.i32,
+def _softmax_body(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], m: lk.i32, n_vectors: lk.i32,
                   WARPS: lk.constexpr, ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr):
-    tv = row_layout(WARPS, ROWS, C, K)
+    _softmax_rows(x, y, None, m, n_vectors, WARPS, ROWS, C, K, 1)
 
-    def rows_of(ptr):
-        matrix = lk.global_tensor(ptr, lk.Layout((m, n), (n, 1)))
-        return matrix.tile(tv.tile, (lk.block_id(0), 0)).partition(tv)
 
-    v = lk.cast(lk.load(rows_of(x), other=float("-inf")), lk.f32)
-    shift = lk.reduce_max(v, 1) * (-LOG2E)
-    e = lk.exp2(lk.fma(v, LOG2E, lk.broadcast(shift, tv)))
-    scale = 1.0 / lk.reduce_sum(e, 1)
-    lk.store(rows_of(y), lk.cast(e * lk.broadcast(scale, tv), lk.bf16))
+def _softmax_cluster_body(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16],
+                          partials: lk.Pointer[lk.f32], m: lk.i32, n_vectors: lk.i32,
+                          WARPS: lk.constexpr, ROWS: lk.constexpr, C: lk.constexpr,
+                          K: lk.constexpr):
+    _softmax_rows(x, y, partials, m, n_vectors, WARPS, ROWS, C, K, lk.sm90.cluster_size())
 
 
 _KERNELS: dict = {}
 
 
-def kernel_for(num_warps: int) -> lk.Kernel:
-    """The softmax kernel compiled for blocks of num_warps warps (one Kernel per block size)."""
-    if num_warps not in _KERNELS:
-        body = type(_softmax_body)(_softmax_body.__code__, _softmax_body.__globals__,
-                                   f"softmax_w{num_warps}")
-        body.__annotations__ = _softmax_body.__annotations__
-        _KERNELS[num_warps] = lk.kernel(body, num_warps=num_warps)
-    return _KERNELS[num_warps]
+def kernel_for(cfg: rs.Config) -> lk.Kernel:
+    """The softmax kernel for cfg's block size and cluster (one lk.Kernel per pair)."""
+    key = (cfg.warps, cfg.cluster)
+    if key not in _KERNELS:
+        body = _softmax_body if cfg.cluster == 1 else _softmax_cluster_body
+        _KERNELS[key] = rs.make_kernel(body, "softmax", cfg)
+    return _KERNELS[key]
 
 
-@functools.lru_cache(maxsize=None)
-def _launch_plan(n: int):
-    cfg = config(n)
-    constexprs = {"WARPS": cfg["num_warps"], "ROWS": cfg["ROWS"], "C": cfg["C"], "K": cfg["K"]}
-    return kernel_for(cfg["num_warps"]), cfg["ROWS"], constexprs
+def launch_arguments(cfg: rs.Config, m: int, n: int):
+    """(kernel, grid, integer arguments after the tensors, constexprs, scratch f32 elements)
+    of a softmax launch of `cfg` over an (m, n) x."""
+    cfg.check(n)
+    return (kernel_for(cfg), cfg.grid(m), (m, n // cfg.vector), cfg.constexprs(),
+            rs.scratch_floats(cfg, m, QUANTITIES))
 
 
-def _arguments(m: int, n: int):
-    k, rows, constexprs = _launch_plan(n)
-    return k, (m + rows - 1) // rows, constexprs
-
-
-_PLANS: dict = {}       # x.shape -> (kernel[grid] or None when x is empty, m, n, constexprs)
+_PLANS: dict = {}   # x.shape -> (kernel[grid] or None when x is empty, ints, constexprs, scratch)
 MAX_PLANS = 256
 
 
@@ -119,10 +104,10 @@ def _plan(shape):
         m = 1
         for extent in shape[:-1]:
             m *= extent
-        plan = (None, m, n, ())
+        plan = (None, (), (), 0)
         if m and n:
-            k, grid, constexprs = _arguments(m, n)
-            plan = (k[grid], m, n, tuple(constexprs.values()))
+            kernel, grid, ints, constexprs, scratch = launch_arguments(config(m, n), m, n)
+            plan = (kernel[grid], ints, tuple(constexprs.values()), scratch)
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
         _PLANS[shape] = plan
@@ -170,20 +155,28 @@ def softmax(x, out=None):
     elif not (is_plain_bf16(out, torch) and out.shape == x.shape and
               out.get_device() == x.get_device()):
         check_output(x, out)
-    launch, m, n, constexprs = plan
-    if launch is not None:
-        launch(x, out, m, n, *constexprs)
+    launch, ints, constexprs, scratch = plan
+    if scratch:
+        launch(x, out, torch.empty((scratch,), dtype=torch.float32, device=x.device), *ints,
+               *constexprs)
+    elif launch is not None:
+        launch(x, out, *ints, *constexprs)
     return out
 
 
+def ptx_for(cfg: rs.Config, m: int, n: int) -> str:
+    """The PTX of a softmax launch of `cfg` over an (m, n) x (no GPU)."""
+    kernel, _, ints, constexprs, scratch = launch_arguments(cfg, m, n)
+    tensors = (lk.Pointer[lk.bf16],) * 2 + ((lk.Pointer[lk.f32],) if scratch else ())
+    return kernel.ptx(*tensors, *ints, **constexprs)
+
+
+DEFAULT_COLUMNS = (1024, 4096, 8192, 16384, 32768, 65536, 131072)
+
+
 def compile_default() -> dict:
-    """PTX of the default specializations (no GPU): {name: ptx} for 1k to 32k columns."""
-    ptr = lk.Pointer[lk.bf16]
-    result = {}
-    for n in (1024, 4096, 8192, 16384, 32768):
-        k, _, constexprs = _arguments(4096, n)
-        result[f"softmax n={n}"] = k.ptx(ptr, ptr, 4096, n, **constexprs)
-    return result
+    """PTX of the default specializations (no GPU): {name: ptx}, 4096 rows of 1k to 128k."""
+    return {f"softmax n={n}": ptx_for(config(4096, n), 4096, n) for n in DEFAULT_COLUMNS}
 
 
 def _row_relative(got, want) -> float:
@@ -192,30 +185,40 @@ def _row_relative(got, want) -> float:
     return float((np.abs(got - want) / want.max(axis=-1, keepdims=True)).max())
 
 
-def check_cpu(seed: int = 0) -> float:
+# (m, n, config or None for config(m, n)): a row per 8 threads (n = 7, scalar accesses), 8-byte
+# accesses, several rows per warp; a row over 2 CTAs of a cluster (2 rows per CTA), over 3 CTAs
+# of two warps each (shuffles, then shared memory, then the cluster)
+CPU_CASES = ((3, 7, None), (5, 100, None), (2, 1500, None),
+             (3, 100, rs.Config(threads=32, rows=2, vector=4, chunks=1, cluster=2)),
+             (2, 300, rs.Config(threads=64, rows=1, vector=2, chunks=1, cluster=3)))
+
+
+def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
     """Run the kernel on the CPU interpreter (layoutkit.dsl.interpreter.check_on_cpu, race
-    checking on) for small shapes of both work splits (a warp per row, a block per row) and
-    compare with numpy in float64; returns the worst error relative to each row's largest
-    output (AssertionError beyond 2**-7)."""
+    checking on) for `cases` (m, n, config or None: the heuristic's) and compare with numpy in
+    float64; returns the worst error relative to each row's largest output (AssertionError
+    beyond 2**-7)."""
     import numpy as np
 
     from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
     rng = np.random.default_rng(seed)
     worst = 0.0
-    for m, n in ((3, 7), (5, 100), (2, 1500)):
+    for m, n, cfg in cases:
         x = to_bf16(rng.standard_normal((m, n)) * 4)
         xf = from_bf16(x).astype(np.float64)
         want = np.exp(xf - xf.max(axis=1, keepdims=True))
         want /= want.sum(axis=1, keepdims=True)
-        kernel, grid, constexprs = _arguments(m, n)
-        worst = max(worst, check_on_cpu(kernel, grid, x, np.zeros((m, n), np.uint16), m, n,
-                                        expect={"y": want}, tolerance=2 ** -7,
-                                        error=_row_relative, **constexprs))
+        kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
+        tensors = (x, np.zeros((m, n), np.uint16)) + \
+            ((np.zeros(scratch, np.float32),) if scratch else ())
+        worst = max(worst, check_on_cpu(kernel, grid, *tensors, *ints, expect={"y": want},
+                                        tolerance=2 ** -7, error=_row_relative, **constexprs))
     return worst
 
 
-def check(shapes=((1, 1), (3, 7), (17, 100), (64, 1000), (9, 2049), (5, 4096), (4, 8191),
-                  (3, 32768), (2, 32767)), seed: int = 0) -> float:
+def check(shapes=((1, 1), (3, 7), (17, 100), (64, 1000), (9, 2049), (1000, 3000), (5, 4096),
+                  (4, 8191), (7, 16385), (3, 32768), (2, 32767), (2, 65536), (3, 65530),
+                  (1, 131072), (2, 131071)), seed: int = 0) -> float:
     """Run on random inputs and compare with torch.softmax in float64; returns the worst
     error relative to the largest output of its row (AssertionError beyond bf16 tolerance)."""
     import torch
@@ -252,7 +255,7 @@ def time_rows(m: int, columns, reps: int, calls_for) -> list:
     return rows
 
 
-def benchmark(m: int = 4096, columns=(1024, 4096, 8192, 16384, 32768), reps: int = 50) -> list:
+def benchmark(m: int = 4096, columns=DEFAULT_COLUMNS, reps: int = 30) -> list:
     """Time this softmax against torch.softmax on the same random bf16 (m, n) inputs
     (`time_rows`); prints and returns the rows."""
     import torch

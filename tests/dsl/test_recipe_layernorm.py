@@ -24,32 +24,36 @@ def test_default_specializations_assemble_without_spills():
             assemble(ptx)
 
 
-@pytest.mark.parametrize("n, warps, rows, barriers", [
-    (1, 4, 4, 0), (100, 4, 4, 0), (1024, 4, 4, 0), (1025, 2, 1, 2), (4096, 4, 1, 2),
-    (8191, 8, 1, 2), (16384, 16, 1, 2), (32768, 32, 1, 2)])
-def test_work_split_by_row_length(n, warps, rows, barriers):
-    kernel, tile_rows, constexprs = layernorm._launch_plan(n)
-    assert (kernel.num_warps, tile_rows) == (warps, rows)
-    ptx = kernel.ptx(PTR, PTR, PTR, PTR, 10, n, 1e-5, **constexprs)
+@pytest.mark.parametrize("m, n, threads, rows, cluster, barriers", [
+    (4096, 1, 64, 8, 1, 0), (4096, 100, 64, 8, 1, 0), (4096, 1024, 128, 8, 1, 0),
+    (1000, 3000, 128, 2, 1, 2), (4096, 4096, 128, 2, 1, 2), (4096, 8191, 128, 1, 1, 2),
+    (4096, 16384, 256, 1, 1, 2), (4096, 16392, 256, 1, 2, 2), (4096, 32768, 256, 1, 2, 2),
+    (3, 131071, 256, 1, 8, 2)])
+def test_work_split_by_shape(m, n, threads, rows, cluster, barriers):
+    cfg = layernorm.config(m, n)
+    assert (cfg.threads, cfg.rows, cfg.cluster) == (threads, rows, cluster)
+    ptx = layernorm.ptx_for(cfg, m, n)
     assert ptx.count("bar.sync 0;") == barriers     # rows over several warps: smem + barriers
-    usage = assemble(ptx).resources[kernel.name]
-    assert usage.spill_store_bytes == 0
-    if n % 16 == 0:     # 16-byte accesses: <= 64 registers, >= 1024 resident threads per SM
-        assert usage.registers <= 64
+    assert ptx.count("barrier.cluster.arrive") == (cluster > 1)   # the statistics' exchange
+    usage = assemble(ptx).resources[layernorm.kernel_for(cfg).name]
+    assert not usage.spills                         # ragged n in 16k-32k spilled 28 bytes
 
 
 def test_centered_values_past_n_are_zeroed_with_the_load_predicates():
-    kernel, _, constexprs = layernorm._launch_plan(4096)
-    ptx = kernel.ptx(PTR, PTR, PTR, PTR, 10, 4096, 1e-5, **constexprs)
+    cfg = layernorm.config(4096, 4096)
+    ptx = layernorm.ptx_for(cfg, 4096, 4096)
     selects = re.findall(r"selp\.f32 %f\d+, %f\d+, 0f00000000, %p\d+;", ptx)
-    assert len(selects) == 32                       # every value of the thread's row part
+    assert len(selects) == cfg.values               # every value of the thread's row part
     assert ptx.count("div.rn.f32") == 1             # 1/n once; the rest are multiplies
 
 
-@pytest.mark.parametrize("n", [0, 32769, 1.5, True])
-def test_config_rejects_rows_it_cannot_hold(n):
-    with pytest.raises(ValueError, match=r"the row length n = .* must be an int in 1..32768"):
-        layernorm.config(n)
+@pytest.mark.parametrize("m, n, message", [
+    (4, 0, r"n = 0 must be a positive int"), (4, 131073, r"n = 131073 must be in 1..131072"),
+    (4, 1.5, r"n = 1.5 must be a positive int"), (4, True, r"n = True must be a positive int"),
+    (0, 8, r"m = 0 must be a positive int")])
+def test_config_rejects_rows_it_cannot_hold(m, n, message):
+    with pytest.raises(ValueError, match=r"layernorm: (the row length )?" + message):
+        layernorm.config(m, n)
 
 
 def vec(n, **kwargs):
@@ -66,8 +70,8 @@ def vec(n, **kwargs):
      r"x must be a contiguous CUDA tensor, got one on cpu"),
     ((FakeTensor((2, 8)), vec(8), vec(8, contiguous=False), 1e-5), ValueError,
      r"bias must be a contiguous CUDA tensor"),
-    ((FakeTensor((2, 40000)), vec(40000), vec(40000), 1e-5), ValueError,
-     r"x has shape \(2, 40000\); its last dimension n must be in 1..32768"),
+    ((FakeTensor((2, 140000)), vec(140000), vec(140000), 1e-5), ValueError,
+     r"x has shape \(2, 140000\); its last dimension n must be in 1..131072"),
     ((FakeTensor((2, 8)), vec(7), vec(8), 1e-5), ValueError,
      r"weight has shape \(7,\) on cuda:0; it must be a vector of n = 8 on cuda:0"),
     ((FakeTensor((2, 8)), vec(8), vec(8), 0.0), ValueError, r"eps = 0.0 must be a positive"),

@@ -9,6 +9,7 @@ import pytest
 
 import layoutkit as lk
 from recipes import layernorm, softmax, transpose
+from recipes._row_split import Config
 
 from .fake_gpu import BASE, FakeGPU, Tensor
 
@@ -21,7 +22,8 @@ def bf16(shape, at=0, **kw):
 
 @pytest.fixture
 def gpu(monkeypatch):
-    kernels = [softmax.kernel_for(w) for w in (2, 4)] + [layernorm.kernel_for(w) for w in (2, 4)] \
+    blocks = [Config(32 * warps, 1, 8, 1) for warps in (1, 2, 4)]
+    kernels = [softmax.kernel_for(c) for c in blocks] + [layernorm.kernel_for(c) for c in blocks] \
         + [transpose.kernel_for(t) for t in (lk.bf16, lk.f32)]
     for recipe in (softmax, layernorm, transpose):
         monkeypatch.setattr(recipe, "_PLANS", {})
@@ -41,13 +43,15 @@ def pointers(call, count: int) -> list[int]:
 
 # ---- softmax ----------------------------------------------------------------------------------
 def test_softmax_launches_per_shape_and_reuses_its_plans(gpu):
-    x, out, x2, out2 = bf16((4, 1000)), bf16((4, 1000), 1), bf16((3, 3, 2048), 2), bf16((3, 3, 2048), 3)
+    x, out = bf16((4, 1000)), bf16((4, 1000), 1)
+    x2, out2 = bf16((4, 16, 4096), 2), bf16((4, 16, 4096), 3)
     for a, b in ((x, out), (x, out), (x2, out2), (x, out), (x2, out2)):
         assert softmax.softmax(a, b) is b
-    assert [sizes(c, 16) for c in gpu.calls] == [(4, 1000), (4, 1000), (9, 2048), (4, 1000),
-                                                 (9, 2048)]
-    assert [c.grid for c in gpu.calls] == [(1, 1, 1), (1, 1, 1), (9, 1, 1), (1, 1, 1), (9, 1, 1)]
-    assert [c.block for c in gpu.calls] == [128, 128, 64, 128, 64]
+    # (m, n / 8): rows of 8-column vectors; 2 rows of 16 threads per CTA, then 1 row of 64
+    assert [sizes(c, 16) for c in gpu.calls] == [(4, 125), (4, 125), (64, 512), (4, 125),
+                                                 (64, 512)]
+    assert [c.grid for c in gpu.calls] == [(2, 1, 1), (2, 1, 1), (64, 1, 1), (2, 1, 1), (64, 1, 1)]
+    assert [c.block for c in gpu.calls] == [32, 32, 64, 32, 64]
     assert pointers(gpu.calls[2], 2) == [x2.ptr, out2.ptr]
     assert len(softmax._PLANS) == 2
 
@@ -56,7 +60,17 @@ def test_softmax_allocates_out_when_not_given(gpu):
     x = bf16((5, 100))
     out = softmax.softmax(x)
     assert out.shape == x.shape and out.dtype is x.dtype
-    assert pointers(gpu.calls[0], 2) == [x.ptr, out.ptr] and sizes(gpu.calls[0], 16) == (5, 100)
+    assert pointers(gpu.calls[0], 2) == [x.ptr, out.ptr] and sizes(gpu.calls[0], 16) == (5, 25)
+
+
+def test_softmax_plans_a_cluster_scratch_for_long_rows(gpu):
+    launch, ints, constexprs, scratch = softmax._plan((4, 40000))
+    cfg = softmax.config(4, 40000)
+    assert (cfg.cluster, cfg.grid(4)) == (3, 12)    # 4 rows of 3 CTAs, the cluster along x
+    assert launch is softmax.kernel_for(cfg)[12]
+    assert ints == (4, 5000) and scratch == 4 * softmax.QUANTITIES * 3
+    assert constexprs == tuple(cfg.constexprs().values())
+    assert layernorm._plan((4, 40000), 4, 40000)[3] == 4 * layernorm.QUANTITIES * 3
 
 
 def test_softmax_of_an_empty_tensor_launches_nothing(gpu):
@@ -69,7 +83,7 @@ def test_softmax_of_an_empty_tensor_launches_nothing(gpu):
     (bf16((4, 1000), device=-1), None, "x must be a CUDA bfloat16 tensor"),
     (bf16((4, 1000), contiguous=False), None, "x must be contiguous"),
     (bf16(()), None, "x must be contiguous with at least one dimension"),
-    (bf16((4, 40000)), None, r"the row length n = 40000 must be an int in 1..32768"),
+    (bf16((4, 140000)), None, r"softmax: the row length n = 140000 must be in 1..131072"),
     (bf16((4, 1000)), bf16((4, 999), 1), r"out must be a contiguous bfloat16 tensor of shape \(4, 1000\) "
      r"on cuda:0, got Tensor torch.bfloat16 \(4, 999\) on cuda:0"),
     (bf16((4, 1000)), Tensor(BASE + MB, "float32", (4, 1000)), "out must be a contiguous bfloat16"),
@@ -87,17 +101,17 @@ def test_softmax_refuses_bad_arguments_after_a_plan_exists(gpu, x, out, message)
 # ---- layernorm --------------------------------------------------------------------------------
 def test_layernorm_launches_per_shape_with_its_vectors_and_eps(gpu):
     x, w, b, out = bf16((6, 1000)), bf16((1000,), 1), bf16((1000,), 2), bf16((6, 1000), 3)
-    x2, w2, b2, out2 = bf16((2, 2048), 4), bf16((2048,), 5), bf16((2048,), 6), bf16((2, 2048), 7)
+    x2, w2, b2, out2 = bf16((2, 4096), 4), bf16((4096,), 5), bf16((4096,), 6), bf16((2, 4096), 7)
     layernorm.layernorm(x, w, b, 1e-5, out)
     layernorm.layernorm(x2, w2, b2, 0.5, out2)
     layernorm.layernorm(x, w, b, 1, out)                 # an int eps: checked, launched as float
     first, second, third = gpu.calls
     assert pointers(first, 4) == [x.ptr, w.ptr, b.ptr, out.ptr]
     assert pointers(second, 4) == [x2.ptr, w2.ptr, b2.ptr, out2.ptr]
-    assert [sizes(c, 32) for c in gpu.calls] == [(6, 1000), (2, 2048), (6, 1000)]
+    assert [sizes(c, 32) for c in gpu.calls] == [(6, 125), (2, 512), (6, 125)]
     assert [struct.unpack_from("<f", c.packed, 40)[0] for c in gpu.calls] == \
         [struct.unpack("<f", struct.pack("<f", 1e-5))[0], 0.5, 1.0]
-    assert (first.grid, second.grid, first.block, second.block) == ((2, 1, 1), (2, 1, 1), 128, 64)
+    assert (first.grid, second.grid, first.block, second.block) == ((3, 1, 1), (2, 1, 1), 32, 64)
     assert first.spec is third.spec
 
 

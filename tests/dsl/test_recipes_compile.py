@@ -31,24 +31,24 @@ def test_softmax_default_specializations_assemble_without_spills():
             assemble(ptx)
 
 
-@pytest.mark.parametrize("n, warps, barriers", [(1, 4, 0), (100, 4, 0), (1000, 4, 0),
-                                                (1025, 2, 2), (2049, 4, 2), (8191, 8, 2),
-                                                (16384, 16, 2), (32768, 32, 2)])
-def test_softmax_splits_rows_by_length(n, warps, barriers):
-    kernel, grid, constexprs = softmax._arguments(10, n)
-    assert kernel.num_warps == warps
-    import layoutkit as lk
-    ptr = lk.Pointer[lk.bf16]
-    ptx = kernel.ptx(ptr, ptr, 10, n, **constexprs)
+@pytest.mark.parametrize("m, n, threads, rows, vector, cluster, barriers", [
+    (4096, 1, 64, 8, 1, 1, 0), (4096, 100, 64, 8, 4, 1, 0), (4096, 1000, 128, 8, 8, 1, 0),
+    (1000, 3000, 128, 2, 8, 1, 2), (4096, 4096, 128, 2, 8, 1, 2), (4096, 8191, 128, 1, 1, 1, 2),
+    (4096, 16384, 256, 1, 8, 1, 2), (4096, 32768, 256, 1, 8, 2, 2),
+    (7, 131072, 256, 1, 8, 8, 2)])
+def test_softmax_splits_rows_by_shape(m, n, threads, rows, vector, cluster, barriers):
+    cfg = softmax.config(m, n)
+    assert (cfg.threads, cfg.rows, cfg.vector, cfg.cluster) == (threads, rows, vector, cluster)
+    ptx = softmax.ptx_for(cfg, m, n)
     assert ptx.count("bar.sync 0;") == barriers     # rows over several warps: smem + barriers
-    usage = assemble(ptx).resources[kernel.name]
+    assert ptx.count("barrier.cluster.arrive") == (cluster > 1)   # the partials' exchange
+    if vector == 8:
+        assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx
+    usage = assemble(ptx).resources[softmax.kernel_for(cfg).name]
     assert usage.spill_store_bytes == 0
-    if n % 16 == 0:     # 16-byte accesses: <= 64 registers, >= 1024 resident threads per SM
-        assert usage.registers <= 64
-    if n > softmax.ROW_PER_WARP_MAX:
-        assert constexprs["C"] * constexprs["K"] == softmax.VALUES_PER_LANE
 
 
 def test_softmax_rejects_rows_it_cannot_hold():
-    with pytest.raises(ValueError, match=r"n = 32769 must be an int in 1..32768"):
-        softmax.config(32769)
+    with pytest.raises(ValueError, match=r"softmax: the row length n = 131073 must be in "
+                                         r"1..131072 \(8 CTAs of 16384 columns\)"):
+        softmax.config(4, 131073)
