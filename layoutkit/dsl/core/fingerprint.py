@@ -143,7 +143,7 @@ class _Walker:
                 return f"{t.__module__}.{t.__qualname__}:{text}"
         shown = repr(value)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        raise NotCacheable(f"{what} is a {t.__qualname__} ({shown}), which the specialization "
+        raise NotCacheable(f"{what} is a {t.__name__} ({shown}), which the specialization "
                            "cache cannot write down (it keys on numbers, strings, tuples, frozen "
                            "dataclasses, layouts, functions, classes and modules; a list, dict "
                            "or other mutable object could change between processes)")
@@ -241,6 +241,7 @@ class _Walker:
 def _source(code: types.CodeType) -> str | None:
     """The source lines of `code`: from its first line (its first decorator's) to the last line
     any of its code (nested code included) was compiled from; None without a source file."""
+    linecache.checkcache(code.co_filename)     # a file edited since it was read
     lines = linecache.getlines(code.co_filename)
     if not lines:
         return None

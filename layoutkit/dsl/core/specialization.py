@@ -35,21 +35,22 @@ class Specialization:
     `timings` holds the seconds each phase of making it took, measured once when it was made
     (perf_counter): "trace", "verify", "check" (the protocol check), "lower" and, once the
     cubin is assembled, "ptxas" (a cubin-cache hit included; benchmarks/bench_compile.py).
-    `source` is "traced" (made in this process) or "disk" (loaded from the on-disk
-    specialization cache, layoutkit.dsl.core.spec_cache: PTX, cubin and LaunchPlan without a
+    `source` is "traced" (made in this process), "disk" (loaded from the on-disk
+    specialization cache, layoutkit.dsl.core.spec_cache) or "precompiled" (made by a worker of
+    kernel.precompile); the last two have PTX, cubin and LaunchPlan without a
     trace; its `ir` answers the plan's facts, name, num_warps, shared_bytes, cluster, debug and
     target, and traces the kernel the first time anything else of it is asked)."""
 
     def __init__(self, key: tuple, ir, ptx: str, timings: dict | None = None, *,
                  arch: str = SM90A, plan: LaunchPlan | None = None, cubin=None,
-                 retrace=None, persist=None):
+                 retrace=None, persist=None, source: str | None = None):
         self.key, self.ptx, self.arch = key, ptx, arch
         self.timings = {} if timings is None else timings
         self._traced, self._plan, self._cubin = ir, plan, cubin
         self._retrace, self._persist = retrace, persist
         self._compiled = None
         self._launchers: dict = {}
-        self.source = "traced" if ir is not None else "disk"
+        self.source = source or ("traced" if ir is not None else "disk")
         self.has_hidden = bool(self.plan.hidden)   # hidden parameters: no fast launch
 
     def __repr__(self) -> str:
