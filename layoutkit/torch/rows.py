@@ -1,11 +1,14 @@
 """What the row operators (softmax, layernorm, rmsnorm and their backwards) share: rows of
 the last dimension and running a row recipe's kernel on CPU tensors.
 
-Every row recipe plans a launch the same way, `_launch_plan(n) -> (kernel, rows per block,
-constexprs)` for rows of n columns, and its kernel takes its pointer arguments, then m, n and
-its scalars; `run_rows` launches that in the interpreter.
+Every row recipe plans a launch the same way: `config(m, n)` picks the work split for m rows of
+n columns and `launch_arguments(config, m, n)` gives (kernel, grid, integer arguments, constexprs,
+f32 scratch elements); its kernel takes the tensors, the scratch when there is one, the integers,
+then its scalars. `run_rows` launches that in the interpreter.
 """
 from __future__ import annotations
+
+import torch
 
 from .interpreted import refuse_large, run
 
@@ -30,12 +33,13 @@ def check_rows(op: str, x, allow_empty_rows: bool) -> None:
 
 def run_rows(module, op: str, pointers: dict, scalars: tuple = ()) -> None:
     """Run recipe module `module`'s row kernel on CPU tensors: `pointers` ({name: contiguous
-    tensor}, in the kernel's order, the first of x's shape), then m, n, then `scalars`."""
+    tensor}, in the kernel's order, the first of x's shape), then `scalars`."""
     refuse_large(op, **pointers)
     x = next(iter(pointers.values()))
     n = x.shape[-1]
     m = x.numel() // n if n else 0
     if m == 0:
         return
-    kernel, rows, constexprs = module._launch_plan(n)
-    run(kernel, -(-m // rows), *pointers.values(), m, n, *scalars, **constexprs)
+    kernel, grid, ints, constexprs, scratch = module.launch_arguments(module.config(m, n), m, n)
+    partials = (torch.empty(scratch, dtype=torch.float32),) if scratch else ()
+    run(kernel, grid, *pointers.values(), *partials, *ints, *scalars, **constexprs)
