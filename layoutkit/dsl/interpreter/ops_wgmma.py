@@ -9,7 +9,10 @@ RaceError at the reading op, chaining it into the next wgmma is fine. From the f
 issue until every thread of the warpgroup has retired it, the shared operands are claimed:
 a TMA load or a store into them meanwhile is a RaceError, and afterwards a writer must be
 ordered after the last retiring thread (happens-before records the operand reads there).
-`wgmma_undef` values are `Undefined`; accumulating into one is an error. The first wgmma of a
+`wgmma_undef` values are `Undefined`; accumulating into one is an error. Commit groups count
+as in PTX (an empty one too); a thread that exits with a wgmma not committed, or committed and
+not retired by a wait, is an ExecutionError at the wgmma in the static check's words
+(layoutkit.sync.wgmma_rules). The first wgmma of a
 thread must follow an `lk.sm90.wgmma_fence()` (PTX ISA "wgmma.fence"); later fences are the trace-
 time protocol's to check (sm90/wgmma/accumulators.py), which knows which registers other
 instructions wrote.
@@ -18,10 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from layoutkit.sync.wgmma_rules import in_flight_text, uncommitted_text
+
 from .collective import arrive
 from .errors import ExecutionError
 from .machine import Wait, WaitQueue, location_text
 from .unavailable import Pending, Undefined
+from .warpgroup_model import run_at_exit
 from ..core.types import DTYPES
 from .wgmma_math import (M_BLOCK, WARPGROUP, byte_runs, fragment, k_step, multiply,
                          operand_addresses, read_elements)
@@ -56,11 +62,65 @@ class WgmmaExecution:
         return out
 
 
+class CommitGroup:
+    """A thread's committed wgmma group: the commit op, its number among the thread's commits,
+    the executions it holds (none for an empty group)."""
+
+    __slots__ = ("commit", "number", "executions")
+
+    def __init__(self, commit, number: int, executions: list):
+        self.commit, self.number, self.executions = commit, number, executions
+
+
 def wgmma_state(thread) -> dict:
-    """The thread's wgmma state: fenced yet, executions issued, the open group, the committed
-    groups (lists of WgmmaExecution)."""
-    return thread.state.setdefault("wgmma", {"fenced": False, "issued": 0, "open": [],
-                                             "groups": []})
+    """The thread's wgmma state: fenced yet, executions issued, the open (uncommitted)
+    executions, the committed groups in flight (CommitGroups, oldest first), the number of
+    commits and the last wait (op, pending, commits before it)."""
+    state = thread.state.get("wgmma")
+    if state is None:
+        state = thread.state["wgmma"] = {"fenced": False, "issued": 0, "open": [],
+                                         "groups": [], "commits": 0, "last_wait": None}
+        run_at_exit(thread, check_exit)
+    return state
+
+
+def commit_group(thread, op) -> None:
+    """wgmma.commit_group: the thread's open executions become one group (maybe empty)."""
+    state = wgmma_state(thread)
+    state["commits"] += 1
+    state["groups"].append(CommitGroup(op, state["commits"], state["open"]))
+    state["open"] = []
+
+
+def wait_groups(thread, op, keep: int):
+    """wgmma.wait_group `keep`: retire all but the newest `keep` groups (a generator of Waits,
+    see retire_all), or None when the thread has no wgmma state."""
+    state = thread.state.get("wgmma")
+    if state is None:
+        return None
+    groups = state["groups"]
+    done = groups[:max(len(groups) - keep, 0)]
+    del groups[:len(done)]
+    state["last_wait"] = (op, keep, state["commits"])
+    return retire_all(thread, [e for group in done for e in group.executions], op)
+
+
+def check_exit(thread) -> None:
+    """A thread exits: no wgmma of it may be uncommitted or in flight (module docstring)."""
+    state = thread.state.get("wgmma")
+    if state is None:
+        return
+    who = thread.describe()
+    if state["open"]:
+        issue = state["open"][0].op
+        raise ExecutionError(uncommitted_text(who, location_text(issue)), issue.location)
+    group = next((g for g in state["groups"] if g.executions), None)
+    if group is None:
+        return
+    issue, last = group.executions[0].op, state["last_wait"]
+    waited = (location_text(last[0]), last[1]) if last and last[2] >= group.number else None
+    raise ExecutionError(in_flight_text(who, location_text(issue), location_text(group.commit),
+                                        waited), issue.location)
 
 
 def operand_ids(op):
@@ -200,5 +260,5 @@ def retire_all(thread, executions: list, op):
         yield met
 
 
-__all__ = ["WgmmaExecution", "ExecutionWait", "claim_operands", "compute", "operand_ids",
-           "retire_all", "wgmma_state"]
+__all__ = ["WgmmaExecution", "ExecutionWait", "CommitGroup", "check_exit", "claim_operands",
+           "commit_group", "compute", "operand_ids", "retire_all", "wait_groups", "wgmma_state"]

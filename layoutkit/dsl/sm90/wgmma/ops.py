@@ -41,9 +41,10 @@ from ...interpreter.collective import arrive
 from ...interpreter.errors import DivergenceError, ExecutionError
 from ...interpreter.executor import Step
 from ...interpreter.machine import location_text
-from ...interpreter.ops_wgmma import (WgmmaExecution, claim_operands, compute, operand_ids,
-                                      retire_all, wgmma_state)
+from ...interpreter.ops_wgmma import (WgmmaExecution, claim_operands, commit_group, compute,
+                                      operand_ids, wait_groups, wgmma_state)
 from ...interpreter.unavailable import Undefined
+from ...interpreter.warpgroup_model import warpgroup_collective
 from .accumulators import check, register_a
 from .layouts import M_BLOCK, WARPGROUP, k_step
 
@@ -246,6 +247,7 @@ class Wgmma(OpDef):
         what = f"the wgmma at {location_text(op)}"
 
         def run(thread):
+            warpgroup_collective(thread, op, COLLECTIVE[op.name])
             cta, env = thread.cta, thread.env
             state = wgmma_state(thread)
             if not state["fenced"]:
@@ -319,6 +321,7 @@ class WgmmaFence(OpDef):
 
     def interpret(self, op, compiler):
         def run(thread):
+            warpgroup_collective(thread, op, COLLECTIVE[op.name])
             wgmma_state(thread)["fenced"] = True
         return Step(run, op)
 
@@ -338,10 +341,8 @@ class WgmmaCommit(OpDef):
 
     def interpret(self, op, compiler):
         def run(thread):
-            state = thread.state.get("wgmma")
-            if state is not None and state["open"]:
-                state["groups"].append(state["open"])
-                state["open"] = []
+            warpgroup_collective(thread, op, COLLECTIVE[op.name])
+            commit_group(thread, op)
         return Step(run, op)
 
     def effects(self, op, ex, mask, loops):
@@ -370,13 +371,8 @@ class WgmmaWait(OpDef):
         keep = op.attrs["pending"]
 
         def run(thread):
-            state = thread.state.get("wgmma")
-            if state is None:
-                return None
-            groups = state["groups"]
-            done = groups[:max(len(groups) - keep, 0)]
-            del groups[:len(done)]
-            return retire_all(thread, [e for group in done for e in group], op)
+            warpgroup_collective(thread, op, COLLECTIVE[op.name])
+            return wait_groups(thread, op, keep)
         return Step(run, op)
 
     def effects(self, op, ex, mask, loops):
