@@ -1,0 +1,463 @@
+"""What the row-kernel recipes rmsnorm.py, softmax_backward.py and layernorm_backward.py share:
+the work split of a row over lanes, warps and a cluster's CTAs, its TV layouts and views, the
+row sums (across a cluster through a global scratch), the persistent row loop, the deterministic
+column sum of per-CTA partials (a weight's gradient), and the host-side argument checks.
+
+The work split (`split`), for rows of n columns of a dtype of `itemsize` bytes:
+
+    a lane owns K chunks of C = 16 / itemsize consecutive columns (16-byte accesses), chunks
+    C * P columns apart (P: the threads of a row, a power of two >= 32), at most VALUES = C * K
+    values (f32 registers after the cast) whatever the row length:
+      n <= 32 * VALUES      one warp per row, C and K as small as cover n;
+      n <= MAX_THREADS * VALUES  one CTA per row: the fewest P with P * C * K >= n (K <= VALUES/C);
+      longer rows           a cluster of CLUSTER = ceil(n / (MAX_THREADS * VALUES)) CTAs per row
+                            (<= 8, the portable cluster size), CTA r of the cluster owning columns
+                            [r * COLS, (r + 1) * COLS): every row value stays in registers, only
+                            per-row sums cross CTAs (below);
+    ROWS = cta_threads / P rows share a CTA when a row takes fewer threads than cta_threads.
+    K is chosen as small as covers n (K in (VALUES/C/2, VALUES/C]), so a ragged n idles at most
+    a third of the lanes' chunks instead of half the threads of a power-of-two tile.
+
+Row sums (`row_sums`): lk.reduce_sum over the CTA's part of each row (in-thread tree, shuffles,
+shared memory across warps); with CLUSTER > 1 thread 0 of each CTA writes its part to
+scratch[row, statistic, rank] (f32, global), `lk.sm90.cluster_sync()` (barrier.cluster arrive
+.release / wait .acquire: the writes are visible cluster-wide after it) and every thread adds
+the CLUSTER parts in rank order, so every CTA of the cluster holds the same, deterministic sum.
+A row's slots are its own, so the scratch is never reused within a launch (no second barrier).
+
+Accesses: n = VEC * nv with VEC = gcd(n, C) passed as a constexpr and nv as the kernel's
+integer, so the row stride is provably a multiple of VEC and every access is VEC values wide
+(16 bytes when n % C == 0; narrower, down to scalar, for odd n; correct for every n).
+
+Weight gradients (`column_sum`): a persistent CTA accumulates its rows' contributions in f32
+registers over its column slice, writes one partial row, and a second small kernel sums the
+partials of each column in a fixed order: deterministic, no atomics.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import layoutkit as lk
+
+CHUNK_BYTES = 16                 # one vector access
+WARP = 32
+MAX_THREADS = 1024               # per CTA
+MAX_CLUSTER = 8                  # the portable cluster size of sm_90
+
+
+@dataclass(frozen=True)
+class RowSplit:
+    """How a row of n columns is spread: P threads per row (the CTA's part of it), ROWS rows per
+    CTA, each lane K chunks of C columns, CLUSTER CTAs per row; VEC the access width."""
+
+    P: int
+    ROWS: int
+    C: int
+    K: int
+    CLUSTER: int
+    VEC: int
+
+    @property
+    def num_warps(self) -> int:
+        return self.P * self.ROWS // WARP
+
+    @property
+    def cols(self) -> int:
+        """Columns of one CTA's tile (a cluster covers CLUSTER * cols)."""
+        return self.P * self.C * self.K
+
+    def constexprs(self) -> dict:
+        return {"P": self.P, "ROWS": self.ROWS, "C": self.C, "K": self.K,
+                "CLUSTER": self.CLUSTER, "VEC": self.VEC}
+
+    def row_tiles(self, m: int) -> int:
+        return -(-m // self.ROWS)
+
+
+def _pow2_at_least(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+@functools.lru_cache(maxsize=None)
+def split(n: int, itemsize: int, values: int, cta_threads: int, what: str,
+          max_threads: int = MAX_THREADS) -> RowSplit:
+    """The RowSplit for rows of n columns of `itemsize`-byte values, at most `values` values
+    per lane, `max_threads` threads per CTA and `cta_threads` (>= a row's threads: several
+    rows share the CTA) as described in the module docstring; ValueError names `what` and the
+    longest row it can hold."""
+    c_max = CHUNK_BYTES // itemsize
+    k_max = max(1, values // c_max)
+    longest = MAX_CLUSTER * max_threads * c_max * k_max
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= longest:
+        raise ValueError(f"{what}: the row length n = {n!r} must be an int in 1..{longest}")
+    if n <= WARP * c_max * k_max:
+        p, cluster = WARP, 1
+        c = min(c_max, _pow2_at_least(-(-n // WARP)))
+    else:
+        c = c_max
+        p = min(max_threads, _pow2_at_least(-(-n // (c * k_max))))
+        cluster = -(-n // (p * c * k_max))
+    k = -(-n // (cluster * p * c))
+    rows = max(1, cta_threads // p) if cluster == 1 else 1
+    return RowSplit(P=p, ROWS=rows, C=c, K=k, CLUSTER=cluster, VEC=math.gcd(n, c))
+
+
+def row_layout(P: int, ROWS: int, C: int, K: int) -> lk.TVLayout:
+    """Thread p of a row owns columns [C*p, C*p + C) + k*C*P (P threads per row); the ROWS rows
+    of the tile go to consecutive groups of P threads. Tile index = row + ROWS * column."""
+    return lk.TVLayout((ROWS, P * C * K),
+                       lk.Layout(((P, ROWS), (C, K)), ((ROWS * C, 1), (ROWS, ROWS * C * P))))
+
+
+def row_scalar_layout(P: int, ROWS: int) -> lk.TVLayout:
+    """One value per row of the tile, held by each of the row's P threads: the layout
+    lk.reduce_sum(v, 1) gives for v over row_layout (a mode of extent 1 has stride 0 there),
+    so lk.store takes the sums and lk.broadcast spreads it back."""
+    return lk.TVLayout((ROWS, 1), lk.Layout(((P, ROWS), 1), ((0, 1 if ROWS > 1 else 0), 0)))
+
+
+def column_slice(CLUSTER: int):
+    """The column tile of this CTA: its rank in the cluster (grid x = CLUSTER), 0 without one."""
+    return lk.block_id(0) if CLUSTER > 1 else 0
+
+
+def rows_view(ptr, m, n, tv: lk.TVLayout, row_tile, CLUSTER: int):
+    """This thread's values of the tile (row_tile, its column slice) of a row-major (m, n)."""
+    matrix = lk.global_tensor(ptr, lk.Layout((m, n), (n, 1)))
+    return matrix.tile(tv.tile, (row_tile, column_slice(CLUSTER))).partition(tv)
+
+
+def columns_view(ptr, m, n, tv: lk.TVLayout, row_tile, CLUSTER: int):
+    """A vector of n (a weight) as seen by every row of the tile."""
+    matrix = lk.global_tensor(ptr, lk.Layout((m, n), (0, 1)))
+    return matrix.tile(tv.tile, (row_tile, column_slice(CLUSTER))).partition(tv)
+
+
+def scalars_view(ptr, m, P: int, ROWS: int, row_tile):
+    """A vector of m (one f32 per row: rstd, mean) in row_scalar_layout."""
+    vector = lk.global_tensor(ptr, lk.Layout((m, 1), (1, 0)))
+    return vector.tile((ROWS, 1), (row_tile, 0)).partition(row_scalar_layout(P, ROWS))
+
+
+def first_of_row(P: int, CLUSTER: int):
+    """The condition for the one thread that writes a row's scalar: its first thread, in the
+    cluster's CTA of rank 0."""
+    first = lk.eq(lk.thread_id() % P, 0)
+    return first & lk.eq(lk.block_id(0), 0) if CLUSTER > 1 else first
+
+
+def row_sums(values: list, scratch, m, row_tile, CLUSTER: int, first: int = 0,
+             slots: int | None = None) -> list:
+    """Each tensor of `values` (f32, over row_layout) summed along its rows, as tensors in
+    row_scalar_layout. Across a cluster through `scratch` (f32, m * slots * CLUSTER; see the
+    module docstring): statistic s of this call takes slot first + s of `slots` (default
+    len(values)), so several calls of one kernel never share a slot. Every thread of the CTA
+    takes part."""
+    local = [lk.reduce_sum(v, 1) for v in values]
+    if CLUSTER == 1:
+        return local
+    slots = len(values) if slots is None else slots
+    table = lk.global_tensor(scratch, lk.Layout((m, slots * CLUSTER), (slots * CLUSTER, 1)))
+    rank = lk.block_id(0)
+
+    def slot(s, r):
+        return table.tile((1, 1), (row_tile, (first + s) * CLUSTER + r))
+    with lk.if_(lk.eq(lk.thread_id(), 0)):          # ROWS == 1 in a cluster: one row per CTA
+        for s, part in enumerate(local):
+            lk.store(slot(s, rank).partition(part.layout), part)
+    lk.sm90.cluster_sync()
+    totals = []
+    for s, part in enumerate(local):
+        parts = [lk.load(slot(s, r).partition(part.layout)) for r in range(CLUSTER)]
+        total = parts[0]
+        for p in parts[1:]:                         # rank order: the same sum in every CTA
+            total = total + p
+        totals.append(total)
+    return totals
+
+
+class Accumulator:
+    """A per-thread f32 accumulator over row_layout(P, ROWS, C, K), kept in shared memory
+    (registers are the scarce resource of a backward pass): thread t = p + P*r's value
+    v = c + C*k (c = a + G*b, G = min(4, C)) lives at (v // G) * G*T + G*t + a of a buffer of T * V
+    floats (T threads, V = C*K values a thread), so a thread reads and writes its own 16-byte
+    vectors and a warp's vector access is 512 contiguous bytes (no bank conflicts). The buffer
+    is laid out as the (ROWS, columns) tile, so the rows can be summed in place at the end."""
+
+    def __init__(self, P: int, ROWS: int, C: int, K: int, name: str):
+        g, threads = min(4, C), P * ROWS
+        self.tv, self.P, self.ROWS = row_layout(P, ROWS, C, K), P, ROWS
+        self.buffer = lk.shared_tensor(lk.Layout((ROWS, (g, C // g, P, K)),
+                                                 (g * P, (1, g * threads, g, C * threads))),
+                                       lk.f32, name=name)
+        self.put(lk.full(self.tv, 0.0))
+
+    def get(self) -> lk.RegisterTensor:
+        """This thread's sums, over row_layout."""
+        return lk.load(self.buffer.partition(self.tv))
+
+    def put(self, value: lk.RegisterTensor) -> None:
+        lk.store(self.buffer.partition(self.tv), value)
+
+    def store_rows_summed(self, ptr, rows, n, CLUSTER: int, row_offset=0) -> None:
+        """Write the sums over the tile's rows as row row_offset + block_id(1) of the (rows, n)
+        f32 partials (column_sum adds them up): thread u < users = gcd(columns, threads) adds
+        the ROWS rows of columns u, u + users, ... (coalesced stores)."""
+        P, ROWS = self.P, self.ROWS
+        cols, threads = self.tv.tile[1], P * ROWS
+        if ROWS == 1:
+            total, layout, users = self.get(), self.tv, threads
+        else:
+            lk.barrier()                            # every thread's last sums are in the buffer
+            users = math.gcd(cols, threads)          # a power of two: threads split evenly
+            e = cols // users
+            gather = lk.TVLayout((ROWS, cols), lk.Layout(
+                ((users, threads // users), (ROWS, e)), ((ROWS, 0), (1, ROWS * users))))
+            total = lk.reduce_sum(lk.load(self.buffer.partition(gather)), 0)
+            layout = total.layout
+        view = lk.global_tensor(ptr, lk.Layout((rows, n), (n, 1))).tile(
+            layout.tile, (row_offset + lk.block_id(1), column_slice(CLUSTER))).partition(layout)
+        if users < threads:
+            with lk.if_(lk.thread_id() < users):
+                lk.store(view, total)
+        else:
+            lk.store(view, total)
+
+
+# --- the column sum of partials: out[b, j] = sum_i partial[b, i, j], in a fixed order -------
+
+SUM_WARPS = 32                   # warp w adds partial rows w, w + SUM_WARPS, ...
+SUM_COLS = WARP * 4              # 4 f32 columns (16 bytes) per lane
+
+
+def _column_sum_body(partial: lk.Pointer[lk.f32], out: lk.Pointer[lk.bf16], batches: lk.i32,
+                     rows: lk.i32, n: lk.i32, WARPS: lk.constexpr, STEPS: lk.constexpr):
+    # tile (1, WARPS, SUM_COLS) of the (batches, rows, n) partials: lane l of warp w holds row
+    # w, columns 4l .. 4l + 3; tile index = row + WARPS * column
+    tv = lk.TVLayout((1, WARPS, SUM_COLS),
+                     lk.Layout(((WARP, WARPS), 4), ((WARPS * 4, 1), WARPS)))
+    batch, column_tile = lk.block_id(1), lk.block_id(0)
+    parts = lk.global_tensor(partial, lk.Layout((batches, rows, n), (rows * n, n, 1)))
+    acc = lk.load(parts.tile(tv.tile, (batch, 0, column_tile)).partition(tv))
+    for step in range(1, STEPS):                    # independent loads, one add chain each
+        acc = acc + lk.load(parts.tile(tv.tile, (batch, step, column_tile)).partition(tv))
+    total = lk.reduce_sum(acc, 1)
+    sums = lk.global_tensor(out, lk.Layout((batches, 1, n), (n, 0, 1)))
+    with lk.if_(lk.thread_id() < WARP):             # every warp holds the sums: warp 0 stores
+        lk.store(sums.tile(total.layout.tile, (batch, 0, column_tile)).partition(total.layout),
+                 lk.cast(total, out.dtype))
+
+
+def column_sum_launch(out_dtype, batches: int, rows: int, n: int, warps: int = SUM_WARPS):
+    """(kernel, grid, constexprs) of the column sum of (batches, rows, n) f32 partials into a
+    (batches, n) tensor of out_dtype, with CTAs of `warps` warps (fewer on the interpreter)."""
+    kernel = make_kernel(_column_sum_body, f"column_sum_{_name(out_dtype)}_w{warps}", warps, 1,
+                         (("out", out_dtype),))
+    return kernel, (-(-n // SUM_COLS), batches), {"WARPS": warps, "STEPS": -(-rows // warps)}
+
+
+# --- kernels per dtype, block size and cluster ---------------------------------------------
+
+def _name(dtype) -> str:
+    return str(dtype).removeprefix("lk.")
+
+
+@functools.lru_cache(maxsize=None)
+def make_kernel(body, name: str, num_warps: int, cluster: int, dtypes: tuple) -> lk.Kernel:
+    """`body` as an lk.Kernel named `name` of num_warps warps, in clusters of `cluster` CTAs
+    along x (none for 1), with the Pointer parameters named in `dtypes` ((param, lk dtype)
+    pairs) retyped (the body is written once for every dtype)."""
+    fn = type(body)(body.__code__, body.__globals__, name, body.__defaults__, body.__closure__)
+    fn.__annotations__ = dict(body.__annotations__)
+    for param, dtype in dtypes:
+        fn.__annotations__[param] = lk.Pointer[dtype]
+    return lk.kernel(fn, num_warps=num_warps, cluster=(cluster, 1, 1) if cluster > 1 else None)
+
+
+def column_sum(partial, out, rows: int) -> None:
+    """out[b, :] = partial[b, :rows, :].sum(0) for a contiguous f32 CUDA partial of shape
+    (batches, rows, n) and a contiguous out of (batches, n), on the GPU."""
+    batches, n = out.shape
+    kernel, grid, constexprs = column_sum_launch(DTYPES[str(out.dtype)], batches, rows, n)
+    kernel[grid](partial, out, batches, rows, n, *constexprs.values())
+
+
+# --- the host side ---------------------------------------------------------------------------
+
+DTYPES = {"torch.bfloat16": lk.bf16, "torch.float16": lk.f16, "torch.float32": lk.f32}
+
+
+def lk_dtype(t):
+    """The layoutkit dtype of a torch tensor (by name, so fakes without torch work too)."""
+    return DTYPES[str(t.dtype)]
+
+
+def check_tensor(what: str, name: str, t, shape=None, dtypes=DTYPES, device=None) -> None:
+    """Raise TypeError / ValueError naming `what`'s argument `name` unless t is a contiguous
+    CUDA torch tensor of one of `dtypes` (names), of `shape` and on `device` when given."""
+    if not all(hasattr(t, a) for a in ("dtype", "shape", "is_cuda", "is_contiguous")):
+        raise TypeError(f"{what}: {name} must be a torch tensor, got {type(t).__name__}")
+    if str(t.dtype) not in dtypes:
+        raise TypeError(f"{what}: {name} has dtype {t.dtype}; it must be one of "
+                        f"{', '.join(dtypes)}")
+    if not t.is_cuda or not t.is_contiguous():
+        raise ValueError(f"{what}: {name} must be a contiguous CUDA tensor, got one on "
+                         f"{t.device} with strides {tuple(t.stride())}")
+    if shape is not None and tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{what}: {name} has shape {tuple(t.shape)}; it must be "
+                         f"{tuple(shape)}")
+    if device is not None and t.device != device:
+        raise ValueError(f"{what}: {name} is on {t.device}; it must be on {device}")
+
+
+def rows_and_columns(what: str, shape) -> tuple[int, int]:
+    """(m, n) of a tensor normalized over its last dimension; ValueError for a 0-d one."""
+    if len(shape) < 1:
+        raise ValueError(f"{what}: x must have at least one dimension, got shape {tuple(shape)}")
+    return math.prod(shape[:-1]), shape[-1]
+
+
+def check_eps(what: str, eps) -> None:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+        raise ValueError(f"{what}: eps = {eps!r} must be a positive number")
+
+
+_RESIDENT: dict = {}
+
+
+def resident_ctas(kernel: lk.Kernel, args: tuple, constexprs: dict, cluster: int,
+                  device) -> int:
+    """How many CTAs of this specialization run at once on `device` (whole clusters): the
+    grid of a persistent launch, from cuOccupancyMaxActiveClusters (registers, shared memory
+    and threads per SM all counted by the driver)."""
+    key = (kernel, tuple(constexprs.items()), device)
+    if key not in _RESIDENT:
+        spec = kernel.specialize(*args, **constexprs)
+        clusters = spec.compiled.max_active_clusters(32 * kernel.num_warps,
+                                                     spec.ir.shared_bytes, (cluster, 1, 1))
+        _RESIDENT[key] = clusters * cluster
+    return _RESIDENT[key]
+
+
+# --- CPU-interpreter checks -------------------------------------------------------------------
+
+def host_array(values, dtype):
+    """`values` as the interpreter's array of an lk dtype (bf16: uint16 bit patterns)."""
+    import numpy as np
+
+    from layoutkit.dsl.interpreter import to_bf16
+    if dtype == lk.bf16:
+        return to_bf16(values)
+    return np.asarray(values, dtype=np.float16 if dtype == lk.f16 else np.float32)
+
+
+def float64_of(array, dtype):
+    """The values of an interpreter array of an lk dtype, in float64."""
+    import numpy as np
+
+    from layoutkit.dsl.interpreter import from_bf16
+    return (from_bf16(array) if dtype == lk.bf16 else array).astype(np.float64)
+
+
+def tolerance(dtype) -> float:
+    """Error bound relative to the largest output: 2**-7 for 16-bit outputs (a few roundings
+    of 2**-9), 2**-16 for f32 (f32 sums in another order, rsqrt.approx)."""
+    return 2 ** -16 if dtype == lk.f32 else 2 ** -7
+
+
+def relative_to_max(got, want) -> float:
+    import numpy as np
+    scale = float(np.abs(want).max()) or 1.0
+    return float(np.abs(got - want).max()) / scale
+
+
+def run_on_cpu(launches, outputs: dict, seeds=(0, 1)) -> dict:
+    """Run `launches` (a list of (kernel, grid, args, constexprs), in order, sharing the arrays
+    of `args`) on the CPU interpreter once per seed, each time on fresh copies of every array;
+    returns {name: array} of the `outputs` ({name: array among the args}) of the first seed,
+    AssertionError if any output differs between seeds (a result that depends on the
+    interleaving of threads)."""
+    import numpy as np
+
+    from layoutkit.dsl.interpreter import interpret
+    first = None
+    for seed in seeds:
+        copies: dict = {}
+
+        def fresh(a):
+            if not isinstance(a, np.ndarray):
+                return a
+            if id(a) not in copies:
+                copies[id(a)] = a.copy()
+            return copies[id(a)]
+        for kernel, grid, args, constexprs in launches:
+            interpret(kernel, grid, *[fresh(a) for a in args], seed=seed, **constexprs)
+        got = {name: fresh(a) for name, a in outputs.items()}
+        if first is None:
+            first = got
+        for name, array in got.items():
+            if not np.array_equal(array, first[name], equal_nan=True):
+                raise AssertionError(f"{name} differs between interleavings (seeds {seeds})")
+    return first
+
+
+# --- benchmarks: the same rows timed against quack, torch eager and torch.compile ------------
+
+def quack(module: str):
+    """(quack.<module>, None) on a machine with the peers pack (../shared/peers: .peers
+    carried to the GPU machine), else (None, the reason it cannot be imported)."""
+    import importlib
+    import pathlib
+    import sys
+    peers = pathlib.Path(__file__).resolve().parents[1] / ".peers"
+    try:
+        if "quack" not in sys.modules:
+            sys.path.insert(0, str(peers))
+            import peers_site
+            peers_site.activate()
+        return importlib.import_module(f"quack.{module}"), None
+    except ImportError as exc:
+        return None, f"quack.{module} not importable ({exc})"
+
+
+def compiled(fn):
+    """torch.compile(fn) for one shape (a fresh compile per call site: no recompile limit)."""
+    import torch
+    return torch.compile(fn, dynamic=False)
+
+
+def time_row_op(op: str, x, candidates: dict, nbytes: int, reps: int) -> dict:
+    """Time `candidates` ({name: fn}, layoutkit first) and x.clone() interleaved
+    (layoutkit.tools.benchmarking: CUDA events, L2 flushed before each call, medians); a row
+    of {name}_ms and {name}_gbps (nbytes moved per call; the clone: 2 * x.nbytes)."""
+    from layoutkit.tools.benchmarking import gbps, interleaved
+    times = interleaved({**candidates, "clone": lambda: x.clone()}, reps=reps)
+    m, n = x.numel() // x.shape[-1], x.shape[-1]
+    row = {"op": op, "m": m, "n": n, "dtype": str(x.dtype).removeprefix("torch.")}
+    for name, timing in times.items():
+        moved = 2 * x.numel() * x.element_size() if name == "clone" else nbytes
+        row[f"{name}_ms"] = timing.median_ms
+        row[f"{name}_gbps"] = gbps(moved, timing.median_ms)
+    return row
+
+
+def markdown_table(rows: list, skipped: dict) -> str:
+    """The benchmark rows as a markdown table of GB/s with layoutkit's ratio to quack and to
+    the best torch variant; `skipped` ({candidate: reason}) is listed under it."""
+    names = [k[:-5] for k in rows[0] if k.endswith("_gbps")] if rows else []
+    lines = ["| op | shape | dtype | " + " | ".join(f"{n} GB/s" for n in names) +
+             " | vs quack | vs best torch |",
+             "|---|---|---|" + "---:|" * (len(names) + 2)]
+    for r in rows:
+        torch_best = max((r[k] for k in r if k.startswith("torch") and k.endswith("_gbps")),
+                         default=None)
+        ours = r["layoutkit_gbps"]
+        ratio = (lambda v: f"{ours / v:.2f}" if v else "-")
+        lines.append(f"| {r['op']} | {r['m']}x{r['n']} | {r['dtype']} | " +
+                     " | ".join(f"{r[f'{n}_gbps']:.0f}" if f"{n}_gbps" in r else "-"
+                                for n in names) +
+                     f" | {ratio(r.get('quack_gbps'))} | {ratio(torch_best)} |")
+    lines += [f"\n{name} skipped: {why}" for name, why in skipped.items()]
+    return "\n".join(lines)

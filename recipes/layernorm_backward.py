@@ -1,0 +1,333 @@
+"""Row layernorm backward for y = (x - mean) * rstd * weight + bias over the last dim of a
+row-major contiguous (m, n) matrix (or N-D), bf16 / fp16 / f32, f32 math:
+
+    xhat = (x - mean) * rstd,  g = dy * weight
+    dx = rstd * (g - mean(g) - xhat * mean(g * xhat))       (x's dtype)
+    dweight = sum over rows of dy * xhat,  dbias = sum over rows of dy   (weight's dtype)
+
+mean and rstd (f32 per row) are the forward's if given; recipes/layernorm.py does not return
+them, so by default they are recomputed here from x, which is in registers anyway (two more row
+sums, the two-pass variance of the forward: no extra memory traffic).
+
+Pipeline (persistent CTAs, as many as are resident, each over rows g, g + G, ...; every row
+value in registers; recipes/_rowwise.py has the split, the cluster exchange and the sums):
+
+    x, dy, weight [, mean, rstd] --ld 16 B--> registers (-> f32)
+      [mean = sum(x) / n; var = sum((x - mean)^2) / n; rstd = rsqrt(var + eps)]
+      dweight, dbias partials += dy * xhat, dy  (f32, in shared memory: registers are scarce)
+      sum(g), sum(g * xhat): one tree (cluster exchange past 16k columns)
+      dx = rstd * (g - (sum(g) + xhat * sum(g * xhat)) / n) --st 16 B--> global
+    then partials (2, G, n) f32 --column sum in a fixed order--> dweight, dbias.
+
+Work split as recipes/rmsnorm.py's backward: 16 values a lane, CTAs of up to 1024 threads
+holding 16384 columns, clusters of up to 8 CTAs: n <= 131072.
+
+Constraints: dy and x contiguous CUDA tensors of one shape and dtype (bf16, fp16, f32); weight
+a contiguous vector of n in x's dtype or f32; mean and rstd both f32 vectors of x's rows, or
+both None; eps > 0.
+
+Benchmark interface (benchmarks/bench_rows.py): `benchmark_rows(shapes, reps)` returns (rows,
+skipped) for recipes/_rowwise.markdown_table, timing this against quack's layernorm_bwd and
+torch's autograd of F.layer_norm (eager and torch.compile).
+"""
+from __future__ import annotations
+
+import functools
+
+import layoutkit as lk
+from recipes import _rowwise as rw
+
+VALUES = 16
+CTA_THREADS = 1024
+STAT_SLOTS = 4                   # the cluster exchange's slots a row: mean, var, sum g, sum g xhat
+
+
+def split_for(n: int, itemsize: int) -> rw.RowSplit:
+    """The work split of rows of n columns (recipes/_rowwise.py)."""
+    return rw.split(n, itemsize, VALUES, CTA_THREADS, "layernorm_backward")
+
+
+def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
+          mean: lk.Pointer[lk.f32], rstd: lk.Pointer[lk.f32], dx: lk.Pointer[lk.bf16],
+          partial: lk.Pointer[lk.f32], scratch: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32,
+          eps: lk.f32, rounds: lk.i32, ctas: lk.i32, P: lk.constexpr, ROWS: lk.constexpr,
+          C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr, VEC: lk.constexpr,
+          STATS: lk.constexpr):
+    tv = rw.row_layout(P, ROWS, C, K)
+    n = nv * VEC
+    inv_n = 1.0 / lk.cast(n, lk.f32)
+    acc_w = rw.Accumulator(P, ROWS, C, K, "dweight")
+    acc_b = rw.Accumulator(P, ROWS, C, K, "dbias")
+    for i in lk.range(0, rounds):
+        row = lk.block_id(1) + i * ctas            # past the last tile: every access masked
+        X, DY = (rw.rows_view(t, m, n, tv, row, CLUSTER) for t in (x, dy))
+        W = rw.columns_view(w, m, n, tv, row, CLUSTER)
+        if STATS:
+            mu = lk.broadcast(lk.load(rw.scalars_view(mean, m, P, ROWS, row)), tv)
+            r = lk.broadcast(lk.load(rw.scalars_view(rstd, m, P, ROWS, row)), tv)
+        else:
+            xv = lk.cast(lk.load(X), lk.f32)
+            (total,) = rw.row_sums([xv], scratch, m, row, CLUSTER, 0, STAT_SLOTS)
+            mu = lk.broadcast(total * inv_n, tv)
+            d = lk.where(lk.in_bounds(X), xv - mu, 0.0)
+            (var,) = rw.row_sums([d * d], scratch, m, row, CLUSTER, 1, STAT_SLOTS)
+            r = lk.broadcast(lk.rsqrt(var * inv_n + eps), tv)
+
+        def xhat_and_g():                           # loaded again after the row sums: the
+            dyv = lk.cast(lk.load(DY), lk.f32)      # barrier ends their registers' lifetime
+            xhat = (lk.cast(lk.load(X), lk.f32) - mu) * r
+            return dyv, xhat, dyv * lk.cast(lk.load(W), lk.f32)
+        dyv, xhat, g = xhat_and_g()
+        acc_w.put(lk.fma(dyv, xhat, acc_w.get()))
+        acc_b.put(acc_b.get() + dyv)
+        sum_g, sum_gx = rw.row_sums([g, g * xhat], scratch, m, row, CLUSTER, 2, STAT_SLOTS)
+        _, xhat, g = xhat_and_g()
+        dxv = (g - (lk.broadcast(sum_g, tv) + xhat * lk.broadcast(sum_gx, tv)) * inv_n) * r
+        lk.store(rw.rows_view(dx, m, n, tv, row, CLUSTER), lk.cast(dxv, dx.dtype))
+    ctas_n = 2 * ctas                               # partials (2, ctas, n): dweight, dbias
+    acc_w.store_rows_summed(partial, ctas_n, n, CLUSTER)
+    acc_b.store_rows_summed(partial, ctas_n, n, CLUSTER, row_offset=ctas)
+
+
+def kernel_for(xdt, wdt, s: rw.RowSplit) -> lk.Kernel:
+    """The kernel for x's and weight's dtypes and the split's block size and cluster."""
+    return rw.make_kernel(_body, f"layernorm_backward_{rw._name(xdt)}_{rw._name(wdt)}"
+                                 f"_w{s.num_warps}_c{s.CLUSTER}", s.num_warps, s.CLUSTER,
+                          (("dy", xdt), ("x", xdt), ("w", wdt), ("dx", xdt)))
+
+
+def check_arguments(dy, x, weight, mean, rstd, eps) -> tuple[int, int]:
+    """(m, n) after checking layernorm_backward's arguments (TypeError / ValueError naming
+    the argument and the rule)."""
+    what = "layernorm_backward"
+    rw.check_tensor(what, "x", x)
+    m, n = rw.rows_and_columns(what, x.shape)
+    split_for(n, x.element_size())
+    rw.check_tensor(what, "dy", dy, x.shape, (str(x.dtype),), x.device)
+    rw.check_tensor(what, "weight", weight, (n,), (str(x.dtype), "torch.float32"), x.device)
+    if (mean is None) != (rstd is None):
+        raise ValueError(f"{what}: give both mean and rstd (the forward's statistics) or "
+                         f"neither (recomputed from x), got mean={type(mean).__name__}, "
+                         f"rstd={type(rstd).__name__}")
+    for name, t in (("mean", mean), ("rstd", rstd)):
+        if t is not None:
+            rw.check_tensor(what, name, t, x.shape[:-1], ("torch.float32",), x.device)
+    rw.check_eps(what, eps)
+    return m, n
+
+
+_PLANS: dict = {}
+MAX_PLANS = 256
+
+
+def _plan(dy, x, weight, stats: bool):
+    """(launch(dy, x, w, mean, rstd, dx, partial, scratch, eps), ctas, scratch entries)."""
+    import torch
+    m, n = rw.rows_and_columns("layernorm_backward", x.shape)
+    s = split_for(n, x.element_size())
+    kernel = kernel_for(rw.lk_dtype(x), rw.lk_dtype(weight), s)
+    tiles = s.row_tiles(m)
+    flags = {**s.constexprs(), "STATS": stats}
+    probe = torch.empty(1, device=x.device, dtype=torch.float32)
+    resident = rw.resident_ctas(kernel, (dy, x, weight, probe, probe, dy, probe, probe, m,
+                                         n // s.VEC, 1e-5, 2, 3), flags, s.CLUSTER, x.device)
+    ctas = max(1, min(tiles, resident // s.CLUSTER))
+    launcher, rounds = kernel[(s.CLUSTER, ctas)], -(-tiles // ctas)
+
+    def launch(dy, x, w, mean, rstd, dx, partial, scratch, eps):
+        launcher(dy, x, w, mean, rstd, dx, partial, scratch, m, n // s.VEC, eps, rounds, ctas,
+                 *flags.values())
+    return launch, ctas, m * STAT_SLOTS * s.CLUSTER if s.CLUSTER > 1 else 1
+
+
+def layernorm_backward(dy, x, weight, mean=None, rstd=None, eps: float = 1e-5):
+    """(dx, dweight, dbias) of y = layer_norm(x, (n,), weight, bias, eps) given dy; mean and
+    rstd are the forward's per-row statistics (f32) or None (recomputed from x and eps)."""
+    import torch
+    m, n = check_arguments(dy, x, weight, mean, rstd, eps)
+    dx = torch.empty_like(x)
+    if not (m and n):
+        return dx, torch.zeros_like(weight), torch.zeros_like(weight)
+    key = (x.shape, x.dtype, weight.dtype, mean is not None, x.device)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan(dy, x, weight, mean is not None)
+    launch, ctas, scratch_size = plan
+    scratch = torch.empty(scratch_size, device=x.device, dtype=torch.float32)
+    partial = torch.empty((2, ctas, n), device=x.device, dtype=torch.float32)
+    launch(dy, x, weight, scratch if mean is None else mean, scratch if rstd is None else rstd,
+           dx, partial, scratch, float(eps))
+    sums = torch.empty((2, n), device=x.device, dtype=weight.dtype)
+    rw.column_sum(partial, sums, ctas)
+    return dx, sums[0], sums[1]
+
+
+def reference(dy, x, weight, eps=1e-5):
+    """(dx, dweight, dbias) in float64 numpy, from x (the statistics recomputed)."""
+    n = x.shape[-1]
+    centred = x - x.mean(axis=-1, keepdims=True)
+    rstd = 1.0 / (((centred ** 2).mean(axis=-1, keepdims=True) + eps) ** 0.5)
+    xhat = centred * rstd
+    g = dy * weight
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True) -
+                 xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    return dx, (dy * xhat).reshape(-1, n).sum(axis=0), dy.reshape(-1, n).sum(axis=0)
+
+
+def statistics(x, eps=1e-5):
+    """(mean, rstd) per row in float64 numpy."""
+    mean = x.mean(axis=-1)
+    return mean, 1.0 / ((((x - mean[..., None]) ** 2).mean(axis=-1) + eps) ** 0.5)
+
+
+def compile_default() -> dict:
+    """PTX of the default specializations (no GPU): {name: ptx}, bf16, 1k to 128k columns,
+    statistics recomputed and given."""
+    ptr, f32p = lk.Pointer[lk.bf16], lk.Pointer[lk.f32]
+    result = {}
+    for n, stats in ((1024, False), (4096, False), (4096, True), (32768, False),
+                     (131072, False), (131072, True)):
+        s = split_for(n, 2)
+        result[f"layernorm_backward n={n}{' stats' if stats else ''}"] = \
+            kernel_for(lk.bf16, lk.bf16, s).ptx(ptr, ptr, ptr, f32p, f32p, ptr, f32p, f32p,
+                                                4096, n // s.VEC, 1e-5, 4, 132,
+                                                **s.constexprs(), STATS=stats)
+    return result
+
+
+def _cpu_case(rng, dtype, m, n, s, ctas: int, stats: bool) -> float:
+    import numpy as np
+    x = rw.host_array(rng.standard_normal((m, n)) * 2 + rng.standard_normal((m, 1)) * 8, dtype)
+    dy = rw.host_array(rng.standard_normal((m, n)), dtype)
+    w = rw.host_array(rng.standard_normal(n), dtype)
+    xf, dyf, wf = (rw.float64_of(t, dtype) for t in (x, dy, w))
+    mean, rstd = (v.astype(np.float32) for v in statistics(xf))
+    dx = rw.host_array(np.zeros((m, n)), dtype)
+    sums = rw.host_array(np.zeros((2, n)), dtype)
+    partial = np.full(2 * ctas * n, np.nan, np.float32)
+    scratch = np.zeros(m * STAT_SLOTS * s.CLUSTER, np.float32)
+    tiles = s.row_tiles(m)
+    column_sum, grid, constexprs = rw.column_sum_launch(dtype, 2, ctas, n, warps=2)
+    got = rw.run_on_cpu([(kernel_for(dtype, dtype, s), (s.CLUSTER, ctas),
+                          (dy, x, w, mean, rstd, dx, partial, scratch, m, n // s.VEC, 1e-5,
+                           -(-tiles // ctas), ctas), {**s.constexprs(), "STATS": stats}),
+                         (column_sum, grid, (partial, sums, 2, ctas, n), constexprs)],
+                        {"dx": dx, "sums": sums})
+    want = reference(dyf, xf, wf)
+    worst = max(rw.relative_to_max(rw.float64_of(g, dtype), w_)
+                for g, w_ in ((got["dx"], want[0]), (got["sums"][0], want[1]),
+                              (got["sums"][1], want[2])))
+    assert worst <= rw.tolerance(dtype), \
+        f"layernorm_backward {dtype} ({m}, {n}) {s} stats={stats}: error {worst:.3g}"
+    return worst
+
+
+def check_cpu(seed: int = 0) -> float:
+    """Run the kernels on the CPU interpreter (race checking on, two interleavings that must
+    agree bit for bit) for a warp per row, a CTA per row and a cluster per row (ragged m and
+    n, bf16 and f32, statistics recomputed and given, several persistent rounds) and compare
+    with float64 numpy; returns the worst error relative to each output's largest value."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for dtype, m, n, s, ctas, stats in (
+            (lk.bf16, 9, 100, rw.split(100, 2, VALUES, 128, "t"), 2, False),
+            (lk.f32, 3, 601, rw.split(601, 4, VALUES, 128, "t"), 2, True),
+            (lk.bf16, 3, 700, rw.split(700, 2, 8, 64, "t", max_threads=64), 2, False),
+            (lk.bf16, 2, 700, rw.split(700, 2, 8, 64, "t", max_threads=64), 1, True)):
+        worst = max(worst, _cpu_case(rng, dtype, m, n, s, ctas, stats))
+    return worst
+
+
+CHECK_SHAPES = ((1, 1), (3, 7), (17, 100), (64, 1000), (1, 3000), (7, 3000), (5, 4096),
+                (4, 8191), (3, 16385), (2, 32768), (2, 65537), (1, 131072))
+
+
+def check(shapes=CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) -> float:
+    """Random rows offset far from 0, weights and upstream gradients against float64, with
+    the statistics recomputed and given; returns the worst error relative to each output's
+    largest value (AssertionError past rw.tolerance)."""
+    import torch
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    worst = 0.0
+    for name in dtypes:
+        dtype = getattr(torch, name)
+        for m, n in shapes:
+            offset = torch.randn(m, 1, device="cuda", generator=gen) * 8
+            x = (torch.randn(m, n, device="cuda", generator=gen) * 2 + offset).to(dtype)
+            dy = torch.randn(m, n, device="cuda", generator=gen).to(dtype)
+            w = torch.randn(n, device="cuda", generator=gen).to(dtype)
+            xf, dyf, wf = (t.double().cpu().numpy() for t in (x, dy, w))
+            want = reference(dyf, xf, wf)
+            mean, rstd = (torch.from_numpy(v).float().cuda() for v in statistics(xf))
+            for given in (False, True):
+                got = layernorm_backward(dy, x, w, *((mean, rstd) if given else ()))
+                for what, g, w_ in zip(("dx", "dweight", "dbias"), got, want):
+                    err = rw.relative_to_max(g.double().cpu().numpy(), w_)
+                    assert err <= rw.tolerance(rw.DTYPES[str(dtype)]), \
+                        f"layernorm_backward {name} ({m}, {n}) stats given={given}: {what} " \
+                        f"error {err:.3g}"
+                    worst = max(worst, err)
+    return worst
+
+
+BENCH_SHAPES = ((4096, 1024), (4096, 4096), (4096, 8192), (4096, 32768), (32768, 4096),
+                (1000, 3000), (7, 4096), (1024, 65536), (512, 131072))
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_layer_norm(n: int):
+    import torch
+    return rw.compiled(lambda a, b, c: torch.nn.functional.layer_norm(a, (n,), b, c, 1e-5))
+
+
+def benchmark_rows(shapes=BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
+                   torch_compile: bool = True) -> tuple[list, dict]:
+    """Time layernorm_backward (the forward's mean and rstd given) on random (m, n) rows
+    against quack's layernorm_bwd (which takes f32 weights) and torch's autograd of
+    F.layer_norm (eager, torch.compile) in one run; returns (rows, skipped) for
+    rw.markdown_table (GB/s counts reading x, dy, weight, mean, rstd and writing dx, dweight,
+    dbias once)."""
+    import torch
+    F = torch.nn.functional
+    qk, why = rw.quack("rmsnorm")
+    skipped = {} if qk else {"quack": why}
+    rows = []
+    for m, n in shapes:
+        dt = getattr(torch, dtype)
+        x = (torch.randn(m, n, device="cuda") + 3).to(dt)
+        dy = torch.randn(m, n, device="cuda").to(dt)
+        w, b = (torch.randn(n, device="cuda").to(dt) for _ in range(2))
+        xf = x.float()
+        mean = xf.mean(-1)
+        rstd = torch.rsqrt(xf.var(-1, unbiased=False) + 1e-5)
+        calls = {"layoutkit": lambda: layernorm_backward(dy, x, w, mean, rstd)}
+        if qk:
+            w32 = w.float()
+            calls["quack"] = lambda: qk.layernorm_bwd(x, w32, dy, rstd, mean)
+        fns = {"torch": lambda a, c, d: F.layer_norm(a, (n,), c, d, 1e-5)}
+        if torch_compile:
+            fns["torch.compile"] = compiled_layer_norm(n)
+        for name, fn in fns.items():
+            xr, wr, br = (t.detach().requires_grad_() for t in (x, w, b))
+            out = fn(xr, wr, br)
+            calls[name] = functools.partial(torch.autograd.grad, out, (xr, wr, br), dy,
+                                            retain_graph=True)
+        item = x.element_size()
+        rows.append(rw.time_row_op("layernorm bwd", x, calls,
+                                   3 * m * n * item + 3 * n * item + 8 * m, reps))
+    return rows, skipped
+
+
+def benchmark(shapes=BENCH_SHAPES, reps: int = 30) -> list:
+    """Print and return benchmark_rows' table (markdown)."""
+    rows, skipped = benchmark_rows(shapes, reps)
+    print(rw.markdown_table(rows, skipped))
+    return rows
+
+
+if __name__ == "__main__":
+    print(f"max error {check():.3g}")
+    benchmark()

@@ -1,0 +1,496 @@
+"""Row RMSNorm, forward and backward, for a row-major contiguous (m, n) matrix (or N-D, over the
+last dim) of bf16, fp16 or f32, f32 math, outputs in the input's dtype:
+
+    forward   h = x (+ residual);  rstd = 1 / sqrt(mean(h^2) + eps);  y = h * rstd (* weight)
+              (returns y; with return_residual=True also h, the residual stream models carry
+              on, in x's dtype; with return_rstd=True also rstd, f32 per row, for the backward)
+    backward  xhat = h * rstd, g = dy * weight;  dx = rstd * (g - xhat * mean(g * xhat))
+              dweight = sum over rows of dy * xhat (f32 partials per persistent CTA, then a
+              column sum in a fixed order: deterministic, no atomics)
+
+Pipeline (one pass over the inputs, every row value in registers; recipes/_rowwise.py has the
+work split, the cluster exchange and the column sum):
+
+  forward, one row tile per CTA (a cluster per row past 32k columns):
+    global --ld 16 B--> registers (-> f32), + residual  [--st--> residual out]
+      sum(h^2): in-thread tree -> shfl.bfly -> [smem across warps] -> [cluster: global scratch,
+      barrier.cluster]   rstd = rsqrt(sum / n + eps)
+      weight --ld--> (after the statistics: short register lifetimes)
+      y = h * rstd * w --st 16 B--> global   [rstd --st--> global]
+  backward, persistent CTAs (as many as are resident), each over rows g, g + G, ...:
+      x, dy, weight, rstd --ld--> registers; acc += dy * xhat (the CTA's dweight partial)
+      c = sum(g * xhat) / n (same tree; cluster exchange past 16k columns)
+      dx = rstd * (g - xhat * c) --st--> global
+    then partial (G, n) f32 --column sum--> dweight (n) in weight's dtype.
+
+Values a lane: 32 forward (as recipes/softmax.py: ~1024 resident threads, 64 KB of bf16 in
+flight per SM), 16 backward (x, dy, the partial and the temporaries: <= 64 registers at 1024
+threads). Rows longer than one CTA's 32768 (forward) / 16384 (backward) columns are split over a
+cluster of up to 8 CTAs of 512 (forward) / 1024 (backward) threads: 131072 columns at most.
+
+Constraints: x (and residual, dy) contiguous CUDA tensors of one dtype in bf16 / fp16 / f32;
+weight a contiguous vector of n in x's dtype or f32, or None; eps > 0. 16-byte accesses need
+n % 8 == 0 (bf16/fp16) or n % 4 == 0 (f32); other n use narrower accesses (correct, slower).
+
+Benchmark interface (benchmarks/bench_rows.py): `benchmark_rows(shapes, reps) -> list[dict]`
+times forward and backward against quack and torch (eager and torch.compile) on each (m, n)
+and returns one dict per (shape, pass) with the keys of `benchmark`'s table.
+"""
+from __future__ import annotations
+
+import functools
+
+import layoutkit as lk
+from recipes import _rowwise as rw
+
+FWD_VALUES, BWD_VALUES = 32, 16          # f32 values a lane (see the module docstring)
+FWD_CTA_THREADS = 128                    # rows of a warp each: 4 per CTA (as softmax)
+FWD_WIDE_THREADS = 512                   # a cluster's CTAs: 2 resident per SM
+BWD_CTA_THREADS = 1024                   # persistent CTAs: fill the CTA with rows
+
+
+def forward_split(n: int, itemsize: int) -> rw.RowSplit:
+    """The forward's split of rows of n columns (recipes/_rowwise.py)."""
+    s = rw.split(n, itemsize, FWD_VALUES, FWD_CTA_THREADS, "rmsnorm")
+    if s.CLUSTER > 1:
+        s = rw.split(n, itemsize, FWD_VALUES, FWD_CTA_THREADS, "rmsnorm", FWD_WIDE_THREADS)
+    return s
+
+
+def backward_split(n: int, itemsize: int) -> rw.RowSplit:
+    """The backward's split of rows of n columns."""
+    return rw.split(n, itemsize, BWD_VALUES, BWD_CTA_THREADS, "rmsnorm_backward")
+
+
+def _forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
+                  y: lk.Pointer[lk.bf16], res_out: lk.Pointer[lk.bf16],
+                  rstd: lk.Pointer[lk.f32], scratch: lk.Pointer[lk.f32], m: lk.i32,
+                  nv: lk.i32, eps: lk.f32, P: lk.constexpr, ROWS: lk.constexpr,
+                  C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr, VEC: lk.constexpr,
+                  RESIDUAL: lk.constexpr, WEIGHT: lk.constexpr, STORE_RESIDUAL: lk.constexpr,
+                  STORE_RSTD: lk.constexpr):
+    tv = rw.row_layout(P, ROWS, C, K)
+    n = nv * VEC
+    row = lk.block_id(1)
+
+    def rows_of(ptr):
+        return rw.rows_view(ptr, m, n, tv, row, CLUSTER)
+
+    h = lk.cast(lk.load(rows_of(x)), lk.f32)
+    if RESIDUAL:
+        h = h + lk.cast(lk.load(rows_of(res)), lk.f32)
+    if STORE_RESIDUAL:
+        lk.store(rows_of(res_out), lk.cast(h, res_out.dtype))
+    (squares,) = rw.row_sums([h * h], scratch, m, row, CLUSTER)
+    r = lk.rsqrt(squares * (1.0 / lk.cast(n, lk.f32)) + eps)
+    out = h * lk.broadcast(r, tv)
+    if WEIGHT:
+        out = out * lk.cast(lk.load(rw.columns_view(w, m, n, tv, row, CLUSTER)), lk.f32)
+    lk.store(rows_of(y), lk.cast(out, y.dtype))
+    if STORE_RSTD:
+        with lk.if_(rw.first_of_row(P, CLUSTER)):
+            lk.store(rw.scalars_view(rstd, m, P, ROWS, row), r)
+
+
+def _backward_body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
+                   rstd: lk.Pointer[lk.f32], dx: lk.Pointer[lk.bf16],
+                   partial: lk.Pointer[lk.f32], scratch: lk.Pointer[lk.f32], m: lk.i32,
+                   nv: lk.i32, rounds: lk.i32, ctas: lk.i32, P: lk.constexpr,
+                   ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr,
+                   VEC: lk.constexpr, WEIGHT: lk.constexpr):
+    tv = rw.row_layout(P, ROWS, C, K)
+    n = nv * VEC
+    inv_n = 1.0 / lk.cast(n, lk.f32)
+    acc = rw.Accumulator(P, ROWS, C, K, "dw") if WEIGHT else None
+    for i in lk.range(0, rounds):
+        row = lk.block_id(1) + i * ctas            # past the last tile: every access masked
+        X, DY = (rw.rows_view(t, m, n, tv, row, CLUSTER) for t in (x, dy))
+        W = rw.columns_view(w, m, n, tv, row, CLUSTER)
+
+        def xhat_and_g():                           # loaded again after the row sum: its
+            r = lk.broadcast(lk.load(rw.scalars_view(rstd, m, P, ROWS, row)), tv)
+            dyv = lk.cast(lk.load(DY), lk.f32)      # barrier ends their registers' lifetime
+            xhat = lk.cast(lk.load(X), lk.f32) * r
+            return r, dyv, xhat, (dyv * lk.cast(lk.load(W), lk.f32) if WEIGHT else dyv)
+        r, dyv, xhat, g = xhat_and_g()
+        if WEIGHT:
+            acc.put(lk.fma(dyv, xhat, acc.get()))
+        (dot,) = rw.row_sums([g * xhat], scratch, m, row, CLUSTER)
+        r, _, xhat, g = xhat_and_g()
+        c = lk.broadcast(dot * inv_n, tv)
+        lk.store(rw.rows_view(dx, m, n, tv, row, CLUSTER), lk.cast((g - xhat * c) * r, dx.dtype))
+    if WEIGHT:
+        acc.store_rows_summed(partial, ctas, n, CLUSTER)
+
+
+def _dtypes(kind: str, xdt, wdt) -> tuple:
+    if kind == "forward":
+        return (("x", xdt), ("res", xdt), ("w", wdt), ("y", xdt), ("res_out", xdt))
+    return (("dy", xdt), ("x", xdt), ("w", wdt), ("dx", xdt))
+
+
+def kernel_for(kind: str, xdt, wdt, s: rw.RowSplit) -> lk.Kernel:
+    """The forward or backward kernel for x's and weight's dtypes and the split's block size
+    and cluster (one Kernel per combination; constexprs specialize it further)."""
+    body = _forward_body if kind == "forward" else _backward_body
+    name = f"rmsnorm_{kind}_{rw._name(xdt)}_{rw._name(wdt)}_w{s.num_warps}_c{s.CLUSTER}"
+    return rw.make_kernel(body, name, s.num_warps, s.CLUSTER, _dtypes(kind, xdt, wdt))
+
+
+# --- host side ------------------------------------------------------------------------------
+
+def check_forward(x, weight, residual, eps) -> tuple[int, int]:
+    """(m, n) after checking rmsnorm's arguments (TypeError / ValueError naming the rule)."""
+    rw.check_tensor("rmsnorm", "x", x)
+    m, n = rw.rows_and_columns("rmsnorm", x.shape)
+    forward_split(n, x.element_size())             # the row length it can hold
+    if residual is not None:
+        rw.check_tensor("rmsnorm", "residual", residual, x.shape, (str(x.dtype),), x.device)
+    if weight is not None:
+        rw.check_tensor("rmsnorm", "weight", weight, (n,), (str(x.dtype), "torch.float32"),
+                        x.device)
+    rw.check_eps("rmsnorm", eps)
+    return m, n
+
+
+_PLANS: dict = {}          # (what, shapes, dtypes, flags, device) -> what a call launches
+MAX_PLANS = 256
+
+
+def _kept(key, make):
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[key] = make()
+    return plan
+
+
+def _forward_plan(x, weight, residual, store_residual: bool, store_rstd: bool):
+    """(launch(x, res, w, y, h, rstd, scratch, eps), scratch entries) for these arguments."""
+    m, n = rw.rows_and_columns("rmsnorm", x.shape)
+    s = forward_split(n, x.element_size())
+    wdt = rw.lk_dtype(weight) if weight is not None else rw.lk_dtype(x)
+    kernel = kernel_for("forward", rw.lk_dtype(x), wdt, s)
+    launcher = kernel[(s.CLUSTER, s.row_tiles(m))]
+    flags = (*s.constexprs().values(), residual is not None, weight is not None, store_residual,
+             store_rstd)
+
+    def launch(x, res, w, y, h, rstd, scratch, eps):
+        launcher(x, res, w, y, h, rstd, scratch, m, n // s.VEC, eps, *flags)
+    return launch, m * s.CLUSTER if s.CLUSTER > 1 else 1
+
+
+def rmsnorm(x, weight=None, residual=None, eps: float = 1e-6, return_residual: bool = False,
+            return_rstd: bool = False):
+    """RMSNorm of x over its last dim (see the module docstring): y, or the tuple (y,
+    [h = x + residual], [rstd]) with the parts asked for; x's dtype in and out."""
+    import torch
+    m, n = check_forward(x, weight, residual, eps)
+    y = torch.empty_like(x)
+    h = torch.empty_like(x) if return_residual and residual is not None else None
+    rstd = torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32) \
+        if return_rstd else None
+    if m and n:
+        key = ("forward", x.shape, x.dtype, None if weight is None else weight.dtype,
+               residual is not None, h is not None, rstd is not None, x.device)
+        launch, scratch_size = _kept(key, lambda: _forward_plan(x, weight, residual,
+                                                                h is not None, rstd is not None))
+        scratch = torch.empty(scratch_size, device=x.device, dtype=torch.float32)
+        launch(x, x if residual is None else residual, x if weight is None else weight, y,
+               y if h is None else h, scratch if rstd is None else rstd, scratch, float(eps))
+    if return_residual and h is None:
+        h = x                                       # no residual: the stream is x itself
+    extra = ((h,) if return_residual else ()) + ((rstd,) if return_rstd else ())
+    return (y, *extra) if extra else y
+
+
+def check_backward(dy, x, weight, rstd) -> tuple[int, int]:
+    """(m, n) after checking rmsnorm_backward's arguments."""
+    rw.check_tensor("rmsnorm_backward", "x", x)
+    m, n = rw.rows_and_columns("rmsnorm_backward", x.shape)
+    backward_split(n, x.element_size())
+    rw.check_tensor("rmsnorm_backward", "dy", dy, x.shape, (str(x.dtype),), x.device)
+    if weight is not None:
+        rw.check_tensor("rmsnorm_backward", "weight", weight, (n,),
+                        (str(x.dtype), "torch.float32"), x.device)
+    rw.check_tensor("rmsnorm_backward", "rstd", rstd, x.shape[:-1], ("torch.float32",),
+                    x.device)
+    return m, n
+
+
+def _backward_plan(dy, x, weight, rstd):
+    """(launch(dy, x, w, rstd, dx, partial, scratch), ctas, scratch entries): the persistent
+    grid is as many CTAs as are resident at once, at most one per row tile."""
+    import torch
+    m, n = rw.rows_and_columns("rmsnorm_backward", x.shape)
+    s = backward_split(n, x.element_size())
+    xdt = rw.lk_dtype(x)
+    kernel = kernel_for("backward", xdt, rw.lk_dtype(weight) if weight is not None else xdt, s)
+    tiles = s.row_tiles(m)
+    flags = {**s.constexprs(), "WEIGHT": weight is not None}
+    probe = torch.empty(1, device=x.device, dtype=torch.float32)
+    w = weight if weight is not None else x
+    resident = rw.resident_ctas(kernel, (dy, x, w, rstd, dy, probe, probe, m, n // s.VEC, 2,
+                                         3), flags, s.CLUSTER, x.device)
+    ctas = max(1, min(tiles, resident // s.CLUSTER))
+    launcher, rounds = kernel[(s.CLUSTER, ctas)], -(-tiles // ctas)
+
+    def launch(dy, x, w, rstd, dx, partial, scratch):
+        launcher(dy, x, w, rstd, dx, partial, scratch, m, n // s.VEC, rounds, ctas,
+                 *flags.values())
+    return launch, ctas, m * s.CLUSTER if s.CLUSTER > 1 else 1
+
+
+def rmsnorm_backward(dy, x, weight, rstd):
+    """(dx, dweight) of y = rmsnorm(x, weight) given dy and the forward's rstd (x here is the
+    normalized input h = x + residual when a residual was added; dweight is None without a
+    weight). dx in x's dtype, dweight in weight's."""
+    import torch
+    m, n = check_backward(dy, x, weight, rstd)
+    dx = torch.empty_like(x)
+    if not (m and n):
+        return dx, (torch.zeros_like(weight) if weight is not None else None)
+    key = ("backward", x.shape, x.dtype, None if weight is None else weight.dtype, x.device)
+    launch, ctas, scratch_size = _kept(key, lambda: _backward_plan(dy, x, weight, rstd))
+    scratch = torch.empty(scratch_size, device=x.device, dtype=torch.float32)
+    partial = torch.empty((ctas, n) if weight is not None else (1,), device=x.device,
+                          dtype=torch.float32)
+    launch(dy, x, weight if weight is not None else x, rstd, dx, partial, scratch)
+    if weight is None:
+        return dx, None
+    dw = torch.empty_like(weight)
+    rw.column_sum(partial, dw.view(1, n), ctas)
+    return dx, dw
+
+
+# --- checks ---------------------------------------------------------------------------------
+
+def reference(x, weight=None, residual=None, eps=1e-6):
+    """(y, h, rstd) in float64 numpy: the definition the kernels are checked against."""
+    import numpy as np
+    h = x.astype(np.float64) + (0 if residual is None else residual.astype(np.float64))
+    rstd = 1.0 / np.sqrt((h * h).mean(axis=-1, keepdims=True) + eps)
+    y = h * rstd * (1.0 if weight is None else weight.astype(np.float64))
+    return y, h, rstd[..., 0]
+
+
+def reference_backward(dy, h, weight, rstd):
+    """(dx, dweight) in float64 numpy."""
+    import numpy as np
+    n = h.shape[-1]
+    w = np.ones(n) if weight is None else weight.astype(np.float64)
+    xhat = h * rstd[..., None]
+    g = dy * w
+    dx = rstd[..., None] * (g - xhat * (g * xhat).sum(axis=-1, keepdims=True) / n)
+    return dx, (dy * xhat).reshape(-1, n).sum(axis=0)
+
+
+def compile_default() -> dict:
+    """PTX of the default specializations (no GPU): {name: ptx}, bf16, 1k to 128k columns."""
+    ptr, f32p = lk.Pointer[lk.bf16], lk.Pointer[lk.f32]
+    result = {}
+    for n in (1024, 4096, 32768, 131072):
+        s = forward_split(n, 2)
+        k = kernel_for("forward", lk.bf16, lk.bf16, s)
+        result[f"rmsnorm n={n}"] = k.ptx(ptr, ptr, ptr, ptr, ptr, f32p, f32p, 4096, n // s.VEC,
+                                         1e-6, **s.constexprs(), RESIDUAL=True, WEIGHT=True,
+                                         STORE_RESIDUAL=True, STORE_RSTD=True)
+        s = backward_split(n, 2)
+        k = kernel_for("backward", lk.bf16, lk.bf16, s)
+        result[f"rmsnorm_backward n={n}"] = k.ptx(ptr, ptr, ptr, f32p, ptr, f32p, f32p, 4096,
+                                                  n // s.VEC, 4, 132, **s.constexprs(),
+                                                  WEIGHT=True)
+    kernel, _, constexprs = rw.column_sum_launch(lk.bf16, 1, 132, 4096)
+    result["column_sum"] = kernel.ptx(f32p, ptr, 1, 132, 4096, **constexprs)
+    return result
+
+
+def _cpu_forward(rng, dtype, m, n, s, residual: bool, weight: bool) -> float:
+    import numpy as np
+    xs = rng.standard_normal((m, n)) * 2
+    rs = rng.standard_normal((m, n)) if residual else None
+    ws = rng.standard_normal(n) if weight else None
+    x, res = rw.host_array(xs, dtype), rw.host_array(rs if residual else xs, dtype)
+    w = rw.host_array(ws if weight else np.ones(n), dtype)
+    y, h = rw.host_array(np.zeros((m, n)), dtype), rw.host_array(np.zeros((m, n)), dtype)
+    rstd, scratch = np.zeros(m, np.float32), np.zeros(m * s.CLUSTER, np.float32)
+    kernel = kernel_for("forward", dtype, dtype, s)
+    flags = {**s.constexprs(), "RESIDUAL": residual, "WEIGHT": weight, "STORE_RESIDUAL": residual,
+             "STORE_RSTD": True}
+    got = rw.run_on_cpu([(kernel, (s.CLUSTER, s.row_tiles(m)),
+                          (x, res, w, y, h, rstd, scratch, m, n // s.VEC, 1e-6), flags)],
+                        {"y": y, "h": h, "rstd": rstd})
+    want_y, want_h, want_rstd = reference(rw.float64_of(x, dtype),
+                                          rw.float64_of(w, dtype) if weight else None,
+                                          rw.float64_of(res, dtype) if residual else None)
+    errors = {"y": rw.relative_to_max(rw.float64_of(got["y"], dtype), want_y) /
+              rw.tolerance(dtype),
+              "rstd": rw.relative_to_max(got["rstd"].astype(np.float64), want_rstd) /
+              rw.tolerance(lk.f32)}            # rstd is f32 whatever x is
+    if residual:
+        errors["h"] = rw.relative_to_max(rw.float64_of(got["h"], dtype), want_h) / \
+            rw.tolerance(dtype)
+    assert max(errors.values()) <= 1, f"rmsnorm {dtype} ({m}, {n}) {s}: errors / tolerance " \
+                                      f"{errors}"
+    worst = max(errors.values()) * rw.tolerance(dtype)
+    return worst
+
+
+def _cpu_backward(rng, dtype, m, n, s, ctas: int, weight: bool) -> float:
+    import numpy as np
+    x = rw.host_array(rng.standard_normal((m, n)) * 2, dtype)
+    dy = rw.host_array(rng.standard_normal((m, n)), dtype)
+    w = rw.host_array(rng.standard_normal(n) if weight else np.ones(n), dtype)
+    xf, dyf, wf = (rw.float64_of(t, dtype) for t in (x, dy, w))
+    rstd = reference(xf)[2].astype(np.float32)
+    dx = rw.host_array(np.zeros((m, n)), dtype)
+    dw = rw.host_array(np.zeros(n), dtype)
+    partial = np.full(ctas * n, np.nan, np.float32)
+    scratch = np.zeros(m * s.CLUSTER, np.float32)
+    kernel = kernel_for("backward", dtype, dtype, s)
+    tiles = s.row_tiles(m)
+    launches = [(kernel, (s.CLUSTER, ctas), (dy, x, w, rstd, dx, partial, scratch, m,
+                                             n // s.VEC, -(-tiles // ctas), ctas),
+                 {**s.constexprs(), "WEIGHT": weight})]
+    if weight:
+        kernel, grid, constexprs = rw.column_sum_launch(dtype, 1, ctas, n, warps=2)
+        launches.append((kernel, grid, (partial, dw, 1, ctas, n), constexprs))
+    got = rw.run_on_cpu(launches, {"dx": dx, "dw": dw})
+    want_dx, want_dw = reference_backward(dyf, xf, wf if weight else None,
+                                          rstd.astype(np.float64))
+    worst = rw.relative_to_max(rw.float64_of(got["dx"], dtype), want_dx)
+    if weight:
+        worst = max(worst, rw.relative_to_max(rw.float64_of(got["dw"], dtype), want_dw))
+    assert worst <= rw.tolerance(dtype), (f"rmsnorm_backward {dtype} ({m}, {n}) {s}: error "
+                                         f"{worst:.3g}")
+    return worst
+
+
+def small_cluster_split(n: int, itemsize: int) -> rw.RowSplit:
+    """A cluster split of a short row (2-warp CTAs, 8 values a lane): the wide-row path at a
+    size the CPU interpreter runs in seconds."""
+    return rw.split(n, itemsize, 8, 64, "rmsnorm (small cluster)", max_threads=64)
+
+
+def check_cpu(seed: int = 0) -> float:
+    """Run the kernels on the CPU interpreter (race checking on, two interleavings that must
+    agree bit for bit) on small random shapes of every work split (a warp per row, a CTA per
+    row, a cluster per row; ragged m and n; bf16 and f32; with and without residual and
+    weight; several rounds of the persistent backward) and compare with float64 numpy;
+    returns the worst error relative to each output's largest value."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for dtype, m, n, s, residual, weight in (
+            (lk.bf16, 5, 100, forward_split(100, 2), True, True),
+            (lk.f32, 2, 1501, forward_split(1501, 4), False, True),
+            (lk.bf16, 2, 700, small_cluster_split(700, 2), True, False)):
+        worst = max(worst, _cpu_forward(rng, dtype, m, n, s, residual, weight))
+    for dtype, m, n, s, ctas, weight in (
+            (lk.bf16, 9, 100, rw.split(100, 2, BWD_VALUES, 128, "t"), 2, True),
+            (lk.f32, 3, 601, backward_split(601, 4), 2, True),
+            (lk.bf16, 3, 700, small_cluster_split(700, 2), 2, True),
+            (lk.bf16, 2, 300, backward_split(300, 2), 1, False)):
+        worst = max(worst, _cpu_backward(rng, dtype, m, n, s, ctas, weight))
+    return worst
+
+
+# --- on the GPU -----------------------------------------------------------------------------
+
+CHECK_SHAPES = ((1, 1), (3, 7), (17, 100), (64, 1000), (1, 3000), (7, 3000), (5, 4096),
+                (4, 8191), (3, 16385), (2, 32768), (2, 65537), (1, 131072))
+
+
+def check(shapes=CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) -> float:
+    """Forward (with residual and weight, returning the residual stream and rstd) and backward
+    on random inputs, against float64 (reference / reference_backward); returns the worst
+    error relative to each output's largest value (AssertionError past rw.tolerance)."""
+    import torch
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    worst = 0.0
+    for name in dtypes:
+        dtype = getattr(torch, name)
+        tol = rw.tolerance(rw.DTYPES[str(dtype)])
+        for m, n in shapes:
+            x, res, dy = (torch.randn(m, n, device="cuda", generator=gen).to(dtype)
+                          for _ in range(3))
+            w = torch.randn(n, device="cuda", generator=gen).to(dtype)
+            y, h, rstd = rmsnorm(x, w, res, 1e-6, return_residual=True, return_rstd=True)
+            dx, dw = rmsnorm_backward(dy, h, w, rstd)
+            want_y, want_h, want_rstd = reference(*(t.double().cpu().numpy() for t in (x, w, res)))
+            want_dx, want_dw = reference_backward(dy.double().cpu().numpy(),
+                                                  h.double().cpu().numpy(),
+                                                  w.double().cpu().numpy(),
+                                                  rstd.double().cpu().numpy())
+            for what, got, want, bound in (("y", y, want_y, tol), ("h", h, want_h, tol),
+                                           ("rstd", rstd, want_rstd, 2 ** -16),
+                                           ("dx", dx, want_dx, tol), ("dw", dw, want_dw, tol)):
+                err = rw.relative_to_max(got.double().cpu().numpy(), want)
+                assert err <= bound, f"rmsnorm {name} ({m}, {n}): {what} error {err:.3g}"
+                worst = max(worst, err)
+    return worst
+
+
+BENCH_SHAPES = ((4096, 1024), (4096, 4096), (4096, 8192), (4096, 32768), (32768, 4096),
+                (1000, 3000), (7, 4096), (1024, 65536), (512, 131072))
+
+
+def benchmark_rows(shapes=BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
+                   torch_compile: bool = True) -> tuple[list, dict]:
+    """Time forward (y and rstd, with weight) and backward (dx, dweight) on random (m, n)
+    inputs against quack (rmsnorm_fwd / rmsnorm_bwd), torch eager (F.rms_norm and its
+    autograd) and torch.compile of the same, in one run; returns (rows, skipped) for
+    rw.markdown_table (GB/s counts the bytes of the inputs read and outputs written once)."""
+    import torch
+    F = torch.nn.functional
+    qk, why = rw.quack("rmsnorm")
+    skipped = {} if qk else {"quack": why}
+    rows = []
+    for m, n in shapes:
+        dt = getattr(torch, dtype)
+        x, dy = (torch.randn(m, n, device="cuda").to(dt) for _ in range(2))
+        w = torch.randn(n, device="cuda").to(dt)
+        _, rstd = rmsnorm(x, w, return_rstd=True)
+        item, mn = x.element_size(), m * n
+        fwd = {"layoutkit": lambda: rmsnorm(x, w, return_rstd=True)}
+        if qk:
+            fwd["quack"] = lambda: qk.rmsnorm_fwd(x, w, eps=1e-6, store_rstd=True)
+        fwd["torch"] = lambda: F.rms_norm(x, (n,), w, 1e-6)
+        if torch_compile:
+            fwd["torch.compile"] = functools.partial(compiled_rms_norm(n), x, w)
+        rows.append(rw.time_row_op("rmsnorm fwd", x, fwd, 2 * mn * item + n * item + 4 * m,
+                                   reps))
+        bwd = {"layoutkit": lambda: rmsnorm_backward(dy, x, w, rstd)}
+        if qk:
+            bwd["quack"] = lambda: qk.rmsnorm_bwd(x, w, dy, rstd)
+        for name, fn in (("torch", lambda a, b: F.rms_norm(a, (n,), b, 1e-6)),
+                         ("torch.compile", compiled_rms_norm(n))):
+            if name == "torch.compile" and not torch_compile:
+                continue
+            xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+            out = fn(xr, wr)
+            bwd[name] = functools.partial(torch.autograd.grad, out, (xr, wr), dy,
+                                          retain_graph=True)
+        rows.append(rw.time_row_op("rmsnorm bwd", x, bwd, 3 * mn * item + 2 * n * item + 4 * m,
+                                   reps))
+    return rows, skipped
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_rms_norm(n: int):
+    """torch.compile of F.rms_norm over rows of n (one compiled function per row length)."""
+    import torch
+    return rw.compiled(lambda a, b: torch.nn.functional.rms_norm(a, (n,), b, 1e-6))
+
+
+def benchmark(shapes=BENCH_SHAPES, reps: int = 30) -> list:
+    """Print and return benchmark_rows' table (markdown)."""
+    rows, skipped = benchmark_rows(shapes, reps)
+    print(rw.markdown_table(rows, skipped))
+    return rows
+
+
+if __name__ == "__main__":
+    print(f"max error {check():.3g}")
+    benchmark()

@@ -1,0 +1,221 @@
+"""Row softmax backward: dx = y * (dy - sum(dy * y, row)) for y = softmax(x) over the last dim
+of a row-major contiguous (m, n) matrix (or N-D), bf16 / fp16 / f32 in and out, f32 math.
+
+Pipeline (one pass, every row value in registers; recipes/_rowwise.py has the work split, the
+cluster exchange and the views):
+
+    y, dy --ld 16 B--> registers (-> f32)
+      dot = sum(dy * y): in-thread tree -> shfl.bfly -> [smem across warps]
+            -> [past 16k columns: a cluster's CTAs exchange their parts through a global
+               scratch around barrier.cluster]
+      dx = y * (dy - dot) --st 16 B--> global
+
+Work split: 16 values a lane (two f32 row tensors live: <= 64 registers at 1024 threads), one
+warp per row up to 512 columns (4 rows per CTA), one CTA of up to 1024 threads per row up to
+16384, a cluster of up to 8 such CTAs per row up to 131072.
+
+Constraints: dy and y contiguous CUDA tensors of one shape and dtype (bf16, fp16, f32);
+1 <= n <= 131072. 16-byte accesses need n % 8 == 0 (16-bit) / n % 4 == 0 (f32).
+
+Benchmark interface (benchmarks/bench_rows.py): `benchmark_rows(shapes, reps)` returns (rows,
+skipped) for recipes/_rowwise.markdown_table, timing this against quack's softmax_bwd and
+torch's autograd of torch.softmax (eager and torch.compile).
+"""
+from __future__ import annotations
+
+import functools
+
+import layoutkit as lk
+from recipes import _rowwise as rw
+
+VALUES = 16
+CTA_THREADS = 128
+
+
+def split_for(n: int, itemsize: int) -> rw.RowSplit:
+    """The work split of rows of n columns (recipes/_rowwise.py)."""
+    return rw.split(n, itemsize, VALUES, CTA_THREADS, "softmax_backward")
+
+
+def _body(dy: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], dx: lk.Pointer[lk.bf16],
+          scratch: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32, P: lk.constexpr,
+          ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr,
+          VEC: lk.constexpr):
+    tv = rw.row_layout(P, ROWS, C, K)
+    n = nv * VEC
+    row = lk.block_id(1)
+    yv = lk.cast(lk.load(rw.rows_view(y, m, n, tv, row, CLUSTER)), lk.f32)
+    dyv = lk.cast(lk.load(rw.rows_view(dy, m, n, tv, row, CLUSTER)), lk.f32)
+    (dot,) = rw.row_sums([dyv * yv], scratch, m, row, CLUSTER)
+    lk.store(rw.rows_view(dx, m, n, tv, row, CLUSTER),
+             lk.cast(yv * (dyv - lk.broadcast(dot, tv)), dx.dtype))
+
+
+def kernel_for(dtype, s: rw.RowSplit) -> lk.Kernel:
+    """The kernel for a dtype and the split's block size and cluster."""
+    return rw.make_kernel(_body, f"softmax_backward_{rw._name(dtype)}_w{s.num_warps}"
+                                 f"_c{s.CLUSTER}", s.num_warps, s.CLUSTER,
+                          (("dy", dtype), ("y", dtype), ("dx", dtype)))
+
+
+def check_arguments(dy, y) -> tuple[int, int]:
+    """(m, n) after checking softmax_backward's arguments (TypeError / ValueError naming the
+    argument and the rule)."""
+    rw.check_tensor("softmax_backward", "y", y)
+    m, n = rw.rows_and_columns("softmax_backward", y.shape)
+    split_for(n, y.element_size())
+    rw.check_tensor("softmax_backward", "dy", dy, y.shape, (str(y.dtype),), y.device)
+    return m, n
+
+
+_PLANS: dict = {}
+MAX_PLANS = 256
+
+
+def _plan(y):
+    m, n = rw.rows_and_columns("softmax_backward", y.shape)
+    s = split_for(n, y.element_size())
+    launcher = kernel_for(rw.lk_dtype(y), s)[(s.CLUSTER, s.row_tiles(m))]
+    constexprs = tuple(s.constexprs().values())
+
+    def launch(dy, y, dx, scratch):
+        launcher(dy, y, dx, scratch, m, n // s.VEC, *constexprs)
+    return launch, m * s.CLUSTER if s.CLUSTER > 1 else 1
+
+
+def softmax_backward(dy, y):
+    """dx of y = softmax(x, dim=-1) given the upstream gradient dy (y's shape and dtype)."""
+    import torch
+    m, n = check_arguments(dy, y)
+    dx = torch.empty_like(y)
+    if m and n:
+        key = (y.shape, y.dtype, y.device)
+        plan = _PLANS.get(key)
+        if plan is None:
+            if len(_PLANS) >= MAX_PLANS:
+                _PLANS.clear()
+            plan = _PLANS[key] = _plan(y)
+        launch, scratch_size = plan
+        launch(dy, y, dx, torch.empty(scratch_size, device=y.device, dtype=torch.float32))
+    return dx
+
+
+def reference(dy, y):
+    """dx in float64 numpy."""
+    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+
+
+def compile_default() -> dict:
+    """PTX of the default specializations (no GPU): {name: ptx}, bf16, 1k to 128k columns."""
+    ptr, f32p = lk.Pointer[lk.bf16], lk.Pointer[lk.f32]
+    result = {}
+    for n in (1024, 4096, 16384, 32768, 131072):
+        s = split_for(n, 2)
+        result[f"softmax_backward n={n}"] = kernel_for(lk.bf16, s).ptx(
+            ptr, ptr, ptr, f32p, 4096, n // s.VEC, **s.constexprs())
+    return result
+
+
+def _softmax_rows(rng, m, n):
+    import numpy as np
+    x = rng.standard_normal((m, n)) * 3
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def check_cpu(seed: int = 0) -> float:
+    """Run the kernel on the CPU interpreter (race checking on, two interleavings that must
+    agree bit for bit) for a warp per row, a CTA per row and a cluster per row (ragged m and
+    n, bf16 and f32) and compare with float64 numpy; returns the worst error relative to the
+    largest |dx|."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for dtype, m, n, s in ((lk.bf16, 5, 100, split_for(100, 2)),
+                           (lk.f32, 3, 1001, split_for(1001, 4)),
+                           (lk.bf16, 2, 700, rw.split(700, 2, 8, 64, "t", max_threads=64))):
+        y = rw.host_array(_softmax_rows(rng, m, n), dtype)
+        dy = rw.host_array(rng.standard_normal((m, n)), dtype)
+        dx = rw.host_array(np.zeros((m, n)), dtype)
+        scratch = np.zeros(m * s.CLUSTER, np.float32)
+        got = rw.run_on_cpu([(kernel_for(dtype, s), (s.CLUSTER, s.row_tiles(m)),
+                              (dy, y, dx, scratch, m, n // s.VEC), s.constexprs())], {"dx": dx})
+        want = reference(rw.float64_of(dy, dtype), rw.float64_of(y, dtype))
+        err = rw.relative_to_max(rw.float64_of(got["dx"], dtype), want)
+        assert err <= rw.tolerance(dtype), f"softmax_backward {dtype} ({m}, {n}) {s}: {err:.3g}"
+        worst = max(worst, err)
+    return worst
+
+
+CHECK_SHAPES = ((1, 1), (3, 7), (17, 100), (64, 1000), (1, 3000), (7, 3000), (5, 4096),
+                (4, 8191), (3, 16385), (2, 32768), (2, 65537), (1, 131072))
+
+
+def check(shapes=CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) -> float:
+    """Random softmax rows and upstream gradients against float64; returns the worst error
+    relative to the largest |dx| (AssertionError past rw.tolerance)."""
+    import torch
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    worst = 0.0
+    for name in dtypes:
+        dtype = getattr(torch, name)
+        for m, n in shapes:
+            y = torch.softmax(torch.randn(m, n, device="cuda", generator=gen) * 3, -1).to(dtype)
+            dy = torch.randn(m, n, device="cuda", generator=gen).to(dtype)
+            want = reference(dy.double().cpu().numpy(), y.double().cpu().numpy())
+            err = rw.relative_to_max(softmax_backward(dy, y).double().cpu().numpy(), want)
+            assert err <= rw.tolerance(rw.DTYPES[str(dtype)]), \
+                f"softmax_backward {name} ({m}, {n}): error {err:.3g}"
+            worst = max(worst, err)
+    return worst
+
+
+BENCH_SHAPES = ((4096, 1024), (4096, 4096), (4096, 8192), (4096, 32768), (32768, 4096),
+                (1000, 3000), (7, 4096), (1024, 65536), (512, 131072))
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_softmax():
+    import torch
+    return rw.compiled(lambda a: torch.softmax(a, -1))
+
+
+def benchmark_rows(shapes=BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
+                   torch_compile: bool = True) -> tuple[list, dict]:
+    """Time softmax_backward on random (m, n) rows against quack's softmax_bwd and torch's
+    autograd of torch.softmax (eager, torch.compile) in one run; returns (rows, skipped) for
+    rw.markdown_table (GB/s counts reading y and dy and writing dx once)."""
+    import torch
+    qk, why = rw.quack("softmax")
+    skipped = {} if qk else {"quack": why}
+    rows = []
+    for m, n in shapes:
+        dt = getattr(torch, dtype)
+        x = torch.randn(m, n, device="cuda").to(dt)
+        y, dy = torch.softmax(x, -1), torch.randn(m, n, device="cuda").to(dt)
+        calls = {"layoutkit": lambda: softmax_backward(dy, y)}
+        if qk:
+            calls["quack"] = lambda: qk.softmax_bwd(dy, y)
+        fns = {"torch": lambda a: torch.softmax(a, -1)}
+        if torch_compile:
+            fns["torch.compile"] = compiled_softmax()
+        for name, fn in fns.items():
+            xr = x.detach().requires_grad_()
+            out = fn(xr)
+            calls[name] = functools.partial(torch.autograd.grad, out, (xr,), dy,
+                                            retain_graph=True)
+        rows.append(rw.time_row_op("softmax bwd", y, calls, 3 * m * n * y.element_size(),
+                                   reps))
+    return rows, skipped
+
+
+def benchmark(shapes=BENCH_SHAPES, reps: int = 30) -> list:
+    """Print and return benchmark_rows' table (markdown)."""
+    rows, skipped = benchmark_rows(shapes, reps)
+    print(rw.markdown_table(rows, skipped))
+    return rows
+
+
+if __name__ == "__main__":
+    print(f"max error {check():.3g}")
+    benchmark()
