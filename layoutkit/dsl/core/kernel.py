@@ -84,15 +84,18 @@ class KernelFunction(Function):
     target: str = SM90A
 
 
-def lower(fn: Function) -> str:
+def lower(fn: Function, where: SourceLocation | None = None) -> str:
     """The PTX of a traced kernel, with its directives (block size, role register cap,
-    cluster shape; see lower_roles.kernel_directives)."""
+    cluster shape; see lower_roles.kernel_directives). Instructions no op places (the
+    prologue, the exit) carry `where`, the kernel's `def` line, so the PTX is the same whoever
+    asks for it (not the caller's line)."""
     lowering = Lowering(fn)
     directives = kernel_directives(fn)
     lowering.k.directives = Directives.build(**directives)
     if directives["reqnctapercluster"] is not None:   # what Module.kernel requires for it
         lowering.module.require(Requirement(version=(7, 8), sm=90), ".reqnctapercluster")
-    return lowering.run().text()
+    with lowering.k.at(where):
+        return lowering.run().text()
 
 
 def definition_line(fn) -> SourceLocation:
@@ -225,7 +228,7 @@ class Kernel:
             timings: dict = {}
             ir = self._trace(key, values, timings)
             start = perf_counter()
-            ptx = lower(ir)
+            ptx = lower(ir, definition_line(self.fn))
             timings["lower"] = perf_counter() - start
             spec = Specialization(key, ir, ptx, timings, arch=self.arch(),
                                   persist=self._persist)

@@ -42,11 +42,12 @@ def relaxed_facts(kernel: str, params, names, where) -> dict[int, tuple[int, ...
         names = (names,)
     relaxed: dict[int, object] = {}
     allowed = []
-    by_field = {}
+    by_field, strides = {}, set()
     for i, p in enumerate(params):
         if p.kind == "tensor":
             rank = p.annotation.rank
             allowed.append(p.name)
+            strides.update(field_names(p)[rank:])
             for mode, name in enumerate(field_names(p)[:rank]):
                 by_field[name] = (i, mode)
                 allowed.append(name)
@@ -69,7 +70,7 @@ def relaxed_facts(kernel: str, params, names, where) -> dict[int, tuple[int, ...
         elif p is not None and p.kind == "scalar" and p.annotation.is_int:
             relaxed[i] = None
         else:
-            why = _why_not(name, p)
+            why = _why_not(name, p, name in strides)
             raise KernelDefinitionError(
                 f"kernel {kernel}: do_not_specialize names {name!r}, {why}; it takes integer "
                 f"parameters, Tensor parameters (all their extents) and single extents: "
@@ -77,9 +78,9 @@ def relaxed_facts(kernel: str, params, names, where) -> dict[int, tuple[int, ...
     return relaxed
 
 
-def _why_not(name: str, p) -> str:
+def _why_not(name: str, p, stride: bool) -> str:
     if p is None:
-        if "_stride" in name:
+        if stride:
             return ("a tensor stride: strides keep specializing (whether a mode is contiguous "
                     "decides vector accesses and TMA)")
         return "which is no parameter of the kernel (nor an extent of a Tensor parameter)"
