@@ -38,12 +38,13 @@ import torch  # noqa: E402
 from .registry import NAMESPACE, OpSpec, define  # noqa: E402
 from .attention import FLASH_ATTENTION, FLASH_ATTENTION_BACKWARD  # noqa: E402
 from .gemm import GEMM  # noqa: E402
-from .norms import LAYERNORM  # noqa: E402
+from .norms import LAYERNORM, LAYERNORM_BACKWARD  # noqa: E402
+from .rmsnorm import RMSNORM, RMSNORM_BACKWARD  # noqa: E402
 from .softmax import SOFTMAX, SOFTMAX_BACKWARD  # noqa: E402
 from .transpose import TRANSPOSE  # noqa: E402
 
 OPS = (GEMM, FLASH_ATTENTION, FLASH_ATTENTION_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD, LAYERNORM,
-       TRANSPOSE)
+       LAYERNORM_BACKWARD, RMSNORM, RMSNORM_BACKWARD, TRANSPOSE)
 
 
 def register() -> None:
@@ -79,10 +80,16 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     return torch.ops.layoutkit.layernorm(x, weight, bias, eps)
 
 
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor | None = None,
+            eps: float = 1e-6) -> torch.Tensor:
+    """x / sqrt(mean(x^2, -1) + eps) (* weight) by layoutkit's kernel (its rstd dropped)."""
+    return torch.ops.layoutkit.rmsnorm(x, weight, eps)[0]
+
+
 def transpose(x: torch.Tensor) -> torch.Tensor:
     """x.t().contiguous() by layoutkit's swizzled-tile transpose (bf16, f16, f32)."""
     return torch.ops.layoutkit.transpose(x)
 
 
 __all__ = ["NAMESPACE", "OPS", "OpSpec", "register", "gemm", "flash_attention", "softmax",
-           "layernorm", "transpose"]
+           "layernorm", "rmsnorm", "transpose"]

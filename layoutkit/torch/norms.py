@@ -1,19 +1,28 @@
 """torch.ops.layoutkit.layernorm(x, weight, bias, eps): torch.nn.functional.layer_norm over
-x's last dimension (biased variance) for bf16 x, weight, bias, by recipes/layernorm.py.
-Non-contiguous inputs are made contiguous (a copy) first.
+x's last dimension (biased variance) for bf16 x, weight, bias, by recipes/layernorm.py;
+differentiable through torch.ops.layoutkit.layernorm_backward(grad_y, x, weight, eps) ->
+(dx, dweight, dbias), by recipes/layernorm_backward.py (the row statistics recomputed from x,
+so the forward saves nothing but its inputs). Non-contiguous inputs are made contiguous first.
 """
 from __future__ import annotations
 
-from .checks import check_bf16, check_eps, check_vector, new_like
+import torch
+
+from .checks import check_bf16, check_eps, check_same, check_vector, new_like
+from .interpreted import refuse_large, run
 from .registry import OpSpec, recipe
-from .rows import check_rows, run_rows
+from .rows import check_rows, cluster_scratch, rows_and_columns, run_rows
+
+
+def check_layernorm(op: str, x, weight, eps, **more) -> None:
+    check_bf16(op, x=x, weight=weight, **more)
+    check_rows(op, x, allow_empty_rows=False)
+    check_eps(op, eps)
 
 
 def layernorm_outputs(x, weight, bias, eps):
-    check_bf16("layernorm", x=x, weight=weight, bias=bias)
-    check_rows("layernorm", x, allow_empty_rows=False)
+    check_layernorm("layernorm", x, weight, eps, bias=bias)
     check_vector("layernorm", x, weight=weight, bias=bias)
-    check_eps("layernorm", eps)
     return new_like(x)
 
 
@@ -31,5 +40,63 @@ def layernorm_cpu(x, weight, bias, eps):
     return out
 
 
+def layernorm_setup_context(ctx, inputs, output):
+    x, weight, _, eps = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.eps = eps
+
+
+def layernorm_backward_rule(ctx, grad_y):
+    x, weight = ctx.saved_tensors
+    dx, dweight, dbias = torch.ops.layoutkit.layernorm_backward(grad_y, x, weight, ctx.eps)
+    return dx, dweight, dbias, None
+
+
+def check_layernorm_backward(grad_y, x, weight, eps) -> None:
+    check_layernorm("layernorm_backward", x, weight, eps, grad_y=grad_y)
+    check_same("layernorm_backward", "of", "x", x, grad_y=grad_y)
+    check_vector("layernorm_backward", x, weight=weight)
+
+
+def layernorm_backward_outputs(grad_y, x, weight, eps):
+    check_layernorm_backward(grad_y, x, weight, eps)
+    return new_like(x), new_like(weight), new_like(weight)
+
+
+def layernorm_backward_cuda(grad_y, x, weight, eps):
+    check_layernorm_backward(grad_y, x, weight, eps)
+    module = recipe("layernorm_backward", "layernorm_backward")
+    dx, dweight, dbias = module.layernorm_backward(grad_y.contiguous(), x.contiguous(),
+                                                   weight.contiguous(), None, None, eps)
+    return dx, dweight.clone(), dbias.clone()     # the recipe's are rows of one tensor
+
+
+def layernorm_backward_cpu(grad_y, x, weight, eps):
+    """The recipe's two launches (a persistent CTA row over every row tile, then the column
+    sums of its dweight / dbias partials) in the interpreter."""
+    dx, dweight, dbias = layernorm_backward_outputs(grad_y, x, weight, eps)
+    refuse_large("layernorm_backward", grad_y=grad_y, x=x)
+    m, n = rows_and_columns(x)
+    if m == 0:
+        return dx, dweight.zero_(), dbias.zero_()
+    module = recipe("layernorm_backward", "layernorm_backward")
+    s, ctas = module.split_for(n, x.element_size()), 1
+    scratch = cluster_scratch(m, s.CLUSTER, module.STAT_SLOTS)
+    partial = torch.empty(2, ctas, n, dtype=torch.float32)
+    run(module.kernel_for(module.rw.lk_dtype(x), module.rw.lk_dtype(weight), s),
+        (s.CLUSTER, ctas), grad_y.contiguous(), x.contiguous(), weight.contiguous(), scratch,
+        scratch, dx, partial, scratch, m, n // s.VEC, eps, s.row_tiles(m), ctas,
+        **s.constexprs(), STATS=False)
+    sums = torch.empty(2, n, dtype=weight.dtype)
+    column_sum, grid, constexprs = module.rw.column_sum_launch(module.rw.lk_dtype(weight), 2,
+                                                               ctas, n, warps=1)
+    run(column_sum, grid, partial, sums, 2, ctas, n, **constexprs)
+    return dx, dweight.copy_(sums[0]), dbias.copy_(sums[1])
+
+
 LAYERNORM = OpSpec("layernorm", "(Tensor x, Tensor weight, Tensor bias, float eps=1e-05) -> "
-                   "Tensor", layernorm_outputs, layernorm_cuda, layernorm_cpu)
+                   "Tensor", layernorm_outputs, layernorm_cuda, layernorm_cpu,
+                   layernorm_backward_rule, layernorm_setup_context)
+LAYERNORM_BACKWARD = OpSpec("layernorm_backward", "(Tensor grad_y, Tensor x, Tensor weight, "
+                            "float eps) -> (Tensor, Tensor, Tensor)", layernorm_backward_outputs,
+                            layernorm_backward_cuda, layernorm_backward_cpu)

@@ -31,13 +31,23 @@ def check_rows(op: str, x, allow_empty_rows: bool) -> None:
                          f"must be in {low}..{max_columns()}")
 
 
+def rows_and_columns(x) -> tuple[int, int]:
+    """(m, n): the rows and the row length of x over its last dimension."""
+    n = x.shape[-1]
+    return (x.numel() // n if n else 0), n
+
+
+def cluster_scratch(m: int, cluster: int, slots: int = 1) -> torch.Tensor:
+    """The f32 scratch through which a cluster's CTAs swap `slots` per-row partials (one
+    unused element without a cluster): the _rowwise recipes' exchange buffer."""
+    return torch.empty(m * slots * cluster if cluster > 1 else 1, dtype=torch.float32)
+
+
 def run_rows(module, op: str, pointers: dict, scalars: tuple = ()) -> None:
     """Run recipe module `module`'s row kernel on CPU tensors: `pointers` ({name: contiguous
     tensor}, in the kernel's order, the first of x's shape), then `scalars`."""
     refuse_large(op, **pointers)
-    x = next(iter(pointers.values()))
-    n = x.shape[-1]
-    m = x.numel() // n if n else 0
+    m, n = rows_and_columns(next(iter(pointers.values())))
     if m == 0:
         return
     kernel, grid, ints, constexprs, scratch = module.launch_arguments(module.config(m, n), m, n)

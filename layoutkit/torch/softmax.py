@@ -8,8 +8,9 @@ from __future__ import annotations
 import torch
 
 from .checks import check_bf16, check_same, new_like
+from .interpreted import refuse_large, run
 from .registry import OpSpec, recipe
-from .rows import check_rows, run_rows
+from .rows import check_rows, cluster_scratch, rows_and_columns, run_rows
 
 
 def softmax_outputs(x):
@@ -38,24 +39,35 @@ def softmax_backward_rule(ctx, grad_y):
     return torch.ops.layoutkit.softmax_backward(grad_y, y)
 
 
-def softmax_backward_outputs(grad_y, y):
+def check_softmax_backward(grad_y, y) -> None:
     check_bf16("softmax_backward", grad_y=grad_y, y=y)
     check_same("softmax_backward", "of", "y", y, grad_y=grad_y)
     check_rows("softmax_backward", y, allow_empty_rows=True)
+
+
+def softmax_backward_outputs(grad_y, y):
+    check_softmax_backward(grad_y, y)
     return new_like(y)
 
 
 def softmax_backward_cuda(grad_y, y):
-    out = softmax_backward_outputs(grad_y, y)
+    check_softmax_backward(grad_y, y)
     module = recipe("softmax_backward", "softmax_backward")
-    return module.softmax_backward(grad_y.contiguous(), y.contiguous(), out)
+    return module.softmax_backward(grad_y.contiguous(), y.contiguous())
 
 
 def softmax_backward_cpu(grad_y, y):
-    out = softmax_backward_outputs(grad_y, y)
-    run_rows(recipe("softmax_backward", "softmax_backward"), "softmax_backward",
-             {"dy": grad_y.contiguous(), "y": y.contiguous(), "dx": out})
-    return out
+    """The recipe's launch (its split, one CTA row per row tile) in the interpreter."""
+    dx = softmax_backward_outputs(grad_y, y)
+    refuse_large("softmax_backward", grad_y=grad_y, y=y)
+    m, n = rows_and_columns(y)
+    if m and n:
+        module = recipe("softmax_backward", "softmax_backward")
+        s = module.split_for(n, y.element_size())
+        run(module.kernel_for(module.rw.lk_dtype(y), s), (s.CLUSTER, s.row_tiles(m)),
+            grad_y.contiguous(), y.contiguous(), dx, cluster_scratch(m, s.CLUSTER), m,
+            n // s.VEC, **s.constexprs())
+    return dx
 
 
 SOFTMAX = OpSpec("softmax", "(Tensor x) -> Tensor", softmax_outputs, softmax_cuda, softmax_cpu,
