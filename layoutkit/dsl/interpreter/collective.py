@@ -1,16 +1,19 @@
 """Rendezvous of the threads that execute one collective instruction together (a warp's
-ldmatrix or mma.sync, a warpgroup's wgmma): each member contributes its operands; the last
-arrival runs `finish` with all of them. A blocking rendezvous is the Wait its members block on
-until then; a non-blocking one (wgmma) lets each member go on at once.
+shfl.sync, ldmatrix, stmatrix, mma.sync or wgmma.wait_group, a warpgroup's wgmma): each member
+contributes its operands; the last arrival runs `finish` with all of them. A blocking
+rendezvous is the Wait its members block on until then; a non-blocking one (wgmma) lets each
+member go on at once. This is the one implementation every collective op's model uses.
 
 Members must reach the same op (per PTX `.sync.aligned`): a member that reaches another
-collective op of the same kind while the rendezvous is open is a `DivergenceError`.
+collective op under the same key while the rendezvous is open is a `DivergenceError`. The
+warp-collective ops share one key per warp (`meet_warp`), so a lane at an ldmatrix while the
+others wait at a shfl is one too.
 """
 from __future__ import annotations
 
 from .deadlock import compress
 from .errors import DivergenceError
-from .machine import WARP_SIZE, Wait, WaitQueue, location_text
+from .machine import Wait, WaitQueue, location_text
 
 
 class Rendezvous(Wait):
@@ -40,11 +43,12 @@ def arrive(thread, key, members: list, op, kind: str, payload, finish) -> Rendez
         open_one = table[key] = Rendezvous(op, members, kind,
                                            WaitQueue(thread.cta.machine.scheduler))
     elif open_one.op is not op:
-        waiting = compress(open_one.arrivals)
+        waiting = (f"thread {compress(open_one.arrivals)} waits" if len(open_one.arrivals) == 1
+                   else f"threads {compress(open_one.arrivals)} wait")
         raise DivergenceError(
-            f"thread {thread.tid} reaches {kind} ({location_text(op)}) while threads {waiting} "
-            f"wait at another {open_one.kind} ({location_text(open_one.op)}): every thread of "
-            f"the {'warp' if len(members) == 32 else 'warpgroup'} must execute the same "
+            f"thread {thread.tid} reaches {kind} ({location_text(op)}) while {waiting} at "
+            f"another {open_one.kind} ({location_text(open_one.op)}): every thread of the "
+            f"{'warp' if len(members) == 32 else 'warpgroup'} must execute the same "
             "instruction together (PTX .sync.aligned)", op.location)
     open_one.arrivals[thread.tid] = payload
     if len(open_one.arrivals) == len(members):
@@ -55,31 +59,14 @@ def arrive(thread, key, members: list, op, kind: str, payload, finish) -> Rendez
     return open_one
 
 
-__all__ = ["Rendezvous", "arrive", "ShflRendezvous"]
+def meet_warp(thread, op, kind: str, payload, finish) -> Rendezvous:
+    """Lane `thread` reaches the warp-collective `op` (`kind`: its PTX name, for messages) with
+    `payload`; the last of the warp's 32 lanes runs `finish(warp, arrivals)` (lane -> payload)
+    and wakes the others. The Rendezvous returned is the Wait the lanes block on."""
+    warp = thread.warp
+    first = warp.threads[0].tid
+    return arrive(thread, ("warp", warp.index), warp.threads, op, kind, payload,
+                  lambda met: finish(warp, {tid - first: p for tid, p in met.arrivals.items()}))
 
 
-class ShflRendezvous(Wait):
-    """The lanes of one warp meeting at one shfl op: their (value, lane operand) pairs."""
-
-    def __init__(self, warp, op, queue: WaitQueue):
-        self.warp, self.op, self.queue = warp, op, queue
-        self.arrivals: dict[int, tuple] = {}
-        self.complete = False
-
-    def ready(self) -> bool:
-        return self.complete
-
-    def describe(self) -> str:
-        missing = [t.lane for t in self.warp.threads if t.lane not in self.arrivals]
-        return (f"waits at shfl.sync.{self.op.attrs['mode']}: {len(self.arrivals)} of "
-                f"{WARP_SIZE} lanes arrived (missing lanes {missing[:8]}"
-                f"{'...' if len(missing) > 8 else ''})")
-
-    def finish(self, result_id: int) -> None:
-        mode = self.op.attrs["mode"]
-        for thread in self.warp.threads:
-            b = self.arrivals[thread.lane][1] & (WARP_SIZE - 1)
-            source = b if mode == "idx" else thread.lane ^ b
-            thread.env[result_id] = self.arrivals[source][0]
-        self.complete = True
-        self.queue.notify()
+__all__ = ["Rendezvous", "arrive", "meet_warp"]

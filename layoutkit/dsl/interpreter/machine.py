@@ -94,12 +94,11 @@ class Thread:
 
 
 class Warp:
-    """32 threads; `collectives` maps a collective op (shfl) to its open rendezvous."""
+    """32 threads (their warp-collective ops meet through collective.meet_warp)."""
 
     def __init__(self, cta: "CTA", index: int):
         self.cta, self.index = cta, index
         self.threads: list[Thread] = []
-        self.collectives: dict[int, object] = {}
 
 
 @dataclass

@@ -23,7 +23,7 @@ import numpy as np
 
 from layoutkit.sync.wgmma_rules import in_flight_text, uncommitted_text
 
-from .collective import arrive
+from .collective import meet_warp
 from .errors import ExecutionError
 from .machine import Wait, WaitQueue, location_text
 from .unavailable import Pending, Undefined
@@ -244,18 +244,16 @@ def retire_all(thread, executions: list, op):
     for execution in executions:
         while not execution.computed:
             yield ExecutionWait(execution, op)
-    warp = thread.warp.threads
 
-    def finish(rendezvous):
-        for member in warp:
-            for execution in rendezvous.arrivals[member.tid]:
+    def finish(warp, arrivals):
+        for member in warp.threads:
+            for execution in arrivals[member.lane]:
                 _retire(member, execution)
         hb = thread.cta.machine.hb
         if hb is not None:
-            hb.synchronize(warp, warp)
+            hb.synchronize(warp.threads, warp.threads)
 
-    met = arrive(thread, ("wgmma_wait", thread.warp.index), warp, op, "wgmma.wait_group",
-                 executions, finish)
+    met = meet_warp(thread, op, "wgmma.wait_group", executions, finish)
     while not met.complete:
         yield met
 

@@ -17,10 +17,9 @@ from ..core.opdef import NoEffects, OpDef
 from ..core.types import PointerType, bool_, i32, i64
 from ..core.verifier import fail
 from ..interpreter import numerics
-from ..interpreter.collective import ShflRendezvous
-from ..interpreter.errors import DivergenceError
+from ..interpreter.collective import meet_warp
 from ..interpreter.executor import Step
-from ..interpreter.machine import WARP_SIZE, BarrierWait, WaitQueue, location_text
+from ..interpreter.machine import WARP_SIZE, BarrierWait
 from ..interpreter.memory import decode, encode, shared_byte_offset
 from ..lower.function import byte_register, fill_bits, mov_type
 
@@ -312,22 +311,14 @@ class Shfl(NoEffects, OpDef):
         value, lane = op.operands[0].id, op.operands[1].id
         result = op.results[0].id
 
+        mode = op.attrs["mode"]
+
+        def finish(warp, arrivals):          # lane -> (value, lane operand)
+            for member in warp.threads:
+                b = arrivals[member.lane][1] & (WARP_SIZE - 1)
+                member.env[result] = arrivals[b if mode == "idx" else member.lane ^ b][0]
+
         def run(thread):
-            warp = thread.warp
-            open_one = warp.collectives.get("shfl")
-            if open_one is None:
-                open_one = warp.collectives["shfl"] = ShflRendezvous(
-                    warp, op, WaitQueue(thread.cta.machine.scheduler))
-            elif open_one.op is not op:
-                raise DivergenceError(
-                    f"lane {thread.lane} reaches a shfl.sync while lanes "
-                    f"{sorted(open_one.arrivals)} of its warp wait at another shfl.sync "
-                    f"({location_text(open_one.op)}): all 32 lanes must execute the same "
-                    "shfl.sync (PTX ISA 'shfl.sync')", op.location)
             env = thread.env
-            open_one.arrivals[thread.lane] = (env[value], env[lane])
-            if len(open_one.arrivals) == WARP_SIZE:
-                del warp.collectives["shfl"]
-                open_one.finish(result)
-            return open_one
+            return meet_warp(thread, op, f"shfl.sync.{mode}", (env[value], env[lane]), finish)
         return Step(run, op)

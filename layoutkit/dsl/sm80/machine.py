@@ -1,6 +1,6 @@
 """The CPU interpreter's model of the sm_80 units that the ops of sm80/ops.py drive: cp.async
-copies in per-thread commit groups with their group waits, and the meeting of a warp's 32 lanes
-at a warp-collective instruction (ldmatrix, mma.sync).
+copies in per-thread commit groups with their group waits, and the shared addresses of ldmatrix
+and stmatrix (their lanes meet through interpreter/collective.py's meet_warp).
 
 cp.async: at issue the thread reads its global bytes (none where the mask is false: zeros) and
 claims the shared destination; the copy lands when the scheduler completes it, and the claim
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..interpreter.errors import DivergenceError
-from ..interpreter.machine import WARP_SIZE, Wait, WaitQueue, location_text
+from ..interpreter.machine import Wait, WaitQueue, location_text
 from ..interpreter.memory import swizzle_function
 from ..interpreter.scheduler import AsyncOperation
 
@@ -78,42 +77,4 @@ class GroupWait(Wait):
         return f"waits at cp.async.wait_group for {pending} copies"
 
 
-class Rendezvous(Wait):
-    """The 32 lanes of a warp meeting at one warp-collective op."""
-
-    def __init__(self, warp, op, finish):
-        self.warp, self.op, self.finish = warp, op, finish
-        self.queue = WaitQueue(warp.cta.machine.scheduler)
-        self.arrivals: dict = {}
-        self.complete = False
-
-    def ready(self) -> bool:
-        return self.complete
-
-    def describe(self) -> str:
-        return f"waits at {self.op.name}: {len(self.arrivals)} of {WARP_SIZE} lanes arrived"
-
-
-def meet(thread, op, payload, finish):
-    """Lane `thread` reaches the warp-collective `op` with `payload`; the last of the 32 lanes
-    runs `finish(warp, arrivals)` (lane -> payload) and wakes the others."""
-    warp = thread.warp
-    key = op.name
-    open_one = warp.collectives.get(key)
-    if open_one is None:
-        open_one = warp.collectives[key] = Rendezvous(warp, op, finish)
-    elif open_one.op is not op:
-        raise DivergenceError(f"lane {thread.lane} reaches a {op.name} while lanes "
-                              f"{sorted(open_one.arrivals)} wait at another one "
-                              f"({location_text(open_one.op)}): all 32 lanes must execute the "
-                              f"same {op.name} (.sync.aligned)", op.location)
-    open_one.arrivals[thread.lane] = payload
-    if len(open_one.arrivals) == WARP_SIZE:
-        del warp.collectives[key]
-        open_one.finish(warp, open_one.arrivals)
-        open_one.complete = True
-        open_one.queue.notify()
-    return open_one
-
-
-__all__ = ["split_address", "Copy", "groups", "GroupWait", "Rendezvous", "meet"]
+__all__ = ["split_address", "Copy", "groups", "GroupWait"]

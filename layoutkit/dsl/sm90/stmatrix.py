@@ -29,7 +29,8 @@ from ..interpreter.executor import Step
 from ..interpreter.memory import encode
 from ..lang.shared import SharedTensor
 from ..sm80.ldmatrix import NUMS, ROW_ELEMENTS, matrix_instructions
-from ..sm80.machine import meet, split_address
+from ..interpreter.collective import meet_warp
+from ..sm80.machine import split_address
 from ..sm80.ops import packed_pair, shared_range, split_shared_address
 
 
@@ -109,8 +110,8 @@ class Stmatrix(OpDef):
 
         def run(thread):
             env = thread.env
-            return meet(thread, op, (address(env[inner], env[outer]), [env[v] for v in data]),
-                        finish)
+            return meet_warp(thread, op, "stmatrix",
+                             (address(env[inner], env[outer]), [env[v] for v in data]), finish)
         return Step(run, op, preempt=True)
 
     def effects(self, op, ex, mask, loops):

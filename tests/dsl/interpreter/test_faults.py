@@ -1,6 +1,7 @@
 """Faults the interpreter reports at the offending op (out of bounds, races, deadlocks, divergent
 shuffles) and its determinism: the same seed gives the same interleaving and result."""
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -87,9 +88,17 @@ def test_shuffle_that_lanes_reach_apart_is_a_divergence():
                                   dict(second.attrs), (), second.location))
     fn.body.ops.insert(i, guard)
     x = np.arange(256, dtype=np.float32)
-    with pytest.raises((DivergenceError, DeadlockError)) as info:
-        run_ir(fn, 1, (x, np.zeros(256, np.float32)), ["x", "y"], seed=0)
-    assert "shfl.sync" in str(info.value)
+    line = second.location.line
+    for seed in range(3):
+        with pytest.raises(DivergenceError) as info:
+            run_ir(fn, 1, (x, np.zeros(256, np.float32)), ["x", "y"], seed=seed)
+        assert info.value.location.line == line
+        assert re.fullmatch(
+            rf"CTA \(0, 0, 0\) thread (\d+) \(warp 0, lane \d+\): thread \1 reaches "
+            rf"shfl\.sync\.idx \(line {line}\) while (thread \d+ waits|threads [\d, -]+ wait) "
+            rf"at another shfl\.sync\.idx \(line {line}\): every thread of the warp must "
+            r"execute the same instruction together \(PTX \.sync\.aligned\)",
+            info.value.message), info.value.message
 
 
 def test_same_seed_same_schedule_other_seeds_other_schedules():
