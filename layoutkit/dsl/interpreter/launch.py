@@ -23,13 +23,13 @@ from ..core.arguments import bind
 from ..core.kernel import Kernel
 from ..core.types import PointerType, TensorMapType
 from . import float8
+from .cluster_model import cluster_registers
 from .errors import ExecutionError
 from .executor import Compiler, run_steps
 from .happens_before import HappensBefore
 from .machine import CTA, WARP_SIZE
 from .memory import GlobalMemory, SharedMemory
 from .numerics import to_dtype
-from .ops_roles import cluster_registers
 from .scheduler import DEFAULT_MAX_STEPS, Scheduler
 
 OPTION_NAMES = ("seed", "max_steps", "race_check")

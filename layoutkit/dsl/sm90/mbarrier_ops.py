@@ -1,8 +1,8 @@
 """The mbarrier ops of the IR, one definition each: init, the init fence, arrive (local or on a
 cluster peer), arrive.expect_tx, the parity wait and the proxy fence. The user API that emits
 them is layoutkit.dsl.sm90.mbarrier; the barrier state the interpreter keeps is
-layoutkit.dsl.interpreter.ops_mbarrier; the PTX comes from layoutkit.sync (and its ptx isa family
-for init and the remote arrive).
+layoutkit.dsl.interpreter.mbarrier_model; the PTX comes from layoutkit.sync (and its ptx isa
+family for init and the remote arrive).
 
 IR ops (name: operands -> results; attrs). `offset` is the i32 byte offset of the barrier in
 the dynamic shared array (lowering adds the array's address); `barrier` the array's name,
@@ -46,8 +46,8 @@ from ..core.verifier import fail
 from ..interpreter.errors import ExecutionError
 from ..interpreter.executor import Step
 from ..interpreter.machine import location_text
-from ..interpreter.ops_mbarrier import MbarrierState, barriers, lookup
-from ..interpreter.ops_mbarrier import MbarrierWait as PhaseWait
+from ..interpreter.mbarrier_model import MbarrierState, barriers, lookup
+from ..interpreter.mbarrier_model import MbarrierWait as PhaseWait
 from .debug_waits import LoweredWaits
 
 

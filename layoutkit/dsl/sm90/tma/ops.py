@@ -7,7 +7,7 @@ once per scope that uses it); a shared tile is `smem + base + offset * element b
 offset is a box start, a multiple of the swizzle period, so the swizzle leaves it unchanged);
 the barrier is `smem + its byte offset`; a multicast mask is `pattern << mask_base` (.b16).
 
-Interpretation (interpreter/ops_tma.py holds the model: tensor maps, the asynchronous load
+Interpretation (interpreter/tma_model.py holds the model: tensor maps, the asynchronous load
 and store writes). A load reads global memory at issue and lands when the scheduler picks:
 then it writes shared memory in every destination CTA and calls complete_tx on the barrier at
 the same offset there; until then the destination bytes are claimed. A store reads its shared
@@ -32,10 +32,10 @@ from ...core.types import DTYPES, TensorMapType, i32
 from ...core.verifier import fail
 from ...interpreter.executor import Step
 from ...interpreter.machine import location_text
-from ...interpreter.ops_mbarrier import lookup
-from ...interpreter.ops_tma import (IssuedLoad, IssuedStore, StoreWrite, box_coords,
-                                    check_shared, destinations, shared_bytes, store_groups,
-                                    tensor_map)
+from ...interpreter.mbarrier_model import lookup
+from ...interpreter.tma_model import (IssuedLoad, IssuedStore, StoreWrite, box_coords,
+                                      check_shared, destinations, shared_bytes, store_groups,
+                                      tensor_map)
 
 
 # ---- lowering helpers ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ register A operand into .b32 pairs (low half = even value, PTX register fragment
 writes, so a `wgmma.fence` follows them. A descriptor is built once per operand from its runtime
 start address (smem + buffer + origin) and advanced by a constant per instruction.
 
-Interpretation (interpreter/ops_wgmma.py holds the model): one execution per warpgroup, its
+Interpretation (interpreter/wgmma_model.py holds the model): one execution per warpgroup, its
 result registers `Pending` until a covering wgmma_wait, its shared operands claimed until every
 thread of the warpgroup has retired it; a thread's first wgmma must follow a wgmma_fence.
 
@@ -41,10 +41,10 @@ from ...interpreter.collective import arrive
 from ...interpreter.errors import DivergenceError, ExecutionError
 from ...interpreter.executor import Step
 from ...interpreter.machine import location_text
-from ...interpreter.ops_wgmma import (WgmmaExecution, claim_operands, commit_group, compute,
-                                      operand_ids, wait_groups, wgmma_state)
 from ...interpreter.unavailable import Undefined
 from ...interpreter.warpgroup_model import warpgroup_collective
+from ...interpreter.wgmma_model import (WgmmaExecution, claim_operands, commit_group, compute,
+                                        operand_ids, wait_groups, wgmma_state)
 from .accumulators import check, register_a
 from .layouts import M_BLOCK, WARPGROUP, k_step
 
