@@ -3,16 +3,14 @@ differentiate through them and place them in a `torch.compile(..., fullgraph=Tru
 
 ``import layoutkit.torch`` defines, once per process:
 
-==============================================  ====================================  =========================
-operator                                        computes (recipe)                     autograd
-==============================================  ====================================  =========================
-torch.ops.layoutkit.gemm(a, b)                  a @ b, bf16 (gemm_hopper)             yes: two gemms
-torch.ops.layoutkit.flash_attention(q, k, v,    (o, lse), FlashAttention's forward    pending: no backward
-causal, softmax_scale, layout)                  (flash_attention)                     kernel yet
-torch.ops.layoutkit.softmax(x)                  softmax over the last dim (softmax)   softmax_backward
-torch.ops.layoutkit.layernorm(x, w, b, eps)     layer norm over the last dim          layernorm_backward
-torch.ops.layoutkit.transpose(x)                x.t().contiguous() (transpose)        yes: a transpose
-==============================================  ====================================  =========================
+    torch.ops.layoutkit.       computes (recipe)                          backward op
+    gemm(a, b)                 a @ b, bf16 (gemm_hopper)                  two gemms
+    flash_attention(q, k, v,   (o, lse): FlashAttention's forward         flash_attention_backward,
+      causal, scale, layout)   (flash_attention)                          pending (no kernel yet)
+    softmax(x)                 softmax over the last dim (softmax)        softmax_backward
+    layernorm(x, w, b, eps)    layer norm over the last dim (layernorm)   layernorm_backward
+    rmsnorm(x, w, eps)         (y, rstd): RMSNorm (rmsnorm)               rmsnorm_backward
+    transpose(x)               x.t().contiguous() (transpose)             a transpose
 
 Each has a fake (meta) implementation that checks the arguments as the kernel does and gives
 the outputs' shapes, dtypes and strides without running anything (FakeTensorMode, torch.compile,

@@ -80,6 +80,23 @@ def test_row_ops_outputs_are_torch_s(shape):
         if shape[-1]:
             w, b = fake(shape[-1]), fake(shape[-1])
             same_meta(ops.layernorm(x, w, b, 1e-5), F.layer_norm(x, shape[-1:], w, b))
+            for got, want in zip(ops.layernorm_backward(x, x, w, 1e-5), (x, w, w)):
+                same_meta(got, want)
+            for weight in (None, w, fake(shape[-1], dtype=torch.float32)):
+                y, rstd = ops.rmsnorm(x, weight, 1e-6)
+                same_meta(y, F.rms_norm(x, shape[-1:], None))
+                same_meta(rstd, x.sum(-1, dtype=torch.float32))
+                dx, dweight = ops.rmsnorm_backward(x, x, weight, rstd)
+                same_meta(dx, x)
+                same_meta(dweight, weight if weight is not None else fake(0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_rmsnorm_takes_f16_and_f32_too(dtype):
+    with FakeTensorMode():
+        x = fake(3, 100, dtype=dtype)
+        y, rstd = ops.rmsnorm(x, None, 1e-6)
+        same_meta(y, x)
 
 
 def test_row_ops_make_non_contiguous_inputs_contiguous_outputs():
@@ -164,6 +181,24 @@ MISTAKES = [
      "eps = 0.0 must be a positive number"),
     ("layernorm empty rows", lambda t: ops.layernorm(t(4, 0), t(0), t(0), 1e-5), ValueError,
      f"its last dimension must be in 1..{MAX_COLUMNS}"),
+    ("layernorm_backward grad_y", lambda t: ops.layernorm_backward(t(4, 9), t(4, 8), t(8), 1e-5),
+     ValueError, "grad_y has shape (4, 9) on {dev}; it must be of x's, (4, 8) on {dev}"),
+    ("rmsnorm dtype", lambda t: ops.rmsnorm(t(4, 8, dtype=torch.float64), None, 1e-6), TypeError,
+     "layoutkit.rmsnorm: x has dtype torch.float64; the kernel takes torch.bfloat16, "
+     "torch.float16, torch.float32"),
+    ("rmsnorm weight dtype", lambda t: ops.rmsnorm(t(4, 8), t(8, dtype=torch.float16), 1e-6),
+     TypeError, "weight has dtype torch.float16; it must be x's (torch.bfloat16) or "
+     "torch.float32"),
+    ("rmsnorm weight shape", lambda t: ops.rmsnorm(t(4, 8), t(4), 1e-6), ValueError,
+     "weight has shape (4,) on {dev}; it must be a vector of n = 8"),
+    ("rmsnorm eps", lambda t: ops.rmsnorm(t(4, 8), None, -1e-6), ValueError,
+     "eps = -1e-06 must be a positive number"),
+    ("rmsnorm_backward rstd", lambda t: ops.rmsnorm_backward(t(4, 8), t(4, 8), None, t(4)),
+     ValueError, "rstd has shape (4,), dtype torch.bfloat16 on {dev}; it must be the "
+     "forward's, f32 (4,) on {dev}"),
+    ("rmsnorm_backward grad_y dtype", lambda t: ops.rmsnorm_backward(
+        t(4, 8, dtype=torch.float32), t(4, 8), None, t(4, dtype=torch.float32)), TypeError,
+     "grad_y has dtype torch.float32; it must be x's, torch.bfloat16"),
     ("transpose dtype", lambda t: ops.transpose(t(4, 8, dtype=torch.int32)), TypeError,
      "x has dtype torch.int32; the kernel takes torch.bfloat16, torch.float16, torch.float32"),
     ("transpose rank", lambda t: ops.transpose(t(4, 8, 2)), ValueError,

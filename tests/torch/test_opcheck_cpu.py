@@ -2,7 +2,9 @@
 interpreter: schema (no mutation, no aliasing), autograd registration, fake tensors against the
 real outputs (shapes, dtypes, strides) and AOT dispatch with dynamic shapes (the backward too,
 where inputs need grad). Tiny shapes: each op runs its real kernel several times. Gradients
-against torch's autograd in float64."""
+against torch's autograd in float64. The row ops' backward kernels are recipes of their own
+(recipes/softmax_backward.py, layernorm_backward.py, rmsnorm.py); a checkout without one skips
+its tests, saying so."""
 from __future__ import annotations
 
 import pytest
@@ -18,6 +20,12 @@ BF16 = torch.bfloat16
 def bf16(*shape, seed: int, scale: float = 1.0, grad: bool = False):
     gen = torch.Generator().manual_seed(seed)
     return (torch.randn(*shape, generator=gen) * scale).to(BF16).requires_grad_(grad)
+
+
+def backward_recipe(name: str):
+    """recipes.<name> (the backward kernel), or skip saying which file is missing."""
+    return pytest.importorskip(f"recipes.{name}",
+                               reason=f"this checkout has no recipes/{name}.py (the backward)")
 
 
 def opcheck(op, args):
@@ -42,9 +50,28 @@ def test_opcheck_softmax(shape):
     opcheck(ops.softmax.default, (bf16(*shape, seed=5, scale=4.0),))
 
 
+def test_opcheck_softmax_with_gradients():
+    backward_recipe("softmax_backward")
+    opcheck(ops.softmax.default, (bf16(3, 40, seed=19, scale=4.0, grad=True),))
+
+
 def test_opcheck_layernorm():
     opcheck(ops.layernorm.default, (bf16(4, 64, seed=6), bf16(64, seed=7), bf16(64, seed=8),
                                     1e-5))
+
+
+def test_opcheck_layernorm_with_gradients():
+    backward_recipe("layernorm_backward")
+    opcheck(ops.layernorm.default, (bf16(3, 40, seed=20, scale=3.0, grad=True),
+                                    bf16(40, seed=21, grad=True), bf16(40, seed=22, grad=True),
+                                    1e-5))
+
+
+@pytest.mark.parametrize("weight", [False, True])
+def test_opcheck_rmsnorm_with_gradients(weight):
+    backward_recipe("rmsnorm")
+    w = bf16(40, seed=24, grad=True) if weight else None
+    opcheck(ops.rmsnorm.default, (bf16(3, 40, seed=23, grad=True), w, 1e-6))
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -74,3 +101,35 @@ def test_transpose_gradient_is_exact():
     grad_out = bf16(9, 17, seed=18)
     (got,) = torch.autograd.grad(lkt.transpose(x), (x,), grad_out)
     assert torch.equal(got, grad_out.t())
+
+
+def _float64_grads(fn, inputs, grad_out):
+    leaves = [t.detach().double().requires_grad_() for t in inputs]
+    return torch.autograd.grad(fn(*leaves), leaves, grad_out.double())
+
+
+def _close(got, want, bound=2 ** -7):
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        assert ((g.double() - w).norm() / w.norm()).item() < bound
+
+
+def test_row_op_gradients_match_float64_autograd():
+    """softmax, layernorm and rmsnorm (with an f32 weight) on rows far from zero mean."""
+    backward_recipe("softmax_backward")
+    backward_recipe("layernorm_backward")
+    backward_recipe("rmsnorm")
+    x = (bf16(5, 100, seed=25, scale=3.0).float() + 4.0).to(BF16).requires_grad_()
+    w, b = bf16(100, seed=26, grad=True), bf16(100, seed=27, grad=True)
+    w32 = torch.randn(100, generator=torch.Generator().manual_seed(28)).requires_grad_()
+    dy = bf16(5, 100, seed=29)
+    _close(torch.autograd.grad(lkt.softmax(x), (x,), dy),
+           _float64_grads(lambda x: torch.softmax(x, -1), (x,), dy))
+    _close(torch.autograd.grad(lkt.layernorm(x, w, b), (x, w, b), dy),
+           _float64_grads(lambda x, w, b: torch.nn.functional.layer_norm(x, (100,), w, b),
+                          (x, w, b), dy))
+    got = torch.autograd.grad(lkt.rmsnorm(x, w32), (x, w32), dy)
+    assert got[1].dtype == torch.float32
+    _close(got, _float64_grads(lambda x, w: torch.nn.functional.rms_norm(x, (100,), w, 1e-6),
+                               (x, w32), dy))
+

@@ -25,6 +25,12 @@ SCHEMAS = {
     "softmax_backward": "layoutkit::softmax_backward(Tensor grad_y, Tensor y) -> Tensor",
     "layernorm": "layoutkit::layernorm(Tensor x, Tensor weight, Tensor bias, float eps=1e-05) "
                  "-> Tensor",
+    "layernorm_backward": "layoutkit::layernorm_backward(Tensor grad_y, Tensor x, "
+                          "Tensor weight, float eps) -> (Tensor, Tensor, Tensor)",
+    "rmsnorm": "layoutkit::rmsnorm(Tensor x, Tensor? weight, float eps=1e-06) -> "
+               "(Tensor, Tensor)",
+    "rmsnorm_backward": "layoutkit::rmsnorm_backward(Tensor grad_y, Tensor x, Tensor? weight, "
+                        "Tensor rstd) -> (Tensor, Tensor)",
     "transpose": "layoutkit::transpose(Tensor x) -> Tensor",
 }
 
@@ -72,6 +78,9 @@ def test_differentiable_ops_record_a_backward_and_lse_is_not_differentiable():
     assert lkt.gemm(a, b).grad_fn is not None
     assert lkt.transpose(a).grad_fn is not None
     assert lkt.softmax(a).grad_fn is not None
+    assert lkt.layernorm(a, b[:, 0], b[:, 1]).grad_fn is not None
+    y, rstd = torch.ops.layoutkit.rmsnorm(a, b[:, 0], 1e-6)
+    assert y.requires_grad and not rstd.requires_grad
     q = torch.zeros(1, 3, 1, 64, dtype=torch.bfloat16, requires_grad=True)
     o, lse = lkt.flash_attention(q, q, q)
     assert o.requires_grad and not lse.requires_grad
