@@ -9,6 +9,11 @@ from layoutkit.algebra import *  # noqa: F401,F403
 from layoutkit.dsl import *  # noqa: F401,F403  (includes lk.range and lk.if_)
 
 __all__ = ["algebra", "dsl", "ptx", "sync", *algebra.__all__, *dsl.__all__]
+
+# lk.autotune times candidates with the interleaved CUDA-event timer of layoutkit.tools (the
+# DSL may not import the tools, which sit above it); torch is imported only when it times.
+from layoutkit.tools.benchmarking import interleaved as _interleaved  # noqa: E402
+dsl.core.autotune.set_default_timer(_interleaved)
 __version__ = "0.1.0"
 
 

@@ -81,3 +81,13 @@ def reads_a_list(x: lk.Tensor[lk.f32, 1]):
     """Stores LIST_GLOBAL[0] into x[0..31]: its fingerprint cannot be written down."""
     tv = lk.tv_layout(Layout(32), Layout(1))
     lk.store(x.tile((32,), (0,)).partition(tv), lk.full(tv, float(LIST_GLOBAL[0]), lk.f32))
+
+
+@lk.kernel(num_warps=4)
+def axpy_tuned(x: lk.Tensor[lk.f32, 1], y: lk.Tensor[lk.f32, 1], n: lk.i32, a: lk.f32,
+               BLOCK: lk.constexpr, THREADS: lk.constexpr):
+    """axpy_body with THREADS threads per block (32 * num_warps: an autotune config sets both)."""
+    tv = lk.tv_layout(Layout(THREADS), Layout(BLOCK // THREADS))
+    X = lk.global_tensor(x.ptr, Layout(n)).tile((BLOCK,), (lk.block_id(0),)).partition(tv)
+    Y = lk.global_tensor(y.ptr, Layout(n)).tile((BLOCK,), (lk.block_id(0),)).partition(tv)
+    lk.store(Y, lk.load(X) * a + lk.load(Y))

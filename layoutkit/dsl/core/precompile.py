@@ -28,7 +28,7 @@ from .launch_plan import plan_from_json, plan_to_json
 from .progress import Progress
 from .specialization import Specialization
 
-__all__ = ["precompile", "bound_calls"]
+__all__ = ["precompile", "build", "bound_calls"]
 
 _ENTRY = "precompiled"          # the key a worker's entry is sent under
 _JOBS: list = []                # (kernel, key, values) per job: set before the workers fork
@@ -87,55 +87,86 @@ def _fork_available() -> bool:
 def precompile(kernel, arg_specs, *, workers: int | None = None, progress=None) -> list:
     """The specialization of each call of `arg_specs`, in order (module docstring)."""
     calls = bound_calls(kernel, arg_specs)
-    todo, seen = [], set()
-    for key, values in calls:
-        if key in kernel._cache or key in seen:
+    failures = build([(kernel, key, values) for key, values in calls], workers=workers,
+                     progress=progress, what=f"precompile {kernel.name}")
+    for (key, values), failure in zip(calls, failures):
+        if failure is not None:              # raise the error itself, from this process
+            kernel._specialization(key, values).cubin
+    return [kernel._specialization(key, values) for key, values in calls]
+
+
+def build(jobs: list, *, workers: int | None = None, progress=None,
+          what: str = "precompile") -> list[str | None]:
+    """Make each job's specialization (a job: (kernel, key, bound values), the values read only
+    for constexprs) with its cubin, in parallel where it can (module docstring), into its
+    kernel's memory; per job None, or the error text of a call that failed."""
+    result: list[str | None] = [None] * len(jobs)
+    todo, seen = [], {}
+    for i, (kernel, key, values) in enumerate(jobs):
+        if key in kernel._cache:
             continue
-        seen.add(key)
+        if (id(kernel), key) in seen:
+            seen[id(kernel), key].append(i)
+            continue
+        seen[id(kernel), key] = [i]
         spec = kernel._from_disk(key)
         if spec is not None:
             kernel._cache[key] = spec
         else:
-            todo.append((key, values))
+            todo.append(i)
     count = min(len(todo), workers or os.cpu_count() or 1)
-    bar = Progress(len(todo), f"precompile {kernel.name}", progress)
+    bar = Progress(len(todo), what, progress)
     try:
         if count > 1 and _fork_available():
-            failed = _in_workers(kernel, todo, count, bar)
+            errors = _in_workers([jobs[i] for i in todo], count, bar)
         else:
-            failed = []
-            for key, values in todo:
-                kernel._specialization(key, values).cubin
+            errors = []
+            for i in todo:
+                errors.append(_here(*jobs[i]))
                 bar.update()
-        for key, values in failed:           # raise the error itself, from this process
-            kernel._specialization(key, values).cubin
     finally:
         bar.close()
-    return [kernel._specialization(key, values) for key, values in calls]
+    for i, error in zip(todo, errors):
+        for j in seen[id(jobs[i][0]), jobs[i][1]]:
+            result[j] = error
+    return result
 
 
-def _in_workers(kernel, todo: list, count: int, bar: Progress) -> list:
-    """Run `todo` in `count` forked workers; the calls to redo here."""
-    kernel.arch()                    # found here: a worker never asks the driver
-    kernel.disk_cache().reason       # the fingerprint, once, before the fork
-    _JOBS[:] = [(kernel, key, values) for key, values in todo]
-    redo = []
+def _here(kernel, key, values) -> str | None:
+    try:
+        kernel._specialization(key, values).cubin
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _in_workers(jobs: list, count: int, bar: Progress) -> list[str | None]:
+    """Run `jobs` in `count` forked workers; per job None or the error text (a specialization
+    whose plan did not come back is made here)."""
+    for kernel, _, _ in jobs:
+        kernel.arch()                    # found here: a worker never asks the driver
+        kernel.disk_cache().reason       # the fingerprint, once, before the fork
+    _JOBS[:] = jobs
+    errors: list[str | None] = [None] * len(jobs)
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(count, mp_context=context) as pool:
-            futures = {pool.submit(_make, i): i for i in range(len(todo))}
+            futures = {pool.submit(_make, i): i for i in range(len(jobs))}
             for future in as_completed(futures):
-                key, values = todo[futures[future]]
+                i = futures[future]
+                kernel, key, values = jobs[i]
                 try:
                     kind, payload = future.result()
                 except BrokenProcessPool:
-                    kind, payload = "error", None
+                    kind, payload = "ptx", None          # a worker died: make it here
                 spec = _loaded(kernel, key, payload) if kind == "entry" else None
                 if spec is not None:
                     kernel._cache[key] = spec
+                elif kind == "error":
+                    errors[i] = payload
                 else:
-                    redo.append((key, values))
+                    errors[i] = _here(kernel, key, values)
                 bar.update()
     finally:
         _JOBS.clear()
-    return redo
+    return errors

@@ -1,0 +1,301 @@
+"""`@lk.autotune(configs=[...], key=[...])`: the fastest of a kernel's candidate configurations,
+chosen once per key and kept on disk.
+
+    @lk.autotune(configs=[lk.Config(BLOCK=256), lk.Config(BLOCK=512, num_warps=8)], key=["n"])
+    @lk.kernel(num_warps=4)
+    def scale(x: lk.Tensor[lk.f32, 1], n: lk.i32, BLOCK: lk.constexpr): ...
+
+    scale[lambda meta: (-(-meta["n"] // meta["BLOCK"]),)](x, n)     # tunes at the first call
+
+A Config gives values to some of the kernel's constexprs and may set num_warps (the kernel made
+again with that block size). The tuning key is the values of the arguments named in `key`
+(a tensor's: its shape, strides and dtype), the device's name, and the specialization facts of
+the other arguments. At the first call of a key: every candidate's specialization is made in
+parallel (kernel.precompile's workers: tracing and ptxas in processes), a candidate that does
+not compile is dropped (its error kept in `report`), the rest are timed on the call's own
+arguments by `timer` (default: layoutkit.tools.benchmarking.interleaved, CUDA events,
+interleaved calls, warm-up and an L2 flush per call, medians; installed by `import layoutkit`;
+tests pass a fake one), and the fastest runs. Timed launches write the call's outputs: a kernel
+that accumulates into its output is tuned on a copy by the caller. The winner is kept per key in
+memory and in `<LAYOUTKIT_CACHE_DIR>/autotune/` (one JSON file per kernel, keyed by the kernel's
+fingerprint, its configs and key names; written atomically), so a new process tunes nothing.
+
+`grid` is an int, a tuple, or a function of `meta` (the call's arguments by name and the
+config's constexprs and num_warps). A progress line shows the compile and the timing (tqdm's
+bar when installed).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from layoutkit.ptx.cache import write_atomically
+from layoutkit.ptx.settings import get_settings
+
+from .arguments import bind
+from .errors import DSLError, KernelDefinitionError
+from .fingerprint import NotCacheable, canonical, digest, function_fingerprint
+from .precompile import build
+from .progress import Progress
+
+__all__ = ["Config", "Autotuner", "autotune", "set_default_timer"]
+
+_DEFAULT_TIMER = [None]
+
+
+def set_default_timer(timer) -> None:
+    """The timer autotuners use when given none: `timer(candidates, reps=, warmup=)` with
+    candidates {label: zero-argument launch} returning {label: ms or an object with
+    median_ms} (layoutkit/__init__.py installs layoutkit.tools.benchmarking.interleaved)."""
+    _DEFAULT_TIMER[0] = timer
+
+
+@dataclass(frozen=True, init=False)
+class Config:
+    """One candidate: values of constexprs and, optionally, the kernel's num_warps."""
+
+    constexprs: tuple
+    num_warps: int | None
+
+    def __init__(self, num_warps: int | None = None, **constexprs):
+        object.__setattr__(self, "constexprs", tuple(sorted(constexprs.items())))
+        object.__setattr__(self, "num_warps", num_warps)
+
+    @property
+    def kwargs(self) -> dict:
+        return dict(self.constexprs)
+
+    def __str__(self) -> str:
+        parts = [f"{k}={v!r}" for k, v in self.constexprs]
+        if self.num_warps is not None:
+            parts.append(f"num_warps={self.num_warps}")
+        return ", ".join(parts) or "(defaults)"
+
+
+def autotune(configs, key, *, timer=None, reps: int = 20, warmup: int = 3,
+             workers: int | None = None, progress=None):
+    """Decorator over an `@lk.kernel`: an Autotuner (module docstring)."""
+    def decorate(kernel):
+        return Autotuner(kernel, configs, key, timer=timer, reps=reps, warmup=warmup,
+                         workers=workers, progress=progress)
+    return decorate
+
+
+class Autotuner:
+    """A kernel with candidate configs; `tuner[grid](...)` launches the best for the call's key.
+    `best(*args, **kwargs)` is that config (tuning if needed); `report` the last tuning's
+    {config label: median ms or the error that dropped it}."""
+
+    def __init__(self, kernel, configs, key, *, timer=None, reps: int = 20, warmup: int = 3,
+                 workers: int | None = None, progress=None):
+        from .kernel import Kernel
+        if not isinstance(kernel, Kernel):
+            raise KernelDefinitionError(f"@lk.autotune decorates an @lk.kernel, got {kernel!r}")
+        self.kernel, self.name = kernel, kernel.name
+        self.configs = tuple(configs) if not isinstance(configs, Config) else (configs,)
+        self.key = (key,) if isinstance(key, str) else tuple(key)
+        self.timer, self.reps, self.warmup = timer, reps, warmup
+        self.workers, self.progress = workers, progress
+        self._check()
+        self._variants = {kernel.num_warps: kernel}
+        self._best: dict = {}
+        self._disk: dict | None = None
+        self.report: dict = {}
+
+    def _check(self) -> None:
+        names = {p.name: p for p in self.kernel.params}
+        if not self.configs or not all(isinstance(c, Config) for c in self.configs):
+            raise KernelDefinitionError(f"autotune {self.name}: configs must be a non-empty "
+                                        f"list of lk.Config, got {self.configs!r}")
+        for c in self.configs:
+            for k, _ in c.constexprs:
+                if k not in names or names[k].kind != "constexpr":
+                    raise KernelDefinitionError(
+                        f"autotune {self.name}: config {c} sets {k!r}, which is not a constexpr "
+                        f"of the kernel (constexprs: {', '.join(n for n, p in names.items() if p.kind == 'constexpr') or 'none'})")
+        for k in self.key:
+            if k not in names:
+                raise KernelDefinitionError(f"autotune {self.name}: key names {k!r}, which is "
+                                            f"not a parameter ({', '.join(names)})")
+
+    # ---- kernels and keys --------------------------------------------------------------------
+    def kernel_for(self, config: Config):
+        """The kernel with the config's num_warps (the decorated one when it sets none)."""
+        warps = config.num_warps or self.kernel.num_warps
+        k = self._variants.get(warps)
+        if k is None:
+            from .kernel import Kernel
+            base = self.kernel
+            k = self._variants[warps] = Kernel(base.fn, warps, cluster=base.cluster,
+                                               debug=base.debug, target=base.target,
+                                               do_not_specialize=base.do_not_specialize)
+        return k
+
+    def tuning_key(self, values: tuple) -> tuple:
+        """The key a winner is kept under, for the bound arguments `values` (module docstring)."""
+        named = {p.name: v for p, v in zip(self.kernel.params, values)}
+        tuned = {k for c in self.configs for k, _ in c.constexprs}
+        facts = tuple(self.kernel._key(values)[i] for i, p in enumerate(self.kernel.params)
+                      if p.name not in tuned)
+        return tuple(_key_value(named[k]) for k in self.key) + (facts, _device_name())
+
+    # ---- choosing ----------------------------------------------------------------------------
+    def best(self, grid, *args, **kwargs) -> Config:
+        """The fastest config for these arguments on `grid` (tuned now if the key is new; the
+        constexprs the configs set are left out)."""
+        return self._best_for(self._bind(args, kwargs), grid)
+
+    def _bind(self, args, kwargs) -> tuple:
+        tuned = {k for c in self.configs for k, _ in c.constexprs}
+        return bind_partial(self.kernel.params, args, kwargs, self.name, tuned)
+
+    def _best_for(self, values: tuple, grid) -> Config:
+        key = self.tuning_key(values)
+        found = self._best.get(key)
+        if found is None:
+            found = self._from_disk(key)
+        if found is None:
+            found = self._tune(values, key, grid)
+        self._best[key] = found
+        return found
+
+    def __getitem__(self, grid):
+        def launch(*args, stream=None, **kwargs):
+            values = self._bind(args, kwargs)
+            config = self._best_for(values, grid)
+            self._launcher(grid, config, values)(stream)
+        return launch
+
+    def _launcher(self, grid, config: Config, values: tuple):
+        """A function(stream) launching `config` on the bound arguments `values`."""
+        k = self.kernel_for(config)
+        call = dict(zip((p.name for p in k.params), values))
+        call.update(config.kwargs)
+        if callable(grid):
+            meta = dict(call, num_warps=k.num_warps)
+            grid = grid(meta)
+        return lambda stream=None: k[grid](stream=stream, **call)
+
+    def _tune(self, values: tuple, key: tuple, grid) -> Config:
+        jobs = []
+        for c in self.configs:
+            k = self.kernel_for(c)
+            full = tuple(dict(c.constexprs).get(p.name, v) for p, v in zip(k.params, values))
+            jobs.append((k, k._key(full), full))
+        failures = build(jobs, workers=self.workers, progress=self.progress,
+                         what=f"autotune {self.name}: compiling {len(jobs)} configs")
+        self.report = {}
+        candidates = {}
+        for c, (k, spec_key, full), failure in zip(self.configs, jobs, failures):
+            if failure is None:
+                try:
+                    k._specialization(spec_key, full)
+                except DSLError as exc:
+                    failure = str(exc)
+            if failure is not None:
+                self.report[str(c)] = failure
+                continue
+            candidates[str(c)] = self._launcher(grid, c, values)
+        if not candidates:
+            raise DSLError(f"autotune {self.name}: no config compiles:\n" + "\n".join(
+                f"  {c}: {e}" for c, e in self.report.items()))
+        timer = self.timer or _DEFAULT_TIMER[0]
+        if timer is None:
+            raise DSLError(f"autotune {self.name}: no timer (pass timer=, or import layoutkit, "
+                           "which installs the CUDA-event timer)")
+        bar = Progress(1, f"autotune {self.name}: timing {len(candidates)} configs",
+                       self.progress)
+        times = {label: _ms(t) for label, t in timer(candidates, reps=self.reps,
+                                                       warmup=self.warmup).items()}
+        winner_label = min(times, key=times.get)
+        bar.update(f"best {winner_label}: {times[winner_label]:.4g} ms")
+        bar.close()
+        self.report.update(times)
+        winner = next(c for c in self.configs if str(c) == winner_label)
+        self._to_disk(key, winner, times)
+        return winner
+
+    # ---- on disk -----------------------------------------------------------------------------
+    def _path(self):
+        try:
+            fingerprint = digest(function_fingerprint(self.kernel.fn), self.kernel.identity(),
+                                 canonical(self.configs, "the configs"), repr(self.key))
+        except NotCacheable:
+            return None
+        return get_settings().cache_dir / "autotune" / f"{self.kernel.disk_cache().label}-" \
+            f"{fingerprint[:24]}.json"
+
+    def _load_disk(self) -> dict:
+        if self._disk is None:
+            self._disk = {}
+            path = self._path()
+            if path is not None:
+                try:
+                    self._disk = json.loads(path.read_text())
+                except (OSError, ValueError):
+                    self._disk = {}
+        return self._disk
+
+    def _from_disk(self, key: tuple) -> Config | None:
+        if not get_settings().spec_cache:
+            return None
+        entry = self._load_disk().get(_key_text(key))
+        if not isinstance(entry, dict):
+            return None
+        label = entry.get("config")
+        return next((c for c in self.configs if str(c) == label), None)
+
+    def _to_disk(self, key: tuple, winner: Config, times: dict) -> None:
+        path = self._path()
+        if path is None or not get_settings().spec_cache:
+            return
+        table = dict(self._load_disk())
+        table[_key_text(key)] = {"config": str(winner), "times_ms": times}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, json.dumps(table, sort_keys=True, indent=1).encode())
+            self._disk = table
+        except OSError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<lk.autotune {self.name}: {len(self.configs)} configs, key {list(self.key)}>"
+
+
+def bind_partial(params, args, kwargs, name, tuned: set) -> tuple:
+    """The arguments in parameter order, the constexprs in `tuned` (the configs set them) left
+    out by the caller as None."""
+    if len(args) > len(params) or any(p.name in kwargs for p in params[:len(args)]):
+        return bind(params, args, kwargs, name)          # words the error
+    given = dict(zip((p.name for p in params), args))
+    given.update(kwargs)
+    missing = {p.name: None for p in params if p.name not in given and p.name in tuned}
+    return bind(params, (), {**missing, **given}, name)
+
+
+def _key_value(value):
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        stride = getattr(value, "stride", None)
+        strides = stride() if callable(stride) else getattr(value, "strides", None)
+        return (tuple(int(n) for n in shape), tuple(strides) if strides is not None else None,
+                str(getattr(value, "dtype", "")))
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return repr(value)
+
+
+def _key_text(key: tuple) -> str:
+    return repr(key)
+
+
+def _ms(t) -> float:
+    return float(getattr(t, "median_ms", t))
+
+
+def _device_name() -> str:
+    from layoutkit.ptx import CudaDriverError, DriverUnavailableError, current_device
+    try:
+        return current_device().name
+    except (DriverUnavailableError, CudaDriverError, RuntimeError):   # RuntimeError: no libcuda
+        return "no device"
