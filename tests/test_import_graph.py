@@ -15,7 +15,8 @@ ALLOWED = {
     "algebra": {"sympy"},
     "ptx": {"numpy", "cuda"},
     "sync": {"layoutkit.ptx"},
-    "dsl": {"layoutkit.algebra", "layoutkit.sync", "layoutkit.ptx", "numpy", "sympy"},
+    "dsl": {"layoutkit.algebra", "layoutkit.sync", "layoutkit.ptx", "numpy", "sympy",
+            "tqdm"},   # tqdm: optional, lazily (the progress bar of precompile and autotune)
     "tools": {"layoutkit", "numpy", "sympy", "recipes", "torch"},   # torch: optional, lazily
     # the recipes as torch operators: an app layer like tools, over the interpreter and recipes
     "torch": {"layoutkit.dsl", "layoutkit.tools", "recipes", "torch"},
