@@ -39,6 +39,8 @@ if [[ $parts == *bench* ]]; then
     echo "== $bench"
     timeout 300 python3 "$bench" 2>&1 | tee "$OUT/$(basename "$bench" .py).md"
   done
+  echo "== benchmarks/bench_rows.py"   # quack beside: needs the peers pack (carry .peers)
+  timeout 420 python3 benchmarks/bench_rows.py 2>&1 | tee "$OUT/bench_rows.md"
 fi
 if [[ $parts == *recipes* ]]; then
   for recipe in recipes/[!_]*.py; do     # recipes/_<name>.py: a recipe's helper module

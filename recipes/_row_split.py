@@ -132,23 +132,28 @@ def _next_power_of_two(x: int) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def choose_config(m: int, n: int, dtype=lk.bf16) -> Config:
-    """The split for an (m, n) row-major matrix of `dtype` (bf16): see the module docstring."""
+def choose_config(m: int, n: int, dtype=lk.bf16, *, max_values: int = MAX_VALUES,
+                  max_threads_per_row: int = MAX_THREADS_PER_ROW,
+                  cta_threads: int = CTA_THREADS) -> Config:
+    """The split for an (m, n) row-major matrix of `dtype` (bf16): see the module docstring.
+    The keywords are the heuristic's budgets (defaults: the module's constants), for sweeps
+    (benchmarks/bench_rows.py --sweep)."""
     if dtype != lk.bf16:
         raise ValueError(f"row kernels: dtype {dtype} is not supported (bf16 only)")
     for name, value, low in (("m", m, 1), ("n", n, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"row kernels: {name} = {value!r} must be a positive int")
-    if n > MAX_COLUMNS:
-        raise ValueError(f"row kernels: the row length n = {n} must be in 1..{MAX_COLUMNS} "
-                         f"({MAX_CLUSTER} CTAs of {MAX_CTA_COLUMNS} columns)")
+    cta_max = max_threads_per_row * max_values
+    if n > MAX_CLUSTER * cta_max:
+        raise ValueError(f"row kernels: the row length n = {n} must be in "
+                         f"1..{MAX_CLUSTER * cta_max} ({MAX_CLUSTER} CTAs of {cta_max} columns)")
     vector = vector_width(n, dtype.nbytes)
-    cluster = -(-n // MAX_CTA_COLUMNS)
+    cluster = -(-n // cta_max)
     cta_columns = -(-n // cluster)
-    per_row = min(MAX_THREADS_PER_ROW,
-                  max(MIN_THREADS_PER_ROW, _next_power_of_two(-(-cta_columns // MAX_VALUES))))
+    per_row = min(max_threads_per_row,
+                  max(MIN_THREADS_PER_ROW, _next_power_of_two(-(-cta_columns // max_values))))
     chunks = -(-cta_columns // (per_row * vector))
-    rows = max(1, CTA_THREADS // per_row)
+    rows = max(1, cta_threads // per_row)
     while rows > 1 and rows * per_row > 32 and -(-m // rows) * cluster < TARGET_CTAS:
         rows //= 2
     config = Config(rows * per_row, rows, vector, chunks, cluster)

@@ -134,17 +134,19 @@ _PLANS: dict = {}       # x.shape -> (kernel[grid] or None, ints, constexprs, sc
 MAX_PLANS = 256
 
 
-def _plan(shape, m: int, n: int):
-    """What layernorm launches for an x of this (checked) shape; kept per shape."""
-    plan = _PLANS.get(shape)
+def _plan(shape, m: int, n: int, cfg: rs.Config | None = None):
+    """What layernorm launches for an x of this (checked) shape, with cfg or the heuristic's
+    split; kept per shape and cfg."""
+    key = shape if cfg is None else (shape, cfg)
+    plan = _PLANS.get(key)
     if plan is None:
         plan = (None, (), (), 0, (n,))
         if m:
-            kernel, grid, ints, constexprs, scratch = launch_arguments(config(m, n), m, n)
+            kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
             plan = (kernel[grid], ints, tuple(constexprs.values()), scratch, (n,))
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
-        _PLANS[shape] = plan
+        _PLANS[key] = plan
     return plan
 
 
@@ -160,18 +162,20 @@ def check_output(x, out) -> None:
                          f"{tuple(getattr(out, 'shape', ()))} on {getattr(out, 'device', '?')}")
 
 
-def layernorm(x, weight, bias, eps: float = 1e-5, out=None):
+def layernorm(x, weight, bias, eps: float = 1e-5, out=None, config: rs.Config | None = None):
     """torch.nn.functional.layer_norm(x, (n,), weight, bias, eps) for contiguous CUDA bf16
     tensors (n = x.shape[-1]), computed by this recipe (written into `out`, a contiguous bf16
-    tensor of x's shape on x's device, when given)."""
+    tensor of x's shape on x's device, when given; with the work split `config` instead of
+    the heuristic's, when given: for sweeps)."""
     import torch
-    plan = _PLANS.get(x.shape) if type(x) is torch.Tensor else None
+    plan = _PLANS.get(x.shape if config is None else (x.shape, config)) \
+        if type(x) is torch.Tensor else None
     if plan is None or not (is_plain_bf16(x, torch) and is_plain_bf16(weight, torch) and
                             is_plain_bf16(bias, torch) and weight.shape == plan[4] and
                             bias.shape == plan[4] and type(eps) is float and eps > 0 and
                             weight.get_device() == bias.get_device() == x.get_device()):
         m, n = check_arguments(x, weight, bias, eps)
-        plan = _plan(x.shape, m, n)
+        plan = _plan(x.shape, m, n, config)
     launch, ints, constexprs, scratch, _ = plan
     if out is None:
         out = torch.empty_like(x)

@@ -94,9 +94,11 @@ _PLANS: dict = {}   # x.shape -> (kernel[grid] or None when x is empty, ints, co
 MAX_PLANS = 256
 
 
-def _plan(shape):
-    """What softmax launches for an x of this shape (checked; kept per shape)."""
-    plan = _PLANS.get(shape)
+def _plan(shape, cfg: rs.Config | None = None):
+    """What softmax launches for an x of this shape, with cfg or the heuristic's split
+    (checked; kept per shape and cfg)."""
+    key = shape if cfg is None else (shape, cfg)
+    plan = _PLANS.get(key)
     if plan is None:
         if len(shape) < 1:
             raise ValueError("softmax: x must be contiguous with at least one dimension")
@@ -106,11 +108,11 @@ def _plan(shape):
             m *= extent
         plan = (None, (), (), 0)
         if m and n:
-            kernel, grid, ints, constexprs, scratch = launch_arguments(config(m, n), m, n)
+            kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
             plan = (kernel[grid], ints, tuple(constexprs.values()), scratch)
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
-        _PLANS[shape] = plan
+        _PLANS[key] = plan
     return plan
 
 
@@ -143,13 +145,14 @@ def check_output(x, out) -> None:
                          f"{getattr(out, 'device', '?')}")
 
 
-def softmax(x, out=None):
+def softmax(x, out=None, config: rs.Config | None = None):
     """torch.softmax(x, dim=-1) for a contiguous CUDA bf16 tensor, computed by this recipe
-    (written into `out`, a contiguous bf16 tensor of x's shape on x's device, when given)."""
+    (written into `out`, a contiguous bf16 tensor of x's shape on x's device, when given;
+    with the work split `config` instead of the heuristic's, when given: for sweeps)."""
     import torch
     if not is_plain_bf16(x, torch):
         check_input(x)
-    plan = _plan(x.shape)
+    plan = _plan(x.shape, config)
     if out is None:
         out = torch.empty_like(x)
     elif not (is_plain_bf16(out, torch) and out.shape == x.shape and

@@ -73,6 +73,18 @@ def test_softmax_plans_a_cluster_scratch_for_long_rows(gpu):
     assert layernorm._plan((4, 40000), 4, 40000)[3] == 4 * layernorm.QUANTITIES * 3
 
 
+def test_softmax_and_layernorm_take_a_given_split(gpu):
+    x, out, w, b = bf16((3, 1000)), bf16((3, 1000), 1), bf16((1000,), 2), bf16((1000,), 3)
+    split = Config(threads=64, rows=1, vector=8, chunks=2)       # 64 threads x 16 values a row
+    softmax.softmax(x, out, config=split)
+    layernorm.layernorm(x, w, b, 1e-5, out, config=split)
+    softmax.softmax(x, out)                                      # the heuristic's: 2 rows of 16
+    assert [(c.grid, c.block) for c in gpu.calls] == [((3, 1, 1), 64), ((3, 1, 1), 64),
+                                                      ((2, 1, 1), 32)]
+    with pytest.raises(ValueError, match=r"does not split rows of n = 1000 columns"):
+        softmax.softmax(x, out, config=Config(threads=32, rows=1, vector=8, chunks=1))
+
+
 def test_softmax_of_an_empty_tensor_launches_nothing(gpu):
     assert softmax.softmax(bf16((0, 100)), bf16((0, 100), 1)).shape == (0, 100)
     assert gpu.calls == []

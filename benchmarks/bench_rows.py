@@ -1,0 +1,354 @@
+"""Row kernels beside quack, torch and the device copy, in one run: softmax and layernorm
+(and rmsnorm and the backward kernels where their recipes exist), bf16, over issue 19's shape
+grid M in {1, 7, 1000, 4096, 32768} x N in {1000, 3000, 4096, 8192, 16384, 32768, 65536,
+131072}. One markdown table per kernel.
+
+    PYTHONPATH=. python3 benchmarks/bench_rows.py [--quick] [--kernels softmax,layernorm]
+    PYTHONPATH=. python3 benchmarks/bench_rows.py --sweep     # the split's alternatives
+
+Per shape every candidate is timed interleaved with the others (layoutkit.tools.benchmarking:
+CUDA events, L2 flushed before every call, medians, random data), after a warm-up that also
+compiles. GB/s counts the bytes the kernel must move, the same count for every candidate (a
+ratio of two GB/s is a ratio of times): each input read once and each output written once.
+"clone" is a device copy (Tensor.clone) that moves as many bytes (x.clone() for softmax), the
+practical roofline of a shape; "vs clone" divides layoutkit's GB/s by clone's. quack
+(`quack-kernels`, CuTe DSL) comes from the peers pack (../shared/peers: `.peers/peers_site.py`,
+carried to the GPU machine); its layernorm takes f32 weight and bias, its softmax and rmsnorm
+bf16. A candidate that is missing or raises prints "-" and the reason under its table.
+"check" compares layoutkit's output with torch's on the first and last 64 rows (max
+|difference|, in output units).
+
+--sweep times, on a few shapes, the split the heuristic picks (recipes/_row_split.py) beside
+the splits other budgets give (values per thread, threads per row, CTA size), for tuning.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+M_GRID = (1, 7, 1000, 4096, 32768)
+N_GRID = (1000, 3000, 4096, 8192, 16384, 32768, 65536, 131072)
+QUICK = ((7, 131072), (1000, 3000), (4096, 4096), (4096, 16384), (4096, 32768),
+         (4096, 131072), (32768, 4096))
+SWEEP = ((4096, 1000), (1000, 3000), (4096, 4096), (4096, 8192), (4096, 16384), (4096, 32768),
+         (4096, 65536), (4096, 131072), (32768, 4096), (7, 131072))
+SWEEP_BUDGETS = {                    # label -> choose_config keywords
+    "heuristic": {},
+    "V<=32": {"max_values": 32, "max_threads_per_row": 512},
+    "V<=32, 1024-thread rows": {"max_values": 32, "max_threads_per_row": 1024},
+    "V<=128, <=128 threads a row": {"max_values": 128, "max_threads_per_row": 128},
+    "256-thread CTAs": {"cta_threads": 256},
+}
+CHECK_ROWS = 64
+TIME_PER_SHAPE_S = 0.15             # GPU time aimed at per shape: sets the repetitions
+
+
+def activate_peers() -> str | None:
+    """Make quack importable through the peers pack; None, or why it is not available."""
+    site = ROOT / ".peers" / "peers_site.py"
+    if not site.is_file():
+        return f"no {site.relative_to(ROOT)} (pack with ../shared/peers/pack.sh, carry .peers)"
+    sys.path.insert(0, str(site.parent))
+    try:
+        import peers_site
+        peers_site.activate()
+        import quack  # noqa: F401
+    except Exception as exc:         # ImportError, or the DSL failing to load
+        return f"peers_site.activate(): {type(exc).__name__}: {exc}"
+    return None
+
+
+@dataclass
+class Case:
+    """One shape of one kernel: the candidates to time ({name: fn}), the bytes that count,
+    the outputs to compare (layoutkit's and torch's, as functions) and the split used."""
+
+    calls: dict
+    nbytes: int
+    ours: Callable | None = None
+    reference: Callable | None = None
+    split: str = ""
+    missing: dict = field(default_factory=dict)     # candidate -> why it is not timed
+
+
+@dataclass
+class RowKernel:
+    """A row kernel of the table: `make(m, n)` builds its Case (raises when the recipe is
+    missing: the whole table is skipped, with the reason)."""
+
+    name: str
+    make: Callable
+
+
+def _split_text(cfg) -> str:
+    text = f"{cfg.threads}t x{cfg.rows} C{cfg.vector} K{cfg.chunks}"
+    return text + (f" cl{cfg.cluster}" if cfg.cluster > 1 else "")
+
+
+def _peer(case: Case, name: str, build: Callable) -> None:
+    """Add candidate `name` = build() to the case, or record why it is missing."""
+    try:
+        case.calls[name] = build()
+    except Exception as exc:
+        case.missing[name] = f"{type(exc).__name__}: {exc}"
+
+
+def softmax_case(m: int, n: int, torch, quack_missing) -> Case:
+    from recipes import softmax
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * 4
+    out = torch.empty_like(x)
+    case = Case({"layoutkit": lambda: softmax.softmax(x, out)}, 2 * x.numel() * 2,
+                ours=lambda: softmax.softmax(x, out), reference=lambda: torch.softmax(x, -1),
+                split=_split_text(softmax.config(m, n)))
+    if quack_missing is None:
+        from quack.softmax import softmax as quack_softmax
+        _peer(case, "quack", lambda: (lambda: quack_softmax(x)))
+    else:
+        case.missing["quack"] = quack_missing
+    case.calls["torch"] = lambda: torch.softmax(x, -1)
+    return case
+
+
+def layernorm_case(m: int, n: int, torch, quack_missing) -> Case:
+    from recipes import layernorm
+    F = torch.nn.functional
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * 3 + 1
+    w, b = (torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    out = torch.empty_like(x)
+    case = Case({"layoutkit": lambda: layernorm.layernorm(x, w, b, 1e-5, out)},
+                2 * x.numel() * 2 + 2 * n * 2,
+                ours=lambda: layernorm.layernorm(x, w, b, 1e-5, out),
+                reference=lambda: F.layer_norm(x, (n,), w, b, 1e-5),
+                split=_split_text(layernorm.config(m, n)))
+    if quack_missing is None:
+        from quack.rmsnorm import layernorm_fwd
+        w32, b32 = w.float(), b.float()
+        _peer(case, "quack", lambda: (lambda: layernorm_fwd(x, w32, b32, 1e-5)))
+    else:
+        case.missing["quack"] = quack_missing
+    case.calls["torch"] = lambda: F.layer_norm(x, (n,), w, b, 1e-5)
+    return case
+
+
+def rmsnorm_case(m: int, n: int, torch, quack_missing) -> Case:
+    """recipes/rmsnorm.py's rmsnorm(x, weight, eps=) (another helper's recipe)."""
+    from recipes import rmsnorm
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    case = Case({"layoutkit": lambda: rmsnorm.rmsnorm(x, w, eps=1e-6)}, 2 * x.numel() * 2 + n * 2,
+                ours=lambda: rmsnorm.rmsnorm(x, w, eps=1e-6),
+                reference=lambda: torch.nn.functional.rms_norm(x, (n,), w, 1e-6))
+    if quack_missing is None:
+        from quack.rmsnorm import rmsnorm_fwd
+        _peer(case, "quack", lambda: (lambda: rmsnorm_fwd(x, w, eps=1e-6)))
+    else:
+        case.missing["quack"] = quack_missing
+    _peer(case, "torch", lambda: (lambda: torch.nn.functional.rms_norm(x, (n,), w, 1e-6)))
+    return case
+
+
+def softmax_backward_case(m: int, n: int, torch, quack_missing) -> Case:
+    """recipes/softmax_backward.py's softmax_backward(dy, y) -> dx (another helper's recipe)."""
+    from recipes import softmax_backward
+    y = torch.softmax(torch.randn(m, n, device="cuda", dtype=torch.bfloat16), -1)
+    dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    case = Case({"layoutkit": lambda: softmax_backward.softmax_backward(dy, y)}, 3 * y.numel() * 2,
+                ours=lambda: softmax_backward.softmax_backward(dy, y),
+                reference=lambda: torch._softmax_backward_data(dy, y, -1, torch.bfloat16))
+    if quack_missing is None:
+        from quack.softmax import softmax_bwd
+        _peer(case, "quack", lambda: (lambda: softmax_bwd(dy, y)))
+    else:
+        case.missing["quack"] = quack_missing
+    case.calls["torch"] = lambda: torch._softmax_backward_data(dy, y, -1, torch.bfloat16)
+    return case
+
+
+def layernorm_backward_case(m: int, n: int, torch, quack_missing) -> Case:
+    """recipes/layernorm_backward.py's layernorm_backward(dy, x, weight, mean, rstd) -> (dx,
+    dweight, dbias) (another helper's recipe)."""
+    from recipes import layernorm_backward
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    w, b = (torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    mean = x.float().mean(-1)
+    rstd = torch.rsqrt(x.float().var(-1, unbiased=False) + 1e-5)
+    ours = lambda: layernorm_backward.layernorm_backward(dy, x, w, mean, rstd)  # noqa: E731
+    aten = lambda: torch.ops.aten.native_layer_norm_backward(  # noqa: E731
+        dy, x, (n,), mean[:, None], rstd[:, None], w, b, (True, True, True))
+    case = Case({"layoutkit": ours}, 3 * x.numel() * 2 + 3 * n * 2, ours=lambda: ours()[0],
+                reference=lambda: aten()[0])
+    if quack_missing is None:
+        from quack.rmsnorm import layernorm_bwd
+        _peer(case, "quack", lambda: (lambda: layernorm_bwd(x, w.float(), dy, rstd, mean)))
+    else:
+        case.missing["quack"] = quack_missing
+    case.calls["torch"] = aten
+    return case
+
+
+KERNELS = {k.name: k for k in (RowKernel("softmax", softmax_case),
+                                RowKernel("layernorm", layernorm_case),
+                                RowKernel("rmsnorm", rmsnorm_case),
+                                RowKernel("softmax_backward", softmax_backward_case),
+                                RowKernel("layernorm_backward", layernorm_backward_case))}
+
+
+def repetitions(nbytes: int, candidates: int) -> int:
+    """Calls per candidate for about TIME_PER_SHAPE_S of GPU time (10..100)."""
+    per_call = nbytes / 3.5e12 + 8e-6 + 80e-6          # the kernel and the L2 flush
+    return max(10, min(100, int(TIME_PER_SHAPE_S / (per_call * candidates))))
+
+
+def _check(case: Case, m: int, torch) -> str:
+    """max |layoutkit - torch| over the first and last CHECK_ROWS rows of the output."""
+    if case.ours is None or case.reference is None:
+        return ""
+    got, want = case.ours(), case.reference()
+    got = got[0] if isinstance(got, tuple) else got
+    rows = list(range(min(m, CHECK_ROWS))) + list(range(max(CHECK_ROWS, m - CHECK_ROWS), m))
+    index = torch.tensor(rows, device="cuda")
+    diff = (got.reshape(m, -1).index_select(0, index).float() -
+            want.reshape(m, -1).index_select(0, index).float()).abs().max().item()
+    return f"{diff:.2g}"
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def _warm(case: Case, torch) -> None:
+    """Call each candidate once (compiling it); a peer that raises is dropped with its reason,
+    layoutkit raising is an error."""
+    for name, fn in list(case.calls.items()):
+        try:
+            fn()
+            torch.cuda.synchronize()
+        except Exception as exc:
+            if name == "layoutkit":
+                raise
+            case.missing[name] = f"{type(exc).__name__}: {exc}"
+            del case.calls[name]
+
+
+def time_kernel(kernel: RowKernel, shapes, torch, quack_missing, interleaved, gbps) -> None:
+    """Print one markdown table: GB/s per candidate and layoutkit's ratios, per shape."""
+    print(f"\n### {kernel.name}\n")
+    print("| m x n | layoutkit GB/s | quack GB/s | torch GB/s | clone GB/s | vs quack | vs clone "
+          "| split | check |\n|---|---:|---:|---:|---:|---:|---:|---|---|", flush=True)
+    notes, ratios = {}, []
+    for m, n in shapes:
+        try:
+            case = kernel.make(m, n, torch, quack_missing)
+        except (ImportError, AttributeError) as exc:
+            print(f"\n{kernel.name}: skipped ({type(exc).__name__}: {exc})")
+            return
+        copy = torch.empty(case.nbytes // 4, device="cuda", dtype=torch.bfloat16)
+        case.calls["clone"] = copy.clone              # moves case.nbytes: read + write
+        _warm(case, torch)
+        check = _check(case, m, torch)
+        times = interleaved(case.calls, reps=repetitions(case.nbytes, len(case.calls)),
+                            warmup=2)
+        rate = {name: gbps(case.nbytes, t.median_ms) for name, t in times.items()}
+        for name, why in case.missing.items():
+            notes.setdefault(f"{name}: {why}", []).append(f"{m}x{n}")
+        ours = rate["layoutkit"]
+        if rate.get("quack"):
+            ratios.append((ours / rate["quack"], m, n))
+        cells = [f"{rate[c]:.0f}" if rate.get(c) else "-"
+                 for c in ("layoutkit", "quack", "torch", "clone")]
+        print(f"| {m} x {n} | " + " | ".join(cells) + f" | {_ratio(ours, rate.get('quack'))} | "
+              f"{_ratio(ours, rate.get('clone'))} | {case.split} | {check} |", flush=True)
+        del case, times, copy
+        torch.cuda.empty_cache()
+    if ratios:
+        worst = min(ratios)
+        mean = math.exp(statistics.fmean(math.log(r) for r, _, _ in ratios))
+        print(f"\nvs quack: geometric mean {mean:.2f}, {sum(r >= 1.0 for r, _, _ in ratios)}/"
+              f"{len(ratios)} shapes >= 1.00, worst {worst[0]:.2f} at {worst[1]}x{worst[2]}")
+    for note, where in notes.items():
+        print(f"\n- {note} ({', '.join(where[:4])}{', ...' if len(where) > 4 else ''})")
+
+
+def sweep(torch, quack_missing, interleaved, gbps, shapes=SWEEP) -> None:
+    """Per shape, GB/s of softmax and layernorm with each budget's split (SWEEP_BUDGETS)."""
+    from recipes import _row_split as rs
+    from recipes import layernorm, softmax
+    for name in ("softmax", "layernorm"):
+        print(f"\n### {name}: splits by budget (GB/s; the split under each)\n")
+        print("| m x n | quack | " + " | ".join(SWEEP_BUDGETS) + " |\n|---|---:|" +
+              "---:|" * len(SWEEP_BUDGETS), flush=True)
+        for m, n in shapes:
+            x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+            out = torch.empty_like(x)
+            w, b = (torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+            calls, splits = {}, {}
+            for label, budget in SWEEP_BUDGETS.items():
+                try:
+                    cfg = rs.choose_config(m, n, **budget)
+                except ValueError as exc:
+                    splits[label] = f"({exc})"[:40]
+                    continue
+                splits[label] = _split_text(cfg)
+                calls[label] = (lambda cfg=cfg: softmax.softmax(x, out, config=cfg)) \
+                    if name == "softmax" else \
+                    (lambda cfg=cfg: layernorm.layernorm(x, w, b, 1e-5, out, config=cfg))
+            if quack_missing is None:
+                if name == "softmax":
+                    from quack.softmax import softmax as quack_softmax
+                    calls["quack"] = lambda: quack_softmax(x)
+                else:
+                    from quack.rmsnorm import layernorm_fwd
+                    w32, b32 = w.float(), b.float()
+                    calls["quack"] = lambda: layernorm_fwd(x, w32, b32, 1e-5)
+            nbytes = 2 * x.numel() * 2
+            times = interleaved(calls, reps=repetitions(nbytes, len(calls)))
+            cells = [f"{gbps(nbytes, times[label].median_ms):.0f} ({splits[label]})"
+                     if label in times else splits.get(label, "-") for label in SWEEP_BUDGETS]
+            quack = f"{gbps(nbytes, times['quack'].median_ms):.0f}" if "quack" in times else "-"
+            print(f"| {m} x {n} | {quack} | " + " | ".join(cells) + " |", flush=True)
+            torch.cuda.empty_cache()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"only {len(QUICK)} shapes")
+    parser.add_argument("--kernels", default=",".join(KERNELS),
+                        help=f"comma-separated, from {', '.join(KERNELS)}")
+    parser.add_argument("--sweep", action="store_true",
+                        help="time the split's alternatives instead (softmax, layernorm)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    quack_missing = activate_peers()
+    import torch
+
+    from layoutkit.tools.benchmarking import gbps, interleaved
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    quack_version = "unavailable: " + quack_missing if quack_missing else \
+        getattr(sys.modules.get("quack"), "__version__", "?")
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, quack {quack_version}, "
+          f"layoutkit {commit}; bf16, L2 flushed, medians; GB/s = bytes read + written")
+    if args.sweep:
+        sweep(torch, quack_missing, interleaved, gbps)
+    else:
+        shapes = QUICK if args.quick else [(m, n) for m in M_GRID for n in N_GRID]
+        for name in args.kernels.split(","):
+            if name not in KERNELS:
+                parser.error(f"--kernels: {name!r} is not one of {', '.join(KERNELS)}")
+            time_kernel(KERNELS[name], shapes, torch, quack_missing, interleaved, gbps)
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
