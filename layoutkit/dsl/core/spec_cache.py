@@ -161,8 +161,9 @@ class KernelCache:
         except NotCacheable as exc:
             self._note(f"kernel {self.kernel.name}: a specialization is not cached: {exc.reason}")
             return
-        env, _ = _environment()
+        env, env_digest = _environment()
         extra = {"kernel": self.label, "fingerprint": self._fingerprint,
+                 "environment_digest": env_digest,
                  "facts": self.kernel.describe_key(spec.key), "plan": plan,
                  "timings": dict(spec.timings), "created": time.time(),
                  "environment": {k: v.splitlines()[-1] if k == "ptxas" else v
@@ -192,6 +193,7 @@ class KernelEntries:
     versions: set = field(default_factory=set)     # distinct fingerprints: source versions
     facts: list = field(default_factory=list)       # (facts text, trace-to-PTX seconds)
     corrupt: int = 0
+    stale: int = 0                                  # made under another environment
     not_cacheable: str | None = None
 
     def lines(self, verbose: bool = False) -> list[str]:
@@ -199,6 +201,9 @@ class KernelEntries:
         if len(self.versions) > 1:
             head += f", from {len(self.versions)} versions of its source (the older ones are " \
                     "never read again)"
+        if self.stale:
+            head += f", {self.stale} made by another layoutkit, ptxas or Python (never read " \
+                    "again)"
         if self.corrupt:
             head += f", {self.corrupt} unreadable (deleted when next looked up)"
         out = [head]
@@ -217,6 +222,7 @@ def spec_cache_info() -> list[KernelEntries]:
     found = []
     if not root.is_dir():
         return found
+    current = _environment()[1]
     for directory in sorted(p for p in root.iterdir() if p.is_dir()):
         info = KernelEntries(directory.name)
         note = directory / NOT_CACHEABLE
@@ -234,6 +240,7 @@ def spec_cache_info() -> list[KernelEntries]:
                 info.corrupt += 1
                 continue
             info.versions.add(entry.get("fingerprint"))
+            info.stale += entry.get("environment_digest") != current
             timings = entry.get("timings", {})
             info.facts.append((entry.get("facts", "?"), sum(timings.get(p, 0.0) for p in
                                                              ("trace", "verify", "check",
