@@ -32,6 +32,9 @@ if [[ $parts == *tests* ]]; then
   GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_hopper tests/gpu/test_recipe_gemm_hopper_gpu.py
   GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention tests/gpu/test_recipe_flash_attention_gpu.py
   gpu_tests misuse tests/gpu/test_misuse_gpu.py
+  gpu_tests torch tests/gpu/test_torch_ops_gpu.py -k "not example"   # layoutkit.torch's ops
+  echo "== examples/transformer_block.py"      # compiles the block (inductor): minutes
+  timeout 900 python3 examples/transformer_block.py --steps 5 2>&1 | tee "$OUT/transformer_block.txt"
   grep -h -E "passed|failed|error" "$OUT"/pytest_*.log | tail -20
 fi
 if [[ $parts == *bench* ]]; then
