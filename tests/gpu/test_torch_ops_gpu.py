@@ -144,7 +144,7 @@ def test_inductor_compile_of_every_op_matches_eager_forward_and_backward():
     got = torch.autograd.grad(got_value, (x, w1, w2))
     want_value = f(x, w1, w2, q)
     want = torch.autograd.grad(want_value, (x, w1, w2))
-    assert torch.allclose(got_value, want_value, rtol=1e-5)
+    assert torch.allclose(got_value, want_value, rtol=1e-4)   # inductor sums in its own order
     for g, e in zip(got, want):
         assert ((g.double() - e.double()).norm() / e.double().norm()).item() < 1e-2
 
