@@ -26,6 +26,7 @@ aligned take narrower accesses (correct, slower).
 from __future__ import annotations
 
 import layoutkit as lk
+from layoutkit.tools.dependencies import require_torch
 from recipes import _row_split as rs
 from recipes import softmax as _softmax
 
@@ -167,7 +168,7 @@ def layernorm(x, weight, bias, eps: float = 1e-5, out=None, config: rs.Config | 
     tensors (n = x.shape[-1]), computed by this recipe (written into `out`, a contiguous bf16
     tensor of x's shape on x's device, when given; with the work split `config` instead of
     the heuristic's, when given: for sweeps)."""
-    import torch
+    torch = require_torch("recipes.layernorm.layernorm")
     plan = _PLANS.get(x.shape if config is None else (x.shape, config)) \
         if type(x) is torch.Tensor else None
     if plan is None or not (is_plain_bf16(x, torch) and is_plain_bf16(weight, torch) and

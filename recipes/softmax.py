@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import layoutkit as lk
 from layoutkit.tools.benchmarking import gbps, interleaved
+from layoutkit.tools.dependencies import require_torch
 from recipes import _row_split as rs
 
 LOG2E = 1.4426950408889634
@@ -149,7 +150,7 @@ def softmax(x, out=None, config: rs.Config | None = None):
     """torch.softmax(x, dim=-1) for a contiguous CUDA bf16 tensor, computed by this recipe
     (written into `out`, a contiguous bf16 tensor of x's shape on x's device, when given;
     with the work split `config` instead of the heuristic's, when given: for sweeps)."""
-    import torch
+    torch = require_torch("recipes.softmax.softmax")
     if not is_plain_bf16(x, torch):
         check_input(x)
     plan = _plan(x.shape, config)
