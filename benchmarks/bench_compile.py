@@ -17,7 +17,17 @@ shared machine a process waits for a core part of the time: each recipe's total 
 fraction of its compile's wall time the process (and ptxas) spent on a CPU (CPU time / wall
 time; ~100% on an idle machine, less when other jobs take the cores).
 
-    python benchmarks/bench_compile.py [--repeats 3] [--markdown] [RECIPE ...]
+The second table is the first launch of a *new process with a warm specialization cache*
+(layoutkit.dsl.core.spec_cache): after each cold run, another fresh process with the same cache
+directory imports the recipe, finds the kernel calls of its compile_default() (Kernel.ptx
+recorded, not run) and launches each on the fake GPU of tests/dsl/fake_hopper.py (real cubins,
+tensor maps encoded by a recording fake, the launch a recorded driver call): "first launch" is
+the time from the `kernel[grid](...)` call to the driver call (loading the entry, validating
+it, rebuilding the launch plan and tensor maps, configuring the launcher, packing), "launch"
+the same call again (what every launch costs), "above" their difference (issue 14: <= 50 ms).
+"from" says where the specialization came from ("disk": no trace).
+
+    python benchmarks/bench_compile.py [--repeats 3] [--markdown] [--no-warm] [RECIPE ...]
 """
 from __future__ import annotations
 
@@ -70,26 +80,85 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def run_child(recipe: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "LAYOUTKIT_DEBUG"}
+def warm_child(recipe: str) -> None:
+    """In a fresh process whose cache a cold run filled: time each compile_default() kernel
+    call's first launch on the fake GPU (module docstring); print one JSON object."""
+    from pytest import MonkeyPatch
+
+    from layoutkit.dsl import Kernel
+    from layoutkit.tools.recipe_runner import load_recipe
+    from tests.dsl.fake_hopper import FakeHopper
+    module = load_recipe(recipe)
+    calls = []
+    with MonkeyPatch.context() as mp:
+        mp.setattr(Kernel, "ptx", lambda self, *a, **kw: calls.append((self, a, kw)) or "")
+        names = list(module.compile_default())
+    stamps, rows = [], []
+    with MonkeyPatch.context() as mp:
+        FakeHopper(mp, list({id(k): k for k, _, _ in calls}.values()),
+                   on_launch=lambda: stamps.append(time.perf_counter()))
+        for i, (k, args, kwargs) in enumerate(calls):
+            args = [_fake_argument(a, n) for n, a in enumerate(args)]
+            kwargs = {n: _fake_argument(v, 100 + j) for j, (n, v) in enumerate(kwargs.items())}
+            grid = (k.cluster[0] if k.cluster else 1,)
+            times = []
+            for _ in range(2):
+                start = time.perf_counter()
+                k[grid](*args, **kwargs)
+                times.append(stamps[-1] - start)
+            spec = k._cache[k.key(*args, **kwargs)]
+            rows.append({"name": names[i] if i < len(names) else k.name, "first": times[0],
+                         "launch": times[1], "from": spec.source})
+    print(json.dumps({"recipe": recipe, "rows": rows}))
+
+
+def _fake_argument(value, slot: int):
+    """A fake CUDA tensor for an lk.TensorSpec or lk.Pointer[dtype] (its own 16 MB slot of
+    addresses, the spec's alignment); anything else as it is."""
+    from layoutkit.dsl import PointerType, TensorSpec
+    from layoutkit.dsl.core.types import HOST_NAMES
+    from tests.dsl.fake_gpu import BASE, Tensor
+    torch_name = {dtype: name for name, dtype in HOST_NAMES.items()}
+    if isinstance(value, TensorSpec):
+        address = BASE + (slot << 24) + (0 if value.aligned else value.dtype.nbytes)
+        return Tensor(address, torch_name[value.dtype], value.shape, strides=value.strides)
+    if isinstance(value, PointerType):
+        return Tensor(BASE + (slot << 24), torch_name[value.dtype], (1 << 20,))
+    return value
+
+
+def run_child(recipe: str, warm: bool = False) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("LAYOUTKIT_DEBUG",
+                                                            "LAYOUTKIT_SPEC_CACHE")}
     with tempfile.TemporaryDirectory(prefix="layoutkit-bench-cache-") as cache:
         env["LAYOUTKIT_CACHE_DIR"] = cache
         done = subprocess.run([sys.executable, __file__, "--child", recipe], env=env,
                               capture_output=True, text=True, timeout=3600, cwd=ROOT)
+        if done.returncode == 0 and warm:
+            again = subprocess.run([sys.executable, __file__, "--warm-child", recipe], env=env,
+                                   capture_output=True, text=True, timeout=3600, cwd=ROOT)
     if done.returncode != 0:      # a recipe that does not compile here: say so, go on
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         print(f"  {recipe}: did not compile:\n{done.stderr}", file=sys.stderr)
         return {"recipe": recipe, "error": last}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if warm:
+        if again.returncode == 0:
+            result["warm"] = json.loads(again.stdout.strip().splitlines()[-1])["rows"]
+        else:
+            print(f"  {recipe}: the warm launch failed:\n{again.stderr}", file=sys.stderr)
+            result["warm_error"] = (again.stderr.strip().splitlines() or ["?"])[-1]
+    return result
 
 
-def measure(recipes: list[str], repeats: int) -> list[dict]:
-    """Per recipe: {"recipe", "import", "host", "rows": [{"name", phase: median s}]}."""
+def measure(recipes: list[str], repeats: int, warm: bool = True) -> list[dict]:
+    """Per recipe: {"recipe", "import", "host", "rows": [{"name", phase: median s}], "warm":
+    [{"name", "first", "launch": median s, "from"}]}."""
     results = []
     for recipe in recipes:
         runs = []
         for _ in range(repeats):
-            runs.append(run_child(recipe))
+            runs.append(run_child(recipe, warm))
             print(f"  {recipe}: run {len(runs)}/{repeats} done", file=sys.stderr, flush=True)
             if "error" in runs[-1]:
                 break
@@ -104,8 +173,45 @@ def measure(recipes: list[str], repeats: int) -> list[dict]:
         results.append({"recipe": recipe, "rows": rows,
                         "import": statistics.median(r["import"] for r in runs),
                         "on_cpu": statistics.median(r["on_cpu"] for r in runs),
-                        "host": statistics.median(r["host"] for r in runs)})
+                        "host": statistics.median(r["host"] for r in runs),
+                        "warm": _warm_medians(runs),
+                        "warm_error": next((r["warm_error"] for r in runs
+                                            if "warm_error" in r), None)})
     return results
+
+
+def _warm_medians(runs: list[dict]) -> list[dict]:
+    warm = [r["warm"] for r in runs if "warm" in r]
+    if not warm:
+        return []
+    return [{"name": row["name"], "from": "/".join(sorted({w[i]["from"] for w in warm})),
+             **{t: statistics.median(w[i][t] for w in warm) for t in ("first", "launch")}}
+            for i, row in enumerate(warm[0])]
+
+
+def warm_rows(results: list[dict]) -> list[tuple]:
+    """(recipe, call, first launch, launch, above, from) per kernel call of compile_default()."""
+    out = []
+    for result in results:
+        if result.get("warm_error"):
+            out.append((result["recipe"], f"warm launch failed: {result['warm_error'][:70]}",
+                        None, None, None, ""))
+        for row in result.get("warm", ()):
+            out.append((result["recipe"], row["name"], row["first"], row["launch"],
+                        row["first"] - row["launch"], row["from"]))
+    return out
+
+
+def format_warm(rows: list[tuple], markdown: bool) -> str:
+    header = ("recipe", "kernel call", "first launch ms", "launch ms", "above ms", "from")
+    cells = [header] + [(r[0], r[1], *(_ms(x) for x in r[2:5]), r[5]) for r in rows]
+    if markdown:
+        return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
+                         ["| " + " | ".join(c) + " |" for c in cells[1:]])
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) if i in (0, 1, 5) else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+                     for row in cells)
 
 
 def table_rows(results: list[dict]) -> list[tuple]:
@@ -133,7 +239,9 @@ def table_rows(results: list[dict]) -> list[tuple]:
 def _ms(value) -> str:
     if value is None:
         return ""
-    return f"{value * 1e3:.1f}" if value < 0.01 else f"{value * 1e3:.0f}"
+    if abs(value) < 0.001:
+        return f"{value * 1e3:.3f}"
+    return f"{value * 1e3:.1f}" if abs(value) < 0.01 else f"{value * 1e3:.0f}"
 
 
 def format_text(rows: list[tuple]) -> str:
@@ -185,18 +293,28 @@ def main(argv=None) -> None:
     parser.add_argument("recipes", nargs="*", help="recipes (default: all)")
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per recipe")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument("--no-warm", action="store_true",
+                        help="skip the warm-cache first-launch table")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--warm-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(args.child)
+    if args.warm_child:
+        return warm_child(args.warm_child)
     from layoutkit.tools.recipe_runner import recipe_names
     recipes = args.recipes or recipe_names()
     command = " ".join(["python", "benchmarks/bench_compile.py", *sys.argv[1:]])
     header = [f"- Date: {time.strftime('%a %b %d %H:%M UTC %Y', time.gmtime())}",
               f"- Machine: {machine()}", f"- Commit: {commit()}", f"- Command: `{command}`"]
-    rows = table_rows(measure(recipes, args.repeats))
+    results = measure(recipes, args.repeats, warm=not args.no_warm)
+    rows = table_rows(results)
     print("\n".join(header) + "\n")
     print(format_markdown(rows) if args.markdown else format_text(rows))
+    if not args.no_warm:
+        print("\nFirst launch in a new process with a warm specialization cache (fake GPU; "
+              "median ms; 'above' = first launch - launch):\n")
+        print(format_warm(warm_rows(results), args.markdown))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ object whose repr is its address) has no stable text: `NotCacheable` names it, a
 traced in every process as before.
 
 The environment is layoutkit's own source (a sha256 of every .py file of the package), the
-ptxas version, the Python and sympy versions.
+ptxas version, the Python and sympy versions; the first two are remembered in a small JSON file
+of the cache, valid while the files' sizes and modification times stay the same (so a new
+process reads neither the package's source nor runs ptxas to find them).
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import json
+import os
 import linecache
 import sys
 import sysconfig
@@ -288,22 +292,86 @@ def function_fingerprint(fn) -> str:
     return digest(_Walker().function(fn))
 
 
-@functools.lru_cache(maxsize=1)
-def layoutkit_source_digest() -> str:
-    """Hex sha256 of every .py file of the layoutkit package (paths and contents)."""
+def _python_files(root: str) -> list[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of every .py file under `root`, sorted."""
+    found, pending = [], [root]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        pending.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    st = entry.stat()
+                    found.append((entry.path, st.st_size, st.st_mtime_ns))
+    return sorted(found)
+
+
+def _memo(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    try:
+        memo = json.loads(path.read_text())
+        return memo if isinstance(memo, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+@functools.lru_cache(maxsize=4)
+def layoutkit_source_digest(memo_path: Path | None = None) -> str:
+    """Hex sha256 of every .py file of the layoutkit package (paths and contents). With
+    `memo_path` (a JSON file), the digest of a file list whose paths, sizes and modification
+    times (ns) are all unchanged is read from there instead of reading every file again."""
+    files = _python_files(str(PACKAGE_ROOT))
+    stats = digest(*(f"{path}:{size}:{mtime}" for path, size, mtime in files))
+    memo = _memo(memo_path)
+    if memo.get("source_stats") == stats and isinstance(memo.get("source_digest"), str):
+        return memo["source_digest"]
     h = hashlib.sha256()
-    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
-        h.update(str(path.relative_to(PACKAGE_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
+    for path, _, _ in files:
+        h.update(os.path.relpath(path, PACKAGE_ROOT).encode() + b"\0" +
+                 Path(path).read_bytes() + b"\0")
+    found = h.hexdigest()
+    _remember(memo_path, source_stats=stats, source_digest=found)
+    return found
 
 
-def environment() -> dict[str, str]:
-    """What turns the same trace into other code: layoutkit's source, ptxas, Python, sympy."""
+def _ptxas_text(memo_path: Path | None) -> str:
+    """`ptxas --version`'s text, read from the memo while the executable's path, size and
+    modification time are the same."""
     from layoutkit.ptx.toolchain import find_ptxas, ptxas_version
+    path = find_ptxas()
+    st = path.stat()
+    stats = f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    memo = _memo(memo_path)
+    if memo.get("ptxas_stats") == stats and isinstance(memo.get("ptxas"), str):
+        return memo["ptxas"]
+    text = ptxas_version(path).text
+    _remember(memo_path, ptxas_stats=stats, ptxas=text)
+    return text
+
+
+def _remember(memo_path: Path | None, **fields) -> None:
+    if memo_path is None:
+        return
+    from layoutkit.ptx.cache import write_atomically
+    memo = _memo(memo_path)
+    memo.update(fields)
+    try:
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(memo_path, json.dumps(memo, sort_keys=True).encode())
+    except OSError:
+        pass
+
+
+def environment(memo_path: Path | None = None) -> dict[str, str]:
+    """What turns the same trace into other code: layoutkit's source, ptxas, Python, sympy
+    (`memo_path`: where the source digest and ptxas's version are remembered across
+    processes, see layoutkit_source_digest)."""
     sympy = sys.modules.get("sympy")
-    return {"layoutkit_source": layoutkit_source_digest(),
+    return {"layoutkit_source": layoutkit_source_digest(memo_path),
             "layoutkit": str(getattr(sys.modules.get("layoutkit"), "__version__", "")),
-            "ptxas": ptxas_version(find_ptxas()).text,
+            "ptxas": _ptxas_text(memo_path),
             "python": ".".join(map(str, sys.version_info[:3])),
             "sympy": str(getattr(sympy, "__version__", ""))}
 

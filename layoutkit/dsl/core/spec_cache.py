@@ -61,7 +61,7 @@ def enabled() -> bool:
 
 def _environment() -> tuple[dict, str]:
     if not _ENVIRONMENT:
-        env = environment()
+        env = environment(cache_root() / "environment.json" if enabled() else None)
         _ENVIRONMENT.update(env=env, digest=environment_digest(env))
     return _ENVIRONMENT["env"], _ENVIRONMENT["digest"]
 
