@@ -76,12 +76,12 @@ def test_compile_resources_of_the_warp_specialized_gemm(capsys):
     assert "consumer0 1 128 232 inc 29696" in lines
     assert "consumer1 2 128 232 inc 29696" in lines
     assert "total 384 64512" in lines
-    for row in ("sB 0 131072 1024 lk.shared_tensor gemm_hopper.py:",
-                "sA 131072 65536 1024 lk.shared_tensor gemm_hopper.py:",
-                "sC 196608 32768 1024 lk.shared_tensor gemm_hopper.py:",
-                "full 229376 32 8 lk.sm90.mbarrier_array gemm_hopper.py:",
-                "empty 229408 32 8 lk.sm90.mbarrier_array gemm_hopper.py:",
-                "finished 229440 8 8 lk.sm90.mbarrier_array gemm_hopper.py:"):
+    for row in ("sB 0 131072 1024 lk.shared_tensor _gemm_kernel.py:",
+                "sA 131072 65536 1024 lk.shared_tensor _gemm_kernel.py:",
+                "sC 196608 32768 1024 lk.shared_tensor _gemm_kernel.py:",
+                "full 229376 32 8 lk.sm90.mbarrier_array _gemm_kernel.py:",
+                "empty 229408 32 8 lk.sm90.mbarrier_array _gemm_kernel.py:",
+                "finished 229440 8 8 lk.sm90.mbarrier_array _gemm_kernel.py:"):
         assert any(line.startswith(row) for line in lines), row
     assert "total 229448" in lines
     assert "mbarrier array stages arrivals per phase" in lines

@@ -184,7 +184,10 @@ def global_tensor(ptr: PointerArg, layout: Layout, bounds=DEFAULT) -> GlobalTens
     """A global tensor of `ptr`'s dtype: element at coordinate c is `ptr[layout(c)]`.
 
     `bounds`: one extent per mode of `layout` that loads/stores mask against (default: the
-    layout's own shape, so a ragged last tile is masked); None for no masking."""
+    layout's own shape, so a ragged last tile is masked); None for no masking. An extent may be
+    None for a broadcast mode (stride 0): every coordinate along it names the same element, so
+    it is read unmasked (a per-row scale as an (M, N) view with strides (1, 0): one load per
+    row, whatever the columns)."""
     if not isinstance(ptr, PointerArg):
         raise TraceError(f"global_tensor: the first argument is a Pointer parameter of the "
                          f"kernel (or a Tensor parameter's .ptr), got {ptr!r}")
@@ -198,12 +201,19 @@ def global_tensor(ptr: PointerArg, layout: Layout, bounds=DEFAULT) -> GlobalTens
         if len(bounds) != len(modes):
             raise TraceError(f"global_tensor: bounds {bounds} has {len(bounds)} extents but "
                              f"the layout {layout} has {len(modes)} modes")
+        for i, (bound, mode) in enumerate(zip(bounds, modes)):
+            if bound is None and not _is_zero(mode.stride):
+                raise TraceError(f"global_tensor: bounds[{i}] is None, but mode {i} of "
+                                 f"{layout} has stride {mode.stride}; only a broadcast mode "
+                                 "(stride 0: one element for every coordinate) may be unmasked")
     coords = () if bounds is None else tuple((_coordinate_layout(layout, m), 0)
                                              for m in range(len(modes)))
     return GlobalTensor(ptr, layout, 0, coords, bounds)
 
 
 def _is_zero(x) -> bool:
+    if isinstance(x, tuple):
+        return all(_is_zero(e) for e in x)
     return isinstance(x, int) and x == 0 or getattr(x, "is_zero", False) is True
 
 

@@ -50,6 +50,8 @@ def _uniform(view: GlobalTensor, v0: int, vec: int) -> bool:
     if view.bounds is None or vec == 1:
         return True
     for mode, bound in enumerate(view.bounds):
+        if bound is None:                       # a broadcast mode: never masked
+            continue
         first = _coordinate(view, mode, v0)
         deltas = [sympy.simplify(_coordinate(view, mode, v0 + k) - first) for k in range(vec)]
         if all(d == 0 for d in deltas):
@@ -94,6 +96,8 @@ def chunks_of(view, vec: int) -> list[Chunk]:
     for v0 in range(0, view.tv.num_values, vec):
         checks, never = [], False
         for mode, bound in enumerate(view.bounds or ()):
+            if bound is None:
+                continue
             coordinate = _coordinate(view, mode, v0)
             known = provably_less(coordinate, bound)
             if known is False:
@@ -149,7 +153,7 @@ def _shared_store(trace, dst: SharedTensor, value: RegisterTensor) -> None:
 def load(src, *, other=0) -> RegisterTensor:
     """This thread's values of `src` (a partition of a global or shared tensor) as a register
     tensor with src's TV layout. Values outside a global tensor's bounds are `other` and are
-    not read."""
+    not read; values naming the same elements under the same mask (a broadcast) are read once."""
     _check_view("lk.load", src)
     trace = current("lk.load")
     if isinstance(src, SharedTensor):
@@ -157,8 +161,12 @@ def load(src, *, other=0) -> RegisterTensor:
     if not isinstance(other, (int, float)) or isinstance(other, bool):
         raise TraceError(f"lk.load: other= is a Python number, got {other!r}")
     values = [None] * src.tv.num_values
+    loaded: dict = {}           # chunks naming the same elements (a broadcast) load them once
     for chunk in plan(src):
-        if chunk.never:
+        key = (chunk.offset, chunk.vec, chunk.checks, chunk.never)
+        if key in loaded:
+            results = loaded[key]
+        elif chunk.never:
             results = (_operand("lk.load other=", other, src.dtype),) * chunk.vec
         else:
             base, disp = _address(trace, chunk.offset)
@@ -167,6 +175,7 @@ def load(src, *, other=0) -> RegisterTensor:
             results = trace.emit("load", operands, [src.dtype] * chunk.vec,
                                  {"vec": chunk.vec, "masked": mask is not None, "disp": disp,
                                   "other": other})
+        loaded[key] = results
         values[chunk.first:chunk.first + chunk.vec] = results
     return RegisterTensor(src.dtype, src.tv, values)
 

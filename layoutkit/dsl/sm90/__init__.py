@@ -10,7 +10,7 @@ from .roles import (elect_one, named_barrier_arrive, named_barrier_sync, thread_
                     warp_id_in_warpgroup, warp_role, warpgroup_id)
 from .cluster import (block_id_in_cluster, block_rank_in_cluster, cluster_id, cluster_shape,
                       cluster_size, cluster_sync, num_clusters)
-from .tma import TmaError, tma_load, tma_store, tma_store_commit, tma_store_wait
+from .tma import TmaError, tma_load, tma_store, tma_store_commit, tma_store_wait, tma_swizzle
 from .stmatrix import stmatrix
 from . import mbarrier_ops, role_ops  # noqa: F401  (the IR op definitions of this family)
 from .wgmma import (AccumulatorUseError, warpgroup_stack, wgmma, wgmma_a_layout,
@@ -25,6 +25,7 @@ __all__ = ["MbarrierArray", "MbarrierRef", "expect_tx", "fence_mbarrier_init",
            "warpgroup_id", "block_id_in_cluster", "block_rank_in_cluster", "cluster_id",
            "cluster_shape", "cluster_size", "cluster_sync", "num_clusters",
            "TmaError", "tma_load", "tma_store", "tma_store_commit", "tma_store_wait",
+           "tma_swizzle",
            "AccumulatorUseError", "warpgroup_stack", "wgmma", "wgmma_a_layout",
            "wgmma_accumulator", "wgmma_accumulator_layout", "wgmma_commit", "wgmma_fence",
            "wgmma_wait", "stmatrix"]

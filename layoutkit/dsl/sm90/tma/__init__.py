@@ -4,5 +4,7 @@ map a hidden kernel parameter (`tensor_map`); the IR ops' definitions (`ops`).
 """
 from . import ops  # noqa: F401  (registers the TMA ops)
 from .copy import TmaError, tma_load, tma_store, tma_store_commit, tma_store_wait
+from .derive import tma_swizzle
 
-__all__ = ["TmaError", "tma_load", "tma_store", "tma_store_commit", "tma_store_wait"]
+__all__ = ["TmaError", "tma_load", "tma_store", "tma_store_commit", "tma_store_wait",
+           "tma_swizzle"]

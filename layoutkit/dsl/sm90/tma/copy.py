@@ -69,9 +69,10 @@ def _check_tiles(what: str, shared, tile) -> None:
     if not isinstance(tile, GlobalTensor) or tile.tv is not None:
         raise TraceError(f"{what}: the global side is a tile of a global tensor "
                          f"(lk.global_tensor(...).tile(...)), got {tile!r}")
-    if tile.bounds is None:
-        raise TraceError(f"{what}: the global tensor was made with bounds=None; TMA needs its "
-                         "extents (make it with the default bounds or explicit ones)")
+    if tile.bounds is None or None in tile.bounds:
+        raise TraceError(f"{what}: the global tensor was made with bounds {tile.bounds}; TMA "
+                         "needs every mode's extent (make it with the default bounds or "
+                         "explicit ones)")
     if shared.dtype != tile.dtype:
         raise TraceError(f"{what}: a {tile.dtype} global tensor and a {shared.dtype} shared "
                          "tile; TMA copies bits, the element types must match")

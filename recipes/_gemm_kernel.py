@@ -1,0 +1,241 @@
+"""The warp-specialized persistent GEMM pipeline that recipes/gemm_hopper.py (bf16) and
+recipes/gemm_fp8.py (e4m3/e5m2 with scales) both run: `gemm_tiles`, called inside a kernel
+body at trace time, with the element types taken from the tensors and the epilogue a function.
+
+    persistent grid: min(#resident, #tiles) CTAs (or 2-CTA clusters); unit u takes output tiles
+    u, u + units, ... in a grouped order (GROUP_M tile-rows at a time, so concurrent CTAs share
+    A and B tiles in L2)
+
+    warpgroup 0, producer (40 registers): one elected thread, per tile and k-step:
+        wait empty[s] (phase from the ring counter) -> expect_tx(full[s]) { TMA A tile, TMA B tile }
+    warpgroups 1, 2, consumers (232 registers), each owning 64 rows of the BM=128-row tile:
+        per k-step: wait full[s] -> wgmma 64 x BN x BK -> commit -> wait_group 1 (the previous
+                    k-step's wgmma is done) -> arrive empty[previous s]
+        epilogue:   wait_group 0, release the last stage; per EPI-column chunk of the
+                    accumulator: epilogue(chunk, fragment) (f32: scales, bias, ... loaded in the
+                    chunk's layout), cast to C's type into the warpgroup's swizzled half of the
+                    C tile in shared memory; fence.proxy.async; named barrier over the
+                    warpgroup; one thread TMA-stores it (clipped at M, N)
+
+Every shared tile is made of 128-byte swizzled rows: a k-step is one such row of A and of B
+(BK = 128 bytes = 64 bf16 or 128 fp8 elements, 4 wgmma instructions either way) and an
+epilogue chunk is 64 rows x 256 bytes of C per consumer (128 bf16 or 64 f32 columns), so the
+ring's bytes and the shared-memory budget are the same for every element type. The stage and
+phase of both sides come from one counter, `tile_iteration * K_TILES + k` (lk.sm90.producer_state
+/ consumer_state). Ragged M, N, K are exact through TMA bounds: loads past the edge fill zeros
+and stores past the edge are dropped. CLUSTER = 2: pairs of CTAs along M share each B tile,
+every CTA TMA-multicasting half of it to both; a stage is free once the consumers of both CTAs
+released it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import layoutkit as lk
+from layoutkit.algebra import ComposedLayout, Layout
+
+SWIZZLE = "128B"              # every shared tile: rows of 128 bytes, the widest swizzle
+ROW_BYTES = 128               # its span (one swizzled row)
+EPILOGUE_BYTES = 256          # columns of C per epilogue chunk, in bytes (64 rows per consumer)
+CONSUMERS = 2                 # consumer warpgroups, 64 rows of the tile each
+WG_ROWS = 64                  # rows of one wgmma (m64)
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
+WARPS = 4 * (1 + CONSUMERS)
+TILE_N = (64, 128, 256)       # BN: a wgmma N made of whole 128-byte rows of every C chunk
+
+
+def row_elements(dtype) -> int:
+    """Elements of `dtype` in one 128-byte swizzled row: the k-step BK of A and B (64 bf16, 128
+    fp8) and the TMA box width."""
+    return ROW_BYTES // dtype.nbytes
+
+
+def _swizzle(dtype):
+    return lk.sm90.tma_swizzle(SWIZZLE, dtype.nbytes)
+
+
+def k_major(rows: int, stages: int, dtype) -> ComposedLayout:
+    """A ring of `stages` rows x BK tiles, K contiguous, 128-byte swizzle (TMA box {BK, rows}):
+    the canonical K-major wgmma operand."""
+    bk = row_elements(dtype)
+    return ComposedLayout(_swizzle(dtype), 0, Layout((rows, bk, stages), (bk, 1, rows * bk)))
+
+
+def n_major(n: int, stages: int, dtype) -> ComposedLayout:
+    """A ring of BK (K) x n tiles stored N-major in BK-column chunks of BK rows x 128 bytes,
+    128-byte swizzle: a K x N tile of a row-major B (TMA boxes {BK, BK}; 16-bit types only,
+    wgmma transposes no others)."""
+    bk = row_elements(dtype)
+    return ComposedLayout(_swizzle(dtype), 0, Layout((bk, (bk, n // bk), stages),
+                                                     (bk, (1, bk * bk), n * bk)))
+
+
+def c_tile(bm: int, bn: int, dtype) -> ComposedLayout:
+    """The bm x bn output tile in chunks of bm rows x 128 bytes (TMA store boxes of one
+    128-byte row wide per consumer's half)."""
+    w = row_elements(dtype)
+    return ComposedLayout(_swizzle(dtype), 0, Layout((bm, (w, bn // w)), (w, (1, w * bm))))
+
+
+def epilogue_columns(bn: int, dtype) -> int:
+    """Columns of C one epilogue chunk holds (EPILOGUE_BYTES of them, at most BN)."""
+    return min(bn, EPILOGUE_BYTES // dtype.nbytes)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One tile configuration: BM x BN output tile, STAGES in the ring, GROUP_M raster, CLUSTER
+    CTAs along M sharing B. BK is one 128-byte row of the operand type (row_elements)."""
+
+    BN: int = 256
+    STAGES: int = 3
+    GROUP_M: int = 8
+    CLUSTER: int = 2
+    BM: int = CONSUMERS * WG_ROWS
+
+    def smem_bytes(self, ab=lk.bf16, c=lk.bf16) -> int:
+        """Shared memory of the ring and the C chunk buffer (barriers aside)."""
+        stage = (self.BM + self.BN) * ROW_BYTES
+        return self.STAGES * stage + self.BM * epilogue_columns(self.BN, c) * c.nbytes
+
+
+class Fragment:
+    """Where one epilogue chunk lies in C: the chunk's accumulator values are C's elements of
+    the `tile` (rows x columns) at tile coordinate `coord`, in the wgmma accumulator `layout`."""
+
+    def __init__(self, tile: tuple, coord: tuple, layout):
+        self.tile, self.coord, self.layout = tile, coord, layout
+
+    def load(self, t, other: float = 0.0):
+        """The elements of `t`, an M x N global tensor of any strides (a Tensor parameter, e.g.
+        a bias expanded to (M, N) with strides (0, 1)), at the chunk's positions, as a register
+        tensor in the chunk's layout. Positions past M or N read `other`; a stride-0 (broadcast)
+        mode is not masked, so each distinct element is loaded once."""
+        return lk.load(broadcast_view(t).tile(self.tile, self.coord).partition(self.layout),
+                       other=other)
+
+
+def broadcast_view(t):
+    """The global tensor `t` with its stride-0 modes unmasked (lk.global_tensor bounds None:
+    every coordinate along such a mode reads the same element)."""
+    bounds = tuple(None if isinstance(s, int) and s == 0 else n
+                   for n, s in zip(t.shape, t.stride))
+    return lk.global_tensor(t.ptr, t.layout, bounds)
+
+
+def gemm_tiles(A, B, C, TILES_M, TILES_N, K_TILES, *, GRID, B_MAJOR, BN, STAGES, GROUP_M,
+               CLUSTER, epilogue=None):
+    """The pipeline (module docstring) inside a kernel of WARPS warps: C (M x N) =
+    epilogue(A (M x K) @ B), B given as the N x K tensor B (B_MAJOR "K": B[n, k]) or the K x N
+    tensor B (B_MAJOR "N": B[k, n], 16-bit types only), each with its last mode contiguous.
+    `epilogue(chunk, fragment)` maps an f32 accumulator chunk (a register tensor) and its
+    Fragment to the f32 values stored; None stores the accumulator."""
+    BM, BK = CONSUMERS * WG_ROWS, row_elements(A.dtype)
+    sB = lk.shared_tensor(k_major(BN, STAGES, B.dtype) if B_MAJOR == "K" else
+                          n_major(BN, STAGES, B.dtype), B.dtype, name="sB")
+    sA = lk.shared_tensor(k_major(BM, STAGES, A.dtype), A.dtype, name="sA")
+    EPI = epilogue_columns(BN, C.dtype)              # C leaves through smem in EPI-wide chunks
+    sC = lk.shared_tensor(c_tile(BM, EPI, C.dtype), C.dtype, name="sC")
+    full = lk.sm90.mbarrier_array(STAGES, 1, name="full")     # own producer's arrive + TMA bytes
+    empty = lk.sm90.mbarrier_array(STAGES, CLUSTER * CONSUMERS * 4, name="empty")
+    # cluster kernels: every consumer warp of the cluster arrives once when it is done
+    finished = lk.sm90.mbarrier_array(1, CLUSTER * CONSUMERS * 4, name="finished")
+    with lk.if_(lk.eq(lk.thread_id(), 0)):
+        lk.sm90.mbarrier_init(full, empty, finished)
+        lk.sm90.fence_mbarrier_init()
+    if CLUSTER == 1:
+        lk.barrier()
+        rank, unit = 0, lk.block_id(0)               # a scheduling unit is one CTA
+    else:
+        lk.sm90.cluster_sync()                       # the peer's barriers are initialised
+        rank, unit = lk.sm90.block_rank_in_cluster(), lk.block_id(0) // CLUSTER
+    units = GRID // CLUSTER
+    pair_rows = (TILES_M + CLUSTER - 1) // CLUSTER   # tile rows in steps of CLUSTER
+
+    def tile_coords(t):
+        """Unit tile t in GROUP_M-row groups: (tile row of this CTA, tile column)."""
+        per_group = GROUP_M * TILES_N
+        row = (t // per_group) * GROUP_M + t % GROUP_M
+        return CLUSTER * row + rank, (t % per_group) // GROUP_M
+
+    def b_tile(s):
+        return sB[:, :, s] if B_MAJOR == "K" else sB[:, :, s].T
+
+    with lk.sm90.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
+        with lk.if_(lk.eq(lk.warp_id(), 0)):
+            for t in lk.range(unit, pair_rows * TILES_N, units):
+                tm, tn = tile_coords(t)
+                first = (t // units) * K_TILES      # t = unit + j * units, unit < units
+                for k in lk.range(0, K_TILES):
+                    p = lk.sm90.producer_state(first + k, STAGES)
+                    lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
+                    with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):
+                        lk.sm90.tma_load(sA[:, :, p.stage], A.tile((BM, BK), (tm, k)),
+                                         full[p.stage])
+                        b_src = B.tile((BN, BK), (tn, k)) if B_MAJOR == "K" else \
+                            B.tile((BK, BN), (k, tn))
+                        lk.sm90.tma_load(sB[:, :, p.stage], b_src, full[p.stage],
+                                         multicast="x" if CLUSTER > 1 else None)
+            if CLUSTER > 1:     # the CTA's shared memory outlives every peer's arrivals
+                lk.sm90.mbarrier_wait(finished[0], 0)
+
+    def release(stage):
+        """This warp's wgmmas are done reading `stage` (after lk.sm90.wgmma_wait): one arrive
+        per CTA of the cluster, cta-scoped (only async-proxy reads to report: a cluster-scoped
+        release would cost a MEMBAR.ALL.GPU per arrive, half the GEMM's speed)."""
+        with lk.sm90.elect_one():
+            if CLUSTER == 1:
+                lk.sm90.mbarrier_arrive(empty[stage])
+            else:
+                for peer in range(CLUSTER):
+                    lk.sm90.mbarrier_arrive(empty[stage], cta=peer, scope="cta")
+
+    for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
+        with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,),
+                               registers=CONSUMER_REGISTERS):
+            mine = sC.tile((WG_ROWS, EPI), (wg, 0))
+            chunk_layout = lk.sm90.wgmma_accumulator_layout(EPI)
+            for t in lk.range(unit, pair_rows * TILES_N, units):
+                tm, tn = tile_coords(t)
+                first = (t // units) * K_TILES
+                loop = lk.range(0, K_TILES, carry=(lk.sm90.wgmma_accumulator(BN),))
+                for k, (acc,) in loop:
+                    s = lk.sm90.consumer_state(first + k, STAGES)
+                    lk.sm90.mbarrier_wait(full[s.stage], s.phase)
+                    lk.sm90.wgmma_fence()
+                    acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
+                                        b_tile(s.stage), accumulate=k > 0)
+                    lk.sm90.wgmma_commit()
+                    lk.sm90.wgmma_wait(1)          # the previous k-step's wgmma has finished:
+                    with lk.if_(k > 0):            # its stage goes back to the producer(s)
+                        release((s.stage + STAGES - 1) % STAGES)
+                    loop.next(acc)
+                (acc,) = loop.results
+                lk.sm90.wgmma_wait(0)
+                release((lk.sm90.consumer_state(first, STAGES).stage + K_TILES - 1) % STAGES)
+                # epilogue, EPI columns at a time: accumulator values [j*v, (j+1)*v) are
+                # columns [j*EPI, (j+1)*EPI) in the EPI-wide accumulator layout (the wgmma
+                # accumulator layout repeats every 8 columns), so each chunk is a register view
+                per_chunk = chunk_layout.num_values
+                for j in range(BN // EPI):
+                    chunk = lk.RegisterTensor(lk.f32, chunk_layout,
+                                              acc.values[j * per_chunk:(j + 1) * per_chunk])
+                    at = (2 * tm + wg, (BN // EPI) * tn + j)
+                    if epilogue is not None:
+                        chunk = epilogue(chunk, Fragment((WG_ROWS, EPI), at, chunk_layout))
+                    # the previous chunk's TMA store has read sC before it is rewritten
+                    with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
+                        lk.sm90.tma_store_wait(0)
+                    lk.sm90.named_barrier_sync(1 + wg, 128)
+                    lk.store(mine.partition(chunk_layout), lk.cast(chunk, C.dtype))
+                    lk.sm90.fence_proxy_async()
+                    lk.sm90.named_barrier_sync(1 + wg, 128)
+                    with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
+                        lk.sm90.tma_store(C.tile((WG_ROWS, EPI), at), mine)
+                        lk.sm90.tma_store_commit()
+            with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
+                lk.sm90.tma_store_wait(0)
+            if CLUSTER > 1:
+                with lk.sm90.elect_one():
+                    for peer in range(CLUSTER):
+                        lk.sm90.mbarrier_arrive(finished[0], cta=peer)

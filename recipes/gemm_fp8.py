@@ -1,0 +1,348 @@
+"""Scaled fp8 GEMM for Hopper: D = scale_a * scale_b * (A @ B), e4m3/e5m2 in, f32 accumulate,
+bf16 or f32 out (torch._scaled_mm's computation).
+
+A is M x K with K contiguous (row-major); B is K x N stored column-major, i.e. b.t() is an
+N x K row-major tensor (torch._scaled_mm's convention, and the only operand layout fp8 wgmma
+reads: both operands K-major). scale_a is one f32 (shape (), (1,) or (1, 1): per tensor) or
+one per row of A (M, 1) (per token); scale_b one f32 or one per column of B (1, N) (per
+channel). The kernel is recipes/_gemm_kernel.py's pipeline, as for the bf16 GEMM, with fp8
+tiles (BK = 128 elements, one 128-byte swizzled row; 4 wgmma m64nNk32 per k-step) and the
+scales applied in the epilogue to the f32 accumulator:
+
+    epilogue(chunk, at) = chunk * (at.load(scale_a) * at.load(scale_b))
+
+where scale_a and scale_b reach the kernel as (M, N) views of strides (1, 0) / (0, 0) and
+(0, 1) / (0, 0): a per-row scale is one load per row of the thread's accumulator fragment, a
+per-tensor one a single load (recipes._gemm_kernel.Fragment.load). Ragged M, N, K are exact
+(TMA bounds); rows not a multiple of 16 bytes, and a B stored row-major, are copied into
+TMA-ready buffers on the host first (a documented cost).
+
+Every argument is checked before anything reaches the GPU (`check_inputs`): each mistake a
+TypeError or ValueError naming the argument, its value and the rule. Numerics: the tensor cores
+add fp8 products with fewer bits than f32 (NVIDIA does not document how many), as cuBLASLt's
+do; the interpreter (`check_cpu`) rounds each k32 sum to f32 once.
+"""
+import functools
+
+import layoutkit as lk
+from layoutkit.tools.dependencies import require_torch
+from recipes import _gemm_host as host
+from recipes._gemm_kernel import WARPS, Config, gemm_tiles, row_elements
+
+ATOM_K = row_elements(lk.e4m3)     # BK: fp8 elements in one 128-byte swizzled row (128)
+CONFIGS = (Config(BN=256, STAGES=4), Config(BN=256, STAGES=4, CLUSTER=1),
+           Config(BN=128, STAGES=6), Config(BN=256, STAGES=3),
+           Config(BN=128, STAGES=6, CLUSTER=1))
+# No H200 sweep has been recorded yet (benchmarks/bench_gemm_fp8.py --sweep): every shape takes
+# CONFIGS[0], the bf16 recipe's winner (the ring has the same bytes per stage).
+BEST_CONFIGS: dict = {}
+
+
+def scaled(scale_a, scale_b):
+    """The epilogue D = acc * (scale_a * scale_b) at each element: the scales are (M, N) global
+    tensors whose stride-0 modes broadcast (one load per distinct element)."""
+    def epilogue(acc, at):
+        return acc * (at.load(scale_a) * at.load(scale_b))
+    return epilogue
+
+
+@functools.cache
+def kernel(a_type, b_type, c_type, cluster: int):
+    """The kernel for `a_type` x `b_type` operands (lk.e4m3 / lk.e5m2) and a `c_type` output
+    (lk.bf16 / lk.f32), launched in clusters of `cluster` CTAs (1 or 2)."""
+    def gemm_fp8(a: lk.Tensor[a_type, 2], b: lk.Tensor[b_type, 2], c: lk.Tensor[c_type, 2],
+                 scale_a: lk.Tensor[lk.f32, 2], scale_b: lk.Tensor[lk.f32, 2],
+                 TILES_M: lk.i32, TILES_N: lk.i32, K_TILES: lk.i32, GRID: lk.constexpr,
+                 BN: lk.constexpr, STAGES: lk.constexpr, GROUP_M: lk.constexpr,
+                 CLUSTER: lk.constexpr):
+        """D (M x N, c) = scale_a * scale_b * (A (M x K) @ B), B given as the N x K tensor b
+        (b[n, k], K contiguous); scale_a and scale_b are M x N views (module docstring)."""
+        gemm_tiles(a, b, c, TILES_M, TILES_N, K_TILES, GRID=GRID, B_MAJOR="K", BN=BN,
+                   STAGES=STAGES, GROUP_M=GROUP_M, CLUSTER=CLUSTER,
+                   epilogue=scaled(scale_a, scale_b))
+    options = {"cluster": (cluster, 1, 1)} if cluster > 1 else {}
+    return lk.kernel(gemm_fp8, num_warps=WARPS, **options)
+
+
+# ---- host side -------------------------------------------------------------------------------
+def _torch_types():
+    """{torch dtype: layoutkit dtype} of the operand and output types."""
+    torch = require_torch("recipes.gemm_fp8")
+    return {torch.float8_e4m3fn: lk.e4m3, torch.float8_e5m2: lk.e5m2,
+            torch.bfloat16: lk.bf16, torch.float32: lk.f32}
+
+
+def autotune_space(m: int, n: int, k: int) -> list[Config]:
+    """The configs a sweep tries for this shape."""
+    return list(CONFIGS)
+
+
+def config_for(m: int, n: int, k: int) -> Config:
+    return BEST_CONFIGS.get((m, n, k), CONFIGS[0])
+
+
+_RESIDENT: dict = {}
+
+
+def _resident_units(device, cfg: Config, types: tuple) -> int:
+    """Scheduling units (CTAs or clusters) of the kernel of `types` under `cfg` that run at
+    once on `device` (recipes._gemm_host.resident_units)."""
+    import torch
+    key = (device, cfg, types)
+    if key not in _RESIDENT:
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        a_type, b_type, c_type = types
+        specs = (lk.TensorSpec(a_type, (4096, 4096)), lk.TensorSpec(b_type, (4096, 4096)),
+                 lk.TensorSpec(c_type, (4096, 4096)),
+                 lk.TensorSpec(lk.f32, (4096, 4096), (0, 0)),
+                 lk.TensorSpec(lk.f32, (4096, 4096), (0, 0)))
+        _RESIDENT[key] = host.resident_units(
+            kernel(*types, cfg.CLUSTER), cfg, sms, *specs, 32, 16, 32, GRID=sms, BN=cfg.BN,
+            STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
+    return _RESIDENT[key]
+
+
+def _check_scale(what: str, name: str, s, per: str, shape: tuple) -> None:
+    """scale_a / scale_b: an f32 tensor of one element (any shape of 1s) or of `shape`."""
+    torch = require_torch(f"recipes.{what}")
+    host.require_tensor(what, name, s)
+    host.require_dtype(what, name, s, (torch.float32,))
+    if not (s.numel() == 1 and all(d == 1 for d in s.shape)) and tuple(s.shape) != shape:
+        raise ValueError(f"{what}: {name} has shape {tuple(s.shape)}; it is one f32 (shape (), "
+                         f"(1,) or (1, 1): per tensor) or one per {per} of shape {shape}")
+
+
+def check_inputs(a, b, scale_a, scale_b, out, out_dtype, config):
+    """Validate gemm_fp8's arguments (torch tensors; CPU and meta tensors reach every rule);
+    returns (M, N, K, output torch dtype). Each mistake is a TypeError (a
+    Python type, a dtype) or a ValueError (a shape, the config's fields, an overlap, a device)
+    naming the argument, its value and the rule."""
+    torch = require_torch("recipes.gemm_fp8.check_inputs")
+    what = "gemm_fp8"
+    fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+    host.require_matrix(what, "a", a, "M x K, K contiguous")
+    host.require_matrix(what, "b", b, "K x N, column-major: b.t() is N x K row-major")
+    host.require_dtype(what, "a", a, fp8)
+    host.require_dtype(what, "b", b, fp8)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"{what}: a is M x K and b is K x N, got a of shape {tuple(a.shape)} "
+                         f"and b of shape {tuple(b.shape)} (K = {a.shape[1]} and "
+                         f"{b.shape[0]})")
+    (m, k), n = a.shape, b.shape[1]
+    _check_scale(what, "scale_a", scale_a, "row of a (per token)", (m, 1))
+    _check_scale(what, "scale_b", scale_b, "column of b (per channel)", (1, n))
+    outputs = (torch.bfloat16, torch.float32)
+    if out_dtype is not None and out_dtype not in outputs:
+        raise TypeError(f"{what}: out_dtype is torch.bfloat16 or torch.float32 (or None: out's "
+                        f"dtype, else bf16), got {out_dtype!r}")
+    if out is not None and out_dtype is not None and getattr(out, "dtype", None) != out_dtype:
+        raise ValueError(f"{what}: out has dtype {getattr(out, 'dtype', None)} but out_dtype is "
+                         f"{out_dtype}; give one of them, or the same")
+    host.check_config(what, config)
+    inputs = {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b}
+    if out is not None:
+        host.require_tensor(what, "out", out)
+        dtype = out_dtype or out.dtype
+        if dtype not in outputs:
+            raise TypeError(f"{what}: out has dtype {out.dtype}; the kernel writes "
+                            "torch.bfloat16 or torch.float32")
+        host.require_out(what, out, (m, n), dtype)
+        host.require_no_overlap(what, out, inputs)
+    else:
+        dtype = out_dtype or torch.bfloat16
+    host.require_one_cuda_device(what, {**inputs, **({"out": out} if out is not None else {})})
+    return m, n, k, dtype
+
+
+def _broadcast(s, m: int, n: int):
+    """The scale as an (m, n) view: its own strides along the modes it has, 0 elsewhere."""
+    return (s.reshape(1, 1) if s.numel() == 1 else s).expand(m, n)
+
+
+def gemm_fp8(a, b, scale_a, scale_b, out=None, *, out_dtype=None, config: Config | None = None):
+    """D = scale_a * scale_b * (a @ b) for fp8 CUDA tensors a (M x K, float8_e4m3fn or
+    float8_e5m2) and b (K x N, column-major as for torch._scaled_mm), f32 scales per tensor or
+    per row of a / column of b (module docstring); returns D (M x N, out_dtype: bf16 by
+    default, or f32), written into `out` when given (out may not overlap an input)."""
+    torch = require_torch("recipes.gemm_fp8.gemm_fp8")
+    m, n, k, dtype = check_inputs(a, b, scale_a, scale_b, out, out_dtype, config)
+    if out is None:
+        out = torch.empty(m, n, device=a.device, dtype=dtype)
+    if m == 0 or n == 0:
+        return out
+    if k == 0:
+        return out.zero_()
+    types = _torch_types()
+    key = (types[a.dtype], types[b.dtype], types[dtype])
+    a_op, b_op = host.tma_ready(a), host.tma_ready(b.t())      # both K contiguous
+    c = host.tma_ready(out) if out.stride(1) == 1 else host.tma_ready(out.new_empty(m, n))
+    cfg = config or config_for(m, n, k)
+    plan = host.schedule(m, n, k, cfg, lk.e4m3, _resident_units(a.device, cfg, key))
+    kernel(*key, cfg.CLUSTER)[(plan.grid,)](
+        a_op, b_op, c, _broadcast(scale_a, m, n), _broadcast(scale_b, m, n), plan.tiles_m,
+        plan.tiles_n, plan.k_tiles, GRID=plan.grid, BN=cfg.BN, STAGES=cfg.STAGES,
+        GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
+    if c.data_ptr() != out.data_ptr():
+        out.copy_(c)
+    return out
+
+
+# ---- compile, check, benchmark ---------------------------------------------------------------
+SCALES = {"tensorwise": ((0, 0), (0, 0)), "rowwise": ((1, 0), (0, 1))}   # scale view strides
+
+
+def compile_default() -> dict[str, str]:
+    """PTX of the default config, e4m3 x e4m3, for bf16 out with per-row/per-column scales and
+    f32 out with per-tensor scales (a 4096^3 problem's specialization)."""
+    cfg = CONFIGS[0]
+    out = {}
+    for c_type, scales in ((lk.bf16, "rowwise"), (lk.f32, "tensorwise")):
+        sa, sb = (lk.TensorSpec(lk.f32, (4096, 4096), s) for s in SCALES[scales])
+        T = lk.TensorSpec(lk.e4m3, (4096, 4096))
+        name = (f"gemm_fp8_e4m3_{c_type}_{scales}_{cfg.BM}x{cfg.BN}x{ATOM_K}_s{cfg.STAGES}"
+                f"_c{cfg.CLUSTER}")
+        out[name] = kernel(lk.e4m3, lk.e4m3, c_type, cfg.CLUSTER).ptx(
+            T, T, lk.TensorSpec(c_type, (4096, 4096)), sa, sb, 32, 16, 32, GRID=132,
+            BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
+    return out
+
+
+def reference(a, b, scale_a, scale_b):
+    """float64 D of dequantized fp8 inputs (torch tensors, any device): the scales broadcast
+    over rows / columns."""
+    return (scale_a.double() * scale_b.double()) * (a.double() @ b.double())
+
+
+def check(seed: int = 0) -> float:
+    """Random fp8 problems (ragged, M = 1, tiny, every config, both scale forms, bf16 and f32
+    out, e4m3 and e5m2) against float64 of the dequantized inputs; returns the worst error
+    relative to max |D| (AssertionError beyond 2**-7: bf16 rounding, and the fp8 tensor cores'
+    narrower accumulation for f32 out)."""
+    import torch
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    shapes = [(1, 1, 1), (1, 4096, 4096), (7, 13, 5), (128, 256, 128), (200, 136, 72),
+              (129, 300, 1000), (1000, 520, 264), (256, 1024, 4096), (333, 257, 129)]
+    worst = 0.0
+    for i, (m, n, k) in enumerate(shapes):
+        for rowwise, dtype, b_type in ((False, torch.bfloat16, torch.float8_e4m3fn),
+                                       (True, torch.float32, torch.float8_e5m2)):
+            a = (torch.randn(m, k, device="cuda", generator=gen) * 2).to(torch.float8_e4m3fn)
+            b = torch.randn(n, k, device="cuda", generator=gen).to(b_type).t()
+            shape_a, shape_b = ((m, 1), (1, n)) if rowwise else ((), ())
+            sa = torch.rand(shape_a, device="cuda", generator=gen) + 0.5
+            sb = torch.rand(shape_b, device="cuda", generator=gen) + 0.5
+            cfg = CONFIGS[i % len(CONFIGS)]
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+            got = gemm_fp8(a, b, sa, sb, out=out, config=cfg).double()
+            want = reference(a, b, sa, sb)
+            err = ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+            assert err < 2 ** -7, (f"gemm_fp8 {m}x{n}x{k} ({b_type}, {dtype}, "
+                                 f"{'rowwise' if rowwise else 'tensorwise'}, {cfg}): error "
+                                 f"{err:.3g}")
+            worst = max(worst, err)
+    return worst
+
+
+def check_cpu(seed: int = 0) -> float:
+    """Run the kernel on the CPU interpreter (TMA, fp8 wgmma, the ring and roles with race
+    checking) on small ragged problems: e4m3 x e4m3 with per-row / per-column scales into bf16,
+    e4m3 x e5m2 with per-tensor scales into f32 on a 2-CTA cluster; rows padded to 16 bytes as
+    gemm_fp8 pads them. Compares with float64 of the dequantized inputs; returns the worst
+    error relative to max |D| (AssertionError past 2**-7 for bf16, 2**-20 for f32)."""
+    import numpy as np
+
+    from layoutkit.dsl.interpreter import check_on_cpu, from_fp8, to_fp8
+    rng = np.random.default_rng(seed)
+
+    def padded(x):                       # TMA rows: 16-byte multiples (as tma_ready pads)
+        out = np.zeros((x.shape[0], host.round_up(x.shape[1], host.TMA_ALIGN_BYTES)),
+                       np.uint8)
+        out[:, :x.shape[1]] = x
+        return out[:, :x.shape[1]]
+    worst = 0.0
+    for (m, n, k), (a_type, b_type, c_type), scales, grid, cfg in (
+            ((130, 72, 200), (lk.e4m3, lk.e4m3, lk.bf16), "rowwise", 1, CONFIGS[1]),
+            ((64, 136, 96), (lk.e4m3, lk.e5m2, lk.f32), "tensorwise", 2, CONFIGS[0])):
+        a = to_fp8(rng.standard_normal((m, k)) * 4, a_type)
+        b_t = to_fp8(rng.standard_normal((n, k)), b_type)           # N x K, K contiguous
+        rowwise = scales == "rowwise"
+        sa = (rng.random((m, 1) if rowwise else (1, 1)) + 0.5).astype(np.float32)
+        sb = (rng.random((1, n) if rowwise else (1, 1)) + 0.5).astype(np.float32)
+        want = (sa.astype(np.float64) * sb) * (from_fp8(a, a_type).astype(np.float64) @
+                                               from_fp8(b_t, b_type).astype(np.float64).T)
+        c_bits = np.uint16 if c_type == lk.bf16 else np.float32
+        c = np.zeros((m, host.round_up(n, 8)), c_bits)[:, :n]
+        plan = host.schedule(m, n, k, cfg, a_type, grid // cfg.CLUSTER)
+        worst = max(worst, check_on_cpu(
+            kernel(a_type, b_type, c_type, cfg.CLUSTER), (grid,), padded(a), padded(b_t), c,
+            np.broadcast_to(sa, (m, n)), np.broadcast_to(sb, (m, n)), plan.tiles_m,
+            plan.tiles_n, plan.k_tiles, GRID=grid, BN=cfg.BN, STAGES=cfg.STAGES,
+            GROUP_M=plan.group, CLUSTER=cfg.CLUSTER, expect={"c": want},
+            tolerance=2 ** -7 if c_type == lk.bf16 else 2 ** -20))
+    return worst
+
+
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048), (8192, 8192, 1024),
+          (4096, 14336, 4096), (4096, 4096, 14336), (16384, 4096, 4096), (6144, 6144, 6144),
+          (1024, 1024, 1024), (256, 4096, 4096), (128, 8192, 8192)] + [
+    (m, n, k) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))
+    for m in (1, 16, 64, 128, 256, 512, 1024, 4096, 16384)]
+
+
+def benchmark(reps: int = 30, shapes=None, configs=None) -> list[dict]:
+    """fp8 GEMM TFLOP/s against torch._scaled_mm (cuBLASLt), e4m3 x e4m3 -> bf16, per-tensor and
+    per-row scales, interleaved with the L2 flushed per call (layoutkit.tools.benchmarking).
+    cuBLASLt runs twice: its default (partial sums promoted to f32 every so often) and
+    use_fast_accum=True (all of K in the tensor cores' accumulator, as this kernel does).
+    `shapes`: (M, N, K) triples (None: 4096^3 and 8192^3; SHAPES has issue 15's whole list);
+    `configs`: the configs to time per shape (None: the shipped choice). Prints a markdown table
+    of TFLOP/s and ratios (layoutkit's TFLOP/s over the peer's: > 1 is faster), a case torch
+    refuses showing its reason; returns the rows with a ratio."""
+    import torch
+
+    from layoutkit.tools.benchmarking import interleaved, tflops
+    rows = []
+    print("| M x N x K | scales | config | layoutkit | cuBLASLt | fast-accum | ratio | "
+          "ratio (fast) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for m, n, k in shapes or SHAPES[:2]:
+        a = (torch.randn(m, k, device="cuda") * 2).to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()
+        flops = 2 * m * n * k
+        for scales in ("tensorwise", "rowwise"):
+            shape_a, shape_b = ((m, 1), (1, n)) if scales == "rowwise" else ((), ())
+            sa = torch.rand(shape_a, device="cuda") + 0.5
+            sb = torch.rand(shape_b, device="cuda") + 0.5
+            want = reference(a, b, sa, sb)
+            peers = {}
+            for name, fast in (("cuBLASLt", False), ("fast-accum", True)):
+                def peer(fast=fast):
+                    return torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16,
+                                            use_fast_accum=fast)
+                try:
+                    peer()
+                    peers[name] = peer
+                except RuntimeError as exc:       # a shape or scale form cuBLASLt refuses
+                    peers[name] = str(exc).splitlines()[0][:50]
+            for config in configs or [None]:
+                def ours(config=config):
+                    return gemm_fp8(a, b, sa, sb, config=config)
+                err = ((ours().double() - want).abs().max() / want.abs().max()).item()
+                assert err < 2 ** -7, f"gemm_fp8 {m}x{n}x{k} {scales} {config}: error {err:.3g}"
+                runnable = {"layoutkit": ours, **{x: f for x, f in peers.items() if callable(f)}}
+                times = interleaved(runnable, reps=reps)
+                got = {x: tflops(flops, t.median_ms) for x, t in times.items()}
+                mine = got["layoutkit"]
+                cells = [f"{got[x]:.1f}" if x in got else f"n/a ({peers[x]})"
+                         for x in ("cuBLASLt", "fast-accum")]
+                ratios = [f"{mine / got[x]:.3f}" if x in got else "-"
+                          for x in ("cuBLASLt", "fast-accum")]
+                shown = config or config_for(m, n, k)
+                if "cuBLASLt" in got:                 # the summary's rows have a ratio
+                    rows.append({"case": f"{m}x{n}x{k} {scales}", "config": str(shown),
+                                 "layoutkit_tflops": mine, "cublaslt_tflops": got["cuBLASLt"],
+                                 "fast_accum_tflops": got.get("fast-accum"),
+                                 "speedup": mine / got["cuBLASLt"]})
+                print(f"| {m}x{n}x{k} | {scales} | {shown} | {mine:.1f} | {cells[0]} | "
+                      f"{cells[1]} | {ratios[0]} | {ratios[1]} |")
+    return rows

@@ -1,0 +1,72 @@
+"""recipes/gemm_fp8.py on the CPU: both default specializations assemble for sm_90a with no
+spills, the SASS main loop is QGMMA ... E4M3 with no local memory, the scales are read once per
+distinct element, the configs fit, and the kernel computes D = scale_a * scale_b * (A @ B) on
+the interpreter (ragged M, N, K; per-row and per-tensor scales; bf16 and f32 out)."""
+import re
+import warnings
+
+import pytest
+
+import layoutkit as lk
+from layoutkit.ptx import assemble, disassemble
+
+from .test_recipes_compile import load_recipe
+
+gemm_fp8 = load_recipe("gemm_fp8")
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # spills and ignored setmaxnreg are warnings
+        return {name: (ptx, assemble(ptx)) for name, ptx in gemm_fp8.compile_default().items()}
+
+
+def test_both_specializations_assemble_without_spills(compiled):
+    assert sorted(compiled) == ["gemm_fp8_e4m3_bf16_rowwise_128x256x128_s4_c2",
+                                "gemm_fp8_e4m3_f32_tensorwise_128x256x128_s4_c2"]
+    for name, (_, cubin) in compiled.items():
+        usage = cubin.resources["gemm_fp8"]
+        assert usage.spill_store_bytes == usage.spill_load_bytes == 0, name
+        assert usage.stack_frame_bytes == 0 and not usage.setmaxnreg_ignored, name
+
+
+def test_sass_main_loop_is_fp8_qgmma_without_local_memory(compiled):
+    for name, (_, cubin) in compiled.items():
+        sass = disassemble(cubin)
+        # 2 consumer warpgroups x 4 k32 instructions per 128-element k-step
+        assert len(re.findall(r"QGMMA\.64x256x32\.F32\.E4M3\.E4M3", sass)) == 8, name
+        assert not re.search(r"\bHGMMA\b", sass), name
+        assert not re.search(r"\b(LDL|STL)\b", sass), name
+        assert sass.count("MEMBAR.ALL.GPU") <= 5, name
+
+
+def test_scales_are_read_once_per_distinct_element(compiled):
+    ptx, _ = compiled["gemm_fp8_e4m3_bf16_rowwise_128x256x128_s4_c2"]
+    loads = [x.split()[1] for x in ptx.splitlines() if "ld.global" in x]
+    # per consumer and 128-column chunk (2 of each): its thread's 2 rows of scale_a, and
+    # scale_b's 32 columns of the chunk in 16 pairs
+    assert loads.count("ld.global.f32") == 2 * 2 * 2
+    assert loads.count("ld.global.v2.f32") == 2 * 2 * 16
+    ptx, _ = compiled["gemm_fp8_e4m3_f32_tensorwise_128x256x128_s4_c2"]
+    # f32 out: 64-column chunks, 4 per consumer; one load of each per-tensor scale per chunk
+    assert sum("ld.global" in x for x in ptx.splitlines()) == 2 * 4 * 2
+
+
+def test_pipeline_pieces_are_in_the_ptx(compiled):
+    for name, (ptx, _) in compiled.items():
+        assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3") == 8, name
+        assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx, name
+        assert "mbarrier.arrive.expect_tx" in ptx, name
+        assert "cp.async.bulk.tensor.2d.global.shared::cta" in ptx, name     # TMA store
+        assert ".multicast::cluster" in ptx, name
+
+
+def test_configs_fit_in_shared_memory():
+    for config in gemm_fp8.CONFIGS:
+        for c in (lk.bf16, lk.f32):
+            assert config.smem_bytes(lk.e4m3, c) <= 232448 - 1024, (config, c)
+
+
+def test_the_kernel_on_the_interpreter():
+    assert gemm_fp8.check_cpu() < 2 ** -7

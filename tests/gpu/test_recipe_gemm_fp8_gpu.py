@@ -1,0 +1,103 @@
+"""GPU tests (marker `gpu`) of recipes/gemm_fp8.py: random fp8 problems, ragged and M = 1
+included, e4m3 x e4m3 and e4m3 x e5m2, per-tensor and per-row/per-column scales, bf16 and f32
+out, every config, against float64 of the dequantized inputs (error relative to max |D|); the
+output is poisoned with NaN first so an unwritten element fails. The fp8 tensor cores add with
+fewer bits than f32, so a second test bounds our error by torch._scaled_mm's with
+use_fast_accum=True (the same accumulation) where cuBLASLt takes the shape. Run with
+LAYOUTKIT_DEBUG=1 to turn a pipeline hang into layoutkit.sync.BarrierTimeoutError."""
+import pytest
+
+from tests.gpu.gpu_only import require_gpu
+
+require_gpu()
+
+torch = pytest.importorskip("torch")
+
+import layoutkit as lk  # noqa: E402
+from tests.dsl.test_recipes_compile import load_recipe  # noqa: E402
+
+gemm_fp8 = load_recipe("gemm_fp8")
+pytestmark = pytest.mark.gpu
+SHAPES = [(1, 1, 1), (1, 16, 16), (1, 4096, 4096), (7, 13, 5), (64, 64, 64), (128, 256, 128),
+          (129, 257, 65), (200, 136, 72), (333, 1000, 129), (1000, 520, 264),
+          (256, 1024, 4096), (2048, 2048, 512), (16, 14336, 4096)]
+TOLERANCE = 2 ** -7          # bf16 output rounding plus the fp8 accumulation, relative to max|D|
+
+
+def _problem(m, n, k, b_type, rowwise, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = (torch.randn(m, k, device="cuda", generator=gen) * 2).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device="cuda", generator=gen).to(b_type).t()     # column-major
+    shape_a, shape_b = ((m, 1), (1, n)) if rowwise else ((), ())
+    sa = torch.rand(shape_a, device="cuda", generator=gen) + 0.5
+    sb = torch.rand(shape_b, device="cuda", generator=gen) + 0.5
+    return a, b, sa, sb
+
+
+def _error(got, want) -> float:
+    return ((got.double() - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+
+
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("b_type", [torch.float8_e4m3fn, torch.float8_e5m2],
+                         ids=["e4m3", "e5m2"])
+@pytest.mark.parametrize("rowwise", [False, True], ids=["tensorwise", "rowwise"])
+@pytest.mark.parametrize("m, n, k", SHAPES)
+def test_gemm_fp8_matches_float64(m, n, k, rowwise, b_type, out_dtype):
+    a, b, sa, sb = _problem(m, n, k, b_type, rowwise, m * 1_000_003 + n * 1009 + k)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=out_dtype)
+    got = gemm_fp8.gemm_fp8(a, b, sa, sb, out=out)
+    torch.cuda.synchronize()
+    assert not got.isnan().any(), "an output element was not written"
+    err = _error(got, gemm_fp8.reference(a, b, sa, sb))
+    assert err < TOLERANCE, f"error {err:.3g} relative to max |D|"
+
+
+@pytest.mark.parametrize("config", gemm_fp8.CONFIGS, ids=str)
+def test_every_config_is_correct(config):
+    a, b, sa, sb = _problem(700, 900, 600, torch.float8_e4m3fn, True, 7)
+    got = gemm_fp8.gemm_fp8(a, b, sa, sb, config=config)
+    err = _error(got, gemm_fp8.reference(a, b, sa, sb))
+    assert err < TOLERANCE, f"{config}: error {err:.3g}"
+
+
+@pytest.mark.parametrize("m, n, k", [(128, 256, 128), (1024, 1024, 4096), (4096, 4096, 4096),
+                                     (16, 4096, 14336)])
+@pytest.mark.parametrize("rowwise", [False, True], ids=["tensorwise", "rowwise"])
+def test_no_less_accurate_than_cublaslt_fast_accumulation(m, n, k, rowwise):
+    a, b, sa, sb = _problem(m, n, k, torch.float8_e4m3fn, rowwise, 11)
+    want = gemm_fp8.reference(a, b, sa, sb)
+    try:
+        theirs = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float32, use_fast_accum=True)
+    except RuntimeError as exc:
+        pytest.skip(f"torch._scaled_mm refuses this case: {str(exc).splitlines()[0]}")
+    ours = gemm_fp8.gemm_fp8(a, b, sa, sb, out_dtype=torch.float32)
+    assert _error(ours, want) <= 2 * _error(theirs, want) + 2 ** -16
+
+
+def test_unaligned_and_row_major_operands_are_copied_not_misread():
+    a, b, sa, sb = _problem(100, 99, 77, torch.float8_e4m3fn, True, 3)   # rows of 77 bytes
+    b_row_major = b.contiguous()                                          # N contiguous
+    got = gemm_fp8.gemm_fp8(a, b_row_major, sa, sb)
+    assert _error(got, gemm_fp8.reference(a, b, sa, sb)) < TOLERANCE
+
+
+def test_out_given_as_a_strided_view():
+    a, b, sa, sb = _problem(130, 200, 256, torch.float8_e4m3fn, False, 5)
+    big = torch.full((130, 300), float("nan"), device="cuda", dtype=torch.bfloat16)
+    got = gemm_fp8.gemm_fp8(a, b, sa, sb, out=big[:, 50:250])
+    assert got.data_ptr() == big[:, 50:250].data_ptr()
+    assert big[:, :50].isnan().all() and big[:, 250:].isnan().all()
+    assert _error(got, gemm_fp8.reference(a, b, sa, sb)) < TOLERANCE
+
+
+def test_recipe_check():
+    assert gemm_fp8.check() < TOLERANCE
+
+
+@pytest.mark.parametrize("config", gemm_fp8.CONFIGS, ids=str)
+def test_resident_units_fit_the_device(config):
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    types = (lk.e4m3, lk.e4m3, lk.bf16)
+    units = gemm_fp8._resident_units(torch.device("cuda", 0), config, types)
+    assert 1 <= units * config.CLUSTER <= sms
