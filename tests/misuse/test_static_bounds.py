@@ -86,11 +86,18 @@ def test_ring_stage_of_a_loop_to_a_parameter_is_a_warning():
     assert (warning.filename, warning.lineno) == (__file__, L("# STAGE TO N"))
 
 
-def test_loop_index_guarded_by_an_if_is_a_warning_not_an_error():
+def test_loop_index_guarded_by_an_if_takes_the_conditions_range():
+    """Inside lk.if_(i < 32) the index i is 0..31: proven, no warning. A guard that leaves
+    part of the range outside (i < 36) is a warning with the narrowed range, not an error:
+    whether the branch runs for those indices is not known here."""
     def k(x: I32, n: lk.i32):
         rows = lk.shared_tensor(Layout((32, 8), (8, 1)), lk.i32, name="rows")
         for i in lk.range(0, 40):
             with lk.if_(i < 32):
+                rows[i, :]
+            with lk.if_((i >= 8) & (i < 40)):
+                rows[i - 8, :]
+            with lk.if_(i < 36):
                 rows[i, :]                                            # GUARDED ROW
     with pytest.warns(lk.BoundsWarning) as record:
         lk.Kernel(k, 4).ptx(I32, 8)
@@ -98,8 +105,28 @@ def test_loop_index_guarded_by_an_if_is_a_warning_not_an_error():
     assert str(warning.message) == (
         "rows[i0, :]: could not prove that index i0 is inside mode 0 of the shared tensor "
         "(32,8):(8,1) (buffer rows), whose extent 32 allows indices 0..31; from the declared "
-        "facts it ranges over 0..39")
+        "facts it ranges over 0..35")
     assert (warning.filename, warning.lineno) == (__file__, L("# GUARDED ROW"))
+
+
+def test_a_guard_that_proves_nothing_keeps_the_warning():
+    """An | of conditions, a comparison with a runtime value, or a guard no index satisfies
+    (a branch that never runs) narrow nothing."""
+    def k(x: I32, n: lk.i32):
+        rows = lk.shared_tensor(Layout((32, 8), (8, 1)), lk.i32, name="rows")
+        for i in lk.range(0, 40):
+            with lk.if_((i < 32) | (i < n)):
+                rows[i, :]                                            # OR GUARD
+            with lk.if_(i < n):
+                rows[i, :]                                            # RUNTIME GUARD
+            with lk.if_(i >= 64):
+                rows[i, :]                                            # DEAD GUARD
+    with pytest.warns(lk.BoundsWarning) as record:
+        lk.Kernel(k, 4).ptx(I32, 8)
+    assert [w.lineno for w in record.list] == [L("# OR GUARD"), L("# RUNTIME GUARD"),
+                                              L("# DEAD GUARD")]
+    assert all(str(w.message).endswith("from the declared facts it ranges over 0..39")
+               for w in record.list)
 
 
 def test_slice_by_an_unbounded_runtime_index_is_a_warning():

@@ -4,8 +4,11 @@ facts of the kernel's integers, in closed form (never by enumerating a layout's 
 Each runtime symbol has a range: the thread index 0..32*num_warps-1 (inside a warp role, the
 role's threads), a block index below the grid's limit (2**31-1 along x, 65535 along y and z),
 an integer parameter its type's range (narrowed by its specialization facts: an extent known
-positive, or a multiple of 16), a loop index its `lk.range` bounds. `facts.interval`
-carries these through sums, products, floor and Mod. A rule is then proven (nothing said),
+positive, or a multiple of 16), a loop index its `lk.range` bounds, an `lk.index_value` the
+range its author states (else its type's); inside an `lk.if_` whose
+condition compares a symbol with an integer (`i < 32`, `lk.thread_id() >= 64`, several joined
+with `&`), the rules below take the symbol's range narrowed by it. `facts.interval` carries
+these through sums, products, floor and Mod. A rule is then proven (nothing said),
 refuted (`TraceError`: some value provably breaks it) or undecided (`BoundsWarning` at the
 user's line, saying what could not be proven and the range that was found) - never silently
 assumed.
@@ -130,6 +133,8 @@ def _defined_range(trace, value, rng):
         for op in block.ops:
             if op.name == "index" and op.results and op.results[0] is value:
                 return interval(op.attrs["expr"], rng)
+            if op.name == "index_value" and op.results[0] is value:   # the author's range
+                return op.attrs["lo"], op.attrs["hi"]
     return None
 
 
@@ -154,6 +159,80 @@ def value_range(trace, expr) -> tuple:
     return interval(expr, ranges_of(trace))
 
 
+# ---- what the enclosing lk.if_ conditions say --------------------------------------------
+_FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
+
+
+def _branch_facts(trace) -> dict:
+    """symbol -> (lo, hi) (None: that end not narrowed) that the conditions of the lk.if_
+    regions open here imply: a comparison of a symbol with an integer, or several joined with
+    `&` (a condition built otherwise implies nothing here)."""
+    facts: dict = {}
+    blocks = trace.blocks if trace is not None else ()
+    for depth in range(1, len(blocks)):
+        owner = blocks[depth - 1].ops[-1] if blocks[depth - 1].ops else None
+        if owner is not None and owner.name == "if" and owner.blocks[0] is blocks[depth]:
+            _implied(blocks[:depth], owner.operands[0], facts)
+    return facts
+
+
+def _implied(blocks, value, facts: dict) -> None:
+    op = _defining_op(blocks, value)
+    if op is None:
+        return
+    if op.name == "logic" and op.attrs.get("kind") == "and":
+        for operand in op.operands:
+            _implied(blocks, operand, facts)
+        return
+    kind = op.attrs.get("kind")
+    if op.name != "cmp" or kind not in _FLIPPED:
+        return
+    lhs, rhs = (_expr_of(blocks, v) for v in op.operands)
+    if isinstance(rhs, sympy.Symbol) and isinstance(lhs, (int, sympy.Integer)):
+        lhs, rhs, kind = rhs, lhs, _FLIPPED[kind]
+    if not isinstance(lhs, sympy.Symbol) or not isinstance(rhs, (int, sympy.Integer)):
+        return
+    c = int(rhs)
+    lo, hi = {"lt": (None, c - 1), "le": (None, c), "gt": (c + 1, None), "ge": (c, None),
+              "eq": (c, c)}[kind]
+    facts[lhs] = _intersect(facts.get(lhs, (None, None)), (lo, hi))
+
+
+def _intersect(a: tuple, b: tuple) -> tuple:
+    lo = a[0] if b[0] is None or a[0] is not None and a[0] >= b[0] else b[0]
+    hi = a[1] if b[1] is None or a[1] is not None and a[1] <= b[1] else b[1]
+    return lo, hi
+
+
+def _defining_op(blocks, value):
+    """The op of `blocks` (innermost first) whose result is `value`, or None."""
+    for block in reversed(blocks):
+        for op in reversed(block.ops):
+            if value in op.results:
+                return op
+    return None
+
+
+def _branch_range(trace, expr) -> tuple:
+    """value_range with the symbols narrowed by the enclosing lk.if_ conditions (a symbol whose
+    narrowed range would be empty, a branch that never runs, keeps its own)."""
+    if type(expr) is int:
+        return expr, expr
+    facts = _branch_facts(trace)
+    rng = ranges_of(trace)
+    if not facts:
+        return interval(expr, rng)
+
+    def narrowed(sym):
+        own = rng(sym)
+        fact = facts.get(sym)
+        if fact is None:
+            return own
+        lo, hi = _intersect(own, fact)
+        return own if lo is not None and hi is not None and lo > hi else (lo, hi)
+    return interval(expr, narrowed)
+
+
 def show_range(lo, hi) -> str:
     return f"{'-inf' if lo is None else lo}..{'inf' if hi is None else hi}"
 
@@ -165,7 +244,7 @@ def within(trace, expr, lo: int, hi: int) -> tuple[bool | None, tuple]:
     if type(expr) is int or isinstance(expr, sympy.Integer):
         v = int(expr)
         return lo <= v <= hi, (v, v)
-    e_lo, e_hi = value_range(trace, expr)
+    e_lo, e_hi = _branch_range(trace, expr)
     if e_lo is not None and e_hi is not None and lo <= e_lo and e_hi <= hi:
         return True, (e_lo, e_hi)
     if e_lo is not None and e_lo > hi or e_hi is not None and e_hi < lo:
