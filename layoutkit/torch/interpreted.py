@@ -4,9 +4,11 @@ layoutkit's CPU interpreter (layoutkit.dsl.interpreter) on the CPU tensors' memo
 Slow but real: each thread of each CTA is interpreted, under the interpreter's race and
 deadlock checking, so a CPU result is the kernel's result, not a torch re-implementation.
 That is what lets `torch.library.opcheck`, torch.compile and autograd tests run with real
-outputs on a machine without a GPU. It is meant for tests and tiny shapes: a 4 x 64 softmax
-takes about 0.1 s, a 16 x 16 x 16 GEMM or a 16-token attention head about 1 s (tracing
-included). Inputs past CPU_ELEMENT_LIMIT elements are refused instead of running for hours.
+outputs on a machine without a GPU. It is meant for tests and tiny shapes (measured on one
+core, tracing included): a 4 x 64 softmax or layernorm about 0.1 s; a 16 x 16 x 16 GEMM (a
+cluster of two 384-thread CTAs) or a 16-token attention head 1 to 3 s; the norms' backward
+kernels (persistent CTAs of 1024 threads) 3 to 10 s. Inputs past CPU_ELEMENT_LIMIT elements are
+refused instead of running for hours.
 """
 from __future__ import annotations
 
