@@ -32,9 +32,10 @@ def gemm_cuda(a, b):
 
 
 def gemm_cpu(a, b):
-    """The recipe's host steps of gemm() on CPU tensors (TMA-ready operands, config, tile
+    """gemm()'s host steps on CPU tensors (TMA-ready operands, the config, the recipe's
     schedule), then its kernel in the interpreter on a grid of one scheduling unit (one CTA or
     cluster, taking every tile in turn: the persistent loop)."""
+    from layoutkit.dsl import bf16
     out = gemm_outputs(a, b)
     refuse_large("gemm", a=a, b=b)
     (m, k), n = a.shape, b.shape[1]
@@ -50,13 +51,10 @@ def gemm_cpu(a, b):
         major, b_op = "K", g._tma_ready(b.t())
     c = g._tma_ready(out)
     cfg = g.config_for(m, n, k)
-    tiles_m, tiles_n = -(-m // cfg.BM), -(-n // cfg.BN)
-    pair_rows = -(-tiles_m // cfg.CLUSTER)
-    group = next(x for x in (cfg.GROUP_M, 8, 4, 2, 1) if pair_rows % x == 0)
-    grid = cfg.CLUSTER
-    run(g.KERNELS[cfg.CLUSTER], (grid,), a_op, b_op, c, tiles_m, tiles_n, -(-k // g.ATOM_K),
-        GRID=grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=group,
-        CLUSTER=cfg.CLUSTER)
+    plan = g.host.schedule(m, n, k, cfg, bf16, 1)
+    run(g.KERNELS[cfg.CLUSTER], (plan.grid,), a_op, b_op, c, plan.tiles_m, plan.tiles_n,
+        plan.k_tiles, GRID=plan.grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
+        GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)
     return out

@@ -88,6 +88,16 @@ def test_opcheck_flash_attention(sq, sk, hq, hk, d, causal, layout):
     opcheck(ops.flash_attention.default, (q, k, v, causal, None, layout))
 
 
+def test_opcheck_the_backward_ops():
+    y = torch.softmax(randn(64, 1000, seed=40).float(), -1).to(BF16)
+    dy, x, w = randn(64, 1000, seed=41), randn(64, 1000, seed=42, scale=3.0), randn(1000, seed=43)
+    opcheck(ops.softmax_backward.default, (dy, y))
+    opcheck(ops.layernorm_backward.default, (dy, x, w, 1e-5))
+    rstd = torch.rsqrt(x.float().square().mean(-1) + 1e-6)
+    opcheck(ops.rmsnorm_backward.default, (dy, x, w, rstd))
+    opcheck(ops.rmsnorm_backward.default, (dy, x, None, rstd))
+
+
 # ---- gradients against float64 autograd ------------------------------------------------------
 def float64_grads(fn, inputs, grad_out):
     leaves = [t.detach().double().requires_grad_() for t in inputs]

@@ -103,6 +103,19 @@ def test_transpose_gradient_is_exact():
     assert torch.equal(got, grad_out.t())
 
 
+def test_opcheck_the_backward_ops():
+    """The backward ops on their own (no double backward: their inputs need no grad)."""
+    backward_recipe("softmax_backward")
+    backward_recipe("layernorm_backward")
+    backward_recipe("rmsnorm")
+    y = torch.softmax(bf16(3, 40, seed=30).float(), -1).to(BF16)
+    dy, x, w = bf16(3, 40, seed=31), bf16(3, 40, seed=32, scale=3.0), bf16(40, seed=33)
+    opcheck(ops.softmax_backward.default, (dy, y))
+    opcheck(ops.layernorm_backward.default, (dy, x, w, 1e-5))
+    rstd = torch.rsqrt(x.float().square().mean(-1) + 1e-6)
+    opcheck(ops.rmsnorm_backward.default, (dy, x, w, rstd))
+
+
 def _float64_grads(fn, inputs, grad_out):
     leaves = [t.detach().double().requires_grad_() for t in inputs]
     return torch.autograd.grad(fn(*leaves), leaves, grad_out.double())
