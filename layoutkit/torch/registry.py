@@ -4,13 +4,14 @@ turning it into `torch.ops.layoutkit.<name>` once per process.
 Every operator has the same parts, so every registration is the same few calls:
 
     schema    the operator's signature in torch's schema language (no argument is mutated)
-    outputs   (*args) -> the output tensor(s), empty, on the inputs' device, after checking the
-              arguments (ValueError / TypeError naming the argument, value and rule); the fake
-              (meta) implementation, so torch.compile and FakeTensorMode learn shapes, dtypes
-              and strides without running a kernel, and the buffers the real implementations
-              fill, so fake and real outputs cannot disagree
-    cuda      (*args) -> outputs: the recipe's kernel on the GPU
-    cpu       (*args) -> outputs: the same kernel in layoutkit's CPU interpreter (interpreted.py)
+    outputs   (*args) -> the output tensor(s), empty and contiguous, on the inputs' device,
+              after checking the arguments (ValueError / TypeError naming the argument, value
+              and rule): the fake (meta) implementation, so torch.compile and FakeTensorMode
+              learn shapes, dtypes and strides without running a kernel
+    cuda      (*args) -> outputs: the same checks, then the recipe's kernel on the GPU (into
+              the buffers `outputs` made, where the recipe takes an `out`)
+    cpu       (*args) -> outputs: the same checks, then the same kernel in layoutkit's CPU
+              interpreter (interpreted.py), into the buffers `outputs` made
     backward, setup_context   torch.library.register_autograd's pair, where the op has one
 
 Tensors of other devices get torch's own "could not run ... with arguments from the X
