@@ -25,9 +25,12 @@ tensor maps encoded by a recording fake, the launch a recorded driver call): "fi
 the time from the `kernel[grid](...)` call to the driver call (loading the entry, validating
 it, rebuilding the launch plan and tensor maps, configuring the launcher, packing), "launch"
 the same call again (what every launch costs), "above" their difference (issue 14: <= 50 ms).
-"from" says where the specialization came from ("disk": no trace).
+"from" says where the specialization came from ("disk": no trace). With --gpu (a Hopper
+machine) the warm process launches on the real GPU instead, on torch tensors of the recorded
+shapes (uninitialized; grid of one CTA or cluster): "first launch" and "launch" are then the
+host time of the `kernel[grid](...)` call, which returns once cuLaunchKernel(Ex) has queued it.
 
-    python benchmarks/bench_compile.py [--repeats 3] [--markdown] [--no-warm] [RECIPE ...]
+    python benchmarks/bench_compile.py [--repeats 3] [--markdown] [--no-warm] [--gpu] [RECIPE ...]
 """
 from __future__ import annotations
 
@@ -80,9 +83,12 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def warm_child(recipe: str) -> None:
+def warm_child(recipe: str, gpu: bool = False) -> None:
     """In a fresh process whose cache a cold run filled: time each compile_default() kernel
-    call's first launch on the fake GPU (module docstring); print one JSON object."""
+    call's first launch on the fake GPU, or the real one (module docstring); print one JSON
+    object."""
+    import contextlib
+
     from pytest import MonkeyPatch
 
     from layoutkit.dsl import Kernel
@@ -94,22 +100,48 @@ def warm_child(recipe: str) -> None:
         mp.setattr(Kernel, "ptx", lambda self, *a, **kw: calls.append((self, a, kw)) or "")
         names = list(module.compile_default())
     stamps, rows = [], []
-    with MonkeyPatch.context() as mp:
-        FakeHopper(mp, list({id(k): k for k, _, _ in calls}.values()),
-                   on_launch=lambda: stamps.append(time.perf_counter()))
+    with MonkeyPatch.context() if not gpu else contextlib.nullcontext() as mp:
+        if not gpu:
+            FakeHopper(mp, list({id(k): k for k, _, _ in calls}.values()),
+                       on_launch=lambda: stamps.append(time.perf_counter()))
+        argument = _real_argument if gpu else _fake_argument
         for i, (k, args, kwargs) in enumerate(calls):
-            args = [_fake_argument(a, n) for n, a in enumerate(args)]
-            kwargs = {n: _fake_argument(v, 100 + j) for j, (n, v) in enumerate(kwargs.items())}
+            args = [argument(a, n) for n, a in enumerate(args)]
+            kwargs = {n: argument(v, 100 + j) for j, (n, v) in enumerate(kwargs.items())}
             grid = (k.cluster[0] if k.cluster else 1,)
             times = []
             for _ in range(2):
+                if gpu:
+                    sys.modules["torch"].cuda.synchronize()
                 start = time.perf_counter()
                 k[grid](*args, **kwargs)
-                times.append(stamps[-1] - start)
+                times.append((time.perf_counter() if gpu else stamps[-1]) - start)
             spec = k._cache[k.key(*args, **kwargs)]
             rows.append({"name": names[i] if i < len(names) else k.name, "first": times[0],
                          "launch": times[1], "from": spec.source})
+        if gpu:
+            sys.modules["torch"].cuda.synchronize()
     print(json.dumps({"recipe": recipe, "rows": rows}))
+
+
+def _real_argument(value, slot: int):
+    """An uninitialized CUDA tensor for an lk.TensorSpec or lk.Pointer[dtype] (the spec's
+    shape, strides and alignment); anything else as it is."""
+    import torch
+
+    from layoutkit.dsl import PointerType, TensorSpec
+    names = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "f64": "float64",
+             "i32": "int32", "i64": "int64", "u32": "uint32"}
+
+    def dtype(d):
+        return getattr(torch, names[d.name])
+    if isinstance(value, TensorSpec):
+        span = 1 + sum((n - 1) * s for n, s in zip(value.shape, value.strides))
+        base = torch.empty(span + 8, dtype=dtype(value.dtype), device="cuda")
+        return base.as_strided(value.shape, value.strides, 0 if value.aligned else 1)
+    if isinstance(value, PointerType):
+        return torch.empty(1 << 20, dtype=dtype(value.dtype), device="cuda")
+    return value
 
 
 def _fake_argument(value, slot: int):
@@ -127,7 +159,7 @@ def _fake_argument(value, slot: int):
     return value
 
 
-def run_child(recipe: str, warm: bool = False) -> dict:
+def run_child(recipe: str, warm: bool = False, gpu: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("LAYOUTKIT_DEBUG",
                                                             "LAYOUTKIT_SPEC_CACHE")}
     with tempfile.TemporaryDirectory(prefix="layoutkit-bench-cache-") as cache:
@@ -135,7 +167,8 @@ def run_child(recipe: str, warm: bool = False) -> dict:
         done = subprocess.run([sys.executable, __file__, "--child", recipe], env=env,
                               capture_output=True, text=True, timeout=3600, cwd=ROOT)
         if done.returncode == 0 and warm:
-            again = subprocess.run([sys.executable, __file__, "--warm-child", recipe], env=env,
+            again = subprocess.run([sys.executable, __file__, "--warm-child", recipe,
+                                    *(["--gpu"] if gpu else [])], env=env,
                                    capture_output=True, text=True, timeout=3600, cwd=ROOT)
     if done.returncode != 0:      # a recipe that does not compile here: say so, go on
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -151,14 +184,14 @@ def run_child(recipe: str, warm: bool = False) -> dict:
     return result
 
 
-def measure(recipes: list[str], repeats: int, warm: bool = True) -> list[dict]:
+def measure(recipes: list[str], repeats: int, warm: bool = True, gpu: bool = False) -> list[dict]:
     """Per recipe: {"recipe", "import", "host", "rows": [{"name", phase: median s}], "warm":
     [{"name", "first", "launch": median s, "from"}]}."""
     results = []
     for recipe in recipes:
         runs = []
         for _ in range(repeats):
-            runs.append(run_child(recipe, warm))
+            runs.append(run_child(recipe, warm, gpu))
             print(f"  {recipe}: run {len(runs)}/{repeats} done", file=sys.stderr, flush=True)
             if "error" in runs[-1]:
                 break
@@ -295,24 +328,27 @@ def main(argv=None) -> None:
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     parser.add_argument("--no-warm", action="store_true",
                         help="skip the warm-cache first-launch table")
+    parser.add_argument("--gpu", action="store_true",
+                        help="the warm-cache launches on the real GPU (a Hopper machine)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--warm-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(args.child)
     if args.warm_child:
-        return warm_child(args.warm_child)
+        return warm_child(args.warm_child, args.gpu)
     from layoutkit.tools.recipe_runner import recipe_names
     recipes = args.recipes or recipe_names()
     command = " ".join(["python", "benchmarks/bench_compile.py", *sys.argv[1:]])
     header = [f"- Date: {time.strftime('%a %b %d %H:%M UTC %Y', time.gmtime())}",
               f"- Machine: {machine()}", f"- Commit: {commit()}", f"- Command: `{command}`"]
-    results = measure(recipes, args.repeats, warm=not args.no_warm)
+    results = measure(recipes, args.repeats, warm=not args.no_warm, gpu=args.gpu)
     rows = table_rows(results)
     print("\n".join(header) + "\n")
     print(format_markdown(rows) if args.markdown else format_text(rows))
     if not args.no_warm:
-        print("\nFirst launch in a new process with a warm specialization cache (fake GPU; "
+        where = "the GPU, host time of the call" if args.gpu else "fake GPU"
+        print(f"\nFirst launch in a new process with a warm specialization cache ({where}; "
               "median ms; 'above' = first launch - launch):\n")
         print(format_warm(warm_rows(results), args.markdown))
 
