@@ -30,6 +30,7 @@ if [[ $parts == *tests* ]]; then
   gpu_tests recipes tests/gpu/test_recipe_transpose_gpu.py \
       tests/gpu/test_recipe_layernorm_gpu.py tests/gpu/test_recipe_mma_gemm_gpu.py
   GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_hopper tests/gpu/test_recipe_gemm_hopper_gpu.py
+  GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_fp8 tests/gpu/test_recipe_gemm_fp8_gpu.py
   GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention tests/gpu/test_recipe_flash_attention_gpu.py
   gpu_tests misuse tests/gpu/test_misuse_gpu.py
   gpu_tests torch tests/gpu/test_torch_ops_gpu.py -k "not example"   # layoutkit.torch's ops
@@ -42,6 +43,8 @@ if [[ $parts == *bench* ]]; then
     echo "== $bench"
     timeout 300 python3 "$bench" 2>&1 | tee "$OUT/$(basename "$bench" .py).md"
   done
+  echo "== benchmarks/bench_gemm_fp8.py"   # issue 15's shapes beside torch._scaled_mm
+  timeout 600 python3 benchmarks/bench_gemm_fp8.py 2>&1 | tee "$OUT/bench_gemm_fp8.md"
   echo "== benchmarks/bench_rows.py"   # quack beside: needs the peers pack (carry .peers)
   timeout 420 python3 benchmarks/bench_rows.py 2>&1 | tee "$OUT/bench_rows.md"
 fi
