@@ -342,7 +342,7 @@ def static_writer(fn, buffer: str) -> str | None:
 
 
 __all__ = ["decode", "encode", "GlobalMemory", "Region", "SharedMemory", "Claim",
-           "swizzle_function", "shared_byte_offset", "static_writer"]
+           "swizzle_function", "shared_byte_offset", "split_address", "static_writer"]
 
 
 # ---- addressing of the shared ops (as layoutkit.dsl.lower.function.Lowering.shared_address emits it) ---------------
@@ -368,3 +368,12 @@ def shared_byte_offset(op, dtype):
     if swizzle is None:
         return lambda offset: (constant + ((offset & _U32) * n & _U32)) & _U32
     return lambda offset: (constant + (swizzle(offset & _U32) * n & _U32)) & _U32
+
+
+def split_address(op, nbytes: int, disp_key: str):
+    """A function of (inner, outer) element offsets giving the byte offset in shared memory of
+    Sw(inner) + outer + disp (the split addresses of ldmatrix, stmatrix, cp.async:
+    sm80/smem_address.py)."""
+    swizzle = swizzle_function(op.attrs["swizzle"]) or (lambda x: x)
+    constant = op.attrs["base"] + op.attrs[disp_key] * nbytes
+    return lambda inner, outer: (constant + (swizzle(inner & _U32) + outer) * nbytes) & _U32

@@ -7,7 +7,7 @@ nbytes` (smem_address.py); each (inner, outer) pair is computed once per scope. 
 register is unpacked into its two 16-bit values for the IR, and mma.sync takes the packed
 register back when its operand pair is exactly that register's halves (no repacking).
 
-Interpreter: machine.py (copies in commit groups), the warp meeting of ldmatrix and mma.sync
+Interpreter: interpreter/cp_async_model.py (copies in commit groups), the warp meeting of ldmatrix and mma.sync
 in interpreter/collective.py (lane 8i + r gives the address of row r of matrix i; lane l receives row l/4, columns 2(l%4),
 2(l%4)+1 of each matrix, or the transpose; mma.sync computes D = A B^T + C with B over (N, K),
 exact products summed in float64, rounded once to f32).
@@ -32,12 +32,12 @@ from ..core.opdef import NoEffects, OpDef
 from ..core.types import PointerType, bool_, i32, i64
 from ..core.verifier import fail
 from ..interpreter.collective import meet_warp
+from ..interpreter.cp_async_model import Copy, GroupWait, groups
 from ..interpreter.executor import Step
 from ..interpreter.machine import WARP_SIZE, location_text
-from ..interpreter.memory import decode
+from ..interpreter.memory import decode, split_address
 from .cp_async import CP_ASYNC_BYTES, MAX_PENDING
 from .ldmatrix import NUMS, ROW_ELEMENTS
-from .machine import Copy, GroupWait, groups, split_address
 from .mma_layouts import MMA_SHAPES
 
 GROUP_KIND = "cp_async"       # the Commit / GroupWait kind of the protocol check

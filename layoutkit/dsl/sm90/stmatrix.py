@@ -25,12 +25,11 @@ from ..core.tracer import current
 from ..core.types import i32
 from ..core.values import RegisterTensor
 from ..core.verifier import fail
+from ..interpreter.collective import meet_warp
 from ..interpreter.executor import Step
-from ..interpreter.memory import encode
+from ..interpreter.memory import encode, split_address
 from ..lang.shared import SharedTensor
 from ..sm80.ldmatrix import NUMS, ROW_ELEMENTS, matrix_instructions
-from ..interpreter.collective import meet_warp
-from ..sm80.machine import split_address
 from ..sm80.ops import packed_pair, shared_range, split_shared_address
 
 

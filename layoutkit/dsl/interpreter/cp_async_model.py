@@ -1,6 +1,5 @@
-"""The CPU interpreter's model of the sm_80 units that the ops of sm80/ops.py drive: cp.async
-copies in per-thread commit groups with their group waits, and the shared addresses of ldmatrix
-and stmatrix (their lanes meet through interpreter/collective.py's meet_warp).
+"""The CPU interpreter's model of cp.async (the ops' interpret facets, layoutkit.dsl.sm80.ops,
+run on it): copies in per-thread commit groups with their group waits.
 
 cp.async: at issue the thread reads its global bytes (none where the mask is false: zeros) and
 claims the shared destination; the copy lands when the scheduler completes it, and the claim
@@ -12,18 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..interpreter.machine import Wait, WaitQueue, location_text
-from ..interpreter.memory import swizzle_function
-from ..interpreter.scheduler import AsyncOperation
-
-_U32 = 0xFFFFFFFF
-
-
-def split_address(op, nbytes: int, disp_key: str):
-    """Byte offset in shared memory of Sw(inner) + outer + disp (smem_address)."""
-    swizzle = swizzle_function(op.attrs["swizzle"]) or (lambda x: x)
-    constant = op.attrs["base"] + op.attrs[disp_key] * nbytes
-    return lambda inner, outer: (constant + (swizzle(inner & _U32) + outer) * nbytes) & _U32
+from .machine import Wait, WaitQueue, location_text
+from .scheduler import AsyncOperation
 
 
 class Copy(AsyncOperation):
@@ -77,4 +66,4 @@ class GroupWait(Wait):
         return f"waits at cp.async.wait_group for {pending} copies"
 
 
-__all__ = ["split_address", "Copy", "groups", "GroupWait"]
+__all__ = ["Copy", "groups", "GroupWait"]
