@@ -122,3 +122,25 @@ def consumer_mainloop(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], c: lk.Poin
         stacked = lk.sm90.warpgroup_stack(acc.layout, 3)
         C = lk.global_tensor(c, Layout((192, 256), (256, 1)))
         lk.store(C.partition(stacked), lk.RegisterTensor(lk.f32, stacked, acc.values))
+
+
+# ---- small kernels' pieces (the wgmma discipline tests: tests/misuse, tests/dsl/interpreter) ---
+ONES_WRITERS = {4: lk.TVLayout((64, 64), Layout(((8, 16), (8, 4)), ((64 * 8, 1), (64, 16)))),
+                8: lk.TVLayout((64, 64), Layout(((8, 16, 2), (8, 2)),
+                                                ((64 * 8, 1, 32), (64, 16))))}
+
+
+def ones_operand(warps: int = 4):
+    """A written 64 x 64 bf16 wgmma operand of ones (128-byte swizzle, buffer "s"), visible to
+    the async proxy; `warps` of the kernel write it."""
+    s = lk.shared_tensor(k_major_tile(64), lk.bf16, name="s")
+    lk.store(s.partition(ONES_WRITERS[warps]), lk.full(ONES_WRITERS[warps], 1.0, lk.bf16))
+    lk.sm90.fence_proxy_async()
+    lk.barrier()
+    return s
+
+
+def accumulator_out(c):
+    """The 64 x 64 f32 row-major output `c` partitioned by a warpgroup's accumulator layout."""
+    return lk.global_tensor(c, Layout((64, 64), (64, 1))).partition(
+        lk.sm90.wgmma_accumulator_layout(64))

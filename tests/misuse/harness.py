@@ -11,6 +11,13 @@ from ..dsl.source_lines import line_of
 
 I32 = lk.Pointer[lk.i32]
 F32 = lk.Pointer[lk.f32]
+# the tails of the wgmma rules' texts (layoutkit.sync.wgmma_rules), static check and interpreter
+COLLECTIVE = ("wgmma ops are warpgroup-collective (PTX .sync.aligned): all 128 threads of the "
+              "warpgroup execute each one together, or the behaviour is undefined; issue it "
+              "where whole warpgroups run (a warp role), not under an lk.if_ on the thread "
+              "index or lk.sm90.elect_one()")
+IN_FLIGHT = ("so it may still read its shared operands and write its accumulator when the "
+             "threads exit")
 
 
 def diagnose(fn, *args, error=lk.DSLError, num_warps=4, **options) -> lk.DSLError:

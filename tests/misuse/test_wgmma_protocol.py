@@ -8,39 +8,17 @@ import numpy as np
 import pytest
 
 import layoutkit.dsl as lk
-from layoutkit.algebra import ComposedLayout, Layout, Swizzle
+from layoutkit.algebra import Layout
 from layoutkit.dsl.interpreter import DivergenceError, run_ir
 
 from ..dsl.source_lines import line_of
-from .harness import F32, check, diagnose
-
-SW128 = Swizzle(3, 3, 3)
-TV = {4: lk.TVLayout((64, 64), Layout(((8, 16), (8, 4)), ((64 * 8, 1), (64, 16)))),
-      8: lk.TVLayout((64, 64), Layout(((8, 16, 2), (8, 2)), ((64 * 8, 1, 32), (64, 16))))}
-COLLECTIVE = ("wgmma ops are warpgroup-collective (PTX .sync.aligned): all 128 threads of the "
-              "warpgroup execute each one together, or the behaviour is undefined; issue it "
-              "where whole warpgroups run (a warp role), not under an lk.if_ on the thread "
-              "index or lk.sm90.elect_one()")
-IN_FLIGHT = ("so it may still read its shared operands and write its accumulator when the "
-             "threads exit")
+from ..dsl.wgmma_kernels import accumulator_out as out
+from ..dsl.wgmma_kernels import ones_operand as tile
+from .harness import COLLECTIVE, F32, IN_FLIGHT, check, diagnose
 
 
 def L(marker: str) -> int:
     return line_of(__file__, marker)
-
-
-def tile(warps=4):
-    """A written 64 x 64 bf16 wgmma operand, visible to the async proxy."""
-    s = lk.shared_tensor(ComposedLayout(SW128, 0, Layout((64, 64), (64, 1))), lk.bf16, name="s")
-    lk.store(s.partition(TV[warps]), lk.full(TV[warps], 1.0, lk.bf16))
-    lk.sm90.fence_proxy_async()
-    lk.barrier()
-    return s
-
-
-def out(c):
-    return lk.global_tensor(c, Layout((64, 64), (64, 1))).partition(
-        lk.sm90.wgmma_accumulator_layout(64))
 
 
 def first_product(s):

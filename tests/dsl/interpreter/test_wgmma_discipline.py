@@ -8,39 +8,21 @@ import numpy as np
 import pytest
 
 import layoutkit.dsl as lk
-from layoutkit.algebra import ComposedLayout, Layout, Swizzle
 from layoutkit.dsl.interpreter import DivergenceError, ExecutionError, run_ir
 
+from ...misuse.harness import COLLECTIVE, IN_FLIGHT
 from ..source_lines import line_of
+from ..wgmma_kernels import ONES_WRITERS
+from ..wgmma_kernels import accumulator_out as out
+from ..wgmma_kernels import ones_operand as ones_tile
 
 SEEDS = range(3)
-TV = lk.TVLayout((64, 64), Layout(((8, 16), (8, 4)), ((64 * 8, 1), (64, 16))))
-COLLECTIVE = ("wgmma ops are warpgroup-collective (PTX .sync.aligned): all 128 threads of the "
-              "warpgroup execute each one together, or the behaviour is undefined; issue it "
-              "where whole warpgroups run (a warp role), not under an lk.if_ on the thread "
-              "index or lk.sm90.elect_one()")
-IN_FLIGHT = ("so it may still read its shared operands and write its accumulator when the "
-             "threads exit")
+TV = ONES_WRITERS[4]
 THREAD = re.compile(r"CTA \(0, 0, 0\) thread (\d+) \(warp \d, lane \d+\) ")
 
 
 def L(marker: str) -> int:
     return line_of(__file__, marker)
-
-
-def ones_tile():
-    """A 64 x 64 bf16 wgmma operand of ones, visible to the async proxy."""
-    s = lk.shared_tensor(ComposedLayout(Swizzle(3, 3, 3), 0, Layout((64, 64), (64, 1))),
-                         lk.bf16, name="s")
-    lk.store(s.partition(TV), lk.full(TV, 1.0, lk.bf16))
-    lk.sm90.fence_proxy_async()
-    lk.barrier()
-    return s
-
-
-def out(c):
-    return lk.global_tensor(c, Layout((64, 64), (64, 1))).partition(
-        lk.sm90.wgmma_accumulator_layout(64))
 
 
 def run(body, seed: int, c=None):
@@ -57,8 +39,11 @@ def raised(body, error, seed: int):
     return info.value
 
 
-def exiting_thread(err, rest: str) -> int:
-    """The thread the message names; the message is that thread, then `rest`."""
+def exit_error(body, seed: int, marker: str, rest: str) -> int:
+    """Run `body`: an ExecutionError at the line of `marker` whose message is a thread, then
+    `rest`; returns that thread."""
+    err = raised(body, ExecutionError, seed)
+    assert err.location.line == L(marker)
     m = THREAD.match(err.message)
     assert m is not None and err.message[m.end():] == rest, err.message
     return int(m.group(1))
@@ -73,9 +58,7 @@ def never_committed(c: lk.Pointer[lk.f32]):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_wgmma_never_committed_when_its_thread_exits(seed):
-    err = raised(never_committed, ExecutionError, seed)
-    assert err.location.line == L("# UNCOMMITTED")
-    exiting_thread(err, (
+    exit_error(never_committed, seed, "# UNCOMMITTED", (
         f"reaches the end of the kernel with the wgmma at line {L('# UNCOMMITTED')} never "
         "committed: no lk.sm90.wgmma_commit() follows it, and lk.sm90.wgmma_wait retires "
         f"committed groups only, {IN_FLIGHT}; lk.sm90.wgmma_commit() and lk.sm90.wgmma_wait(0) "
@@ -91,9 +74,7 @@ def never_waited(c: lk.Pointer[lk.f32]):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_committed_wgmma_no_wait_retired_when_its_thread_exits(seed):
-    err = raised(never_waited, ExecutionError, seed)
-    assert err.location.line == L("# UNWAITED")
-    exiting_thread(err, (
+    exit_error(never_waited, seed, "# UNWAITED", (
         f"reaches the end of the kernel with the wgmma at line {L('# UNWAITED')} still in "
         f"flight: it was committed at line {L('# ITS COMMIT')}, but no lk.sm90.wgmma_wait "
         f"follows that commit, {IN_FLIGHT}; lk.sm90.wgmma_wait(0) before the end"))
@@ -112,9 +93,7 @@ def pipelined(c: lk.Pointer[lk.f32]):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_pipelined_wait_leaves_the_last_step_in_flight(seed):
-    err = raised(pipelined, ExecutionError, seed)
-    assert err.location.line == L("# K STEP")
-    exiting_thread(err, (
+    exit_error(pipelined, seed, "# K STEP", (
         f"reaches the end of the kernel with the wgmma at line {L('# K STEP')} still in flight: "
         f"it was committed at line {L('# K COMMIT')}, but the last lk.sm90.wgmma_wait after it, "
         f"at line {L('# KEEP ONE')}, leaves 1 group(s) in flight, {IN_FLIGHT}; "
@@ -199,9 +178,7 @@ def half_wait(c: lk.Pointer[lk.f32]):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_threads_that_skip_the_wait_exit_with_the_wgmma_in_flight(seed):
     """The first of threads 64-127 to exit is reported, before the wait is decided partial."""
-    err = raised(half_wait, ExecutionError, seed)
-    assert err.location.line == L("# SKIPPED WAIT")
-    tid = exiting_thread(err, (
+    tid = exit_error(half_wait, seed, "# SKIPPED WAIT", (
         f"reaches the end of the kernel with the wgmma at line {L('# SKIPPED WAIT')} still in "
         f"flight: it was committed at line {L('# HALF WAIT COMMIT')}, but no "
         f"lk.sm90.wgmma_wait follows that commit, {IN_FLIGHT}; lk.sm90.wgmma_wait(0) before the "
