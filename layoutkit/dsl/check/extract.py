@@ -8,12 +8,15 @@ memory is undecidable: assumed taken, and said so); runtime loops run their trip
 event records the threads that executed it; threads that executed the same events form one
 thread class, and an event's arrivals count its class's threads.
 
-Approximations, stated: the integer parameters that bound runtime loops (directly or through
+Approximations, stated: the integer parameters and the runtime integers made kernel integers
+(`lk.index_value`, within their stated range) that bound runtime loops (directly or through
 any kernel arithmetic: min, max, floor division of sequence lengths, ...) are chosen before the
 walk, together, by a coordinate search over multiples of their declared divisors that gives
 as many loops as it can `2 * STAGES + 1` iterations (STAGES: the largest mbarrier array; that
-covers every stage/phase residue of the rings), preferring small values; other integer
-parameters take 16 times their divisor; block indices are 0 (the CTA's position in its
+covers every stage/phase residue of the rings), preferring small values; a loop counts for
+the threads whose enclosing `lk.if_` conditions hold (a loop under a branch the chosen values
+close runs for none); other integer parameters take 16 times their divisor (clamped to a
+stated range); block indices are 0 (the CTA's position in its
 cluster); a byte range of a shared access is the span of the executing threads' accesses. A
 kernel whose loops would need more than MAX_TRIPS iterations of one loop or MAX_WALKS body
 walks in all is not checked (`TooLong`; the caller warns).
@@ -81,10 +84,13 @@ class Extractor:
         self.undecided: list = []
         self.barriers: dict = {}
         self.by_offset: dict[int, tuple[str, int]] = {}
-        defs, self.params, self.divisors = {}, {}, {}
+        defs, self.params, self.divisors, self.ranges = {}, {}, {}, {}
         for op in walk_ops(fn.body):
             for r in op.results:
                 defs[r.id] = op
+            if op.name == "index_value":          # a loaded kernel integer: a parameter here
+                self.params[op.results[0].id] = op.attrs["name"]
+                self.ranges[op.results[0].id] = (op.attrs["lo"], op.attrs["hi"])
             if op.name == "index":
                 for v, s in zip(op.operands, op.attrs["syms"]):
                     self.divisors[v.id] = getattr(s, "divisor", 1)
@@ -122,8 +128,23 @@ class Extractor:
                     pos["xyz".index(reg[-1])] if reg.startswith("cluster_ctaid") else \
                     0 if reg.startswith("clusterid") else 1
         for vid in self.params:
-            fixed[vid] = DEFAULT_PARAM * self.divisors.get(vid, 1)
+            fixed[vid] = self._clamp(vid, DEFAULT_PARAM * self.divisors.get(vid, 1))
         return fixed
+
+    def _clamp(self, vid, value: int) -> int:
+        lo, hi = self.ranges.get(vid, (None, None))
+        value = value if lo is None else max(value, lo)
+        return value if hi is None else min(value, hi)
+
+    def _candidates(self, vid) -> list:
+        """The values the search tries for parameter `vid`: multiples of its divisor inside its
+        stated range (its low end first when that is not a multiple)."""
+        divisor = self.divisors.get(vid, 1)
+        lo, hi = self.ranges.get(vid, (None, None))
+        values = [m * divisor for m in SEARCH_MULTIPLES
+                  if (lo is None or m * divisor >= lo) and (hi is None or m * divisor <= hi)]
+        start = self._clamp(vid, divisor)
+        return values if start in values else [start] + values
 
     def _mark(self, block) -> tuple[bool, bool]:
         events = syncs = False
@@ -212,58 +233,72 @@ class Extractor:
         at their first value. Returns the value ids chosen."""
         loops = [op for op in walk_ops(self.fn.body)
                  if op.name == "for" and self.relevant[id(op.blocks[0])]]
-        tunable = sorted(set().union(*(self.depends(v) for op in loops for v in op.operands[:2])),
+        enclosing = self._enclosing(self.fn.body, (), (), {})
+        guards = {key: ifs for key, (_, ifs) in enclosing.items()}
+        bounding = [v for op in loops for v in (*op.operands[:2],
+                                                *(g.operands[0] for g in guards[id(op)]))]
+        tunable = sorted(set().union(*(self.depends(v) for v in bounding)),
                          key=lambda vid: self.params[vid])
         if not tunable:
             return []
-        enclosing = self._enclosing_loops(self.fn.body, [], {})
 
         def score():
             self.values.memo.clear()
             running = total = 0
             for op in loops:
-                for outer in enclosing[id(op)]:
+                for outer in enclosing[id(op)][0]:
                     self.values.fixed[outer.blocks[0].args[0].id] = self.values(outer.operands[0])
-                trips = self._most_trips(op)
+                trips = self._most_trips(op, self._taken(guards[id(op)]))
                 running, total = running + (trips > 0), total + min(trips, self.trips)
             for op in loops:
-                for outer in enclosing[id(op)]:
+                for outer in enclosing[id(op)][0]:
                     self.values.fixed.pop(outer.blocks[0].args[0].id, None)
             self.values.memo.clear()
             return running, total
 
         for vid in tunable:
-            self.values.fixed[vid] = self.divisors.get(vid, 1)
+            self.values.fixed[vid] = self._candidates(vid)[0]
         best = score()
         for _ in range(SEARCH_ROUNDS):
             improved = False
             for vid in tunable:
-                divisor, keep = self.divisors.get(vid, 1), self.values.fixed[vid]
-                for m in SEARCH_MULTIPLES:
-                    self.values.fixed[vid] = m * divisor
+                keep = self.values.fixed[vid]
+                for value in self._candidates(vid):
+                    self.values.fixed[vid] = value
                     got = score()
                     if got > best:
-                        best, keep, improved = got, m * divisor, True
+                        best, keep, improved = got, value, True
                 self.values.fixed[vid] = keep
             if not improved or best == (len(loops), self.trips * len(loops)):
                 break
         return tunable
 
-    def _enclosing_loops(self, block, stack, out) -> dict:
-        """id(for op) -> the for ops around it, outermost first."""
+    def _enclosing(self, block, fors: tuple, ifs: tuple, out) -> dict:
+        """id(for op) -> (the for ops around it, outermost first; the if ops around it)."""
         for op in block.ops:
             if op.name == "for":
-                out[id(op)] = list(stack)
+                out[id(op)] = (fors, ifs)
             for inner in op.blocks:
-                self._enclosing_loops(inner, stack + [op] if op.name == "for" else stack, out)
+                self._enclosing(inner, fors + (op,) if op.name == "for" else fors,
+                                ifs + (op,) if op.name == "if" else ifs, out)
         return out
 
-    def _most_trips(self, op) -> int:
+    def _taken(self, ifs):
+        """The threads whose conditions of `ifs` hold (one unknown from memory: taken)."""
+        mask = self.all
+        for op in ifs:
+            cond = self.values(op.operands[0])
+            if cond is not UNKNOWN:
+                mask = mask & np.broadcast_to(np.asarray(cond, dtype=bool), mask.shape)
+        return mask
+
+    def _most_trips(self, op, mask) -> int:
         lo, hi, step = (self.values(v) for v in op.operands[:3])
-        if any(x is UNKNOWN for x in (lo, hi, step)):
+        if any(x is UNKNOWN for x in (lo, hi, step)) or not mask.any():
             return 0
         step = int(np.asarray(step).reshape(-1)[0])
-        lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+        lo, hi = (np.broadcast_to(np.asarray(x, dtype=np.int64), mask.shape)[mask]
+                  for x in (lo, hi))
         trips = -((lo - hi) // step) if step > 0 else -((hi - lo) // -step)
         return int(np.max(trips, initial=0))
 
@@ -274,8 +309,9 @@ class Extractor:
             if v.id in seen:
                 continue
             seen.add(v.id)
-            if v.id in self.params:
+            if v.id in self.params:         # chosen by the search, whatever defines it
                 out.add(v.id)
+                continue
             op = self.values.defs.get(v.id)
             if op is not None and op.name != "for":
                 stack.extend(op.operands)

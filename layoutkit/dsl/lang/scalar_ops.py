@@ -1,5 +1,6 @@
 """The scalar ops of the IR, one definition each: parameters, thread and block indices,
-constants, integer index expressions, arithmetic, comparisons, logic, select and casts.
+constants, integer index expressions, arithmetic, comparisons, logic, select, casts, and
+runtime integers made kernel integers (`index_value`).
 
 Each runs on one value per thread. Lowering maps values to PTX registers (or immediates for
 integer/f32/f64 constants); the interpreter follows PTX numerics (layoutkit.dsl.interpreter
@@ -19,7 +20,7 @@ from ..core.opdef import UNKNOWN, NoEffects, OpDef
 from ..core.types import DType, PointerType, TensorMapType, bool_, i32, i64
 from ..core.verifier import BINARY, CMP, UNARY, fail, same_type
 from ..interpreter import numerics
-from ..interpreter.errors import ExecutionError
+from ..interpreter.errors import DivergenceError, ExecutionError
 from ..interpreter.executor import Step
 from ..interpreter.index_eval import compile_index
 from ..lower.function import half_bits, static_cmp
@@ -453,3 +454,52 @@ class Select(NoEffects, OpDef):
             return UNKNOWN
         return np.where(*args)
 
+
+
+class IndexValue(NoEffects, OpDef):
+    """A runtime integer (a loaded value, a reduction's result) made a kernel integer: the
+    result is the operand itself, bound to the symbol `name`, which index expressions and
+    lk.range bounds may use (lang/index_value.py). `lo`, `hi`: the range the author states
+    (None: unknown), for the static bounds and the protocol check's choice of values. The
+    value is the same in every thread of the CTA that runs the op (the author's claim; the
+    interpreter checks it)."""
+
+    name = "index_value"
+
+    def verify(self, op):
+        if len(op.operands) != 1 or len(op.results) != 1 or \
+                op.operands[0].type not in (i32, i64) or op.results[0].type != op.operands[0].type:
+            fail(op, "takes one i32/i64 value and gives it back, same type")
+        lo, hi = op.attrs.get("lo"), op.attrs.get("hi")
+        if not isinstance(op.attrs.get("name"), str) or \
+                any(b is not None and type(b) is not int for b in (lo, hi)) or \
+                lo is not None and hi is not None and lo > hi:
+            fail(op, "names its symbol and states lo <= hi (ints or None)")
+
+    def lower(self, op, lw):
+        lw.define(op, lw.operand(op.operands[0]))          # the register itself
+
+    def interpret(self, op, compiler):
+        (a,), r = _ids(op.operands), op.results[0].id
+        name, lo, hi = op.attrs["name"], op.attrs["lo"], op.attrs["hi"]
+
+        def run(thread):
+            value = thread.env[a]
+            if lo is not None and value < lo or hi is not None and value > hi:
+                raise ExecutionError(f"lk.index_value {name} = {value} in {thread.describe()}, "
+                                     f"outside the stated range {lo}..{hi}", op.location)
+            runs = thread.state.setdefault("index_value", {})
+            n = runs[id(op)] = runs.get(id(op), -1) + 1
+            seen = thread.cta.state.setdefault("index_value", {})
+            first = seen.setdefault((id(op), n), (value, thread))
+            if first[0] != value:
+                raise DivergenceError(
+                    f"lk.index_value {name} is {first[0]} in {first[1].describe()} but {value} "
+                    f"in {thread.describe()}: a kernel integer is the same in every thread of "
+                    "the CTA (load it with a broadcast layout, or keep it a register value)",
+                    op.location)
+            thread.env[r] = value
+        return Step(run, op)
+
+    def check_value(self, op, args):
+        return args[0]        # the protocol check chooses its value (check/extract.py)
