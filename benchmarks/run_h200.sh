@@ -45,6 +45,8 @@ if [[ $parts == *bench* ]]; then
   done
   echo "== benchmarks/bench_gemm_fp8.py"   # issue 15's shapes beside torch._scaled_mm
   timeout 600 python3 benchmarks/bench_gemm_fp8.py 2>&1 | tee "$OUT/bench_gemm_fp8.md"
+  echo "== benchmarks/bench_gemm_epilogue.py"   # fused bias + activation vs the plain store
+  timeout 300 python3 benchmarks/bench_gemm_epilogue.py 2>&1 | tee "$OUT/bench_gemm_epilogue.md"
   echo "== benchmarks/bench_rows.py"   # quack beside: needs the peers pack (carry .peers)
   timeout 420 python3 benchmarks/bench_rows.py 2>&1 | tee "$OUT/bench_rows.md"
 fi

@@ -27,12 +27,18 @@ raster, CLUSTER; `autotune_space` lists the sweep, `BEST_CONFIGS` records the wi
 on the H200 (benchmarks/bench_gemm.py --sweep), `config_for(m, n, k)` picks one. `gemm` checks
 its arguments first (`check_inputs`: types, ranks, dtypes, shapes, config, out and its overlap
 with the inputs, devices), each mistake a TypeError or ValueError naming it.
+
+Fused epilogue: `gemm(a, b, bias=..., activation=...)` runs `fused_kernel`, whose epilogue
+(recipes/_epilogues.py) adds the bias (N,) and applies relu, silu or gelu (tanh approximation)
+to each f32 accumulator chunk before the cast to bf16: one extra load per column of a thread's
+fragment and the activation's arithmetic, no extra pass over C.
 """
-from __future__ import annotations
+import functools
 
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _gemm_host as host
+from recipes._epilogues import ACTIVATIONS, fused
 from recipes._gemm_kernel import WARPS, Config, gemm_tiles, row_elements
 
 ATOM_K = row_elements(lk.bf16)     # BK: bf16 elements in one 128-byte swizzled row
@@ -53,6 +59,35 @@ def gemm_body(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2], c: lk.Tensor[l
 gemm_kernel = lk.kernel(gemm_body, num_warps=WARPS)
 gemm_kernel_cluster2 = lk.kernel(gemm_body, num_warps=WARPS, cluster=(2, 1, 1))
 KERNELS = {1: gemm_kernel, 2: gemm_kernel_cluster2}
+
+
+@functools.cache
+def fused_kernel(bias_type, act, cluster: int):
+    """The kernel whose epilogue is act(acc + bias) (recipes/_epilogues.py): `bias_type` the
+    bias's element type (lk.bf16, lk.f32; the bias an (M, N) view of strides (0, 1)) or None
+    for no bias, `act` an activation function or None; clusters of `cluster` CTAs."""
+    if bias_type is None:
+        def gemm_fused(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2],
+                       c: lk.Tensor[lk.bf16, 2], TILES_M: lk.i32, TILES_N: lk.i32,
+                       K_TILES: lk.i32, GRID: lk.constexpr, B_MAJOR: lk.constexpr,
+                       BN: lk.constexpr, STAGES: lk.constexpr, GROUP_M: lk.constexpr,
+                       CLUSTER: lk.constexpr):
+            """C = act(A @ B) (module docstring; fused_kernel)."""
+            gemm_tiles(a, b, c, TILES_M, TILES_N, K_TILES, GRID=GRID, B_MAJOR=B_MAJOR, BN=BN,
+                       STAGES=STAGES, GROUP_M=GROUP_M, CLUSTER=CLUSTER,
+                       epilogue=fused(None, act))
+    else:
+        def gemm_fused(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2],
+                       c: lk.Tensor[lk.bf16, 2], bias: lk.Tensor[bias_type, 2],
+                       TILES_M: lk.i32, TILES_N: lk.i32, K_TILES: lk.i32, GRID: lk.constexpr,
+                       B_MAJOR: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
+                       GROUP_M: lk.constexpr, CLUSTER: lk.constexpr):
+            """C = act(A @ B + bias) (module docstring; fused_kernel)."""
+            gemm_tiles(a, b, c, TILES_M, TILES_N, K_TILES, GRID=GRID, B_MAJOR=B_MAJOR, BN=BN,
+                       STAGES=STAGES, GROUP_M=GROUP_M, CLUSTER=CLUSTER,
+                       epilogue=fused(bias, act))
+    options = {"cluster": (cluster, 1, 1)} if cluster > 1 else {}
+    return lk.kernel(gemm_fused, num_warps=WARPS, **options)
 
 
 # ---- host side -------------------------------------------------------------------------------
@@ -96,7 +131,7 @@ def _resident_units(device, cfg: Config, major: str) -> int:
     return _RESIDENT[key]
 
 
-def check_inputs(a, b, out, config) -> tuple[int, int, int]:
+def check_inputs(a, b, out, config, bias=None, activation=None) -> tuple[int, int, int]:
     """Validate gemm's arguments (torch tensors; CPU and meta tensors reach every rule);
     returns (M, N, K). Each mistake is a TypeError (a Python type, a dtype) or a
     ValueError (a shape, the config's fields, an overlap, a device) naming the argument, its
@@ -114,6 +149,16 @@ def check_inputs(a, b, out, config) -> tuple[int, int, int]:
     host.check_config(what, config)
     (m, k), n = a.shape, b.shape[1]
     tensors = {"a": a, "b": b}
+    if bias is not None:
+        host.require_tensor(what, "bias", bias)
+        host.require_dtype(what, "bias", bias, (torch.bfloat16, torch.float32))
+        if tuple(bias.shape) != (n,):
+            raise ValueError(f"{what}: bias has shape {tuple(bias.shape)}; it is one value per "
+                             f"column of the result, shape ({n},)")
+        tensors["bias"] = bias
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(f"{what}: activation is None or one of "
+                         f"{', '.join(map(repr, ACTIVATIONS))}, got {activation!r}")
     if out is not None:
         host.require_out(what, out, (m, n), torch.bfloat16)
         host.require_no_overlap(what, out, tensors)
@@ -122,18 +167,22 @@ def check_inputs(a, b, out, config) -> tuple[int, int, int]:
     return m, n, k
 
 
-def gemm(a, b, out=None, config: Config | None = None):
-    """C = a @ b for bf16 CUDA tensors a (M x K) and b (K x N; row-major, i.e. N-major, or
-    K-major such as w.t()); returns C (M x N bf16), written into `out` when given (out may not
-    overlap a or b). Arguments are checked first (check_inputs)."""
+def gemm(a, b, out=None, config: Config | None = None, *, bias=None, activation=None):
+    """C = activation(a @ b + bias) for bf16 CUDA tensors a (M x K) and b (K x N; row-major,
+    i.e. N-major, or K-major such as w.t()), an optional bias (N,) of bf16 or f32 and an
+    optional activation ("relu", "silu", "gelu": torch's tanh approximation), fused into the
+    epilogue in f32; returns C (M x N bf16), written into `out` when given (out may not overlap
+    an input). Arguments are checked first (check_inputs)."""
     torch = require_torch("recipes.gemm_hopper.gemm")
-    m, n, k = check_inputs(a, b, out, config)
+    m, n, k = check_inputs(a, b, out, config, bias, activation)
     if out is None:
         out = torch.empty(m, n, device=a.device, dtype=torch.bfloat16)
     if m == 0 or n == 0:
         return out
-    if k == 0:
+    if k == 0 and bias is None and activation is None:
         return out.zero_()
+    if k == 0:                 # the kernel needs a k-step: one of zeros (TMA fills past K)
+        a, b, k = a.new_zeros(m, 1), b.new_zeros(1, n), 1
     a = _tma_ready(a)
     if b.stride(1) == 1 or n == 1:
         major, b_op = "N", _tma_ready(b)           # K x N, N contiguous
@@ -142,10 +191,18 @@ def gemm(a, b, out=None, config: Config | None = None):
     c = _tma_ready(out) if out.stride(1) == 1 else _tma_ready(out.new_empty(m, n))
     cfg = config or config_for(m, n, k)
     plan = host.schedule(m, n, k, cfg, lk.bf16, _resident_units(a.device, cfg, major))
-    KERNELS[cfg.CLUSTER][(plan.grid,)](a, b_op, c, plan.tiles_m, plan.tiles_n, plan.k_tiles,
-                                       GRID=plan.grid, B_MAJOR=major, BN=cfg.BN,
-                                       STAGES=cfg.STAGES, GROUP_M=plan.group,
-                                       CLUSTER=cfg.CLUSTER)
+    constexprs = dict(GRID=plan.grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
+                      GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
+    tiles = (plan.tiles_m, plan.tiles_n, plan.k_tiles)
+    if bias is None and activation is None:
+        KERNELS[cfg.CLUSTER][(plan.grid,)](a, b_op, c, *tiles, **constexprs)
+    else:
+        act = None if activation is None else ACTIVATIONS[activation]
+        bias_type = None if bias is None else {torch.bfloat16: lk.bf16,
+                                               torch.float32: lk.f32}[bias.dtype]
+        extra = () if bias is None else (bias.expand(m, n),)       # strides (0, stride)
+        fused_kernel(bias_type, act, cfg.CLUSTER)[(plan.grid,)](a, b_op, c, *extra, *tiles,
+                                                               **constexprs)
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)
     return out

@@ -61,3 +61,29 @@ def test_resident_units_fit_the_device(config):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     units = gemm_hopper._resident_units(torch.device("cuda", 0), config, "N")
     assert 1 <= units * config.CLUSTER <= sms
+
+
+TORCH_ACTIVATIONS = {
+    None: lambda x: x,
+    "relu": torch.relu,
+    "silu": torch.nn.functional.silu,
+    "gelu": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+}
+
+
+@pytest.mark.parametrize("bias_dtype, activation", [(torch.bfloat16, "gelu"),
+                                                    (torch.float32, "relu"), (None, "silu"),
+                                                    (torch.bfloat16, None)])
+@pytest.mark.parametrize("m, n, k", [(333, 257, 129), (1, 4096, 4096), (2048, 2048, 512)])
+def test_fused_bias_and_activation_match_float64(m, n, k, bias_dtype, activation):
+    a, b = _problem(m, n, k, True, m + n + k)
+    bias = None if bias_dtype is None else \
+        torch.randn(n, device="cuda", generator=torch.Generator(device="cuda").manual_seed(n)
+                    ).to(bias_dtype)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    got = gemm_hopper.gemm(a, b, out=out, bias=bias, activation=activation)
+    x = a.double() @ b.double() + (0 if bias is None else bias.double())
+    want = TORCH_ACTIVATIONS[activation](x)
+    assert not got.isnan().any(), "an output element was not written"
+    err = ((got.double() - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+    assert err < 2 ** -7, f"error {err:.3g} relative to max |C|"

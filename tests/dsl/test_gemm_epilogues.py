@@ -1,0 +1,93 @@
+"""Fused epilogues of recipes/gemm_hopper.py (recipes/_epilogues.py): bias (bf16 or f32) and
+relu / silu / gelu traced into the kernel's epilogue, run on the CPU interpreter on a ragged
+problem against float64 numpy (gelu as torch's tanh approximation), compiled without spills,
+and gemm's argument checks for them."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import layoutkit as lk
+from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
+from layoutkit.ptx import assemble
+from recipes import _epilogues, gemm_hopper
+from recipes import _gemm_host as host
+
+REFERENCE = {
+    None: lambda x: x,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2 / math.pi) *
+                                                (x + 0.044715 * x ** 3))),
+}
+
+
+def padded(x):
+    out = np.zeros((x.shape[0], host.round_up(x.shape[1], 8)), np.uint16)
+    out[:, :x.shape[1]] = x
+    return out[:, :x.shape[1]]
+
+
+@pytest.mark.parametrize("bias_type, activation", [(lk.bf16, "gelu"), (None, "silu"),
+                                                   (lk.f32, "relu")])
+def test_fused_epilogue_on_the_interpreter(bias_type, activation):
+    rng = np.random.default_rng(len(activation))
+    m, n, k = 130, 72, 100                            # ragged: masked rows and columns
+    a, b = to_bf16(rng.standard_normal((m, k))), to_bf16(rng.standard_normal((k, n)))
+    x = from_bf16(a).astype(np.float64) @ from_bf16(b).astype(np.float64)
+    args = ()
+    if bias_type is not None:
+        bias = rng.standard_normal(n) * 2
+        bias = to_bf16(bias) if bias_type == lk.bf16 else bias.astype(np.float32)
+        bias_values = from_bf16(bias) if bias_type == lk.bf16 else bias
+        x = x + bias_values.astype(np.float64)
+        args = (np.broadcast_to(bias, (m, n)),)
+    want = REFERENCE[activation](x)
+    cfg = gemm_hopper.CONFIGS[1]                      # one CTA (no cluster), two tiles
+    plan = host.schedule(m, n, k, cfg, lk.bf16, 1)
+    c = np.zeros((m, host.round_up(n, 8)), np.uint16)[:, :n]
+    kernel = gemm_hopper.fused_kernel(bias_type, _epilogues.ACTIVATIONS[activation], 1)
+    err = check_on_cpu(kernel, (plan.grid,), padded(a), padded(b), c, *args, plan.tiles_m,
+                       plan.tiles_n, plan.k_tiles, GRID=plan.grid, B_MAJOR="N", BN=cfg.BN,
+                       STAGES=cfg.STAGES, GROUP_M=plan.group, CLUSTER=cfg.CLUSTER,
+                       expect={"c": want}, tolerance=2 ** -7, seeds=(0,))
+    assert err < 2 ** -7
+
+
+def test_bias_and_gelu_compile_without_spills():
+    T = lk.TensorSpec(lk.bf16, (4096, 4096))
+    bias = lk.TensorSpec(lk.bf16, (4096, 4096), (0, 1))
+    ptx = gemm_hopper.fused_kernel(lk.bf16, _epilogues.gelu, 2).ptx(
+        T, T, T, bias, 32, 16, 64, GRID=132, B_MAJOR="K", BN=256, STAGES=4, GROUP_M=8,
+        CLUSTER=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        usage = assemble(ptx).resources["gemm_fused"]
+    assert usage.spill_store_bytes == usage.spill_load_bytes == 0
+    # per consumer and 128-column chunk: the bias's 32 columns of the thread in 16 bf16 pairs
+    assert sum("ld.global" in x for x in ptx.splitlines()) == 2 * 2 * 16
+    assert ptx.count("ex2.approx") == 2 * 128          # one per accumulator value per consumer
+
+
+torch = pytest.importorskip("torch")
+
+
+def meta(*shape, dtype=torch.bfloat16):
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"bias": np.zeros(4)}, TypeError, "gemm_hopper.gemm: bias is a torch tensor on a CUDA "
+     "device, got numpy.ndarray"),
+    ({"bias": meta(4, dtype=torch.float16)}, TypeError, "gemm_hopper.gemm: bias has dtype "
+     "torch.float16; the kernel takes torch.bfloat16 or torch.float32"),
+    ({"bias": meta(1, 4)}, ValueError, r"gemm_hopper.gemm: bias has shape \(1, 4\); it is one "
+     r"value per column of the result, shape \(4,\)"),
+    ({"activation": "tanh"}, ValueError, "gemm_hopper.gemm: activation is None or one of "
+     "'relu', 'silu', 'gelu', got 'tanh'"),
+    ({"bias": torch.zeros(4)}, ValueError, "gemm_hopper.gemm: bias is on cpu and a on meta"),
+])
+def test_gemm_refuses_a_bad_epilogue(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        gemm_hopper.gemm(meta(4, 8), meta(8, 4), **kwargs)
