@@ -19,12 +19,77 @@ from fractions import Fraction
 
 from layoutkit.ptx import ParamKind, ParamSpec
 
+from .errors import KernelArgumentError
 from .fingerprint import NotCacheable
 from .tensor_args import field_reader
 from .types import PointerType, TensorMapType
 
-__all__ = ["LaunchPlan", "plan_of", "plan_to_json", "plan_from_json", "expression_json",
-           "evaluate"]
+__all__ = ["Assumption", "LaunchPlan", "plan_of", "plan_to_json", "plan_from_json",
+           "expression_json", "evaluate"]
+
+# lk.assume's relations, by sympy class name, and their host test
+_RELATIONS = {"StrictLessThan": ("<", lambda a, b: a < b), "LessThan": ("<=", lambda a, b: a <= b),
+              "StrictGreaterThan": (">", lambda a, b: a > b),
+              "GreaterThan": (">=", lambda a, b: a >= b), "Equality": ("==", lambda a, b: a == b),
+              "Unequality": ("!=", lambda a, b: a != b)}
+
+
+@dataclass
+class Assumption:
+    """One lk.assume of the kernel: its text, its line (file, line, column or None), its
+    relations as (sympy class name, lhs tree, rhs tree) of expression_json trees, and where each
+    symbol's value is read from the bound arguments (the readers' JSON)."""
+
+    text: str
+    where: tuple | None
+    relations: tuple
+    readers: dict
+
+    def __post_init__(self):
+        readers = {n: _reader(spec) for n, spec in self.readers.items()}
+        self._tests = [(_RELATIONS[kind][1], _compiled(lhs, readers), _compiled(rhs, readers))
+                       for kind, lhs, rhs in self.relations]
+        self._read = readers
+
+    def check(self, values: tuple, kernel: str) -> None:
+        """KernelArgumentError unless the assumption holds for the bound arguments `values`."""
+        if all(test(lhs(values), rhs(values)) for test, lhs, rhs in self._tests):
+            return
+        at = "" if self.where is None else f" at {self.where[0]}:{self.where[1]}"
+        found = ", ".join(f"{name} = {read(values)}" for name, read in sorted(self._read.items()))
+        raise KernelArgumentError(f"kernel {kernel}: lk.assume({self.text}){at} does not hold "
+                                  f"for these arguments ({found})")
+
+    def to_json(self) -> dict:
+        return {"text": self.text, "where": None if self.where is None else list(self.where),
+                "relations": [list(r) for r in self.relations], "readers": self.readers}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Assumption":
+        where = data["where"]
+        return cls(data["text"], None if where is None else tuple(where),
+                   tuple(tuple(r) for r in data["relations"]), dict(data["readers"]))
+
+
+def _assumption(ir, op) -> Assumption:
+    import sympy
+    cond = op.attrs["relation"]
+    rels = cond.args if isinstance(cond, sympy.And) else (cond,)
+    relations = tuple((type(r).__name__, expression_json(r.lhs), expression_json(r.rhs))
+                      for r in rels if not isinstance(r, sympy.logic.boolalg.BooleanAtom))
+    names = set().union(*(_symbols(t) for _, lhs, rhs in relations for t in (lhs, rhs)))
+    loc = op.location
+    where = None if loc is None else (loc.file, loc.line, loc.column)
+    return Assumption(op.attrs["text"], where, relations,
+                      {n: _reader_json(ir, n) for n in sorted(names)})
+
+
+def _assume_ops(block):
+    for op in block.ops:
+        if op.name == "assume":
+            yield op
+        for inner in op.blocks:
+            yield from _assume_ops(inner)
 
 
 @dataclass
@@ -44,10 +109,16 @@ class LaunchPlan:
     hidden: tuple
     sink: object
     protocol_checked: bool
+    assumptions: tuple = ()       # Assumption per lk.assume, checked at every launch
 
     def hidden_values(self, values: tuple) -> list:
         """The launch values of the hidden parameters for the bound arguments `values`."""
         return [resolve(values) for _, resolve in self.hidden]
+
+    def check_assumptions(self, values: tuple) -> None:
+        """KernelArgumentError naming the first lk.assume the bound arguments break."""
+        for assumption in self.assumptions:
+            assumption.check(values, self.name)
 
 
 def _param_specs(ir, key: tuple) -> tuple[ParamSpec, ...]:
@@ -76,14 +147,15 @@ def plan_of(ir, key: tuple) -> LaunchPlan:
     return LaunchPlan(ir.name, ir.num_warps, ir.target, bool(ir.debug), ir.shared_bytes,
                       getattr(ir, "cluster", None), _param_specs(ir, key),
                       tuple((op.attrs["name"], op.attrs["resolve"]) for op in ir.hidden),
-                      sink_of(ir), getattr(ir, "protocol_checked", True))
+                      sink_of(ir), getattr(ir, "protocol_checked", True),
+                      tuple(_assumption(ir, op) for op in _assume_ops(ir.body)))
 
 
 # ---- integer expressions over the kernel's parameters ------------------------------------------
 def expression_json(expr):
     """A sympy integer expression as a JSON tree: ints, ["q", p, q] for a rational,
     ["s", name] for a symbol, ["+" | "*", terms...], ["^", base, n], ["floor" | "ceil", x],
-    ["mod", a, b]; NotCacheable for anything else."""
+    ["mod", a, b], ["min" | "max", args...]; NotCacheable for anything else."""
     import sympy
     expr = sympy.sympify(expr)
     if expr.is_Integer:
@@ -102,6 +174,9 @@ def expression_json(expr):
         return ["floor" if isinstance(expr, sympy.floor) else "ceil", expression_json(expr.args[0])]
     if isinstance(expr, sympy.Mod):
         return ["mod", expression_json(expr.args[0]), expression_json(expr.args[1])]
+    if isinstance(expr, (sympy.Min, sympy.Max)):
+        return ["min" if isinstance(expr, sympy.Min) else "max",
+                *(expression_json(a) for a in expr.args)]
     raise NotCacheable(f"the tensor-map expression {expr} has a {type(expr).__name__}, which "
                        "the specialization cache does not write down")
 
@@ -139,6 +214,10 @@ def evaluate(tree, value_of) -> int | Fraction:
         return math.ceil(args[0])
     if op == "mod":
         return _exact(args[0] % args[1])
+    if op == "min":
+        return min(args)
+    if op == "max":
+        return max(args)
     raise ValueError(f"unknown expression node {op!r}")
 
 
@@ -161,17 +240,12 @@ def _compiled(tree, readers: dict):
 
 
 def _symbols(tree) -> set[str]:
-    if type(tree) is int:
+    """The symbol names an expression_json tree reads."""
+    if type(tree) is int or tree[0] == "q":
         return set()
     if tree[0] == "s":
         return {tree[1]}
-    if tree[0] == "q":
-        return set()
-    found = set()
-    for t in tree[1:]:
-        if not isinstance(t, int) or tree[0] != "^":
-            found |= _symbols(t)
-    return found
+    return set().union(*(_symbols(t) for t in tree[1:]))
 
 
 def _reader_json(ir, name: str):
@@ -248,7 +322,8 @@ def plan_to_json(plan: LaunchPlan, ir) -> dict:
             "params": [[p.name, p.ptx_type, p.kind.value, p.size, p.align, p.pointer_align,
                         p.dtype] for p in plan.params],
             "hidden": [_hidden_json(ir, name, resolve) for name, resolve in plan.hidden],
-            "protocol_checked": plan.protocol_checked}
+            "protocol_checked": plan.protocol_checked,
+            "assumptions": [a.to_json() for a in plan.assumptions]}
 
 
 def plan_from_json(data: dict) -> LaunchPlan:
@@ -263,4 +338,5 @@ def plan_from_json(data: dict) -> LaunchPlan:
     return LaunchPlan(data["name"], int(data["num_warps"]), data["target"], bool(data["debug"]),
                       int(data["shared_bytes"]), None if cluster is None else tuple(cluster),
                       params, hidden, sinks[0] if sinks else None,
-                      bool(data["protocol_checked"]))
+                      bool(data["protocol_checked"]),
+                      tuple(Assumption.from_json(a) for a in data.get("assumptions", ())))
