@@ -1,7 +1,7 @@
 """Row kernels beside quack, torch and the device copy, in one run: softmax and layernorm
-(and rmsnorm and the backward kernels where their recipes exist), bf16, over issue 19's shape
-grid M in {1, 7, 1000, 4096, 32768} x N in {1000, 3000, 4096, 8192, 16384, 32768, 65536,
-131072}. One markdown table per kernel.
+(and rmsnorm and the backward kernels through their recipes' benchmark_rows, where those
+exist), bf16, over issue 19's shape grid M in {1, 7, 1000, 4096, 32768} x N in {1000, 3000,
+4096, 8192, 16384, 32768, 65536, 131072}. One markdown table per kernel.
 
     PYTHONPATH=. python3 benchmarks/bench_rows.py [--quick] [--kernels softmax,layernorm]
     PYTHONPATH=. python3 benchmarks/bench_rows.py --sweep     # the split's alternatives
@@ -13,7 +13,7 @@ ratio of two GB/s is a ratio of times): each input read once and each output wri
 "clone" is a device copy (Tensor.clone) that moves as many bytes (x.clone() for softmax), the
 practical roofline of a shape; "vs clone" divides layoutkit's GB/s by clone's. quack
 (`quack-kernels`, CuTe DSL) comes from the peers pack (../shared/peers: `.peers/peers_site.py`,
-carried to the GPU machine); its layernorm takes f32 weight and bias, its softmax and rmsnorm
+carried to the GPU machine); its layernorm takes f32 weight and bias, its softmax
 bf16. A candidate that is missing or raises prints "-" and the reason under its table.
 "check" compares layoutkit's output with torch's on the first and last 64 rows (max
 |difference|, in output units).
@@ -140,68 +140,31 @@ def layernorm_case(m: int, n: int, torch, quack_missing) -> Case:
     return case
 
 
-def rmsnorm_case(m: int, n: int, torch, quack_missing) -> Case:
-    """recipes/rmsnorm.py's rmsnorm(x, weight, eps=) (another helper's recipe)."""
-    from recipes import rmsnorm
-    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-    case = Case({"layoutkit": lambda: rmsnorm.rmsnorm(x, w, eps=1e-6)}, 2 * x.numel() * 2 + n * 2,
-                ours=lambda: rmsnorm.rmsnorm(x, w, eps=1e-6),
-                reference=lambda: torch.nn.functional.rms_norm(x, (n,), w, 1e-6))
-    if quack_missing is None:
-        from quack.rmsnorm import rmsnorm_fwd
-        _peer(case, "quack", lambda: (lambda: rmsnorm_fwd(x, w, eps=1e-6)))
-    else:
-        case.missing["quack"] = quack_missing
-    _peer(case, "torch", lambda: (lambda: torch.nn.functional.rms_norm(x, (n,), w, 1e-6)))
-    return case
-
-
-def softmax_backward_case(m: int, n: int, torch, quack_missing) -> Case:
-    """recipes/softmax_backward.py's softmax_backward(dy, y) -> dx (another helper's recipe)."""
-    from recipes import softmax_backward
-    y = torch.softmax(torch.randn(m, n, device="cuda", dtype=torch.bfloat16), -1)
-    dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-    case = Case({"layoutkit": lambda: softmax_backward.softmax_backward(dy, y)}, 3 * y.numel() * 2,
-                ours=lambda: softmax_backward.softmax_backward(dy, y),
-                reference=lambda: torch._softmax_backward_data(dy, y, -1, torch.bfloat16))
-    if quack_missing is None:
-        from quack.softmax import softmax_bwd
-        _peer(case, "quack", lambda: (lambda: softmax_bwd(dy, y)))
-    else:
-        case.missing["quack"] = quack_missing
-    case.calls["torch"] = lambda: torch._softmax_backward_data(dy, y, -1, torch.bfloat16)
-    return case
-
-
-def layernorm_backward_case(m: int, n: int, torch, quack_missing) -> Case:
-    """recipes/layernorm_backward.py's layernorm_backward(dy, x, weight, mean, rstd) -> (dx,
-    dweight, dbias) (another helper's recipe)."""
-    from recipes import layernorm_backward
-    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-    dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-    w, b = (torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    mean = x.float().mean(-1)
-    rstd = torch.rsqrt(x.float().var(-1, unbiased=False) + 1e-5)
-    ours = lambda: layernorm_backward.layernorm_backward(dy, x, w, mean, rstd)  # noqa: E731
-    aten = lambda: torch.ops.aten.native_layer_norm_backward(  # noqa: E731
-        dy, x, (n,), mean[:, None], rstd[:, None], w, b, (True, True, True))
-    case = Case({"layoutkit": ours}, 3 * x.numel() * 2 + 3 * n * 2, ours=lambda: ours()[0],
-                reference=lambda: aten()[0])
-    if quack_missing is None:
-        from quack.rmsnorm import layernorm_bwd
-        _peer(case, "quack", lambda: (lambda: layernorm_bwd(x, w.float(), dy, rstd, mean)))
-    else:
-        case.missing["quack"] = quack_missing
-    case.calls["torch"] = aten
-    return case
-
-
 KERNELS = {k.name: k for k in (RowKernel("softmax", softmax_case),
-                                RowKernel("layernorm", layernorm_case),
-                                RowKernel("rmsnorm", rmsnorm_case),
-                                RowKernel("softmax_backward", softmax_backward_case),
-                                RowKernel("layernorm_backward", layernorm_backward_case))}
+                                RowKernel("layernorm", layernorm_case))}
+# other helpers' recipes, timed by their own entry point benchmark_rows(shapes, reps,
+# torch_compile=False) -> (rows, skipped) and printed by recipes/_rowwise.py's markdown_table
+ENTRY_POINTS = ("rmsnorm", "softmax_backward", "layernorm_backward")
+ENTRY_POINT_REPS = 20
+
+
+def run_entry_point(name: str, shapes, torch, title: str = "") -> None:
+    """Print recipes.<name>.benchmark_rows' table over `shapes`, or why it is skipped."""
+    import importlib
+    print(f"\n### {name}{title}\n", flush=True)
+    try:
+        entry = importlib.import_module(f"recipes.{name}").benchmark_rows
+        from recipes._rowwise import markdown_table
+    except (ImportError, AttributeError) as exc:
+        print(f"skipped: no recipes.{name}.benchmark_rows ({type(exc).__name__}: {exc})")
+        return
+    try:
+        rows, skipped = entry(list(shapes), reps=ENTRY_POINT_REPS, torch_compile=False)
+    except Exception as exc:               # its failure is its table's, not the run's
+        print(f"failed: {type(exc).__name__}: {exc}")
+        return
+    print(markdown_table(rows, skipped), flush=True)
+    torch.cuda.empty_cache()
 
 
 def repetitions(nbytes: int, candidates: int) -> int:
@@ -324,8 +287,8 @@ def sweep(torch, quack_missing, interleaved, gbps, shapes=SWEEP) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"only {len(QUICK)} shapes")
-    parser.add_argument("--kernels", default=",".join(KERNELS),
-                        help=f"comma-separated, from {', '.join(KERNELS)}")
+    parser.add_argument("--kernels", default=",".join((*KERNELS, *ENTRY_POINTS)),
+                        help=f"comma-separated, from {', '.join((*KERNELS, *ENTRY_POINTS))}")
     parser.add_argument("--sweep", action="store_true",
                         help="time the split's alternatives instead (softmax, layernorm)")
     args = parser.parse_args()
@@ -346,15 +309,20 @@ def main() -> None:
         shapes = QUICK if args.quick else [(m, n) for m in M_GRID for n in N_GRID]
         names = args.kernels.split(",")
         for name in names:
-            if name not in KERNELS:
-                parser.error(f"--kernels: {name!r} is not one of {', '.join(KERNELS)}")
+            if name not in KERNELS and name not in ENTRY_POINTS:
+                parser.error(f"--kernels: {name!r} is not one of "
+                             f"{', '.join((*KERNELS, *ENTRY_POINTS))}")
         # shapes past 2**31 elements last, every kernel's: a candidate faulting on 64-bit
         # offsets leaves the CUDA context unusable, and only these rows would be lost
         for part, title in (([s for s in shapes if s[0] * s[1] < 1 << 31], ""),
                             ([s for s in shapes if s[0] * s[1] >= 1 << 31],
                              ", shapes past 2**31 elements")):
             for name in names if part else ():
-                time_kernel(KERNELS[name], part, torch, quack_missing, interleaved, gbps, title)
+                if name in KERNELS:
+                    time_kernel(KERNELS[name], part, torch, quack_missing, interleaved, gbps,
+                                title)
+                else:
+                    run_entry_point(name, part, torch, title)
     print(f"\n({time.perf_counter() - started:.0f} s)")
 
 

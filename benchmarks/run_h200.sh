@@ -48,7 +48,7 @@ if [[ $parts == *bench* ]]; then
   echo "== benchmarks/bench_gemm_epilogue.py"   # fused bias + activation vs the plain store
   timeout 300 python3 benchmarks/bench_gemm_epilogue.py 2>&1 | tee "$OUT/bench_gemm_epilogue.md"
   echo "== benchmarks/bench_rows.py"   # quack beside: needs the peers pack (carry .peers)
-  timeout 420 python3 benchmarks/bench_rows.py 2>&1 | tee "$OUT/bench_rows.md"
+  timeout 570 python3 benchmarks/bench_rows.py 2>&1 | tee "$OUT/bench_rows.md"
 fi
 if [[ $parts == *recipes* ]]; then
   for recipe in recipes/[!_]*.py; do     # recipes/_<name>.py: a recipe's helper module
