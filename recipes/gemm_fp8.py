@@ -5,7 +5,7 @@ A is M x K with K contiguous (row-major); B is K x N stored column-major, i.e. b
 N x K row-major tensor (torch._scaled_mm's convention, and the only operand layout fp8 wgmma
 reads: both operands K-major). scale_a is one f32 (shape (), (1,) or (1, 1): per tensor) or
 one per row of A (M, 1) (per token); scale_b one f32 or one per column of B (1, N) (per
-channel). The kernel is recipes/_gemm_kernel.py's pipeline, as for the bf16 GEMM, with fp8
+channel); None is a scale of 1. The kernel is recipes/_gemm_kernel.py's pipeline, as for the bf16 GEMM, with fp8
 tiles (BK = 128 elements, one 128-byte swizzled row; 4 wgmma m64nNk32 per k-step) and the
 scales applied in the epilogue to the f32 accumulator:
 
@@ -129,8 +129,10 @@ def check_inputs(a, b, scale_a, scale_b, out, out_dtype, config):
                          f"and b of shape {tuple(b.shape)} (K = {a.shape[1]} and "
                          f"{b.shape[0]})")
     (m, k), n = a.shape, b.shape[1]
-    _check_scale(what, "scale_a", scale_a, "row of a (per token)", (m, 1))
-    _check_scale(what, "scale_b", scale_b, "column of b (per channel)", (1, n))
+    for name, s, per, shape in (("scale_a", scale_a, "row of a (per token)", (m, 1)),
+                                ("scale_b", scale_b, "column of b (per channel)", (1, n))):
+        if s is not None:
+            _check_scale(what, name, s, per, shape)
     outputs = (torch.bfloat16, torch.float32)
     if out_dtype is not None and out_dtype not in outputs:
         raise TypeError(f"{what}: out_dtype is torch.bfloat16 or torch.float32 (or None: out's "
@@ -139,7 +141,8 @@ def check_inputs(a, b, scale_a, scale_b, out, out_dtype, config):
         raise ValueError(f"{what}: out has dtype {getattr(out, 'dtype', None)} but out_dtype is "
                          f"{out_dtype}; give one of them, or the same")
     host.check_config(what, config)
-    inputs = {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b}
+    inputs = {"a": a, "b": b, **{name: s for name, s in (("scale_a", scale_a),
+                                                          ("scale_b", scale_b)) if s is not None}}
     if out is not None:
         host.require_tensor(what, "out", out)
         dtype = out_dtype or out.dtype
@@ -154,15 +157,24 @@ def check_inputs(a, b, scale_a, scale_b, out, out_dtype, config):
     return m, n, k, dtype
 
 
-def _broadcast(s, m: int, n: int):
-    """The scale as an (m, n) view: its own strides along the modes it has, 0 elsewhere."""
+_ONES: dict = {}              # device -> a (1, 1) f32 one: the scale None stands for
+
+
+def _broadcast(s, m: int, n: int, device):
+    """The scale as an (m, n) view: its own strides along the modes it has, 0 elsewhere (None:
+    a kept one of the device)."""
+    if s is None:
+        if device not in _ONES:
+            _ONES[device] = require_torch("recipes.gemm_fp8").ones(1, 1, device=device)
+        s = _ONES[device]
     return (s.reshape(1, 1) if s.numel() == 1 else s).expand(m, n)
 
 
-def gemm_fp8(a, b, scale_a, scale_b, out=None, *, out_dtype=None, config: Config | None = None):
+def gemm_fp8(a, b, scale_a=None, scale_b=None, out=None, *, out_dtype=None,
+             config: Config | None = None):
     """D = scale_a * scale_b * (a @ b) for fp8 CUDA tensors a (M x K, float8_e4m3fn or
     float8_e5m2) and b (K x N, column-major as for torch._scaled_mm), f32 scales per tensor or
-    per row of a / column of b (module docstring); returns D (M x N, out_dtype: bf16 by
+    per row of a / column of b (module docstring; None: 1); returns D (M x N, out_dtype: bf16 by
     default, or f32), written into `out` when given (out may not overlap an input)."""
     torch = require_torch("recipes.gemm_fp8.gemm_fp8")
     m, n, k, dtype = check_inputs(a, b, scale_a, scale_b, out, out_dtype, config)
@@ -179,7 +191,8 @@ def gemm_fp8(a, b, scale_a, scale_b, out=None, *, out_dtype=None, config: Config
     cfg = config or config_for(m, n, k)
     plan = host.schedule(m, n, k, cfg, lk.e4m3, _resident_units(a.device, cfg, key))
     kernel(*key, cfg.CLUSTER)[(plan.grid,)](
-        a_op, b_op, c, _broadcast(scale_a, m, n), _broadcast(scale_b, m, n), plan.tiles_m,
+        a_op, b_op, c, _broadcast(scale_a, m, n, a.device),
+        _broadcast(scale_b, m, n, a.device), plan.tiles_m,
         plan.tiles_n, plan.k_tiles, GRID=plan.grid, BN=cfg.BN, STAGES=cfg.STAGES,
         GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
     if c.data_ptr() != out.data_ptr():
@@ -207,10 +220,13 @@ def compile_default() -> dict[str, str]:
     return out
 
 
-def reference(a, b, scale_a, scale_b):
+def reference(a, b, scale_a=None, scale_b=None):
     """float64 D of dequantized fp8 inputs (torch tensors, any device): the scales broadcast
-    over rows / columns."""
-    return (scale_a.double() * scale_b.double()) * (a.double() @ b.double())
+    over rows / columns (None: 1)."""
+    d = a.double() @ b.double()
+    for s in (scale_a, scale_b):
+        d = d if s is None else d * s.double()
+    return d
 
 
 def check(seed: int = 0) -> float:

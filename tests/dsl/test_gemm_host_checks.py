@@ -175,6 +175,13 @@ def test_gemm_fp8_out_overlapping_a_scale_is_refused():
         gemm_fp8.gemm_fp8(a, b, buf[:4].view(4, 1), torch.ones(1, 4), out=buf.view(16, 4)[:4])
 
 
+def test_scales_may_be_left_out():
+    with pytest.raises(ValueError, match="a is on meta; the kernel runs on a CUDA device"):
+        gemm_fp8.gemm_fp8(fp8(4, 32), fp8(16, 32).t())
+    with pytest.raises(ValueError, match="scale_b is on cpu and a on meta"):
+        gemm_fp8.gemm_fp8(fp8(4, 32), fp8(16, 32).t(), None, scale(device="cpu"))
+
+
 def test_valid_meta_calls_pass_every_check_but_the_device():
     with pytest.raises(ValueError, match="a is on meta; the kernel runs on a CUDA device"):
         call(sa=scale(4, 1), sb=scale(1, 16), out=scale(4, 16))

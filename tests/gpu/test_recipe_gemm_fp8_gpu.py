@@ -71,6 +71,12 @@ def test_every_combination_on_a_ragged_shape(combination):
     _matches_float64(333, 1000, 129, *combination)
 
 
+def test_scales_default_to_one():
+    a, b, sa, _ = _problem(200, 136, 72, torch.float8_e4m3fn, True, 9)
+    assert _error(gemm_fp8.gemm_fp8(a, b), gemm_fp8.reference(a, b)) < TOLERANCE
+    assert _error(gemm_fp8.gemm_fp8(a, b, sa), gemm_fp8.reference(a, b, sa)) < TOLERANCE
+
+
 @pytest.mark.parametrize("config", gemm_fp8.CONFIGS, ids=str)
 def test_every_config_is_correct(config):
     a, b, sa, sb = _problem(700, 900, 600, torch.float8_e4m3fn, True, 7)
