@@ -5,7 +5,8 @@ Pipeline (one pass: every value of a row is read once, kept in registers, writte
 
     global --ld.global.v4 (16 B)--> registers (bf16 -> f32; columns past n read as -inf)
       row max:  in-thread tree -> shfl.bfly over the lanes of the row -> [smem across warps]
-      e = exp2(x * log2(e) - max * log2(e))        (one fma + ex2.approx per element)
+      e = exp2(x * log2(e) - max * log2(e))        (one fma + ex2.approx.ftz per element:
+                                                    results below 2**-126 of the max flush to 0)
       row sum:  same reduction tree
       [cluster: each CTA's (max, sum) of its columns -> global scratch -> cluster barrier ->
        every CTA's partials; max = max_r max_r', sum = sum_r sum_r' * exp(max_r' - max)]
@@ -47,15 +48,16 @@ def _softmax_rows(x, y, partials, m, n_vectors, WARPS, ROWS, C, K, CLUSTER):
     tv = rows.tv
     v = lk.cast(lk.load(rows.rows_of(x), other=float("-inf")), lk.f32)
     part_max = lk.reduce_max(v, 1)
-    e = lk.exp2(lk.fma(v, LOG2E, lk.broadcast(part_max * (-LOG2E), tv)))
+    e = lk.exp2(lk.fma(v, LOG2E, lk.broadcast(part_max * (-LOG2E), tv)), ftz=True)
     part_sum = lk.reduce_sum(e, 1)
     if CLUSTER == 1:
         scale = 1.0 / part_sum
     else:
         maxes, sums = rows.exchange(partials, [part_max, part_sum])
         row_max = lk.reduce_max(maxes, 1)
-        weights = lk.exp2((maxes - lk.broadcast(row_max, maxes.layout)) * LOG2E)
-        scale = lk.exp2((part_max - row_max) * LOG2E) / lk.reduce_sum(sums * weights, 1)
+        weights = lk.exp2((maxes - lk.broadcast(row_max, maxes.layout)) * LOG2E, ftz=True)
+        scale = lk.exp2((part_max - row_max) * LOG2E, ftz=True) / \
+            lk.reduce_sum(sums * weights, 1)
     lk.store(rows.rows_of(y), lk.cast(e * lk.broadcast(scale, tv), lk.bf16))
 
 
