@@ -81,13 +81,15 @@ class GlobalTensor:
 
     `bounds` (one extent per mode of the original tensor, or None) masks loads and stores;
     `tv` is set on a thread's partition (then the layout is over the TV layout's values);
-    `root` is the layout the tensor was made with (its tiles keep it: TMA maps the whole tensor)."""
+    `root` is the layout the tensor was made with (its tiles keep it: TMA maps the whole tensor)
+    and `extents` its bounds (the tensor map's extents; a `window` narrows `bounds` only)."""
 
     def __init__(self, ptr: PointerArg, layout: Layout, offset, coords, bounds, tv=None,
-                 root: Layout | None = None):
+                 root: Layout | None = None, extents=None):
         self.ptr, self.layout, self.offset = ptr, layout, offset
         self.coords, self.bounds, self.tv = coords, bounds, tv
         self.root = layout if root is None else root
+        self.extents = bounds if extents is None else extents
 
     @property
     def dtype(self) -> DType:
@@ -127,6 +129,43 @@ class GlobalTensor:
         bounds = None if self.bounds is None else tuple(self.bounds[m] for m in modes)
         return global_tensor(self.ptr, layout, bounds)
 
+    def window(self, mode: int, start, stop) -> "GlobalTensor":
+        """Coordinates start .. stop-1 of `mode` of this whole tensor as a tensor of their own,
+        renumbered from 0: element c along `mode` is element start + c here (start, stop
+        kernel integers, e.g. lk.index_value of a packed batch's cu_seqlens; 0 <= start <=
+        stop <= the mode's extent is the author's to keep). Loads and stores mask coordinates
+        at or past stop (and the other modes' bounds as before). TMA copies of its tiles go
+        through this tensor's map (its extents) at coordinates shifted by start: a load box
+        that reaches past stop reads the elements after it (zeros past the extent), and a
+        store box writes them, so a tile that crosses stop is stored with lk.store."""
+        what = f"window({mode}, {start}, {stop})"
+        if self.tv is not None or self.layout is not self.root or not _is_zero(self.offset):
+            raise TraceError(f"{what}: a window narrows a mode of a whole tensor (a Tensor "
+                             "parameter or lk.global_tensor, after any permute), before tiling "
+                             "or partitioning")
+        modes = list(self.layout) if isinstance(self.layout.shape, tuple) else [self.layout]
+        if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode < len(modes):
+            raise TraceError(f"{what}: mode is a Python int in 0..{len(modes) - 1} (the tensor "
+                             f"{self.layout} has {len(modes)} modes), got {mode!r}")
+        for name, x in (("start", start), ("stop", stop)):
+            if not is_int_expr(x):
+                raise TraceError(f"{what}: {name} is a kernel integer (a Python int, a "
+                                 f"parameter, lk.index_value, ...), got {x!r}")
+        if self.bounds is None or self.bounds[mode] is None:
+            raise TraceError(f"{what}: mode {mode} of {self.layout} is unmasked (bounds "
+                             f"{self.bounds}); a window masks its mode at stop")
+        if isinstance(modes[mode].shape, tuple):
+            raise TraceError(f"{what}: mode {mode} of {self.layout} is {modes[mode]}, not one "
+                             "extent and stride; a window narrows a plain mode")
+        shape = tuple(stop - start if m == mode else x.shape for m, x in enumerate(modes))
+        layout = Layout(shape, tuple(x.stride for x in modes)) if len(modes) > 1 else \
+            Layout(shape[0], modes[0].stride)
+        coords = tuple((_coordinate_layout(layout, m), start if m == mode else 0)
+                       for m in range(len(modes)))
+        bounds = tuple(stop if m == mode else b for m, b in enumerate(self.bounds))
+        return GlobalTensor(self.ptr, layout, start * modes[mode].stride, coords, bounds,
+                            root=self.root, extents=self.extents)
+
     def __repr__(self) -> str:
         part = f", partition of {self.tv}" if self.tv is not None else ""
         return f"GlobalTensor({self.dtype}, {self.layout}, offset {self.offset}{part})"
@@ -153,7 +192,7 @@ class GlobalTensor:
         coords = tuple((sub_c, co + _origin(cl, tiler, coord, off_c))
                        for ((sub_c, off_c), co), (cl, _) in zip(coords, self.coords))
         return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds,
-                            root=self.root)
+                            root=self.root, extents=self.extents)
 
 
     def partition(self, tv: TVLayout) -> "GlobalTensor":
@@ -177,7 +216,7 @@ class GlobalTensor:
         coords = tuple((sub_c, co + within_block(off_c, tid, tv.num_threads))
                        for (sub_c, off_c), co in coords)
         return GlobalTensor(self.ptr, sub, self.offset + off, coords, self.bounds, tv,
-                            root=self.root)
+                            root=self.root, extents=self.extents)
 
 
 def global_tensor(ptr: PointerArg, layout: Layout, bounds=DEFAULT) -> GlobalTensor:

@@ -14,7 +14,8 @@ bytes a load charges to its mbarrier from the box (see derive.py for the rules).
     lk.sm90.tma_store_commit(); lk.sm90.tma_store_wait(0)           # sC reusable / the CTA may exit
 
 A copy is issued by every thread that executes it: issue from one thread (lk.if_ or
-lk.sm90.elect_one). Loads outside the tensor's bounds fill zeros; stores there are dropped. The
+lk.sm90.elect_one). Loads outside the tensor's bounds fill zeros; stores there are dropped (a
+`window` of a tensor is copied through the whole tensor's map: its stop does not clip). The
 tensor map is a hidden kernel parameter encoded at launch from the arguments (cached per
 address, dims and strides); a global stride that breaks the 16-byte rule is a trace-time
 error when provable, else a KernelArgumentError at launch naming the tensor and the stride.
@@ -87,7 +88,7 @@ def _shapes(layout: Layout) -> tuple:
 
 def derive(what: str, shared: SharedTensor, tile: GlobalTensor, split: int = 1):
     """(TensorModes, CopyPlan, origins per tensor mode) of a copy between `tile` and `shared`."""
-    modes = tensor_modes(tile.root, tile.bounds, what)
+    modes = tensor_modes(tile.root, tile.extents, what)     # a window's map is its tensor's
     coord_layouts = [c for c, _ in tile.coords]
     origins = [sympy.sympify(o) for _, o in tile.coords]
     walks, extents = tile_to_modes(coord_layouts, tile.layout.shape, what)
