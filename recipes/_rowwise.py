@@ -1,37 +1,42 @@
 """What the row-kernel recipes rmsnorm.py, softmax_backward.py and layernorm_backward.py share:
-the work split of a row over lanes, warps and a cluster's CTAs, its TV layouts and views, the
-row sums (across a cluster through a global scratch), the persistent row loop, the deterministic
-column sum of per-CTA partials (a weight's gradient), and the host-side argument checks.
+the work split of a row over lanes, warps and a cluster's CTAs (any dtype), its views, the row
+sums (across a cluster through a global scratch), the shared-memory accumulator and persistent
+grid of a backward pass, the deterministic column sum of per-CTA partials (a weight's
+gradient), and the host-side checks, CPU-interpreter runs and benchmark tables.
 
-The work split (`split`), for rows of n columns of a dtype of `itemsize` bytes:
+recipes/_row_split.py is the forward softmax / layernorm's split (bf16, with the heuristic
+measured on the H200); this is its generalisation to every dtype and to persistent backward
+kernels, on the same TV layout (`_row_split.row_layout`) and the same cluster exchange.
 
-    a lane owns K chunks of C = 16 / itemsize consecutive columns (16-byte accesses), chunks
-    C * P columns apart (P: the threads of a row, a power of two >= 32), at most VALUES = C * K
-    values (f32 registers after the cast) whatever the row length:
-      n <= 32 * VALUES      one warp per row, C and K as small as cover n;
-      n <= MAX_THREADS * VALUES  one CTA per row: the fewest P with P * C * K >= n (K <= VALUES/C);
-      longer rows           a cluster of CLUSTER = ceil(n / (MAX_THREADS * VALUES)) CTAs per row
-                            (<= 8, the portable cluster size), CTA r of the cluster owning columns
-                            [r * COLS, (r + 1) * COLS): every row value stays in registers, only
-                            per-row sums cross CTAs (below);
-    ROWS = cta_threads / P rows share a CTA when a row takes fewer threads than cta_threads.
-    K is chosen as small as covers n (K in (VALUES/C/2, VALUES/C]), so a ragged n idles at most
-    a third of the lanes' chunks instead of half the threads of a power-of-two tile.
+The work split (`split`), for rows of n columns of a dtype of `itemsize` bytes, at most
+`values` f32 values a thread (the registers after the cast) and `max_threads` threads a row:
+
+    a thread owns K chunks of C consecutive columns (C = 16 / itemsize: 16-byte accesses, or
+    fewer for a row too short to give every thread a whole chunk), chunks C * P apart (P: the
+    threads of a row, a power of two >= min_threads);
+    CLUSTER = ceil(n / (max_threads * values)) CTAs per row (a thread-block cluster along x,
+    <= 8, the portable size), CTA r owning columns [r * COLS, (r + 1) * COLS);
+    P the fewest threads that hold the CTA's columns in <= values a thread, K as small as
+    covers them (a ragged n idles at most a fraction 1/K of the chunks, not half the threads
+    of a power-of-two tile);
+    ROWS = cta_threads / P rows share a CTA when a row needs fewer threads (whole warps), fewer
+    when a small m would leave fewer than target_ctas CTAs (more SMs busy).
 
 Row sums (`row_sums`): lk.reduce_sum over the CTA's part of each row (in-thread tree, shuffles,
 shared memory across warps); with CLUSTER > 1 thread 0 of each CTA writes its part to
-scratch[row, statistic, rank] (f32, global), `lk.sm90.cluster_sync()` (barrier.cluster arrive
-.release / wait .acquire: the writes are visible cluster-wide after it) and every thread adds
-the CLUSTER parts in rank order, so every CTA of the cluster holds the same, deterministic sum.
-A row's slots are its own, so the scratch is never reused within a launch (no second barrier).
+scratch[row, slot, rank] (f32, global), `lk.sm90.cluster_sync()` (barrier.cluster arrive
+.release / wait .acquire orders global memory: ptxas emits MEMBAR.ALL.GPU before the arrive)
+and every thread adds the CLUSTER parts in rank order, so every CTA of the cluster holds the
+same, deterministic sum. A row's slots are its own: never reused within a launch.
 
-Accesses: n = VEC * nv with VEC = gcd(n, C) passed as a constexpr and nv as the kernel's
-integer, so the row stride is provably a multiple of VEC and every access is VEC values wide
-(16 bytes when n % C == 0; narrower, down to scalar, for odd n; correct for every n).
+Accesses: n = VEC * nv with VEC = gcd(n, C) a constexpr and nv the kernel's integer, so the row
+stride is provably a multiple of VEC and every access VEC values wide (16 bytes when n % C ==
+0; narrower, down to scalar, for odd n; correct for every n).
 
-Weight gradients (`column_sum`): a persistent CTA accumulates its rows' contributions in f32
-registers over its column slice, writes one partial row, and a second small kernel sums the
-partials of each column in a fixed order: deterministic, no atomics.
+Weight gradients: a persistent CTA (as many as are resident, `resident_ctas`) accumulates its
+rows' contributions in f32 in shared memory (`Accumulator`: registers are the scarce resource
+of a backward pass), writes one partial row summed over its tile's rows, and `column_sum` adds
+the partials of each column in a fixed order: deterministic, no atomics.
 """
 from __future__ import annotations
 
@@ -40,17 +45,20 @@ import math
 from dataclasses import dataclass
 
 import layoutkit as lk
+from recipes import _row_split
 
 CHUNK_BYTES = 16                 # one vector access
 WARP = 32
 MAX_THREADS = 1024               # per CTA
-MAX_CLUSTER = 8                  # the portable cluster size of sm_90
+MAX_CLUSTER = _row_split.MAX_CLUSTER   # the portable cluster size of sm_90
+TARGET_CTAS = _row_split.TARGET_CTAS   # fewer rows per CTA below this many CTAs
 
 
 @dataclass(frozen=True)
 class RowSplit:
     """How a row of n columns is spread: P threads per row (the CTA's part of it), ROWS rows per
-    CTA, each lane K chunks of C columns, CLUSTER CTAs per row; VEC the access width."""
+    CTA, each lane K chunks of C columns (per sub-tile), CLUSTER CTAs per row; VEC the access
+    width."""
 
     P: int
     ROWS: int
@@ -58,6 +66,7 @@ class RowSplit:
     K: int
     CLUSTER: int
     VEC: int
+    SUBS: int = 1       # sub-tiles of P * C * K columns a CTA walks in turn (a kernel's choice)
 
     @property
     def num_warps(self) -> int:
@@ -65,10 +74,11 @@ class RowSplit:
 
     @property
     def cols(self) -> int:
-        """Columns of one CTA's tile (a cluster covers CLUSTER * cols)."""
-        return self.P * self.C * self.K
+        """Columns of one CTA (a cluster covers CLUSTER * cols)."""
+        return self.P * self.C * self.K * self.SUBS
 
     def constexprs(self) -> dict:
+        """The kernels' constexprs (SUBS is added by the kernels that walk sub-tiles)."""
         return {"P": self.P, "ROWS": self.ROWS, "C": self.C, "K": self.K,
                 "CLUSTER": self.CLUSTER, "VEC": self.VEC}
 
@@ -80,35 +90,53 @@ def _pow2_at_least(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=4096)
 def split(n: int, itemsize: int, values: int, cta_threads: int, what: str,
-          max_threads: int = MAX_THREADS) -> RowSplit:
-    """The RowSplit for rows of n columns of `itemsize`-byte values, at most `values` values
-    per lane, `max_threads` threads per CTA and `cta_threads` (>= a row's threads: several
-    rows share the CTA) as described in the module docstring; ValueError names `what` and the
+          max_threads: int = MAX_THREADS, min_threads: int = 8, m: int | None = None,
+          target_ctas: int = 0) -> RowSplit:
+    """The RowSplit for rows of n columns (module docstring); with m given, ROWS is lowered
+    while the grid would have fewer than target_ctas CTAs. ValueError names `what` and the
     longest row it can hold."""
     c_max = CHUNK_BYTES // itemsize
     k_max = max(1, values // c_max)
-    longest = MAX_CLUSTER * max_threads * c_max * k_max
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= longest:
-        raise ValueError(f"{what}: the row length n = {n!r} must be an int in 1..{longest}")
-    if n <= WARP * c_max * k_max:
-        p, cluster = WARP, 1
-        c = min(c_max, _pow2_at_least(-(-n // WARP)))
-    else:
-        c = c_max
-        p = min(max_threads, _pow2_at_least(-(-n // (c * k_max))))
-        cluster = -(-n // (p * c * k_max))
-    k = -(-n // (cluster * p * c))
-    rows = max(1, cta_threads // p) if cluster == 1 else 1
+    cta_max = max_threads * c_max * k_max
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CLUSTER * cta_max:
+        raise ValueError(f"{what}: the row length n = {n!r} must be an int in "
+                         f"1..{MAX_CLUSTER * cta_max}")
+    cluster = -(-n // cta_max)
+    cols = -(-n // cluster)                         # of the row, per CTA
+    p = min(max_threads, max(min_threads, _pow2_at_least(-(-cols // (c_max * k_max)))))
+    c = min(c_max, _pow2_at_least(-(-cols // p)))
+    k = -(-cols // (p * c))
+    rows = 1 if cluster > 1 else max(1, cta_threads // p, WARP // p)
+    if m is not None:
+        while rows > 1 and rows * p > WARP and -(-m // rows) < target_ctas:
+            rows //= 2
     return RowSplit(P=p, ROWS=rows, C=c, K=k, CLUSTER=cluster, VEC=math.gcd(n, c))
 
 
+PERSISTENT_VALUES = 16           # a backward thread's values: x, dy and temporaries in
+PERSISTENT_THREADS = 1024        # <= 64 registers at 1024 threads (one CTA per SM)
+PERSISTENT_MIN_THREADS = 32      # <= 32 rows a CTA: its epilogue adds ROWS partials a column
+
+
+def persistent_split(n: int, itemsize: int, what: str) -> RowSplit:
+    """The split of a persistent backward kernel (recipes/rmsnorm.py, layernorm_backward.py):
+    16 values a thread, CTAs of 1024 threads, 16384 columns a CTA; CTAs of at most 512
+    threads (a register cap of 128) when n forbids 16-byte accesses (each narrower access has
+    its own address and predicate registers)."""
+    s = split(n, itemsize, PERSISTENT_VALUES, PERSISTENT_THREADS, what, PERSISTENT_THREADS,
+              min_threads=PERSISTENT_MIN_THREADS)
+    if s.VEC < s.C and s.CLUSTER == 1:
+        s = split(n, itemsize, PERSISTENT_VALUES, PERSISTENT_THREADS // 2, what,
+                  PERSISTENT_THREADS, min_threads=PERSISTENT_MIN_THREADS)
+    return s
+
+
 def row_layout(P: int, ROWS: int, C: int, K: int) -> lk.TVLayout:
-    """Thread p of a row owns columns [C*p, C*p + C) + k*C*P (P threads per row); the ROWS rows
-    of the tile go to consecutive groups of P threads. Tile index = row + ROWS * column."""
-    return lk.TVLayout((ROWS, P * C * K),
-                       lk.Layout(((P, ROWS), (C, K)), ((ROWS * C, 1), (ROWS, ROWS * C * P))))
+    """Thread p of row j of the tile owns columns [C*p, C*p + C) + k*C*P; tile index = row +
+    ROWS * column (recipes/_row_split.row_layout, named by the threads of a row)."""
+    return _row_split.row_layout(P * ROWS // WARP, ROWS, C, K)
 
 
 def row_scalar_layout(P: int, ROWS: int) -> lk.TVLayout:
@@ -119,20 +147,34 @@ def row_scalar_layout(P: int, ROWS: int) -> lk.TVLayout:
 
 
 def column_slice(CLUSTER: int):
-    """The column tile of this CTA: its rank in the cluster (grid x = CLUSTER), 0 without one."""
-    return lk.block_id(0) if CLUSTER > 1 else 0
+    """The column tile of this CTA: its rank in its cluster, 0 without one. The grid is 1-D,
+    CLUSTER consecutive CTAs per row tile (clusters (CLUSTER, 1, 1); x reaches 2**31 - 1)."""
+    return lk.block_id(0) % CLUSTER if CLUSTER > 1 else 0
 
 
-def rows_view(ptr, m, n, tv: lk.TVLayout, row_tile, CLUSTER: int):
-    """This thread's values of the tile (row_tile, its column slice) of a row-major (m, n)."""
+def row_block(CLUSTER: int):
+    """This CTA's row tile (its cluster's index), or for a persistent kernel its first one."""
+    return lk.block_id(0) // CLUSTER if CLUSTER > 1 else lk.block_id(0)
+
+
+def column_tile(CLUSTER: int, sub: int = 0, SUBS: int = 1):
+    """The index of this CTA's column tile (of tv.tile[1] columns), or of its sub-tile `sub`
+    when the CTA walks its columns in SUBS sub-tiles one after another."""
+    return column_slice(CLUSTER) * SUBS + sub if CLUSTER > 1 or sub else 0
+
+
+def rows_view(ptr, m, n, tv: lk.TVLayout, row_tile, CLUSTER: int, sub: int = 0,
+              SUBS: int = 1):
+    """This thread's values of the tile (row_tile, column_tile(...)) of a row-major (m, n)."""
     matrix = lk.global_tensor(ptr, lk.Layout((m, n), (n, 1)))
-    return matrix.tile(tv.tile, (row_tile, column_slice(CLUSTER))).partition(tv)
+    return matrix.tile(tv.tile, (row_tile, column_tile(CLUSTER, sub, SUBS))).partition(tv)
 
 
-def columns_view(ptr, m, n, tv: lk.TVLayout, row_tile, CLUSTER: int):
+def columns_view(ptr, m, n, tv: lk.TVLayout, row_tile, CLUSTER: int, sub: int = 0,
+                 SUBS: int = 1):
     """A vector of n (a weight) as seen by every row of the tile."""
     matrix = lk.global_tensor(ptr, lk.Layout((m, n), (0, 1)))
-    return matrix.tile(tv.tile, (row_tile, column_slice(CLUSTER))).partition(tv)
+    return matrix.tile(tv.tile, (row_tile, column_tile(CLUSTER, sub, SUBS))).partition(tv)
 
 
 def scalars_view(ptr, m, P: int, ROWS: int, row_tile):
@@ -145,7 +187,7 @@ def first_of_row(P: int, CLUSTER: int):
     """The condition for the one thread that writes a row's scalar: its first thread, in the
     cluster's CTA of rank 0."""
     first = lk.eq(lk.thread_id() % P, 0)
-    return first & lk.eq(lk.block_id(0), 0) if CLUSTER > 1 else first
+    return first & lk.eq(column_slice(CLUSTER), 0) if CLUSTER > 1 else first
 
 
 def row_sums(values: list, scratch, m, row_tile, CLUSTER: int, first: int = 0,
@@ -160,7 +202,7 @@ def row_sums(values: list, scratch, m, row_tile, CLUSTER: int, first: int = 0,
         return local
     slots = len(values) if slots is None else slots
     table = lk.global_tensor(scratch, lk.Layout((m, slots * CLUSTER), (slots * CLUSTER, 1)))
-    rank = lk.block_id(0)
+    rank = column_slice(CLUSTER)
 
     def slot(s, r):
         return table.tile((1, 1), (row_tile, (first + s) * CLUSTER + r))
@@ -201,10 +243,12 @@ class Accumulator:
     def put(self, value: lk.RegisterTensor) -> None:
         lk.store(self.buffer.partition(self.tv), value)
 
-    def store_rows_summed(self, ptr, rows, n, CLUSTER: int, row_offset=0) -> None:
-        """Write the sums over the tile's rows as row row_offset + block_id(1) of the (rows, n)
-        f32 partials (column_sum adds them up): thread u < users = gcd(columns, threads) adds
-        the ROWS rows of columns u, u + users, ... (coalesced stores)."""
+    def store_rows_summed(self, ptr, rows, n, CLUSTER: int, row_offset=0, sub: int = 0,
+                          SUBS: int = 1) -> None:
+        """Write the sums over the tile's rows as row row_offset + row_block() of the (rows, n)
+        f32 partials (column_sum adds them up), at column_tile(CLUSTER, sub, SUBS): thread
+        u < users = gcd(columns, threads) adds the ROWS rows of columns u, u + users, ...
+        (coalesced stores)."""
         P, ROWS = self.P, self.ROWS
         cols, threads = self.tv.tile[1], P * ROWS
         if ROWS == 1:
@@ -218,7 +262,8 @@ class Accumulator:
             total = lk.reduce_sum(lk.load(self.buffer.partition(gather)), 0)
             layout = total.layout
         view = lk.global_tensor(ptr, lk.Layout((rows, n), (n, 1))).tile(
-            layout.tile, (row_offset + lk.block_id(1), column_slice(CLUSTER))).partition(layout)
+            layout.tile, (row_offset + row_block(CLUSTER), column_tile(CLUSTER, sub, SUBS))
+        ).partition(layout)
         if users < threads:
             with lk.if_(lk.thread_id() < users):
                 lk.store(view, total)

@@ -19,8 +19,10 @@ value in registers; recipes/_rowwise.py has the split, the cluster exchange and 
       dx = rstd * (g - (sum(g) + xhat * sum(g * xhat)) / n) --st 16 B--> global
     then partials (2, G, n) f32 --column sum in a fixed order--> dweight, dbias.
 
-Work split as recipes/rmsnorm.py's backward: 16 values a lane, CTAs of up to 1024 threads
-holding 16384 columns, clusters of up to 8 CTAs: n <= 131072.
+Work split as recipes/rmsnorm.py's backward (rw.persistent_split: 16 values a thread, CTAs of
+1024 threads holding 16384 columns, clusters of up to 8 CTAs: n <= 131072), each CTA walking
+its columns in two sub-tiles (SUBS) where K is even: every pass loads, uses and drops half its
+values before the next half, so x, dy, weight and the running sums fit 64 registers.
 
 Constraints: dy and x contiguous CUDA tensors of one shape and dtype (bf16, fp16, f32); weight
 a contiguous vector of n in x's dtype or f32; mean and rstd both f32 vectors of x's rows, or
@@ -32,19 +34,26 @@ torch's autograd of F.layer_norm (eager and torch.compile).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import layoutkit as lk
 from recipes import _rowwise as rw
 
-VALUES = 16
-CTA_THREADS = 1024
 STAT_SLOTS = 4                   # the cluster exchange's slots a row: mean, var, sum g, sum g xhat
 
 
 def split_for(n: int, itemsize: int) -> rw.RowSplit:
-    """The work split of rows of n columns (recipes/_rowwise.py)."""
-    return rw.split(n, itemsize, VALUES, CTA_THREADS, "layernorm_backward")
+    """The work split of rows of n columns: rw.persistent_split, its columns walked in two
+    sub-tiles where K allows (half the values live at once: x, dy, weight and the two running
+    sums fit 64 registers at 1024 threads)."""
+    s = rw.persistent_split(n, itemsize, "layernorm_backward")
+    return dataclasses.replace(s, K=s.K // 2, SUBS=2) if s.K % 2 == 0 else s
+
+
+def constexprs(s: rw.RowSplit, stats: bool) -> dict:
+    """The kernel's constexprs for a split (the statistics given or recomputed)."""
+    return {**s.constexprs(), "SUBS": s.SUBS, "STATS": stats}
 
 
 def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
@@ -52,41 +61,59 @@ def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16
           partial: lk.Pointer[lk.f32], scratch: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32,
           eps: lk.f32, rounds: lk.i32, ctas: lk.i32, P: lk.constexpr, ROWS: lk.constexpr,
           C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr, VEC: lk.constexpr,
-          STATS: lk.constexpr):
+          SUBS: lk.constexpr, STATS: lk.constexpr):
+    # the CTA's columns: SUBS sub-tiles of row_layout(P, ROWS, C, K), walked one after another
     tv = rw.row_layout(P, ROWS, C, K)
     n = nv * VEC
     inv_n = 1.0 / lk.cast(n, lk.f32)
-    acc_w = rw.Accumulator(P, ROWS, C, K, "dweight")
-    acc_b = rw.Accumulator(P, ROWS, C, K, "dbias")
+    acc_w = [rw.Accumulator(P, ROWS, C, K, f"dweight{j}") for j in range(SUBS)]
+    acc_b = [rw.Accumulator(P, ROWS, C, K, f"dbias{j}") for j in range(SUBS)]
     for i in lk.range(0, rounds):
-        row = lk.block_id(1) + i * ctas            # past the last tile: every access masked
-        X, DY = (rw.rows_view(t, m, n, tv, row, CLUSTER) for t in (x, dy))
-        W = rw.columns_view(w, m, n, tv, row, CLUSTER)
+        row = rw.row_block(CLUSTER) + i * ctas     # past the last tile: every access masked
+        X, DY, W = ([view(t, m, n, tv, row, CLUSTER, j, SUBS) for j in range(SUBS)]
+                    for view, t in ((rw.rows_view, x), (rw.rows_view, dy), (rw.columns_view, w)))
+
+        def over_subtiles(term):                    # sum_j term(j), elementwise
+            total = term(0)
+            for j in range(1, SUBS):
+                total = total + term(j)
+            return total
+
+        def load(views, j):
+            return lk.cast(lk.load(views[j]), lk.f32)
         if STATS:
             mu = lk.broadcast(lk.load(rw.scalars_view(mean, m, P, ROWS, row)), tv)
             r = lk.broadcast(lk.load(rw.scalars_view(rstd, m, P, ROWS, row)), tv)
-        else:
-            xv = lk.cast(lk.load(X), lk.f32)
-            (total,) = rw.row_sums([xv], scratch, m, row, CLUSTER, 0, STAT_SLOTS)
+        else:                                       # the forward's two-pass statistics
+            (total,) = rw.row_sums([over_subtiles(lambda j: load(X, j))], scratch, m, row,
+                                   CLUSTER, 0, STAT_SLOTS)
             mu = lk.broadcast(total * inv_n, tv)
-            d = lk.where(lk.in_bounds(X), xv - mu, 0.0)
-            (var,) = rw.row_sums([d * d], scratch, m, row, CLUSTER, 1, STAT_SLOTS)
+
+            def squares(j):
+                d = lk.where(lk.in_bounds(X[j]), load(X, j) - mu, 0.0)
+                return d * d
+            (var,) = rw.row_sums([over_subtiles(squares)], scratch, m, row, CLUSTER, 1,
+                                 STAT_SLOTS)
             r = lk.broadcast(lk.rsqrt(var * inv_n + eps), tv)
 
-        def xhat_and_g():                           # loaded again after the row sums: the
-            dyv = lk.cast(lk.load(DY), lk.f32)      # barrier ends their registers' lifetime
-            xhat = (lk.cast(lk.load(X), lk.f32) - mu) * r
-            return dyv, xhat, dyv * lk.cast(lk.load(W), lk.f32)
-        dyv, xhat, g = xhat_and_g()
-        acc_w.put(lk.fma(dyv, xhat, acc_w.get()))
-        acc_b.put(acc_b.get() + dyv)
-        sum_g, sum_gx = rw.row_sums([g, g * xhat], scratch, m, row, CLUSTER, 2, STAT_SLOTS)
-        _, xhat, g = xhat_and_g()
-        dxv = (g - (lk.broadcast(sum_g, tv) + xhat * lk.broadcast(sum_gx, tv)) * inv_n) * r
-        lk.store(rw.rows_view(dx, m, n, tv, row, CLUSTER), lk.cast(dxv, dx.dtype))
-    ctas_n = 2 * ctas                               # partials (2, ctas, n): dweight, dbias
-    acc_w.store_rows_summed(partial, ctas_n, n, CLUSTER)
-    acc_b.store_rows_summed(partial, ctas_n, n, CLUSTER, row_offset=ctas)
+        def xhat_and_g(j):                          # loaded again after the row sums: the
+            dyv = load(DY, j)                       # barriers end their registers' lifetime
+            return dyv, (load(X, j) - mu) * r, dyv * load(W, j)
+        sum_g = sum_gx = None                       # sum_j g and g * xhat, elementwise
+        for j in range(SUBS):
+            _, xhat, g = xhat_and_g(j)
+            sum_g = g if j == 0 else sum_g + g
+            sum_gx = g * xhat if j == 0 else lk.fma(g, xhat, sum_gx)
+        sum_g, sum_gx = rw.row_sums([sum_g, sum_gx], scratch, m, row, CLUSTER, 2, STAT_SLOTS)
+        for j in range(SUBS):
+            dyv, xhat, g = xhat_and_g(j)
+            acc_w[j].put(lk.fma(dyv, xhat, acc_w[j].get()))
+            acc_b[j].put(acc_b[j].get() + dyv)
+            dxv = (g - (lk.broadcast(sum_g, tv) + xhat * lk.broadcast(sum_gx, tv)) * inv_n) * r
+            lk.store(rw.rows_view(dx, m, n, tv, row, CLUSTER, j, SUBS), lk.cast(dxv, dx.dtype))
+    for j in range(SUBS):                           # partials (2, ctas, n): dweight, dbias
+        acc_w[j].store_rows_summed(partial, 2 * ctas, n, CLUSTER, 0, j, SUBS)
+        acc_b[j].store_rows_summed(partial, 2 * ctas, n, CLUSTER, ctas, j, SUBS)
 
 
 def kernel_for(xdt, wdt, s: rw.RowSplit) -> lk.Kernel:
@@ -102,7 +129,7 @@ def check_arguments(dy, x, weight, mean, rstd, eps) -> tuple[int, int]:
     what = "layernorm_backward"
     rw.check_tensor(what, "x", x)
     m, n = rw.rows_and_columns(what, x.shape)
-    split_for(n, x.element_size())
+    split_for(n, rw.lk_dtype(x).nbytes)
     rw.check_tensor(what, "dy", dy, x.shape, (str(x.dtype),), x.device)
     rw.check_tensor(what, "weight", weight, (n,), (str(x.dtype), "torch.float32"), x.device)
     if (mean is None) != (rstd is None):
@@ -127,12 +154,12 @@ def _plan(dy, x, weight, stats: bool):
     s = split_for(n, x.element_size())
     kernel = kernel_for(rw.lk_dtype(x), rw.lk_dtype(weight), s)
     tiles = s.row_tiles(m)
-    flags = {**s.constexprs(), "STATS": stats}
+    flags = constexprs(s, stats)
     probe = torch.empty(1, device=x.device, dtype=torch.float32)
     resident = rw.resident_ctas(kernel, (dy, x, weight, probe, probe, dy, probe, probe, m,
                                          n // s.VEC, 1e-5, 2, 3), flags, s.CLUSTER, x.device)
     ctas = max(1, min(tiles, resident // s.CLUSTER))
-    launcher, rounds = kernel[(s.CLUSTER, ctas)], -(-tiles // ctas)
+    launcher, rounds = kernel[s.CLUSTER * ctas], -(-tiles // ctas)
 
     def launch(dy, x, w, mean, rstd, dx, partial, scratch, eps):
         launcher(dy, x, w, mean, rstd, dx, partial, scratch, m, n // s.VEC, eps, rounds, ctas,
@@ -193,11 +220,13 @@ def compile_default() -> dict:
         result[f"layernorm_backward n={n}{' stats' if stats else ''}"] = \
             kernel_for(lk.bf16, lk.bf16, s).ptx(ptr, ptr, ptr, f32p, f32p, ptr, f32p, f32p,
                                                 4096, n // s.VEC, 1e-5, 4, 132,
-                                                **s.constexprs(), STATS=stats)
+                                                **constexprs(s, stats))
     return result
 
 
-def _cpu_case(rng, dtype, m, n, s, ctas: int, stats: bool) -> float:
+def cpu_case(rng, dtype, m, n, s, ctas: int, stats: bool) -> float:
+    """One case on the interpreter (the kernel, then the column sum; two interleavings)
+    against float64 numpy: the worst error relative to each output's largest value."""
     import numpy as np
     x = rw.host_array(rng.standard_normal((m, n)) * 2 + rng.standard_normal((m, 1)) * 8, dtype)
     dy = rw.host_array(rng.standard_normal((m, n)), dtype)
@@ -209,11 +238,11 @@ def _cpu_case(rng, dtype, m, n, s, ctas: int, stats: bool) -> float:
     partial = np.full(2 * ctas * n, np.nan, np.float32)
     scratch = np.zeros(m * STAT_SLOTS * s.CLUSTER, np.float32)
     tiles = s.row_tiles(m)
-    column_sum, grid, constexprs = rw.column_sum_launch(dtype, 2, ctas, n, warps=2)
-    got = rw.run_on_cpu([(kernel_for(dtype, dtype, s), (s.CLUSTER, ctas),
+    column_sum, grid, sum_constexprs = rw.column_sum_launch(dtype, 2, ctas, n, warps=2)
+    got = rw.run_on_cpu([(kernel_for(dtype, dtype, s), s.CLUSTER * ctas,
                           (dy, x, w, mean, rstd, dx, partial, scratch, m, n // s.VEC, 1e-5,
-                           -(-tiles // ctas), ctas), {**s.constexprs(), "STATS": stats}),
-                         (column_sum, grid, (partial, sums, 2, ctas, n), constexprs)],
+                           -(-tiles // ctas), ctas), constexprs(s, stats)),
+                         (column_sum, grid, (partial, sums, 2, ctas, n), sum_constexprs)],
                         {"dx": dx, "sums": sums})
     want = reference(dyf, xf, wf)
     worst = max(rw.relative_to_max(rw.float64_of(g, dtype), w_)
@@ -224,21 +253,22 @@ def _cpu_case(rng, dtype, m, n, s, ctas: int, stats: bool) -> float:
     return worst
 
 
+def cpu_cases() -> list:
+    """The interpreter's cases (dtype, m, n, split, ctas, statistics given): a warp, a CTA and a
+    cluster per row, ragged m and n, several persistent rounds, at sizes it runs in seconds."""
+    cluster = rw.split(700, 2, 8, 64, "t", max_threads=64)
+    return [(lk.bf16, 9, 100, rw.split(100, 2, 16, 128, "t"), 2, False),
+            (lk.f32, 3, 601, rw.split(601, 4, 16, 128, "t"), 2, True),
+            (lk.bf16, 3, 700, cluster, 2, False), (lk.bf16, 2, 700, cluster, 1, True)]
+
+
 def check_cpu(seed: int = 0) -> float:
-    """Run the kernels on the CPU interpreter (race checking on, two interleavings that must
-    agree bit for bit) for a warp per row, a CTA per row and a cluster per row (ragged m and
-    n, bf16 and f32, statistics recomputed and given, several persistent rounds) and compare
-    with float64 numpy; returns the worst error relative to each output's largest value."""
+    """Run cpu_cases on the CPU interpreter (race checking on, two interleavings that must
+    agree bit for bit) and compare with float64 numpy (statistics recomputed and given);
+    returns the worst error relative to each output's largest value."""
     import numpy as np
     rng = np.random.default_rng(seed)
-    worst = 0.0
-    for dtype, m, n, s, ctas, stats in (
-            (lk.bf16, 9, 100, rw.split(100, 2, VALUES, 128, "t"), 2, False),
-            (lk.f32, 3, 601, rw.split(601, 4, VALUES, 128, "t"), 2, True),
-            (lk.bf16, 3, 700, rw.split(700, 2, 8, 64, "t", max_threads=64), 2, False),
-            (lk.bf16, 2, 700, rw.split(700, 2, 8, 64, "t", max_threads=64), 1, True)):
-        worst = max(worst, _cpu_case(rng, dtype, m, n, s, ctas, stats))
-    return worst
+    return max(cpu_case(rng, *case) for case in cpu_cases())
 
 
 CHECK_SHAPES = ((1, 1), (3, 7), (17, 100), (64, 1000), (1, 3000), (7, 3000), (5, 4096),

@@ -11,30 +11,34 @@ last dim) of bf16, fp16 or f32, f32 math, outputs in the input's dtype:
 Pipeline (one pass over the inputs, every row value in registers; recipes/_rowwise.py has the
 work split, the cluster exchange and the column sum):
 
-  forward, one row tile per CTA (a cluster per row past 32k columns):
+  forward, one row tile per CTA (a cluster per row past 16k columns):
     global --ld 16 B--> registers (-> f32), + residual  [--st--> residual out]
       sum(h^2): in-thread tree -> shfl.bfly -> [smem across warps] -> [cluster: global scratch,
       barrier.cluster]   rstd = rsqrt(sum / n + eps)
       weight --ld--> (after the statistics: short register lifetimes)
       y = h * rstd * w --st 16 B--> global   [rstd --st--> global]
   backward, persistent CTAs (as many as are resident), each over rows g, g + G, ...:
-      x, dy, weight, rstd --ld--> registers; acc += dy * xhat (the CTA's dweight partial)
-      c = sum(g * xhat) / n (same tree; cluster exchange past 16k columns)
-      dx = rstd * (g - xhat * c) --st--> global
+      x, dy, weight, rstd --ld--> registers; acc += dy * xhat (the CTA's dweight partial, f32
+      in shared memory); c = sum(g * xhat) / n (same tree; cluster exchange past 16k columns)
+      x, dy, weight --ld again (L1)--> dx = rstd * (g - xhat * c) --st--> global
+      (reloading after the row sum frees 32 registers across its barriers)
     then partial (G, n) f32 --column sum--> dweight (n) in weight's dtype.
 
-Values a lane: 32 forward (as recipes/softmax.py: ~1024 resident threads, 64 KB of bf16 in
-flight per SM), 16 backward (x, dy, the partial and the temporaries: <= 64 registers at 1024
-threads). Rows longer than one CTA's 32768 (forward) / 16384 (backward) columns are split over a
-cluster of up to 8 CTAs of 512 (forward) / 1024 (backward) threads: 131072 columns at most.
+Work split (recipes/_rowwise.split): forward as recipes/_row_split.py's measured heuristic, at
+most 64 values a thread and 256 threads a row (CTAs of 128-256 threads, several per SM at
+different phases; 16384 columns a CTA), fewer rows per CTA for a small m; backward 16 values a
+thread (x, dy and the temporaries in <= 64 registers at 1024 threads; the dweight partial in
+shared memory), persistent CTAs of 1024 threads (16384 columns). Longer rows are split over a
+cluster of up to 8 CTAs: n <= 131072.
 
 Constraints: x (and residual, dy) contiguous CUDA tensors of one dtype in bf16 / fp16 / f32;
 weight a contiguous vector of n in x's dtype or f32, or None; eps > 0. 16-byte accesses need
 n % 8 == 0 (bf16/fp16) or n % 4 == 0 (f32); other n use narrower accesses (correct, slower).
 
-Benchmark interface (benchmarks/bench_rows.py): `benchmark_rows(shapes, reps) -> list[dict]`
-times forward and backward against quack and torch (eager and torch.compile) on each (m, n)
-and returns one dict per (shape, pass) with the keys of `benchmark`'s table.
+Benchmark interface (benchmarks/bench_rows.py): `benchmark_rows(shapes, reps)` times forward
+and backward against quack and torch (eager and torch.compile) on each (m, n) and returns
+(rows, skipped): one dict per (op, shape) with {candidate}_ms / {candidate}_gbps keys, and the
+candidates skipped with the reason; recipes/_rowwise.markdown_table prints them.
 """
 from __future__ import annotations
 
@@ -43,23 +47,25 @@ import functools
 import layoutkit as lk
 from recipes import _rowwise as rw
 
-FWD_VALUES, BWD_VALUES = 32, 16          # f32 values a lane (see the module docstring)
-FWD_CTA_THREADS = 128                    # rows of a warp each: 4 per CTA (as softmax)
-FWD_WIDE_THREADS = 512                   # a cluster's CTAs: 2 resident per SM
-BWD_CTA_THREADS = 1024                   # persistent CTAs: fill the CTA with rows
+FWD_VALUES, FWD_THREADS = 64, 256       # a thread / a row's threads: recipes/_row_split.py
+FWD_CTA_THREADS = 128                    # (the forward heuristic measured on the H200)
 
 
-def forward_split(n: int, itemsize: int) -> rw.RowSplit:
-    """The forward's split of rows of n columns (recipes/_rowwise.py)."""
-    s = rw.split(n, itemsize, FWD_VALUES, FWD_CTA_THREADS, "rmsnorm")
-    if s.CLUSTER > 1:
-        s = rw.split(n, itemsize, FWD_VALUES, FWD_CTA_THREADS, "rmsnorm", FWD_WIDE_THREADS)
+def forward_split(n: int, itemsize: int, m: int | None = None) -> rw.RowSplit:
+    """The forward's split of rows of n columns (recipes/_rowwise.py), for m rows if given;
+    half the values a thread when n forbids 16-byte accesses (each narrower access has its own
+    address and predicate registers)."""
+    s = rw.split(n, itemsize, FWD_VALUES, FWD_CTA_THREADS, "rmsnorm", FWD_THREADS, m=m,
+                 target_ctas=rw.TARGET_CTAS)
+    if s.VEC < s.C:
+        s = rw.split(n, itemsize, FWD_VALUES // 2, FWD_CTA_THREADS, "rmsnorm", 2 * FWD_THREADS,
+                     m=m, target_ctas=rw.TARGET_CTAS)
     return s
 
 
 def backward_split(n: int, itemsize: int) -> rw.RowSplit:
-    """The backward's split of rows of n columns."""
-    return rw.split(n, itemsize, BWD_VALUES, BWD_CTA_THREADS, "rmsnorm_backward")
+    """The backward's split of rows of n columns (rw.persistent_split)."""
+    return rw.persistent_split(n, itemsize, "rmsnorm_backward")
 
 
 def _forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
@@ -71,7 +77,7 @@ def _forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointe
                   STORE_RSTD: lk.constexpr):
     tv = rw.row_layout(P, ROWS, C, K)
     n = nv * VEC
-    row = lk.block_id(1)
+    row = rw.row_block(CLUSTER)
 
     def rows_of(ptr):
         return rw.rows_view(ptr, m, n, tv, row, CLUSTER)
@@ -103,7 +109,7 @@ def _backward_body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointe
     inv_n = 1.0 / lk.cast(n, lk.f32)
     acc = rw.Accumulator(P, ROWS, C, K, "dw") if WEIGHT else None
     for i in lk.range(0, rounds):
-        row = lk.block_id(1) + i * ctas            # past the last tile: every access masked
+        row = rw.row_block(CLUSTER) + i * ctas            # past the last tile: every access masked
         X, DY = (rw.rows_view(t, m, n, tv, row, CLUSTER) for t in (x, dy))
         W = rw.columns_view(w, m, n, tv, row, CLUSTER)
 
@@ -143,7 +149,7 @@ def check_forward(x, weight, residual, eps) -> tuple[int, int]:
     """(m, n) after checking rmsnorm's arguments (TypeError / ValueError naming the rule)."""
     rw.check_tensor("rmsnorm", "x", x)
     m, n = rw.rows_and_columns("rmsnorm", x.shape)
-    forward_split(n, x.element_size())             # the row length it can hold
+    forward_split(n, rw.lk_dtype(x).nbytes)             # the row length it can hold
     if residual is not None:
         rw.check_tensor("rmsnorm", "residual", residual, x.shape, (str(x.dtype),), x.device)
     if weight is not None:
@@ -169,10 +175,10 @@ def _kept(key, make):
 def _forward_plan(x, weight, residual, store_residual: bool, store_rstd: bool):
     """(launch(x, res, w, y, h, rstd, scratch, eps), scratch entries) for these arguments."""
     m, n = rw.rows_and_columns("rmsnorm", x.shape)
-    s = forward_split(n, x.element_size())
+    s = forward_split(n, x.element_size(), m)
     wdt = rw.lk_dtype(weight) if weight is not None else rw.lk_dtype(x)
     kernel = kernel_for("forward", rw.lk_dtype(x), wdt, s)
-    launcher = kernel[(s.CLUSTER, s.row_tiles(m))]
+    launcher = kernel[s.CLUSTER * s.row_tiles(m)]
     flags = (*s.constexprs().values(), residual is not None, weight is not None, store_residual,
              store_rstd)
 
@@ -209,7 +215,7 @@ def check_backward(dy, x, weight, rstd) -> tuple[int, int]:
     """(m, n) after checking rmsnorm_backward's arguments."""
     rw.check_tensor("rmsnorm_backward", "x", x)
     m, n = rw.rows_and_columns("rmsnorm_backward", x.shape)
-    backward_split(n, x.element_size())
+    backward_split(n, rw.lk_dtype(x).nbytes)
     rw.check_tensor("rmsnorm_backward", "dy", dy, x.shape, (str(x.dtype),), x.device)
     if weight is not None:
         rw.check_tensor("rmsnorm_backward", "weight", weight, (n,),
@@ -234,7 +240,7 @@ def _backward_plan(dy, x, weight, rstd):
     resident = rw.resident_ctas(kernel, (dy, x, w, rstd, dy, probe, probe, m, n // s.VEC, 2,
                                          3), flags, s.CLUSTER, x.device)
     ctas = max(1, min(tiles, resident // s.CLUSTER))
-    launcher, rounds = kernel[(s.CLUSTER, ctas)], -(-tiles // ctas)
+    launcher, rounds = kernel[s.CLUSTER * ctas], -(-tiles // ctas)
 
     def launch(dy, x, w, rstd, dx, partial, scratch):
         launcher(dy, x, w, rstd, dx, partial, scratch, m, n // s.VEC, rounds, ctas,
@@ -318,7 +324,7 @@ def _cpu_forward(rng, dtype, m, n, s, residual: bool, weight: bool) -> float:
     kernel = kernel_for("forward", dtype, dtype, s)
     flags = {**s.constexprs(), "RESIDUAL": residual, "WEIGHT": weight, "STORE_RESIDUAL": residual,
              "STORE_RSTD": True}
-    got = rw.run_on_cpu([(kernel, (s.CLUSTER, s.row_tiles(m)),
+    got = rw.run_on_cpu([(kernel, s.CLUSTER * s.row_tiles(m),
                           (x, res, w, y, h, rstd, scratch, m, n // s.VEC, 1e-6), flags)],
                         {"y": y, "h": h, "rstd": rstd})
     want_y, want_h, want_rstd = reference(rw.float64_of(x, dtype),
@@ -350,7 +356,7 @@ def _cpu_backward(rng, dtype, m, n, s, ctas: int, weight: bool) -> float:
     scratch = np.zeros(m * s.CLUSTER, np.float32)
     kernel = kernel_for("backward", dtype, dtype, s)
     tiles = s.row_tiles(m)
-    launches = [(kernel, (s.CLUSTER, ctas), (dy, x, w, rstd, dx, partial, scratch, m,
+    launches = [(kernel, s.CLUSTER * ctas, (dy, x, w, rstd, dx, partial, scratch, m,
                                              n // s.VEC, -(-tiles // ctas), ctas),
                  {**s.constexprs(), "WEIGHT": weight})]
     if weight:
@@ -373,27 +379,31 @@ def small_cluster_split(n: int, itemsize: int) -> rw.RowSplit:
     return rw.split(n, itemsize, 8, 64, "rmsnorm (small cluster)", max_threads=64)
 
 
+def cpu_cases() -> tuple[list, list]:
+    """The interpreter's cases (forward: dtype, m, n, split, residual, weight; backward: dtype,
+    m, n, split, ctas, weight): every work split at sizes it runs in about a second."""
+    forward = [(lk.bf16, 5, 100, forward_split(100, 2), True, True),    # 16 rows of 8 threads
+               (lk.f32, 2, 1501, forward_split(1501, 4), False, True),  # odd n: scalar accesses
+               (lk.bf16, 3, 700, small_cluster_split(700, 2), True, False),  # a cluster of 2
+               (lk.f16, 1, 37, forward_split(37, 2), False, False)]
+    backward = [(lk.bf16, 9, 100, rw.split(100, 2, 16, 128, "t"), 2, True),  # 2 rounds
+                (lk.f32, 3, 601, rw.split(601, 4, 16, 128, "t"), 2, True),   # odd n
+                (lk.bf16, 3, 700, small_cluster_split(700, 2), 2, True),     # a cluster of 2
+                (lk.bf16, 2, 300, rw.split(300, 2, 16, 128, "t"), 1, False)]
+    return forward, backward
+
+
 def check_cpu(seed: int = 0) -> float:
     """Run the kernels on the CPU interpreter (race checking on, two interleavings that must
-    agree bit for bit) on small random shapes of every work split (a warp per row, a CTA per
-    row, a cluster per row; ragged m and n; bf16 and f32; with and without residual and
-    weight; several rounds of the persistent backward) and compare with float64 numpy;
-    returns the worst error relative to each output's largest value."""
+    agree bit for bit) on cpu_cases (a warp, a CTA, a cluster per row; ragged m and n; bf16,
+    fp16 and f32; with and without residual and weight; several rounds of the persistent
+    backward) and compare with float64 numpy; returns the worst error relative to each
+    output's largest value."""
     import numpy as np
     rng = np.random.default_rng(seed)
-    worst = 0.0
-    for dtype, m, n, s, residual, weight in (
-            (lk.bf16, 5, 100, forward_split(100, 2), True, True),
-            (lk.f32, 2, 1501, forward_split(1501, 4), False, True),
-            (lk.bf16, 2, 700, small_cluster_split(700, 2), True, False)):
-        worst = max(worst, _cpu_forward(rng, dtype, m, n, s, residual, weight))
-    for dtype, m, n, s, ctas, weight in (
-            (lk.bf16, 9, 100, rw.split(100, 2, BWD_VALUES, 128, "t"), 2, True),
-            (lk.f32, 3, 601, backward_split(601, 4), 2, True),
-            (lk.bf16, 3, 700, small_cluster_split(700, 2), 2, True),
-            (lk.bf16, 2, 300, backward_split(300, 2), 1, False)):
-        worst = max(worst, _cpu_backward(rng, dtype, m, n, s, ctas, weight))
-    return worst
+    forward, backward = cpu_cases()
+    worst = max(_cpu_forward(rng, *case) for case in forward)
+    return max(worst, *(_cpu_backward(rng, *case) for case in backward))
 
 
 # --- on the GPU -----------------------------------------------------------------------------

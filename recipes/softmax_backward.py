@@ -28,13 +28,14 @@ import functools
 import layoutkit as lk
 from recipes import _rowwise as rw
 
-VALUES = 16
+VALUES, THREADS = 32, 512               # a thread / a row's threads (y and dy both live)
 CTA_THREADS = 128
 
 
-def split_for(n: int, itemsize: int) -> rw.RowSplit:
-    """The work split of rows of n columns (recipes/_rowwise.py)."""
-    return rw.split(n, itemsize, VALUES, CTA_THREADS, "softmax_backward")
+def split_for(n: int, itemsize: int, m: int | None = None) -> rw.RowSplit:
+    """The work split of rows of n columns (recipes/_rowwise.py), for m rows if given."""
+    return rw.split(n, itemsize, VALUES, CTA_THREADS, "softmax_backward", THREADS, m=m,
+                    target_ctas=rw.TARGET_CTAS)
 
 
 def _body(dy: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], dx: lk.Pointer[lk.bf16],
@@ -43,7 +44,7 @@ def _body(dy: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], dx: lk.Pointer[lk.bf1
           VEC: lk.constexpr):
     tv = rw.row_layout(P, ROWS, C, K)
     n = nv * VEC
-    row = lk.block_id(1)
+    row = rw.row_block(CLUSTER)
     yv = lk.cast(lk.load(rw.rows_view(y, m, n, tv, row, CLUSTER)), lk.f32)
     dyv = lk.cast(lk.load(rw.rows_view(dy, m, n, tv, row, CLUSTER)), lk.f32)
     (dot,) = rw.row_sums([dyv * yv], scratch, m, row, CLUSTER)
@@ -63,7 +64,7 @@ def check_arguments(dy, y) -> tuple[int, int]:
     argument and the rule)."""
     rw.check_tensor("softmax_backward", "y", y)
     m, n = rw.rows_and_columns("softmax_backward", y.shape)
-    split_for(n, y.element_size())
+    split_for(n, rw.lk_dtype(y).nbytes)
     rw.check_tensor("softmax_backward", "dy", dy, y.shape, (str(y.dtype),), y.device)
     return m, n
 
@@ -74,8 +75,8 @@ MAX_PLANS = 256
 
 def _plan(y):
     m, n = rw.rows_and_columns("softmax_backward", y.shape)
-    s = split_for(n, y.element_size())
-    launcher = kernel_for(rw.lk_dtype(y), s)[(s.CLUSTER, s.row_tiles(m))]
+    s = split_for(n, y.element_size(), m)
+    launcher = kernel_for(rw.lk_dtype(y), s)[s.CLUSTER * s.row_tiles(m)]
     constexprs = tuple(s.constexprs().values())
 
     def launch(dy, y, dx, scratch):
@@ -123,28 +124,37 @@ def _softmax_rows(rng, m, n):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def cpu_cases() -> list:
+    """The interpreter's cases (dtype, m, n, split): a warp (several rows a warp), a CTA and a
+    cluster per row, ragged m and n, at sizes it runs in about a second."""
+    return [(lk.bf16, 5, 100, split_for(100, 2)), (lk.f32, 3, 1001, split_for(1001, 4)),
+            (lk.bf16, 2, 700, rw.split(700, 2, 8, 64, "t", max_threads=64)),
+            (lk.f16, 7, 24, split_for(24, 2))]
+
+
+def cpu_case(rng, dtype, m, n, s) -> float:
+    """One case on the interpreter (two interleavings) against float64 numpy: the error
+    relative to the largest |dx| (AssertionError past rw.tolerance)."""
+    import numpy as np
+    y = rw.host_array(_softmax_rows(rng, m, n), dtype)
+    dy = rw.host_array(rng.standard_normal((m, n)), dtype)
+    dx = rw.host_array(np.zeros((m, n)), dtype)
+    scratch = np.zeros(m * s.CLUSTER, np.float32)
+    got = rw.run_on_cpu([(kernel_for(dtype, s), s.CLUSTER * s.row_tiles(m),
+                          (dy, y, dx, scratch, m, n // s.VEC), s.constexprs())], {"dx": dx})
+    want = reference(rw.float64_of(dy, dtype), rw.float64_of(y, dtype))
+    err = rw.relative_to_max(rw.float64_of(got["dx"], dtype), want)
+    assert err <= rw.tolerance(dtype), f"softmax_backward {dtype} ({m}, {n}) {s}: {err:.3g}"
+    return err
+
+
 def check_cpu(seed: int = 0) -> float:
-    """Run the kernel on the CPU interpreter (race checking on, two interleavings that must
-    agree bit for bit) for a warp per row, a CTA per row and a cluster per row (ragged m and
-    n, bf16 and f32) and compare with float64 numpy; returns the worst error relative to the
+    """Run cpu_cases on the CPU interpreter (race checking on, two interleavings that must
+    agree bit for bit) and compare with float64 numpy; returns the worst error relative to the
     largest |dx|."""
     import numpy as np
     rng = np.random.default_rng(seed)
-    worst = 0.0
-    for dtype, m, n, s in ((lk.bf16, 5, 100, split_for(100, 2)),
-                           (lk.f32, 3, 1001, split_for(1001, 4)),
-                           (lk.bf16, 2, 700, rw.split(700, 2, 8, 64, "t", max_threads=64))):
-        y = rw.host_array(_softmax_rows(rng, m, n), dtype)
-        dy = rw.host_array(rng.standard_normal((m, n)), dtype)
-        dx = rw.host_array(np.zeros((m, n)), dtype)
-        scratch = np.zeros(m * s.CLUSTER, np.float32)
-        got = rw.run_on_cpu([(kernel_for(dtype, s), (s.CLUSTER, s.row_tiles(m)),
-                              (dy, y, dx, scratch, m, n // s.VEC), s.constexprs())], {"dx": dx})
-        want = reference(rw.float64_of(dy, dtype), rw.float64_of(y, dtype))
-        err = rw.relative_to_max(rw.float64_of(got["dx"], dtype), want)
-        assert err <= rw.tolerance(dtype), f"softmax_backward {dtype} ({m}, {n}) {s}: {err:.3g}"
-        worst = max(worst, err)
-    return worst
+    return max(cpu_case(rng, *case) for case in cpu_cases())
 
 
 CHECK_SHAPES = ((1, 1), (3, 7), (17, 100), (64, 1000), (1, 3000), (7, 3000), (5, 4096),

@@ -1,0 +1,153 @@
+"""recipes/rmsnorm.py on the CPU: every work split assembles for sm_90a with no spills (16-byte
+accesses where n allows, the cluster barrier past 16k columns), the interpreter matches float64
+numpy on small ragged shapes of every split (a warp, a CTA, a cluster per row; several rounds of
+the persistent backward; bf16 and f32; with and without residual and weight), and bad
+arguments are refused by name."""
+import warnings
+
+import numpy as np
+import pytest
+
+import layoutkit as lk
+from layoutkit.ptx import assemble
+from recipes import _rowwise as rw
+from recipes import rmsnorm
+from tests.dsl.test_recipe_transpose import FakeTensor
+
+PTR, F32 = lk.Pointer[lk.bf16], lk.Pointer[lk.f32]
+DT = {2: lk.bf16, 4: lk.f32}
+
+
+def assemble_quietly(kernel, ptx):
+    """ptxas's report for the kernel; a register spill (a warning) fails the test."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return assemble(ptx).resources[kernel.name]
+
+
+def test_default_specializations_assemble_without_spills():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name, ptx in rmsnorm.compile_default().items():
+            assert "ld.global.v4.b32" in ptx or "ld.global.v4.f32" in ptx, name
+            assert ("rsqrt.approx.f32" in ptx) == name.startswith("rmsnorm n="), name
+            wide = name.endswith(("n=32768", "n=131072"))
+            assert ("barrier.cluster.arrive" in ptx) == wide, name
+            assemble(ptx)
+
+
+@pytest.mark.parametrize("itemsize", [2, 4])
+@pytest.mark.parametrize("n", [1, 100, 1000, 3000, 4096, 8191, 16384, 32768, 65537, 131072])
+def test_forward_splits_assemble_without_spills(n, itemsize):
+    s = rmsnorm.forward_split(n, itemsize)
+    kernel = rmsnorm.kernel_for("forward", DT[itemsize], DT[itemsize], s)
+    ptr = lk.Pointer[DT[itemsize]]
+    ptx = kernel.ptx(ptr, ptr, ptr, ptr, ptr, F32, F32, 4096, n // s.VEC, 1e-6,
+                     **s.constexprs(), RESIDUAL=True, WEIGHT=True, STORE_RESIDUAL=True,
+                     STORE_RSTD=True)
+    usage = assemble_quietly(kernel, ptx)
+    assert s.num_warps <= (8 if s.VEC == s.C else 16)          # CTAs of <= 256 (512) threads
+    assert usage.spill_store_bytes == 0
+    if n % 8 == 0:
+        assert f"ld.global.v4.{'b32' if itemsize == 2 else 'f32'}" in ptx
+
+
+@pytest.mark.parametrize("itemsize", [2, 4])
+@pytest.mark.parametrize("n", [100, 1000, 4096, 5000, 8191, 12288, 16384, 32768, 65537, 131072])
+@pytest.mark.parametrize("weight", [True, False])
+def test_backward_splits_fit_the_register_file_without_spills(n, itemsize, weight):
+    s = rmsnorm.backward_split(n, itemsize)
+    kernel = rmsnorm.kernel_for("backward", DT[itemsize], DT[itemsize], s)
+    ptr = lk.Pointer[DT[itemsize]]
+    spec = kernel.specialize(ptr, ptr, ptr, F32, ptr, F32, F32, 4096, n // s.VEC, 4, 132,
+                             **s.constexprs(), WEIGHT=weight)
+    usage = assemble_quietly(kernel, spec.ptx)
+    assert usage.registers * 32 * s.num_warps <= 65536 and usage.spill_store_bytes == 0
+    assert spec.ir.shared_bytes < 227 * 1024
+
+
+def test_backward_reloads_after_the_row_sum():
+    s = rmsnorm.backward_split(4096, 2)
+    kernel = rmsnorm.kernel_for("backward", lk.bf16, lk.bf16, s)
+    ptx = kernel.ptx(PTR, PTR, PTR, F32, PTR, F32, F32, 4096, 512, 4, 132, **s.constexprs(),
+                     WEIGHT=True)
+    # x, dy, weight: K = 2 chunks each, loaded before and again after the row sum
+    assert ptx.count("ld.global.v4.b32") == 2 * 3 * s.K
+    assert ptx.count("st.global.v4.b32") == s.K                 # dx
+    assert ptx.count("ld.shared.v4.f32") >= s.K * 2 and "st.shared.v4.f32" in ptx  # dweight
+
+
+CPU_FORWARD, CPU_BACKWARD = rmsnorm.cpu_cases()
+
+
+@pytest.mark.parametrize("dtype, m, n, s, residual, weight", CPU_FORWARD)
+def test_forward_matches_float64_on_the_interpreter(dtype, m, n, s, residual, weight):
+    rng = np.random.default_rng(m * n)
+    assert rmsnorm._cpu_forward(rng, dtype, m, n, s, residual, weight) <= rw.tolerance(dtype)
+
+
+@pytest.mark.parametrize("dtype, m, n, s, ctas, weight", CPU_BACKWARD)
+def test_backward_matches_float64_on_the_interpreter(dtype, m, n, s, ctas, weight):
+    rng = np.random.default_rng(m * n)
+    assert rmsnorm._cpu_backward(rng, dtype, m, n, s, ctas, weight) <= rw.tolerance(dtype)
+
+
+def test_the_reference_backward_is_the_gradient_of_the_reference():
+    rng = np.random.default_rng(1)
+    x, w, dy = rng.standard_normal((3, 17)), rng.standard_normal(17), rng.standard_normal((3, 17))
+    dx, dw = rmsnorm.reference_backward(dy, x, w, rmsnorm.reference(x, w)[2])
+    eps, (i, j) = 1e-6, (1, 5)
+    bump = np.zeros_like(x)
+    bump[i, j] = eps
+    numeric = ((rmsnorm.reference(x + bump, w)[0] - rmsnorm.reference(x - bump, w)[0]) * dy
+               ).sum() / (2 * eps)
+    assert abs(numeric - dx[i, j]) < 1e-6
+    wb = np.zeros_like(w)
+    wb[j] = eps
+    numeric = ((rmsnorm.reference(x, w + wb)[0] - rmsnorm.reference(x, w - wb)[0]) * dy
+               ).sum() / (2 * eps)
+    assert abs(numeric - dw[j]) < 1e-6
+
+
+def vec(n, **kwargs):
+    return FakeTensor((n,), **kwargs)
+
+
+@pytest.mark.parametrize("args, error, message", [
+    ((None, None, None, 1e-6), TypeError, r"rmsnorm: x must be a torch tensor, got NoneType"),
+    ((FakeTensor((2, 8), "torch.int32"), None, None, 1e-6), TypeError,
+     r"rmsnorm: x has dtype torch.int32; it must be one of torch.bfloat16, torch.float16, "
+     r"torch.float32"),
+    ((FakeTensor((2, 8), cuda=False), None, None, 1e-6), ValueError,
+     r"rmsnorm: x must be a contiguous CUDA tensor, got one on cpu"),
+    ((FakeTensor((2, 200000)), None, None, 1e-6), ValueError,
+     r"rmsnorm: the row length n = 200000 must be an int in 1..131072"),
+    ((FakeTensor((2, 8)), vec(7), None, 1e-6), ValueError,
+     r"rmsnorm: weight has shape \(7,\); it must be \(8,\)"),
+    ((FakeTensor((2, 8)), vec(8, dtype="torch.float16"), None, 1e-6), TypeError,
+     r"rmsnorm: weight has dtype torch.float16; it must be one of torch.bfloat16, "
+     r"torch.float32"),
+    ((FakeTensor((2, 8)), None, FakeTensor((2, 8), "torch.float32"), 1e-6), TypeError,
+     r"rmsnorm: residual has dtype torch.float32; it must be one of torch.bfloat16"),
+    ((FakeTensor((2, 8)), None, FakeTensor((2, 9)), 1e-6), ValueError,
+     r"rmsnorm: residual has shape \(2, 9\); it must be \(2, 8\)"),
+    ((FakeTensor((2, 8)), None, None, 0.0), ValueError,
+     r"rmsnorm: eps = 0.0 must be a positive number"),
+])
+def test_bad_forward_arguments_are_refused_by_name(args, error, message):
+    with pytest.raises(error, match=message):
+        rmsnorm.check_forward(*args)
+
+
+@pytest.mark.parametrize("args, error, message", [
+    ((FakeTensor((2, 8)), FakeTensor((2, 8)), None, FakeTensor((3,), "torch.float32")),
+     ValueError, r"rmsnorm_backward: rstd has shape \(3,\); it must be \(2,\)"),
+    ((FakeTensor((2, 8)), FakeTensor((2, 8)), None, FakeTensor((2,))), TypeError,
+     r"rmsnorm_backward: rstd has dtype torch.bfloat16; it must be one of torch.float32"),
+    ((FakeTensor((2, 8), "torch.float32"), FakeTensor((2, 8)), None,
+      FakeTensor((2,), "torch.float32")), TypeError,
+     r"rmsnorm_backward: dy has dtype torch.float32; it must be one of torch.bfloat16"),
+])
+def test_bad_backward_arguments_are_refused_by_name(args, error, message):
+    with pytest.raises(error, match=message):
+        rmsnorm.check_backward(*args)
