@@ -153,7 +153,8 @@ def mbarrier_init(*arrays: MbarrierArray) -> None:
     state = sync_state(trace)
     for array in arrays:
         if not isinstance(array, MbarrierArray):
-            raise TraceError(f"lk.sm90.mbarrier_init: takes lk.sm90.mbarrier_array arrays, got {array!r}")
+            raise TraceError("lk.sm90.mbarrier_init: takes lk.sm90.mbarrier_array arrays, got "
+                             f"{array!r}")
         if array.name in state.initialised:
             raise TraceError(f"lk.sm90.mbarrier_init: mbarrier array '{array.name}' is initialised "
                              "twice (re-initialising a live barrier is undefined: PTX ISA "
@@ -264,8 +265,8 @@ def attach_copy(ref, nbytes: int, what: str) -> None:
         owner = parent.ops[-1]
         if owner.name == "for":
             raise TraceError(f"{what}: the copy sits in an lk.range inside "
-                             f"lk.sm90.expect_tx({ref.describe()}), so the bytes per phase are unknown "
-                             "at trace time; open the expect_tx scope inside the loop")
+                             f"lk.sm90.expect_tx({ref.describe()}), so the bytes per phase are "
+                             "unknown at trace time; open the expect_tx scope inside the loop")
     scope.copies.append((what, nbytes))
 
 
@@ -291,8 +292,8 @@ def mbarrier_wait(ref, phase) -> None:
     _initialised(trace, what, ref)
     state = sync_state(trace)
     if state.elect_depth:
-        raise TraceError(f"{what} on {ref.describe()} inside lk.sm90.elect_one(): wait with the whole "
-                         "warp, then elect the thread that issues")
+        raise TraceError(f"{what} on {ref.describe()} inside lk.sm90.elect_one(): wait with the "
+                         "whole warp, then elect the thread that issues")
     operands = [ref.byte_offset(), _phase(trace, what, ref, phase)]
     if state.debug:
         operands += [trace.index(ref.stage, i32), error_buffer(trace)]

@@ -108,7 +108,8 @@ def warpgroup_stack(layout: TVLayout, warpgroups: int) -> TVLayout:
     '(((4,8,4),2),(2,2,1)):(((256,1,16),64),(128,8,1024)) over tile (128,8)'
     """
     if isinstance(warpgroups, bool) or not isinstance(warpgroups, int) or warpgroups < 1:
-        raise TraceError(f"lk.sm90.warpgroup_stack: warpgroups is a positive int, got {warpgroups!r}")
+        raise TraceError("lk.sm90.warpgroup_stack: warpgroups is a positive int, got "
+                         f"{warpgroups!r}")
     if not isinstance(layout, TVLayout) or len(layout.tile) != 2 or \
             layout.num_threads != WARPGROUP:
         raise TraceError(f"lk.sm90.warpgroup_stack: stacks a 128-thread TV layout over a 2-D tile, "

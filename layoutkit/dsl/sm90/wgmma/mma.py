@@ -111,13 +111,13 @@ def _accumulate(trace, accumulate):
     if isinstance(accumulate, bool):
         return accumulate, None
     if isinstance(accumulate, Scalar) and accumulate.dtype != bool_:
-        raise TraceError(f"lk.sm90.wgmma: accumulate is a bool (True, False, or a runtime bool such "
+        raise TraceError("lk.sm90.wgmma: accumulate is a bool (True, False, or a runtime bool such "
                          f"as kt > 0), got a {accumulate.dtype} scalar")
     try:
         return None, condition(trace, accumulate)
     except TraceError:
-        raise TraceError(f"lk.sm90.wgmma: accumulate is True, False, a bool scalar or a comparison of "
-                         f"kernel integers (e.g. kt > 0), got {accumulate!r}") from None
+        raise TraceError("lk.sm90.wgmma: accumulate is True, False, a bool scalar or a comparison "
+                         f"of kernel integers (e.g. kt > 0), got {accumulate!r}") from None
 
 
 def wgmma(acc: RegisterTensor, a, b: SharedTensor, *, accumulate=True) -> RegisterTensor:
@@ -129,8 +129,9 @@ def wgmma(acc: RegisterTensor, a, b: SharedTensor, *, accumulate=True) -> Regist
     what = "lk.sm90.wgmma"
     trace = _trace(what)
     if not isinstance(acc, RegisterTensor) or acc.dtype != f32:
-        raise TraceError(f"{what}: acc is an f32 register tensor in lk.sm90.wgmma_accumulator_layout "
-                         f"(e.g. lk.full(layout, 0.0)), got {acc!r}")
+        raise TraceError(f"{what}: acc is an f32 register tensor in "
+                         "lk.sm90.wgmma_accumulator_layout (e.g. lk.full(layout, 0.0)), got "
+                         f"{acc!r}")
     if len(acc.layout.tile) != 2:
         raise TraceError(f"{what}: acc covers a 2-D (M, N) tile, got {acc.layout}")
     m, n = acc.layout.tile
