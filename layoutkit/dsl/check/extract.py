@@ -237,6 +237,8 @@ class Extractor:
         guards = {key: ifs for key, (_, ifs) in enclosing.items()}
         bounding = [v for op in loops for v in (*op.operands[:2],
                                                 *(g.operands[0] for g in guards[id(op)]))]
+        facts = [op.operands[0] for op in walk_ops(self.fn.body) if op.name == "assume"]
+        bounding += facts                   # lk.assume: the search walks only values obeying it
         tunable = sorted(set().union(*(self.depends(v) for v in bounding)),
                          key=lambda vid: self.params[vid])
         if not tunable:
@@ -244,6 +246,8 @@ class Extractor:
 
         def score():
             self.values.memo.clear()
+            if not all(self._holds(f) for f in facts):
+                return -1, -1
             running = total = 0
             for op in loops:
                 for outer in enclosing[id(op)][0]:
@@ -271,7 +275,17 @@ class Extractor:
                 self.values.fixed[vid] = keep
             if not improved or best == (len(loops), self.trips * len(loops)):
                 break
+        if best == (-1, -1):
+            text = "; ".join(op.attrs["text"] for op in walk_ops(self.fn.body)
+                             if op.name == "assume")
+            self.undecided.append(km.Undecided(
+                f"no parameter values the check tried satisfy lk.assume ({text}); it walked the "
+                "kernel with values that break them", km.Site(None, "")))
         return tunable
+
+    def _holds(self, fact) -> bool:
+        value = self.values(fact)
+        return value is UNKNOWN or bool(np.all(value))
 
     def _enclosing(self, block, fors: tuple, ifs: tuple, out) -> dict:
         """id(for op) -> (the for ops around it, outermost first; the if ops around it)."""

@@ -53,6 +53,50 @@ def _assumed(sym) -> tuple:
     return (1 if sym.is_positive else 0 if sym.is_nonnegative else None, None)
 
 
+_FACTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def add_fact(trace, expr, lo: int | None, hi: int | None) -> None:
+    """Record that the integer expression `expr` (of parameters) lies in lo..hi for every launch
+    (lk.assume): a symbol's range narrows, a compound expression's range applies wherever its
+    terms appear (facts.interval's hints)."""
+    facts = _FACTS.setdefault(trace, {})
+    old_lo, old_hi = facts.get(expr, (None, None))
+    facts[expr] = (lo if old_lo is None else old_lo if lo is None else max(lo, old_lo),
+                   hi if old_hi is None else old_hi if hi is None else min(hi, old_hi))
+    _RANGES.pop(trace, None)            # ranges found before the fact are stale
+
+
+class SymbolRanges:
+    """symbol -> (lo, hi) (None for an unknown end) over a trace's symbols, with `hints`: the
+    ranges lk.assume gave compound expressions (facts.interval applies them)."""
+
+    def __init__(self, trace, cache: dict, hints: dict):
+        self.trace, self.cache, self.hints = trace, cache, hints
+        self.tid = trace.specials.get(("thread_idx", 0))
+
+    def __call__(self, sym):
+        if sym == self.tid:               # inside a warp role: the role's threads
+            role = current_role(self.trace)
+            if role is not None:
+                first = 4 * WARP_THREADS * role.first
+                return first, first + role.threads - 1
+        found = self.cache.get(sym)
+        if found is None:
+            found = _symbol_range(self.trace, sym, self)
+            fact = self.hints.get(sym)
+            if fact is not None:
+                found = _intersect(found, fact)
+            self.cache[sym] = found
+        return found
+
+
+def _intersect(a, b) -> tuple:
+    lo = a[0] if b[0] is None else b[0] if a[0] is None else max(a[0], b[0])
+    hi = a[1] if b[1] is None else b[1] if a[1] is None else min(a[1], b[1])
+    return lo, hi
+
+
 def ranges_of(trace):
     """A function symbol -> (lo, hi) (None for an unknown end) over `trace`'s symbols (with no
     trace, outside a kernel: what the symbols' assumptions say)."""
@@ -61,20 +105,7 @@ def ranges_of(trace):
     cache = _RANGES.get(trace)
     if cache is None:
         cache = _RANGES[trace] = {}
-
-    tid = trace.specials.get(("thread_idx", 0))
-
-    def rng(sym):
-        if sym == tid:                    # inside a warp role: the role's threads
-            role = current_role(trace)
-            if role is not None:
-                first = 4 * WARP_THREADS * role.first
-                return first, first + role.threads - 1
-        found = cache.get(sym)
-        if found is None:
-            found = cache[sym] = _symbol_range(trace, sym, rng)
-        return found
-    return rng
+    return SymbolRanges(trace, cache, _FACTS.get(trace, {}))
 
 
 def _type_range(sym, value) -> tuple:
@@ -444,6 +475,6 @@ def needs_64_bits(trace, coordinate, bound) -> bool:
     return lo is None or hi is None or lo < I32_MIN or hi > I32_MAX
 
 
-__all__ = ["BoundsWarning", "ranges_of", "value_range", "within", "require_within",
+__all__ = ["BoundsWarning", "add_fact", "ranges_of", "value_range", "within", "require_within",
            "undecided", "negative_stride", "extremes", "check_tv", "require_tv", "active_trace",
            "needs_64_bits", "leaves", "show_range"]

@@ -79,7 +79,36 @@ def interval(expr, ranges) -> tuple[int | None, int | None]:
 
 
 def _interval(expr, ranges):
-    """interval() with Fraction ends (a term such as M/64 is rational on its own)."""
+    """interval() with Fraction ends (a term such as M/64 is rational on its own), narrowed by
+    the ranges' `hints` (compound expressions lk.assume gave a range) where present."""
+    hints = getattr(ranges, "hints", None)
+    if not hints or expr.is_Symbol or expr.is_Rational:
+        return _interval_plain(expr, ranges)
+    lo, hi = _interval_plain(expr, ranges)
+    hinted = hints.get(expr)
+    if hinted is None and isinstance(expr, sympy.Add):
+        hinted = _hinted_terms(expr, hints, ranges)
+    if hinted is None:
+        return lo, hi
+    h_lo, h_hi = (None if e is None else Fraction(e) for e in hinted)
+    return (lo if h_lo is None else h_lo if lo is None else max(lo, h_lo),
+            hi if h_hi is None else h_hi if hi is None else min(hi, h_hi))
+
+
+def _hinted_terms(expr, hints, ranges):
+    """The range of a sum some of whose terms form a hinted expression: the hint's range plus
+    the interval of the other terms (the first hint that fits)."""
+    terms = set(expr.args)
+    for hinted, (lo, hi) in hints.items():
+        if not isinstance(hinted, sympy.Add) or not set(hinted.args) <= terms:
+            continue
+        rest_lo, rest_hi = _interval(sympy.Add(*(terms - set(hinted.args))), ranges)
+        return (None if lo is None or rest_lo is None else lo + rest_lo,
+                None if hi is None or rest_hi is None else hi + rest_hi)
+    return None
+
+
+def _interval_plain(expr, ranges):
     if expr.is_Rational:
         return Fraction(int(expr.p), int(expr.q)), Fraction(int(expr.p), int(expr.q))
     if isinstance(expr, sympy.Symbol):

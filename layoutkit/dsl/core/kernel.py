@@ -397,6 +397,8 @@ class Kernel:
         if spec is None or not spec.protocol_checked:
             spec = self._specialization(key, values)
         plan = spec.plan
+        if plan.assumptions:            # lk.assume: every launch, so never the fast path's
+            plan.check_assumptions(values)
         runtime = self._runtime_values(values)
         if plan.hidden:
             runtime += plan.hidden_values(values)
@@ -410,7 +412,8 @@ class Kernel:
         sink = plan.sink
         if sink is not None:   # debug build: wait, and name a barrier that timed out
             sink.check_launch()
-        elif stream is None and not spec.has_hidden and self._fast is not None:
+        elif stream is None and not spec.has_hidden and self._fast is not None and \
+                not plan.assumptions:
             self._fast.remember(key, grid, launcher)
 
     # ---- introspection (no GPU) --------------------------------------------------------------

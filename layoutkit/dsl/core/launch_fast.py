@@ -215,7 +215,8 @@ class FastLaunch:
         lookup = debug_raw_lookup()
         if debug is None and lookup is None:   # no encoded environment: only the checked path
             return
-        self.namespace = {"_lk_T": NeverATensor, "_lk_launchers": self.launchers, "_lk_checked": checked,
+        self.namespace = {"__name__": __name__,     # its frames are layoutkit's, not the user's
+                          "_lk_T": NeverATensor, "_lk_launchers": self.launchers, "_lk_checked": checked,
                           "_lk_type": type, "_lk_int": int, "_lk_float": float, "_lk_len": len,
                           "_lk_os": os, "_lk_debug_key": lookup and lookup[0], "_lk_flags": lookup and lookup[1]}
         source = fast_launch_source(params, debug, relaxed) + "\n\n\n" + bind_source(params)

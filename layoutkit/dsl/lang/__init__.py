@@ -6,11 +6,12 @@ from . import control_ops, memory_ops, scalar_ops  # noqa: F401  (the op definit
 from .control import eq, if_, ne, range  # noqa: A004
 from .convert import convert_layout
 from .global_tensor import GlobalTensor, PointerArg, global_tensor
+from .assume import assume
 from .index_value import index_value
 from .memory import in_bounds, load, store
 from .reduce import broadcast, reduce_max, reduce_sum, thread_sum
 from .shared import SharedTensor, barrier, shared_tensor
 
 __all__ = ["eq", "if_", "ne", "range", "convert_layout", "GlobalTensor", "PointerArg",
-           "global_tensor", "index_value", "in_bounds", "load", "store", "broadcast",
+           "global_tensor", "assume", "index_value", "in_bounds", "load", "store", "broadcast",
            "reduce_max", "reduce_sum", "thread_sum", "SharedTensor", "barrier", "shared_tensor"]
