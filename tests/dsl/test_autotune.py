@@ -10,7 +10,6 @@ from layoutkit.dsl.core.autotune import Autotuner, Config, autotune
 
 from . import spec_cache_kernels as K
 from .fake_gpu import BASE, FakeGPU, Tensor
-from .test_spec_cache import cache  # noqa: F401 (the fixture)
 
 CONFIGS = [Config(BLOCK=256, THREADS=128), Config(BLOCK=512, THREADS=128),
            Config(BLOCK=1024, THREADS=256, num_warps=8)]

@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import layoutkit.dsl as lk
-from layoutkit.algebra import Layout
 from layoutkit.dsl.interpreter import interpret
 
 from . import spec_cache_kernels as K

@@ -10,7 +10,7 @@ import layoutkit.dsl as lk
 from layoutkit.dsl.core.progress import Progress
 
 from . import spec_cache_kernels as K
-from .test_spec_cache import again, cache, entries  # noqa: F401 (the fixture)
+from .test_spec_cache import again, entries
 
 T, R = lk.TensorSpec(lk.f32, (4096,)), lk.TensorSpec(lk.f32, (4095,))
 CALLS = [(T, T, 2.0, 4), dict(x=R, y=T, a=1.0, VALUES=4), (T, T, 2.0, 2), (T, T, 3.0, 4)]

@@ -26,14 +26,6 @@ T = lk.TensorSpec(lk.f32, (4096,))
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def cache(monkeypatch, tmp_path):
-    """The spec cache on, in a directory of this test's own."""
-    monkeypatch.setenv("LAYOUTKIT_SPEC_CACHE", "1")
-    monkeypatch.setenv("LAYOUTKIT_CACHE_DIR", str(tmp_path))
-    return tmp_path / "spec"
-
-
 def again(k, **options):
     """The kernel made anew from its function, as another process would make it."""
     return lk.Kernel(k.fn, k.num_warps, cluster=k.cluster, debug=k.debug, target=k.target,
