@@ -29,6 +29,7 @@ Warnings a trace raised (protocol, bounds) are not repeated when an entry is ser
 from __future__ import annotations
 
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,7 @@ class KernelCache:
         self._fingerprint: str | None = None
         self._reason: str | None = None
         self._checked = False
+        self._lock = threading.Lock()
 
     @property
     def directory(self) -> Path:
@@ -89,14 +91,15 @@ class KernelCache:
         return self._reason
 
     def _fingerprint_or_reason(self) -> str | None:
-        if not self._checked:
-            self._checked = True
-            try:
-                self._fingerprint = digest(function_fingerprint(self.kernel.fn),
-                                           self.kernel.identity())
-            except NotCacheable as exc:
-                self._reason = f"kernel {self.kernel.name}: {exc.reason}"
-                self._note(self._reason)
+        with self._lock:              # threads launching the kernel at once: computed once
+            if not self._checked:
+                try:
+                    self._fingerprint = digest(function_fingerprint(self.kernel.fn),
+                                               self.kernel.identity())
+                except NotCacheable as exc:
+                    self._reason = f"kernel {self.kernel.name}: {exc.reason}"
+                    self._note(self._reason)
+                self._checked = True
         return self._fingerprint
 
     def _note(self, reason: str) -> None:
