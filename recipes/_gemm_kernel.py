@@ -33,9 +33,10 @@ from dataclasses import dataclass
 
 import layoutkit as lk
 from layoutkit.algebra import ComposedLayout, Layout
+from layoutkit.ptx.isa import smem_swizzle
 
 SWIZZLE = "128B"              # every shared tile: rows of 128 bytes, the widest swizzle
-ROW_BYTES = 128               # its span (one swizzled row)
+ROW_BYTES = smem_swizzle.span(SWIZZLE)      # 128: one swizzled row
 EPILOGUE_BYTES = 256          # columns of C per epilogue chunk, in bytes (64 rows per consumer)
 CONSUMERS = 2                 # consumer warpgroups, 64 rows of the tile each
 WG_ROWS = 64                  # rows of one wgmma (m64)
@@ -93,8 +94,9 @@ class Config:
     CLUSTER: int = 2
     BM: int = CONSUMERS * WG_ROWS
 
-    def smem_bytes(self, ab=lk.bf16, c=lk.bf16) -> int:
-        """Shared memory of the ring and the C chunk buffer (barriers aside)."""
+    def smem_bytes(self, c=lk.bf16) -> int:
+        """Shared memory of the ring (the same bytes for every operand type) and the buffer of
+        one C chunk of type `c` (barriers aside)."""
         stage = (self.BM + self.BN) * ROW_BYTES
         return self.STAGES * stage + self.BM * epilogue_columns(self.BN, c) * c.nbytes
 
