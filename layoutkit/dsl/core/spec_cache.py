@@ -91,6 +91,8 @@ class KernelCache:
         return self._reason
 
     def _fingerprint_or_reason(self) -> str | None:
+        if self._checked:
+            return self._fingerprint
         with self._lock:              # threads launching the kernel at once: computed once
             if not self._checked:
                 try:
