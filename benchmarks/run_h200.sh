@@ -14,10 +14,10 @@ parts=${*:-tests bench recipes}
   python3 -c "import torch, triton, cuda.bindings; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda-bindings', cuda.bindings.__version__)"
 } 2>&1 | tee "$OUT/env.txt"
 
-gpu_tests() {   # [GPU_ENV=VAR=value] gpu_tests LABEL FILES...
+gpu_tests() {   # [GPU_ENV=VAR=value] [GPU_TIMEOUT=seconds] gpu_tests LABEL FILES...
   local label=$1; shift
   echo "== pytest $label"
-  timeout 300 env ${GPU_ENV:-} python3 -m pytest -m gpu "$@" -p no:cacheprovider -q -rs \
+  timeout ${GPU_TIMEOUT:-300} env ${GPU_ENV:-} python3 -m pytest -m gpu "$@" -p no:cacheprovider -q -rs \
       --timeout=150 --timeout-method=thread 2>&1 | tee "$OUT/pytest_$label.log" | tail -8
 }
 
@@ -29,8 +29,10 @@ if [[ $parts == *tests* ]]; then
   gpu_tests dsl_wgmma tests/gpu/test_dsl_wgmma_gpu.py
   gpu_tests recipes tests/gpu/test_recipe_transpose_gpu.py \
       tests/gpu/test_recipe_layernorm_gpu.py tests/gpu/test_recipe_mma_gemm_gpu.py
-  GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_hopper tests/gpu/test_recipe_gemm_hopper_gpu.py
-  GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_fp8 tests/gpu/test_recipe_gemm_fp8_gpu.py
+  # many specializations each (shapes' divisibility facts, dtypes, epilogues): minutes of
+  # tracing and ptxas on a cold cache
+  GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_hopper tests/gpu/test_recipe_gemm_hopper_gpu.py
+  GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_fp8 tests/gpu/test_recipe_gemm_fp8_gpu.py
   GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention tests/gpu/test_recipe_flash_attention_gpu.py
   gpu_tests misuse tests/gpu/test_misuse_gpu.py
   gpu_tests torch tests/gpu/test_torch_ops_gpu.py -k "not example"   # layoutkit.torch's ops
