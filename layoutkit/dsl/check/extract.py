@@ -240,7 +240,7 @@ class Extractor:
         facts = [op.operands[0] for op in walk_ops(self.fn.body) if op.name == "assume"]
         bounding += facts                   # lk.assume: the search walks only values obeying it
         tunable = sorted(set().union(*(self.depends(v) for v in bounding)),
-                         key=lambda vid: self.params[vid])
+                         key=list(self.params).index)      # the parameters' own order
         if not tunable:
             return []
 
