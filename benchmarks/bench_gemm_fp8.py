@@ -1,7 +1,7 @@
 """fp8 GEMM, layoutkit's recipes/gemm_fp8.py against torch._scaled_mm (cuBLASLt), same run.
 
     PYTHONPATH=. python3 benchmarks/bench_gemm_fp8.py [--reps 30] [--shapes main|issue|all]
-                                                      [--sweep]
+                                                      [--part I/N] [--sweep]
 
 For each shape (M, N, K): random e4m3 A (M x K, row-major) and B (K x N, column-major), per-tensor
 and per-row/per-column f32 scales, bf16 out; the output checked against float64 of the
@@ -11,6 +11,7 @@ same accumulation as layoutkit's) timed interleaved with the L2 flushed before e
 (> 1: layoutkit is faster). `--sweep` times every config of the recipe's autotuning space.
 Shape sets: main = 4096^3 and 8192^3; issue = the rows of issue 15's table and its small-M grid
 (M in 1..16384 x (N, K) in (4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)).
+`--part I/N` runs every N-th shape from the I-th (1-based), so a long set splits over runs.
 """
 from __future__ import annotations
 
@@ -27,11 +28,16 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--shapes", choices=("main", "issue", "all"), default="all")
     parser.add_argument("--sweep", action="store_true", help="time every autotuning config")
+    parser.add_argument("--part", default="1/1", help="I/N: every N-th shape from the I-th")
     args = parser.parse_args(argv)
+    part, parts = (int(x) for x in args.part.split("/"))
+    if not 1 <= part <= parts:
+        parser.error(f"--part {args.part}: I/N with 1 <= I <= N")
     recipe = load_recipe("gemm_fp8")
     torch.manual_seed(0)
     main_shapes = [(4096, 4096, 4096), (8192, 8192, 8192)]
     shapes = {"main": main_shapes, "issue": recipe.SHAPES[2:], "all": recipe.SHAPES}[args.shapes]
+    shapes = shapes[part - 1::parts]
     configs = list(recipe.CONFIGS) if args.sweep else None
     recipe.benchmark(reps=args.reps, shapes=shapes, configs=configs)
     return 0
