@@ -330,3 +330,22 @@ def test_fingerprint_refuses_a_function_without_source():
     exec("def f(x):\n    return x\n", namespace)
     with pytest.raises(NotCacheable, match="function f has no source file to read"):
         function_fingerprint(namespace["f"])
+
+
+def test_an_lru_cached_helper_is_fingerprinted_by_its_function():
+    import functools
+
+    def make(helper):
+        def kernel_like(x):
+            return helper(x)
+        return kernel_like
+
+    @functools.lru_cache(maxsize=None)
+    def plus_one(n):
+        return n + 1
+
+    @functools.lru_cache(maxsize=None)
+    def plus_two(n):
+        return n + 2
+    assert function_fingerprint(make(plus_one)) == function_fingerprint(make(plus_one))
+    assert function_fingerprint(make(plus_one)) != function_fingerprint(make(plus_two))

@@ -17,7 +17,8 @@ The fingerprint is a sha256 over a canonical text of:
 
 Values are written down by `canonical`: None, bools, numbers, strings, bytes, tuples and
 frozensets of values, enums, frozen dataclass instances, layoutkit's immutable values (layouts,
-swizzles, dtypes: their repr), functions, classes and modules. Anything else (a list, a dict, an
+swizzles, dtypes: their repr), functions (functools.lru_cache'd ones and partials too), classes
+and modules. Anything else (a list, a dict, an
 object whose repr is its address) has no stable text: `NotCacheable` names it, and the kernel is
 traced in every process as before.
 
@@ -124,6 +125,9 @@ class _Walker:
                 return f"builtin:{module}.{value.__qualname__}@{_version_of(module)}"
         if isinstance(value, types.MethodType):
             return f"method:{self.value(value.__self__, what)}.{self.function(value.__func__)}"
+        if type(value).__module__ == "functools" and \
+                isinstance(getattr(value, "__wrapped__", None), types.FunctionType):
+            return f"cached:{self.function(value.__wrapped__)}"    # functools.lru_cache / cache
         if isinstance(value, functools.partial):
             return (f"partial:{self.value(value.func, what)}"
                     f"{self.value(tuple(value.args), what)}"
