@@ -137,4 +137,15 @@ def test_misuse_is_named(configs, key, message):
 
 def test_config_text():
     assert str(Config(BLOCK=256, STAGES=2, num_warps=8)) == "BLOCK=256, STAGES=2, num_warps=8"
+    assert str(Config(BN=128, cluster=[2, 1, 1])) == "BN=128, cluster=(2, 1, 1)"
     assert str(Config()) == "(defaults)" and Config(A=1) == Config(A=1)
+
+
+def test_a_config_may_set_the_cluster_shape():
+    t = tuner(FakeTimer({}))
+    clustered = t.kernel_for(Config(BLOCK=256, THREADS=128, cluster=2))
+    assert clustered.cluster == (2, 1, 1) and clustered.num_warps == 4
+    assert t.kernel_for(Config(BLOCK=512, THREADS=128, cluster=(2, 1, 1))) is clustered
+    assert t.kernel_for(CONFIGS[0]) is t.kernel
+    with pytest.raises(lk.KernelDefinitionError, match=r"cluster=\(9, 1, 1\) has 9 CTAs"):
+        t.kernel_for(Config(BLOCK=256, THREADS=128, cluster=9))

@@ -7,8 +7,8 @@ chosen once per key and kept on disk.
 
     scale[lambda meta: (-(-meta["n"] // meta["BLOCK"]),)](x, n)     # tunes at the first call
 
-A Config gives values to some of the kernel's constexprs and may set num_warps (the kernel made
-again with that block size). The tuning key is the values of the arguments named in `key`
+A Config gives values to some of the kernel's constexprs and may set num_warps and cluster (the
+kernel made again with that block size or cluster shape). The tuning key is the values of the arguments named in `key`
 (a tensor's: its shape, strides and dtype), the device's name, and the specialization facts of
 the other arguments. At the first call of a key: every candidate's specialization is made in
 parallel (kernel.precompile's workers: tracing and ptxas in processes), a candidate that does
@@ -52,14 +52,18 @@ def set_default_timer(timer) -> None:
 
 @dataclass(frozen=True, init=False)
 class Config:
-    """One candidate: values of constexprs and, optionally, the kernel's num_warps."""
+    """One candidate: values of constexprs and, optionally, the kernel's num_warps and cluster
+    shape (an int or a tuple, as @lk.kernel takes it)."""
 
     constexprs: tuple
     num_warps: int | None
+    cluster: object
 
-    def __init__(self, num_warps: int | None = None, **constexprs):
+    def __init__(self, num_warps: int | None = None, cluster=None, **constexprs):
         object.__setattr__(self, "constexprs", tuple(sorted(constexprs.items())))
         object.__setattr__(self, "num_warps", num_warps)
+        object.__setattr__(self, "cluster", tuple(cluster) if isinstance(cluster, list)
+                           else cluster)
 
     @property
     def kwargs(self) -> dict:
@@ -69,6 +73,8 @@ class Config:
         parts = [f"{k}={v!r}" for k, v in self.constexprs]
         if self.num_warps is not None:
             parts.append(f"num_warps={self.num_warps}")
+        if self.cluster is not None:
+            parts.append(f"cluster={self.cluster}")
         return ", ".join(parts) or "(defaults)"
 
 
@@ -97,7 +103,7 @@ class Autotuner:
         self.timer, self.reps, self.warmup = timer, reps, warmup
         self.workers, self.progress = workers, progress
         self._check()
-        self._variants = {kernel.num_warps: kernel}
+        self._variants = {(kernel.num_warps, kernel.cluster): kernel}
         self._best: dict = {}
         self._disk: dict | None = None
         self.report: dict = {}
@@ -120,15 +126,18 @@ class Autotuner:
 
     # ---- kernels and keys --------------------------------------------------------------------
     def kernel_for(self, config: Config):
-        """The kernel with the config's num_warps (the decorated one when it sets none)."""
-        warps = config.num_warps or self.kernel.num_warps
-        k = self._variants.get(warps)
+        """The kernel with the config's num_warps and cluster (the decorated one's where it
+        sets none)."""
+        from .kernel import Kernel, _cluster_shape
+        base = self.kernel
+        warps = config.num_warps or base.num_warps
+        cluster = base.cluster if config.cluster is None else \
+            _cluster_shape(base.name, config.cluster, None)
+        k = self._variants.get((warps, cluster))
         if k is None:
-            from .kernel import Kernel
-            base = self.kernel
-            k = self._variants[warps] = Kernel(base.fn, warps, cluster=base.cluster,
-                                               debug=base.debug, target=base.target,
-                                               do_not_specialize=base.do_not_specialize)
+            k = self._variants[warps, cluster] = Kernel(
+                base.fn, warps, cluster=cluster, debug=base.debug, target=base.target,
+                do_not_specialize=base.do_not_specialize)
         return k
 
     def tuning_key(self, values: tuple) -> tuple:
