@@ -84,9 +84,9 @@ def layernorm_backward_cpu(grad_y, x, weight, eps):
     scratch = cluster_scratch(m, s.CLUSTER, module.STAT_SLOTS)
     partial = torch.empty(2, ctas, n, dtype=torch.float32)
     run(module.kernel_for(module.rw.lk_dtype(x), module.rw.lk_dtype(weight), s),
-        (s.CLUSTER, ctas), grad_y.contiguous(), x.contiguous(), weight.contiguous(), scratch,
+        s.CLUSTER * ctas, grad_y.contiguous(), x.contiguous(), weight.contiguous(), scratch,
         scratch, dx, partial, scratch, m, n // s.VEC, eps, s.row_tiles(m), ctas,
-        **s.constexprs(), STATS=False)
+        **module.constexprs(s, False))
     sums = torch.empty(2, n, dtype=weight.dtype)
     column_sum, grid, constexprs = module.rw.column_sum_launch(module.rw.lk_dtype(weight), 2,
                                                                ctas, n, warps=1)

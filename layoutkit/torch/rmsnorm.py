@@ -66,11 +66,11 @@ def rmsnorm_cpu(x, weight, eps):
     m, n = rows_and_columns(x)
     if m:
         module = recipe("rmsnorm", "rmsnorm")
-        s = module.forward_split(n, x.element_size())
+        s = module.forward_split(n, x.element_size(), m)
         x = x.contiguous()
         w = x if weight is None else weight.contiguous()
         run(module.kernel_for("forward", *_lk_dtypes(module, x, weight), s),
-            (s.CLUSTER, s.row_tiles(m)), x, x, w, y, y, rstd, cluster_scratch(m, s.CLUSTER), m,
+            s.CLUSTER * s.row_tiles(m), x, x, w, y, y, rstd, cluster_scratch(m, s.CLUSTER), m,
             n // s.VEC, eps, **s.constexprs(), RESIDUAL=False, WEIGHT=weight is not None,
             STORE_RESIDUAL=False, STORE_RSTD=True)
     return y, rstd
@@ -126,7 +126,7 @@ def rmsnorm_backward_cpu(grad_y, x, weight, rstd):
     x = x.contiguous()
     partial = torch.empty((ctas, n) if weight is not None else (1,), dtype=torch.float32)
     xdt, wdt = _lk_dtypes(module, x, weight)
-    run(module.kernel_for("backward", xdt, wdt, s), (s.CLUSTER, ctas), grad_y.contiguous(), x,
+    run(module.kernel_for("backward", xdt, wdt, s), s.CLUSTER * ctas, grad_y.contiguous(), x,
         x if weight is None else weight.contiguous(), rstd.contiguous(), dx, partial,
         cluster_scratch(m, s.CLUSTER), m, n // s.VEC, s.row_tiles(m), ctas, **s.constexprs(),
         WEIGHT=weight is not None)

@@ -63,8 +63,8 @@ def softmax_backward_cpu(grad_y, y):
     m, n = rows_and_columns(y)
     if m and n:
         module = recipe("softmax_backward", "softmax_backward")
-        s = module.split_for(n, y.element_size())
-        run(module.kernel_for(module.rw.lk_dtype(y), s), (s.CLUSTER, s.row_tiles(m)),
+        s = module.split_for(n, y.element_size(), m)
+        run(module.kernel_for(module.rw.lk_dtype(y), s), s.CLUSTER * s.row_tiles(m),
             grad_y.contiguous(), y.contiguous(), dx, cluster_scratch(m, s.CLUSTER), m,
             n // s.VEC, **s.constexprs())
     return dx
