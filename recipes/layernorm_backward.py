@@ -38,6 +38,7 @@ import dataclasses
 import functools
 
 import layoutkit as lk
+from layoutkit.tools.dependencies import require_torch
 from recipes import _rowwise as rw
 
 STAT_SLOTS = 4                   # the cluster exchange's slots a row: mean, var, sum g, sum g xhat
@@ -170,7 +171,7 @@ def _plan(dy, x, weight, stats: bool):
 def layernorm_backward(dy, x, weight, mean=None, rstd=None, eps: float = 1e-5):
     """(dx, dweight, dbias) of y = layer_norm(x, (n,), weight, bias, eps) given dy; mean and
     rstd are the forward's per-row statistics (f32) or None (recomputed from x and eps)."""
-    import torch
+    torch = require_torch("recipes.layernorm_backward.layernorm_backward")
     m, n = check_arguments(dy, x, weight, mean, rstd, eps)
     dx = torch.empty_like(x)
     if not (m and n):

@@ -45,6 +45,7 @@ from __future__ import annotations
 import functools
 
 import layoutkit as lk
+from layoutkit.tools.dependencies import require_torch
 from recipes import _rowwise as rw
 
 FWD_VALUES, FWD_THREADS = 64, 256       # a thread / a row's threads: recipes/_row_split.py
@@ -191,7 +192,7 @@ def rmsnorm(x, weight=None, residual=None, eps: float = 1e-6, return_residual: b
             return_rstd: bool = False):
     """RMSNorm of x over its last dim (see the module docstring): y, or the tuple (y,
     [h = x + residual], [rstd]) with the parts asked for; x's dtype in and out."""
-    import torch
+    torch = require_torch("recipes.rmsnorm.rmsnorm")
     m, n = check_forward(x, weight, residual, eps)
     y = torch.empty_like(x)
     h = torch.empty_like(x) if return_residual and residual is not None else None
@@ -252,7 +253,7 @@ def rmsnorm_backward(dy, x, weight, rstd):
     """(dx, dweight) of y = rmsnorm(x, weight) given dy and the forward's rstd (x here is the
     normalized input h = x + residual when a residual was added; dweight is None without a
     weight). dx in x's dtype, dweight in weight's."""
-    import torch
+    torch = require_torch("recipes.rmsnorm.rmsnorm_backward")
     m, n = check_backward(dy, x, weight, rstd)
     dx = torch.empty_like(x)
     if not (m and n):

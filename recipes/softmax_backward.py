@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 
 import layoutkit as lk
+from layoutkit.tools.dependencies import require_torch
 from recipes import _rowwise as rw
 
 VALUES, THREADS = 32, 512               # a thread / a row's threads (y and dy both live)
@@ -86,7 +87,7 @@ def _plan(y):
 
 def softmax_backward(dy, y):
     """dx of y = softmax(x, dim=-1) given the upstream gradient dy (y's shape and dtype)."""
-    import torch
+    torch = require_torch("recipes.softmax_backward.softmax_backward")
     m, n = check_arguments(dy, y)
     dx = torch.empty_like(y)
     if m and n:
