@@ -148,7 +148,8 @@ class IndexLowering:
             if kind == "floor":
                 return bits.shr(self.k, value, d.bit_length() - 1, dtype=ptype)
             return bits.and_(self.k, value, d - 1, dtype=ptype)
-        quotient, remainder = arith.div(self.k, value, d, dtype=ptype), None
+        quotient = arith.div(self.k, value, d, dtype=ptype) if kind == "floor" else None
+        remainder = None
         if kind == "mod" or not num.is_nonnegative:
             remainder = arith.rem(self.k, value, d, dtype=ptype)
         if num.is_nonnegative:
