@@ -6,11 +6,13 @@ heads_q a multiple of heads_kv (GQA), causal bottom-right aligned; o is a new co
 tensor of q's shape, lse a new contiguous f32 (batch, heads_q, seqlen_q), natural log.
 
 Autograd is wired but pending: the backward is torch.ops.layoutkit.flash_attention_backward
-(grad_o, q, k, v, o, lse, ...) -> (dq, dk, dv), which calls
-recipes.flash_attention.flash_attention_backward (issue 17, item 1) once that kernel exists
+(grad_o, q, k, v, o, lse, causal, softmax_scale, layout) -> (dq, dk, dv), which calls
+recipes.flash_attention.flash_attention_backward(grad_o, q, k, v, o, lse, causal=...,
+softmax_scale=..., layout=...) -> (dq, dk, dv) (issue 17, item 1) once that kernel exists,
 and until then raises NotImplementedError when a backward pass reaches it (a forward under
 torch.no_grad(), or on inputs that need no grad, runs). torch.compile traces the backward op
-through its fake implementation either way. lse is not differentiable.
+through its fake implementation either way. lse is not differentiable. The backward has no CPU
+path yet (the interpreter would run the backward kernel as attention_cpu runs the forward's).
 """
 from __future__ import annotations
 
@@ -134,10 +136,15 @@ NO_BACKWARD = ("layoutkit.flash_attention_backward: recipes/flash_attention.py h
                "torch.nn.functional.scaled_dot_product_attention")
 
 
+def backward_kernel():
+    """recipes.flash_attention.flash_attention_backward, or None while it does not exist."""
+    return getattr(recipe("flash_attention", "flash_attention_backward"),
+                   "flash_attention_backward", None)
+
+
 def attention_backward_cuda(grad_o, q, k, v, o, lse, causal, softmax_scale, layout):
     outputs = attention_backward_outputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout)
-    kernel = getattr(recipe("flash_attention", "flash_attention_backward"),
-                     "flash_attention_backward", None)
+    kernel = backward_kernel()
     if kernel is None:
         raise NotImplementedError(NO_BACKWARD)
     grads = kernel(grad_o, q, k, v, o, lse, causal=causal, softmax_scale=softmax_scale,
@@ -149,7 +156,11 @@ def attention_backward_cuda(grad_o, q, k, v, o, lse, causal, softmax_scale, layo
 
 def attention_backward_cpu(grad_o, q, k, v, o, lse, causal, softmax_scale, layout):
     attention_backward_outputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout)
-    raise NotImplementedError(NO_BACKWARD)
+    if backward_kernel() is None:
+        raise NotImplementedError(NO_BACKWARD)
+    raise NotImplementedError("layoutkit.flash_attention_backward: CPU tensors are not wired "
+                              "to the backward kernel yet (layoutkit/torch/attention.py); run "
+                              "it on a CUDA device")
 
 
 FLASH_ATTENTION = OpSpec(

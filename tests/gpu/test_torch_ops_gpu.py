@@ -19,7 +19,7 @@ require_gpu()
 torch = pytest.importorskip("torch")
 
 import layoutkit.torch as lkt  # noqa: E402
-from layoutkit.torch.attention import NO_BACKWARD  # noqa: E402
+from layoutkit.torch.attention import NO_BACKWARD, backward_kernel  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 ops = torch.ops.layoutkit
@@ -39,8 +39,7 @@ def opcheck(op, args):
 
 
 def attention_backward_exists() -> bool:
-    import recipes.flash_attention as fa
-    return callable(getattr(fa, "flash_attention_backward", None))
+    return backward_kernel() is not None
 
 
 # ---- opcheck ---------------------------------------------------------------------------------
