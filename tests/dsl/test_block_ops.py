@@ -64,12 +64,55 @@ def reduce_in_divergent_loop(x: lk.Pointer[lk.f32], n: lk.i32):
 
 
 def test_block_wide_ops_must_be_reached_by_every_thread():
-    with pytest.raises(lk.TraceError, match=r"lk.barrier\(\) inside lk.if_") as info:
+    with pytest.raises(lk.TraceError, match=r"lk.barrier\(\) inside lk.if_ \(opened at line "
+                       r"\d+\): every thread of the block must reach it, or the barrier/shuffle "
+                       r"hangs; move it out of the branch, or branch on a condition every thread "
+                       r"of the block shares \(kernel integers without the thread index\)") as info:
         barrier_in_branch.ptx(F, 10)
     assert info.value.location.line == line_of("# BRANCH")
     with pytest.raises(lk.TraceError, match="thread-dependent bounds") as info:
         reduce_in_divergent_loop.ptx(F, 10)
     assert info.value.location.line == line_of("# LOOP")
+
+
+@lk.kernel(num_warps=4)
+def sums_of_live_blocks(x: lk.Tensor[lk.f32, 1], out: lk.Tensor[lk.f32, 1],
+                        live: lk.Tensor[lk.i32, 1]):
+    """out[b] = sum of x[128 b .. 128 b + 127] (a shuffle and shared-memory reduction behind
+    lk.barrier) where live[b] > b, else untouched: the branch is the same in all the block."""
+    b = lk.block_id(0)
+    tv = lk.tv_layout(Layout(128), Layout(1))
+    one = lk.TVLayout((1,), Layout((128, 1), (0, 0)))
+    n = lk.index_value(lk.load(live.tile((1,), (b,)).partition(one)))
+    with lk.if_(b < n):
+        total = lk.reduce_sum(lk.load(x.tile((128,), (b,)).partition(tv)), 0)
+        lk.barrier()
+        with lk.if_(lk.eq(lk.thread_id(), 0)):
+            lk.store(out.tile((1,), (b,)).partition(total.layout), total)
+
+
+def test_block_wide_ops_run_under_a_branch_the_whole_block_takes():
+    from layoutkit.dsl.interpreter import interpret
+    x = np.arange(4 * 128, dtype=np.float32)
+    out = np.full(4, -1.0, np.float32)
+    interpret(sums_of_live_blocks, 4, x, out, np.array([1, 0, 5, 3], np.int32))
+    sums = x.reshape(4, 128).sum(axis=1)
+    assert out.tolist() == [sums[0], -1.0, sums[2], -1.0]
+    ptx = sums_of_live_blocks.ptx(lk.TensorSpec(lk.f32, (512,)), lk.TensorSpec(lk.f32, (4,)),
+                                  lk.TensorSpec(lk.i32, (4,)))
+    assert "shfl.sync.bfly" in ptx and "bar.sync 0;" in ptx
+
+
+def test_a_cluster_barrier_needs_no_branch_at_all():
+    @lk.kernel(num_warps=4, cluster=(2, 1, 1))
+    def k(x: lk.Pointer[lk.f32], n: lk.i32):
+        with lk.if_(lk.block_id(0) < n):        # the same in a CTA, not across the cluster
+            lk.sm90.cluster_sync()  # CLUSTER BRANCH
+    with pytest.raises(lk.TraceError, match=r"lk.sm90.cluster_sync\(\) inside lk.if_ \(opened "
+                       r"at line \d+\): every thread of the cluster must reach it, or the "
+                       r"barrier/shuffle hangs; move it out of the branch\n") as info:
+        k.ptx(F, 10)
+    assert info.value.location.line == line_of("# CLUSTER BRANCH")
 
 
 # ---- reductions ----------------------------------------------------------------------------

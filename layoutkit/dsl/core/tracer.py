@@ -102,19 +102,47 @@ class Trace:
         tids = {s for (kind, _), s in self.specials.items() if kind == "thread_idx"}
         return bool(sympy.sympify(expr).free_symbols & tids)
 
-    def require_uniform(self, what: str) -> None:
-        """Raise unless every thread of the block reaches this point: not inside lk.if_ and not
-        inside an lk.range whose bounds depend on the thread (bar.sync and shfl.sync over the
-        full warp must be executed by all participating threads, else they hang or are
-        undefined: PTX ISA "bar", "shfl.sync")."""
+    def require_uniform(self, what: str, cluster: bool = False) -> None:
+        """Raise unless every thread of the block (with `cluster`, of the cluster) reaches this
+        point: not inside an lk.range whose bounds depend on the thread, nor inside an lk.if_
+        whose condition may differ between the block's threads (with `cluster`, inside no
+        lk.if_ at all: its CTAs may disagree). bar.sync and shfl.sync over the full warp must
+        be executed by all participating threads, else they hang or are undefined: PTX ISA
+        "bar", "shfl.sync"."""
         for parent in self.blocks[:-1]:
             owner = parent.ops[-1]
+            if owner.name == "if" and not cluster and self.block_uniform(owner.operands[0]):
+                continue
             if owner.name == "if" or (owner.name == "for" and owner.attrs.get("thread_dependent")):
                 kind = "lk.if_" if owner.name == "if" else "an lk.range with thread-dependent bounds"
                 line = owner.location.line if owner.location is not None else "?"
+                fix = "move it out of the branch" if cluster else \
+                    "move it out of the branch, or branch on a condition every thread of the " \
+                    "block shares (kernel integers without the thread index)"
                 raise TraceError(f"{what} inside {kind} (opened at line {line}): every thread of "
-                                 "the block must reach it, or the barrier/shuffle hangs; move it "
-                                 "out of the branch")
+                                 f"the {'cluster' if cluster else 'block'} must reach it, or the "
+                                 f"barrier/shuffle hangs; {fix}")
+
+    def block_uniform(self, value: Value) -> bool:
+        """Whether `value` (an IR value visible here) is the same in every thread of the CTA: a
+        parameter, a constant, an index expression without a thread index (block indices,
+        parameters, lk.index_value integers, loop indices of uniform loops), or comparisons and
+        logic of those."""
+        defs = {r.id: op for block in self.blocks for op in block.ops for r in op.results}
+        params = {op.results[0].id for op in self.fn.params}
+
+        def uniform(v) -> bool:
+            if v.id in params:
+                return True
+            op = defs.get(v.id)
+            if op is None:
+                return False
+            if op.name == "const":
+                return True
+            if op.name == "index":
+                return not self.thread_dependent(op.attrs["expr"])
+            return op.name in ("cmp", "logic") and all(uniform(x) for x in op.operands)
+        return uniform(value)
 
     def _lookup(self, key):
         for memo in reversed(self.memo):

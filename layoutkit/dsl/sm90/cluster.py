@@ -94,7 +94,7 @@ def num_clusters(axis: int = 0) -> sympy.Symbol:
 def cluster_sync() -> None:
     """Every thread of every CTA of the cluster arrives and waits (release/acquire)."""
     trace, _ = _cluster("lk.sm90.cluster_sync()")
-    trace.require_uniform("lk.sm90.cluster_sync()")
+    trace.require_uniform("lk.sm90.cluster_sync()", cluster=True)
     trace.emit("cluster_sync", (), ())
 
 
