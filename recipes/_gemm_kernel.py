@@ -125,14 +125,16 @@ def broadcast_view(t):
     return lk.global_tensor(t.ptr, t.layout, bounds)
 
 
-def gemm_tiles(A, B, C, TILES_M, TILES_N, K_TILES, *, GRID, B_MAJOR, BN, STAGES, GROUP_M,
-               CLUSTER, epilogue=None):
+def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue=None):
     """The pipeline (module docstring) inside a kernel of WARPS warps: C (M x N) =
     epilogue(A (M x K) @ B), B given as the N x K tensor B (B_MAJOR "K": B[n, k]) or the K x N
     tensor B (B_MAJOR "N": B[k, n], 16-bit types only), each with its last mode contiguous.
     `epilogue(chunk, fragment)` maps an f32 accumulator chunk (a register tensor) and its
-    Fragment to the f32 values stored; None stores the accumulator."""
+    Fragment to the f32 values stored; None stores the accumulator. The tile counts are kernel
+    arithmetic on the extents (M and N from C, K from A)."""
     BM, BK = CONSUMERS * WG_ROWS, row_elements(A.dtype)
+    TILES_M, TILES_N, K_TILES = (-(-C.shape[0] // BM), -(-C.shape[1] // BN),
+                                 -(-A.shape[1] // BK))
     sB = lk.shared_tensor(k_major(BN, STAGES, B.dtype) if B_MAJOR == "K" else
                           n_major(BN, STAGES, B.dtype), B.dtype, name="sB")
     sA = lk.shared_tensor(k_major(BM, STAGES, A.dtype), A.dtype, name="sA")

@@ -52,12 +52,11 @@ def kernel(a_type, b_type, c_type, cluster: int):
     (lk.bf16 / lk.f32), launched in clusters of `cluster` CTAs (1 or 2)."""
     def gemm_fp8(a: lk.Tensor[a_type, 2], b: lk.Tensor[b_type, 2], c: lk.Tensor[c_type, 2],
                  scale_a: lk.Tensor[lk.f32, 2], scale_b: lk.Tensor[lk.f32, 2],
-                 TILES_M: lk.i32, TILES_N: lk.i32, K_TILES: lk.i32, GRID: lk.constexpr,
-                 BN: lk.constexpr, STAGES: lk.constexpr, GROUP_M: lk.constexpr,
+                 GRID: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr, GROUP_M: lk.constexpr,
                  CLUSTER: lk.constexpr):
         """D (M x N, c) = scale_a * scale_b * (A (M x K) @ B), B given as the N x K tensor b
         (b[n, k], K contiguous); scale_a and scale_b are M x N views (module docstring)."""
-        gemm_tiles(a, b, c, TILES_M, TILES_N, K_TILES, GRID=GRID, B_MAJOR="K", BN=BN,
+        gemm_tiles(a, b, c, GRID=GRID, B_MAJOR="K", BN=BN,
                    STAGES=STAGES, GROUP_M=GROUP_M, CLUSTER=CLUSTER,
                    epilogue=scaled(scale_a, scale_b))
     options = {"cluster": (cluster, 1, 1)} if cluster > 1 else {}
@@ -97,7 +96,7 @@ def _resident_units(device, cfg: Config, types: tuple) -> int:
                  lk.TensorSpec(lk.f32, (4096, 4096), (0, 0)),
                  lk.TensorSpec(lk.f32, (4096, 4096), (0, 0)))
         _RESIDENT[key] = host.resident_units(
-            kernel(*types, cfg.CLUSTER), cfg, sms, *specs, 32, 16, 32, GRID=sms, BN=cfg.BN,
+            kernel(*types, cfg.CLUSTER), cfg, sms, *specs, GRID=sms, BN=cfg.BN,
             STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
     return _RESIDENT[key]
 
@@ -192,8 +191,7 @@ def gemm_fp8(a, b, scale_a=None, scale_b=None, out=None, *, out_dtype=None,
     plan = host.schedule(m, n, k, cfg, lk.e4m3, _resident_units(a.device, cfg, key))
     kernel(*key, cfg.CLUSTER)[(plan.grid,)](
         a_op, b_op, c, _broadcast(scale_a, m, n, a.device),
-        _broadcast(scale_b, m, n, a.device), plan.tiles_m,
-        plan.tiles_n, plan.k_tiles, GRID=plan.grid, BN=cfg.BN, STAGES=cfg.STAGES,
+        _broadcast(scale_b, m, n, a.device), GRID=plan.grid, BN=cfg.BN, STAGES=cfg.STAGES,
         GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)
@@ -215,7 +213,7 @@ def compile_default() -> dict[str, str]:
         name = (f"gemm_fp8_e4m3_{c_type}_{scales}_{cfg.BM}x{cfg.BN}x{ATOM_K}_s{cfg.STAGES}"
                 f"_c{cfg.CLUSTER}")
         out[name] = kernel(lk.e4m3, lk.e4m3, c_type, cfg.CLUSTER).ptx(
-            T, T, lk.TensorSpec(c_type, (4096, 4096)), sa, sb, 32, 16, 32, GRID=132,
+            T, T, lk.TensorSpec(c_type, (4096, 4096)), sa, sb, GRID=132,
             BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
     return out
 
@@ -291,8 +289,7 @@ def check_cpu(seed: int = 0) -> float:
         plan = host.schedule(m, n, k, cfg, a_type, grid // cfg.CLUSTER)
         worst = max(worst, check_on_cpu(
             kernel(a_type, b_type, c_type, cfg.CLUSTER), (grid,), padded(a), padded(b_t), c,
-            np.broadcast_to(sa, (m, n)), np.broadcast_to(sb, (m, n)), plan.tiles_m,
-            plan.tiles_n, plan.k_tiles, GRID=grid, BN=cfg.BN, STAGES=cfg.STAGES,
+            np.broadcast_to(sa, (m, n)), np.broadcast_to(sb, (m, n)), GRID=grid, BN=cfg.BN, STAGES=cfg.STAGES,
             GROUP_M=plan.group, CLUSTER=cfg.CLUSTER, expect={"c": want},
             tolerance=2 ** -7 if c_type == lk.bf16 else 2 ** -20))
     return worst

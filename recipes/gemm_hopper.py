@@ -46,13 +46,12 @@ ALIGN_ELEMENTS = host.TMA_ALIGN_BYTES // lk.bf16.nbytes   # TMA rows: multiples 
 
 
 def gemm_body(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2], c: lk.Tensor[lk.bf16, 2],
-              TILES_M: lk.i32, TILES_N: lk.i32, K_TILES: lk.i32, GRID: lk.constexpr,
-              B_MAJOR: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
+              GRID: lk.constexpr, B_MAJOR: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
               GROUP_M: lk.constexpr, CLUSTER: lk.constexpr):
     """The kernel (see the module docstring): C (M x N) = A (M x K) @ B, with B given as the
     N x K tensor b (B_MAJOR "K": b[n, k]) or the K x N tensor b (B_MAJOR "N": b[k, n]), each
     with its last mode contiguous; the accumulator is stored as it is (no epilogue)."""
-    gemm_tiles(a, b, c, TILES_M, TILES_N, K_TILES, GRID=GRID, B_MAJOR=B_MAJOR, BN=BN,
+    gemm_tiles(a, b, c, GRID=GRID, B_MAJOR=B_MAJOR, BN=BN,
                STAGES=STAGES, GROUP_M=GROUP_M, CLUSTER=CLUSTER)
 
 
@@ -68,22 +67,20 @@ def fused_kernel(bias_type, act, cluster: int):
     for no bias, `act` an activation function or None; clusters of `cluster` CTAs."""
     if bias_type is None:
         def gemm_fused(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2],
-                       c: lk.Tensor[lk.bf16, 2], TILES_M: lk.i32, TILES_N: lk.i32,
-                       K_TILES: lk.i32, GRID: lk.constexpr, B_MAJOR: lk.constexpr,
+                       c: lk.Tensor[lk.bf16, 2], GRID: lk.constexpr, B_MAJOR: lk.constexpr,
                        BN: lk.constexpr, STAGES: lk.constexpr, GROUP_M: lk.constexpr,
                        CLUSTER: lk.constexpr):
             """C = act(A @ B) (module docstring; fused_kernel)."""
-            gemm_tiles(a, b, c, TILES_M, TILES_N, K_TILES, GRID=GRID, B_MAJOR=B_MAJOR, BN=BN,
+            gemm_tiles(a, b, c, GRID=GRID, B_MAJOR=B_MAJOR, BN=BN,
                        STAGES=STAGES, GROUP_M=GROUP_M, CLUSTER=CLUSTER,
                        epilogue=fused(None, act))
     else:
         def gemm_fused(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2],
                        c: lk.Tensor[lk.bf16, 2], bias: lk.Tensor[bias_type, 2],
-                       TILES_M: lk.i32, TILES_N: lk.i32, K_TILES: lk.i32, GRID: lk.constexpr,
-                       B_MAJOR: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
+                       GRID: lk.constexpr, B_MAJOR: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
                        GROUP_M: lk.constexpr, CLUSTER: lk.constexpr):
             """C = act(A @ B + bias) (module docstring; fused_kernel)."""
-            gemm_tiles(a, b, c, TILES_M, TILES_N, K_TILES, GRID=GRID, B_MAJOR=B_MAJOR, BN=BN,
+            gemm_tiles(a, b, c, GRID=GRID, B_MAJOR=B_MAJOR, BN=BN,
                        STAGES=STAGES, GROUP_M=GROUP_M, CLUSTER=CLUSTER,
                        epilogue=fused(bias, act))
     options = {"cluster": (cluster, 1, 1)} if cluster > 1 else {}
@@ -126,7 +123,7 @@ def _resident_units(device, cfg: Config, major: str) -> int:
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         T = lk.TensorSpec(lk.bf16, (4096, 4096))
         _RESIDENT[key] = host.resident_units(
-            KERNELS[cfg.CLUSTER], cfg, sms, T, T, T, 32, 16, 64, GRID=sms, B_MAJOR=major,
+            KERNELS[cfg.CLUSTER], cfg, sms, T, T, T, GRID=sms, B_MAJOR=major,
             BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
     return _RESIDENT[key]
 
@@ -193,15 +190,14 @@ def gemm(a, b, out=None, config: Config | None = None, *, bias=None, activation=
     plan = host.schedule(m, n, k, cfg, lk.bf16, _resident_units(a.device, cfg, major))
     constexprs = dict(GRID=plan.grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
                       GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
-    tiles = (plan.tiles_m, plan.tiles_n, plan.k_tiles)
     if bias is None and activation is None:
-        KERNELS[cfg.CLUSTER][(plan.grid,)](a, b_op, c, *tiles, **constexprs)
+        KERNELS[cfg.CLUSTER][(plan.grid,)](a, b_op, c, **constexprs)
     else:
         act = None if activation is None else ACTIVATIONS[activation]
         bias_type = None if bias is None else {torch.bfloat16: lk.bf16,
                                                torch.float32: lk.f32}[bias.dtype]
         extra = () if bias is None else (bias.expand(m, n),)       # strides (0, stride)
-        fused_kernel(bias_type, act, cfg.CLUSTER)[(plan.grid,)](a, b_op, c, *extra, *tiles,
+        fused_kernel(bias_type, act, cfg.CLUSTER)[(plan.grid,)](a, b_op, c, *extra,
                                                                **constexprs)
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)
@@ -213,7 +209,7 @@ def compile_default() -> dict[str, str]:
     T = lk.TensorSpec(lk.bf16, (4096, 4096))
     cfg = CONFIGS[0]
     return {f"gemm_{major}major_{cfg.BM}x{cfg.BN}x{ATOM_K}_s{cfg.STAGES}_c{cfg.CLUSTER}":
-            KERNELS[cfg.CLUSTER].ptx(T, T, T, 32, 16, 64, GRID=132, B_MAJOR=major, BN=cfg.BN,
+            KERNELS[cfg.CLUSTER].ptx(T, T, T, GRID=132, B_MAJOR=major, BN=cfg.BN,
                                      STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M,
                                      CLUSTER=cfg.CLUSTER)
             for major in ("N", "K")}
@@ -272,8 +268,7 @@ def check_cpu(seed: int = 0) -> float:
         c = np.zeros(want.shape, np.uint16)[:, :n]
         plan = host.schedule(m, n, k, cfg, lk.bf16, grid // cfg.CLUSTER)
         worst = max(worst, check_on_cpu(
-            KERNELS[cfg.CLUSTER], (grid,), a_op, b_op, c, plan.tiles_m, plan.tiles_n,
-            plan.k_tiles, GRID=grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
+            KERNELS[cfg.CLUSTER], (grid,), a_op, b_op, c, GRID=grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
             GROUP_M=plan.group, CLUSTER=cfg.CLUSTER, expect={"c": want[:, :n]},
             tolerance=2 ** -7))
     return worst

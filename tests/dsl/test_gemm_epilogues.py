@@ -48,10 +48,9 @@ def test_fused_epilogue_on_the_interpreter(bias_type, activation):
     plan = host.schedule(m, n, k, cfg, lk.bf16, 1)
     c = np.zeros((m, host.round_up(n, 8)), np.uint16)[:, :n]
     kernel = gemm_hopper.fused_kernel(bias_type, _epilogues.ACTIVATIONS[activation], 1)
-    err = check_on_cpu(kernel, (plan.grid,), padded(a), padded(b), c, *args, plan.tiles_m,
-                       plan.tiles_n, plan.k_tiles, GRID=plan.grid, B_MAJOR="N", BN=cfg.BN,
-                       STAGES=cfg.STAGES, GROUP_M=plan.group, CLUSTER=cfg.CLUSTER,
-                       expect={"c": want}, tolerance=2 ** -7, seeds=(0,))
+    err = check_on_cpu(kernel, (plan.grid,), padded(a), padded(b), c, *args, GRID=plan.grid,
+                       B_MAJOR="N", BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=plan.group,
+                       CLUSTER=cfg.CLUSTER, expect={"c": want}, tolerance=2 ** -7, seeds=(0,))
     assert err < 2 ** -7
 
 
@@ -59,7 +58,7 @@ def test_bias_and_gelu_compile_without_spills():
     T = lk.TensorSpec(lk.bf16, (4096, 4096))
     bias = lk.TensorSpec(lk.bf16, (4096, 4096), (0, 1))
     ptx = gemm_hopper.fused_kernel(lk.bf16, _epilogues.gelu, 2).ptx(
-        T, T, T, bias, 32, 16, 64, GRID=132, B_MAJOR="K", BN=256, STAGES=4, GROUP_M=8,
+        T, T, T, bias, GRID=132, B_MAJOR="K", BN=256, STAGES=4, GROUP_M=8,
         CLUSTER=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

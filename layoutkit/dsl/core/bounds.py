@@ -32,7 +32,7 @@ from layoutkit.ptx.launch import MAX_GRID
 
 from .arguments import INT_RANGE
 from .errors import TraceError, here
-from .facts import interval
+from .facts import interval, sign_range
 from .sync_trace import WARP_THREADS, current_role
 from .tracer import current
 from .types import i32
@@ -47,10 +47,6 @@ class BoundsWarning(UserWarning):
 
 # ---- symbol ranges ------------------------------------------------------------------------
 _RANGES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _assumed(sym) -> tuple:
-    return (1 if sym.is_positive else 0 if sym.is_nonnegative else None, None)
 
 
 _FACTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -101,7 +97,7 @@ def ranges_of(trace):
     """A function symbol -> (lo, hi) (None for an unknown end) over `trace`'s symbols (with no
     trace, outside a kernel: what the symbols' assumptions say)."""
     if trace is None:
-        return _assumed
+        return sign_range
     cache = _RANGES.get(trace)
     if cache is None:
         cache = _RANGES[trace] = {}
@@ -128,7 +124,7 @@ def _symbol_range(trace, sym, rng) -> tuple:
                 (0, MAX_GRID[axis] - 1)
     value = trace.symbols.get(sym)
     if value is None:
-        return _assumed(sym)
+        return sign_range(sym)
     fallback = _type_range(sym, value)
     try:
         found = _defined_range(trace, value, rng)

@@ -27,6 +27,33 @@ def provably_less(a, b) -> bool | None:
     return less(a, b)
 
 
+def sign_range(sym) -> tuple:
+    """A symbol's range from its declared assumptions alone (positive: 1.., non-negative: 0..),
+    for facts.interval where no trace is at hand (the lowering, the interpreter)."""
+    return (1 if sym.is_positive else 0 if sym.is_nonnegative else None), None
+
+
+def provably_nonnegative(expr) -> bool:
+    """True when the integer expression is >= 0 for every value of its symbols' assumptions."""
+    expr = sympy.sympify(expr)
+    if expr.is_nonnegative:
+        return True
+    lo = interval(expr, sign_range)[0]
+    return lo is not None and lo >= 0
+
+
+def positive_division(num, den):
+    """(num, den) of floor(num / den) with `den` a provably positive kernel integer (both
+    negated where `den` is provably negative: sympy writes t // ceil(n/q) as
+    floor(-t / (8*floor(-n/q)))), or None when the sign of `den` is not proven."""
+    lo, hi = interval(den, sign_range)
+    if den.is_positive or lo is not None and lo >= 1:
+        return num, den
+    if den.is_negative or hi is not None and hi <= -1:
+        return sympy.expand(-num), sympy.expand(-den)
+    return None
+
+
 def within_block(expr, tid, threads: int):
     """expr with floor(tid/q) -> 0 and Mod(tid, q) -> tid for q >= threads (0 <= tid < threads):
     the thread index's bound, which the symbol's assumptions cannot carry.

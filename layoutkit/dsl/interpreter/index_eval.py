@@ -18,6 +18,7 @@ from __future__ import annotations
 import sympy
 
 from ..core.errors import TraceError
+from ..core.facts import positive_division
 from .errors import ExecutionError
 
 
@@ -61,7 +62,9 @@ class _Source:
                          "evaluated as integer arithmetic")
 
     def _divide(self, expr, num, den, kind: str) -> str:
-        if not den.is_Integer and den.is_positive:      # a run-time divisor: div/rem
+        found = None if den.is_Integer else positive_division(num, den)
+        if found is not None and (kind == "floor" or found == (num, den)):
+            num, den = found                            # a run-time divisor: div/rem
             q, p = self.text(den), self.text(num)
             return f"_tdiv({p}, {q})" if kind == "floor" else f"_trem({p}, {q})"
         if not (den.is_Integer and int(den) > 0):

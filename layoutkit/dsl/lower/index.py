@@ -28,6 +28,7 @@ from layoutkit.ptx.builder import KernelBuilder, Reg
 from layoutkit.ptx.isa import arith, bits, convert
 
 from ..core.errors import TraceError
+from ..core.facts import positive_division, provably_nonnegative
 
 
 def _power_of_two(n: int) -> bool:
@@ -132,12 +133,20 @@ class IndexLowering:
                          "lowered to integer arithmetic")
 
     def _divide(self, expr, num, den, ptype: str, kind: str):
-        if not (den.is_Integer and int(den) > 0 or not den.is_Integer and den.is_positive):
+        if not den.is_Integer:
+            found = positive_division(num, den) if kind == "floor" else \
+                (num, den) if positive_division(num, den) == (num, den) else None
+            if found is None:
+                raise TraceError(f"{expr}: the divisor {den} is not a positive integer constant "
+                                 "or a provably positive kernel integer")
+            num, den = found
+        elif int(den) <= 0:
             raise TraceError(f"{expr}: the divisor {den} is not a positive integer constant or a "
                              "provably positive kernel integer")
+        nonnegative = provably_nonnegative(num)
         value = self._reg(self.emit(num, ptype), ptype)
         if not den.is_Integer:      # a run-time divisor: div/rem (tens of instructions)
-            if not num.is_nonnegative:
+            if not nonnegative:
                 raise TraceError(f"{expr}: {num} is not provably non-negative, so floor/mod by "
                                  "a run-time divisor would differ from PTX's truncating division")
             divisor = self._reg(self.emit(den, ptype), ptype)
@@ -150,9 +159,9 @@ class IndexLowering:
             return bits.and_(self.k, value, d - 1, dtype=ptype)
         quotient = arith.div(self.k, value, d, dtype=ptype) if kind == "floor" else None
         remainder = None
-        if kind == "mod" or not num.is_nonnegative:
+        if kind == "mod" or not nonnegative:
             remainder = arith.rem(self.k, value, d, dtype=ptype)
-        if num.is_nonnegative:
+        if nonnegative:
             return quotient if kind == "floor" else remainder
         # truncation rounded toward zero: a negative remainder means one step too high
         negative = bits.shr(self.k, remainder, int(ptype[1:]) - 1, dtype=ptype)   # 0 or -1
