@@ -29,6 +29,8 @@ if [[ $parts == *tests* ]]; then
   gpu_tests dsl_wgmma tests/gpu/test_dsl_wgmma_gpu.py
   gpu_tests recipes tests/gpu/test_recipe_transpose_gpu.py \
       tests/gpu/test_recipe_layernorm_gpu.py tests/gpu/test_recipe_mma_gemm_gpu.py
+  gpu_tests row_backward tests/gpu/test_recipe_rmsnorm_gpu.py \
+      tests/gpu/test_recipe_softmax_backward_gpu.py tests/gpu/test_recipe_layernorm_backward_gpu.py
   # many specializations each (shapes' divisibility facts, dtypes, epilogues): minutes of
   # tracing and ptxas on a cold cache
   GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_hopper tests/gpu/test_recipe_gemm_hopper_gpu.py
