@@ -52,8 +52,8 @@ def gemm_cpu(a, b):
     c = g._tma_ready(out)
     cfg = g.config_for(m, n, k)
     plan = g.host.schedule(m, n, k, cfg, bf16, 1)
-    run(g.KERNELS[cfg.CLUSTER], (plan.grid,), a_op, b_op, c, GRID=plan.grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
-        GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
+    run(g.KERNELS[cfg.CLUSTER], (plan.grid,), a_op, b_op, c, GRID=plan.grid, B_MAJOR=major,
+        BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)
     return out
