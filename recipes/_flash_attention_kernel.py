@@ -41,6 +41,7 @@ live with their commit.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -130,6 +131,16 @@ def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Ten
     Q, K, V, O = (x.permute(1, 3, 2, 0) for x in (q, k, v, o))
     LSE = lse.permute(1, 0)                       # (seqlen_q, batch * heads_q)
     SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
+    buffers = shared_buffers(D, BN, STAGES)
+    m_blk, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    hk = h // GROUP
+    n_end, n_masked, DIAG1 = key_blocks(SQ, SK, m_blk, BN, CAUSAL)
+    roles(Env(**buffers, **locals()))
+
+
+def shared_buffers(D: int, BN: int, STAGES: int) -> dict:
+    """The Q tile (then O), the K and V rings and their mbarriers, initialised (every thread
+    passes the barrier after the init): {name: tensor or barrier array}."""
     sQ = lk.shared_tensor(tile_layout(BM, D), lk.bf16, name="sQ")       # Q, then O
     sK = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sK")
     sV = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sV")
@@ -142,29 +153,44 @@ def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Ten
         lk.sm90.mbarrier_init(q_full, k_full, v_full, k_empty, v_empty)
         lk.sm90.fence_mbarrier_init()
     lk.barrier()
-    m_blk, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
-    hk = h // GROUP
-    n_end, n_masked, DIAG1 = key_blocks(SQ, SK, m_blk, BN, CAUSAL)
+    return dict(sQ=sQ, sK=sK, sV=sV, q_full=q_full, k_full=k_full, v_full=v_full,
+                k_empty=k_empty, v_empty=v_empty)
 
-    with lk.sm90.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
-        with lk.if_(lk.eq(lk.warp_id(), 0)):
-            with lk.sm90.elect_one(), lk.sm90.expect_tx(q_full[0]):
-                lk.sm90.tma_load(sQ, Q.tile((BM, D, 1, 1), (m_blk, 0, h, b)), q_full[0])
-            for i in lk.range(0, n_end):
-                j = n_end - 1 - i
-                p = lk.sm90.producer_state(i, STAGES)
-                lk.sm90.mbarrier_wait(k_empty[p.stage], p.phase)
-                with lk.sm90.elect_one(), lk.sm90.expect_tx(k_full[p.stage]):
-                    lk.sm90.tma_load(sK[:, :, :, :, p.stage], K.tile((BN, D, 1, 1), (j, 0, hk, b)),
-                                k_full[p.stage])
-                lk.sm90.mbarrier_wait(v_empty[p.stage], p.phase)
-                with lk.sm90.elect_one(), lk.sm90.expect_tx(v_full[p.stage]):
-                    lk.sm90.tma_load(sV[:, :, :, :, p.stage], V.tile((BN, D, 1, 1), (j, 0, hk, b)),
-                                v_full[p.stage])
 
-    for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
-        with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,), registers=CONSUMER_REGISTERS):
-            consumer(wg, Env(**locals()))
+def roles(e: "Env", live=None, kind: type | None = None) -> None:
+    """The warp roles on the kernel's tensors, buffers and block indices `e`: the producer
+    warpgroup and one role per consumer warpgroup (wg is a trace-time int), each doing its work
+    only where `live` holds (None: always); `kind` is the consumer's class (Consumer)."""
+    with lk.sm90.warp_role("producer", warpgroups=(0,), registers=e.PRODUCER_REGISTERS):
+        with _where(live), lk.if_(lk.eq(lk.warp_id(), 0)):
+            produce(e)
+    for wg in range(CONSUMERS):
+        with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,),
+                               registers=e.CONSUMER_REGISTERS):
+            with _where(live):
+                consumer(wg, e, kind or Consumer)
+
+
+def _where(cond):
+    return contextlib.nullcontext() if cond is None else lk.if_(cond)
+
+
+def produce(e: "Env") -> None:
+    """The producer warp's loop (module docstring): Q once, then K_j and V_j for j = n_end-1 ..
+    0 through the rings."""
+    with lk.sm90.elect_one(), lk.sm90.expect_tx(e.q_full[0]):
+        lk.sm90.tma_load(e.sQ, e.Q.tile((BM, e.D, 1, 1), (e.m_blk, 0, e.h, e.b)), e.q_full[0])
+    for i in lk.range(0, e.n_end):
+        j = e.n_end - 1 - i
+        p = lk.sm90.producer_state(i, e.STAGES)
+        lk.sm90.mbarrier_wait(e.k_empty[p.stage], p.phase)
+        with lk.sm90.elect_one(), lk.sm90.expect_tx(e.k_full[p.stage]):
+            lk.sm90.tma_load(e.sK[:, :, :, :, p.stage],
+                             e.K.tile((e.BN, e.D, 1, 1), (j, 0, e.hk, e.b)), e.k_full[p.stage])
+        lk.sm90.mbarrier_wait(e.v_empty[p.stage], p.phase)
+        with lk.sm90.elect_one(), lk.sm90.expect_tx(e.v_full[p.stage]):
+            lk.sm90.tma_load(e.sV[:, :, :, :, p.stage],
+                             e.V.tile((e.BN, e.D, 1, 1), (j, 0, e.hk, e.b)), e.v_full[p.stage])
 
 
 def release(ring, stage) -> None:
@@ -175,7 +201,7 @@ def release(ring, stage) -> None:
 
 
 class Env:
-    """The kernel's parameters, tensors, barriers and block indices, by name (for consumer)."""
+    """The kernel's parameters, tensors, barriers and block indices, by name (for the roles)."""
 
     def __init__(self, **names):
         self.__dict__.update(names)
@@ -342,6 +368,12 @@ class Consumer:
             lk.store(rows.partition(row_lse.layout), row_lse)
         lk.sm90.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)    # every Q read of this wg retired
         lk.store(self.sQ2.partition(o_layout), lk.cast(O, lk.bf16))
+        self.store_o()
+
+    def store_o(self) -> None:
+        """This warpgroup's O rows, in sQ2 (written by its threads), to global memory: the async
+        proxy's fence, then one thread's TMA store."""
+        e, wg = self.e, self.wg
         lk.sm90.fence_proxy_async()
         lk.sm90.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)
         with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
@@ -352,9 +384,9 @@ class Consumer:
             lk.sm90.tma_store_wait(0)
 
 
-def consumer(wg: int, e: Env) -> None:
-    """The body of consumer warpgroup `wg`, traced inside its role."""
-    c = Consumer(wg, e)
+def consumer(wg: int, e: Env, kind: type = Consumer) -> None:
+    """The body of consumer warpgroup `wg` (an instance of `kind`), traced inside its role."""
+    c = kind(wg, e)
     c.epilogue(c.main_loops(c.prologue()))
 
 

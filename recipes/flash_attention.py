@@ -134,32 +134,7 @@ def check_inputs(q, k, v, causal, softmax_scale, layout: str, config):
         raise ValueError(f"flash_attention: k and v are (batch, seqlen_k, heads_kv, head_dim) "
                          f"with q's batch {batch} and head_dim {d} ({layout} order), got k "
                          f"{tuple(k.shape)} and v {tuple(v.shape)}")
-    if d not in HEAD_DIMS:
-        raise ValueError(f"flash_attention: head_dim = {d} is not supported; the kernel "
-                         f"handles {', '.join(map(str, HEAD_DIMS))}")
-    if hk == 0 or hq % hk:
-        raise ValueError(f"flash_attention: heads_q = {hq} must be a multiple of heads_kv = "
-                         f"{hk} (grouped-query attention shares each K/V head among "
-                         "heads_q // heads_kv query heads)")
-    if not isinstance(causal, bool):
-        raise ValueError(f"flash_attention: causal is True or False, got {causal!r}")
-    if softmax_scale is not None and (isinstance(softmax_scale, bool) or
-                                      not isinstance(softmax_scale, (int, float)) or
-                                      not math.isfinite(softmax_scale)):
-        raise ValueError(f"flash_attention: softmax_scale is a finite float or None "
-                         f"(1/sqrt(head_dim)), got {softmax_scale!r}")
-    if softmax_scale is not None and softmax_scale < 0:
-        raise ValueError(f"flash_attention: softmax_scale is >= 0 (the running row max is "
-                         f"taken over unscaled scores), got {softmax_scale!r}")
-    if config is not None and not isinstance(config, Config):
-        raise ValueError(f"flash_attention: config is a Config, got {config!r}")
-    cfg = config or default_config(d, causal, sk)
-    if causal and BM % cfg.BN:
-        raise ValueError(f"flash_attention: causal attention needs a key block BN dividing "
-                         f"{BM} (the query tile), got config BN = {cfg.BN}")
-    if cfg.smem_bytes(d) > SHARED_LIMIT:
-        raise ValueError(f"flash_attention: config {cfg} needs {cfg.smem_bytes(d)} bytes of "
-                         f"shared memory at head_dim {d}, over the {SHARED_LIMIT} available")
+    cfg = check_options("flash_attention", d, hq, hk, causal, softmax_scale, config, sk)
     if not q.is_cuda:
         raise ValueError(f"flash_attention: q is a CUDA tensor, got one on {q.device}")
     for name, x in (("k", k), ("v", v)):
@@ -167,6 +142,40 @@ def check_inputs(q, k, v, causal, softmax_scale, layout: str, config):
             raise ValueError(f"flash_attention: {name} is on q's device ({q.device}), got "
                              f"{x.device}")
     return q, k, v, cfg
+
+
+def check_options(what: str, d: int, hq: int, hk: int, causal, softmax_scale, config,
+                  seqlen_k: int) -> Config:
+    """The rules on head_dim, the head counts, causal, softmax_scale and config that every
+    entry point shares (`what` names it in the ValueError); returns the config to run
+    (default_config for seqlen_k keys when config is None)."""
+    if d not in HEAD_DIMS:
+        raise ValueError(f"{what}: head_dim = {d} is not supported; the kernel "
+                         f"handles {', '.join(map(str, HEAD_DIMS))}")
+    if hk == 0 or hq % hk:
+        raise ValueError(f"{what}: heads_q = {hq} must be a multiple of heads_kv = "
+                         f"{hk} (grouped-query attention shares each K/V head among "
+                         "heads_q // heads_kv query heads)")
+    if not isinstance(causal, bool):
+        raise ValueError(f"{what}: causal is True or False, got {causal!r}")
+    if softmax_scale is not None and (isinstance(softmax_scale, bool) or
+                                      not isinstance(softmax_scale, (int, float)) or
+                                      not math.isfinite(softmax_scale)):
+        raise ValueError(f"{what}: softmax_scale is a finite float or None "
+                         f"(1/sqrt(head_dim)), got {softmax_scale!r}")
+    if softmax_scale is not None and softmax_scale < 0:
+        raise ValueError(f"{what}: softmax_scale is >= 0 (the running row max is "
+                         f"taken over unscaled scores), got {softmax_scale!r}")
+    if config is not None and not isinstance(config, Config):
+        raise ValueError(f"{what}: config is a Config, got {config!r}")
+    cfg = config or default_config(d, causal, seqlen_k)
+    if causal and BM % cfg.BN:
+        raise ValueError(f"{what}: causal attention needs a key block BN dividing "
+                         f"{BM} (the query tile), got config BN = {cfg.BN}")
+    if cfg.smem_bytes(d) > SHARED_LIMIT:
+        raise ValueError(f"{what}: config {cfg} needs {cfg.smem_bytes(d)} bytes of "
+                         f"shared memory at head_dim {d}, over the {SHARED_LIMIT} available")
+    return cfg
 
 
 def flash_attention(q, k, v, causal: bool = False, softmax_scale: float | None = None, *,
