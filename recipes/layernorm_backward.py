@@ -10,7 +10,7 @@ them, so by default they are recomputed here from x, which is in registers anywa
 sums, the two-pass variance of the forward: no extra memory traffic).
 
 Pipeline (persistent CTAs, as many as are resident, each over rows g, g + G, ...; every row
-value in registers; recipes/_rowwise.py has the split, the cluster exchange and the sums):
+value in registers; recipes/_rowwise_kernel.py has the split, the cluster exchange and the sums):
 
     x, dy, weight [, mean, rstd] --ld 16 B--> registers (-> f32)
       [mean = sum(x) / n; var = sum((x - mean)^2) / n; rstd = rsqrt(var + eps)]
@@ -19,7 +19,7 @@ value in registers; recipes/_rowwise.py has the split, the cluster exchange and 
       dx = rstd * (g - (sum(g) + xhat * sum(g * xhat)) / n) --st 16 B--> global
     then partials (2, G, n) f32 --column sum in a fixed order--> dweight, dbias.
 
-Work split as recipes/rmsnorm.py's backward (rw.persistent_split: 16 values a thread, CTAs of
+Work split as recipes/rmsnorm.py's backward (rk.persistent_split: 16 values a thread, CTAs of
 1024 threads holding 16384 columns, clusters of up to 8 CTAs: n <= 131072), each CTA walking
 its columns in two sub-tiles (SUBS) where K is even: every pass loads, uses and drops half its
 values before the next half, so x, dy, weight and the running sums fit 64 registers.
@@ -40,19 +40,20 @@ import functools
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _rowwise as rw
+from recipes import _rowwise_kernel as rk
 
 STAT_SLOTS = 4                   # the cluster exchange's slots a row: mean, var, sum g, sum g xhat
 
 
-def split_for(n: int, itemsize: int) -> rw.RowSplit:
-    """The work split of rows of n columns: rw.persistent_split, its columns walked in two
+def split_for(n: int, itemsize: int) -> rk.RowSplit:
+    """The work split of rows of n columns: rk.persistent_split, its columns walked in two
     sub-tiles where K allows (half the values live at once: x, dy, weight and the two running
     sums fit 64 registers at 1024 threads)."""
-    s = rw.persistent_split(n, itemsize, "layernorm_backward")
+    s = rk.persistent_split(n, itemsize, "layernorm_backward")
     return dataclasses.replace(s, K=s.K // 2, SUBS=2) if s.K % 2 == 0 else s
 
 
-def constexprs(s: rw.RowSplit, stats: bool) -> dict:
+def constexprs(s: rk.RowSplit, stats: bool) -> dict:
     """The kernel's constexprs for a split (the statistics given or recomputed)."""
     return {**s.constexprs(), "SUBS": s.SUBS, "STATS": stats}
 
@@ -64,15 +65,15 @@ def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16
           C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr, VEC: lk.constexpr,
           SUBS: lk.constexpr, STATS: lk.constexpr):
     # the CTA's columns: SUBS sub-tiles of row_layout(P, ROWS, C, K), walked one after another
-    tv = rw.row_layout(P, ROWS, C, K)
+    tv = rk.row_layout(P, ROWS, C, K)
     n = nv * VEC
     inv_n = 1.0 / lk.cast(n, lk.f32)
-    acc_w = [rw.Accumulator(P, ROWS, C, K, f"dweight{j}") for j in range(SUBS)]
-    acc_b = [rw.Accumulator(P, ROWS, C, K, f"dbias{j}") for j in range(SUBS)]
+    acc_w = [rk.Accumulator(P, ROWS, C, K, f"dweight{j}") for j in range(SUBS)]
+    acc_b = [rk.Accumulator(P, ROWS, C, K, f"dbias{j}") for j in range(SUBS)]
     for i in lk.range(0, rounds):
-        row = rw.row_block(CLUSTER) + i * ctas     # past the last tile: every access masked
+        row = rk.row_block(CLUSTER) + i * ctas     # past the last tile: every access masked
         X, DY, W = ([view(t, m, n, tv, row, CLUSTER, j, SUBS) for j in range(SUBS)]
-                    for view, t in ((rw.rows_view, x), (rw.rows_view, dy), (rw.columns_view, w)))
+                    for view, t in ((rk.rows_view, x), (rk.rows_view, dy), (rk.columns_view, w)))
 
         def over_subtiles(term):                    # sum_j term(j), elementwise
             total = term(0)
@@ -83,17 +84,17 @@ def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16
         def load(views, j):
             return lk.cast(lk.load(views[j]), lk.f32)
         if STATS:
-            mu = lk.broadcast(lk.load(rw.scalars_view(mean, m, P, ROWS, row)), tv)
-            r = lk.broadcast(lk.load(rw.scalars_view(rstd, m, P, ROWS, row)), tv)
+            mu = lk.broadcast(lk.load(rk.scalars_view(mean, m, P, ROWS, row)), tv)
+            r = lk.broadcast(lk.load(rk.scalars_view(rstd, m, P, ROWS, row)), tv)
         else:                                       # the forward's two-pass statistics
-            (total,) = rw.row_sums([over_subtiles(lambda j: load(X, j))], scratch, m, row,
+            (total,) = rk.row_sums([over_subtiles(lambda j: load(X, j))], scratch, m, row,
                                    CLUSTER, 0, STAT_SLOTS)
             mu = lk.broadcast(total * inv_n, tv)
 
             def squares(j):
                 d = lk.where(lk.in_bounds(X[j]), load(X, j) - mu, 0.0)
                 return d * d
-            (var,) = rw.row_sums([over_subtiles(squares)], scratch, m, row, CLUSTER, 1,
+            (var,) = rk.row_sums([over_subtiles(squares)], scratch, m, row, CLUSTER, 1,
                                  STAT_SLOTS)
             r = lk.broadcast(lk.rsqrt(var * inv_n + eps), tv)
 
@@ -105,21 +106,21 @@ def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16
             _, xhat, g = xhat_and_g(j)
             sum_g = g if j == 0 else sum_g + g
             sum_gx = g * xhat if j == 0 else lk.fma(g, xhat, sum_gx)
-        sum_g, sum_gx = rw.row_sums([sum_g, sum_gx], scratch, m, row, CLUSTER, 2, STAT_SLOTS)
+        sum_g, sum_gx = rk.row_sums([sum_g, sum_gx], scratch, m, row, CLUSTER, 2, STAT_SLOTS)
         for j in range(SUBS):
             dyv, xhat, g = xhat_and_g(j)
             acc_w[j].put(lk.fma(dyv, xhat, acc_w[j].get()))
             acc_b[j].put(acc_b[j].get() + dyv)
             dxv = (g - (lk.broadcast(sum_g, tv) + xhat * lk.broadcast(sum_gx, tv)) * inv_n) * r
-            lk.store(rw.rows_view(dx, m, n, tv, row, CLUSTER, j, SUBS), lk.cast(dxv, dx.dtype))
+            lk.store(rk.rows_view(dx, m, n, tv, row, CLUSTER, j, SUBS), lk.cast(dxv, dx.dtype))
     for j in range(SUBS):                           # partials (2, ctas, n): dweight, dbias
         acc_w[j].store_rows_summed(partial, 2 * ctas, n, CLUSTER, 0, j, SUBS)
         acc_b[j].store_rows_summed(partial, 2 * ctas, n, CLUSTER, ctas, j, SUBS)
 
 
-def kernel_for(xdt, wdt, s: rw.RowSplit) -> lk.Kernel:
+def kernel_for(xdt, wdt, s: rk.RowSplit) -> lk.Kernel:
     """The kernel for x's and weight's dtypes and the split's block size and cluster."""
-    return rw.make_kernel(_body, f"layernorm_backward_{rw._name(xdt)}_{rw._name(wdt)}"
+    return rk.make_kernel(_body, f"layernorm_backward_{rk._name(xdt)}_{rk._name(wdt)}"
                                  f"_w{s.num_warps}_c{s.CLUSTER}", s.num_warps, s.CLUSTER,
                           (("dy", xdt), ("x", xdt), ("w", wdt), ("dx", xdt)))
 
@@ -239,7 +240,7 @@ def cpu_case(rng, dtype, m, n, s, ctas: int, stats: bool) -> float:
     partial = np.full(2 * ctas * n, np.nan, np.float32)
     scratch = np.zeros(m * STAT_SLOTS * s.CLUSTER, np.float32)
     tiles = s.row_tiles(m)
-    column_sum, grid, sum_constexprs = rw.column_sum_launch(dtype, 2, ctas, n, warps=2)
+    column_sum, grid, sum_constexprs = rk.column_sum_launch(dtype, 2, ctas, n, warps=2)
     got = rw.run_on_cpu([(kernel_for(dtype, dtype, s), s.CLUSTER * ctas,
                           (dy, x, w, mean, rstd, dx, partial, scratch, m, n // s.VEC, 1e-5,
                            -(-tiles // ctas), ctas), constexprs(s, stats)),
@@ -257,9 +258,9 @@ def cpu_case(rng, dtype, m, n, s, ctas: int, stats: bool) -> float:
 def cpu_cases() -> list:
     """The interpreter's cases (dtype, m, n, split, ctas, statistics given): a warp, a CTA and a
     cluster per row, ragged m and n, several persistent rounds, at sizes it runs in seconds."""
-    cluster = rw.split(700, 2, 8, 64, "t", max_threads=64)
-    return [(lk.bf16, 9, 100, rw.split(100, 2, 16, 128, "t"), 2, False),
-            (lk.f32, 3, 601, rw.split(601, 4, 16, 128, "t"), 2, True),
+    cluster = rk.split(700, 2, 8, 64, "t", max_threads=64)
+    return [(lk.bf16, 9, 100, rk.split(100, 2, 16, 128, "t"), 2, False),
+            (lk.f32, 3, 601, rk.split(601, 4, 16, 128, "t"), 2, True),
             (lk.bf16, 3, 700, cluster, 2, False), (lk.bf16, 2, 700, cluster, 1, True)]
 
 

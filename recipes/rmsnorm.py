@@ -8,7 +8,7 @@ last dim) of bf16, fp16 or f32, f32 math, outputs in the input's dtype:
               dweight = sum over rows of dy * xhat (f32 partials per persistent CTA, then a
               column sum in a fixed order: deterministic, no atomics)
 
-Pipeline (one pass over the inputs, every row value in registers; recipes/_rowwise.py has the
+Pipeline (one pass over the inputs, every row value in registers; recipes/_rowwise_kernel.py has the
 work split, the cluster exchange and the column sum):
 
   forward, one row tile per CTA (a cluster per row past 16k columns):
@@ -24,12 +24,13 @@ work split, the cluster exchange and the column sum):
       (reloading after the row sum frees 32 registers across its barriers)
     then partial (G, n) f32 --column sum--> dweight (n) in weight's dtype.
 
-Work split (recipes/_rowwise.split): forward as recipes/_row_split.py's measured heuristic, at
-most 64 values a thread and 256 threads a row (CTAs of 128-256 threads, several per SM at
-different phases; 16384 columns a CTA), fewer rows per CTA for a small m; backward 16 values a
-thread (x, dy and the temporaries in <= 64 registers at 1024 threads; the dweight partial in
-shared memory), persistent CTAs of 1024 threads (16384 columns). Longer rows are split over a
-cluster of up to 8 CTAs: n <= 131072.
+Work split (recipes/_rowwise_kernel.split): forward as recipes/_row_split.py's measured
+heuristic, at most 64 values a thread and 256 threads a row (CTAs of 128-256 threads, several
+per SM at different phases; 16384 columns a CTA; half the values for narrow accesses), fewer
+rows per CTA for a small m; backward rk.persistent_split (16 values a thread: x, dy and the
+temporaries in <= 64 registers at 1024 threads; the dweight partial in shared memory),
+persistent CTAs of 1024 threads (16384 columns). Longer rows are split over a cluster of up to
+8 CTAs: n <= 131072.
 
 Constraints: x (and residual, dy) contiguous CUDA tensors of one dtype in bf16 / fp16 / f32;
 weight a contiguous vector of n in x's dtype or f32, or None; eps > 0. 16-byte accesses need
@@ -47,26 +48,27 @@ import functools
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _rowwise as rw
+from recipes import _rowwise_kernel as rk
 
 FWD_VALUES, FWD_THREADS = 64, 256       # a thread / a row's threads: recipes/_row_split.py
 FWD_CTA_THREADS = 128                    # (the forward heuristic measured on the H200)
 
 
-def forward_split(n: int, itemsize: int, m: int | None = None) -> rw.RowSplit:
-    """The forward's split of rows of n columns (recipes/_rowwise.py), for m rows if given;
+def forward_split(n: int, itemsize: int, m: int | None = None) -> rk.RowSplit:
+    """The forward's split of rows of n columns (recipes/_rowwise_kernel.py), for m rows if given;
     half the values a thread when n forbids 16-byte accesses (each narrower access has its own
     address and predicate registers)."""
-    s = rw.split(n, itemsize, FWD_VALUES, FWD_CTA_THREADS, "rmsnorm", FWD_THREADS, m=m,
-                 target_ctas=rw.TARGET_CTAS)
+    s = rk.split(n, itemsize, FWD_VALUES, FWD_CTA_THREADS, "rmsnorm", FWD_THREADS, m=m,
+                 target_ctas=rk.TARGET_CTAS)
     if s.VEC < s.C:
-        s = rw.split(n, itemsize, FWD_VALUES // 2, FWD_CTA_THREADS, "rmsnorm", 2 * FWD_THREADS,
-                     m=m, target_ctas=rw.TARGET_CTAS)
+        s = rk.split(n, itemsize, FWD_VALUES // 2, FWD_CTA_THREADS, "rmsnorm", 2 * FWD_THREADS,
+                     m=m, target_ctas=rk.TARGET_CTAS)
     return s
 
 
-def backward_split(n: int, itemsize: int) -> rw.RowSplit:
-    """The backward's split of rows of n columns (rw.persistent_split)."""
-    return rw.persistent_split(n, itemsize, "rmsnorm_backward")
+def backward_split(n: int, itemsize: int) -> rk.RowSplit:
+    """The backward's split of rows of n columns (rk.persistent_split)."""
+    return rk.persistent_split(n, itemsize, "rmsnorm_backward")
 
 
 def _forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
@@ -76,27 +78,27 @@ def _forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointe
                   C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr, VEC: lk.constexpr,
                   RESIDUAL: lk.constexpr, WEIGHT: lk.constexpr, STORE_RESIDUAL: lk.constexpr,
                   STORE_RSTD: lk.constexpr):
-    tv = rw.row_layout(P, ROWS, C, K)
+    tv = rk.row_layout(P, ROWS, C, K)
     n = nv * VEC
-    row = rw.row_block(CLUSTER)
+    row = rk.row_block(CLUSTER)
 
     def rows_of(ptr):
-        return rw.rows_view(ptr, m, n, tv, row, CLUSTER)
+        return rk.rows_view(ptr, m, n, tv, row, CLUSTER)
 
     h = lk.cast(lk.load(rows_of(x)), lk.f32)
     if RESIDUAL:
         h = h + lk.cast(lk.load(rows_of(res)), lk.f32)
     if STORE_RESIDUAL:
         lk.store(rows_of(res_out), lk.cast(h, res_out.dtype))
-    (squares,) = rw.row_sums([h * h], scratch, m, row, CLUSTER)
+    (squares,) = rk.row_sums([h * h], scratch, m, row, CLUSTER)
     r = lk.rsqrt(squares * (1.0 / lk.cast(n, lk.f32)) + eps)
     out = h * lk.broadcast(r, tv)
     if WEIGHT:
-        out = out * lk.cast(lk.load(rw.columns_view(w, m, n, tv, row, CLUSTER)), lk.f32)
+        out = out * lk.cast(lk.load(rk.columns_view(w, m, n, tv, row, CLUSTER)), lk.f32)
     lk.store(rows_of(y), lk.cast(out, y.dtype))
     if STORE_RSTD:
-        with lk.if_(rw.first_of_row(P, CLUSTER)):
-            lk.store(rw.scalars_view(rstd, m, P, ROWS, row), r)
+        with lk.if_(rk.first_of_row(P, CLUSTER)):
+            lk.store(rk.scalars_view(rstd, m, P, ROWS, row), r)
 
 
 def _backward_body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
@@ -105,27 +107,27 @@ def _backward_body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointe
                    nv: lk.i32, rounds: lk.i32, ctas: lk.i32, P: lk.constexpr,
                    ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr,
                    VEC: lk.constexpr, WEIGHT: lk.constexpr):
-    tv = rw.row_layout(P, ROWS, C, K)
+    tv = rk.row_layout(P, ROWS, C, K)
     n = nv * VEC
     inv_n = 1.0 / lk.cast(n, lk.f32)
-    acc = rw.Accumulator(P, ROWS, C, K, "dw") if WEIGHT else None
+    acc = rk.Accumulator(P, ROWS, C, K, "dw") if WEIGHT else None
     for i in lk.range(0, rounds):
-        row = rw.row_block(CLUSTER) + i * ctas            # past the last tile: every access masked
-        X, DY = (rw.rows_view(t, m, n, tv, row, CLUSTER) for t in (x, dy))
-        W = rw.columns_view(w, m, n, tv, row, CLUSTER)
+        row = rk.row_block(CLUSTER) + i * ctas            # past the last tile: every access masked
+        X, DY = (rk.rows_view(t, m, n, tv, row, CLUSTER) for t in (x, dy))
+        W = rk.columns_view(w, m, n, tv, row, CLUSTER)
 
         def xhat_and_g():                           # loaded again after the row sum: its
-            r = lk.broadcast(lk.load(rw.scalars_view(rstd, m, P, ROWS, row)), tv)
+            r = lk.broadcast(lk.load(rk.scalars_view(rstd, m, P, ROWS, row)), tv)
             dyv = lk.cast(lk.load(DY), lk.f32)      # barrier ends their registers' lifetime
             xhat = lk.cast(lk.load(X), lk.f32) * r
             return r, dyv, xhat, (dyv * lk.cast(lk.load(W), lk.f32) if WEIGHT else dyv)
         r, dyv, xhat, g = xhat_and_g()
         if WEIGHT:
             acc.put(lk.fma(dyv, xhat, acc.get()))
-        (dot,) = rw.row_sums([g * xhat], scratch, m, row, CLUSTER)
+        (dot,) = rk.row_sums([g * xhat], scratch, m, row, CLUSTER)
         r, _, xhat, g = xhat_and_g()
         c = lk.broadcast(dot * inv_n, tv)
-        lk.store(rw.rows_view(dx, m, n, tv, row, CLUSTER), lk.cast((g - xhat * c) * r, dx.dtype))
+        lk.store(rk.rows_view(dx, m, n, tv, row, CLUSTER), lk.cast((g - xhat * c) * r, dx.dtype))
     if WEIGHT:
         acc.store_rows_summed(partial, ctas, n, CLUSTER)
 
@@ -136,12 +138,12 @@ def _dtypes(kind: str, xdt, wdt) -> tuple:
     return (("dy", xdt), ("x", xdt), ("w", wdt), ("dx", xdt))
 
 
-def kernel_for(kind: str, xdt, wdt, s: rw.RowSplit) -> lk.Kernel:
+def kernel_for(kind: str, xdt, wdt, s: rk.RowSplit) -> lk.Kernel:
     """The forward or backward kernel for x's and weight's dtypes and the split's block size
     and cluster (one Kernel per combination; constexprs specialize it further)."""
     body = _forward_body if kind == "forward" else _backward_body
-    name = f"rmsnorm_{kind}_{rw._name(xdt)}_{rw._name(wdt)}_w{s.num_warps}_c{s.CLUSTER}"
-    return rw.make_kernel(body, name, s.num_warps, s.CLUSTER, _dtypes(kind, xdt, wdt))
+    name = f"rmsnorm_{kind}_{rk._name(xdt)}_{rk._name(wdt)}_w{s.num_warps}_c{s.CLUSTER}"
+    return rk.make_kernel(body, name, s.num_warps, s.CLUSTER, _dtypes(kind, xdt, wdt))
 
 
 # --- host side ------------------------------------------------------------------------------
@@ -308,7 +310,7 @@ def compile_default() -> dict:
         result[f"rmsnorm_backward n={n}"] = k.ptx(ptr, ptr, ptr, f32p, ptr, f32p, f32p, 4096,
                                                   n // s.VEC, 4, 132, **s.constexprs(),
                                                   WEIGHT=True)
-    kernel, _, constexprs = rw.column_sum_launch(lk.bf16, 1, 132, 4096)
+    kernel, _, constexprs = rk.column_sum_launch(lk.bf16, 1, 132, 4096)
     result["column_sum"] = kernel.ptx(f32p, ptr, 1, 132, 4096, **constexprs)
     return result
 
@@ -361,7 +363,7 @@ def _cpu_backward(rng, dtype, m, n, s, ctas: int, weight: bool) -> float:
                                              n // s.VEC, -(-tiles // ctas), ctas),
                  {**s.constexprs(), "WEIGHT": weight})]
     if weight:
-        kernel, grid, constexprs = rw.column_sum_launch(dtype, 1, ctas, n, warps=2)
+        kernel, grid, constexprs = rk.column_sum_launch(dtype, 1, ctas, n, warps=2)
         launches.append((kernel, grid, (partial, dw, 1, ctas, n), constexprs))
     got = rw.run_on_cpu(launches, {"dx": dx, "dw": dw})
     want_dx, want_dw = reference_backward(dyf, xf, wf if weight else None,
@@ -374,10 +376,10 @@ def _cpu_backward(rng, dtype, m, n, s, ctas: int, weight: bool) -> float:
     return worst
 
 
-def small_cluster_split(n: int, itemsize: int) -> rw.RowSplit:
+def small_cluster_split(n: int, itemsize: int) -> rk.RowSplit:
     """A cluster split of a short row (2-warp CTAs, 8 values a lane): the wide-row path at a
     size the CPU interpreter runs in seconds."""
-    return rw.split(n, itemsize, 8, 64, "rmsnorm (small cluster)", max_threads=64)
+    return rk.split(n, itemsize, 8, 64, "rmsnorm (small cluster)", max_threads=64)
 
 
 def cpu_cases() -> tuple[list, list]:
@@ -387,10 +389,10 @@ def cpu_cases() -> tuple[list, list]:
                (lk.f32, 2, 1501, forward_split(1501, 4), False, True),  # odd n: scalar accesses
                (lk.bf16, 3, 700, small_cluster_split(700, 2), True, False),  # a cluster of 2
                (lk.f16, 1, 37, forward_split(37, 2), False, False)]
-    backward = [(lk.bf16, 9, 100, rw.split(100, 2, 16, 128, "t"), 2, True),  # 2 rounds
-                (lk.f32, 3, 601, rw.split(601, 4, 16, 128, "t"), 2, True),   # odd n
+    backward = [(lk.bf16, 9, 100, rk.split(100, 2, 16, 128, "t"), 2, True),  # 2 rounds
+                (lk.f32, 3, 601, rk.split(601, 4, 16, 128, "t"), 2, True),   # odd n
                 (lk.bf16, 3, 700, small_cluster_split(700, 2), 2, True),     # a cluster of 2
-                (lk.bf16, 2, 300, rw.split(300, 2, 16, 128, "t"), 1, False)]
+                (lk.bf16, 2, 300, rk.split(300, 2, 16, 128, "t"), 1, False)]
     return forward, backward
 
 

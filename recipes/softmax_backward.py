@@ -1,7 +1,7 @@
 """Row softmax backward: dx = y * (dy - sum(dy * y, row)) for y = softmax(x) over the last dim
 of a row-major contiguous (m, n) matrix (or N-D), bf16 / fp16 / f32 in and out, f32 math.
 
-Pipeline (one pass, every row value in registers; recipes/_rowwise.py has the work split, the
+Pipeline (one pass, every row value in registers; recipes/_rowwise_kernel.py has the split, the
 cluster exchange and the views):
 
     y, dy --ld 16 B--> registers (-> f32)
@@ -10,9 +10,10 @@ cluster exchange and the views):
                scratch around barrier.cluster]
       dx = y * (dy - dot) --st 16 B--> global
 
-Work split: 16 values a lane (two f32 row tensors live: <= 64 registers at 1024 threads), one
-warp per row up to 512 columns (4 rows per CTA), one CTA of up to 1024 threads per row up to
-16384, a cluster of up to 8 such CTAs per row up to 131072.
+Work split (recipes/_rowwise_kernel.split): at most 32 values a thread (y and dy both live:
+~80 registers) and 512 threads a row, 8 or more threads a row, rows sharing CTAs of 128 threads
+(fewer rows a CTA for a small m), one CTA per row up to 16384 columns, a cluster of up to 8
+CTAs per row up to 131072.
 
 Constraints: dy and y contiguous CUDA tensors of one shape and dtype (bf16, fp16, f32);
 1 <= n <= 131072. 16-byte accesses need n % 8 == 0 (16-bit) / n % 4 == 0 (f32).
@@ -28,34 +29,35 @@ import functools
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _rowwise as rw
+from recipes import _rowwise_kernel as rk
 
 VALUES, THREADS = 32, 512               # a thread / a row's threads (y and dy both live)
 CTA_THREADS = 128
 
 
-def split_for(n: int, itemsize: int, m: int | None = None) -> rw.RowSplit:
-    """The work split of rows of n columns (recipes/_rowwise.py), for m rows if given."""
-    return rw.split(n, itemsize, VALUES, CTA_THREADS, "softmax_backward", THREADS, m=m,
-                    target_ctas=rw.TARGET_CTAS)
+def split_for(n: int, itemsize: int, m: int | None = None) -> rk.RowSplit:
+    """The work split of rows of n columns (recipes/_rowwise_kernel.py), for m rows if given."""
+    return rk.split(n, itemsize, VALUES, CTA_THREADS, "softmax_backward", THREADS, m=m,
+                    target_ctas=rk.TARGET_CTAS)
 
 
 def _body(dy: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], dx: lk.Pointer[lk.bf16],
           scratch: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32, P: lk.constexpr,
           ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr,
           VEC: lk.constexpr):
-    tv = rw.row_layout(P, ROWS, C, K)
+    tv = rk.row_layout(P, ROWS, C, K)
     n = nv * VEC
-    row = rw.row_block(CLUSTER)
-    yv = lk.cast(lk.load(rw.rows_view(y, m, n, tv, row, CLUSTER)), lk.f32)
-    dyv = lk.cast(lk.load(rw.rows_view(dy, m, n, tv, row, CLUSTER)), lk.f32)
-    (dot,) = rw.row_sums([dyv * yv], scratch, m, row, CLUSTER)
-    lk.store(rw.rows_view(dx, m, n, tv, row, CLUSTER),
+    row = rk.row_block(CLUSTER)
+    yv = lk.cast(lk.load(rk.rows_view(y, m, n, tv, row, CLUSTER)), lk.f32)
+    dyv = lk.cast(lk.load(rk.rows_view(dy, m, n, tv, row, CLUSTER)), lk.f32)
+    (dot,) = rk.row_sums([dyv * yv], scratch, m, row, CLUSTER)
+    lk.store(rk.rows_view(dx, m, n, tv, row, CLUSTER),
              lk.cast(yv * (dyv - lk.broadcast(dot, tv)), dx.dtype))
 
 
-def kernel_for(dtype, s: rw.RowSplit) -> lk.Kernel:
+def kernel_for(dtype, s: rk.RowSplit) -> lk.Kernel:
     """The kernel for a dtype and the split's block size and cluster."""
-    return rw.make_kernel(_body, f"softmax_backward_{rw._name(dtype)}_w{s.num_warps}"
+    return rk.make_kernel(_body, f"softmax_backward_{rk._name(dtype)}_w{s.num_warps}"
                                  f"_c{s.CLUSTER}", s.num_warps, s.CLUSTER,
                           (("dy", dtype), ("y", dtype), ("dx", dtype)))
 
@@ -129,7 +131,7 @@ def cpu_cases() -> list:
     """The interpreter's cases (dtype, m, n, split): a warp (several rows a warp), a CTA and a
     cluster per row, ragged m and n, at sizes it runs in about a second."""
     return [(lk.bf16, 5, 100, split_for(100, 2)), (lk.f32, 3, 1001, split_for(1001, 4)),
-            (lk.bf16, 2, 700, rw.split(700, 2, 8, 64, "t", max_threads=64)),
+            (lk.bf16, 2, 700, rk.split(700, 2, 8, 64, "t", max_threads=64)),
             (lk.f16, 7, 24, split_for(24, 2))]
 
 

@@ -1,0 +1,131 @@
+"""GPU tests (marker `gpu`) of recipes/rmsnorm.py: forward (residual add, residual and rstd
+outputs, weight or none) and backward (dx, dweight) on random ragged shapes from 1 x 1 to rows
+of 131072 (a warp, a CTA and a cluster per row; several persistent rounds), bf16, fp16 and
+f32, against float64 and against torch's autograd of the float64 definition; nothing written
+past the outputs; dweight bit-identical across runs; more row tiles than a grid's y extent."""
+import pytest
+
+from tests.gpu.gpu_only import require_gpu
+
+require_gpu()
+
+torch = pytest.importorskip("torch")
+
+from recipes import _rowwise as rw  # noqa: E402
+from recipes import rmsnorm  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+SHAPES = [(1, 1), (3, 7), (1, 1000), (37, 1000), (5, 3000), (1, 4096), (300, 4096),
+          (2, 8191), (9, 16385), (3, 32768), (1, 65537), (2, 65537), (2, 131072)]
+DTYPES = [torch.bfloat16, torch.float32]
+
+
+def float64_rmsnorm(x, w, eps=1e-6):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def error(got, want) -> float:
+    return rw.relative_to_max(got.double().cpu().numpy(), want.double().cpu().numpy())
+
+
+def tolerance(dtype) -> float:
+    return rw.tolerance(rw.DTYPES[str(dtype)])
+
+
+def guarded(shape, dtype):
+    """A tensor of `shape` at the start of a NaN-filled buffer, and the guard after it."""
+    size = 1
+    for e in shape:
+        size *= e
+    buffer = torch.full((size + 64,), float("nan"), device="cuda", dtype=dtype)
+    return buffer[:size].view(shape), buffer[size:]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m, n", SHAPES)
+def test_forward_and_backward_match_float64_and_autograd(m, n, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(m * 131 + n)
+    x, res, dy = (torch.randn(m, n, device="cuda", generator=gen).to(dtype) for _ in range(3))
+    w = torch.randn(n, device="cuda", generator=gen).to(dtype)
+    y, h, rstd = rmsnorm.rmsnorm(x, w, res, 1e-6, return_residual=True, return_rstd=True)
+    h64 = x.double() + res.double()
+    assert error(h, h64) <= tolerance(dtype)
+    assert error(y, float64_rmsnorm(h64, w.double())) <= tolerance(dtype)
+    want_rstd = torch.rsqrt((h.double() ** 2).mean(-1) + 1e-6)
+    assert error(rstd, want_rstd) <= 2 ** -16
+    dx, dw = rmsnorm.rmsnorm_backward(dy, h, w, rstd)
+    hr, wr = h.double().requires_grad_(), w.double().requires_grad_()
+    auto_dx, auto_dw = torch.autograd.grad(float64_rmsnorm(hr, wr), (hr, wr), dy.double())
+    want_dx, want_dw = rmsnorm.reference_backward(*(t.double().cpu().numpy()
+                                                    for t in (dy, h, w, rstd)))
+    assert error(dx, torch.from_numpy(want_dx)) <= tolerance(dtype)
+    assert error(dw, torch.from_numpy(want_dw)) <= tolerance(dtype)
+    assert error(dx, auto_dx) <= tolerance(dtype) and error(dw, auto_dw) <= tolerance(dtype)
+
+
+@pytest.mark.parametrize("m, n", [(5, 100), (3, 4096), (2, 65537)])
+def test_without_weight_or_residual_and_in_fp16(m, n):
+    x = torch.randn(m, n, device="cuda").half()
+    y = rmsnorm.rmsnorm(x)
+    assert error(y, float64_rmsnorm(x.double(), 1.0)) <= tolerance(torch.float16)
+    y2, h, rstd = rmsnorm.rmsnorm(x, return_residual=True, return_rstd=True)
+    assert h is x and torch.equal(y, y2)
+    dy = torch.randn_like(x)
+    dx, dw = rmsnorm.rmsnorm_backward(dy, x, None, rstd)
+    xr = x.double().requires_grad_()
+    (want,) = torch.autograd.grad(float64_rmsnorm(xr, 1.0), (xr,), dy.double())
+    assert dw is None and error(dx, want) <= tolerance(torch.float16)
+
+
+def test_f32_weight_with_bf16_rows():
+    x = torch.randn(64, 3000, device="cuda").bfloat16()
+    w = torch.randn(3000, device="cuda")
+    y, rstd = rmsnorm.rmsnorm(x, w, return_rstd=True)
+    assert y.dtype == torch.bfloat16
+    assert error(y, float64_rmsnorm(x.double(), w.double())) <= tolerance(torch.bfloat16)
+    dx, dw = rmsnorm.rmsnorm_backward(torch.ones_like(x), x, w, rstd)
+    assert dw.dtype == torch.float32
+
+
+@pytest.mark.parametrize("m, n", [(7, 1000), (4096, 4096), (3, 131072)])
+def test_nothing_is_written_past_the_outputs(m, n):
+    x = torch.randn(m, n, device="cuda").bfloat16()
+    w = torch.randn(n, device="cuda").bfloat16()
+    y, y_guard = guarded((m, n), torch.bfloat16)
+    want = rmsnorm.rmsnorm(x, w)
+    launch, _ = rmsnorm._forward_plan(x, w, None, False, False)
+    scratch = torch.empty(m * 8, device="cuda")
+    launch(x, x, w, y, y, scratch, scratch, 1e-6)
+    torch.cuda.synchronize()
+    assert torch.equal(y, want) and torch.isnan(y_guard).all()
+
+
+def test_weight_gradient_is_deterministic():
+    x, dy = (torch.randn(20000, 1000, device="cuda").bfloat16() for _ in range(2))
+    w = torch.randn(1000, device="cuda").bfloat16()
+    _, rstd = rmsnorm.rmsnorm(x, w, return_rstd=True)
+    first = rmsnorm.rmsnorm_backward(dy, x, w, rstd)
+    for _ in range(3):
+        again = rmsnorm.rmsnorm_backward(dy, x, w, rstd)
+        assert torch.equal(again[0], first[0]) and torch.equal(again[1], first[1])
+
+
+def test_more_row_tiles_than_a_grid_y_extent_and_batched_input():
+    m = 16 * 70000                                 # 70000 CTAs of 16 rows (a 1-D grid)
+    assert rmsnorm.forward_split(2, 2, m).ROWS == 16
+    x = torch.randn(m, 2, device="cuda").bfloat16()
+    y = rmsnorm.rmsnorm(x.view(70, 16000, 2))
+    assert y.shape == (70, 16000, 2)
+    assert error(y.view(m, 2), float64_rmsnorm(x.double(), 1.0)) <= 2 ** -7
+
+
+def test_empty_rows():
+    x = torch.empty(0, 512, device="cuda").bfloat16()
+    w = torch.ones(512, device="cuda").bfloat16()
+    y, rstd = rmsnorm.rmsnorm(x, w, return_rstd=True)
+    dx, dw = rmsnorm.rmsnorm_backward(x, x, w, rstd)
+    assert y.shape == (0, 512) and rstd.shape == (0,) and torch.equal(dw, torch.zeros_like(w))
+
+
+def test_recipe_check_runs():
+    assert rmsnorm.check(shapes=((3, 7), (64, 1000), (2, 65537)), seed=1) <= 2 ** -7
