@@ -67,13 +67,18 @@ def resident_ctas(kernel: lk.Kernel, args: tuple, constexprs: dict, cluster: int
                   device) -> int:
     """How many CTAs of this specialization run at once on `device` (whole clusters): the
     grid of a persistent launch, from cuOccupancyMaxActiveClusters (registers, shared memory
-    and threads per SM all counted by the driver)."""
+    and threads per SM all counted by the driver); one per SM where the driver cannot say.
+    Any grid is correct (CTAs depend on nothing but their own cluster): this is speed only."""
+    import torch
     key = (kernel, tuple(constexprs.items()), device)
     if key not in _RESIDENT:
         spec = kernel.specialize(*args, **constexprs)
-        clusters = spec.compiled.max_active_clusters(32 * kernel.num_warps,
-                                                     spec.ir.shared_bytes, (cluster, 1, 1))
-        _RESIDENT[key] = clusters * cluster
+        try:
+            clusters = spec.compiled.max_active_clusters(
+                32 * kernel.num_warps, spec.ir.shared_bytes, (cluster, 1, 1), device.index)
+        except (lk.ptx.CudaDriverError, lk.ptx.LaunchConfigError):
+            clusters = torch.cuda.get_device_properties(device).multi_processor_count // cluster
+        _RESIDENT[key] = max(1, clusters) * cluster
     return _RESIDENT[key]
 
 
