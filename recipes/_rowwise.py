@@ -146,6 +146,11 @@ def run_on_cpu(launches, outputs: dict, seeds=(0, 1)) -> dict:
 
 # --- benchmarks: the same rows timed against quack, torch eager and torch.compile ------------
 
+CHECK_SHAPES = ((1, 1), (3, 7), (17, 100), (64, 1000), (1, 3000), (7, 3000), (5, 4096),
+                (4, 8191), (3, 16385), (2, 32768), (2, 65537), (1, 131072))   # the recipes' check()
+BENCH_SHAPES = ((4096, 1024), (4096, 4096), (4096, 8192), (4096, 32768), (32768, 4096),
+                (1000, 3000), (7, 4096), (1024, 65536), (512, 131072))      # their benchmark()
+
 def quack(module: str):
     """(quack.<module>, None) on a machine with the peers pack (../shared/peers: .peers
     carried to the GPU machine), else (None, the reason it cannot be imported)."""
@@ -169,23 +174,52 @@ def compiled(fn):
     return torch.compile(fn, dynamic=False)
 
 
-def time_row_op(op: str, x, candidates: dict, nbytes: int, reps: int) -> dict:
+def autograd_calls(fns: dict, inputs: tuple, dy, skipped: dict, where: str) -> dict:
+    """{name: a call of torch.autograd.grad of fn(*inputs) with respect to the inputs, given
+    dy} for each of fns (the forward run once here, its graph kept: only the backward is
+    timed); a forward that raises (a compile failing) is left out, its reason in `skipped`."""
+    import functools
+
+    import torch
+    calls = {}
+    for name, fn in fns.items():
+        leaves = tuple(t.detach().requires_grad_() for t in inputs)
+        try:
+            out = fn(*leaves)
+        except Exception as exc:    # a peer's failure is its column's, not the table's
+            skipped[f"{name} ({where})"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            continue
+        calls[name] = functools.partial(torch.autograd.grad, out, leaves, dy,
+                                        retain_graph=True)
+    return calls
+
+
+def time_row_op(op: str, x, candidates: dict, nbytes: int, reps: int,
+                skipped: dict) -> dict:
     """Time `candidates` ({name: fn}, layoutkit first) and x.clone() interleaved
     (layoutkit.tools.benchmarking: CUDA events, L2 flushed before each call, medians); a row
     of {name}_ms and {name}_gbps (nbytes moved per call; the clone: 2 * x.nbytes), "case",
     "speedup" (the fastest other candidate's time / layoutkit's: > 1 is faster, the ratio
-    `layoutkit run` reports) and "vs_clone" (layoutkit's GB/s / the clone's)."""
+    `layoutkit run` reports) and "vs_clone" (layoutkit's GB/s / the clone's). A peer that
+    raises on its first call is left out of the row and its reason put in `skipped`."""
     from layoutkit.tools.benchmarking import gbps, interleaved
-    times = interleaved({**candidates, "clone": lambda: x.clone()}, reps=reps)
     m, n = x.numel() // x.shape[-1], x.shape[-1]
     dtype = str(x.dtype).removeprefix("torch.")
+    for name in [k for k in candidates if k != "layoutkit"]:
+        try:
+            candidates[name]()
+        except Exception as exc:    # a peer's limit (a shape it refuses) is its row's, not ours
+            skipped[f"{name} ({op} {m}x{n})"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            del candidates[name]
+    times = interleaved({**candidates, "clone": lambda: x.clone()}, reps=reps)
     row = {"op": op, "m": m, "n": n, "dtype": dtype, "case": f"{op} {m}x{n} {dtype}"}
     for name, timing in times.items():
         moved = 2 * x.numel() * x.element_size() if name == "clone" else nbytes
         row[f"{name}_ms"] = timing.median_ms
         row[f"{name}_gbps"] = gbps(moved, timing.median_ms)
     ours = row["layoutkit_ms"]
-    row["speedup"] = min(row[f"{k}_ms"] for k in candidates if k != "layoutkit") / ours
+    others = [row[f"{k}_ms"] for k in candidates if k != "layoutkit"]
+    row["speedup"] = min(others) / ours if others else 1.0
     row["vs_clone"] = row["layoutkit_gbps"] / row["clone_gbps"]
     return row
 
@@ -193,7 +227,7 @@ def time_row_op(op: str, x, candidates: dict, nbytes: int, reps: int) -> dict:
 def markdown_table(rows: list, skipped: dict) -> str:
     """The benchmark rows as a markdown table of GB/s with layoutkit's ratio to quack, to the
     best torch variant and to the clone; `skipped` ({candidate: reason}) is listed under it."""
-    names = [k[:-5] for k in rows[0] if k.endswith("_gbps")] if rows else []
+    names = list(dict.fromkeys(k[:-5] for r in rows for k in r if k.endswith("_gbps")))
     lines = ["| op | shape | dtype | " + " | ".join(f"{n} GB/s" for n in names) +
              " | vs quack | vs best torch | vs clone |",
              "|---|---|---|" + "---:|" * (len(names) + 3)]
@@ -211,3 +245,9 @@ def markdown_table(rows: list, skipped: dict) -> str:
                      f"{ratio(r.get('clone_gbps'))} |")
     lines += [f"\n{name} skipped: {why}" for name, why in skipped.items()]
     return "\n".join(lines)
+
+
+def printed(rows: list, skipped: dict) -> list:
+    """Print the rows' markdown_table; return the rows (a recipe's benchmark())."""
+    print(markdown_table(rows, skipped))
+    return rows

@@ -273,11 +273,7 @@ def check_cpu(seed: int = 0) -> float:
     return max(cpu_case(rng, *case) for case in cpu_cases())
 
 
-CHECK_SHAPES = ((1, 1), (3, 7), (17, 100), (64, 1000), (1, 3000), (7, 3000), (5, 4096),
-                (4, 8191), (3, 16385), (2, 32768), (2, 65537), (1, 131072))
-
-
-def check(shapes=CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) -> float:
+def check(shapes=rw.CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) -> float:
     """Random rows offset far from 0, weights and upstream gradients against float64, with
     the statistics recomputed and given; returns the worst error relative to each output's
     largest value (AssertionError past rw.tolerance)."""
@@ -305,17 +301,14 @@ def check(shapes=CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) ->
     return worst
 
 
-BENCH_SHAPES = ((4096, 1024), (4096, 4096), (4096, 8192), (4096, 32768), (32768, 4096),
-                (1000, 3000), (7, 4096), (1024, 65536), (512, 131072))
-
-
 @functools.lru_cache(maxsize=None)
 def compiled_layer_norm(n: int):
+    """torch.compile of F.layer_norm over rows of n (one compiled function per row length)."""
     import torch
     return rw.compiled(lambda a, b, c: torch.nn.functional.layer_norm(a, (n,), b, c, 1e-5))
 
 
-def benchmark_rows(shapes=BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
+def benchmark_rows(shapes=rw.BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
                    torch_compile: bool = True) -> tuple[list, dict]:
     """Time layernorm_backward (the forward's mean and rstd given) on random (m, n) rows
     against quack's layernorm_bwd (which takes f32 weights) and torch's autograd of
@@ -342,22 +335,16 @@ def benchmark_rows(shapes=BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
         fns = {"torch": lambda a, c, d: F.layer_norm(a, (n,), c, d, 1e-5)}
         if torch_compile:
             fns["torch.compile"] = compiled_layer_norm(n)
-        for name, fn in fns.items():
-            xr, wr, br = (t.detach().requires_grad_() for t in (x, w, b))
-            out = fn(xr, wr, br)
-            calls[name] = functools.partial(torch.autograd.grad, out, (xr, wr, br), dy,
-                                            retain_graph=True)
+        calls.update(rw.autograd_calls(fns, (x, w, b), dy, skipped, f"layernorm bwd {m}x{n}"))
         item = x.element_size()
         rows.append(rw.time_row_op("layernorm bwd", x, calls,
-                                   3 * m * n * item + 3 * n * item + 8 * m, reps))
+                                   3 * m * n * item + 3 * n * item + 8 * m, reps, skipped))
     return rows, skipped
 
 
-def benchmark(shapes=BENCH_SHAPES, reps: int = 30) -> list:
-    """Print and return benchmark_rows' table (markdown)."""
-    rows, skipped = benchmark_rows(shapes, reps)
-    print(rw.markdown_table(rows, skipped))
-    return rows
+def benchmark(shapes=rw.BENCH_SHAPES, reps: int = 30, torch_compile: bool = True) -> list:
+    """Print benchmark_rows' table (markdown); return its rows (for layoutkit run)."""
+    return rw.printed(*benchmark_rows(shapes, reps, torch_compile=torch_compile))
 
 
 if __name__ == "__main__":

@@ -411,11 +411,7 @@ def check_cpu(seed: int = 0) -> float:
 
 # --- on the GPU -----------------------------------------------------------------------------
 
-CHECK_SHAPES = ((1, 1), (3, 7), (17, 100), (64, 1000), (1, 3000), (7, 3000), (5, 4096),
-                (4, 8191), (3, 16385), (2, 32768), (2, 65537), (1, 131072))
-
-
-def check(shapes=CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) -> float:
+def check(shapes=rw.CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) -> float:
     """Forward (with residual and weight, returning the residual stream and rstd) and backward
     on random inputs, against float64 (reference / reference_backward); returns the worst
     error relative to each output's largest value (AssertionError past rw.tolerance)."""
@@ -445,11 +441,7 @@ def check(shapes=CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) ->
     return worst
 
 
-BENCH_SHAPES = ((4096, 1024), (4096, 4096), (4096, 8192), (4096, 32768), (32768, 4096),
-                (1000, 3000), (7, 4096), (1024, 65536), (512, 131072))
-
-
-def benchmark_rows(shapes=BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
+def benchmark_rows(shapes=rw.BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
                    torch_compile: bool = True) -> tuple[list, dict]:
     """Time forward (y and rstd, with weight) and backward (dx, dweight) on random (m, n)
     inputs against quack (rmsnorm_fwd / rmsnorm_bwd), torch eager (F.rms_norm and its
@@ -473,20 +465,16 @@ def benchmark_rows(shapes=BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
         if torch_compile:
             fwd["torch.compile"] = functools.partial(compiled_rms_norm(n), x, w)
         rows.append(rw.time_row_op("rmsnorm fwd", x, fwd, 2 * mn * item + n * item + 4 * m,
-                                   reps))
+                                   reps, skipped))
         bwd = {"layoutkit": lambda: rmsnorm_backward(dy, x, w, rstd)}
         if qk:
             bwd["quack"] = lambda: qk.rmsnorm_bwd(x, w, dy, rstd)
-        for name, fn in (("torch", lambda a, b: F.rms_norm(a, (n,), b, 1e-6)),
-                         ("torch.compile", compiled_rms_norm(n))):
-            if name == "torch.compile" and not torch_compile:
-                continue
-            xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
-            out = fn(xr, wr)
-            bwd[name] = functools.partial(torch.autograd.grad, out, (xr, wr), dy,
-                                          retain_graph=True)
+        fns = {"torch": lambda a, b: F.rms_norm(a, (n,), b, 1e-6)}
+        if torch_compile:
+            fns["torch.compile"] = compiled_rms_norm(n)
+        bwd.update(rw.autograd_calls(fns, (x, w), dy, skipped, f"rmsnorm bwd {m}x{n}"))
         rows.append(rw.time_row_op("rmsnorm bwd", x, bwd, 3 * mn * item + 2 * n * item + 4 * m,
-                                   reps))
+                                   reps, skipped))
     return rows, skipped
 
 
@@ -497,11 +485,9 @@ def compiled_rms_norm(n: int):
     return rw.compiled(lambda a, b: torch.nn.functional.rms_norm(a, (n,), b, 1e-6))
 
 
-def benchmark(shapes=BENCH_SHAPES, reps: int = 30) -> list:
-    """Print and return benchmark_rows' table (markdown)."""
-    rows, skipped = benchmark_rows(shapes, reps)
-    print(rw.markdown_table(rows, skipped))
-    return rows
+def benchmark(shapes=rw.BENCH_SHAPES, reps: int = 30, torch_compile: bool = True) -> list:
+    """Print benchmark_rows' table (markdown); return its rows (for layoutkit run)."""
+    return rw.printed(*benchmark_rows(shapes, reps, torch_compile=torch_compile))
 
 
 if __name__ == "__main__":

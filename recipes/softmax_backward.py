@@ -160,11 +160,7 @@ def check_cpu(seed: int = 0) -> float:
     return max(cpu_case(rng, *case) for case in cpu_cases())
 
 
-CHECK_SHAPES = ((1, 1), (3, 7), (17, 100), (64, 1000), (1, 3000), (7, 3000), (5, 4096),
-                (4, 8191), (3, 16385), (2, 32768), (2, 65537), (1, 131072))
-
-
-def check(shapes=CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) -> float:
+def check(shapes=rw.CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) -> float:
     """Random softmax rows and upstream gradients against float64; returns the worst error
     relative to the largest |dx| (AssertionError past rw.tolerance)."""
     import torch
@@ -183,17 +179,15 @@ def check(shapes=CHECK_SHAPES, dtypes=("bfloat16", "float32"), seed: int = 0) ->
     return worst
 
 
-BENCH_SHAPES = ((4096, 1024), (4096, 4096), (4096, 8192), (4096, 32768), (32768, 4096),
-                (1000, 3000), (7, 4096), (1024, 65536), (512, 131072))
-
-
 @functools.lru_cache(maxsize=None)
-def compiled_softmax():
+def compiled_softmax(n: int):
+    """torch.compile of torch.softmax over rows of n (one compiled function per row length,
+    so no shape runs past dynamo's recompile limit into eager)."""
     import torch
     return rw.compiled(lambda a: torch.softmax(a, -1))
 
 
-def benchmark_rows(shapes=BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
+def benchmark_rows(shapes=rw.BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
                    torch_compile: bool = True) -> tuple[list, dict]:
     """Time softmax_backward on random (m, n) rows against quack's softmax_bwd and torch's
     autograd of torch.softmax (eager, torch.compile) in one run; returns (rows, skipped) for
@@ -211,22 +205,16 @@ def benchmark_rows(shapes=BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat16",
             calls["quack"] = lambda: qk.softmax_bwd(dy, y)
         fns = {"torch": lambda a: torch.softmax(a, -1)}
         if torch_compile:
-            fns["torch.compile"] = compiled_softmax()
-        for name, fn in fns.items():
-            xr = x.detach().requires_grad_()
-            out = fn(xr)
-            calls[name] = functools.partial(torch.autograd.grad, out, (xr,), dy,
-                                            retain_graph=True)
+            fns["torch.compile"] = compiled_softmax(n)
+        calls.update(rw.autograd_calls(fns, (x,), dy, skipped, f"softmax bwd {m}x{n}"))
         rows.append(rw.time_row_op("softmax bwd", y, calls, 3 * m * n * y.element_size(),
-                                   reps))
+                                   reps, skipped))
     return rows, skipped
 
 
-def benchmark(shapes=BENCH_SHAPES, reps: int = 30) -> list:
-    """Print and return benchmark_rows' table (markdown)."""
-    rows, skipped = benchmark_rows(shapes, reps)
-    print(rw.markdown_table(rows, skipped))
-    return rows
+def benchmark(shapes=rw.BENCH_SHAPES, reps: int = 30, torch_compile: bool = True) -> list:
+    """Print benchmark_rows' table (markdown); return its rows (for layoutkit run)."""
+    return rw.printed(*benchmark_rows(shapes, reps, torch_compile=torch_compile))
 
 
 if __name__ == "__main__":
