@@ -36,6 +36,7 @@ if [[ $parts == *tests* ]]; then
   GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_hopper tests/gpu/test_recipe_gemm_hopper_gpu.py
   GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_fp8 tests/gpu/test_recipe_gemm_fp8_gpu.py
   GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention tests/gpu/test_recipe_flash_attention_gpu.py
+  GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention_varlen tests/gpu/test_recipe_flash_attention_varlen_gpu.py
   gpu_tests misuse tests/gpu/test_misuse_gpu.py
   gpu_tests torch tests/gpu/test_torch_ops_gpu.py -k "not example"   # layoutkit.torch's ops
   echo "== examples/transformer_block.py"      # compiles the block (inductor): minutes
@@ -51,6 +52,8 @@ if [[ $parts == *bench* ]]; then
   timeout 600 python3 benchmarks/bench_gemm_fp8.py --shapes main 2>&1 | tee "$OUT/bench_gemm_fp8.md"
   echo "== benchmarks/bench_gemm_epilogue.py"   # fused bias + activation vs the plain store
   timeout 300 python3 benchmarks/bench_gemm_epilogue.py 2>&1 | tee "$OUT/bench_gemm_epilogue.md"
+  echo "== benchmarks/bench_attention_varlen.py"   # FA4's varlen beside: needs the peers pack
+  timeout 420 python3 benchmarks/bench_attention_varlen.py --reps 15 2>&1 | tee "$OUT/bench_attention_varlen.md"
   echo "== benchmarks/bench_rows.py"   # quack beside: needs the peers pack (carry .peers)
   timeout 570 python3 benchmarks/bench_rows.py 2>&1 | tee "$OUT/bench_rows.md"
 fi

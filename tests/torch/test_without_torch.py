@@ -28,6 +28,7 @@ ENTRIES = {
     "mma_gemm": {"gemm": 2},
     "transpose": {"transpose": 1},
     "flash_attention": {"flash_attention": 3},
+    "flash_attention_varlen": {"flash_attention_varlen": 7},
 }
 
 
