@@ -88,7 +88,7 @@ def layernorm_backward_cpu(grad_y, x, weight, eps):
         scratch, dx, partial, scratch, m, n // s.VEC, eps, s.row_tiles(m), ctas,
         **module.constexprs(s, False))
     sums = torch.empty(2, n, dtype=weight.dtype)
-    column_sum, grid, constexprs = module.rw.column_sum_launch(module.rw.lk_dtype(weight), 2,
+    column_sum, grid, constexprs = module.rk.column_sum_launch(module.rw.lk_dtype(weight), 2,
                                                                ctas, n, warps=1)
     run(column_sum, grid, partial, sums, 2, ctas, n, **constexprs)
     return dx, dweight.copy_(sums[0]), dbias.copy_(sums[1])

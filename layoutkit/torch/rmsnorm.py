@@ -131,7 +131,7 @@ def rmsnorm_backward_cpu(grad_y, x, weight, rstd):
         cluster_scratch(m, s.CLUSTER), m, n // s.VEC, s.row_tiles(m), ctas, **s.constexprs(),
         WEIGHT=weight is not None)
     if weight is not None:
-        column_sum, grid, constexprs = module.rw.column_sum_launch(wdt, 1, ctas, n, warps=1)
+        column_sum, grid, constexprs = module.rk.column_sum_launch(wdt, 1, ctas, n, warps=1)
         run(column_sum, grid, partial, dweight.view(1, n), 1, ctas, n, **constexprs)
     return dx, dweight
 
