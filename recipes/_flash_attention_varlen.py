@@ -6,11 +6,12 @@ One CTA per (128-row query tile, head, sequence); the grid's x extent covers the
 sequence. Each CTA reads its sequence's bounds from cu_seqlens_q and cu_seqlens_k (every thread
 loads the same two elements of each: lk.index_value makes them kernel integers), clamped to 0
 <= start <= end, and stores no row past the packed tensor: a malformed cu_seqlens gives wrong
-rows, never an access outside the tensors (TMA clips its boxes at the tensors' ends). The sequence's rows are windows of the packed
-tensors (GlobalTensor.window), so tile coordinates, the key-block counts (`key_blocks`, bottom-
-right causal on the sequence's own lengths) and the score mask are the padded kernel's, on the
-sequence's lengths. Where the tile starts past its sequence, both roles skip their work (an
-lk.if_ inside each role: the CTA only initialises its barriers and exits).
+rows, never an access outside the tensors (TMA clips its boxes at the tensors' ends). The
+sequence's rows are windows of the packed tensors (GlobalTensor.window), so tile coordinates,
+the key-block counts (`key_blocks`, bottom-right causal on the sequence's own lengths) and the
+score mask are the padded kernel's, on the sequence's lengths. Where the tile starts past its
+sequence, both roles skip their work (an lk.if_ inside each role: the CTA only initialises its
+barriers and exits).
 
 What differs from the padded kernel, and why:
 - TMA boxes of Q, K and V go through the whole packed tensor's map at rows shifted by the

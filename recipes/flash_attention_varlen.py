@@ -7,16 +7,20 @@ bottom-right aligned per sequence (query i of a sequence sees its keys j <= i + 
 seqlen_q, FlashAttention >= 2.1); a sequence may be empty on either side (rows that see no key
 get o = 0 and lse = -inf).
 
-Design: the padded recipe's kernel (recipes/flash_attention.py, recipes/_flash_attention_kernel.py)
-on windows of the packed tensors, grid (ceil(max_seqlen_q / 128), heads_q, batch): each CTA
-reads its sequence's bounds from cu_seqlens, does nothing where its tile starts past its
-sequence, and otherwise runs the padded kernel's pipeline on the sequence's own lengths (its
-key-block counts, causal diagonal and masks); O is stored with masked stores so that a tile
-crossing the sequence's end leaves the next sequence's rows alone (recipes/_flash_attention_varlen.py
-says why and what else differs). One launch, no padding, no copy of q, k or v, no host sync: the
-sequence lengths are read on the GPU only. Work per CTA is that of the padded kernel on the
-same sequence, so equal lengths run at the padded kernel's speed and skewed ones pay only for
-their tokens (plus one idle CTA per tile past a shorter sequence's end).
+Design: the padded recipe's kernel (recipes/flash_attention.py and its kernel module) on
+windows of the packed tensors, grid (ceil(max_seqlen_q / 128), heads_q, batch): each CTA reads
+its sequence's bounds from cu_seqlens, does nothing where its tile starts past its sequence, and
+otherwise runs the padded kernel's pipeline on the sequence's own lengths (its key-block counts,
+causal diagonal and masks); O is stored with masked stores so that a tile crossing the
+sequence's end leaves the next sequence's rows alone (recipes/_flash_attention_varlen.py says
+why and what else differs). One launch, no padding, no copy of q, k or v, no host sync: the
+sequence lengths are read on the GPU only. Why this design: the work of a live CTA is exactly
+the padded kernel's on the same sequence (the same SASS main loop), so equal lengths run at the
+padded kernel's speed and skewed batches pay only for their tokens; a CTA past a shorter
+sequence's end costs four cached loads, the barrier init and an exit, far less than the padded
+kernel's full tile of padding. A persistent tile scheduler (longest tiles first) would also
+spread a skewed batch's long sequence better at the end of the grid; it is the padded kernel's
+open item as well (issue 16), and would serve both.
 
 The log-sum-exp is (heads_q, total_q) float32, natural log: FlashAttention's varlen layout
 (flash_attn_varlen_func's softmax_lse; the padded API's is (batch, heads, seqlen_q)). Rows of o

@@ -68,7 +68,8 @@ SWIZZLED = lk.ComposedLayout(lk.Swizzle(3, 3, 3), 0, Layout((ROWS, COLS), (COLS,
 def tma_window(x: lk.Tensor[lk.bf16, 2], seen: lk.Tensor[lk.bf16, 2], y: lk.Tensor[lk.bf16, 2],
                cu: lk.Tensor[lk.i32, 1]):
     """CTA b: TMA-loads tile 0 of sequence b's window of x; writes the whole box to seen[b]
-    (rows b*64 .. b*64+63, whatever the sequence's length) and TMA-stores it to tile 0 of y's window."""
+    (rows b*64 .. b*64+63, whatever the sequence's length) and TMA-stores it to tile 0 of y's
+    window."""
     b = lk.block_id(0)
     start, stop = sequence(cu, b)
     s = lk.shared_tensor(SWIZZLED, lk.bf16, name="s", align=1024)
@@ -103,7 +104,8 @@ def test_tma_copies_go_through_the_whole_tensors_map_at_the_shifted_origin():
     padded = np.concatenate([from_bf16(x), np.zeros((ROWS, COLS))])
     for b, start in enumerate(cu[:-1]):
         # the box: the sequence's rows, then the next sequence's, zeros past the tensor's end
-        np.testing.assert_array_equal(from_bf16(seen[b * ROWS:(b + 1) * ROWS]), padded[start:start + ROWS])
+        np.testing.assert_array_equal(from_bf16(seen[b * ROWS:(b + 1) * ROWS]),
+                                      padded[start:start + ROWS])
     # the TMA store is not clipped at stop: each CTA wrote 64 rows from its start (those past
     # its stop are the next sequence's, with their own values), clipped only at the extent
     written = np.zeros(total, bool)
