@@ -36,7 +36,8 @@ if [[ $parts == *tests* ]]; then
   GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_hopper tests/gpu/test_recipe_gemm_hopper_gpu.py
   GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_fp8 tests/gpu/test_recipe_gemm_fp8_gpu.py
   GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention tests/gpu/test_recipe_flash_attention_gpu.py
-  GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention_varlen tests/gpu/test_recipe_flash_attention_varlen_gpu.py
+  # a padded specialization per sequence shape and config beside each varlen one: minutes cold
+  GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention_varlen tests/gpu/test_recipe_flash_attention_varlen_gpu.py
   gpu_tests misuse tests/gpu/test_misuse_gpu.py
   gpu_tests torch tests/gpu/test_torch_ops_gpu.py -k "not example"   # layoutkit.torch's ops
   echo "== examples/transformer_block.py"      # compiles the block (inductor): minutes
