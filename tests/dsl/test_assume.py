@@ -148,3 +148,20 @@ def test_the_protocol_check_walks_only_values_that_obey_the_facts():
     chosen = {ex.params[vid]: int(ex.values.fixed[vid]) for vid in ex.searched}
     assert chosen["n"] >= chosen["m"] + 40, chosen
     lk.Kernel(ring, 1).ptx(PTR, 64, 16)             # and the check itself passes
+
+
+def test_the_protocol_check_says_when_no_value_it_tried_obeys_the_facts():
+    def far(x: PTR, n: lk.i32):
+        lk.assume(n >= 2 ** 30)                     # past every multiple the search tries
+        full = lk.sm90.mbarrier_array(2, 32, name="full")
+        with lk.if_(lk.eq(lk.thread_id(), 0)):
+            lk.sm90.mbarrier_init(full)
+            lk.sm90.fence_mbarrier_init()
+        lk.barrier()
+        for i in lk.range(0, 3):
+            s = lk.sm90.consumer_state(i, 2)
+            lk.sm90.mbarrier_arrive(full[s.stage])
+            lk.sm90.mbarrier_wait(full[s.stage], s.phase)
+    with pytest.warns(lk.ProtocolWarning, match=r"no parameter values the check tried satisfy "
+                      r"lk.assume \(n >= 1073741824\)"):
+        lk.Kernel(far, 1).ptx(PTR, 64)
