@@ -136,6 +136,29 @@ def _bounds(expr):
     return None
 
 
+def _memoized(prove):
+    """``prove`` with its answers remembered per operands: sympy expressions are immutable and
+    hash by structure (an extent's divisor included), so an answer holds for equal operands.
+    A trace asks the same questions many times (one per value of a partition, per view)."""
+    answers: dict = {}
+
+    def ask(*operands):
+        try:
+            return answers[operands]
+        except KeyError:
+            pass
+        except TypeError:                       # an unhashable operand: nothing to remember
+            return prove(*operands)
+        if len(answers) > 1 << 14:
+            answers.clear()
+        answers[operands] = answer = prove(*operands)
+        return answer
+
+    ask.__doc__, ask.__name__, ask.__wrapped__ = prove.__doc__, prove.__name__, prove
+    return ask
+
+
+@_memoized
 def le(a, b):
     """True/False when a <= b is provable/refutable for all symbol values, else None."""
     f = _bounds(_hidden(sympy.sympify(b) - a))
@@ -144,6 +167,7 @@ def le(a, b):
     return True if f in (">0", ">=0") else False if f == "<0" else None
 
 
+@_memoized
 def lt(a, b):
     """True/False when a < b is provable/refutable for all symbol values, else None."""
     f = _bounds(_hidden(sympy.sympify(b) - a))
@@ -152,6 +176,7 @@ def lt(a, b):
     return True if f == ">0" else False if f in ("<0", "<=0") else None
 
 
+@_memoized
 def eq(a, b):
     """True/False when a == b is provable/refutable for all symbol values, else None."""
     d = sympy.expand(_hidden(sympy.sympify(a) - b))
@@ -163,10 +188,32 @@ def eq(a, b):
     return False if f in (">0", "<0") else None
 
 
+def _visibly_multiple(d: int, n) -> bool:
+    """Whether n is, term by term, an integer multiple of d: each term an integer coefficient
+    times integer factors, an extent counting its declared divisor (what ``divides`` would
+    prove through sympy.cancel, without it; False only means "not seen this way")."""
+    for term, coeff in sympy.sympify(n).as_coefficients_dict().items():
+        if not coeff.is_Integer:
+            return False
+        multiple = int(coeff)
+        for factor in term.args if term.is_Mul else (term,):
+            base, power = factor.as_base_exp() if factor.is_Pow else (factor, sympy.S.One)
+            if isinstance(base, Extent) and power.is_Integer and power > 0:
+                multiple *= base.divisor ** int(power)
+            elif factor.is_integer is not True:
+                return False
+        if multiple % d:
+            return False
+    return True
+
+
+@_memoized
 def divides(d, n):
     """True/False when d | n is provable/refutable for all symbol values, else None."""
     if d == 0:
         return True if n == 0 else None
+    if type(d) is int and _visibly_multiple(d, n):
+        return True
     q = sympy.cancel(_hidden(sympy.sympify(n) / d))
     if q.is_integer:
         return True
@@ -323,6 +370,7 @@ def exact_div(n, d, context: str):
     return norm(sympy.cancel(sympy.sympify(n) / d))
 
 
+@_memoized
 def ceil_div(a, b):
     """ceiling(a / b) for positive b, simplified."""
     q = sympy.cancel(sympy.sympify(a) / b)
