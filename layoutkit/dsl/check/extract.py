@@ -177,12 +177,30 @@ class Extractor:
     def split(self, mask, columns):
         """(sub-mask, key row) per distinct row of the per-thread `columns` under `mask`."""
         idx = np.nonzero(mask)[0]
-        table = np.stack([np.broadcast_to(c, idx.shape) for c in columns], axis=1)
-        rows, inverse = np.unique(table, axis=0, return_inverse=True)
-        for k, row in enumerate(rows):
+        if not idx.size:
+            return
+        # rows in lexicographic order, as np.unique(axis=0) gives them, from each column's
+        # ranks (1-D uniques: a row table's unique sorts bytes and costs ~10x more)
+        ranks, values = np.zeros(idx.shape, dtype=np.int64), []
+        for c in columns:
+            c = np.broadcast_to(c, idx.shape)
+            first = c.flat[0]
+            if (c == first).all():             # one value at every thread (the common case)
+                values.append(np.asarray([first]))
+                continue
+            u, inverse = np.unique(c, return_inverse=True)
+            values.append(u)
+            ranks = ranks * len(u) + inverse.reshape(-1)
+        keys, inverse = np.unique(ranks, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        for k, key in enumerate(keys.tolist()):
+            row = []
+            for u in reversed(values):
+                key, r = divmod(key, len(u))
+                row.append(int(u[r]))
             sub = np.zeros_like(mask)
-            sub[idx[inverse.reshape(-1) == k]] = True
-            yield sub, tuple(int(x) for x in row)
+            sub[idx if len(keys) == 1 else idx[inverse == k]] = True
+            yield sub, tuple(reversed(row))
 
     def shared_access(self, op, mask, loops, offset, nbytes, span, buffer, kind, proxy,
                       disp=0) -> None:
@@ -335,23 +353,24 @@ class Extractor:
     def run(self) -> km.KernelProtocol:
         """Walk the kernel and group the threads into classes (see the module docstring)."""
         self.block(self.fn.body, self.all, [])
-        label = np.unique(self.cta * (len(self.roles) + 1) + self.role + 1,
-                          return_inverse=True)[1].reshape(-1)
-        seen = set()
-        for proto in self.log:
-            if proto.kind in (km.Init, km.InitFence):   # one thread's prologue: no new class
-                continue
-            key = proto.mask.tobytes()
-            if key not in seen:
-                seen.add(key)
-                label = np.unique(label * 2 + proto.mask, return_inverse=True)[1].reshape(-1)
+        n, prologue = len(self.all), (km.Init, km.InitFence)   # one thread's: no new class
+        masks = np.array([p.mask for p in self.log], dtype=bool).reshape(len(self.log), n)
+        splits = np.array([p.kind not in prologue for p in self.log], dtype=bool)
+        # a thread's class: its CTA, its role and the events it executed (one bit each)
+        signature = np.ascontiguousarray(np.packbits(masks[splits], axis=0).T)
+        start = self.cta * (len(self.roles) + 1) + self.role + 1
+        groups: dict = {}
+        for thread, (first, bits) in enumerate(zip(start.tolist(), signature)):
+            groups.setdefault((first, bits.tobytes()), []).append(thread)
+        inits = np.nonzero(~splits)[0]
         classes = []
-        for value in np.unique(label):
-            threads = np.nonzero(label == value)[0]
-            rep, size = int(threads[0]), len(threads)
-            events = [self.instantiate(p, size, threads) for p in self.log
-                      if p.mask[rep] or (p.kind in (km.Init, km.InitFence) and
-                                         p.mask[threads].any())]
+        for members in groups.values():
+            threads = np.array(members)
+            rep, size = members[0], len(members)
+            chosen = masks[:, rep].copy()
+            chosen[inits] = masks[inits][:, threads].any(axis=1)
+            events = [self.instantiate(self.log[i], size, threads)
+                      for i in np.nonzero(chosen)[0].tolist()]
             if events:
                 role = int(self.role[rep])
                 classes.append((rep, km.ThreadClass(
