@@ -56,6 +56,19 @@ class TooLong(Exception):
     """The walk would exceed MAX_TRIPS / MAX_WALKS; the message says which loop."""
 
 
+def _distinct(column):
+    """(the sorted distinct values of an integer array, each element's index among them), as
+    np.unique(return_inverse=True) gives them; a narrow range is counted instead of sorted."""
+    if column.dtype.kind in "iu":
+        lo, hi = int(column.min()), int(column.max())
+        if hi - lo <= 4 * column.size + 64:
+            present = np.zeros(hi - lo + 1, dtype=bool)
+            present[column - lo] = True
+            return np.flatnonzero(present) + lo, (np.cumsum(present) - 1)[column - lo]
+    u, inverse = np.unique(column, return_inverse=True)
+    return u, inverse.reshape(-1)
+
+
 class Proto:
     """An event before classes are known: threads (bool mask), kind, fields, arrivals each."""
 
@@ -183,23 +196,32 @@ class Extractor:
         # ranks (1-D uniques: a row table's unique sorts bytes and costs ~10x more)
         ranks, values = np.zeros(idx.shape, dtype=np.int64), []
         for c in columns:
+            if np.ndim(c) == 0:
+                values.append((c,))
+                continue
             c = np.broadcast_to(c, idx.shape)
             first = c.flat[0]
             if (c == first).all():             # one value at every thread (the common case)
-                values.append(np.asarray([first]))
+                values.append((first,))
                 continue
-            u, inverse = np.unique(c, return_inverse=True)
+            u, inverse = _distinct(c)
             values.append(u)
-            ranks = ranks * len(u) + inverse.reshape(-1)
-        keys, inverse = np.unique(ranks, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        for k, key in enumerate(keys.tolist()):
+            ranks = ranks * len(u) + inverse
+        if len(values) == sum(len(u) == 1 for u in values):     # one row: no ranks to count
+            keys, inverse = (0,), None
+        else:
+            keys, inverse = _distinct(ranks)
+            keys = keys.tolist()
+        for k, key in enumerate(keys):
             row = []
             for u in reversed(values):
                 key, r = divmod(key, len(u))
                 row.append(int(u[r]))
-            sub = np.zeros_like(mask)
-            sub[idx if len(keys) == 1 else idx[inverse == k]] = True
+            if len(keys) == 1:
+                sub = mask.copy()
+            else:
+                sub = np.zeros_like(mask)
+                sub[idx[inverse == k]] = True
             yield sub, tuple(reversed(row))
 
     def shared_access(self, op, mask, loops, offset, nbytes, span, buffer, kind, proxy,
