@@ -9,17 +9,22 @@ from __future__ import annotations
 import math
 
 import layoutkit as lk
-from recipes import _rowwise_kernel as rk
 
 DTYPES = {"torch.bfloat16": lk.bf16, "torch.float16": lk.f16, "torch.float32": lk.f32}
 
 
-def column_sum(partial, out, rows: int) -> None:
-    """out[b, :] = partial[b, :rows, :].sum(0) for a contiguous f32 CUDA partial of shape
-    (batches, rows, n) and a contiguous out of (batches, n), on the GPU."""
-    batches, n = out.shape
-    kernel, grid, constexprs = rk.column_sum_launch(DTYPES[str(out.dtype)], batches, rows, n)
-    kernel[grid](partial, out, batches, rows, n, *constexprs.values())
+def launch(launches) -> None:
+    """Run a recipe's `launches(...)` ([(kernel, grid, args, constexprs)], in order) on the GPU
+    (constexprs passed by position, in the kernel's parameter order: the launch fast path)."""
+    for kernel, grid, args, constexprs in launches:
+        kernel[grid](*args, *constexprs.values())
+
+
+def cuda_floats(device):
+    """The `floats(count)` of a recipe's `launches` on the GPU: an uninitialised f32 CUDA
+    buffer of count elements on `device` (a cluster scratch, a column sum's partials)."""
+    import torch
+    return lambda count: torch.empty(count, device=device, dtype=torch.float32)
 
 
 # --- argument checks ---------------------------------------------------------------------------
@@ -92,6 +97,13 @@ def host_array(values, dtype):
     if dtype == lk.bf16:
         return to_bf16(values)
     return np.asarray(values, dtype=np.float16 if dtype == lk.f16 else np.float32)
+
+
+def host_floats(count: int):
+    """The `floats(count)` of a recipe's `launches` on the interpreter: f32 NaNs (a value read
+    before it is written shows)."""
+    import numpy as np
+    return np.full(count, np.nan, np.float32)
 
 
 def float64_of(array, dtype):

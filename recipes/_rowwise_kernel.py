@@ -192,6 +192,12 @@ def first_of_row(P: int, CLUSTER: int):
     return first & lk.eq(column_slice(CLUSTER), 0) if CLUSTER > 1 else first
 
 
+def scratch_floats(m: int, CLUSTER: int, slots: int = 1) -> int:
+    """f32 elements of row_sums' scratch for m rows and `slots` statistics a row (1, unused,
+    without a cluster: the kernels take the pointer either way)."""
+    return m * slots * CLUSTER if CLUSTER > 1 else 1
+
+
 def row_sums(values: list, scratch, m, row_tile, CLUSTER: int, first: int = 0,
              slots: int | None = None) -> list:
     """Each tensor of `values` (f32, over row_layout) summed along its rows, as tensors in

@@ -104,6 +104,16 @@ def launch_arguments(cfg: rs.Config, m: int, n: int):
             rs.scratch_floats(cfg, m, QUANTITIES))
 
 
+def launches(x, w, b, y, floats, m: int, n: int, eps: float,
+             cfg: rs.Config | None = None) -> list:
+    """[(kernel, grid, args, constexprs)]: y = layernorm(x, w, b, eps) over (m, n) bf16 rows
+    with `cfg` or the heuristic's split (tensors and floats as recipes/softmax.launches'):
+    the launch_arguments the GPU path keeps per shape, with the tensors and eps."""
+    kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
+    return [(kernel, grid, (x, w, b, y, *((floats(scratch),) if scratch else ()), *ints, eps),
+             constexprs)]
+
+
 def check_arguments(x, weight, bias, eps) -> tuple[int, int]:
     """(m, n): rows and row length, after checking the arguments as layernorm() needs them;
     raises TypeError / ValueError naming the argument and the rule."""
@@ -236,10 +246,10 @@ def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
         xf, wf, bf = (from_bf16(t).astype(np.float64) for t in (x, w, b))
         centred = xf - xf.mean(axis=1, keepdims=True)
         want = centred / np.sqrt((centred ** 2).mean(axis=1, keepdims=True) + 1e-5) * wf + bf
-        kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
-        tensors = (x, w, b, np.zeros((m, n), np.uint16)) + \
-            ((np.zeros(scratch, np.float32),) if scratch else ())
-        worst = max(worst, check_on_cpu(kernel, grid, *tensors, *ints, 1e-5, expect={"y": want},
+        ((kernel, grid, args, constexprs),) = launches(
+            x, w, b, np.zeros((m, n), np.uint16), lambda count: np.zeros(count, np.float32), m,
+            n, 1e-5, cfg)
+        worst = max(worst, check_on_cpu(kernel, grid, *args, expect={"y": want},
                                         tolerance=2 ** -7, error=error, **constexprs))
     return worst
 

@@ -145,28 +145,47 @@ def check_arguments(dy, x, weight, mean, rstd, eps) -> tuple[int, int]:
     return m, n
 
 
-_PLANS: dict = {}
+def launches(dy, x, weight, mean, rstd, dx, sums, floats, m: int, n: int, eps: float,
+             dtypes: tuple, ctas: int, s: rk.RowSplit | None = None,
+             sum_warps: int = rk.SUM_WARPS) -> list:
+    """[(kernel, grid, args, constexprs)]: (dx, dweight, dbias) of layernorm_backward over (m,
+    n) rows by `ctas` persistent CTAs (clusters), then the column sums of their partials (CTAs
+    of sum_warps warps) into the (2, n) `sums` (dweight, dbias); mean and rstd the forward's
+    or both None (recomputed); dtypes = (x's, weight's) lk dtypes; tensors of any kind the
+    launcher takes (CUDA torch tensors, the interpreter's arrays), f32 buffers from
+    floats(count); the split `s` or split_for(n, x's itemsize). The one description of the
+    launch: the GPU path, check_cpu and layoutkit.torch all run it."""
+    xdt, wdt = dtypes
+    s = s or split_for(n, xdt.nbytes)
+    partial = floats(2 * ctas * n)
+    scratch = floats(rk.scratch_floats(m, s.CLUSTER, STAT_SLOTS))
+    args = (dy, x, weight, scratch if mean is None else mean, scratch if rstd is None else rstd,
+            dx, partial, scratch, m, n // s.VEC, eps, -(-s.row_tiles(m) // ctas), ctas)
+    column_sum, grid, sum_constexprs = rk.column_sum_launch(wdt, 2, ctas, n, sum_warps)
+    return [(kernel_for(xdt, wdt, s), s.CLUSTER * ctas, args, constexprs(s, mean is not None)),
+            (column_sum, grid, (partial, sums, 2, ctas, n), sum_constexprs)]
+
+
+_CTAS: dict = {}                 # (shape, dtypes, statistics given, device) -> clusters
 MAX_PLANS = 256
 
 
-def _plan(dy, x, weight, stats: bool):
-    """(launch(dy, x, w, mean, rstd, dx, partial, scratch, eps), ctas, scratch entries)."""
-    import torch
-    m, n = rw.rows_and_columns("layernorm_backward", x.shape)
-    s = split_for(n, x.element_size())
-    kernel = kernel_for(rw.lk_dtype(x), rw.lk_dtype(weight), s)
-    tiles = s.row_tiles(m)
-    flags = constexprs(s, stats)
-    probe = torch.empty(1, device=x.device, dtype=torch.float32)
-    resident = rw.resident_ctas(kernel, (dy, x, weight, probe, probe, dy, probe, probe, m,
-                                         n // s.VEC, 1e-5, 2, 3), flags, s.CLUSTER, x.device)
-    ctas = max(1, min(tiles, resident // s.CLUSTER))
-    launcher, rounds = kernel[s.CLUSTER * ctas], -(-tiles // ctas)
-
-    def launch(dy, x, w, mean, rstd, dx, partial, scratch, eps):
-        launcher(dy, x, w, mean, rstd, dx, partial, scratch, m, n // s.VEC, eps, rounds, ctas,
-                 *flags.values())
-    return launch, ctas, m * STAT_SLOTS * s.CLUSTER if s.CLUSTER > 1 else 1
+def persistent_ctas(dy, x, weight, stats: bool, m: int, n: int) -> int:
+    """The persistent grid on x's device: as many CTAs (clusters) as are resident at once, at
+    most one per row tile (kept per shape, dtypes, statistics and device)."""
+    key = (x.shape, x.dtype, weight.dtype, stats, x.device)
+    if key not in _CTAS:
+        import torch
+        s = split_for(n, x.element_size())
+        kernel = kernel_for(rw.lk_dtype(x), rw.lk_dtype(weight), s)
+        probe = torch.empty(1, device=x.device, dtype=torch.float32)
+        resident = rw.resident_ctas(kernel, (dy, x, weight, probe, probe, dy, probe, probe, m,
+                                             n // s.VEC, 1e-5, 2, 3), constexprs(s, stats),
+                                    s.CLUSTER, x.device)
+        if len(_CTAS) >= MAX_PLANS:
+            _CTAS.clear()
+        _CTAS[key] = max(1, min(s.row_tiles(m), resident // s.CLUSTER))
+    return _CTAS[key]
 
 
 def layernorm_backward(dy, x, weight, mean=None, rstd=None, eps: float = 1e-5):
@@ -177,19 +196,10 @@ def layernorm_backward(dy, x, weight, mean=None, rstd=None, eps: float = 1e-5):
     dx = torch.empty_like(x)
     if not (m and n):
         return dx, torch.zeros_like(weight), torch.zeros_like(weight)
-    key = (x.shape, x.dtype, weight.dtype, mean is not None, x.device)
-    plan = _PLANS.get(key)
-    if plan is None:
-        if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()
-        plan = _PLANS[key] = _plan(dy, x, weight, mean is not None)
-    launch, ctas, scratch_size = plan
-    scratch = torch.empty(scratch_size, device=x.device, dtype=torch.float32)
-    partial = torch.empty((2, ctas, n), device=x.device, dtype=torch.float32)
-    launch(dy, x, weight, scratch if mean is None else mean, scratch if rstd is None else rstd,
-           dx, partial, scratch, float(eps))
     sums = torch.empty((2, n), device=x.device, dtype=weight.dtype)
-    rw.column_sum(partial, sums, ctas)
+    rw.launch(launches(dy, x, weight, mean, rstd, dx, sums, rw.cuda_floats(x.device), m, n,
+                       float(eps), (rw.lk_dtype(x), rw.lk_dtype(weight)),
+                       persistent_ctas(dy, x, weight, mean is not None, m, n)))
     return dx, sums[0], sums[1]
 
 
@@ -237,15 +247,9 @@ def cpu_case(rng, dtype, m, n, s, ctas: int, stats: bool) -> float:
     mean, rstd = (v.astype(np.float32) for v in statistics(xf))
     dx = rw.host_array(np.zeros((m, n)), dtype)
     sums = rw.host_array(np.zeros((2, n)), dtype)
-    partial = np.full(2 * ctas * n, np.nan, np.float32)
-    scratch = np.zeros(m * STAT_SLOTS * s.CLUSTER, np.float32)
-    tiles = s.row_tiles(m)
-    column_sum, grid, sum_constexprs = rk.column_sum_launch(dtype, 2, ctas, n, warps=2)
-    got = rw.run_on_cpu([(kernel_for(dtype, dtype, s), s.CLUSTER * ctas,
-                          (dy, x, w, mean, rstd, dx, partial, scratch, m, n // s.VEC, 1e-5,
-                           -(-tiles // ctas), ctas), constexprs(s, stats)),
-                         (column_sum, grid, (partial, sums, 2, ctas, n), sum_constexprs)],
-                        {"dx": dx, "sums": sums})
+    got = rw.run_on_cpu(launches(dy, x, w, *((mean, rstd) if stats else (None, None)), dx, sums,
+                                 rw.host_floats, m, n, 1e-5, (dtype, dtype), ctas, s,
+                                 sum_warps=2), {"dx": dx, "sums": sums})
     want = reference(dyf, xf, wf)
     worst = max(rw.relative_to_max(rw.float64_of(g, dtype), w_)
                 for g, w_ in ((got["dx"], want[0]), (got["sums"][0], want[1]),

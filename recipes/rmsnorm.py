@@ -162,32 +162,28 @@ def check_forward(x, weight, residual, eps) -> tuple[int, int]:
     return m, n
 
 
-_PLANS: dict = {}          # (what, shapes, dtypes, flags, device) -> what a call launches
-MAX_PLANS = 256
+def forward_launches(x, residual, weight, y, h, rstd, floats, m: int, n: int, eps: float,
+                     dtypes: tuple, s: rk.RowSplit | None = None) -> list:
+    """[(kernel, grid, args, constexprs)]: y = rmsnorm(x (+ residual)) (* weight) over (m, n)
+    rows, h = x + residual stored where h is given, rstd where rstd is given (residual,
+    weight, h, rstd: None when absent); dtypes = (x's, weight's) lk dtypes; tensors of any kind
+    the launcher takes (CUDA torch tensors, the interpreter's arrays), the cluster scratch from
+    floats(count) (an f32 buffer); the split `s` or forward_split(n, x's itemsize, m). The one
+    description of the launch: the GPU path, check_cpu and layoutkit.torch all run it."""
+    xdt, wdt = dtypes
+    s = s or forward_split(n, xdt.nbytes, m)
+    scratch = floats(rk.scratch_floats(m, s.CLUSTER))
+    flags = {**s.constexprs(), "RESIDUAL": residual is not None, "WEIGHT": weight is not None,
+             "STORE_RESIDUAL": h is not None, "STORE_RSTD": rstd is not None}
+    args = (x, x if residual is None else residual, x if weight is None else weight, y,
+            y if h is None else h, scratch if rstd is None else rstd, scratch, m, n // s.VEC,
+            eps)
+    return [(kernel_for("forward", xdt, wdt, s), s.CLUSTER * s.row_tiles(m), args, flags)]
 
 
-def _kept(key, make):
-    plan = _PLANS.get(key)
-    if plan is None:
-        if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()
-        plan = _PLANS[key] = make()
-    return plan
-
-
-def _forward_plan(x, weight, residual, store_residual: bool, store_rstd: bool):
-    """(launch(x, res, w, y, h, rstd, scratch, eps), scratch entries) for these arguments."""
-    m, n = rw.rows_and_columns("rmsnorm", x.shape)
-    s = forward_split(n, x.element_size(), m)
-    wdt = rw.lk_dtype(weight) if weight is not None else rw.lk_dtype(x)
-    kernel = kernel_for("forward", rw.lk_dtype(x), wdt, s)
-    launcher = kernel[s.CLUSTER * s.row_tiles(m)]
-    flags = (*s.constexprs().values(), residual is not None, weight is not None, store_residual,
-             store_rstd)
-
-    def launch(x, res, w, y, h, rstd, scratch, eps):
-        launcher(x, res, w, y, h, rstd, scratch, m, n // s.VEC, eps, *flags)
-    return launch, m * s.CLUSTER if s.CLUSTER > 1 else 1
+def dtypes_of(x, weight) -> tuple:
+    """(x's, weight's) lk dtypes of torch tensors (weight None: x's)."""
+    return rw.lk_dtype(x), rw.lk_dtype(weight if weight is not None else x)
 
 
 def rmsnorm(x, weight=None, residual=None, eps: float = 1e-6, return_residual: bool = False,
@@ -201,13 +197,8 @@ def rmsnorm(x, weight=None, residual=None, eps: float = 1e-6, return_residual: b
     rstd = torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32) \
         if return_rstd else None
     if m and n:
-        key = ("forward", x.shape, x.dtype, None if weight is None else weight.dtype,
-               residual is not None, h is not None, rstd is not None, x.device)
-        launch, scratch_size = _kept(key, lambda: _forward_plan(x, weight, residual,
-                                                                h is not None, rstd is not None))
-        scratch = torch.empty(scratch_size, device=x.device, dtype=torch.float32)
-        launch(x, x if residual is None else residual, x if weight is None else weight, y,
-               y if h is None else h, scratch if rstd is None else rstd, scratch, float(eps))
+        rw.launch(forward_launches(x, residual, weight, y, h, rstd, rw.cuda_floats(x.device), m,
+                                   n, float(eps), dtypes_of(x, weight)))
     if return_residual and h is None:
         h = x                                       # no residual: the stream is x itself
     extra = ((h,) if return_residual else ()) + ((rstd,) if return_rstd else ())
@@ -228,27 +219,48 @@ def check_backward(dy, x, weight, rstd) -> tuple[int, int]:
     return m, n
 
 
-def _backward_plan(dy, x, weight, rstd):
-    """(launch(dy, x, w, rstd, dx, partial, scratch), ctas, scratch entries): the persistent
-    grid is as many CTAs as are resident at once, at most one per row tile."""
-    import torch
-    m, n = rw.rows_and_columns("rmsnorm_backward", x.shape)
-    s = backward_split(n, x.element_size())
-    xdt = rw.lk_dtype(x)
-    kernel = kernel_for("backward", xdt, rw.lk_dtype(weight) if weight is not None else xdt, s)
-    tiles = s.row_tiles(m)
-    flags = {**s.constexprs(), "WEIGHT": weight is not None}
-    probe = torch.empty(1, device=x.device, dtype=torch.float32)
-    w = weight if weight is not None else x
-    resident = rw.resident_ctas(kernel, (dy, x, w, rstd, dy, probe, probe, m, n // s.VEC, 2,
-                                         3), flags, s.CLUSTER, x.device)
-    ctas = max(1, min(tiles, resident // s.CLUSTER))
-    launcher, rounds = kernel[s.CLUSTER * ctas], -(-tiles // ctas)
+def backward_launches(dy, x, weight, rstd, dx, dweight, floats, m: int, n: int, dtypes: tuple,
+                      ctas: int, s: rk.RowSplit | None = None,
+                      sum_warps: int = rk.SUM_WARPS) -> list:
+    """[(kernel, grid, args, constexprs)]: (dx, dweight) of rmsnorm_backward over (m, n) rows
+    by `ctas` persistent CTAs (clusters), then the column sum of their dweight partials (CTAs
+    of sum_warps warps) into dweight (weight and dweight None without a weight); dtypes,
+    tensors and floats as forward_launches'; the split `s` or backward_split(n, itemsize)."""
+    xdt, wdt = dtypes
+    s = s or backward_split(n, xdt.nbytes)
+    partial = floats(ctas * n if weight is not None else 1)
+    scratch = floats(rk.scratch_floats(m, s.CLUSTER))
+    args = (dy, x, x if weight is None else weight, rstd, dx, partial, scratch, m, n // s.VEC,
+            -(-s.row_tiles(m) // ctas), ctas)
+    launches = [(kernel_for("backward", xdt, wdt, s), s.CLUSTER * ctas, args,
+                 {**s.constexprs(), "WEIGHT": weight is not None})]
+    if weight is not None:
+        kernel, grid, constexprs = rk.column_sum_launch(wdt, 1, ctas, n, sum_warps)
+        launches.append((kernel, grid, (partial, dweight, 1, ctas, n), constexprs))
+    return launches
 
-    def launch(dy, x, w, rstd, dx, partial, scratch):
-        launcher(dy, x, w, rstd, dx, partial, scratch, m, n // s.VEC, rounds, ctas,
-                 *flags.values())
-    return launch, ctas, m * s.CLUSTER if s.CLUSTER > 1 else 1
+
+_CTAS: dict = {}           # (shape, dtypes, device) -> the persistent grid's clusters
+MAX_PLANS = 256
+
+
+def persistent_ctas(dy, x, weight, rstd, m: int, n: int) -> int:
+    """The backward's persistent grid on x's device: as many CTAs (clusters) as are resident
+    at once, at most one per row tile (kept per shape, dtypes and device)."""
+    key = (x.shape, x.dtype, None if weight is None else weight.dtype, x.device)
+    if key not in _CTAS:
+        import torch
+        s = backward_split(n, x.element_size())
+        kernel = kernel_for("backward", *dtypes_of(x, weight), s)
+        flags = {**s.constexprs(), "WEIGHT": weight is not None}
+        probe = torch.empty(1, device=x.device, dtype=torch.float32)
+        w = weight if weight is not None else x
+        resident = rw.resident_ctas(kernel, (dy, x, w, rstd, dy, probe, probe, m, n // s.VEC, 2,
+                                             3), flags, s.CLUSTER, x.device)
+        if len(_CTAS) >= MAX_PLANS:
+            _CTAS.clear()
+        _CTAS[key] = max(1, min(s.row_tiles(m), resident // s.CLUSTER))
+    return _CTAS[key]
 
 
 def rmsnorm_backward(dy, x, weight, rstd):
@@ -260,16 +272,10 @@ def rmsnorm_backward(dy, x, weight, rstd):
     dx = torch.empty_like(x)
     if not (m and n):
         return dx, (torch.zeros_like(weight) if weight is not None else None)
-    key = ("backward", x.shape, x.dtype, None if weight is None else weight.dtype, x.device)
-    launch, ctas, scratch_size = _kept(key, lambda: _backward_plan(dy, x, weight, rstd))
-    scratch = torch.empty(scratch_size, device=x.device, dtype=torch.float32)
-    partial = torch.empty((ctas, n) if weight is not None else (1,), device=x.device,
-                          dtype=torch.float32)
-    launch(dy, x, weight if weight is not None else x, rstd, dx, partial, scratch)
-    if weight is None:
-        return dx, None
-    dw = torch.empty_like(weight)
-    rw.column_sum(partial, dw.view(1, n), ctas)
+    dw = torch.empty_like(weight) if weight is not None else None
+    rw.launch(backward_launches(dy, x, weight, rstd, dx, dw, rw.cuda_floats(x.device), m, n,
+                                dtypes_of(x, weight),
+                                persistent_ctas(dy, x, weight, rstd, m, n)))
     return dx, dw
 
 
@@ -320,15 +326,12 @@ def _cpu_forward(rng, dtype, m, n, s, residual: bool, weight: bool) -> float:
     xs = rng.standard_normal((m, n)) * 2
     rs = rng.standard_normal((m, n)) if residual else None
     ws = rng.standard_normal(n) if weight else None
-    x, res = rw.host_array(xs, dtype), rw.host_array(rs if residual else xs, dtype)
-    w = rw.host_array(ws if weight else np.ones(n), dtype)
+    x, res = rw.host_array(xs, dtype), rw.host_array(rs, dtype) if residual else None
+    w = rw.host_array(ws, dtype) if weight else None
     y, h = rw.host_array(np.zeros((m, n)), dtype), rw.host_array(np.zeros((m, n)), dtype)
-    rstd, scratch = np.zeros(m, np.float32), np.zeros(m * s.CLUSTER, np.float32)
-    kernel = kernel_for("forward", dtype, dtype, s)
-    flags = {**s.constexprs(), "RESIDUAL": residual, "WEIGHT": weight, "STORE_RESIDUAL": residual,
-             "STORE_RSTD": True}
-    got = rw.run_on_cpu([(kernel, s.CLUSTER * s.row_tiles(m),
-                          (x, res, w, y, h, rstd, scratch, m, n // s.VEC, 1e-6), flags)],
+    rstd = np.zeros(m, np.float32)
+    got = rw.run_on_cpu(forward_launches(x, res, w, y, h if residual else None, rstd,
+                                         rw.host_floats, m, n, 1e-6, (dtype, dtype), s),
                         {"y": y, "h": h, "rstd": rstd})
     want_y, want_h, want_rstd = reference(rw.float64_of(x, dtype),
                                           rw.float64_of(w, dtype) if weight else None,
@@ -355,16 +358,8 @@ def _cpu_backward(rng, dtype, m, n, s, ctas: int, weight: bool) -> float:
     rstd = reference(xf)[2].astype(np.float32)
     dx = rw.host_array(np.zeros((m, n)), dtype)
     dw = rw.host_array(np.zeros(n), dtype)
-    partial = np.full(ctas * n, np.nan, np.float32)
-    scratch = np.zeros(m * s.CLUSTER, np.float32)
-    kernel = kernel_for("backward", dtype, dtype, s)
-    tiles = s.row_tiles(m)
-    launches = [(kernel, s.CLUSTER * ctas, (dy, x, w, rstd, dx, partial, scratch, m,
-                                             n // s.VEC, -(-tiles // ctas), ctas),
-                 {**s.constexprs(), "WEIGHT": weight})]
-    if weight:
-        kernel, grid, constexprs = rk.column_sum_launch(dtype, 1, ctas, n, warps=2)
-        launches.append((kernel, grid, (partial, dw, 1, ctas, n), constexprs))
+    launches = backward_launches(dy, x, w if weight else None, rstd, dx, dw, rw.host_floats, m,
+                                 n, (dtype, dtype), ctas, s, sum_warps=2)
     got = rw.run_on_cpu(launches, {"dx": dx, "dw": dw})
     want_dx, want_dw = reference_backward(dyf, xf, wf if weight else None,
                                           rstd.astype(np.float64))

@@ -93,6 +93,16 @@ def launch_arguments(cfg: rs.Config, m: int, n: int):
             rs.scratch_floats(cfg, m, QUANTITIES))
 
 
+def launches(x, y, floats, m: int, n: int, cfg: rs.Config | None = None) -> list:
+    """[(kernel, grid, args, constexprs)]: y = softmax(x) over (m, n) bf16 rows with `cfg` or
+    the heuristic's split (tensors of any kind the launcher takes: CUDA torch tensors, the
+    interpreter's arrays; a cluster's scratch from floats(count), an f32 buffer): the
+    launch_arguments the GPU path keeps per shape, with the tensors (check_cpu and
+    layoutkit.torch run it)."""
+    kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
+    return [(kernel, grid, (x, y, *((floats(scratch),) if scratch else ()), *ints), constexprs)]
+
+
 _PLANS: dict = {}   # x.shape -> (kernel[grid] or None when x is empty, ints, constexprs, scratch)
 MAX_PLANS = 256
 
@@ -214,10 +224,9 @@ def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
         xf = from_bf16(x).astype(np.float64)
         want = np.exp(xf - xf.max(axis=1, keepdims=True))
         want /= want.sum(axis=1, keepdims=True)
-        kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
-        tensors = (x, np.zeros((m, n), np.uint16)) + \
-            ((np.zeros(scratch, np.float32),) if scratch else ())
-        worst = max(worst, check_on_cpu(kernel, grid, *tensors, *ints, expect={"y": want},
+        ((kernel, grid, args, constexprs),) = launches(
+            x, np.zeros((m, n), np.uint16), lambda count: np.zeros(count, np.float32), m, n, cfg)
+        worst = max(worst, check_on_cpu(kernel, grid, *args, expect={"y": want},
                                         tolerance=2 ** -7, error=_row_relative, **constexprs))
     return worst
 

@@ -72,19 +72,16 @@ def check_arguments(dy, y) -> tuple[int, int]:
     return m, n
 
 
-_PLANS: dict = {}
-MAX_PLANS = 256
-
-
-def _plan(y):
-    m, n = rw.rows_and_columns("softmax_backward", y.shape)
-    s = split_for(n, y.element_size(), m)
-    launcher = kernel_for(rw.lk_dtype(y), s)[s.CLUSTER * s.row_tiles(m)]
-    constexprs = tuple(s.constexprs().values())
-
-    def launch(dy, y, dx, scratch):
-        launcher(dy, y, dx, scratch, m, n // s.VEC, *constexprs)
-    return launch, m * s.CLUSTER if s.CLUSTER > 1 else 1
+def launches(dy, y, dx, floats, m: int, n: int, dtype, s: rk.RowSplit | None = None) -> list:
+    """[(kernel, grid, args, constexprs)]: dx = softmax_backward(dy, y) over (m, n) rows of
+    `dtype` (tensors of any kind the launcher takes: CUDA torch tensors, or the interpreter's
+    arrays), the cluster scratch from floats(count) (an f32 buffer), with the split `s` or
+    split_for(n, dtype.nbytes, m). The one description of the launch: the GPU path, check_cpu
+    and layoutkit.torch's CPU path all run it."""
+    s = s or split_for(n, dtype.nbytes, m)
+    scratch = floats(rk.scratch_floats(m, s.CLUSTER))
+    return [(kernel_for(dtype, s), s.CLUSTER * s.row_tiles(m),
+             (dy, y, dx, scratch, m, n // s.VEC), s.constexprs())]
 
 
 def softmax_backward(dy, y):
@@ -93,14 +90,7 @@ def softmax_backward(dy, y):
     m, n = check_arguments(dy, y)
     dx = torch.empty_like(y)
     if m and n:
-        key = (y.shape, y.dtype, y.device)
-        plan = _PLANS.get(key)
-        if plan is None:
-            if len(_PLANS) >= MAX_PLANS:
-                _PLANS.clear()
-            plan = _PLANS[key] = _plan(y)
-        launch, scratch_size = plan
-        launch(dy, y, dx, torch.empty(scratch_size, device=y.device, dtype=torch.float32))
+        rw.launch(launches(dy, y, dx, rw.cuda_floats(y.device), m, n, rw.lk_dtype(y)))
     return dx
 
 
@@ -142,9 +132,7 @@ def cpu_case(rng, dtype, m, n, s) -> float:
     y = rw.host_array(_softmax_rows(rng, m, n), dtype)
     dy = rw.host_array(rng.standard_normal((m, n)), dtype)
     dx = rw.host_array(np.zeros((m, n)), dtype)
-    scratch = np.zeros(m * s.CLUSTER, np.float32)
-    got = rw.run_on_cpu([(kernel_for(dtype, s), s.CLUSTER * s.row_tiles(m),
-                          (dy, y, dx, scratch, m, n // s.VEC), s.constexprs())], {"dx": dx})
+    got = rw.run_on_cpu(launches(dy, y, dx, rw.host_floats, m, n, dtype, s), {"dx": dx})
     want = reference(rw.float64_of(dy, dtype), rw.float64_of(y, dtype))
     err = rw.relative_to_max(rw.float64_of(got["dx"], dtype), want)
     assert err <= rw.tolerance(dtype), f"softmax_backward {dtype} ({m}, {n}) {s}: {err:.3g}"

@@ -44,3 +44,15 @@ def run(kernel, grid, *args, **constexprs) -> None:
     def host(x):
         return host_array(x) if isinstance(x, torch.Tensor) else x
     interpret(kernel, grid, *map(host, args), **{k: host(v) for k, v in constexprs.items()})
+
+
+def run_launches(launches) -> None:
+    """A row recipe's `launches(...)` ([(kernel, grid, args, constexprs)], in order) in the CPU
+    interpreter: the same description its GPU path launches."""
+    for kernel, grid, args, constexprs in launches:
+        run(kernel, grid, *args, **constexprs)
+
+
+def cpu_floats(count: int) -> torch.Tensor:
+    """The `floats(count)` of a recipe's `launches` here: an uninitialised f32 CPU tensor."""
+    return torch.empty(count, dtype=torch.float32)

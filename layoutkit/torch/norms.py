@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 
 from .checks import check_bf16, check_eps, check_same, check_vector, new_like
-from .interpreted import refuse_large, run
+from .interpreted import cpu_floats, refuse_large, run_launches
 from .registry import OpSpec, recipe
-from .rows import check_rows, cluster_scratch, rows_and_columns, run_rows
+from .rows import check_rows, rows_and_columns
 
 
 def check_layernorm(op: str, x, weight, eps, **more) -> None:
@@ -34,9 +34,11 @@ def layernorm_cuda(x, weight, bias, eps):
 
 def layernorm_cpu(x, weight, bias, eps):
     out = layernorm_outputs(x, weight, bias, eps)
-    run_rows(recipe("layernorm", "layernorm"), "layernorm",
-             {"x": x.contiguous(), "weight": weight.contiguous(), "bias": bias.contiguous(),
-              "y": out}, (eps,))
+    refuse_large("layernorm", x=x)
+    m, n = rows_and_columns(x)
+    if m:
+        run_launches(recipe("layernorm", "layernorm").launches(
+            x.contiguous(), weight.contiguous(), bias.contiguous(), out, cpu_floats, m, n, eps))
     return out
 
 
@@ -80,17 +82,11 @@ def layernorm_backward_cpu(grad_y, x, weight, eps):
     if m == 0:
         return dx, dweight.zero_(), dbias.zero_()
     module = recipe("layernorm_backward", "layernorm_backward")
-    s, ctas = module.split_for(n, x.element_size()), 1
-    scratch = cluster_scratch(m, s.CLUSTER, module.STAT_SLOTS)
-    partial = torch.empty(2, ctas, n, dtype=torch.float32)
-    run(module.kernel_for(module.rw.lk_dtype(x), module.rw.lk_dtype(weight), s),
-        s.CLUSTER * ctas, grad_y.contiguous(), x.contiguous(), weight.contiguous(), scratch,
-        scratch, dx, partial, scratch, m, n // s.VEC, eps, s.row_tiles(m), ctas,
-        **module.constexprs(s, False))
     sums = torch.empty(2, n, dtype=weight.dtype)
-    column_sum, grid, constexprs = module.rk.column_sum_launch(module.rw.lk_dtype(weight), 2,
-                                                               ctas, n, warps=1)
-    run(column_sum, grid, partial, sums, 2, ctas, n, **constexprs)
+    run_launches(module.launches(grad_y.contiguous(), x.contiguous(), weight.contiguous(), None,
+                                 None, dx, sums, cpu_floats, m, n, eps,
+                                 (module.rw.lk_dtype(x), module.rw.lk_dtype(weight)), ctas=1,
+                                 sum_warps=1))
     return dx, dweight.copy_(sums[0]), dbias.copy_(sums[1])
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 
 from .checks import check_eps, check_same, check_vector, new_like
-from .interpreted import refuse_large, run
+from .interpreted import cpu_floats, refuse_large, run_launches
 from .registry import OpSpec, recipe
-from .rows import check_rows, cluster_scratch, rows_and_columns
+from .rows import check_rows, rows_and_columns
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
@@ -54,11 +54,6 @@ def rmsnorm_cuda(x, weight, eps):
                           None, eps, return_rstd=True)
 
 
-def _lk_dtypes(module, x, weight):
-    xdt = module.rw.lk_dtype(x)
-    return xdt, module.rw.lk_dtype(weight) if weight is not None else xdt
-
-
 def rmsnorm_cpu(x, weight, eps):
     """The recipe's forward launch (no residual, rstd stored) in the interpreter."""
     y, rstd = rmsnorm_outputs(x, weight, eps)
@@ -66,13 +61,9 @@ def rmsnorm_cpu(x, weight, eps):
     m, n = rows_and_columns(x)
     if m:
         module = recipe("rmsnorm", "rmsnorm")
-        s = module.forward_split(n, x.element_size(), m)
-        x = x.contiguous()
-        w = x if weight is None else weight.contiguous()
-        run(module.kernel_for("forward", *_lk_dtypes(module, x, weight), s),
-            s.CLUSTER * s.row_tiles(m), x, x, w, y, y, rstd, cluster_scratch(m, s.CLUSTER), m,
-            n // s.VEC, eps, **s.constexprs(), RESIDUAL=False, WEIGHT=weight is not None,
-            STORE_RESIDUAL=False, STORE_RSTD=True)
+        x, w = x.contiguous(), None if weight is None else weight.contiguous()
+        run_launches(module.forward_launches(x, None, w, y, None, rstd, cpu_floats, m, n, eps,
+                                             module.dtypes_of(x, w)))
     return y, rstd
 
 
@@ -122,17 +113,10 @@ def rmsnorm_backward_cpu(grad_y, x, weight, rstd):
     if m == 0:
         return dx, dweight.zero_()
     module = recipe("rmsnorm", "rmsnorm_backward")
-    s, ctas = module.backward_split(n, x.element_size()), 1
-    x = x.contiguous()
-    partial = torch.empty((ctas, n) if weight is not None else (1,), dtype=torch.float32)
-    xdt, wdt = _lk_dtypes(module, x, weight)
-    run(module.kernel_for("backward", xdt, wdt, s), s.CLUSTER * ctas, grad_y.contiguous(), x,
-        x if weight is None else weight.contiguous(), rstd.contiguous(), dx, partial,
-        cluster_scratch(m, s.CLUSTER), m, n // s.VEC, s.row_tiles(m), ctas, **s.constexprs(),
-        WEIGHT=weight is not None)
-    if weight is not None:
-        column_sum, grid, constexprs = module.rk.column_sum_launch(wdt, 1, ctas, n, warps=1)
-        run(column_sum, grid, partial, dweight.view(1, n), 1, ctas, n, **constexprs)
+    x, w = x.contiguous(), None if weight is None else weight.contiguous()
+    run_launches(module.backward_launches(grad_y.contiguous(), x, w, rstd.contiguous(), dx,
+                                          dweight, cpu_floats, m, n, module.dtypes_of(x, w),
+                                          ctas=1, sum_warps=1))
     return dx, dweight
 
 

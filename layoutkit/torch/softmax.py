@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 
 from .checks import check_bf16, check_same, new_like
-from .interpreted import refuse_large, run
+from .interpreted import cpu_floats, refuse_large, run_launches
 from .registry import OpSpec, recipe
-from .rows import check_rows, cluster_scratch, rows_and_columns, run_rows
+from .rows import check_rows, rows_and_columns
 
 
 def softmax_outputs(x):
@@ -26,7 +26,10 @@ def softmax_cuda(x):
 
 def softmax_cpu(x):
     out = softmax_outputs(x)
-    run_rows(recipe("softmax", "softmax"), "softmax", {"x": x.contiguous(), "y": out})
+    refuse_large("softmax", x=x)
+    m, n = rows_and_columns(x)
+    if m:
+        run_launches(recipe("softmax", "softmax").launches(x.contiguous(), out, cpu_floats, m, n))
     return out
 
 
@@ -63,10 +66,8 @@ def softmax_backward_cpu(grad_y, y):
     m, n = rows_and_columns(y)
     if m and n:
         module = recipe("softmax_backward", "softmax_backward")
-        s = module.split_for(n, y.element_size(), m)
-        run(module.kernel_for(module.rw.lk_dtype(y), s), s.CLUSTER * s.row_tiles(m),
-            grad_y.contiguous(), y.contiguous(), dx, cluster_scratch(m, s.CLUSTER), m,
-            n // s.VEC, **s.constexprs())
+        run_launches(module.launches(grad_y.contiguous(), y.contiguous(), dx, cpu_floats, m, n,
+                                     module.rw.lk_dtype(y)))
     return dx
 
 

@@ -104,9 +104,8 @@ def test_nothing_is_written_past_the_outputs(m, n):
     w = torch.randn(n, device="cuda").bfloat16()
     y, y_guard = guarded((m, n), torch.bfloat16)
     want = rmsnorm.rmsnorm(x, w)
-    launch, _ = rmsnorm._forward_plan(x, w, None, False, False)
-    scratch = torch.empty(m * 8, device="cuda")
-    launch(x, x, w, y, y, scratch, scratch, 1e-6)
+    rw.launch(rmsnorm.forward_launches(x, None, w, y, None, None, rw.cuda_floats(x.device), m, n,
+                                       1e-6, rmsnorm.dtypes_of(x, w)))
     torch.cuda.synchronize()
     assert torch.equal(y, want) and torch.isnan(y_guard).all()
 
