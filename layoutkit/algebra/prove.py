@@ -11,7 +11,7 @@ import sympy
 
 from . import int_tuple
 from .errors import LayoutError
-from .symbolic import _hidden
+from .symbolic import _hidden, _memoized
 
 __all__ = ["divides", "less", "less_equal"]
 
@@ -79,6 +79,7 @@ def less_equal(a, b) -> bool | None:
     return None
 
 
+@_memoized
 def _sign(expr):
     """(lower, upper) sign facts on expr over all symbol values: lower ">0", ">=0" or None,
     upper "<0", "<=0" or None. A term c * Mod(x, q) with q provably positive is bounded by
