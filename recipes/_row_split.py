@@ -1,6 +1,7 @@
-"""The work split of the forward row kernels (recipes/softmax.py, recipes/layernorm.py): which CTAs,
-threads and registers hold which columns of a row-major (m, n) bf16 matrix, and the heuristic
-that picks it per shape (`choose_config(m, n, dtype)`).
+"""The work splits of the row kernels. `Config` is the forward softmax / layernorm's
+(recipes/softmax.py, recipes/layernorm.py): which CTAs, threads and registers hold which
+columns of a row-major (m, n) bf16 matrix, and the heuristic that picks it per shape
+(`choose_config(m, n, dtype)`); `RowSplit` (below) is rmsnorm's and the backward kernels'.
 
 A `Config` is every choice, as fields:
 
@@ -17,7 +18,7 @@ A `Config` is every choice, as fields:
     CTA (row_block, r), thread p of row j:  columns r*W + C*p + k*C*P + [0, C), k < K
 
 A cluster's CTAs reduce their own columns, then swap the per-row partials through a global f32
-scratch (`RowTiles.exchange`): one thread per row stores them, `lk.sm90.cluster_sync()`, every
+scratch (recipes/_rowwise_kernel.py's `RowTiles.exchange`): one thread per row stores them, `lk.sm90.cluster_sync()`, every
 thread loads its row's partials of all CTAs. The DSL has no distributed-shared-memory access
 yet; the cluster barrier's release/acquire orders global memory (ptxas emits MEMBAR.ALL.GPU
 before the arrive and CCTL.IVALL, an L1 invalidate, after the wait), at the price of an L2
@@ -39,10 +40,25 @@ the measured split of issue 19 (docs/PERFORMANCE.md):
     split over cluster = ceil(n / 16384) CTAs (2 at 32k, 4 at 64k, 8 at 128k = MAX_COLUMNS).
   * Rows per CTA fill 128 threads unless the grid would then have fewer than TARGET_CTAS
     CTAs (small m): fewer rows per CTA spread a small matrix over more SMs.
+
+`RowSplit` (`split`), the split of rmsnorm and the backward kernels, for rows of n columns of a dtype of `itemsize` bytes, at most
+`values` f32 values a thread (the registers after the cast) and `max_threads` threads a row:
+
+    a thread owns K chunks of C consecutive columns (C = 16 / itemsize: 16-byte accesses, or
+    fewer for a row too short to give every thread a whole chunk), chunks C * P apart (P: the
+    threads of a row, a power of two >= min_threads);
+    CLUSTER = ceil(n / (max_threads * values)) CTAs per row (a thread-block cluster along x,
+    <= 8, the portable size), CTA r owning columns [r * COLS, (r + 1) * COLS);
+    P the fewest threads that hold the CTA's columns in <= values a thread, K as small as
+    covers them (a ragged n idles at most a fraction 1/K of the chunks, not half the threads
+    of a power-of-two tile);
+    ROWS = cta_threads / P rows share a CTA when a row needs fewer threads (whole warps), fewer
+    when a small m would leave fewer than target_ctas CTAs (more SMs busy).
 """
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import layoutkit as lk
@@ -55,6 +71,7 @@ MIN_THREADS_PER_ROW = 8
 MAX_VALUES = 64               # row values per thread (registers: see the module docstring)
 ACCESS_BYTES = 16             # the widest global access
 MAX_CLUSTER = 8               # the portable cluster size of sm_90
+WARP = 32
 MAX_CTA_COLUMNS = MAX_THREADS_PER_ROW * MAX_VALUES
 MAX_COLUMNS = MAX_CLUSTER * MAX_CTA_COLUMNS
 
@@ -161,70 +178,6 @@ def choose_config(m: int, n: int, dtype=lk.bf16, *, max_values: int = MAX_VALUES
     return config
 
 
-def row_layout(num_warps: int, ROWS: int, C: int, K: int) -> lk.TVLayout:
-    """Thread p of a row owns columns [C*p, C*p + C) + k*C*P (P threads per row); the rows
-    of the tile go to consecutive groups of P threads. Tile index = row + ROWS * column."""
-    P = 32 * num_warps // ROWS
-    return lk.TVLayout((ROWS, P * C * K),
-                       lk.Layout(((P, ROWS), (C, K)), ((ROWS * C, 1), (ROWS, ROWS * C * P))))
-
-
-def partials_layout(num_warps: int, ROWS: int, cluster: int) -> lk.TVLayout:
-    """Every thread of row j holds that row's `cluster` partials (tile index j + ROWS * r)."""
-    P = 32 * num_warps // ROWS
-    return lk.TVLayout((ROWS, cluster), lk.Layout(((P, ROWS), cluster), ((0, 1), ROWS)))
-
-
-class RowTiles:
-    """Inside a row kernel: this CTA's part of (m, n) row-major matrices and (n,) vectors under
-    row_layout(WARPS, ROWS, C, K), and the cluster's exchange of per-row partials."""
-
-    def __init__(self, m, n, WARPS: int, ROWS: int, C: int, K: int, cluster: int = 1):
-        self.m, self.n, self.cluster = m, n, cluster
-        self.warps, self.rows = WARPS, ROWS
-        self.tv = row_layout(WARPS, ROWS, C, K)
-        self.columns = self.tv.tile[1]
-        block = lk.block_id(0)
-        self.row_block = block // cluster if cluster > 1 else block
-        self.part = block % cluster if cluster > 1 else 0
-        self.coord = (self.row_block, self.part)
-
-    def rows_of(self, ptr):
-        """This thread's values of the (m, n) row-major matrix at ptr."""
-        matrix = lk.global_tensor(ptr, lk.Layout((self.m, self.n), (self.n, 1)))
-        return matrix.tile(self.tv.tile, self.coord).partition(self.tv)
-
-    def vector_of(self, ptr):
-        """This thread's values of the (n,) vector at ptr, repeated for every row."""
-        matrix = lk.global_tensor(ptr, lk.Layout((self.m, self.n), (0, 1)))
-        return matrix.tile(self.tv.tile, self.coord).partition(self.tv)
-
-    def part_columns(self):
-        """The columns of the row this CTA holds inside n (an i32 kernel value; n alone
-        without a cluster)."""
-        if self.cluster == 1:
-            return self.n
-        return lk.minimum(self.n - self.part * self.columns, self.columns)
-
-    def exchange(self, partials, quantities: list) -> list:
-        """Swap per-row partials (row-reduced f32 tensors, one per quantity) between the
-        cluster's CTAs through the (m, len(quantities) * cluster) f32 scratch at `partials`;
-        returns, per quantity, a tensor over partials_layout: every CTA's value of its row."""
-        count = len(quantities)
-        scratch = lk.global_tensor(partials, lk.Layout((self.m, count * self.cluster),
-                                                       (count * self.cluster, 1)))
-        threads_per_row = 32 * self.warps // self.rows
-        with lk.if_(lk.eq(lk.thread_id() % threads_per_row, 0)):   # one store per row
-            for q, value in enumerate(quantities):
-                column = q * self.cluster + self.part
-                lk.store(scratch.tile((self.rows, 1), (self.row_block, column))
-                         .partition(value.layout), value)
-        lk.sm90.cluster_sync()          # release: the stores above; acquire: the peers'
-        peers = partials_layout(self.warps, self.rows, self.cluster)
-        return [lk.load(scratch.tile((self.rows, self.cluster), (self.row_block, q))
-                        .partition(peers)) for q in range(count)]
-
-
 def scratch_floats(config: Config, m: int, quantities: int) -> int:
     """f32 elements of the exchange scratch a launch of `config` over m rows needs (0 when
     rows are not split)."""
@@ -236,12 +189,84 @@ def kernel_name(recipe: str, config: Config) -> str:
     return f"{recipe}_w{config.warps}" + (f"_c{config.cluster}" if config.cluster > 1 else "")
 
 
-def make_kernel(body, recipe: str, config: Config) -> lk.Kernel:
-    """`body` as an lk.Kernel of config's block size and cluster, named kernel_name(...)."""
-    fn = type(body)(body.__code__, body.__globals__, kernel_name(recipe, config))
-    fn.__annotations__ = body.__annotations__
-    cluster = (config.cluster, 1, 1) if config.cluster > 1 else None
-    return lk.kernel(fn, num_warps=config.warps, cluster=cluster)
+# --- the split of every dtype and of the persistent backward kernels (RowSplit) -------------
+
+MAX_THREADS = 1024               # per CTA
+
+
+@dataclass(frozen=True)
+class RowSplit:
+    """How a row of n columns is spread: P threads per row (the CTA's part of it), ROWS rows per
+    CTA, each lane K chunks of C columns (per sub-tile), CLUSTER CTAs per row; VEC the access
+    width."""
+
+    P: int
+    ROWS: int
+    C: int
+    K: int
+    CLUSTER: int
+    VEC: int
+    SUBS: int = 1       # sub-tiles of P * C * K columns a CTA walks in turn (a kernel's choice)
+
+    @property
+    def num_warps(self) -> int:
+        return self.P * self.ROWS // WARP
+
+    @property
+    def cols(self) -> int:
+        """Columns of one CTA (a cluster covers CLUSTER * cols)."""
+        return self.P * self.C * self.K * self.SUBS
+
+    def constexprs(self) -> dict:
+        """The kernels' constexprs (SUBS is added by the kernels that walk sub-tiles)."""
+        return {"P": self.P, "ROWS": self.ROWS, "C": self.C, "K": self.K,
+                "CLUSTER": self.CLUSTER, "VEC": self.VEC}
+
+    def row_tiles(self, m: int) -> int:
+        return -(-m // self.ROWS)
+
+
+@functools.lru_cache(maxsize=4096)
+def split(n: int, itemsize: int, values: int, cta_threads: int, what: str,
+          max_threads: int = MAX_THREADS, min_threads: int = 8, m: int | None = None,
+          target_ctas: int = 0) -> RowSplit:
+    """The RowSplit for rows of n columns (the module docstring); with m given, ROWS is lowered
+    while the grid would have fewer than target_ctas CTAs. ValueError names `what` and the
+    longest row it can hold."""
+    c_max = ACCESS_BYTES // itemsize
+    k_max = max(1, values // c_max)
+    cta_max = max_threads * c_max * k_max
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CLUSTER * cta_max:
+        raise ValueError(f"{what}: the row length n = {n!r} must be an int in "
+                         f"1..{MAX_CLUSTER * cta_max}")
+    cluster = -(-n // cta_max)
+    cols = -(-n // cluster)                         # of the row, per CTA
+    p = min(max_threads, max(min_threads, _next_power_of_two(-(-cols // (c_max * k_max)))))
+    c = min(c_max, _next_power_of_two(-(-cols // p)))
+    k = -(-cols // (p * c))
+    rows = 1 if cluster > 1 else max(1, cta_threads // p, WARP // p)
+    if m is not None:
+        while rows > 1 and rows * p > WARP and -(-m // rows) < target_ctas:
+            rows //= 2
+    return RowSplit(P=p, ROWS=rows, C=c, K=k, CLUSTER=cluster, VEC=math.gcd(n, c))
+
+
+PERSISTENT_VALUES = 16           # a backward thread's values: x, dy and temporaries in
+PERSISTENT_THREADS = 1024        # <= 64 registers at 1024 threads (one CTA per SM)
+PERSISTENT_MIN_THREADS = 32      # <= 32 rows a CTA: its epilogue adds ROWS partials a column
+
+
+def persistent_split(n: int, itemsize: int, what: str) -> RowSplit:
+    """The split of a persistent backward kernel (recipes/rmsnorm.py, layernorm_backward.py):
+    16 values a thread, CTAs of 1024 threads, 16384 columns a CTA; CTAs of at most 512
+    threads (a register cap of 128) when n forbids 16-byte accesses (each narrower access has
+    its own address and predicate registers)."""
+    s = split(n, itemsize, PERSISTENT_VALUES, PERSISTENT_THREADS, what, PERSISTENT_THREADS,
+              min_threads=PERSISTENT_MIN_THREADS)
+    if s.VEC < s.C and s.CLUSTER == 1:
+        s = split(n, itemsize, PERSISTENT_VALUES, PERSISTENT_THREADS // 2, what,
+                  PERSISTENT_THREADS, min_threads=PERSISTENT_MIN_THREADS)
+    return s
 
 
 SHAPE_GRID = [(m, n) for m in (1, 7, 1000, 4096, 32768)
@@ -257,6 +282,6 @@ def distinct_configs(shapes=SHAPE_GRID) -> dict:
     return found
 
 
-__all__ = ["Config", "choose_config", "row_layout", "partials_layout", "RowTiles",
-           "vector_width", "scratch_floats", "make_kernel", "kernel_name", "distinct_configs",
-           "MAX_COLUMNS", "SHAPE_GRID"]
+__all__ = ["Config", "choose_config", "vector_width", "scratch_floats", "kernel_name",
+           "distinct_configs", "RowSplit", "split", "persistent_split", "MAX_COLUMNS",
+           "SHAPE_GRID"]

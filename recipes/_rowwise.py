@@ -180,6 +180,22 @@ def quack(module: str):
         return None, f"quack.{module} not importable ({exc})"
 
 
+def quack_peer(module: str) -> tuple:
+    """(quack.<module> or None, skipped): a benchmark's peer and its {candidate: reason}
+    dict, holding quack's reason where it cannot be imported."""
+    qk, why = quack(module)
+    return qk, ({} if qk else {"quack": why})
+
+
+def benchmark_printing(benchmark_rows):
+    """A recipe's benchmark(shapes, reps, torch_compile) -> rows: `benchmark_rows`' table
+    printed (markdown), its rows returned (for layoutkit run)."""
+    def benchmark(shapes=BENCH_SHAPES, reps: int = 30, torch_compile: bool = True) -> list:
+        """Print benchmark_rows' table (markdown); return its rows (for layoutkit run)."""
+        return printed(*benchmark_rows(shapes, reps, torch_compile=torch_compile))
+    return benchmark
+
+
 def compiled(fn):
     """torch.compile(fn) for one shape (a fresh compile per call site: no recompile limit)."""
     import torch

@@ -1,28 +1,16 @@
-"""The device side the row-kernel recipes rmsnorm.py, softmax_backward.py and
-layernorm_backward.py share: the work split of a row over lanes, warps and a cluster's CTAs (any
-dtype), its views, the row sums (across a cluster through a global scratch), the shared-memory
+"""The device side every row-kernel recipe shares (softmax.py, layernorm.py, rmsnorm.py,
+softmax_backward.py, layernorm_backward.py): the TV layout of a row over lanes, warps and a
+cluster's CTAs, its views, the cluster exchange of per-row partials and the row sums (across a cluster through a global scratch), the shared-memory
 accumulator of a persistent backward pass, the deterministic column-sum kernel of per-CTA
-partials (a weight's gradient), and one lk.Kernel per dtype, block size and cluster. Their host
-side (argument checks, the persistent grid, CPU-interpreter runs, benchmark tables) is
-recipes/_rowwise.py.
+partials (a weight's gradient), and one lk.Kernel per dtype, block size and cluster. The host side of
+the backward recipes and rmsnorm (argument checks, the persistent grid, CPU-interpreter runs,
+benchmark tables) is recipes/_rowwise.py.
 
-recipes/_row_split.py is the forward softmax / layernorm's split (bf16, with the heuristic
-measured on the H200); this is its generalisation to every dtype and to persistent backward
-kernels, on the same TV layout (`_row_split.row_layout`) and the same cluster exchange.
-
-The work split (`split`), for rows of n columns of a dtype of `itemsize` bytes, at most
-`values` f32 values a thread (the registers after the cast) and `max_threads` threads a row:
-
-    a thread owns K chunks of C consecutive columns (C = 16 / itemsize: 16-byte accesses, or
-    fewer for a row too short to give every thread a whole chunk), chunks C * P apart (P: the
-    threads of a row, a power of two >= min_threads);
-    CLUSTER = ceil(n / (max_threads * values)) CTAs per row (a thread-block cluster along x,
-    <= 8, the portable size), CTA r owning columns [r * COLS, (r + 1) * COLS);
-    P the fewest threads that hold the CTA's columns in <= values a thread, K as small as
-    covers them (a ragged n idles at most a fraction 1/K of the chunks, not half the threads
-    of a power-of-two tile);
-    ROWS = cta_threads / P rows share a CTA when a row needs fewer threads (whole warps), fewer
-    when a small m would leave fewer than target_ctas CTAs (more SMs busy).
+The work splits themselves (the forward softmax / layernorm's measured Config, and the
+RowSplit of every dtype and of the persistent backward kernels) are recipes/_row_split.py's;
+softmax.py and layernorm.py hold their rows with `RowTiles` (the same views, under the same
+row_layout), whose cluster `exchange` gives every CTA its peers' partials (for a max and
+Chan's merge of variances) where `row_sums` adds them.
 
 Row sums (`row_sums`): lk.reduce_sum over the CTA's part of each row (in-thread tree, shuffles,
 shared memory across warps); with CLUSTER > 1 thread 0 of each CTA writes its part to
@@ -44,101 +32,20 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 
 import layoutkit as lk
-from recipes import _row_split
-
-CHUNK_BYTES = 16                 # one vector access
-WARP = 32
-MAX_THREADS = 1024               # per CTA
-MAX_CLUSTER = _row_split.MAX_CLUSTER   # the portable cluster size of sm_90
-TARGET_CTAS = _row_split.TARGET_CTAS   # fewer rows per CTA below this many CTAs
-
-
-@dataclass(frozen=True)
-class RowSplit:
-    """How a row of n columns is spread: P threads per row (the CTA's part of it), ROWS rows per
-    CTA, each lane K chunks of C columns (per sub-tile), CLUSTER CTAs per row; VEC the access
-    width."""
-
-    P: int
-    ROWS: int
-    C: int
-    K: int
-    CLUSTER: int
-    VEC: int
-    SUBS: int = 1       # sub-tiles of P * C * K columns a CTA walks in turn (a kernel's choice)
-
-    @property
-    def num_warps(self) -> int:
-        return self.P * self.ROWS // WARP
-
-    @property
-    def cols(self) -> int:
-        """Columns of one CTA (a cluster covers CLUSTER * cols)."""
-        return self.P * self.C * self.K * self.SUBS
-
-    def constexprs(self) -> dict:
-        """The kernels' constexprs (SUBS is added by the kernels that walk sub-tiles)."""
-        return {"P": self.P, "ROWS": self.ROWS, "C": self.C, "K": self.K,
-                "CLUSTER": self.CLUSTER, "VEC": self.VEC}
-
-    def row_tiles(self, m: int) -> int:
-        return -(-m // self.ROWS)
-
-
-def _pow2_at_least(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
-
-
-@functools.lru_cache(maxsize=4096)
-def split(n: int, itemsize: int, values: int, cta_threads: int, what: str,
-          max_threads: int = MAX_THREADS, min_threads: int = 8, m: int | None = None,
-          target_ctas: int = 0) -> RowSplit:
-    """The RowSplit for rows of n columns (module docstring); with m given, ROWS is lowered
-    while the grid would have fewer than target_ctas CTAs. ValueError names `what` and the
-    longest row it can hold."""
-    c_max = CHUNK_BYTES // itemsize
-    k_max = max(1, values // c_max)
-    cta_max = max_threads * c_max * k_max
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CLUSTER * cta_max:
-        raise ValueError(f"{what}: the row length n = {n!r} must be an int in "
-                         f"1..{MAX_CLUSTER * cta_max}")
-    cluster = -(-n // cta_max)
-    cols = -(-n // cluster)                         # of the row, per CTA
-    p = min(max_threads, max(min_threads, _pow2_at_least(-(-cols // (c_max * k_max)))))
-    c = min(c_max, _pow2_at_least(-(-cols // p)))
-    k = -(-cols // (p * c))
-    rows = 1 if cluster > 1 else max(1, cta_threads // p, WARP // p)
-    if m is not None:
-        while rows > 1 and rows * p > WARP and -(-m // rows) < target_ctas:
-            rows //= 2
-    return RowSplit(P=p, ROWS=rows, C=c, K=k, CLUSTER=cluster, VEC=math.gcd(n, c))
-
-
-PERSISTENT_VALUES = 16           # a backward thread's values: x, dy and temporaries in
-PERSISTENT_THREADS = 1024        # <= 64 registers at 1024 threads (one CTA per SM)
-PERSISTENT_MIN_THREADS = 32      # <= 32 rows a CTA: its epilogue adds ROWS partials a column
-
-
-def persistent_split(n: int, itemsize: int, what: str) -> RowSplit:
-    """The split of a persistent backward kernel (recipes/rmsnorm.py, layernorm_backward.py):
-    16 values a thread, CTAs of 1024 threads, 16384 columns a CTA; CTAs of at most 512
-    threads (a register cap of 128) when n forbids 16-byte accesses (each narrower access has
-    its own address and predicate registers)."""
-    s = split(n, itemsize, PERSISTENT_VALUES, PERSISTENT_THREADS, what, PERSISTENT_THREADS,
-              min_threads=PERSISTENT_MIN_THREADS)
-    if s.VEC < s.C and s.CLUSTER == 1:
-        s = split(n, itemsize, PERSISTENT_VALUES, PERSISTENT_THREADS // 2, what,
-                  PERSISTENT_THREADS, min_threads=PERSISTENT_MIN_THREADS)
-    return s
-
+from recipes._row_split import WARP
 
 def row_layout(P: int, ROWS: int, C: int, K: int) -> lk.TVLayout:
-    """Thread p of row j of the tile owns columns [C*p, C*p + C) + k*C*P; tile index = row +
-    ROWS * column (recipes/_row_split.row_layout, named by the threads of a row)."""
-    return _row_split.row_layout(P * ROWS // WARP, ROWS, C, K)
+    """Thread p of a row owns columns [C*p, C*p + C) + k*C*P (P threads per row); the rows
+    of the tile go to consecutive groups of P threads. Tile index = row + ROWS * column."""
+    return lk.TVLayout((ROWS, P * C * K),
+                       lk.Layout(((P, ROWS), (C, K)), ((ROWS * C, 1), (ROWS, ROWS * C * P))))
+
+
+def partials_layout(P: int, ROWS: int, cluster: int) -> lk.TVLayout:
+    """Every thread of row j holds that row's `cluster` partials (tile index j + ROWS * r)."""
+    return lk.TVLayout((ROWS, cluster), lk.Layout(((P, ROWS), cluster), ((0, 1), ROWS)))
 
 
 def row_scalar_layout(P: int, ROWS: int) -> lk.TVLayout:
@@ -226,6 +133,56 @@ def row_sums(values: list, scratch, m, row_tile, CLUSTER: int, first: int = 0,
             total = total + p
         totals.append(total)
     return totals
+
+
+class RowTiles:
+    """Inside a row kernel: this CTA's part of (m, n) row-major matrices and (n,) vectors under
+    row_layout(WARPS, ROWS, C, K), and the cluster's exchange of per-row partials."""
+
+    def __init__(self, m, n, WARPS: int, ROWS: int, C: int, K: int, cluster: int = 1):
+        self.m, self.n, self.cluster = m, n, cluster
+        self.warps, self.rows = WARPS, ROWS
+        self.tv = row_layout(WARP * WARPS // ROWS, ROWS, C, K)
+        self.columns = self.tv.tile[1]
+        block = lk.block_id(0)
+        self.row_block = block // cluster if cluster > 1 else block
+        self.part = block % cluster if cluster > 1 else 0
+        self.coord = (self.row_block, self.part)
+
+    def rows_of(self, ptr):
+        """This thread's values of the (m, n) row-major matrix at ptr."""
+        matrix = lk.global_tensor(ptr, lk.Layout((self.m, self.n), (self.n, 1)))
+        return matrix.tile(self.tv.tile, self.coord).partition(self.tv)
+
+    def vector_of(self, ptr):
+        """This thread's values of the (n,) vector at ptr, repeated for every row."""
+        matrix = lk.global_tensor(ptr, lk.Layout((self.m, self.n), (0, 1)))
+        return matrix.tile(self.tv.tile, self.coord).partition(self.tv)
+
+    def part_columns(self):
+        """The columns of the row this CTA holds inside n (an i32 kernel value; n alone
+        without a cluster)."""
+        if self.cluster == 1:
+            return self.n
+        return lk.minimum(self.n - self.part * self.columns, self.columns)
+
+    def exchange(self, partials, quantities: list) -> list:
+        """Swap per-row partials (row-reduced f32 tensors, one per quantity) between the
+        cluster's CTAs through the (m, len(quantities) * cluster) f32 scratch at `partials`;
+        returns, per quantity, a tensor over partials_layout: every CTA's value of its row."""
+        count = len(quantities)
+        scratch = lk.global_tensor(partials, lk.Layout((self.m, count * self.cluster),
+                                                       (count * self.cluster, 1)))
+        threads_per_row = WARP * self.warps // self.rows
+        with lk.if_(lk.eq(lk.thread_id() % threads_per_row, 0)):   # one store per row
+            for q, value in enumerate(quantities):
+                column = q * self.cluster + self.part
+                lk.store(scratch.tile((self.rows, 1), (self.row_block, column))
+                         .partition(value.layout), value)
+        lk.sm90.cluster_sync()          # release: the stores above; acquire: the peers'
+        peers = partials_layout(threads_per_row, self.rows, self.cluster)
+        return [lk.load(scratch.tile((self.rows, self.cluster), (self.row_block, q))
+                        .partition(peers)) for q in range(count)]
 
 
 class Accumulator:

@@ -28,11 +28,11 @@ from __future__ import annotations
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _row_split as rs
+from recipes import _rowwise_kernel as rk
 from recipes import softmax as _softmax
 
 MAX_COLUMNS = rs.MAX_COLUMNS
 QUANTITIES = 3                   # per-row partials a cluster exchanges: columns, sum, M2
-row_layout = rs.row_layout
 is_plain_bf16 = _softmax.is_plain_bf16   # the fast check of every tensor argument
 
 
@@ -46,7 +46,7 @@ def config(m: int, n: int) -> rs.Config:
 
 def _layernorm_rows(x, w, b, y, partials, m, n_vectors, eps, WARPS, ROWS, C, K, CLUSTER):
     """The kernel body: this CTA's ROWS rows (its part of them in a cluster)."""
-    rows = rs.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
+    rows = rk.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
     tv = rows.tv
     X = rows.rows_of(x)
     v = lk.cast(lk.load(X), lk.f32)
@@ -84,16 +84,10 @@ def _layernorm_cluster_body(x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
                     lk.sm90.cluster_size())
 
 
-_KERNELS: dict = {}
-
-
 def kernel_for(cfg: rs.Config) -> lk.Kernel:
     """The layernorm kernel for cfg's block size and cluster (one lk.Kernel per pair)."""
-    key = (cfg.warps, cfg.cluster)
-    if key not in _KERNELS:
-        body = _layernorm_body if cfg.cluster == 1 else _layernorm_cluster_body
-        _KERNELS[key] = rs.make_kernel(body, "layernorm", cfg)
-    return _KERNELS[key]
+    body = _layernorm_body if cfg.cluster == 1 else _layernorm_cluster_body
+    return rk.make_kernel(body, rs.kernel_name("layernorm", cfg), cfg.warps, cfg.cluster, ())
 
 
 def launch_arguments(cfg: rs.Config, m: int, n: int):

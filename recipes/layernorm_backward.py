@@ -19,7 +19,7 @@ value in registers; recipes/_rowwise_kernel.py has the split, the cluster exchan
       dx = rstd * (g - (sum(g) + xhat * sum(g * xhat)) / n) --st 16 B--> global
     then partials (2, G, n) f32 --column sum in a fixed order--> dweight, dbias.
 
-Work split as recipes/rmsnorm.py's backward (rk.persistent_split: 16 values a thread, CTAs of
+Work split as recipes/rmsnorm.py's backward (rs.persistent_split: 16 values a thread, CTAs of
 1024 threads holding 16384 columns, clusters of up to 8 CTAs: n <= 131072), each CTA walking
 its columns in two sub-tiles (SUBS) where K is even: every pass loads, uses and drops half its
 values before the next half, so x, dy, weight and the running sums fit 64 registers.
@@ -40,20 +40,21 @@ import functools
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _rowwise as rw
+from recipes import _row_split as rs
 from recipes import _rowwise_kernel as rk
 
 STAT_SLOTS = 4                   # the cluster exchange's slots a row: mean, var, sum g, sum g xhat
 
 
-def split_for(n: int, itemsize: int) -> rk.RowSplit:
-    """The work split of rows of n columns: rk.persistent_split, its columns walked in two
+def split_for(n: int, itemsize: int) -> rs.RowSplit:
+    """The work split of rows of n columns: rs.persistent_split, its columns walked in two
     sub-tiles where K allows (half the values live at once: x, dy, weight and the two running
     sums fit 64 registers at 1024 threads)."""
-    s = rk.persistent_split(n, itemsize, "layernorm_backward")
+    s = rs.persistent_split(n, itemsize, "layernorm_backward")
     return dataclasses.replace(s, K=s.K // 2, SUBS=2) if s.K % 2 == 0 else s
 
 
-def constexprs(s: rk.RowSplit, stats: bool) -> dict:
+def constexprs(s: rs.RowSplit, stats: bool) -> dict:
     """The kernel's constexprs for a split (the statistics given or recomputed)."""
     return {**s.constexprs(), "SUBS": s.SUBS, "STATS": stats}
 
@@ -118,7 +119,7 @@ def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16
         acc_b[j].store_rows_summed(partial, 2 * ctas, n, CLUSTER, ctas, j, SUBS)
 
 
-def kernel_for(xdt, wdt, s: rk.RowSplit) -> lk.Kernel:
+def kernel_for(xdt, wdt, s: rs.RowSplit) -> lk.Kernel:
     """The kernel for x's and weight's dtypes and the split's block size and cluster."""
     return rk.make_kernel(_body, f"layernorm_backward_{rk._name(xdt)}_{rk._name(wdt)}"
                                  f"_w{s.num_warps}_c{s.CLUSTER}", s.num_warps, s.CLUSTER,
@@ -146,7 +147,7 @@ def check_arguments(dy, x, weight, mean, rstd, eps) -> tuple[int, int]:
 
 
 def launches(dy, x, weight, mean, rstd, dx, sums, floats, m: int, n: int, eps: float,
-             dtypes: tuple, ctas: int, s: rk.RowSplit | None = None,
+             dtypes: tuple, ctas: int, s: rs.RowSplit | None = None,
              sum_warps: int = rk.SUM_WARPS) -> list:
     """[(kernel, grid, args, constexprs)]: (dx, dweight, dbias) of layernorm_backward over (m,
     n) rows by `ctas` persistent CTAs (clusters), then the column sums of their partials (CTAs
@@ -262,9 +263,9 @@ def cpu_case(rng, dtype, m, n, s, ctas: int, stats: bool) -> float:
 def cpu_cases() -> list:
     """The interpreter's cases (dtype, m, n, split, ctas, statistics given): a warp, a CTA and a
     cluster per row, ragged m and n, several persistent rounds, at sizes it runs in seconds."""
-    cluster = rk.split(700, 2, 8, 64, "t", max_threads=64)
-    return [(lk.bf16, 9, 100, rk.split(100, 2, 16, 128, "t"), 2, False),
-            (lk.f32, 3, 601, rk.split(601, 4, 16, 128, "t"), 2, True),
+    cluster = rs.split(700, 2, 8, 64, "t", max_threads=64)
+    return [(lk.bf16, 9, 100, rs.split(100, 2, 16, 128, "t"), 2, False),
+            (lk.f32, 3, 601, rs.split(601, 4, 16, 128, "t"), 2, True),
             (lk.bf16, 3, 700, cluster, 2, False), (lk.bf16, 2, 700, cluster, 1, True)]
 
 
@@ -321,8 +322,7 @@ def benchmark_rows(shapes=rw.BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat1
     dbias once)."""
     import torch
     F = torch.nn.functional
-    qk, why = rw.quack("rmsnorm")
-    skipped = {} if qk else {"quack": why}
+    qk, skipped = rw.quack_peer("rmsnorm")
     rows = []
     for m, n in shapes:
         dt = getattr(torch, dtype)
@@ -346,9 +346,7 @@ def benchmark_rows(shapes=rw.BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat1
     return rows, skipped
 
 
-def benchmark(shapes=rw.BENCH_SHAPES, reps: int = 30, torch_compile: bool = True) -> list:
-    """Print benchmark_rows' table (markdown); return its rows (for layoutkit run)."""
-    return rw.printed(*benchmark_rows(shapes, reps, torch_compile=torch_compile))
+benchmark = rw.benchmark_printing(benchmark_rows)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ work split, the cluster exchange and the column sum):
 Work split (recipes/_rowwise_kernel.split): forward as recipes/_row_split.py's measured
 heuristic, at most 64 values a thread and 256 threads a row (CTAs of 128-256 threads, several
 per SM at different phases; 16384 columns a CTA; half the values for narrow accesses), fewer
-rows per CTA for a small m; backward rk.persistent_split (16 values a thread: x, dy and the
+rows per CTA for a small m; backward rs.persistent_split (16 values a thread: x, dy and the
 temporaries in <= 64 registers at 1024 threads; the dweight partial in shared memory),
 persistent CTAs of 1024 threads (16384 columns). Longer rows are split over a cluster of up to
 8 CTAs: n <= 131072.
@@ -48,27 +48,28 @@ import functools
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _rowwise as rw
+from recipes import _row_split as rs
 from recipes import _rowwise_kernel as rk
 
 FWD_VALUES, FWD_THREADS = 64, 256       # a thread / a row's threads: recipes/_row_split.py
 FWD_CTA_THREADS = 128                    # (the forward heuristic measured on the H200)
 
 
-def forward_split(n: int, itemsize: int, m: int | None = None) -> rk.RowSplit:
+def forward_split(n: int, itemsize: int, m: int | None = None) -> rs.RowSplit:
     """The forward's split of rows of n columns (recipes/_rowwise_kernel.py), for m rows if given;
     half the values a thread when n forbids 16-byte accesses (each narrower access has its own
     address and predicate registers)."""
-    s = rk.split(n, itemsize, FWD_VALUES, FWD_CTA_THREADS, "rmsnorm", FWD_THREADS, m=m,
-                 target_ctas=rk.TARGET_CTAS)
+    s = rs.split(n, itemsize, FWD_VALUES, FWD_CTA_THREADS, "rmsnorm", FWD_THREADS, m=m,
+                 target_ctas=rs.TARGET_CTAS)
     if s.VEC < s.C:
-        s = rk.split(n, itemsize, FWD_VALUES // 2, FWD_CTA_THREADS, "rmsnorm", 2 * FWD_THREADS,
-                     m=m, target_ctas=rk.TARGET_CTAS)
+        s = rs.split(n, itemsize, FWD_VALUES // 2, FWD_CTA_THREADS, "rmsnorm", 2 * FWD_THREADS,
+                     m=m, target_ctas=rs.TARGET_CTAS)
     return s
 
 
-def backward_split(n: int, itemsize: int) -> rk.RowSplit:
-    """The backward's split of rows of n columns (rk.persistent_split)."""
-    return rk.persistent_split(n, itemsize, "rmsnorm_backward")
+def backward_split(n: int, itemsize: int) -> rs.RowSplit:
+    """The backward's split of rows of n columns (rs.persistent_split)."""
+    return rs.persistent_split(n, itemsize, "rmsnorm_backward")
 
 
 def _forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
@@ -138,7 +139,7 @@ def _dtypes(kind: str, xdt, wdt) -> tuple:
     return (("dy", xdt), ("x", xdt), ("w", wdt), ("dx", xdt))
 
 
-def kernel_for(kind: str, xdt, wdt, s: rk.RowSplit) -> lk.Kernel:
+def kernel_for(kind: str, xdt, wdt, s: rs.RowSplit) -> lk.Kernel:
     """The forward or backward kernel for x's and weight's dtypes and the split's block size
     and cluster (one Kernel per combination; constexprs specialize it further)."""
     body = _forward_body if kind == "forward" else _backward_body
@@ -163,7 +164,7 @@ def check_forward(x, weight, residual, eps) -> tuple[int, int]:
 
 
 def forward_launches(x, residual, weight, y, h, rstd, floats, m: int, n: int, eps: float,
-                     dtypes: tuple, s: rk.RowSplit | None = None) -> list:
+                     dtypes: tuple, s: rs.RowSplit | None = None) -> list:
     """[(kernel, grid, args, constexprs)]: y = rmsnorm(x (+ residual)) (* weight) over (m, n)
     rows, h = x + residual stored where h is given, rstd where rstd is given (residual,
     weight, h, rstd: None when absent); dtypes = (x's, weight's) lk dtypes; tensors of any kind
@@ -220,7 +221,7 @@ def check_backward(dy, x, weight, rstd) -> tuple[int, int]:
 
 
 def backward_launches(dy, x, weight, rstd, dx, dweight, floats, m: int, n: int, dtypes: tuple,
-                      ctas: int, s: rk.RowSplit | None = None,
+                      ctas: int, s: rs.RowSplit | None = None,
                       sum_warps: int = rk.SUM_WARPS) -> list:
     """[(kernel, grid, args, constexprs)]: (dx, dweight) of rmsnorm_backward over (m, n) rows
     by `ctas` persistent CTAs (clusters), then the column sum of their dweight partials (CTAs
@@ -371,10 +372,10 @@ def _cpu_backward(rng, dtype, m, n, s, ctas: int, weight: bool) -> float:
     return worst
 
 
-def small_cluster_split(n: int, itemsize: int) -> rk.RowSplit:
+def small_cluster_split(n: int, itemsize: int) -> rs.RowSplit:
     """A cluster split of a short row (2-warp CTAs, 8 values a lane): the wide-row path at a
     size the CPU interpreter runs in seconds."""
-    return rk.split(n, itemsize, 8, 64, "rmsnorm (small cluster)", max_threads=64)
+    return rs.split(n, itemsize, 8, 64, "rmsnorm (small cluster)", max_threads=64)
 
 
 def cpu_cases() -> tuple[list, list]:
@@ -384,10 +385,10 @@ def cpu_cases() -> tuple[list, list]:
                (lk.f32, 2, 1501, forward_split(1501, 4), False, True),  # odd n: scalar accesses
                (lk.bf16, 3, 700, small_cluster_split(700, 2), True, False),  # a cluster of 2
                (lk.f16, 1, 37, forward_split(37, 2), False, False)]
-    backward = [(lk.bf16, 9, 100, rk.split(100, 2, 16, 128, "t"), 2, True),  # 2 rounds
-                (lk.f32, 3, 601, rk.split(601, 4, 16, 128, "t"), 2, True),   # odd n
+    backward = [(lk.bf16, 9, 100, rs.split(100, 2, 16, 128, "t"), 2, True),  # 2 rounds
+                (lk.f32, 3, 601, rs.split(601, 4, 16, 128, "t"), 2, True),   # odd n
                 (lk.bf16, 3, 700, small_cluster_split(700, 2), 2, True),     # a cluster of 2
-                (lk.bf16, 2, 300, rk.split(300, 2, 16, 128, "t"), 1, False)]
+                (lk.bf16, 2, 300, rs.split(300, 2, 16, 128, "t"), 1, False)]
     return forward, backward
 
 
@@ -444,8 +445,7 @@ def benchmark_rows(shapes=rw.BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat1
     rw.markdown_table (GB/s counts the bytes of the inputs read and outputs written once)."""
     import torch
     F = torch.nn.functional
-    qk, why = rw.quack("rmsnorm")
-    skipped = {} if qk else {"quack": why}
+    qk, skipped = rw.quack_peer("rmsnorm")
     rows = []
     for m, n in shapes:
         dt = getattr(torch, dtype)
@@ -480,9 +480,7 @@ def compiled_rms_norm(n: int):
     return rw.compiled(lambda a, b: torch.nn.functional.rms_norm(a, (n,), b, 1e-6))
 
 
-def benchmark(shapes=rw.BENCH_SHAPES, reps: int = 30, torch_compile: bool = True) -> list:
-    """Print benchmark_rows' table (markdown); return its rows (for layoutkit run)."""
-    return rw.printed(*benchmark_rows(shapes, reps, torch_compile=torch_compile))
+benchmark = rw.benchmark_printing(benchmark_rows)
 
 
 if __name__ == "__main__":

@@ -27,11 +27,11 @@ import layoutkit as lk
 from layoutkit.tools.benchmarking import gbps, interleaved
 from layoutkit.tools.dependencies import require_torch
 from recipes import _row_split as rs
+from recipes import _rowwise_kernel as rk
 
 LOG2E = 1.4426950408889634
 MAX_COLUMNS = rs.MAX_COLUMNS
 QUANTITIES = 2                   # per-row partials a cluster exchanges: max, sum of exp
-row_layout = rs.row_layout
 
 
 def config(m: int, n: int) -> rs.Config:
@@ -44,7 +44,7 @@ def config(m: int, n: int) -> rs.Config:
 
 def _softmax_rows(x, y, partials, m, n_vectors, WARPS, ROWS, C, K, CLUSTER):
     """The kernel body: this CTA's ROWS rows (its part of them in a cluster)."""
-    rows = rs.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
+    rows = rk.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
     tv = rows.tv
     v = lk.cast(lk.load(rows.rows_of(x), other=float("-inf")), lk.f32)
     part_max = lk.reduce_max(v, 1)
@@ -73,16 +73,10 @@ def _softmax_cluster_body(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16],
     _softmax_rows(x, y, partials, m, n_vectors, WARPS, ROWS, C, K, lk.sm90.cluster_size())
 
 
-_KERNELS: dict = {}
-
-
 def kernel_for(cfg: rs.Config) -> lk.Kernel:
     """The softmax kernel for cfg's block size and cluster (one lk.Kernel per pair)."""
-    key = (cfg.warps, cfg.cluster)
-    if key not in _KERNELS:
-        body = _softmax_body if cfg.cluster == 1 else _softmax_cluster_body
-        _KERNELS[key] = rs.make_kernel(body, "softmax", cfg)
-    return _KERNELS[key]
+    body = _softmax_body if cfg.cluster == 1 else _softmax_cluster_body
+    return rk.make_kernel(body, rs.kernel_name("softmax", cfg), cfg.warps, cfg.cluster, ())
 
 
 def launch_arguments(cfg: rs.Config, m: int, n: int):

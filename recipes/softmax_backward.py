@@ -29,16 +29,17 @@ import functools
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _rowwise as rw
+from recipes import _row_split as rs
 from recipes import _rowwise_kernel as rk
 
 VALUES, THREADS = 32, 512               # a thread / a row's threads (y and dy both live)
 CTA_THREADS = 128
 
 
-def split_for(n: int, itemsize: int, m: int | None = None) -> rk.RowSplit:
+def split_for(n: int, itemsize: int, m: int | None = None) -> rs.RowSplit:
     """The work split of rows of n columns (recipes/_rowwise_kernel.py), for m rows if given."""
-    return rk.split(n, itemsize, VALUES, CTA_THREADS, "softmax_backward", THREADS, m=m,
-                    target_ctas=rk.TARGET_CTAS)
+    return rs.split(n, itemsize, VALUES, CTA_THREADS, "softmax_backward", THREADS, m=m,
+                    target_ctas=rs.TARGET_CTAS)
 
 
 def _body(dy: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], dx: lk.Pointer[lk.bf16],
@@ -55,7 +56,7 @@ def _body(dy: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], dx: lk.Pointer[lk.bf1
              lk.cast(yv * (dyv - lk.broadcast(dot, tv)), dx.dtype))
 
 
-def kernel_for(dtype, s: rk.RowSplit) -> lk.Kernel:
+def kernel_for(dtype, s: rs.RowSplit) -> lk.Kernel:
     """The kernel for a dtype and the split's block size and cluster."""
     return rk.make_kernel(_body, f"softmax_backward_{rk._name(dtype)}_w{s.num_warps}"
                                  f"_c{s.CLUSTER}", s.num_warps, s.CLUSTER,
@@ -72,7 +73,7 @@ def check_arguments(dy, y) -> tuple[int, int]:
     return m, n
 
 
-def launches(dy, y, dx, floats, m: int, n: int, dtype, s: rk.RowSplit | None = None) -> list:
+def launches(dy, y, dx, floats, m: int, n: int, dtype, s: rs.RowSplit | None = None) -> list:
     """[(kernel, grid, args, constexprs)]: dx = softmax_backward(dy, y) over (m, n) rows of
     `dtype` (tensors of any kind the launcher takes: CUDA torch tensors, or the interpreter's
     arrays), the cluster scratch from floats(count) (an f32 buffer), with the split `s` or
@@ -121,7 +122,7 @@ def cpu_cases() -> list:
     """The interpreter's cases (dtype, m, n, split): a warp (several rows a warp), a CTA and a
     cluster per row, ragged m and n, at sizes it runs in about a second."""
     return [(lk.bf16, 5, 100, split_for(100, 2)), (lk.f32, 3, 1001, split_for(1001, 4)),
-            (lk.bf16, 2, 700, rk.split(700, 2, 8, 64, "t", max_threads=64)),
+            (lk.bf16, 2, 700, rs.split(700, 2, 8, 64, "t", max_threads=64)),
             (lk.f16, 7, 24, split_for(24, 2))]
 
 
@@ -181,8 +182,7 @@ def benchmark_rows(shapes=rw.BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat1
     autograd of torch.softmax (eager, torch.compile) in one run; returns (rows, skipped) for
     rw.markdown_table (GB/s counts reading y and dy and writing dx once)."""
     import torch
-    qk, why = rw.quack("softmax")
-    skipped = {} if qk else {"quack": why}
+    qk, skipped = rw.quack_peer("softmax")
     rows = []
     for m, n in shapes:
         dt = getattr(torch, dtype)
@@ -200,9 +200,7 @@ def benchmark_rows(shapes=rw.BENCH_SHAPES, reps: int = 30, dtype: str = "bfloat1
     return rows, skipped
 
 
-def benchmark(shapes=rw.BENCH_SHAPES, reps: int = 30, torch_compile: bool = True) -> list:
-    """Print benchmark_rows' table (markdown); return its rows (for layoutkit run)."""
-    return rw.printed(*benchmark_rows(shapes, reps, torch_compile=torch_compile))
+benchmark = rw.benchmark_printing(benchmark_rows)
 
 
 if __name__ == "__main__":

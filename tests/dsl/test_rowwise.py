@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import layoutkit as lk
 from recipes import _rowwise as rw
+from recipes import _row_split as rs
 from recipes import _rowwise_kernel as rk
 
 
@@ -17,16 +18,16 @@ from recipes import _rowwise_kernel as rk
        values=st.sampled_from([8, 16, 32, 64]), threads=st.sampled_from([256, 512, 1024]),
        cta=st.sampled_from([128, 1024]))
 def test_split_covers_every_row_length_within_its_budgets(n, itemsize, values, threads, cta):
-    longest = rk.MAX_CLUSTER * threads * max(values, 16 // itemsize)
+    longest = rs.MAX_CLUSTER * threads * max(values, 16 // itemsize)
     if n > longest:
         with pytest.raises(ValueError, match=r"row length n = \d+ must be an int in 1\.\."):
-            rk.split(n, itemsize, values, cta, "t", threads)
+            rs.split(n, itemsize, values, cta, "t", threads)
         return
-    s = rk.split(n, itemsize, values, cta, "t", threads)
+    s = rs.split(n, itemsize, values, cta, "t", threads)
     assert s.P & (s.P - 1) == 0 and 8 <= s.P <= threads         # XOR-reducible threads
     assert (s.P * s.ROWS) % 32 == 0 and s.P * s.ROWS <= 1024    # whole warps, one CTA
     assert s.C * itemsize <= 16 and s.C * s.K <= max(values, 16 // itemsize)
-    assert s.CLUSTER <= rk.MAX_CLUSTER and (s.CLUSTER == 1 or s.ROWS == 1)
+    assert s.CLUSTER <= rs.MAX_CLUSTER and (s.CLUSTER == 1 or s.ROWS == 1)
     assert (s.CLUSTER - 1) * s.cols < n <= s.CLUSTER * s.cols   # no CTA of a cluster idle
     part = -(-n // s.CLUSTER)                                   # the columns of one CTA
     assert s.cols < part + s.P * s.C                            # K as small as covers them
@@ -35,20 +36,20 @@ def test_split_covers_every_row_length_within_its_budgets(n, itemsize, values, t
 
 
 @pytest.mark.parametrize("n, itemsize, expect", [
-    (7, 2, rk.RowSplit(P=8, ROWS=16, C=1, K=1, CLUSTER=1, VEC=1)),
-    (1000, 2, rk.RowSplit(P=64, ROWS=2, C=8, K=2, CLUSTER=1, VEC=8)),
-    (3000, 2, rk.RowSplit(P=256, ROWS=1, C=8, K=2, CLUSTER=1, VEC=8)),
-    (16384, 2, rk.RowSplit(P=1024, ROWS=1, C=8, K=2, CLUSTER=1, VEC=8)),
-    (16385, 2, rk.RowSplit(P=1024, ROWS=1, C=8, K=2, CLUSTER=2, VEC=1)),   # CTA 1: 1 column
-    (131072, 4, rk.RowSplit(P=1024, ROWS=1, C=4, K=4, CLUSTER=8, VEC=4))])
+    (7, 2, rs.RowSplit(P=8, ROWS=16, C=1, K=1, CLUSTER=1, VEC=1)),
+    (1000, 2, rs.RowSplit(P=64, ROWS=2, C=8, K=2, CLUSTER=1, VEC=8)),
+    (3000, 2, rs.RowSplit(P=256, ROWS=1, C=8, K=2, CLUSTER=1, VEC=8)),
+    (16384, 2, rs.RowSplit(P=1024, ROWS=1, C=8, K=2, CLUSTER=1, VEC=8)),
+    (16385, 2, rs.RowSplit(P=1024, ROWS=1, C=8, K=2, CLUSTER=2, VEC=1)),   # CTA 1: 1 column
+    (131072, 4, rs.RowSplit(P=1024, ROWS=1, C=4, K=4, CLUSTER=8, VEC=4))])
 def test_split_worked_cases(n, itemsize, expect):
-    assert rk.split(n, itemsize, 16, 128, "t") == expect
+    assert rs.split(n, itemsize, 16, 128, "t") == expect
 
 
 def test_small_m_spreads_rows_over_more_ctas():
-    wide = rk.split(100, 2, 64, 128, "t", 256)
+    wide = rs.split(100, 2, 64, 128, "t", 256)
     assert wide.ROWS == 16
-    narrow = rk.split(100, 2, 64, 128, "t", 256, m=64, target_ctas=264)
+    narrow = rs.split(100, 2, 64, 128, "t", 256, m=64, target_ctas=264)
     assert narrow.ROWS == 4 and narrow.P * narrow.ROWS == 32       # never below a warp
 
 
