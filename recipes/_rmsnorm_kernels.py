@@ -1,0 +1,68 @@
+"""The device side of recipes/rmsnorm.py: the forward and backward kernel bodies (written once
+for every dtype: recipes/rmsnorm.kernel_for retypes their pointers), on the row machinery of
+recipes/_rowwise_kernel.py. Their pipeline, split and contract are rmsnorm.py's docstring."""
+from __future__ import annotations
+
+import layoutkit as lk
+from recipes import _rowwise_kernel as rk
+
+
+def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
+                  y: lk.Pointer[lk.bf16], res_out: lk.Pointer[lk.bf16],
+                  rstd: lk.Pointer[lk.f32], scratch: lk.Pointer[lk.f32], m: lk.i32,
+                  nv: lk.i32, eps: lk.f32, P: lk.constexpr, ROWS: lk.constexpr,
+                  C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr, VEC: lk.constexpr,
+                  RESIDUAL: lk.constexpr, WEIGHT: lk.constexpr, STORE_RESIDUAL: lk.constexpr,
+                  STORE_RSTD: lk.constexpr):
+    tv = rk.row_layout(P, ROWS, C, K)
+    n = nv * VEC
+    row = rk.row_block(CLUSTER)
+
+    def rows_of(ptr):
+        return rk.rows_view(ptr, m, n, tv, row, CLUSTER)
+
+    h = lk.cast(lk.load(rows_of(x)), lk.f32)
+    if RESIDUAL:
+        h = h + lk.cast(lk.load(rows_of(res)), lk.f32)
+    if STORE_RESIDUAL:
+        lk.store(rows_of(res_out), lk.cast(h, res_out.dtype))
+    (squares,) = rk.row_sums([h * h], scratch, m, row, CLUSTER)
+    r = lk.rsqrt(squares * (1.0 / lk.cast(n, lk.f32)) + eps)
+    out = h * lk.broadcast(r, tv)
+    if WEIGHT:
+        out = out * lk.cast(lk.load(rk.columns_view(w, m, n, tv, row, CLUSTER)), lk.f32)
+    lk.store(rows_of(y), lk.cast(out, y.dtype))
+    if STORE_RSTD:
+        with lk.if_(rk.first_of_row(P, CLUSTER)):
+            lk.store(rk.scalars_view(rstd, m, P, ROWS, row), r)
+
+
+def backward_body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
+                   rstd: lk.Pointer[lk.f32], dx: lk.Pointer[lk.bf16],
+                   partial: lk.Pointer[lk.f32], scratch: lk.Pointer[lk.f32], m: lk.i32,
+                   nv: lk.i32, rounds: lk.i32, ctas: lk.i32, P: lk.constexpr,
+                   ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr,
+                   VEC: lk.constexpr, WEIGHT: lk.constexpr):
+    tv = rk.row_layout(P, ROWS, C, K)
+    n = nv * VEC
+    inv_n = 1.0 / lk.cast(n, lk.f32)
+    acc = rk.Accumulator(P, ROWS, C, K, "dw") if WEIGHT else None
+    for i in lk.range(0, rounds):
+        row = rk.row_block(CLUSTER) + i * ctas            # past the last tile: every access masked
+        X, DY = (rk.rows_view(t, m, n, tv, row, CLUSTER) for t in (x, dy))
+        W = rk.columns_view(w, m, n, tv, row, CLUSTER)
+
+        def xhat_and_g():                           # loaded again after the row sum: its
+            r = lk.broadcast(lk.load(rk.scalars_view(rstd, m, P, ROWS, row)), tv)
+            dyv = lk.cast(lk.load(DY), lk.f32)      # barrier ends their registers' lifetime
+            xhat = lk.cast(lk.load(X), lk.f32) * r
+            return r, dyv, xhat, (dyv * lk.cast(lk.load(W), lk.f32) if WEIGHT else dyv)
+        r, dyv, xhat, g = xhat_and_g()
+        if WEIGHT:
+            acc.put(lk.fma(dyv, xhat, acc.get()))
+        (dot,) = rk.row_sums([g * xhat], scratch, m, row, CLUSTER)
+        r, _, xhat, g = xhat_and_g()
+        c = lk.broadcast(dot * inv_n, tv)
+        lk.store(rk.rows_view(dx, m, n, tv, row, CLUSTER), lk.cast((g - xhat * c) * r, dx.dtype))
+    if WEIGHT:
+        acc.store_rows_summed(partial, ctas, n, CLUSTER)
