@@ -18,11 +18,11 @@ A `Config` is every choice, as fields:
     CTA (row_block, r), thread p of row j:  columns r*W + C*p + k*C*P + [0, C), k < K
 
 A cluster's CTAs reduce their own columns, then swap the per-row partials through a global f32
-scratch (recipes/_rowwise_kernel.py's `RowTiles.exchange`): one thread per row stores them, `lk.sm90.cluster_sync()`, every
-thread loads its row's partials of all CTAs. The DSL has no distributed-shared-memory access
-yet; the cluster barrier's release/acquire orders global memory (ptxas emits MEMBAR.ALL.GPU
-before the arrive and CCTL.IVALL, an L1 invalidate, after the wait), at the price of an L2
-round trip per exchange.
+scratch (recipes/_rowwise_kernel.py's `RowTiles.exchange`): one thread per row stores them,
+`lk.sm90.cluster_sync()`, every thread loads its row's partials of all CTAs. The DSL has no
+distributed-shared-memory access yet; the cluster barrier's release/acquire orders global memory
+(ptxas emits MEMBAR.ALL.GPU before the arrive and CCTL.IVALL, an L1 invalidate, after the wait),
+at the price of an L2 round trip per exchange.
 
 The heuristic, reasoned from the H200 (4.8 TB/s HBM3e, 132 SMs, 64K registers, 50 MB L2) and
 the measured split of issue 19 (docs/PERFORMANCE.md):
@@ -41,8 +41,9 @@ the measured split of issue 19 (docs/PERFORMANCE.md):
   * Rows per CTA fill 128 threads unless the grid would then have fewer than TARGET_CTAS
     CTAs (small m): fewer rows per CTA spread a small matrix over more SMs.
 
-`RowSplit` (`split`), the split of rmsnorm and the backward kernels, for rows of n columns of a dtype of `itemsize` bytes, at most
-`values` f32 values a thread (the registers after the cast) and `max_threads` threads a row:
+`RowSplit` (`split`), the split of rmsnorm and the backward kernels, for rows of n columns of a
+dtype of `itemsize` bytes, at most `values` f32 values a thread (the registers after the cast)
+and `max_threads` threads a row:
 
     a thread owns K chunks of C consecutive columns (C = 16 / itemsize: 16-byte accesses, or
     fewer for a row too short to give every thread a whole chunk), chunks C * P apart (P: the

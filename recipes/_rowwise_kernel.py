@@ -1,10 +1,10 @@
 """The device side every row-kernel recipe shares (softmax.py, layernorm.py, rmsnorm.py,
 softmax_backward.py, layernorm_backward.py): the TV layout of a row over lanes, warps and a
-cluster's CTAs, its views, the cluster exchange of per-row partials and the row sums (across a cluster through a global scratch), the shared-memory
-accumulator of a persistent backward pass, the deterministic column-sum kernel of per-CTA
-partials (a weight's gradient), and one lk.Kernel per dtype, block size and cluster. The host side of
-the backward recipes and rmsnorm (argument checks, the persistent grid, CPU-interpreter runs,
-benchmark tables) is recipes/_rowwise.py.
+cluster's CTAs, its views, the cluster exchange of per-row partials and the row sums (across a
+cluster through a global scratch), the shared-memory accumulator of a persistent backward pass,
+the deterministic column-sum kernel of per-CTA partials (a weight's gradient), and one lk.Kernel
+per dtype, block size and cluster. The host side of the backward recipes and rmsnorm (argument
+checks, the persistent grid, CPU-interpreter runs, benchmark tables) is recipes/_rowwise.py.
 
 The work splits themselves (the forward softmax / layernorm's measured Config, and the
 RowSplit of every dtype and of the persistent backward kernels) are recipes/_row_split.py's;

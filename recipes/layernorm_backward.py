@@ -10,7 +10,8 @@ them, so by default they are recomputed here from x, which is in registers anywa
 sums, the two-pass variance of the forward: no extra memory traffic).
 
 Pipeline (persistent CTAs, as many as are resident, each over rows g, g + G, ...; every row
-value in registers; recipes/_rowwise_kernel.py has the split, the cluster exchange and the sums):
+value in registers; recipes/_row_split.py has the split, recipes/_rowwise_kernel.py the cluster
+exchange and the sums):
 
     x, dy, weight [, mean, rstd] --ld 16 B--> registers (-> f32)
       [mean = sum(x) / n; var = sum((x - mean)^2) / n; rstd = rsqrt(var + eps)]

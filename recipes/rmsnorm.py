@@ -8,8 +8,8 @@ last dim) of bf16, fp16 or f32, f32 math, outputs in the input's dtype:
               dweight = sum over rows of dy * xhat (f32 partials per persistent CTA, then a
               column sum in a fixed order: deterministic, no atomics)
 
-Pipeline (one pass over the inputs, every row value in registers; recipes/_rowwise_kernel.py has the
-work split, the cluster exchange and the column sum):
+Pipeline (one pass over the inputs, every row value in registers; recipes/_row_split.py has the
+work split, recipes/_rowwise_kernel.py the cluster exchange and the column sum):
 
   forward, one row tile per CTA (a cluster per row past 16k columns):
     global --ld 16 B--> registers (-> f32), + residual  [--st--> residual out]
@@ -24,7 +24,7 @@ work split, the cluster exchange and the column sum):
       (reloading after the row sum frees 32 registers across its barriers)
     then partial (G, n) f32 --column sum--> dweight (n) in weight's dtype.
 
-Work split (recipes/_rowwise_kernel.split): forward as recipes/_row_split.py's measured
+Work split (recipes/_row_split.split): forward as recipes/_row_split.py's measured
 heuristic, at most 64 values a thread and 256 threads a row (CTAs of 128-256 threads, several
 per SM at different phases; 16384 columns a CTA; half the values for narrow accesses), fewer
 rows per CTA for a small m; backward rs.persistent_split (16 values a thread: x, dy and the
@@ -57,7 +57,7 @@ FWD_CTA_THREADS = 128                    # (the forward heuristic measured on th
 
 
 def forward_split(n: int, itemsize: int, m: int | None = None) -> rs.RowSplit:
-    """The forward's split of rows of n columns (recipes/_rowwise_kernel.py), for m rows if given;
+    """The forward's split of rows of n columns (recipes/_row_split.split), for m rows if given;
     half the values a thread when n forbids 16-byte accesses (each narrower access has its own
     address and predicate registers)."""
     s = rs.split(n, itemsize, FWD_VALUES, FWD_CTA_THREADS, "rmsnorm", FWD_THREADS, m=m,

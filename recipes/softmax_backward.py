@@ -1,8 +1,8 @@
 """Row softmax backward: dx = y * (dy - sum(dy * y, row)) for y = softmax(x) over the last dim
 of a row-major contiguous (m, n) matrix (or N-D), bf16 / fp16 / f32 in and out, f32 math.
 
-Pipeline (one pass, every row value in registers; recipes/_rowwise_kernel.py has the split, the
-cluster exchange and the views):
+Pipeline (one pass, every row value in registers; recipes/_row_split.py has the split,
+recipes/_rowwise_kernel.py the cluster exchange and the views):
 
     y, dy --ld 16 B--> registers (-> f32)
       dot = sum(dy * y): in-thread tree -> shfl.bfly -> [smem across warps]
@@ -10,7 +10,7 @@ cluster exchange and the views):
                scratch around barrier.cluster]
       dx = y * (dy - dot) --st 16 B--> global
 
-Work split (recipes/_rowwise_kernel.split): at most 32 values a thread (y and dy both live:
+Work split (recipes/_row_split.split): at most 32 values a thread (y and dy both live:
 ~80 registers) and 512 threads a row, 8 or more threads a row, rows sharing CTAs of 128 threads
 (fewer rows a CTA for a small m), one CTA per row up to 16384 columns, a cluster of up to 8
 CTAs per row up to 131072.
@@ -37,7 +37,7 @@ CTA_THREADS = 128
 
 
 def split_for(n: int, itemsize: int, m: int | None = None) -> rs.RowSplit:
-    """The work split of rows of n columns (recipes/_rowwise_kernel.py), for m rows if given."""
+    """The work split of rows of n columns (recipes/_row_split.split), for m rows if given."""
     return rs.split(n, itemsize, VALUES, CTA_THREADS, "softmax_backward", THREADS, m=m,
                     target_ctas=rs.TARGET_CTAS)
 
