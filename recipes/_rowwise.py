@@ -14,10 +14,16 @@ DTYPES = {"torch.bfloat16": lk.bf16, "torch.float16": lk.f16, "torch.float32": l
 
 
 def launch(launches) -> None:
-    """Run a recipe's `launches(...)` ([(kernel, grid, args, constexprs)], in order) on the GPU
-    (constexprs passed by position, in the kernel's parameter order: the launch fast path)."""
+    """Run a recipe's `launches(...)` ([(kernel, grid, args, constexprs)], in order) on the GPU,
+    the constexprs passed by position (the launch fast path) in the kernel's parameter order,
+    taken by name: the binding the interpreter's keyword call makes, whatever the dict order."""
     for kernel, grid, args, constexprs in launches:
-        kernel[grid](*args, *constexprs.values())
+        rest = kernel.params[len(args):]
+        if len(rest) != len(constexprs):
+            raise ValueError(f"{kernel.name}: {len(args)} arguments and constexprs "
+                             f"{sorted(constexprs)} for the parameters "
+                             f"{[p.name for p in kernel.params]}")
+        kernel[grid](*args, *(constexprs[p.name] for p in rest))
 
 
 def cuda_floats(device):
