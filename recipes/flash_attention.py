@@ -79,7 +79,7 @@ def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -
     head_dim), k, v (batch, seqlen_k, heads_kv, head_dim) and lse (batch * heads_q, seqlen_q), as
     CUDA tensors, numpy arrays (the CPU interpreter) or lk.TensorSpecs (PTX only)."""
     batch, sq, hq, d = q.shape
-    sk, hk = k.shape[1], k.shape[2]
+    hk = k.shape[2]
     args = (q, k, v, o, lse, hq // hk, float(scale) * LOG2E)
     constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
                       OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
@@ -129,7 +129,7 @@ def check_inputs(q, k, v, causal, softmax_scale, layout: str, config):
         if str(x.dtype) != "torch.bfloat16":
             raise ValueError(f"flash_attention: {name} is a bf16 tensor, got {x.dtype}")
     q, k, v = ((x.transpose(1, 2) if layout == "bhsd" else x) for x in (q, k, v))
-    (batch, sq, hq, d), (bk, sk, hk, dk) = tuple(q.shape), tuple(k.shape)
+    (batch, _, hq, d), (bk, sk, hk, dk) = tuple(q.shape), tuple(k.shape)
     if tuple(v.shape) != tuple(k.shape) or bk != batch or dk != d:
         raise ValueError(f"flash_attention: k and v are (batch, seqlen_k, heads_kv, head_dim) "
                          f"with q's batch {batch} and head_dim {d} ({layout} order), got k "

@@ -57,9 +57,7 @@ def add_fact(trace, expr, lo: int | None, hi: int | None) -> None:
     (lk.assume): a symbol's range narrows, a compound expression's range applies wherever its
     terms appear (facts.interval's hints)."""
     facts = _FACTS.setdefault(trace, {})
-    old_lo, old_hi = facts.get(expr, (None, None))
-    facts[expr] = (lo if old_lo is None else old_lo if lo is None else max(lo, old_lo),
-                   hi if old_hi is None else old_hi if hi is None else min(hi, old_hi))
+    facts[expr] = _intersect(facts.get(expr, (None, None)), (lo, hi))
     _RANGES.pop(trace, None)            # ranges found before the fact are stale
 
 
@@ -85,12 +83,6 @@ class SymbolRanges:
                 found = _intersect(found, fact)
             self.cache[sym] = found
         return found
-
-
-def _intersect(a, b) -> tuple:
-    lo = a[0] if b[0] is None else b[0] if a[0] is None else max(a[0], b[0])
-    hi = a[1] if b[1] is None else b[1] if a[1] is None else min(a[1], b[1])
-    return lo, hi
 
 
 def ranges_of(trace):
