@@ -128,6 +128,12 @@ class Trace:
         parameter, a constant, an index expression without a thread index (block indices,
         parameters, lk.index_value integers, loop indices of uniform loops), or comparisons and
         logic of those."""
+        return self.uniform(value, lambda expr: not self.thread_dependent(expr))
+
+    def uniform(self, value: Value, index_uniform) -> bool:
+        """Whether `value` (an IR value visible here) is the same across a group of threads: a
+        parameter, a constant, an index expression `index_uniform(expr)` accepts, or comparisons
+        and logic of those (block_uniform; warp roles' lane-uniform conditions)."""
         defs = {r.id: op for block in self.blocks for op in block.ops for r in op.results}
         params = {op.results[0].id for op in self.fn.params}
 
@@ -140,7 +146,7 @@ class Trace:
             if op.name == "const":
                 return True
             if op.name == "index":
-                return not self.thread_dependent(op.attrs["expr"])
+                return index_uniform(op.attrs["expr"])
             return op.name in ("cmp", "logic") and all(uniform(x) for x in op.operands)
         return uniform(value)
 

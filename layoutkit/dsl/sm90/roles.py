@@ -122,23 +122,6 @@ def warp_role(name: str, *, warpgroups, registers: int | None = None):
         state.role_stack.pop()
 
 
-def _defining_ops(trace) -> dict:
-    return {r.id: op for block in trace.blocks for op in block.ops for r in op.results}
-
-
-def _uniform_value(value, defs, tid) -> bool:
-    op = defs.get(value.id)
-    if op is None:
-        return False
-    if op.name == "const":
-        return True
-    if op.name == "index":
-        return tid is None or warp_uniform(op.attrs["expr"], tid)
-    if op.name in ("cmp", "logic"):
-        return all(_uniform_value(v, defs, tid) for v in op.operands)
-    return False
-
-
 def require_warp_uniform(trace, what: str) -> None:
     """Raise unless every lane of each warp reaching this point reaches it together: enclosing
     lk.if_ conditions are comparisons of warp-uniform integers (lk.warp_id() and the like),
@@ -147,14 +130,16 @@ def require_warp_uniform(trace, what: str) -> None:
         raise TraceError(f"{what} inside lk.sm90.elect_one(): only one lane runs there, and this "
                          "needs the whole warp")
     tid = trace.specials.get(("thread_idx", 0))
-    defs = _defining_ops(trace)
+
+    def lane_uniform(expr) -> bool:
+        return tid is None or warp_uniform(expr, tid)
     for parent in trace.blocks[:-1]:
         owner = parent.ops[-1]
         line = owner.location.line if owner.location is not None else "?"
         if owner.name == "for" and owner.attrs.get("thread_dependent"):
             raise TraceError(f"{what} inside an lk.range with thread-dependent bounds (line "
                              f"{line}): the lanes of a warp may disagree; it needs whole warps")
-        if owner.name == "if" and not _uniform_value(owner.operands[0], defs, tid):
+        if owner.name == "if" and not trace.uniform(owner.operands[0], lane_uniform):
             raise TraceError(f"{what} inside an lk.if_ (line {line}) whose condition may differ "
                              "between the lanes of a warp; branch on warp-uniform integers "
                              "(lk.warp_id(), lk.sm90.warpgroup_id(), ...) around it")
