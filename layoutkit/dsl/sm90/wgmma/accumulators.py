@@ -39,6 +39,7 @@ once among the accumulator operands, and is read by no `select` (which may alias
 from __future__ import annotations
 
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 from ...core.errors import TraceError
@@ -75,11 +76,33 @@ def register_a(op: Op) -> tuple:
     return op.operands[start:start + op.attrs["a_count"]]
 
 
+def _ops(block: Block, open_blocks):
+    """The ops of `block` in order as the trace appends them: None at its end while its id is
+    in `open_blocks` (more may come), then the ops appended since. Ops the trace inserts before
+    the last one given (special registers, a role's thread index: no wgmma effects) are not
+    given."""
+    ops = block.ops
+    at, last = -1, None
+    while True:
+        if last is not None:
+            while ops[at] is not last:          # moved on by insertions before it
+                at += 1
+        if at + 1 < len(ops):
+            at += 1
+            last = ops[at]
+            yield last
+        elif id(block) in open_blocks:
+            yield None
+        else:
+            return
+
+
 class Facts:
     """Per-function facts: where each value is defined, which values selects read, and the
-    register identity ('home') of accumulator values."""
+    register identity ('home') of accumulator values. Scanned as far as the blocks in
+    `open_blocks` are traced; `advance()` scans what was appended since."""
 
-    def __init__(self, fn: Function):
+    def __init__(self, fn: Function, open_blocks=frozenset()):
         self.def_op: dict[int, Op] = {}
         self.def_loop: dict[int, Op | None] = {}
         self.home: dict[int, tuple] = {}
@@ -87,10 +110,22 @@ class Facts:
         self.wgmma_homes: set[tuple] = set()     # the registers some wgmma writes
         self.inputs: set[int] = set()            # values a wgmma reads from registers
         self._in_place: dict[int, tuple[bool, ...]] = {}
-        self._scan(fn.body, None)
+        self.a_homes: set[tuple] = set()         # the homes of register A operands
+        # a wgmma scanned by advance() writes the home of an earlier register A operand: the
+        # checks of the wgmmas already walked would read that home's accesses differently
+        self.stale = False
+        self._scanner = self._scan(fn.body, None, open_blocks)
+        self.advance()
 
-    def _scan(self, block: Block, loop: Op | None) -> None:
-        for op in block.ops:
+    def advance(self) -> None:
+        """Scan the ops appended since the last call (all of them once no block is open)."""
+        next(self._scanner, None)
+
+    def _scan(self, block: Block, loop: Op | None, open_blocks):
+        for op in _ops(block, open_blocks):
+            if op is None:
+                yield
+                continue
             if op.name == "select":
                 self.select_read.update(v.id for v in op.operands[1:])
             if op.name == "for":
@@ -100,7 +135,7 @@ class Facts:
                     self.def_loop[arg.id] = op
                     self.home[arg.id] = ("loop", id(op), p)
             for inner in op.blocks:
-                self._scan(inner, op if op.name == "for" else loop)
+                yield from self._scan(inner, op if op.name == "for" else loop, open_blocks)
             for r in op.results:
                 self.def_op[r.id] = op
                 self.def_loop[r.id] = loop
@@ -110,11 +145,17 @@ class Facts:
             elif op.name == MMA:
                 flags = self.in_place(op)
                 for i, (v, r) in enumerate(zip(accumulators(op), op.results)):
-                    self.home[r.id] = self.home[v.id] if flags[i] else ("wgmma", id(op), i)
-                    self.wgmma_homes.add(self.home[r.id])
+                    home = self.home[r.id] = self.home[v.id] if flags[i] else \
+                        ("wgmma", id(op), i)
+                    if home not in self.wgmma_homes and home in self.a_homes:
+                        self.stale = True
+                    self.wgmma_homes.add(home)
                     if not flags[i] and op.attrs["accumulate"] is not False:
                         self.inputs.add(v.id)
-                self.inputs.update(v.id for v in register_a(op))
+                for v in register_a(op):
+                    self.inputs.add(v.id)
+                    if v.id in self.home:
+                        self.a_homes.add(self.home[v.id])
 
     def in_place(self, op: Op) -> tuple[bool, ...]:
         """Per accumulator position: does the result take the operand's registers?"""
@@ -137,8 +178,10 @@ class State:
     uncommitted: list = field(default_factory=list)  # Issues
     groups: list = field(default_factory=list)       # committed groups (lists of Issues)
     # since the last fence: home -> Access of its registers by another instruction (a copy
-    # into them, a read), and value id -> Access that wrote a wgmma input value
+    # into them, a read), home -> Access that copied into them, and value id -> (op, tick)
+    # that wrote it (recorded for every value: whether a later wgmma reads it is not known yet)
     dirty: dict = field(default_factory=dict)
+    copied: dict = field(default_factory=dict)
     written: dict = field(default_factory=dict)
     last_fence: Op | None = None
     fence_tick: int = 0
@@ -154,11 +197,12 @@ class State:
         """A copy whose containers are new (the Issues and ops are shared)."""
         return State(dict(self.pending), dict(self.a_busy), dict(self.consumed),
                      list(self.uncommitted), [list(g) for g in self.groups], dict(self.dirty),
-                     dict(self.written), self.last_fence, self.fence_tick, self.region_fence)
+                     dict(self.copied), dict(self.written), self.last_fence, self.fence_tick,
+                     self.region_fence)
 
     def merge(self, other: "State") -> None:
         """Union with the state of a path that may or may not have run."""
-        for name in ("pending", "a_busy", "consumed", "dirty", "written"):
+        for name in ("pending", "a_busy", "consumed", "dirty", "copied", "written"):
             getattr(self, name).update(getattr(other, name))
         self.uncommitted = other.uncommitted
         self.groups = other.groups
@@ -180,10 +224,12 @@ class Access:
 
 class Checker:
     """Walks the IR in program order (see the module docstring); `retired` maps each wgmma
-    op's id to the wait ops that retired one of its executions."""
+    op's id to the wait ops that retired one of its executions. The walk stops at the end of
+    a block whose id is in `open_blocks` (a live set while tracing); `advance()` walks on
+    through what was appended since (after `facts.advance()`)."""
 
     def __init__(self, fn: Function, open_blocks=frozenset()):
-        self.facts = Facts(fn)
+        self.facts = Facts(fn, open_blocks)
         self.open_blocks = open_blocks
         self.retired: dict[int, list[Op]] = {}
         self.serial = 0
@@ -192,7 +238,11 @@ class Checker:
         self.state = State()
         self.yielded: dict[int, Issue] = {}
         self.loops: list[Op] = []
-        self.block(fn.body)
+        self._walker = self.block(fn.body)
+        self.advance()
+
+    def advance(self) -> None:
+        next(self._walker, None)
 
     # ---- errors -----------------------------------------------------------------------------
     def fail(self, op: Op, message: str) -> None:
@@ -207,11 +257,19 @@ class Checker:
                       "wait for it (lk.sm90.wgmma_wait(n)) before reading")
 
     # ---- walking ----------------------------------------------------------------------------
-    def block(self, block: Block) -> None:
-        for op in block.ops:
+    def block(self, block: Block):
+        for op in _ops(block, self.open_blocks):
+            if op is None:
+                yield
+                continue
             self.op(op)
+            if op.name == "for":
+                yield from self.loop(op)
+            elif op.blocks:
+                yield from self.branch(op)
 
     def op(self, op: Op) -> None:
+        """The operand rules and accesses of `op`, and its handler unless it has a region."""
         s = self.state
         self.tick += 1
         accs = {v.id for v in accumulators(op)} if op.name == MMA else set()
@@ -233,11 +291,9 @@ class Checker:
         if op.name != MMA:
             self.accesses(op)
         handler = {MMA: self.mma, FENCE: self.fence, COMMIT: self.commit, WAIT: self.wait,
-                   "for": self.loop, "yield": self.yield_}.get(op.name)
+                   "yield": self.yield_}.get(op.name)
         if handler is not None:
             handler(op)
-        elif op.blocks:
-            self.branch(op)
 
     def accesses(self, op: Op) -> None:
         """Record `op`'s reads of wgmma registers and its writes of wgmma input values."""
@@ -245,13 +301,23 @@ class Checker:
         loop = self.loops[-1] if op.name == "yield" and self.loops else None
         for position, v in enumerate(op.operands):
             home = facts.home.get(v.id)
-            if home in facts.wgmma_homes and \
+            if home is not None and \
                     (loop is None or home != ("loop", id(loop), position)):   # not a no-op
                 s.dirty[home] = Access(op, "read", v, self.tick)
         if op.name not in ("for", UNDEF):
             for r in op.results:
-                if r.id in facts.inputs:
-                    s.written[r.id] = Access(op, "write", r, self.tick)
+                s.written[r.id] = (op, self.tick)
+
+    def write(self, v) -> Access | None:
+        """The write of `v` since the last fence, if any."""
+        found = self.state.written.get(v.id)
+        return None if found is None else Access(found[0], "write", v, found[1])
+
+    def copy_or_read(self, home) -> Access | None:
+        """The latest access to `home`'s registers since the last fence: a copy into them, or
+        (when a wgmma writes them) a read."""
+        table = self.state.dirty if home in self.facts.wgmma_homes else self.state.copied
+        return table.get(home)
 
     def hazard(self, op: Op, access: Access, message: str) -> None:
         """An access since the last fence: an error, or a warning when a fence inside a region
@@ -293,7 +359,7 @@ class Checker:
                             "other instructions' accesses to a wgmma's registers before it "
                             "(PTX ISA 'wgmma.fence'); call lk.sm90.wgmma_fence() after that read "
                             "and before the wgmma")
-            access = s.written.get(v.id) if op.attrs["accumulate"] is not False and \
+            access = self.write(v) if op.attrs["accumulate"] is not False and \
                 not flags[i] else None
             if access is not None:
                 self.hazard(op, access,
@@ -303,7 +369,7 @@ class Checker:
                             "'wgmma.fence'); call lk.sm90.wgmma_fence() after that write and "
                             "before the wgmma")
         for v in register_a(op):
-            access = s.written.get(v.id) or s.dirty.get(facts.home.get(v.id))
+            access = self.write(v) or self.copy_or_read(facts.home.get(v.id))
             if access is not None:
                 verb = "wrote" if access.what == "write" else "copied into"
                 self.hazard(op, access,
@@ -353,6 +419,7 @@ class Checker:
     def fence(self, op: Op) -> None:
         s = self.state
         s.dirty.clear()
+        s.copied.clear()
         s.written.clear()
         s.last_fence, s.region_fence = op, None
         s.fence_tick = self.tick
@@ -378,10 +445,10 @@ class Checker:
             for vid in [vid for vid, issue in table.items() if id(issue) in finished]:
                 del table[vid]
 
-    def branch(self, op: Op) -> None:
+    def branch(self, op: Op):
         before = self.state.copy()
         for inner in op.blocks:
-            self.block(inner)
+            yield from self.block(inner)
         after = self.state
         before.merge(after)
         if after.last_fence is not before.last_fence and op.name != "warp_role":
@@ -390,15 +457,16 @@ class Checker:
                 before.region_fence = (after.last_fence, op, tick)
         self.state = before
 
-    def loop(self, op: Op) -> None:
+    def copy_into(self, home, access: Access) -> None:
+        self.state.dirty[home] = self.state.copied[home] = access
+
+    def loop(self, op: Op):
         body = op.blocks[0]
         for p, arg in enumerate(body.args[1:]):       # the entry copy of each carried value
-            self.state.dirty[("loop", id(op), p)] = Access(op, "copy", arg, self.tick)
+            self.copy_into(("loop", id(op), p), Access(op, "copy", arg, self.tick))
         self.loops.append(op)
         try:
-            self.block(body)
-            if id(body) in self.open_blocks:
-                return
+            yield from self.block(body)                # returns once the body is traced
             s = self.state
             local = _defined_in(body)
             for vid in local:                            # the next iteration redefines them
@@ -407,7 +475,7 @@ class Checker:
             for p, arg in enumerate(body.args[1:]):
                 if p in self.yielded:
                     s.pending[arg.id] = self.yielded[p]
-            self.block(body)
+            yield from self.block(body)
         finally:
             self.loops.pop()
         s = self.state
@@ -425,7 +493,7 @@ class Checker:
             if v.id in self.state.pending:
                 self.yielded[p] = self.state.pending[v.id]
             if self.facts.home.get(v.id) != ("loop", id(loop), p):
-                self.state.dirty[("loop", id(loop), p)] = Access(op, "copy", v, self.tick)
+                self.copy_into(("loop", id(loop), p), Access(op, "copy", v, self.tick))
 
 
 def _defined_in(block: Block) -> set[int]:
@@ -439,9 +507,32 @@ def _defined_in(block: Block) -> set[int]:
 
 def check(fn: Function, open_blocks=frozenset()) -> Checker:
     """Check `fn` against the rules of the module docstring; `open_blocks` (ids of blocks still
-    being traced) are walked once, not as finished loops. Returns the checker (its `retired`,
-    and its `warnings`: what could not be proven)."""
+    being traced) are walked as far as traced, not as finished loops. Returns the checker (its
+    `retired`, and its `warnings`: what could not be proven)."""
     return Checker(fn, open_blocks)
+
+
+_TRACED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Trace -> Checker | error
+
+
+def check_traced(trace) -> None:
+    """Raise the first error `check(trace.fn, open blocks)` raises on the IR traced so far, walking
+    only the ops appended since the last call for this trace (lk.sm90.wgmma_wait checks at
+    each wait; one walk per trace, not one per wait)."""
+    found = _TRACED.get(trace)
+    if isinstance(found, Exception):
+        raise found                           # the walk stopped there: so would a new one
+    try:
+        if found is not None:
+            found.facts.advance()
+            if not found.facts.stale:
+                found.advance()
+                return
+        found = _TRACED[trace] = Checker(trace.fn, trace.open)     # the live set of open blocks
+        found.facts.stale = False
+    except Exception as error:
+        _TRACED[trace] = error
+        raise
 
 
 def check_kernel(fn: Function) -> Checker:
@@ -473,5 +564,5 @@ def retiring_waits(fn: Function) -> list[tuple[Op, list[Op]]]:
     return out
 
 
-__all__ = ["AccumulatorUseError", "Facts", "check", "check_kernel", "retiring_waits",
-           "accumulators", "register_a"]
+__all__ = ["AccumulatorUseError", "Facts", "check", "check_kernel", "check_traced",
+           "retiring_waits", "accumulators", "register_a"]

@@ -57,7 +57,7 @@ from ...core.values import RegisterTensor, Scalar
 from .layouts import (K_STEP, M_BLOCK, check_fragment, warpgroup_stack, wgmma_a_layout,
                       wgmma_accumulator_layout)
 from .operands import rank2, shared_operand
-from .accumulators import FENCE, MMA, UNDEF, WAIT, check
+from .accumulators import FENCE, MMA, UNDEF, WAIT, check_traced
 
 INPUT_TYPES = (bf16, f16, *FP8)            # shared operands
 REGISTER_A_TYPES = (bf16, f16)             # a register A operand (lk.sm90.wgmma_a_layout)
@@ -93,8 +93,7 @@ def wgmma_wait(pending: int = 0) -> None:
                          f"0..{MAX_PENDING_GROUPS} (an immediate of wgmma.wait_group), got "
                          f"{pending!r}")
     trace.emit(WAIT, (), (), {"pending": pending})
-    open_blocks = frozenset(id(b) for b in trace.blocks[1:])
-    check(trace.fn, open_blocks)
+    check_traced(trace)
 
 
 def wgmma_accumulator(n: int, m: int = M_BLOCK) -> RegisterTensor:
