@@ -69,6 +69,20 @@ def _distinct(column):
     return u, inverse.reshape(-1)
 
 
+def _split_key(mask, columns):
+    """A key fixing Extractor.split's answer (the mask and each column's values), or None."""
+    key = [mask.tobytes()]
+    for c in columns:
+        if np.ndim(c) == 0:
+            if not isinstance(c, (int, np.integer)):
+                return None
+            key.append(int(c))
+        else:
+            c = np.asarray(c)
+            key.append((c.dtype.str, c.shape, c.tobytes()))
+    return tuple(key)
+
+
 class Proto:
     """An event before classes are known: threads (bool mask), kind, fields, arrivals each."""
 
@@ -94,6 +108,7 @@ class Extractor:
         self.role = np.full(n, -1)
         self.roles: list[str] = []
         self.log: list[Proto] = []
+        self._splits: dict = {}             # split's rows by (mask, columns): iterations repeat
         self.undecided: list = []
         self.barriers: dict = {}
         self.by_offset: dict[int, tuple[str, int]] = {}
@@ -189,6 +204,16 @@ class Extractor:
 
     def split(self, mask, columns):
         """(sub-mask, key row) per distinct row of the per-thread `columns` under `mask`."""
+        key = _split_key(mask, columns)
+        found = self._splits.get(key) if key is not None else None
+        if found is None:
+            found = list(self._split(mask, columns))
+            if key is not None:
+                self._splits[key] = found
+        for sub, row in found:
+            yield sub.copy(), row
+
+    def _split(self, mask, columns):
         idx = np.nonzero(mask)[0]
         if not idx.size:
             return
