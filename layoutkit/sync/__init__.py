@@ -25,4 +25,6 @@ from .barrier_ops import (cluster_arrive, emit_cluster_sync, cluster_wait, cta_s
 from .role_split_emit import (RoleContext, check_directives, emit_role_split,  # noqa: F401
                               set_role_registers, warpgroup_index)
 from .kernel_model import Finding, KernelProtocol, Site  # noqa: F401
+from .commit_groups import CommitGroups  # noqa: F401
+from .async_copy_rules import KIND as CP_ASYNC_KIND  # noqa: F401  (the cp.async events' kind)
 from .kernel_check import check_kernel  # noqa: F401

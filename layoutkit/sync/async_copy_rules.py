@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .commit_groups import CommitGroups
 from .kernel_model import AsyncWrite, Commit, Finding, GroupWait, SharedRead, ThreadBarrier
 
 KIND = "cp_async"
@@ -51,35 +52,29 @@ def walk(rules, c) -> tuple[list, list]:
     ((SharedRead, epoch))."""
     issued, reads = [], []
     epoch = 0
-    open_: list = []            # copies since the last commit
-    committed: list = []        # committed groups in flight, oldest first
+    groups = CommitGroups()     # copies in flight
     landed: list = []           # retired, but no barrier since the retiring wait
     for e in c.events:
         if isinstance(e, AsyncWrite) and e.kind == KIND:
             copy = Issued(e, epoch)
             issued.append(copy)
-            open_.append(copy)
+            groups.issue(copy)
         elif isinstance(e, Commit) and e.kind == KIND:
-            committed.append(open_)
-            open_ = []
+            groups.commit()
         elif isinstance(e, GroupWait) and e.kind == KIND:
-            cut = max(0, len(committed) - e.pending)
-            for group in committed[:cut]:
-                for copy in group:
-                    copy.wait, copy.wait_epoch = e, epoch
-                    landed.append(copy)
-            committed = committed[cut:]
+            for copy in groups.wait(e.pending):
+                copy.wait, copy.wait_epoch = e, epoch
+                landed.append(copy)
         elif isinstance(e, ThreadBarrier) and e.waits:
             landed = []
             epoch += _block_wide(e)
         elif isinstance(e, SharedRead):
             reads.append((e, epoch))
-            flying = [x for x in open_ + [x for g in committed for x in g]
-                      if x.write.bytes.overlaps(e.bytes)]
+            flying = [x for x in groups.in_flight() if x.write.bytes.overlaps(e.bytes)]
             if flying:
                 copy = flying[0]
                 why = ("its group is never committed before the read, so no lk.sm80.cp_async_wait "
-                       "retires it" if copy in open_ else
+                       "retires it" if copy in groups.open else
                        "no lk.sm80.cp_async_wait retires its commit group first")
                 rules.add(FINDING, (c.who, e.bytes.buffer),
                           f"{c.who} reads {e.bytes.text()} at {e.site.text()} while its "

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 
 from .kernel_model import (Arrive, AsyncWrite, ByteRange, Commit, Copy, Finding, GroupWait,
                            SharedRead, SharedWrite, Wait)
+from .async_copy_rules import KIND as CP_ASYNC
+from .commit_groups import CommitGroups
 from .order import Order
 
-CP_ASYNC = "cp_async"
 
 
 @dataclass(frozen=True)
@@ -65,22 +66,17 @@ def _overlap(a: ByteRange, b: ByteRange) -> ByteRange:
 def _retired(events) -> dict:
     """Event index of each cp.async -> the index of the lk.sm80.cp_async_wait that retires it (the
     end of the class when none does)."""
-    out, open_, committed = {}, [], []
+    out, groups = {}, CommitGroups()
     for position, e in enumerate(events):
         if isinstance(e, AsyncWrite) and e.kind == CP_ASYNC:
-            open_.append(position)
+            groups.issue(position)
         elif isinstance(e, Commit) and e.kind == CP_ASYNC:
-            committed.append(open_)
-            open_ = []
+            groups.commit()
         elif isinstance(e, GroupWait) and e.kind == CP_ASYNC:
-            cut = max(0, len(committed) - e.pending)
-            for group in committed[:cut]:
-                for issued in group:
-                    out[issued] = position
-            committed = committed[cut:]
-    for group in committed + [open_]:
-        for issued in group:
-            out.setdefault(issued, len(events))
+            for issued in groups.wait(e.pending):
+                out[issued] = position
+    for issued in groups.in_flight():
+        out.setdefault(issued, len(events))
     return out
 
 

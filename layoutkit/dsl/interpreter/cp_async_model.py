@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from layoutkit.sync import CommitGroups
+
 from .machine import Wait, WaitQueue, location_text
 from .scheduler import AsyncOperation
 
@@ -34,10 +36,12 @@ class Copy(AsyncOperation):
                 f"{self.thread.describe()}")
 
 
-def groups(thread) -> dict:
-    """The thread's cp.async groups: "open" (copies since its last commit) and "committed"
-    (a list of groups, oldest first)."""
-    return thread.state.setdefault("cp_async", {"open": [], "committed": []})
+def groups(thread) -> CommitGroups:
+    """The thread's cp.async copies by commit group (layoutkit.sync.CommitGroups)."""
+    found = thread.state.get("cp_async")
+    if found is None:
+        found = thread.state["cp_async"] = CommitGroups()
+    return found
 
 
 class GroupWait(Wait):

@@ -26,6 +26,7 @@ import numpy as np
 from layoutkit.algebra import size
 from layoutkit.ptx.builder import Address
 from layoutkit.ptx.isa import arith, async_copy, compare, convert, matrix
+from layoutkit.sync import CP_ASYNC_KIND
 from layoutkit.sync import kernel_model as km
 
 from ..core.opdef import NoEffects, OpDef
@@ -40,7 +41,7 @@ from .cp_async import CP_ASYNC_BYTES, MAX_PENDING
 from .ldmatrix import NUMS, ROW_ELEMENTS
 from .mma_layouts import MMA_SHAPES
 
-GROUP_KIND = "cp_async"       # the Commit / GroupWait kind of the protocol check
+GROUP_KIND = CP_ASYNC_KIND    # the AsyncWrite / Commit / GroupWait kind of the protocol check
 
 
 # ---- shared helpers of the facets -----------------------------------------------------------
@@ -171,7 +172,7 @@ class CpAsync(OpDef):
                                      "wait for its group (lk.sm80.cp_async_wait) and lk.barrier() "
                                      "first")
             copy = Copy(thread, start, data, op, claim)
-            groups(thread)["open"].append(copy)
+            groups(thread).issue(copy)
             cta.machine.scheduler.post(copy)
         return Step(run, op, preempt=True)
 
@@ -198,9 +199,7 @@ class CpAsyncCommit(_Group):
 
     def interpret(self, op, compiler):
         def run(thread):
-            own = groups(thread)
-            own["committed"].append(own["open"])
-            own["open"] = []
+            groups(thread).commit()
         return Step(run, op)
 
     def effects(self, op, ex, mask, loops):
@@ -225,12 +224,7 @@ class CpAsyncWait(_Group):
         pending = op.attrs["pending"]
 
         def run(thread):
-            own = groups(thread)
-            committed = own["committed"]
-            cut = max(0, len(committed) - pending)
-            covered = [c for group in committed[:cut] for c in group]
-            own["committed"] = committed[cut:]
-            wait = GroupWait(thread, covered, op)
+            wait = GroupWait(thread, groups(thread).wait(pending), op)
             return None if wait.ready() else wait
         return Step(run, op)
 
