@@ -42,14 +42,15 @@ def provably_nonnegative(expr) -> bool:
     return lo is not None and lo >= 0
 
 
-def positive_division(num, den):
+def positive_division(num, den, *, negate: bool = True):
     """(num, den) of floor(num / den) with `den` a provably positive kernel integer (both
-    negated where `den` is provably negative: sympy writes t // ceil(n/q) as
-    floor(-t / (8*floor(-n/q)))), or None when the sign of `den` is not proven."""
+    negated where `den` is provably negative and `negate`: sympy writes t // ceil(n/q) as
+    floor(-t / (8*floor(-n/q))); Mod(p, q) has no such rewrite, so it passes negate=False), or
+    None when `den` is not proven positive (or negative, with `negate`)."""
     lo, hi = interval(den, sign_range)
     if den.is_positive or lo is not None and lo >= 1:
         return num, den
-    if den.is_negative or hi is not None and hi <= -1:
+    if negate and (den.is_negative or hi is not None and hi <= -1):
         return sympy.expand(-num), sympy.expand(-den)
     return None
 

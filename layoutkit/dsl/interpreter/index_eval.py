@@ -62,8 +62,8 @@ class _Source:
                          "evaluated as integer arithmetic")
 
     def _divide(self, expr, num, den, kind: str) -> str:
-        found = None if den.is_Integer else positive_division(num, den)
-        if found is not None and (kind == "floor" or found == (num, den)):
+        found = None if den.is_Integer else positive_division(num, den, negate=kind == "floor")
+        if found is not None:
             num, den = found                            # a run-time divisor: div/rem
             q, p = self.text(den), self.text(num)
             return f"_tdiv({p}, {q})" if kind == "floor" else f"_trem({p}, {q})"

@@ -134,8 +134,7 @@ class IndexLowering:
 
     def _divide(self, expr, num, den, ptype: str, kind: str):
         if not den.is_Integer:
-            found = positive_division(num, den) if kind == "floor" else \
-                (num, den) if positive_division(num, den) == (num, den) else None
+            found = positive_division(num, den, negate=kind == "floor")
             if found is None:
                 raise TraceError(f"{expr}: the divisor {den} is not a positive integer constant "
                                  "or a provably positive kernel integer")
