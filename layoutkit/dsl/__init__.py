@@ -21,7 +21,7 @@ from .core import (Block, ConstexprError, DSLError, DType, Function, Kernel, Ker
                    exp2, f16, f32,
                    f64, fma, full, i32, i64, kernel, lane_id, log2, maximum, minimum, rsqrt,
                    sqrt, thread_id, tv_layout, u32, verify, warp_id, where)
-from .lang import (GlobalTensor, PointerArg, SharedTensor, barrier, broadcast, convert_layout, eq,
+from .lang import (GlobalTensor, PointerArg, SharedTensor, atomic_add, barrier, broadcast, convert_layout, eq,
                    assume, global_tensor, if_, in_bounds, index_value, load, ne,
                    range, reduce_max, reduce_sum, shared_tensor, store,  # noqa: A004
                    thread_sum)
@@ -36,7 +36,7 @@ __all__ = [
     "i32", "i64", "u32", "f16", "bf16", "f32", "f64", "bool_", "e4m3", "e5m2",
     "thread_id", "warp_id", "lane_id", "block_id", "range", "if_", "eq", "ne",
     "global_tensor", "GlobalTensor", "PointerArg", "assume", "index_value", "load", "store",
-    "in_bounds",
+    "in_bounds", "atomic_add",
     "shared_tensor", "SharedTensor", "barrier",
     "reduce_max", "reduce_sum", "thread_sum", "broadcast", "convert_layout",
     "TVLayout", "tv_layout", "RegisterTensor", "Scalar", "full",
