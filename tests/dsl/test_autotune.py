@@ -149,3 +149,47 @@ def test_a_config_may_set_the_cluster_shape():
     assert t.kernel_for(CONFIGS[0]) is t.kernel
     with pytest.raises(lk.KernelDefinitionError, match=r"cluster=\(9, 1, 1\) has 9 CTAs"):
         t.kernel_for(Config(BLOCK=256, THREADS=128, cluster=9))
+
+
+def test_a_default_runs_without_a_sweep_until_tune_runs_one(cache, gpu):
+    timer = FakeTimer(dict(zip(LABELS, (3.0, 1.0, 2.0))))
+    seen = []
+
+    def default(args):
+        seen.append((args["n"], args["BLOCK"]))
+        return CONFIGS[2] if args["n"] > 2048 else CONFIGS[0]
+    t = tuner(timer, default=default)
+    fake = gpu(t.kernel, t.kernel_for(CONFIGS[2]))
+    x, y = tensors(4096)
+    t[grid](x, y, 4096, 2.0)                             # the default: no compile sweep, no timing
+    assert timer.calls == [] and seen == [(4096, None)] and t.report == {}
+    assert (fake.calls[-1].grid, fake.calls[-1].block) == ((4, 1, 1), 256)
+    t[grid](x, y, 4096, 2.0)                             # kept per key: asked once
+    assert seen == [(4096, None)] and len(fake.calls) == 2
+    assert not (cache.parent / "autotune").exists()      # a default is not a winner on disk
+    assert t.tune(grid, x, y, 4096, 2.0) == CONFIGS[1]   # the sweep, now
+    assert timer.calls == [sorted(LABELS)] and t.report == dict(zip(LABELS, (3.0, 1.0, 2.0)))
+    t[grid](x, y, 4096, 2.0)
+    assert (fake.calls[-1].grid, fake.calls[-1].block) == ((8, 1, 1), 128)
+    again = tuner(FakeTimer({}), default=default)        # another process: the tuned winner
+    fake.kernels += [again.kernel]
+    again[grid](x, y, 4096, 2.0)
+    assert seen == [(4096, None)] and fake.calls[-1].spec.key[4] == ("int", 512)
+    small = tensors(1000)                                # a key never tuned: its default
+    again[grid](*small, 1000, 2.0)
+    assert seen[-1] == (1000, None) and fake.calls[-1].spec.key[4] == ("int", 256)
+
+
+def test_a_constant_default_and_bad_defaults():
+    t = tuner(FakeTimer({}), default=CONFIGS[1])
+    assert t._default(()) == CONFIGS[1]
+    with pytest.raises(lk.KernelDefinitionError, match="default must be an lk.Config or a "
+                       "function of the arguments returning one, got 3"):
+        tuner(FakeTimer({}), default=3)
+    with pytest.raises(lk.KernelDefinitionError, match=r"config n=1 sets 'n', which is not a "
+                       "constexpr"):
+        tuner(FakeTimer({}), default=Config(n=1))
+    t = tuner(FakeTimer({}), default=lambda args: "BLOCK=256")
+    with pytest.raises(lk.KernelDefinitionError, match="the default function returned "
+                       "'BLOCK=256', not an lk.Config"):
+        t._default((None,) * 5)

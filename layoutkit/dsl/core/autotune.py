@@ -23,6 +23,11 @@ fingerprint, its configs and key names; written atomically), so a new process tu
 `grid` is an int, a tuple, or a function of `meta` (the call's arguments by name and the
 config's constexprs and num_warps). A progress line shows the compile and the timing (tqdm's
 bar when installed).
+
+With `default=` (a Config, or a function of the call's arguments by name returning one) a key
+with no winner yet launches that default instead of tuning, so a first call never waits on a
+sweep; `tuner.tune(grid, *args, **kwargs)` runs the sweep for the call's key and keeps its
+winner (in memory and on disk), which later calls of that key, in any process, then launch.
 """
 from __future__ import annotations
 
@@ -79,21 +84,22 @@ class Config:
 
 
 def autotune(configs, key, *, timer=None, reps: int = 20, warmup: int = 3,
-             workers: int | None = None, progress=None):
+             workers: int | None = None, progress=None, default=None):
     """Decorator over an `@lk.kernel`: an Autotuner (module docstring)."""
     def decorate(kernel):
         return Autotuner(kernel, configs, key, timer=timer, reps=reps, warmup=warmup,
-                         workers=workers, progress=progress)
+                         workers=workers, progress=progress, default=default)
     return decorate
 
 
 class Autotuner:
     """A kernel with candidate configs; `tuner[grid](...)` launches the best for the call's key.
-    `best(*args, **kwargs)` is that config (tuning if needed); `report` the last tuning's
-    {config label: median ms or the error that dropped it}."""
+    `best(*args, **kwargs)` is that config (tuning if needed, or the default); `tune(...)` runs
+    the sweep; `report` the last tuning's {config label: median ms or the error that dropped
+    it}."""
 
     def __init__(self, kernel, configs, key, *, timer=None, reps: int = 20, warmup: int = 3,
-                 workers: int | None = None, progress=None):
+                 workers: int | None = None, progress=None, default=None):
         from .kernel import Kernel
         if not isinstance(kernel, Kernel):
             raise KernelDefinitionError(f"@lk.autotune decorates an @lk.kernel, got {kernel!r}")
@@ -101,7 +107,7 @@ class Autotuner:
         self.configs = tuple(configs) if not isinstance(configs, Config) else (configs,)
         self.key = (key,) if isinstance(key, str) else tuple(key)
         self.timer, self.reps, self.warmup = timer, reps, warmup
-        self.workers, self.progress = workers, progress
+        self.workers, self.progress, self.default = workers, progress, default
         self._check()
         self._variants = {(kernel.num_warps, kernel.cluster): kernel}
         self._best: dict = {}
@@ -113,7 +119,7 @@ class Autotuner:
         if not self.configs or not all(isinstance(c, Config) for c in self.configs):
             raise KernelDefinitionError(f"autotune {self.name}: configs must be a non-empty "
                                         f"list of lk.Config, got {self.configs!r}")
-        for c in self.configs:
+        for c in self.configs + ((self.default,) if isinstance(self.default, Config) else ()):
             for k, _ in c.constexprs:
                 if k not in names or names[k].kind != "constexpr":
                     raise KernelDefinitionError(
@@ -123,6 +129,11 @@ class Autotuner:
             if k not in names:
                 raise KernelDefinitionError(f"autotune {self.name}: key names {k!r}, which is "
                                             f"not a parameter ({', '.join(names)})")
+        if self.default is not None and not (isinstance(self.default, Config) or
+                                             callable(self.default)):
+            raise KernelDefinitionError(f"autotune {self.name}: default must be an lk.Config or "
+                                        f"a function of the arguments returning one, got "
+                                        f"{self.default!r}")
 
     # ---- kernels and keys --------------------------------------------------------------------
     def kernel_for(self, config: Config):
@@ -158,14 +169,35 @@ class Autotuner:
         tuned = {k for c in self.configs for k, _ in c.constexprs}
         return bind_partial(self.kernel.params, args, kwargs, self.name, tuned)
 
+    def tune(self, grid, *args, **kwargs) -> Config:
+        """Run the sweep for these arguments' key now (even if it has a winner) and keep its
+        winner; returns it."""
+        values = self._bind(args, kwargs)
+        key = self.tuning_key(values)
+        found = self._best[key] = self._tune(values, key, grid)
+        return found
+
     def _best_for(self, values: tuple, grid) -> Config:
         key = self.tuning_key(values)
         found = self._best.get(key)
         if found is None:
             found = self._from_disk(key)
+        if found is None and self.default is not None:
+            found = self._default(values)
         if found is None:
             found = self._tune(values, key, grid)
         self._best[key] = found
+        return found
+
+    def _default(self, values: tuple) -> Config:
+        """The default config for the bound arguments `values` (a KernelDefinitionError where
+        the default function returns something else)."""
+        if isinstance(self.default, Config):
+            return self.default
+        found = self.default({p.name: v for p, v in zip(self.kernel.params, values)})
+        if not isinstance(found, Config):
+            raise KernelDefinitionError(f"autotune {self.name}: the default function returned "
+                                        f"{found!r}, not an lk.Config")
         return found
 
     def __getitem__(self, grid):
