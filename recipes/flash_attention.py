@@ -16,7 +16,7 @@ point `flash_attention`, the references, the checks and the benchmark.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
@@ -39,6 +39,8 @@ CONFIGS = {(64, False): Config(BN=128), (64, True): Config(BN=128),
 ALTERNATIVE_BLOCKS = {(128, False): (128, 1.013)}    # (head dim, causal): (BN, cost per key)
 ALIGN_ELEMENTS = 8            # TMA: global addresses and strides are multiples of 16 bytes
 SHARED_LIMIT = 232448 - 1024  # sm_90's opt-in shared memory, less room for the mbarriers
+TUNED_BLOCKS = (64, 80, 128, 176)   # key blocks autotune_space tries
+_TUNERS: dict = {}
 
 
 def default_config(head_dim: int, causal: bool, seqlen_k: int) -> Config:
@@ -57,6 +59,37 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int) -> Config:
         if -(-seqlen_k // bn) * bn * cost < -(-seqlen_k // cfg.BN) * cfg.BN:
             return replace(cfg, BN=bn)
     return cfg
+
+
+def autotune_space(head_dim: int, causal: bool) -> list[Config]:
+    """The configs `layoutkit tune flash_attention` times for one head dim: the default's
+    ablations and each key block of TUNED_BLOCKS that fits shared memory (and divides BM when
+    causal) with the default's pipeline."""
+    base = CONFIGS[head_dim, causal]
+    space = dict.fromkeys(ablations(head_dim, causal).values())
+    for bn in TUNED_BLOCKS:
+        cfg = replace(base, BN=bn)
+        if cfg.smem_bytes(head_dim) <= SHARED_LIMIT and not (causal and BM % bn):
+            space.setdefault(cfg)
+    return list(space)
+
+
+def tuner(head_dim: int, causal: bool) -> lk.Autotuner:
+    """The autotuner of one head dim (key: q's and k's shapes, strides and dtype, the other
+    facts, the device); a key `layoutkit tune` never swept launches default_config."""
+    found = _TUNERS.get((head_dim, causal))
+    if found is None:
+        def default(args):
+            return _tuned(default_config(args["D"], args["CAUSAL"], args["k"].shape[1]))
+        found = _TUNERS[head_dim, causal] = lk.autotune(
+            [_tuned(c) for c in autotune_space(head_dim, causal)], key=["q", "k"],
+            default=default)(attention_kernel)
+    return found
+
+
+def _tuned(cfg: Config) -> lk.Config:
+    """cfg as the autotuner's lk.Config (its fields are the kernel's constexprs)."""
+    return lk.Config(**asdict(cfg))
 
 
 def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
@@ -203,7 +236,10 @@ def flash_attention(q, k, v, causal: bool = False, softmax_scale: float | None =
     o_run = _tma_ready(o)
     rows = lse.view(batch * hq, sq)
     grid, args, constexprs = kernel_arguments(qs, ks, vs, o_run, rows, causal, scale, cfg)
-    attention_kernel[grid](*args, **constexprs)
+    if config is None:          # the swept winner of this key, else default_config's cfg
+        tuner(d, causal)[grid](*args, D=d, CAUSAL=causal)
+    else:
+        attention_kernel[grid](*args, **constexprs)
     if o_run.data_ptr() != o.data_ptr():
         o.copy_(o_run)
     return out, lse
@@ -333,6 +369,33 @@ def compare(o, lse, o_ref, lse_ref, what: str) -> float:
 def attention_flops(batch: int, heads: int, sq: int, sk: int, d: int, causal: bool) -> float:
     """4 * batch * heads * sq * sk * d, halved for causal (FlashAttention's convention)."""
     return 4.0 * batch * heads * sq * sk * d / (2 if causal else 1)
+
+
+def tune(reps: int = 20) -> list[dict]:
+    """`layoutkit tune flash_attention`: sweep autotune_space on the GPU for each head dim,
+    causal and not, at the benchmark's shape (4 x 4096 tokens x 2048 channels); the winners are
+    kept per key on disk, where flash_attention's later calls of that key find them."""
+    import torch
+    rows = []
+    for d in HEAD_DIMS:
+        for causal in (False, True):
+            batch, heads, s = 4, 2048 // d, 4096
+            q, k, v = (torch.randn(batch, s, heads, d, device="cuda").to(torch.bfloat16)
+                       for _ in range(3))
+            o = torch.empty_like(q)
+            lse = torch.empty(batch * heads, s, device="cuda", dtype=torch.float32)
+            grid, args, _ = kernel_arguments(q, k, v, o, lse, causal, d ** -0.5,
+                                             default_config(d, causal, s))
+            t = tuner(d, causal)
+            t.reps = reps
+            best = t.tune(grid, *args, D=d, CAUSAL=causal)
+            times = {c: ms for c, ms in t.report.items() if isinstance(ms, float)}
+            default = str(_tuned(default_config(d, causal, s)))
+            rows.append({"case": f"d{d} s{s} {'causal' if causal else 'full'}",
+                         "best": str(best), "best_ms": times[str(best)],
+                         "default_ms": times.get(default, float("nan")),
+                         "configs": len(t.report), "dropped": len(t.report) - len(times)})
+    return rows
 
 
 def benchmark(reps: int = 20) -> list[dict]:
