@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from .kernel_model import (Arrive, AsyncWrite, ByteRange, Commit, Copy, Finding, GroupWait,
                            SharedRead, SharedWrite, Wait)
 from .async_copy_rules import KIND as CP_ASYNC
+from .cluster_memory_rules import cluster_memory_rules
 from .commit_groups import CommitGroups
 from .order import Order
 
@@ -417,6 +418,7 @@ def shared_rules(rules, sim) -> None:
         checker.overlap()
         checker.reads_of_loads()
     checker.unwritten()
+    cluster_memory_rules(rules, sim, checker.order)
 
 
 __all__ = ["shared_rules", "SharedRules", "covers_any", "union_of"]

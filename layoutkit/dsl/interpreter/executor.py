@@ -30,6 +30,7 @@ class Compiler:
     def __init__(self, fn: Function):
         self.fn = fn
         self.allocations = {a.name: a for a in fn.shared}
+        self.cluster_memory = False     # set by an op touching a peer CTA's shared memory
         self.body = self.block(fn.body)
 
     def block(self, block: Block) -> list[Step]:

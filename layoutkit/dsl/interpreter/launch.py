@@ -22,7 +22,7 @@ from layoutkit.sync import MBARRIER_BYTES
 from ..core.arguments import bind
 from ..core.kernel import Kernel
 from ..core.types import PointerType, TensorMapType
-from . import float8
+from . import dsmem_model, float8
 from .cluster_model import cluster_registers
 from .errors import ExecutionError
 from .executor import Compiler, run_steps
@@ -118,6 +118,7 @@ class Machine:
         """Race-check an access (`same`: per byte, whether a write leaves it unchanged)."""
         if self.hb is not None:
             self.hb.access(thread, start, nbytes, writes, what, op, same=same)
+            dsmem_model.access(thread, thread.cta, start, nbytes, writes, what, op)
 
     def on_thread_exit(self, thread) -> None:
         for hook in self.state.get("exit_hooks", ()):
@@ -143,6 +144,8 @@ class Machine:
             for cta in wave:
                 cta.state["cluster_ctas"] = wave
                 cta.state["cluster_registers"] = cluster_registers(cta.coord, grid, shape)
+            if self.hb is not None and self.compiled.cluster_memory:
+                dsmem_model.enable(wave)
             threads = [t for cta in wave for t in cta.threads]
             for thread in threads:
                 self.scheduler.start(thread)

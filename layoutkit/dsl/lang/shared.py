@@ -416,6 +416,16 @@ def shared_access(trace, alloc: SharedAllocation, dtype: DType, swizzle, offset,
     `offset` (a kernel integer expression, before the swizzle) of `alloc`. A constant part
     of the offset that is a multiple of the swizzle period becomes the instruction's
     displacement (the swizzle commutes with adding whole periods)."""
+    index, attrs = shared_access_attrs(trace, alloc, swizzle, offset, vec)
+    if data is None:
+        return trace.emit("shared_load", [index], [dtype] * vec, attrs)
+    trace.emit("shared_store", [index, *data], (), attrs)
+    return ()
+
+
+def shared_access_attrs(trace, alloc: SharedAllocation, swizzle, offset, vec: int) -> tuple:
+    """(i32 index value, attrs) of a shared access of `vec` values at element `offset` of
+    `alloc` (shared_access's; also the peer accesses of lk.sm90.dsmem_*)."""
     disp, rest = sympy.sympify(offset).as_coeff_Add()
     if not disp.is_Integer:
         disp, rest = sympy.Integer(0), sympy.sympify(offset)
@@ -425,11 +435,7 @@ def shared_access(trace, alloc: SharedAllocation, dtype: DType, swizzle, offset,
         rest, disp = rest + disp % period, disp - disp % period
     attrs = {"buffer": alloc.name, "base": alloc.offset, "vec": vec, "disp": disp,
              "swizzle": None if swizzle is None else (swizzle.bits, swizzle.base, swizzle.shift)}
-    index = trace.index(rest, i32)
-    if data is None:
-        return trace.emit("shared_load", [index], [dtype] * vec, attrs)
-    trace.emit("shared_store", [index, *data], (), attrs)
-    return ()
+    return trace.index(rest, i32), attrs
 
 
 def barrier() -> None:
@@ -442,4 +448,4 @@ def barrier() -> None:
 
 
 __all__ = ["SharedTensor", "shared_tensor", "barrier", "allocate", "swizzle_alignment",
-           "check_partition", "shared_access", "MAX_SHARED_BYTES"]
+           "check_partition", "shared_access", "shared_access_attrs", "MAX_SHARED_BYTES"]

@@ -12,6 +12,7 @@ from .cluster import (block_id_in_cluster, block_rank_in_cluster, cluster_id, cl
                       cluster_size, cluster_sync, num_clusters)
 from .tma import TmaError, tma_load, tma_store, tma_store_commit, tma_store_wait, tma_swizzle
 from .stmatrix import stmatrix
+from .dsmem import dsmem_load, dsmem_store
 from . import mbarrier_ops, role_ops  # noqa: F401  (the IR op definitions of this family)
 from .wgmma import (AccumulatorUseError, warpgroup_stack, wgmma, wgmma_a_layout,
                     wgmma_accumulator, wgmma_accumulator_layout, wgmma_commit, wgmma_fence,
@@ -28,4 +29,4 @@ __all__ = ["MbarrierArray", "MbarrierRef", "expect_tx", "fence_mbarrier_init",
            "tma_swizzle",
            "AccumulatorUseError", "warpgroup_stack", "wgmma", "wgmma_a_layout",
            "wgmma_accumulator", "wgmma_accumulator_layout", "wgmma_commit", "wgmma_fence",
-           "wgmma_wait", "stmatrix"]
+           "wgmma_wait", "stmatrix", "dsmem_load", "dsmem_store"]

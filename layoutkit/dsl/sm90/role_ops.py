@@ -40,6 +40,7 @@ from layoutkit.sync import kernel_model as km
 from ..core.opdef import ALL_TARGETS, SM90A_ONLY, NoEffects, OpDef
 from ..core.types import i32
 from ..core.verifier import fail
+from ..interpreter import dsmem_model
 from ..interpreter.executor import Step, run_steps
 from ..interpreter.machine import BarrierState, BarrierWait, WaitQueue
 from ..lower.roles import role_split_of
@@ -232,6 +233,7 @@ class ClusterSync(OpDef):
                 barrier = cluster[0].state["cluster_barrier"] = BarrierState(
                     -1, WaitQueue(thread.cta.machine.scheduler), name="barrier.cluster")
             total = sum(len(cta.threads) for cta in cluster)
+            dsmem_model.arrive(thread)
             return BarrierWait(barrier, barrier.arrive(thread, total, op), op)
         return Step(run, op)
 
