@@ -26,7 +26,6 @@ from .product import (blocked_product, flat_product, logical_product, raked_prod
 from .prove import divides, less, less_equal
 from .render import Figure, layout_latex, layout_svg, show, svg_or_none, tv_layout_svg
 from .swizzle import Swizzle
-from .symbolic import symbol
 from .tv import make_layout_tv
 from .vector import downcast, max_common_layout, max_common_vector, upcast
 
@@ -44,3 +43,10 @@ __all__ = [
     "svg_or_none", "bank_conflicts", "BankReport",
     "divides", "less", "less_equal",
 ]
+
+
+def __getattr__(name):
+    if name == "symbol":        # symbolic.py imports sympy: only when a symbol is asked for
+        from .symbolic import symbol
+        return symbol
+    raise AttributeError(f"module 'layoutkit.algebra' has no attribute {name!r}")

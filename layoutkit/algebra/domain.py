@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import operator
 
-from . import symbolic
 from .errors import LayoutError
+from .sympy_gate import deferred_module, is_symbolic, is_sympy_integer
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")     # reached only with sympy values
 
 __all__ = ["MAX_DEPTH", "fail", "integer", "extent", "nonnegative", "int_tuple", "shape", "stride",
            "layout_pair", "fast_pair", "fast_shape", "coordinate", "entry", "index", "tiler",
@@ -67,7 +69,7 @@ def show(x) -> str:
             items.append(_Text(close))
             stack.extend(reversed(items))
             continue
-        elif symbolic.is_symbolic(v):
+        elif is_symbolic(v):
             text = symbolic.display(v)
         else:
             text = repr(v)
@@ -110,7 +112,7 @@ def integer(x, op: str, arg: str, path=(), whole=None):
     """x as an int or an integer sympy expression; anything else raises (no coercion)."""
     if type(x) is int:
         return x
-    if symbolic.is_symbolic(x):
+    if is_symbolic(x):
         known = symbolic.integer(x)
         if known is True:
             return x
@@ -119,7 +121,7 @@ def integer(x, op: str, arg: str, path=(), whole=None):
         fail(op, arg, x, "must be an integer; " + symbolic.integer_hint(x), path, whole)
     if isinstance(x, bool) or _is_numpy_bool(x) or x is None or isinstance(x, (str, bytes)):
         fail(op, arg, x, f"must be an integer, not {_kind(x)}", path, whole)
-    if isinstance(x, symbolic.sympy.Integer):
+    if is_sympy_integer(x):
         return int(x)
     try:
         return operator.index(x)
@@ -133,7 +135,7 @@ def extent(x, op: str, arg: str, path=(), whole=None):
         if x >= 1:
             return x
         fail(op, arg, x, "must be a positive integer (an extent is >= 1)", path, whole)
-    if symbolic.is_symbolic(x):
+    if is_symbolic(x):
         problem = symbolic.extent_problem(x)
         if problem:
             fail(op, arg, x, problem, path, whole)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 
-from . import symbolic
 from .errors import LayoutError
+from .sympy_gate import deferred_module, is_symbolic
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")     # reached only with sympy leaves
 
 __all__ = ["is_int", "is_tuple", "flatten", "product", "product_each", "inner_product",
            "prefix_product", "compact_col_major", "ceil_div", "shape_div", "congruent", "crd2idx", "idx2crd",
@@ -22,7 +24,7 @@ def is_tuple(x) -> bool:
 
 def is_int(x) -> bool:
     """An int leaf: a Python int or a symbolic extent."""
-    return type(x) is int or symbolic.is_symbolic(x) if type(x) is not tuple else False
+    return type(x) is int or is_symbolic(x) if type(x) is not tuple else False
 
 
 def normalize(x, what: str):

@@ -7,17 +7,18 @@ assumptions (``integer``, ``nonnegative``, ``positive``). Plain ints never touch
 """
 from __future__ import annotations
 
-import sympy
-
 from . import int_tuple
 from .errors import LayoutError
-from .symbolic import _hidden, _memoized
+from .sympy_gate import deferred_module, is_sympy, memoized
+
+sympy = deferred_module("sympy")
+symbolic = deferred_module("layoutkit.algebra.symbolic")
 
 __all__ = ["divides", "less", "less_equal"]
 
 
 def _operand(x, op: str, name: str):
-    if type(x) is int or isinstance(x, sympy.Basic):
+    if type(x) is int or is_sympy(x):
         return x
     if isinstance(x, bool) or not hasattr(x, "__index__"):
         raise LayoutError(f"{op}: {name} must be an int or a sympy integer expression, got {x!r}")
@@ -79,13 +80,13 @@ def less_equal(a, b) -> bool | None:
     return None
 
 
-@_memoized
+@memoized
 def _sign(expr):
     """(lower, upper) sign facts on expr over all symbol values: lower ">0", ">=0" or None,
     upper "<0", "<=0" or None. A term c * Mod(x, q) with q provably positive is bounded by
     Mod's range 0..q-1 (sympy's Mod takes the divisor's sign): the lower bound puts 0 where
     c > 0 and q - 1 where c < 0, the upper bound the other way round."""
-    expr = _hidden(sympy.sympify(expr))
+    expr = symbolic._hidden(sympy.sympify(expr))
     mods = [m for m in expr.atoms(sympy.Mod) if _sign_of_polynomial(m.args[1] - 1)[0]]
     if mods:
         low, high = sympy.expand(expr), sympy.expand(expr)
@@ -108,7 +109,7 @@ def _sign_of_polynomial(expr):
     positive one is shifted to 1 + v, v >= 0); a polynomial in variables >= 0 whose non-constant
     coefficients are all >= 0 (<= 0) is bounded below (above) by its constant term. Otherwise
     sympy's own assumptions decide the sign."""
-    expr = _hidden(expr)
+    expr = symbolic._hidden(expr)
     shift = {}
     for s in expr.free_symbols:
         if s.is_integer and s.is_positive:

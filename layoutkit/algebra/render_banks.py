@@ -8,11 +8,10 @@ caption says how many).
 """
 from __future__ import annotations
 
-from xml.sax.saxutils import escape
 
 from .banks import BANKS, BankReport, _span
 from .errors import LayoutError
-from .render_svg import THREAD_PALETTE, _Canvas, _cell_font, _num
+from .render_svg import THREAD_PALETTE, _Canvas, _cell_font, _num, escape
 
 __all__ = ["bank_report_svg", "conflict_colour"]
 

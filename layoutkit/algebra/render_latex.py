@@ -2,8 +2,6 @@
 layout with a concrete shape, its index table as an array (rows = mode 0, columns = mode 1)."""
 from __future__ import annotations
 
-import sympy
-
 from . import int_tuple as it
 from .composed import ComposedLayout
 from .errors import LayoutError
@@ -17,7 +15,10 @@ TABLE_MAX_SIDE = 32  # rows and columns of the largest index table worth typeset
 
 
 def _leaf(x) -> str:
-    return str(x) if type(x) is int else sympy.latex(x)
+    if type(x) is int:
+        return str(x)
+    import sympy
+    return sympy.latex(x)
 
 
 def int_tuple_latex(t) -> str:

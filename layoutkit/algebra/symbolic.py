@@ -19,6 +19,7 @@ from __future__ import annotations
 import sympy
 
 from .errors import LayoutError
+from .sympy_gate import is_symbolic, memoized as _memoized
 
 __all__ = ["symbol", "is_symbolic", "norm", "divides", "le", "lt", "eq", "require", "display",
            "ceil_div", "exact_div", "substitute", "hidden_symbols", "Extent"]
@@ -68,10 +69,6 @@ def _hidden(x):
 def hidden_symbols(x) -> set:
     """The extents (symbol() results) in x."""
     return {e for e in x.free_symbols if isinstance(e, Extent)} if isinstance(x, sympy.Basic) else set()
-
-
-def is_symbolic(x) -> bool:
-    return isinstance(x, sympy.Basic) and not isinstance(x, sympy.Integer)
 
 
 def norm(x):
@@ -134,28 +131,6 @@ def _bounds(expr):
     if expr.is_nonpositive:
         return "<=0"
     return None
-
-
-def _memoized(prove):
-    """``prove`` with its answers remembered per operands: sympy expressions are immutable and
-    hash by structure (an extent's divisor included), so an answer holds for equal operands.
-    A trace asks the same questions many times (one per value of a partition, per view)."""
-    answers: dict = {}
-
-    def ask(*operands):
-        try:
-            return answers[operands]
-        except KeyError:
-            pass
-        except TypeError:                       # an unhashable operand: nothing to remember
-            return prove(*operands)
-        if len(answers) > 1 << 14:
-            answers.clear()
-        answers[operands] = answer = prove(*operands)
-        return answer
-
-    ask.__doc__, ask.__name__, ask.__wrapped__ = prove.__doc__, prove.__name__, prove
-    return ask
 
 
 @_memoized

@@ -1,0 +1,74 @@
+"""What each import loads, in a fresh process: `import layoutkit.algebra` for integer layouts
+loads neither sympy, numpy nor the DSL; a symbol loads sympy; the first DSL name loads the DSL
+and installs lk.autotune's timer (layoutkit/__init__.py, layoutkit/algebra/sympy_gate.py)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def loaded_after(code: str) -> dict:
+    """Run `code` in a new interpreter; it sets `out` (a dict), which comes back as JSON."""
+    script = "import sys, json\nout = {}\n" + textwrap.dedent(code) + "\nprint(json.dumps(out))"
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_integer_algebra_loads_no_sympy_numpy_or_dsl():
+    out = loaded_after("""
+        import layoutkit.algebra as A
+        out["at_import"] = sorted(m for m in ("sympy", "numpy", "layoutkit.dsl", "layoutkit.ptx")
+                                  if m in sys.modules)
+        L = A.Layout((4, 8), (8, 1))
+        out["results"] = [str(A.composition(L, A.Layout(4, 2))), A.cosize(L),
+                          str(A.logical_divide(L, A.Layout(2))), A.less(3, 4),
+                          A.divides(4, 12), str(A.complement(A.Layout(4, 2), 16))]
+        A.layout_svg(L); A.layout_latex(L); A.bank_conflicts(A.Layout((32, 32), (32, 1)), A.Layout((32, 32), (1, 32)), dtype_bytes=4)
+        out["after_int_use"] = "sympy" in sys.modules
+        M = A.symbol("M", 128)
+        out["symbolic"] = str(A.Layout((M, 64), (64, 1)))
+        out["after_symbol"] = "sympy" in sys.modules
+    """)
+    assert out["at_import"] == []
+    assert out["results"] == ["(2,2):(16,1)", 32, "(2,(2,8)):(8,(16,1))", True, True,
+                              "(2,2):(1,8)"]
+    assert out["after_int_use"] is False
+    assert out["symbolic"] == "(M,64):(64,1)" and out["after_symbol"] is True
+
+
+def test_the_first_dsl_name_loads_the_dsl_and_installs_the_autotune_timer():
+    out = loaded_after("""
+        import layoutkit as lk
+        out["bare"] = "layoutkit.dsl" in sys.modules
+        out["kernel"] = lk.kernel.__module__
+        from layoutkit.dsl.core import autotune
+        out["timer"] = autotune._DEFAULT_TIMER[0].__module__
+        out["layout"] = lk.Layout.__module__
+        out["sm90"] = lk.sm90.wgmma.__name__
+        try:
+            lk.tma_load
+        except AttributeError as e:
+            out["moved"] = str(e)
+        try:
+            lk.no_such_name
+        except AttributeError as e:
+            out["missing"] = type(e).__name__
+        names = {}
+        exec("from layoutkit import *", names)
+        out["star"] = all(n in names for n in ("kernel", "Layout", "sm90", "composition"))
+        out["dir"] = "kernel" in dir(lk) and "Layout" in dir(lk)
+    """)
+    assert out["bare"] is False
+    assert out["kernel"].startswith("layoutkit.dsl")
+    assert out["timer"] == "layoutkit.tools.benchmarking"
+    assert out["layout"] == "layoutkit.algebra.layout" and out["sm90"] == "wgmma"
+    assert "lk.sm90.tma_load" in out["moved"]
+    assert out["missing"] == "AttributeError"
+    assert out["star"] and out["dir"]
