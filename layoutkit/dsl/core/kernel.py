@@ -17,6 +17,9 @@ that raise layoutkit.sync.BarrierTimeoutError instead of hanging (see layoutkit.
 specialization key (its last entry, `KernelOptions`), and so is the target.
 `do_not_specialize=("M", "q_shape1")` names integer parameters and tensor extents whose facts do
 not specialize the kernel (one cubin for every value; layoutkit.dsl.core.nospec).
+`max_registers=N` caps the registers of a thread (`.maxnreg N`, 24..255, within the register
+file's share of a thread at num_warps): ptxas otherwise picks a budget itself and may spill below
+what the block could hold; a kernel with warp roles sets its budgets per role instead.
 
 A specialization is looked up in memory, then in the on-disk specialization cache
 (layoutkit.dsl.core.spec_cache: a new process launches from it without tracing), else traced
@@ -37,7 +40,7 @@ import sympy
 from layoutkit.algebra import LayoutError, symbol
 from layoutkit.ptx import PTXBuildError, debug_enabled, disassemble
 from layoutkit.ptx.builder import Requirement, SourceLocation
-from layoutkit.ptx.builder.directives import Directives
+from layoutkit.ptx.builder.directives import MAXNREG_RANGE, Directives
 from layoutkit.ptx.resources import warn_about
 
 from .arguments import Parameter, bind, key_entry, name_clash, parameter
@@ -51,7 +54,7 @@ from .spec_table import (SpecializationRow, SpecializationTable, describe_key, f
 from .ir import Function, Op
 from .opdef import SM90A, TARGETS
 from ..lower.function import Lowering
-from ..lower.roles import kernel_directives
+from ..lower.roles import kernel_directives, role_split_of
 from ..check.protocol import check_kernel_protocol
 from ..sm90.roles import finish_sync
 from .tracer import tracing
@@ -64,6 +67,7 @@ from .verifier import verify
 MAX_WARPS = 32   # 1024 threads per block
 MAX_GRIDS = 64      # kernel[grid] functions a kernel keeps (one per plain grid)
 MAX_CLUSTER_CTAS = 8   # the portable cluster size of sm_90 (CUDA programming guide, clusters)
+REGISTERS_PER_SM = 65536   # 32-bit registers of an SM's register file (sm_80, sm_90)
 
 
 class KernelOptions(NamedTuple):
@@ -82,6 +86,7 @@ class KernelFunction(Function):
     cluster: tuple[int, int, int] | None = None
     debug: bool = False
     target: str = SM90A
+    max_registers: int | None = None
 
 
 def lower(fn: Function, where: SourceLocation | None = None) -> str:
@@ -91,7 +96,8 @@ def lower(fn: Function, where: SourceLocation | None = None) -> str:
     asks for it (not the caller's line)."""
     lowering = Lowering(fn)
     directives = kernel_directives(fn)
-    lowering.k.directives = Directives.build(**directives)
+    lowering.k.directives = Directives.build(**directives,
+                                             maxnreg=getattr(fn, "max_registers", None))
     if directives["reqnctapercluster"] is not None:   # what Module.kernel requires for it
         lowering.module.require(Requirement(version=(7, 8), sm=90), ".reqnctapercluster")
     with lowering.k.at(where):
@@ -129,7 +135,7 @@ class Kernel:
     """A traced kernel; see the module docstring. `num_warps` fixes the block size."""
 
     def __init__(self, fn, num_warps: int = 4, *, cluster=None, debug: bool | None = None,
-                 target: str = SM90A, do_not_specialize=()):
+                 target: str = SM90A, do_not_specialize=(), max_registers: int | None = None):
         where = definition_line(fn)
         if not isinstance(target, str) or target not in TARGETS:
             raise KernelDefinitionError(f"kernel {fn.__name__}: target={target!r} must be one of "
@@ -146,6 +152,7 @@ class Kernel:
             raise KernelDefinitionError(f"kernel {fn.__name__}: debug={debug!r} must be True, "
                                         "False or None (None: follow LAYOUTKIT_DEBUG)", where)
         self.fn, self.name, self.num_warps = fn, fn.__name__, num_warps
+        self.max_registers = _max_registers(fn.__name__, max_registers, num_warps, where)
         self.cluster = _cluster_shape(fn.__name__, cluster, where)
         self.debug, self.target = debug, target
         self.params = self._parameters(fn, where)
@@ -204,7 +211,8 @@ class Kernel:
         """The kernel's options that shape its code besides the key (part of its on-disk
         cache entries' key): num_warps, cluster, debug, target, do_not_specialize."""
         return (f"num_warps={self.num_warps};cluster={self.cluster};debug={self.debug};"
-                f"target={self.target};do_not_specialize={self.do_not_specialize}")
+                f"target={self.target};do_not_specialize={self.do_not_specialize}"
+                f"{f';max_registers={self.max_registers}' if self.max_registers else ''}")
 
     def key(self, *args, **kwargs) -> tuple:
         """The specialization key of these arguments (see layoutkit.dsl.core.arguments), ending in
@@ -301,7 +309,8 @@ class Kernel:
         """The verified, protocol-checked IR; the seconds of each phase go into `timings`."""
         options = key[-1]
         fn_ir = KernelFunction(self.name, self.num_warps, cluster=options.cluster,
-                               debug=options.debug, target=options.target)
+                               debug=options.debug, target=options.target,
+                               max_registers=self.max_registers)
         start = perf_counter()
         try:
             with tracing(fn_ir) as trace:
@@ -315,6 +324,11 @@ class Kernel:
                                      "its results to memory and returns nothing",
                                      definition_line(self.fn))
                 finish_sync(trace)
+                if self.max_registers is not None and role_split_of(fn_ir) is not None:
+                    raise TraceError(f"kernel {self.name}: max_registers={self.max_registers} "
+                                     "and warp roles both set the register budget; a kernel "
+                                     "with lk.sm90.warp_role gives each role its registers= "
+                                     "(setmaxnreg) instead", definition_line(self.fn))
             traced = perf_counter()
             verify(fn_ir)
             verified = perf_counter()
@@ -442,17 +456,32 @@ class Kernel:
 
 
 def kernel(fn=None, *, num_warps: int = 4, cluster=None, debug: bool | None = None,
-           target: str = SM90A, do_not_specialize=()):
+           target: str = SM90A, do_not_specialize=(), max_registers: int | None = None):
     """Decorator: `@kernel` or `@kernel(num_warps=8, cluster=(2, 1, 1), debug=True,
-    target="sm_90a", do_not_specialize=("M",))` turns a function into a `Kernel` (see the module
-    docstring for the options)."""
+    target="sm_90a", do_not_specialize=("M",), max_registers=128)` turns a function into a
+    `Kernel` (see the module docstring for the options)."""
     options = dict(cluster=cluster, debug=debug, target=target,
-                   do_not_specialize=do_not_specialize)
+                   do_not_specialize=do_not_specialize, max_registers=max_registers)
     if fn is None:
         return lambda f: Kernel(f, num_warps, **options)
     if not callable(fn):
         raise KernelDefinitionError(f"@kernel decorates a function, got {fn!r}")
     return Kernel(fn, num_warps, **options)
+
+
+def _max_registers(name: str, value, num_warps: int, where) -> int | None:
+    """max_registers checked: None, or an int in .maxnreg's range that the register file can
+    give every thread of a block of num_warps warps."""
+    if value is None:
+        return None
+    share = REGISTERS_PER_SM // (32 * num_warps)
+    low, high = MAXNREG_RANGE[0], min(MAXNREG_RANGE[1], share)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise KernelDefinitionError(
+            f"kernel {name}: max_registers={value!r} must be an int in {low}..{high} (.maxnreg "
+            f"takes {MAXNREG_RANGE[0]}..{MAXNREG_RANGE[1]}, and {REGISTERS_PER_SM} registers "
+            f"over a block of num_warps={num_warps} warps give a thread at most {share})", where)
+    return value
 
 
 def cubin_arch(target: str) -> str:
