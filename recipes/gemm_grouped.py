@@ -70,9 +70,9 @@ def check_config(config) -> Config:
     return config or DEFAULT
 
 
-def check_inputs(a, b, offsets, out, config) -> tuple[int, int, int, int]:
+def check_inputs(a, b, offsets, out, config) -> tuple[int, int, int, int, Config]:
     """Validate the packed form's arguments (torch tensors; CPU and meta tensors reach every
-    rule); returns (T, K, N, G). Each mistake is a TypeError (a Python type, a dtype) or a
+    rule); returns (T, K, N, G, config). Each mistake is a TypeError (a Python type, a dtype) or a
     ValueError (a rank, a shape, the config, an overlap, a device) naming the argument."""
     torch = require_torch(f"recipes.gemm_grouped.{WHAT}")
     host.require_matrix(WHAT, "a", a, "total_tokens x K")
@@ -102,7 +102,7 @@ def check_inputs(a, b, offsets, out, config) -> tuple[int, int, int, int]:
         host.require_no_overlap(WHAT, out, tensors)
         tensors["out"] = out
     host.require_one_cuda_device(WHAT, tensors)
-    return t, k, n, g
+    return t, k, n, g, cfg
 
 
 def check_offsets(offsets, total: int) -> None:
@@ -141,8 +141,7 @@ def _sm_count(device) -> int:
 
 def _packed(a, b, offsets, out, config):
     torch = require_torch(f"recipes.gemm_grouped.{WHAT}")
-    t, k, n, g = check_inputs(a, b, offsets, out, config)
-    cfg = check_config(config)
+    t, k, n, g, cfg = check_inputs(a, b, offsets, out, config)
     if out is None:
         out = torch.empty(t, n, device=a.device, dtype=torch.bfloat16)
     if t == 0 or n == 0 or g == 0:
@@ -238,19 +237,21 @@ def compile_default() -> dict[str, str]:
     return out
 
 
-# (group sizes, K, N, B major, grid, config): ragged groups, an empty one and one of 1 row, a
-# group crossing a tile (130 rows: its second tile stores 2 rows by the masked path), a ragged
-# K (72: zero-filled k-tail) and N (72, 40), a persistent CTA taking several tiles
-CPU_CASES = (((130, 0, 1, 70), 64, 72, "N", 2, Config(BN=64, STAGES=2, GROUP_M=2, CLUSTER=1)),
-             ((3, 140, 0), 72, 40, "K", 3, Config(BN=64, STAGES=3, GROUP_M=1, CLUSTER=1)),
-             ((0, 65), 64, 136, "N", 1, Config(BN=128, STAGES=2, GROUP_M=8, CLUSTER=1)))
+# (group sizes, rows of no group before and after them, K, N, B major, grid, config): ragged
+# groups, an empty one and one of 1 row, a group crossing a tile (130 rows: its second tile
+# stores 2 rows by the masked path), a ragged K (72: zero-filled k-tail) and N (72, 40), a
+# persistent CTA taking several tiles, rows of no group (left as they were: zeros)
+CPU_CASES = (((130, 0, 1, 70), (0, 0), 64, 72, "N", 2,
+              Config(BN=64, STAGES=2, GROUP_M=2, CLUSTER=1)),
+             ((3, 140, 0), (0, 0), 72, 40, "K", 3, Config(BN=64, STAGES=3, GROUP_M=1, CLUSTER=1)),
+             ((0, 65), (5, 7), 64, 136, "N", 1, Config(BN=128, STAGES=2, GROUP_M=8, CLUSTER=1)))
 
 
 def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
     """Run the kernel on the CPU interpreter (race checking on) on small ragged groups, both B
     layouts, rows padded to 8 elements as gemm_grouped pads them; compares with numpy in
-    float64 (every row of c: all belong to a group) and returns the worst error relative to
-    the largest |c| (AssertionError past 2**-7)."""
+    float64 (every row of c: rows of no group must stay 0) and returns the worst error
+    relative to the largest |c| (AssertionError past 2**-7)."""
     import numpy as np
 
     from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
@@ -261,9 +262,9 @@ def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
         out[:, :x.shape[1]] = x
         return out[:, :x.shape[1]]
     worst = 0.0
-    for sizes, k, n, major, grid, cfg in cases:
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-        g, t = len(sizes), int(offsets[-1])
+    for sizes, (lead, tail), k, n, major, grid, cfg in cases:
+        offsets = (lead + np.concatenate([[0], np.cumsum(sizes)])).astype(np.int32)
+        g, t = len(sizes), int(offsets[-1]) + tail
         a = to_bf16(rng.standard_normal((t, k)))
         b = to_bf16(rng.standard_normal((g, k, n)))
         want = reference(from_bf16(a), from_bf16(b), offsets)
