@@ -1,0 +1,279 @@
+"""The kernel of recipes/flash_attention_backward.py (FlashAttention's backward for Hopper: dQ,
+dK, dV of O = softmax(Q K^T * scale) V given dO, O's log-sum-exp and D = rowsum(dO * O)), its
+pipeline and numerics. The host side (configs, the pre- and post-pass, the entry point,
+references, checks) is the recipe file.
+
+One CTA per (BN-key block, kv head, batch); 3 warpgroups (every line below is in the kernel):
+
+    warpgroup 0, producer: one elected thread loads the K and V tiles once (k_full, v_full),
+        then per ring step i (query head g of the group, 64-row query block m): wait q_empty[s]
+        -> expect_tx(q_full[s]) { TMA Q_m }; wait do_empty[s] -> expect_tx(do_full[s])
+        { TMA dO_m }
+    warpgroups 1, 2, consumers: warpgroup w owns keys w*64 .. w*64+63 of the block, and keeps
+        dK, dV of them (64 x head_dim f32 each) in registers over every step:
+            S^T  = K_w Q_m^T         (SS wgmma: rows keys, columns queries)
+            dP^T = V_w dO_m^T        (SS wgmma)
+            P^T  = exp2(S^T * c - lse2)   (c = scale log2 e, lse2 = lse log2 e: the forward's P)
+            dV  += P^T dO_m          (RS wgmma: P^T from registers, dO MN-major from shared)
+            dS^T = P^T * (dP^T - D)
+            dK  += dS^T Q_m          (RS wgmma)
+            dS^T -> shared (sdS, 2 buffers); fence.proxy.async; named barrier
+            dQ_part = dS K           (SS wgmma, dS MN-major from sdS, K MN-major)
+            red.global.add dQ_part -> the f32 dQ accumulator (lk.atomic_add)
+        epilogue: dK *= scale; dK, dV -> bf16 -> shared (the K and V tiles, free then) ->
+        fence.proxy.async -> TMA store of the warpgroup's 64 rows (clipped at seqlen_k)
+
+Numerics: the scores' scale is applied once, at the end (dK *= scale here, dQ *= scale in the
+post-pass): dS above is the gradient with respect to the scaled scores. P is recomputed from
+the forward's lse (natural log, scaled into log2 units by the pre-pass), so it is the forward's
+P up to f32 rounding. Rows that see no key (causal, seqlen_q > seqlen_k) have lse = -inf; they
+lie only in masked blocks, where the mask picks 0 after the exp2 (so inf never reaches dS).
+Query rows past seqlen_q (the last, ragged block: TMA fills Q and dO with zeros) read the pre-
+pass's padding lse2 = +inf, D = 0, so P = 0 there without a mask; key rows past seqlen_k have
+K = V = 0, so they add nothing to dQ and their dK, dV rows are clipped by the TMA store.
+
+Causal (bottom-right aligned, as the forward): query q sees key j <= q + seqlen_k - seqlen_q;
+query blocks wholly above the CTA's first key are skipped, the ones that cross its keys'
+diagonal are masked (the first of each head's blocks), the rest run unmasked (`query_blocks`).
+GQA: the CTA walks the GROUP query heads of its kv head one after the other through the same
+ring, so dK and dV are summed over the group in registers and stored once.
+
+Pipeline switches (constexprs, `Config` in the recipe file): BN keys per CTA (2 x 64), STAGES
+the Q/dO ring depth, DQ_SPLIT how the two consumer warpgroups share dQ = dS K: "head_dim"
+(each computes dQ for half of head_dim over all BN keys: one reduction per dQ element per CTA,
+needs head_dim / 2 a multiple of 64 and a 256-thread barrier per step) or "keys" (each computes
+the full head_dim over its own 64 keys: no cross-warpgroup barrier, twice the reductions), and
+the register budgets.
+"""
+from __future__ import annotations
+
+import math
+
+import layoutkit as lk
+from recipes._flash_attention_kernel import Env, release, row_col, tile_layout
+
+WG_KEYS = 64                   # keys of one consumer warpgroup (one m64 wgmma)
+CONSUMERS = 2
+BN = CONSUMERS * WG_KEYS       # keys per CTA
+BQ = 64                        # query rows per ring step
+LOG2E = math.log2(math.e)
+DS_BARRIER, EPILOGUE_BARRIER = 1, 3      # named barrier ids (keys split, epilogue: + warpgroup)
+DQ_SPLITS = ("head_dim", "keys")
+
+
+def query_blocks(sq, sk, n_blk, causal: bool):
+    """(m_begin, n_masked, nq, nqb) of key block n_blk, kernel integers: the CTA runs query
+    blocks m_begin + j, j = 0 .. nq-1, of each head of its group, the first n_masked of them
+    masked; nqb = ceil(sq / 64) blocks in all. Causal: query q sees key j iff j <= q + sk - sq;
+    block m is skipped when its last row sees no key of the CTA (m*BQ + BQ-1 < n_blk*BN - (sk -
+    sq)) and runs unmasked when its first row sees the CTA's last key. Every key block has a
+    query block (the last query row sees every key); the clamps make the counts provably >= 0."""
+    nqb = -(-sq // BQ)
+    if not causal:
+        return 0, 0, nqb, nqb
+    m_begin = lk.maximum(n_blk * BN + sq - sk, 0) // BQ     # the first row that sees n_blk*BN
+    nq = lk.maximum(nqb - m_begin, 0)
+    last_key_row = lk.maximum(n_blk * BN + BN - 1 + sq - sk, 0)
+    n_masked = lk.minimum(lk.maximum(-(-last_key_row // BQ) - m_begin, 0), nq)
+    return m_begin, n_masked, nq, nqb
+
+
+def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tensor[lk.bf16, 4],
+                  do: lk.Tensor[lk.bf16, 4], dk: lk.Tensor[lk.bf16, 4],
+                  dv: lk.Tensor[lk.bf16, 4], dq_acc: lk.Tensor[lk.f32, 2],
+                  lse2: lk.Tensor[lk.f32, 1], delta: lk.Tensor[lk.f32, 1], GROUP: lk.i32,
+                  SCALE: lk.f32, SCALE_LOG2: lk.f32, D: lk.constexpr, STAGES: lk.constexpr,
+                  CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr,
+                  PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
+    """The kernel (module docstring). q, do (batch, seqlen_q, heads_q, D); k, v, dk, dv (batch,
+    seqlen_k, heads_kv, D), D contiguous; dq_acc f32 (batch * heads_q * nqb * 64, D), row
+    (b * heads_q + h) * nqb * 64 + q, nqb = ceil(seqlen_q / 64), added into (zeroed by the
+    host); lse2, delta f32 (batch * heads_q * nqb * 64,) in the same row order: lse * log2 e
+    and rowsum(dO * O), padded with +inf and 0. Query head h reads kv head h // GROUP. Grid
+    (ceil(seqlen_k / 128), heads_kv, batch)."""
+    Q, K, V, DO, DK, DV = (x.permute(1, 3, 2, 0) for x in (q, k, v, do, dk, dv))
+    SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
+    n_blk, hk, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    m_begin, n_masked, nq, nqb = query_blocks(SQ, SK, n_blk, CAUSAL)
+    buffers = shared_buffers(D, STAGES)
+    e = Env(**buffers, **locals())
+    with lk.sm90.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
+        with lk.if_(lk.eq(lk.warp_id(), 0)):
+            produce(e)
+    for wg in range(CONSUMERS):
+        with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,),
+                               registers=CONSUMER_REGISTERS):
+            Consumer(wg, e).run()
+
+
+def shared_buffers(D: int, STAGES: int) -> dict:
+    """K and V (BN rows, loaded once, reused for dK and dV), the Q and dO rings, the two dS^T
+    buffers and the mbarriers, initialised: {name: tensor or barrier array}."""
+    sK = lk.shared_tensor(tile_layout(BN, D), lk.bf16, name="sK")
+    sV = lk.shared_tensor(tile_layout(BN, D), lk.bf16, name="sV")
+    sQ = lk.shared_tensor(tile_layout(BQ, D, STAGES), lk.bf16, name="sQ")
+    sdO = lk.shared_tensor(tile_layout(BQ, D, STAGES), lk.bf16, name="sdO")
+    sdS = lk.shared_tensor(tile_layout(BN, BQ, 2), lk.bf16, name="sdS")
+    k_full = lk.sm90.mbarrier_array(1, 1, name="k_full")
+    v_full = lk.sm90.mbarrier_array(1, 1, name="v_full")
+    q_full = lk.sm90.mbarrier_array(STAGES, 1, name="q_full")
+    do_full = lk.sm90.mbarrier_array(STAGES, 1, name="do_full")
+    q_empty = lk.sm90.mbarrier_array(STAGES, CONSUMERS * 4, name="q_empty")
+    do_empty = lk.sm90.mbarrier_array(STAGES, CONSUMERS * 4, name="do_empty")
+    with lk.if_(lk.eq(lk.thread_id(), 0)):
+        lk.sm90.mbarrier_init(k_full, v_full, q_full, do_full, q_empty, do_empty)
+        lk.sm90.fence_mbarrier_init()
+    lk.barrier()
+    return dict(sK=sK, sV=sV, sQ=sQ, sdO=sdO, sdS=sdS, k_full=k_full, v_full=v_full,
+                q_full=q_full, do_full=do_full, q_empty=q_empty, do_empty=do_empty)
+
+
+def produce(e: Env) -> None:
+    """The producer warp: K and V once, then Q_m and dO_m of every (head, query block) step."""
+    for name, tensor, bar in (("sK", e.K, e.k_full), ("sV", e.V, e.v_full)):
+        with lk.sm90.elect_one(), lk.sm90.expect_tx(bar[0]):
+            lk.sm90.tma_load(getattr(e, name), tensor.tile((BN, e.D, 1, 1), (e.n_blk, 0, e.hk, e.b)),
+                             bar[0])
+    for g in lk.range(0, e.GROUP):
+        h = e.hk * e.GROUP + g
+        for j in lk.range(0, e.nq):
+            m = e.m_begin + j
+            p = lk.sm90.producer_state(g * e.nq + j, e.STAGES)
+            for ring, empty, full, tensor in ((e.sQ, e.q_empty, e.q_full, e.Q),
+                                              (e.sdO, e.do_empty, e.do_full, e.DO)):
+                lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
+                with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):
+                    lk.sm90.tma_load(ring[:, :, :, :, p.stage],
+                                     tensor.tile((BQ, e.D, 1, 1), (m, 0, h, e.b)),
+                                     full[p.stage])
+
+
+class Consumer:
+    """Consumer warpgroup `wg`: its keys' dK and dV through every step, its share of dQ."""
+
+    def __init__(self, wg: int, e: Env):
+        self.wg, self.e = wg, e
+        D = e.D
+        self.sK_w = e.sK[:, :, 0, 0].tile((WG_KEYS, D), (wg, 0))
+        self.sV_w = e.sV[:, :, 0, 0].tile((WG_KEYS, D), (wg, 0))
+        self.s_layout = lk.sm90.wgmma_accumulator_layout(BQ)
+        self.kv_layout = lk.sm90.wgmma_accumulator_layout(D)
+        self.dq_cols = D // 2 if e.DQ_SPLIT == "head_dim" else D
+        self.dq_layout = lk.sm90.wgmma_accumulator_layout(self.dq_cols)
+        self.row0, self.col0, self.drow, self.dcol = row_col(self.s_layout,
+                                                             lk.sm90.thread_id_in_warpgroup())
+        self.first_key = e.n_blk * BN + wg * WG_KEYS + self.row0
+        rows = e.lse2.shape[0]
+        # lse2 and D of a step's 64 queries as a (keys, queries) view: the key mode broadcast
+        self.by_query = {name: lk.global_tensor(x.ptr, lk.Layout((WG_KEYS, rows), (0, 1)),
+                                                (None, rows))
+                         for name, x in (("lse2", e.lse2), ("delta", e.delta))}
+
+    def run(self) -> None:
+        e = self.e
+        lk.sm90.mbarrier_wait(e.k_full[0], 0)
+        lk.sm90.mbarrier_wait(e.v_full[0], 0)
+        zero = lk.full(self.kv_layout, 0.0)
+        heads = lk.range(0, e.GROUP, carry=(zero, zero))
+        for g, (dK, dV) in heads:
+            h = e.hk * e.GROUP + g
+            spans = ((True, 0, e.n_masked), (False, e.n_masked, e.nq)) if e.CAUSAL else \
+                ((False, 0, e.nq),)
+            for masked, start, stop in spans:
+                loop = lk.range(start, stop, carry=(dK, dV))
+                for j, (dK_m, dV_m) in loop:
+                    loop.next(*self.step(g * e.nq + j, h, e.m_begin + j, dK_m, dV_m, masked))
+                dK, dV = loop.results
+            heads.next(dK, dV)
+        dK, dV = heads.results
+        self.epilogue(dK * e.SCALE, dV)
+
+    def mask(self, P, m):
+        """P^T with 0 where key > query + seqlen_k - seqlen_q (after the exp2: rows that see no
+        key have lse2 = -inf and an infinite exp2 here)."""
+        e = self.e
+        base = lk.cast(m * BQ + self.col0 + e.SK - e.SQ - self.first_key, lk.i32)
+        keep = lk.RegisterTensor(lk.bool_, P.layout, [(base >= dr - dc).value
+                                                      for dr, dc in zip(self.drow, self.dcol)])
+        return lk.where(keep, P, 0.0)
+
+    def query_values(self, name: str, h, m):
+        """This thread's lse2 or D values of query block m of head h, in the S^T layout."""
+        e = self.e
+        row = (e.b * e.HQ + h) * e.nqb + m
+        return lk.load(self.by_query[name].tile((WG_KEYS, BQ), (0, row)).partition(self.s_layout))
+
+    def step(self, i, h, m, dK, dV, masked: bool):
+        """Ring step i: query block m of head h; returns the new (dK, dV)."""
+        e = self.e
+        s = lk.sm90.consumer_state(i, e.STAGES)
+        sQ, sdO = e.sQ[:, :, 0, 0, s.stage], e.sdO[:, :, 0, 0, s.stage]
+        lk.sm90.mbarrier_wait(e.q_full[s.stage], s.phase)
+        lk.sm90.wgmma_fence()
+        S = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(BQ), self.sK_w, sQ, accumulate=False)
+        lk.sm90.wgmma_commit()
+        lk.sm90.mbarrier_wait(e.do_full[s.stage], s.phase)
+        lk.sm90.wgmma_fence()
+        dP = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(BQ), self.sV_w, sdO, accumulate=False)
+        lk.sm90.wgmma_commit()
+        neg_lse2 = self.query_values("lse2", h, m) * -1.0   # loaded under the wgmmas (L2)
+        lk.sm90.wgmma_wait(1)                               # S^T done, dP^T still running
+        P = lk.exp2(lk.fma(S, e.SCALE_LOG2, neg_lse2), ftz=True)
+        if masked:
+            P = self.mask(P, m)
+        P16 = lk.cast(P, lk.bf16)
+        lk.sm90.wgmma_fence()
+        dV = lk.sm90.wgmma(dV, P16, sdO.T, accumulate=True)
+        lk.sm90.wgmma_commit()
+        delta = self.query_values("delta", h, m)
+        lk.sm90.wgmma_wait(1)                               # dP^T done, dV still running
+        dS16 = lk.cast(P * (dP - delta), lk.bf16)
+        a, b = self.share_ds(i, dS16)       # before dK's wgmma, which owns dS16 until retired
+        lk.sm90.wgmma_fence()
+        dK = lk.sm90.wgmma(dK, dS16, sQ.T, accumulate=True)
+        lk.sm90.wgmma_commit()
+        lk.sm90.wgmma_fence()                   # ptxas wants one before the fresh dQ accumulator
+        dQ = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(self.dq_cols), a, b, accumulate=False)
+        lk.sm90.wgmma_commit()
+        lk.sm90.wgmma_wait(0)
+        release(e.q_empty, s.stage)
+        release(e.do_empty, s.stage)
+        row = (e.b * e.HQ + h) * e.nqb + m
+        col = self.wg if e.DQ_SPLIT == "head_dim" else 0
+        lk.atomic_add(e.dq_acc.tile((BQ, self.dq_cols), (row, col)).partition(self.dq_layout), dQ)
+        return dK, dV
+
+    def share_ds(self, i, dS16):
+        """dS^T to its shared buffer, visible to the async proxy and (DQ_SPLIT) to the other
+        warpgroup; returns the (A, B) shared operands of this warpgroup's dQ = dS K."""
+        e, wg = self.e, self.wg
+        buf = e.sdS[:, :, 0, 0, lk.sm90.consumer_state(i, 2).stage]
+        lk.store(buf.tile((WG_KEYS, BQ), (wg, 0)).partition(self.s_layout), dS16)
+        lk.sm90.fence_proxy_async()                     # generic stores, then wgmma reads
+        if e.DQ_SPLIT == "head_dim":
+            lk.sm90.named_barrier_sync(DS_BARRIER, CONSUMERS * 128)
+            return (buf.T,                                                  # (queries, BN keys)
+                    e.sK[:, :, 0, 0].tile((BN, self.dq_cols), (0, wg)).T)   # (D/2, BN keys)
+        lk.sm90.named_barrier_sync(DS_BARRIER + wg, 128)
+        return buf.tile((WG_KEYS, BQ), (wg, 0)).T, self.sK_w.T     # (queries, 64), (D, 64)
+
+    def epilogue(self, dK, dV) -> None:
+        """dK and dV of this warpgroup's keys through its rows of sK and sV to global memory."""
+        e, wg = self.e, self.wg
+        lk.sm90.named_barrier_sync(DS_BARRIER + (0 if e.DQ_SPLIT == "head_dim" else wg),
+                                   CONSUMERS * 128 if e.DQ_SPLIT == "head_dim" else 128)
+        lk.store(self.sK_w.partition(self.kv_layout), lk.cast(dK, lk.bf16))
+        lk.store(self.sV_w.partition(self.kv_layout), lk.cast(dV, lk.bf16))
+        lk.sm90.fence_proxy_async()
+        lk.sm90.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)
+        with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
+            for out, buf in ((e.DK, e.sK), (e.DV, e.sV)):
+                lk.sm90.tma_store(out.tile((WG_KEYS, e.D, 1, 1),
+                                           (e.n_blk * CONSUMERS + wg, 0, e.hk, e.b)),
+                                  buf.tile((WG_KEYS, e.D, 1, 1), (wg, 0, 0, 0)))
+            lk.sm90.tma_store_commit()
+            lk.sm90.tma_store_wait(0)
+
+
+WARPS = 4 * (1 + CONSUMERS)
+backward_kernel = lk.kernel(backward_body, num_warps=WARPS)

@@ -1,0 +1,229 @@
+"""FlashAttention's backward for Hopper: (dq, dk, dv) of recipes/flash_attention.py's forward,
+bf16 in and out, f32 accumulation; causal (bottom-right aligned), GQA (dk, dv summed over the
+query heads of a group), ragged seqlen_q and seqlen_k (they may differ), head_dim 64 and 128.
+
+Three steps per call (each a visible choice, `Config`):
+  1. pre-pass (torch, on the device): D = rowsum(dO * O) in f32 and lse * log2 e, both in the
+     kernel's row order (batch, head, query) padded to 64-row blocks with D = 0, lse2 = +inf,
+     and the f32 dQ accumulator zeroed;
+  2. the kernel (recipes/_flash_attention_backward_kernel.py: pipeline and numerics), one CTA
+     per 128-key block, kv head and batch: dK, dV in registers, dQ by atomic f32 reductions;
+  3. post-pass (torch): dq = dQ_acc * scale as bf16.
+Head dim 256 is not supported: dK and dV of 64 keys alone are 256 f32 registers per thread.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from layoutkit.tools.dependencies import require_torch
+from recipes import _flash_attention_backward_kernel as kernel_module
+
+backward_kernel, BN, BQ = kernel_module.backward_kernel, kernel_module.BN, kernel_module.BQ
+LOG2E = kernel_module.LOG2E
+HEAD_DIMS = (64, 128)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One pipeline configuration (constexprs of the kernel; the module docstrings)."""
+
+    STAGES: int = 2
+    DQ_SPLIT: str = "head_dim"
+    PRODUCER_REGISTERS: int = 24
+    CONSUMER_REGISTERS: int = 240
+
+    def smem_bytes(self, head_dim: int) -> int:
+        """K, V (BN rows), the Q and dO rings (64 rows) and two dS^T buffers, bytes."""
+        return 2 * (2 * BN * head_dim + 2 * self.STAGES * BQ * head_dim + 2 * BN * BQ)
+
+
+# head dim 64 splits dQ by keys: a head_dim/2 = 32-column dQ would need a B operand narrower
+# than the 128-byte swizzle's 64 columns
+CONFIGS = {64: Config(DQ_SPLIT="keys"), 128: Config(DQ_SPLIT="head_dim")}
+
+
+def padded_rows(batch: int, heads_q: int, seqlen_q: int) -> int:
+    """Rows of the dQ accumulator and the lse2 / D vectors: (batch, head, query) with seqlen_q
+    padded to 64-row blocks."""
+    return batch * heads_q * -(-seqlen_q // BQ) * BQ
+
+
+def kernel_arguments(q, k, v, do, dk, dv, dq_acc, lse2, delta, causal: bool, scale: float,
+                     cfg: Config) -> tuple:
+    """(grid, positional arguments, constexprs) of one launch: q, do (batch, seqlen_q, heads_q,
+    d), k, v, dk, dv (batch, seqlen_k, heads_kv, d), dq_acc (padded_rows, d) f32, lse2, delta
+    (padded_rows,) f32; CUDA tensors, numpy arrays (the interpreter) or lk.TensorSpecs."""
+    batch, _, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    args = (q, k, v, do, dk, dv, dq_acc, lse2, delta, hq // hk, float(scale),
+            float(scale) * LOG2E)
+    constexprs = dict(D=d, STAGES=cfg.STAGES, CAUSAL=bool(causal), DQ_SPLIT=cfg.DQ_SPLIT,
+                      PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
+                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
+    return (-(-sk // BN), hk, batch), args, constexprs
+
+
+def compile_default() -> dict[str, str]:
+    """PTX of the default config of each head dim, non-causal and causal (a (4, 4096, 16, d)
+    problem with 8 kv heads)."""
+    import layoutkit as lk
+    out = {}
+    for d, cfg in CONFIGS.items():
+        for causal in (False, True):
+            t, tk = (lk.TensorSpec(lk.bf16, (4, 4096, h, d)) for h in (16, 8))
+            rows = padded_rows(4, 16, 4096)
+            grid, args, constexprs = kernel_arguments(
+                t, tk, tk, t, tk, tk, lk.TensorSpec(lk.f32, (rows, d)),
+                lk.TensorSpec(lk.f32, (rows,)), lk.TensorSpec(lk.f32, (rows,)), causal,
+                d ** -0.5, cfg)
+            name = f"attention_backward_d{d}_{cfg.DQ_SPLIT}{'_causal' if causal else ''}"
+            out[name] = backward_kernel.ptx(*args, **constexprs)
+    return out
+
+
+def check_inputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout: str):
+    """Validate flash_attention_backward's arguments: returns grad_o, q, k, v, o as (batch,
+    seqlen, heads, head_dim) views and the config. Each mistake is a ValueError naming the
+    argument, its value and the rule."""
+    from recipes import flash_attention as fa
+    what = "flash_attention_backward"
+    qs, ks, vs, _ = fa.check_inputs(q, k, v, causal, softmax_scale, layout, None)
+    batch, sq, hq, d = qs.shape
+    if d not in HEAD_DIMS:
+        raise ValueError(f"{what}: head_dim = {d} is not supported by the backward kernel; it "
+                         f"handles {', '.join(map(str, HEAD_DIMS))} (256 needs 256 f32 registers "
+                         "per thread for dK and dV alone)")
+    views = []
+    for name, x in (("grad_o", grad_o), ("o", o)):
+        if not hasattr(x, "dim") or x.dim() != 4 or str(x.dtype) != "torch.bfloat16" or \
+                tuple(x.shape) != tuple(q.shape):
+            raise ValueError(f"{what}: {name} is a bf16 tensor of q's shape {tuple(q.shape)} "
+                             f"({layout}), got {getattr(x, 'dtype', type(x).__name__)} of shape "
+                             f"{tuple(getattr(x, 'shape', ()))}")
+        if x.device != q.device:
+            raise ValueError(f"{what}: {name} is on q's device ({q.device}), got {x.device}")
+        views.append(x.transpose(1, 2) if layout == "bhsd" else x)
+    if not hasattr(lse, "dim") or str(lse.dtype) != "torch.float32" or \
+            tuple(lse.shape) != (batch, hq, sq):
+        raise ValueError(f"{what}: lse is the forward's f32 (batch, heads_q, seqlen_q) = "
+                         f"{(batch, hq, sq)} log-sum-exp, got {getattr(lse, 'dtype', None)} of "
+                         f"shape {tuple(getattr(lse, 'shape', ()))}")
+    if lse.device != q.device:
+        raise ValueError(f"{what}: lse is on q's device ({q.device}), got {lse.device}")
+    return views[0], qs, ks, vs, views[1], CONFIGS[d]
+
+
+def prepare(torch, do, o, lse, rows_padded: int):
+    """The pre-pass (module docstring): (lse2, delta, dq_acc zeroed) for (batch, seqlen, heads,
+    d) dO and O and (batch, heads, seqlen) lse."""
+    batch, sq, hq, d = do.shape
+    pad = -(-sq // BQ) * BQ - sq
+    delta = (do.float() * o.float()).sum(-1).transpose(1, 2)               # (batch, heads, sq)
+    delta = torch.nn.functional.pad(delta, (0, pad)).reshape(-1)
+    lse2 = torch.nn.functional.pad(lse * LOG2E, (0, pad), value=float("inf")).reshape(-1)
+    dq_acc = torch.zeros(rows_padded, d, device=do.device, dtype=torch.float32)
+    return lse2.contiguous(), delta.contiguous(), dq_acc
+
+
+def flash_attention_backward(grad_o, q, k, v, o, lse, causal: bool = False,
+                             softmax_scale: float | None = None, layout: str = "bshd",
+                             config: Config | None = None):
+    """(dq, dk, dv) of flash_attention(q, k, v, causal, softmax_scale, layout=layout) -> (o,
+    lse) for the output gradient grad_o; bf16 CUDA tensors in the layout's order (dq, dk, dv
+    new tensors shaped as q, k, v), lse f32 (batch, heads_q, seqlen_q) in natural log."""
+    torch = require_torch("recipes.flash_attention.flash_attention_backward")
+    from recipes import flash_attention as fa
+    dos, qs, ks, vs, os_, cfg = check_inputs(grad_o, q, k, v, o, lse, causal, softmax_scale,
+                                             layout)
+    if config is not None:
+        if not isinstance(config, Config):
+            raise ValueError(f"flash_attention_backward: config is a Config, got {config!r}")
+        cfg = config
+    (batch, sq, hq, d), sk = qs.shape, ks.shape[1]
+    scale = d ** -0.5 if softmax_scale is None else float(softmax_scale)
+    grads = [torch.zeros(x.shape, device=x.device, dtype=torch.bfloat16) for x in (q, k, v)]
+    dq, dk, dv = ((g.transpose(1, 2) if layout == "bhsd" else g) for g in grads)
+    if dq.numel() == 0 or sk == 0:
+        return tuple(grads)
+    rows = padded_rows(batch, hq, sq)
+    lse2, delta, dq_acc = prepare(torch, dos, os_, lse.float(), rows)
+    qs, ks, vs, dos = (fa._tma_ready(x) for x in (qs, ks, vs, dos))
+    dk_run, dv_run = (fa._tma_ready(x) for x in (dk, dv))
+    grid, args, constexprs = kernel_arguments(qs, ks, vs, dos, dk_run, dv_run, dq_acc, lse2,
+                                              delta, causal, scale, cfg)
+    backward_kernel[grid](*args, **constexprs)
+    for run, out in ((dk_run, dk), (dv_run, dv)):
+        if run.data_ptr() != out.data_ptr():
+            out.copy_(run)
+    dq.copy_((dq_acc.view(batch, hq, -1, d)[:, :, :sq] * scale).transpose(1, 2))
+    return tuple(grads)
+
+
+def reference(q, k, v, do, causal: bool, scale: float):
+    """float64 numpy (dq, dk, dv) on (batch, seqlen, heads, head_dim) arrays (rows that see no
+    key get dq = 0 and add nothing)."""
+    import numpy as np
+    q, k, v, do = (np.asarray(x, dtype=np.float64) for x in (q, k, v, do))
+    group = q.shape[2] // k.shape[2]
+    kr, vr = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
+    s = np.einsum("bqhd,bkhd->bhqk", q, kr) * scale
+    sq, sk = q.shape[1], k.shape[1]
+    if causal:
+        visible = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + sk - sq
+        s = np.where(visible, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+    l = p.sum(axis=-1, keepdims=True)
+    p = np.where(l > 0, p / np.where(l > 0, l, 1.0), 0.0)
+    dp = np.einsum("bqhd,bkhd->bhqk", do, vr)
+    ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True)) * scale
+    dq = np.einsum("bhqk,bkhd->bqhd", ds, kr)
+    dk = np.einsum("bhqk,bqhd->bkhd", ds, q)
+    dv = np.einsum("bhqk,bqhd->bkhd", p, do)
+    fold = lambda x: x.reshape(x.shape[0], x.shape[1], k.shape[2], group, -1).sum(axis=3)
+    return dq, fold(dk), fold(dv)
+
+
+ERROR_FLOOR = 1e-2     # a gradient that is 0 (one visible key: dS = 0) is compared absolutely
+CPU_CASES = ((1, 70, 150, 2, 1, 64, False), (1, 100, 130, 2, 2, 64, True),
+             (1, 130, 60, 2, 1, 128, True))       # batch, sq, sk, hq, hk, d, causal
+
+
+def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
+    """Run the kernel on the CPU interpreter on small ragged problems (GQA, causal with
+    seqlen_q < and > seqlen_k, both dQ splits) against numpy in float64; returns the worst
+    error of dq, dk, dv relative to each one's largest reference entry (at least ERROR_FLOOR;
+    AssertionError past 2**-6)."""
+    import numpy as np
+
+    from recipes import flash_attention as fa
+    from layoutkit.dsl.interpreter import from_bf16, interpret, to_bf16
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for batch, sq, sk, hq, hk, d, causal in cases:
+        cfg = CONFIGS[d]
+        q, k, v, do = (to_bf16(rng.standard_normal((batch, n, h, d)))
+                       for n, h in ((sq, hq), (sk, hk), (sk, hk), (sq, hq)))
+        scale = d ** -0.5
+        o, lse = fa.reference(from_bf16(q), from_bf16(k), from_bf16(v), causal, scale)
+        o = to_bf16(o)
+        want = reference(from_bf16(q), from_bf16(k), from_bf16(v), from_bf16(do), causal, scale)
+        pad = -(-sq // BQ) * BQ - sq
+        delta = (from_bf16(do).astype(np.float64) * from_bf16(o)).sum(-1).transpose(0, 2, 1)
+        delta = np.pad(delta, ((0, 0), (0, 0), (0, pad))).astype(np.float32).reshape(-1)
+        lse2 = np.pad(lse * LOG2E, ((0, 0), (0, 0), (0, pad)),
+                      constant_values=np.inf).astype(np.float32).reshape(-1)
+        dq_acc = np.zeros((padded_rows(batch, hq, sq), d), np.float32)
+        dk, dv = (np.zeros((batch, sk, hk, d), np.uint16) for _ in range(2))
+        grid, args, constexprs = kernel_arguments(q, k, v, do, dk, dv, dq_acc, lse2, delta,
+                                                  causal, scale, cfg)
+        interpret(backward_kernel, grid, *args, **constexprs)
+        dq = (dq_acc.reshape(batch, hq, -1, d)[:, :, :sq] * scale).transpose(0, 2, 1, 3)
+        for name, got, ref in (("dq", dq, want[0]), ("dk", from_bf16(dk), want[1]),
+                               ("dv", from_bf16(dv), want[2])):
+            err = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), ERROR_FLOOR))
+            assert err < 2 ** -6, f"{name} off by {err:.3g} of its max in case " \
+                                  f"{(batch, sq, sk, hq, hk, d, causal)}"
+            worst = max(worst, err)
+    return worst
