@@ -198,6 +198,7 @@ def gemm_grouped(a, b, offsets=None, out=None, config: Config | None = None):
     """Grouped GEMM (module docstring): packed `gemm_grouped(a, b, offsets, out=None)` -> c
     (T, N) bf16, written into `out` when given (rows of no group keep out's values); or
     `gemm_grouped([a0, ...], [b0, ...])` -> [c0, ...]. Arguments are checked first."""
+    require_torch(f"recipes.gemm_grouped.{WHAT}")
     if isinstance(a, (list, tuple)):
         if offsets is not None or out is not None:
             raise ValueError(f"{WHAT}: the list form takes no offsets and no out (the groups "

@@ -25,6 +25,7 @@ ENTRIES = {
     "layernorm_backward": {"layernorm_backward": 3},
     "gemm_hopper": {"gemm": 2},
     "gemm_fp8": {"gemm_fp8": 4},
+    "gemm_grouped": {"gemm_grouped": 3},
     "mma_gemm": {"gemm": 2},
     "transpose": {"transpose": 1},
     "flash_attention": {"flash_attention": 3},
