@@ -325,3 +325,37 @@ def test_grids_launch_accepts_but_the_fast_path_does_not_keep_one_launcher(gpu, 
 def test_the_launch_function_is_kept_per_plain_grid(gpu, checked):
     assert scale[4] is scale[4] and scale[(4, 2)] is scale[(4, 2)] and scale[4] is not scale[(4,)]
     assert scale[4.0] is not scale[4] and scale[True] is not scale[1] and scale[[4]] is not scale[[4]]
+
+
+@lk.kernel(num_warps=1)
+def scale_stream(x: lk.Pointer[lk.f32], stream: lk.i32, a: lk.f32):
+    """`scale` over `stream` elements: a parameter named like the launch's stream keyword."""
+    tv = lk.tv_layout(Layout(32), Layout(4))
+    X = lk.global_tensor(x, Layout(stream)).tile((128,), (lk.block_id(0),)).partition(tv)
+    lk.store(X, lk.load(X) * a)
+
+
+def test_a_parameter_named_stream_is_positional_on_the_fast_path(monkeypatch):
+    gpu = FakeGPU(monkeypatch, [scale_stream])
+    try:
+        scale_stream[4](X, 4096, 2.0)
+        scale_stream[4](X, 4096, 2.0)
+        assert len(gpu.calls) == 2 and gpu.calls[0].spec is gpu.calls[1].spec
+        assert gpu.calls[1].packed == struct.pack("<Qif", X.ptr, 4096, 2.0)
+    finally:
+        gpu.reset()
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((X,), {"y": Y, "n": 4096}, r"kernel scale: missing argument\(s\) a"),
+    ((), {"x": X, "y": Y, "n": 4096, "a": 2.0, "z": 1}, r"kernel scale has no parameter 'z'"),
+    ((X, Y), {"n": 4096, "a": "2"}, r"argument a: '2' is not a number"),
+    ((X, Y), {"n": 4096, "a": 2.0, "x": X}, r"kernel scale: argument 'x' given twice"),
+])
+def test_keyword_calls_after_a_fast_launch_are_worded_by_the_checked_path(gpu, checked, args,
+                                                                           kwargs, message):
+    scale[4](X, Y, 4096, 2.0)
+    scale[4](X, Y, n=4096, a=2.0)
+    with pytest.raises(lk.KernelArgumentError, match=message):
+        scale[4](*args, **kwargs)
+    assert len(gpu.calls) == 2 and checked == ["scale", "scale"]

@@ -30,27 +30,22 @@ is wrong.
 >>> params = [parameter("x", Pointer[f32]), parameter("n", i32), parameter("V", constexpr)]
 >>> print(fast_launch_source(params, debug=None))
 def make_launch(_lk_grid):
-    def launch(*_lk_args, stream=None, **_lk_kwargs):
-        if stream is not None:
-            return _lk_checked(_lk_grid, _lk_args, stream, _lk_kwargs)
-        _lk_values = _lk_args
-        if _lk_kwargs:
+    def launch(x=_lk_NO, n=_lk_NO, V=_lk_NO, /, *_lk_more, stream=None, **_lk_kwargs):
+        if stream is not None or _lk_kwargs or _lk_more or V is _lk_NO:
+            _lk_bound = _lk_keywords((x, n, V), _lk_kwargs) if stream is None and not _lk_more else None
+            if _lk_bound is None:
+                return _lk_other(_lk_grid, (x, n, V), _lk_more, stream, _lk_kwargs)
+            x, n, V = _lk_bound
+        if _lk_type(x) is _lk_T and _lk_type(n) is _lk_int and x.dtype is _lk_D0 and -2147483648 <= n <= 2147483647:
+            _lk_p0 = x.data_ptr()
             try:
-                _lk_values = _lk_bind(*_lk_args, **_lk_kwargs)
-            except TypeError:   # a wrong count or name: the checked path words it
-                return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)
-        if _lk_len(_lk_values) == 3:
-            x, n, V = _lk_values
-            if _lk_type(x) is _lk_T and _lk_type(n) is _lk_int and x.dtype is _lk_D0 and -2147483648 <= n <= 2147483647:
-                _lk_p0 = x.data_ptr()
-                try:
-                    _lk_launcher = _lk_launchers.get((not _lk_p0 & 15, '1' if n == 1 else ('+' if n & 15 else '16') if n > 0 else '', (_lk_type(V).__name__, V), _lk_flags.get(_lk_os.environ._data.get(_lk_debug_key)), _lk_grid))
-                except (TypeError, AttributeError):   # an unhashable constexpr; os.environ replaced
-                    _lk_launcher = None
-                if _lk_launcher is not None:
-                    _lk_launcher(x, n, _lk_p0)
-                    return None
-        return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)
+                _lk_launcher = _lk_launchers.get((not _lk_p0 & 15, '1' if n == 1 else ('+' if n & 15 else '16') if n > 0 else '', (_lk_type(V).__name__, V), _lk_flags.get(_lk_os.environ._data.get(_lk_debug_key)), _lk_grid))
+            except (TypeError, AttributeError):   # an unhashable constexpr; os.environ replaced
+                _lk_launcher = None
+            if _lk_launcher is not None:
+                _lk_launcher(x, n, _lk_p0)
+                return None
+        return _lk_checked(_lk_grid, (x, n, V), None, {})
     return launch
 """
 from __future__ import annotations
@@ -101,13 +96,18 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
     do_not_specialize facts (layoutkit.dsl.core.nospec.relaxed_facts), computed as its key has
     them (an integer: '+' or ''; a tensor extent: '+'). Its globals: _lk_T
     (torch.Tensor), _lk_D<i> (torch dtype of pointer i), _lk_launchers (fast key -> from_pointers
-    launcher), _lk_checked(grid, args, stream, kwargs) (Kernel.launch), _lk_bind (returns its
-    arguments, which are the kernel's parameters), _lk_flags/_lk_os/_lk_debug_key (see
-    layoutkit.ptx.debug_raw_lookup), _lk_type, _lk_int, _lk_float, _lk_len."""
-    names = [p.name for p in params]
+    launcher), _lk_checked(grid, args, stream, kwargs) (Kernel.launch), _lk_NO (the default of
+    an argument not given), _lk_bind (see bind_source), _lk_other (see other_call),
+    _lk_flags/_lk_os/_lk_debug_key (see layoutkit.ptx.debug_raw_lookup), _lk_type, _lk_int,
+    _lk_float.
+
+    The parameters are positional-only with the default _lk_NO, so that a complete positional
+    call binds in Python's own call; keywords, too few or too many arguments and a stream take
+    the first branch (keywords bound by _lk_bind, then the same checks)."""
+    names = [_local(i, p) for i, p in enumerate(params)]
     checks, ranges, reads, facts, pointers, runtime, unpacks = [], [], [], [], [], [], []
     for i, p in enumerate(params):
-        a = p.name
+        a = names[i]
         if p.kind == "constexpr":
             facts.append(f"(_lk_type({a}).__name__, {a})")
             continue
@@ -138,13 +138,12 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
             facts.append("None")
     facts.append(repr(debug) if debug is not None else "_lk_flags.get(_lk_os.environ._data.get(_lk_debug_key))")
     facts.append("_lk_grid")
-    body = [f"{', '.join(names)}{',' if len(names) == 1 else ''} = _lk_values"] if names else []
-    indent = "            "
+    body, indent = [], "        "
     conditions = checks + ranges
     if conditions:
         body.append(f"if {' and '.join(conditions)}:")
         indent += "    "
-    body += [indent[12:] + line for line in reads + [
+    body += [indent[8:] + line for line in reads + [
         "try:"] + ["    " + line for line in unpacks] + [
         f"    _lk_launcher = _lk_launchers.get(({', '.join(facts)}))",
         f"except (TypeError, AttributeError{', ValueError' if unpacks else ''}):   "
@@ -153,20 +152,71 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
         "if _lk_launcher is not None:",
         f"    _lk_launcher({', '.join(runtime + pointers)})",
         "    return None"]]
+    given = f"({', '.join(names)}{',' if len(names) == 1 else ''})"
+    signature = "".join(f"{a}=_lk_NO, " for a in names) + ("/, " if names else "")
     lines = ["def make_launch(_lk_grid):",
-             "    def launch(*_lk_args, stream=None, **_lk_kwargs):",
-             "        if stream is not None:",
-             "            return _lk_checked(_lk_grid, _lk_args, stream, _lk_kwargs)",
-             "        _lk_values = _lk_args",
-             "        if _lk_kwargs:",
-             "            try:",
-             "                _lk_values = _lk_bind(*_lk_args, **_lk_kwargs)",
-             "            except TypeError:   # a wrong count or name: the checked path words it",
-             "                return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)",
-             f"        if _lk_len(_lk_values) == {len(names)}:"]
-    lines += ["            " + line for line in body]
-    lines += ["        return _lk_checked(_lk_grid, _lk_args, None, _lk_kwargs)", "    return launch"]
+             f"    def launch({signature}*_lk_more, stream=None, **_lk_kwargs):",
+             f"        if stream is not None or _lk_kwargs or _lk_more"
+             f"{f' or {names[-1]} is _lk_NO' if names else ''}:"]
+    lines += ["            " + line for line in _keyword_lines(params, names, given)]
+    lines += ["        " + line for line in body]
+    lines += [f"        return _lk_checked(_lk_grid, {given}, None, {{}})", "    return launch"]
     return "\n".join(lines)
+
+
+def _local(i: int, p: Parameter) -> str:
+    """The name parameter i has in the generated function: its own, but for one named like the
+    launch function's keyword `stream`."""
+    return p.name if p.name != "stream" else f"{PREFIX}arg{i}"
+
+
+def _keyword_lines(params: list[Parameter], names: list[str], given: str) -> list[str]:
+    """The first branch of the generated function (fast_launch_source): a call with keywords
+    (and no stream, no surplus argument) binds them in Python's own call of `_lk_bind` (the
+    positional ones given, up to the first _lk_NO, then the keywords) and goes on; anything else,
+    and a name that is no parameter, given twice or missing, goes to `_lk_other`."""
+    other = f"return _lk_other(_lk_grid, {given}, _lk_more, stream, _lk_kwargs)"
+    lines = ["if stream is not None or _lk_more or not _lk_kwargs:", f"    {other}", "try:"]
+    target = f"{given[1:-1]} = " if names else ""
+    for count in range(len(names), 0, -1):
+        lines.append(f"    {'if' if count == len(names) else 'elif'} {names[count - 1]} is not _lk_NO:")
+        lines.append(f"        {target}_lk_bind({', '.join(names[:count])}, **_lk_kwargs)")
+    lines += (["    else:", f"        {target}_lk_bind(**_lk_kwargs)"] if names else
+              [f"    _lk_bind(**_lk_kwargs)"])
+    lines += ["except TypeError:   # a name that is no parameter, given twice or missing",
+              f"    {other}"]
+    return lines
+
+
+def bind_source(params: list[Parameter]) -> str:
+    """The source of `_lk_bind(<the kernel's parameters>)`, which returns them as a tuple:
+    Python's own binding of positional and keyword arguments."""
+    names = ", ".join(p.name for p in params)
+    return f"def _lk_bind({names}):\n    return ({names}{',' if len(params) == 1 else ''})"
+
+
+def other_call(checked):
+    """`_lk_other(grid, given, more, stream, kwargs)`: the checked path `checked(grid, args,
+    stream, kwargs)` (which words every error) for a call the generated function does not bind:
+    the positional arguments are `given` up to its first NO, then `more`."""
+    def other(grid, given, more, stream, kwargs):
+        count = len(given)
+        while count and given[count - 1] is NO:
+            count -= 1
+        return checked(grid, given[:count] + more, stream, kwargs)
+    return other
+
+
+class _Unfilled:
+    """The default of the generated function's parameters: an argument the call did not give."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no argument>"
+
+
+NO = _Unfilled()
 
 
 def _tensor_code(i: int, p: Parameter, relaxed=()) -> tuple[list[str], str, list[str]]:
@@ -191,13 +241,6 @@ def _tensor_code(i: int, p: Parameter, relaxed=()) -> tuple[list[str], str, list
     return lines, fact, shape + strides
 
 
-def bind_source(params: list[Parameter]) -> str:
-    """The source of `_lk_bind(<the kernel's parameters>)`, which returns them as a tuple:
-    Python's own binding of positional and keyword arguments."""
-    names = ", ".join(p.name for p in params)
-    return f"def _lk_bind({names}):\n    return ({names}{',' if len(params) == 1 else ''})"
-
-
 class FastLaunch:
     """One kernel's fast path: `make(grid)` is the function `kernel[grid]` returns (None where
     the kernel can have none: a parameter named like the generated code's own names, or a
@@ -217,10 +260,11 @@ class FastLaunch:
             return
         self.namespace = {"__name__": __name__,     # its frames are layoutkit's, not the user's
                           "_lk_T": NeverATensor, "_lk_launchers": self.launchers, "_lk_checked": checked,
-                          "_lk_type": type, "_lk_int": int, "_lk_float": float, "_lk_len": len,
+                          "_lk_type": type, "_lk_int": int, "_lk_float": float, "_lk_NO": NO,
                           "_lk_os": os, "_lk_debug_key": lookup and lookup[0], "_lk_flags": lookup and lookup[1]}
         source = fast_launch_source(params, debug, relaxed) + "\n\n\n" + bind_source(params)
         exec(compile(source, f"<layoutkit fast launch of {name}>", "exec"), self.namespace)
+        self.namespace["_lk_other"] = other_call(checked)
         self.make = self.namespace["make_launch"]
 
     def bind_torch(self, torch) -> None:
