@@ -133,17 +133,29 @@ def flash_attention_backward(grad_o, q, k, v, o, lse, causal: bool = False,
     lse) for the output gradient grad_o; bf16 CUDA tensors in the layout's order (dq, dk, dv
     new tensors shaped as q, k, v), lse f32 (batch, heads_q, seqlen_q) in natural log."""
     torch = require_torch("recipes.flash_attention.flash_attention_backward")
+    views = check_inputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout)
+    if config is not None and not isinstance(config, Config):
+        raise ValueError(f"flash_attention_backward: config is a Config, got {config!r}")
+
+    def launch(grid, *args, **constexprs):
+        backward_kernel[grid](*args, **constexprs)
+    return run_steps(torch, views[:5], lse, causal, softmax_scale, layout,
+                     config or views[5], launch)
+
+
+def run_steps(torch, views, lse, causal: bool, softmax_scale, layout: str, cfg: Config,
+              launch):
+    """The pre-pass, the kernel (launch(grid, *args, **constexprs)) and the post-pass on
+    checked (batch, seqlen, heads, head_dim) views (grad_o, q, k, v, o) of any device:
+    returns (dq, dk, dv) in the layout's order."""
     from recipes import flash_attention as fa
-    dos, qs, ks, vs, os_, cfg = check_inputs(grad_o, q, k, v, o, lse, causal, softmax_scale,
-                                             layout)
-    if config is not None:
-        if not isinstance(config, Config):
-            raise ValueError(f"flash_attention_backward: config is a Config, got {config!r}")
-        cfg = config
+    dos, qs, ks, vs, os_ = views
     (batch, sq, hq, d), sk = qs.shape, ks.shape[1]
     scale = d ** -0.5 if softmax_scale is None else float(softmax_scale)
-    grads = [torch.zeros(x.shape, device=x.device, dtype=torch.bfloat16) for x in (q, k, v)]
-    dq, dk, dv = ((g.transpose(1, 2) if layout == "bhsd" else g) for g in grads)
+    order = (lambda x: x.transpose(1, 2)) if layout == "bhsd" else (lambda x: x)
+    grads = [torch.zeros(order(x).shape, device=x.device, dtype=torch.bfloat16)
+             for x in (qs, ks, vs)]
+    dq, dk, dv = (order(g) for g in grads)
     if dq.numel() == 0 or sk == 0:
         return tuple(grads)
     rows = padded_rows(batch, hq, sq)
@@ -152,7 +164,7 @@ def flash_attention_backward(grad_o, q, k, v, o, lse, causal: bool = False,
     dk_run, dv_run = (fa._tma_ready(x) for x in (dk, dv))
     grid, args, constexprs = kernel_arguments(qs, ks, vs, dos, dk_run, dv_run, dq_acc, lse2,
                                               delta, causal, scale, cfg)
-    backward_kernel[grid](*args, **constexprs)
+    launch(grid, *args, **constexprs)
     for run, out in ((dk_run, dk), (dv_run, dv)):
         if run.data_ptr() != out.data_ptr():
             out.copy_(run)

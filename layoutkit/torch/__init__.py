@@ -63,7 +63,8 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                     softmax_scale: float | None = None, layout: str = "bshd"):
     """(o, lse) of FlashAttention's forward by layoutkit's kernel (layoutkit.torch.attention
-    says the shapes); lse is not differentiable and o's backward is pending."""
+    says the shapes); o is differentiable (the backward kernel: head_dim 64 and 128), lse
+    is not."""
     return torch.ops.layoutkit.flash_attention(q, k, v, causal, softmax_scale, layout)
 
 

@@ -5,14 +5,13 @@ head_dim) and k, v (batch, seqlen_k, heads_kv, head_dim) for layout "bshd", ever
 heads_q a multiple of heads_kv (GQA), causal bottom-right aligned; o is a new contiguous bf16
 tensor of q's shape, lse a new contiguous f32 (batch, heads_q, seqlen_q), natural log.
 
-Autograd is wired but pending: the backward is torch.ops.layoutkit.flash_attention_backward
-(grad_o, q, k, v, o, lse, causal, softmax_scale, layout) -> (dq, dk, dv), which calls
-recipes.flash_attention.flash_attention_backward(grad_o, q, k, v, o, lse, causal=...,
-softmax_scale=..., layout=...) -> (dq, dk, dv) (issue 17, item 1) once that kernel exists,
-and until then raises NotImplementedError when a backward pass reaches it (a forward under
-torch.no_grad(), or on inputs that need no grad, runs). torch.compile traces the backward op
-through its fake implementation either way. lse is not differentiable. The backward has no CPU
-path yet (the interpreter would run the backward kernel as attention_cpu runs the forward's).
+Autograd runs the backward torch.ops.layoutkit.flash_attention_backward(grad_o, q, k, v, o,
+lse, causal, softmax_scale, layout) -> (dq, dk, dv), which calls
+recipes.flash_attention.flash_attention_backward (recipes/flash_attention_backward.py) on CUDA
+tensors and runs the same steps, its kernel in the interpreter, on CPU tensors; head_dim 64
+and 128 (a head_dim the backward kernel lacks, 256, is a ValueError naming it when a backward
+pass reaches it; the forward runs). torch.compile traces the backward op through its fake
+implementation. lse is not differentiable.
 """
 from __future__ import annotations
 
@@ -127,17 +126,22 @@ def attention_backward_outputs(grad_o, q, k, v, o, lse, causal, softmax_scale, l
             raise ValueError(f"layoutkit.flash_attention_backward: {name} has shape "
                              f"{tuple(t.shape)} and dtype {t.dtype}; it must be bf16 of q's "
                              f"shape {tuple(q.shape)}")
+    batch, sq, hq, _ = _bshd(layout, q)[0].shape
+    if lse.shape != (batch, hq, sq) or lse.dtype != torch.float32 or lse.device != q.device:
+        raise ValueError(f"layoutkit.flash_attention_backward: lse has shape {tuple(lse.shape)}"
+                         f" and dtype {lse.dtype} on {lse.device}; it must be the forward's f32 "
+                         f"(batch, heads_q, seqlen_q) = {(batch, hq, sq)} on q's device")
     return tuple(torch.empty(t.shape, dtype=torch.bfloat16, device=t.device) for t in (q, k, v))
 
 
 NO_BACKWARD = ("layoutkit.flash_attention_backward: recipes/flash_attention.py has no "
-               "flash_attention_backward kernel yet (issue 17, item 1), so attention through "
+               "flash_attention_backward kernel in this checkout, so attention through "
                "layoutkit is forward-only: run it under torch.no_grad(), or train with "
                "torch.nn.functional.scaled_dot_product_attention")
 
 
 def backward_kernel():
-    """recipes.flash_attention.flash_attention_backward, or None while it does not exist."""
+    """recipes.flash_attention.flash_attention_backward, or None where it does not exist."""
     return getattr(recipe("flash_attention", "flash_attention_backward"),
                    "flash_attention_backward", None)
 
@@ -155,12 +159,24 @@ def attention_backward_cuda(grad_o, q, k, v, o, lse, causal, softmax_scale, layo
 
 
 def attention_backward_cpu(grad_o, q, k, v, o, lse, causal, softmax_scale, layout):
-    attention_backward_outputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout)
+    """The recipe's steps on CPU tensors (its checks but the device's), the kernel in the
+    interpreter."""
+    outputs = attention_backward_outputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout)
     if backward_kernel() is None:
         raise NotImplementedError(NO_BACKWARD)
-    raise NotImplementedError("layoutkit.flash_attention_backward: CPU tensors are not wired "
-                              "to the backward kernel yet (layoutkit/torch/attention.py); run "
-                              "it on a CUDA device")
+    refuse_large("flash_attention_backward", grad_o=grad_o, q=q, k=k, v=v)
+    fb = recipe("flash_attention_backward", "flash_attention_backward")
+    d = _bshd(layout, q)[0].shape[-1]
+    if d not in fb.HEAD_DIMS:
+        raise ValueError(f"layoutkit.flash_attention_backward: head_dim = {d} is not supported "
+                         f"by the backward kernel; it handles "
+                         f"{', '.join(map(str, fb.HEAD_DIMS))}")
+    views = _bshd(layout, grad_o, q, k, v, o)
+    grads = fb.run_steps(torch, views, lse, causal, softmax_scale, layout, fb.CONFIGS[d],
+                         lambda grid, *args, **cx: run(fb.backward_kernel, grid, *args, **cx))
+    for out, grad in zip(outputs, grads):
+        out.copy_(grad)
+    return outputs
 
 
 FLASH_ATTENTION = OpSpec(

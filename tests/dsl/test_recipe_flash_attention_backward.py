@@ -1,0 +1,88 @@
+"""recipes/flash_attention_backward.py on the CPU: the CPU interpreter matches numpy's float64
+gradients (ragged, GQA, causal with seqlen_q < and > seqlen_k, both dQ splits), the causal
+query-block counts are exact against a brute-force walk, and every argument error of
+flash_attention_backward is a ValueError naming the argument (stand-in CUDA tensors: the
+checks run before anything reaches a GPU)."""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from .test_recipes_compile import load_recipe
+
+fb = load_recipe("flash_attention_backward")
+torch = pytest.importorskip("torch", reason="the entry's checks take torch tensors")
+
+
+def test_interpreter_matches_float64_gradients():
+    assert fb.check_cpu(cases=((1, 70, 150, 2, 1, 64, False), (1, 100, 130, 2, 2, 64, True))) \
+        < 2 ** -6
+
+
+def test_interpreter_head_dim_128_causal_seqlen_q_past_seqlen_k():
+    assert fb.check_cpu(seed=1, cases=((1, 130, 60, 2, 1, 128, True),)) < 2 ** -6
+
+
+@settings(max_examples=200, deadline=None)
+@given(sq=st.integers(1, 700), sk=st.integers(1, 700), n_blk=st.integers(0, 6))
+def test_causal_query_blocks_are_the_ones_that_see_the_key_block(sq, sk, n_blk):
+    keys = range(n_blk * fb.BN, min((n_blk + 1) * fb.BN, sk))
+    if not keys:
+        return
+    m_begin, n_masked, nq, nqb = fb.kernel_module.query_blocks(sq, sk, n_blk, True)
+    seen = [m for m in range(nqb) if any(j <= q + sk - sq for q in
+                                         range(m * 64, min(m * 64 + 64, sq)) for j in keys)]
+    assert list(range(m_begin, m_begin + nq)) == list(range(seen[0], nqb)) and seen
+    full = [m for m in range(m_begin, nqb) if m * 64 + sk - sq >= n_blk * fb.BN + fb.BN - 1]
+    assert list(range(m_begin + n_masked, nqb)) == full    # unmasked: the first row sees all
+
+
+class Cuda:
+    """A stand-in for a CUDA tensor (what the checks read: shape, dtype, device, dim,
+    transpose)."""
+
+    def __init__(self, *shape, dtype=torch.bfloat16, device="cuda:0"):
+        self.shape, self.dtype, self.device = torch.Size(shape), dtype, torch.device(device)
+        self.is_cuda = self.device.type == "cuda"
+
+    def dim(self):
+        return len(self.shape)
+
+    def transpose(self, a, b):
+        shape = list(self.shape)
+        shape[a], shape[b] = shape[b], shape[a]
+        return Cuda(*shape, dtype=self.dtype, device=str(self.device))
+
+
+def _args(**change):
+    args = dict(grad_o=Cuda(1, 8, 4, 64), q=Cuda(1, 8, 4, 64), k=Cuda(1, 9, 2, 64),
+                v=Cuda(1, 9, 2, 64), o=Cuda(1, 8, 4, 64),
+                lse=Cuda(1, 4, 8, dtype=torch.float32))
+    args.update(change)
+    return args
+
+
+@pytest.mark.parametrize("change, options, message", [
+    (dict(q=Cuda(1, 8, 4, 256), k=Cuda(1, 9, 2, 256), v=Cuda(1, 9, 2, 256),
+          grad_o=Cuda(1, 8, 4, 256), o=Cuda(1, 8, 4, 256)), {},
+     "head_dim = 256 is not supported by the backward kernel; it handles 64, 128"),
+    (dict(q=Cuda(1, 8, 4, 96), k=Cuda(1, 9, 2, 96), v=Cuda(1, 9, 2, 96),
+          grad_o=Cuda(1, 8, 4, 96), o=Cuda(1, 8, 4, 96)), {}, "head_dim = 96 is not supported"),
+    (dict(grad_o=Cuda(1, 8, 4, 128)), {}, r"grad_o is a bf16 tensor of q's shape \(1, 8, 4, 64\)"),
+    (dict(o=Cuda(1, 8, 4, 64, dtype=torch.float16)), {}, "o is a bf16 tensor of q's shape"),
+    (dict(grad_o=Cuda(1, 8, 4, 64, device="cuda:1")), {}, "grad_o is on q's device"),
+    (dict(lse=Cuda(1, 8, 4, dtype=torch.float32)), {},
+     r"lse is the forward's f32 \(batch, heads_q, seqlen_q\) = \(1, 4, 8\)"),
+    (dict(lse=Cuda(1, 4, 8)), {}, "lse is the forward's f32"),
+    (dict(lse=Cuda(1, 4, 8, dtype=torch.float32, device="cuda:1")), {}, "lse is on q's device"),
+    (dict(q=Cuda(1, 8, 3, 64), grad_o=Cuda(1, 8, 3, 64), o=Cuda(1, 8, 3, 64)), {},
+     "heads_q = 3 must be a multiple of heads_kv = 2"),
+    (dict(k=Cuda(1, 9, 2, 64, dtype=torch.float32)), {}, "k is a bf16 tensor"),
+    (dict(v=Cuda(1, 10, 2, 64)), {}, "k and v are"),
+    (dict(q=Cuda(1, 8, 4, 64, device="cpu")), {}, "q is a CUDA tensor"),
+    ({}, dict(causal=1), "causal is True or False"),
+    ({}, dict(softmax_scale=-0.5), "softmax_scale is >= 0"),
+    ({}, dict(layout="sbhd"), "layout is 'bshd'"),
+    ({}, dict(config="fast"), "config is a Config"),
+])
+def test_argument_errors_name_the_argument(change, options, message):
+    with pytest.raises(ValueError, match=message):
+        fb.flash_attention_backward(**_args(**change), **options)

@@ -1,0 +1,45 @@
+"""Autograd through torch.ops.layoutkit.flash_attention on CPU tensors: the backward op runs
+recipes/flash_attention_backward.py's steps with its kernel in the CPU interpreter; dq, dk, dv
+against torch autograd in float64 on the same bf16 inputs (GQA, causal, seqlen_q != seqlen_k,
+ragged), and a head_dim the backward lacks is a ValueError naming it."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="layoutkit.torch needs torch (the [torch] extra)")
+
+import layoutkit.torch as lkt  # noqa: E402
+
+
+def reference_grads(q, k, v, grad_o, causal: bool):
+    """torch autograd in float64 of attention on (batch, seqlen, heads, head_dim) tensors."""
+    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
+    group = q.shape[2] // k.shape[2]
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    kt, vt = kt.repeat_interleave(group, 1), vt.repeat_interleave(group, 1)
+    s = qt @ kt.transpose(-1, -2) * q.shape[-1] ** -0.5
+    if causal:
+        sq, sk = s.shape[-2:]
+        visible = torch.arange(sk)[None, :] <= torch.arange(sq)[:, None] + sk - sq
+        s = s.masked_fill(~visible, float("-inf"))
+    o = (torch.softmax(s, -1) @ vt).transpose(1, 2)
+    return torch.autograd.grad(o, (q, k, v), grad_o.double())
+
+
+def test_gradients_match_float64_autograd():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(*shape, generator=gen).to(torch.bfloat16).requires_grad_()
+               for shape in ((1, 20, 2, 64), (1, 33, 1, 64), (1, 33, 1, 64)))
+    grad_o = torch.randn(1, 20, 2, 64, generator=gen).to(torch.bfloat16)
+    o, _ = lkt.flash_attention(q, k, v, True)
+    got = torch.autograd.grad(o, (q, k, v), grad_o)
+    for name, g, want in zip("qkv", got, reference_grads(q, k, v, grad_o, True)):
+        err = ((g.double() - want).abs().max() / want.abs().max()).item()
+        assert err < 2 ** -6, f"d{name} off by {err:.3g} of its max"
+
+
+def test_a_head_dim_without_backward_is_named():
+    x = torch.zeros(1, 4, 1, 256, dtype=torch.bfloat16)
+    lse = torch.zeros(1, 1, 4)
+    with pytest.raises(ValueError, match="head_dim = 256 is not supported by the backward"):
+        torch.ops.layoutkit.flash_attention_backward(x, x, x, x, x, lse, False, None, "bshd")
