@@ -153,33 +153,41 @@ def rings(D: int, BN: int, STAGES: int) -> dict:
     return dict(sK=sK, sV=sV, k_full=k_full, v_full=v_full)
 
 
-def load_block(e, i) -> None:
-    """Thread 0's TMA loads of ring step i (key block j = begin + n_end-1-i) into stage i % STAGES: its
-    page from the block table (a paged cache) or batch row b (a contiguous one)."""
-    j = lk.maximum(e.begin + e.n_end - 1 - i, 0)     # >= begin where it runs (i < n_end)
-    if e.PAGED:
-        per_page = e.PAGE_BLOCKS
-        slot = j // per_page
-        page = lk.index_value(lk.load(e.block_table.tile((1, 1), (e.b, slot))
-                                      .partition(lk.TVLayout((1, 1), EVERYONE.layout))))
-        row, outer = j % per_page, page
-    else:
-        row, outer = j, e.b
+def key_block(e, i):
+    """The key block of ring step i, begin + n_end-1-i (clamped at 0 for steps past n_end,
+    whose page lookups are never used)."""
+    return lk.maximum(e.begin + e.n_end - 1 - i, 0)
+
+
+def page_of(e, i):
+    """The page (a paged cache: block_table[b, block // PAGE_BLOCKS], loaded by every thread,
+    the same element) or batch row b (a contiguous cache) that holds ring step i's keys. Steps
+    look their page up a full ring lap before loading it, so the lookup's latency is hidden."""
+    if not e.PAGED:
+        return e.b
+    slot = key_block(e, i) // e.PAGE_BLOCKS
+    return lk.index_value(lk.load(e.block_table.tile((1, 1), (e.b, slot))
+                                  .partition(lk.TVLayout((1, 1), EVERYONE.layout))))
+
+
+def load_block(e, i, page) -> None:
+    """Thread 0's TMA loads of ring step i's K and V (key block key_block(e, i), in `page`)
+    into stage i % STAGES."""
+    row = key_block(e, i) % e.PAGE_BLOCKS if e.PAGED else key_block(e, i)
     s = i % e.STAGES
-    with lk.sm90.expect_tx(e.k_full[s]):
-        lk.sm90.tma_load(e.sK[:, :, :, :, s], e.K.tile((e.BN, e.D, 1, 1), (row, 0, e.hk, outer)),
-                         e.k_full[s])
-    with lk.sm90.expect_tx(e.v_full[s]):
-        lk.sm90.tma_load(e.sV[:, :, :, :, s], e.V.tile((e.BN, e.D, 1, 1), (row, 0, e.hk, outer)),
-                         e.v_full[s])
+    for ring, full, cache in ((e.sK, e.k_full, e.K), (e.sV, e.v_full, e.V)):
+        with lk.sm90.expect_tx(full[s]):
+            lk.sm90.tma_load(ring[:, :, :, :, s],
+                             cache.tile((e.BN, e.D, 1, 1), (row, 0, e.hk, page)), full[s])
 
 
 def prefill(e) -> None:
     """The first min(STAGES, n_end) ring steps' loads, by thread 0."""
+    pages = [page_of(e, i) for i in range(e.STAGES)]
     with lk.if_(lk.eq(lk.thread_id(), 0)):
         for i in range(e.STAGES):
             with lk.if_(i < e.n_end):
-                load_block(e, i)
+                load_block(e, i, pages[i])
 
 
 class DecodeConsumer(base.Consumer):
@@ -242,19 +250,21 @@ class DecodeConsumer(base.Consumer):
         lk.sm90.wgmma_commit()
         return O
 
-    def refill(self, i) -> None:
-        """Every warp is done with ring step i's stage: thread 0 loads step i + STAGES into it."""
+    def refill(self, i, page) -> None:
+        """Every warp is done with ring step i's stage: thread 0 loads step i + STAGES (in
+        `page`) into it."""
         e = self.e
         lk.barrier()
         with lk.if_(lk.eq(lk.thread_id(), 0)):
             with lk.if_(i + e.STAGES < e.n_end):
-                load_block(e, i + e.STAGES)
+                load_block(e, i + e.STAGES, page)
 
     def block(self, i, carry, masked: bool, first: bool = False):
         """Ring step i (key block begin + n_end-1-i): S, softmax, O = O * alpha + P V, the
         stage's refill; returns the new (O, m, l)."""
         e = self.e
         j = e.begin + e.n_end - 1 - i
+        ahead = page_of(e, i + e.STAGES)        # the refill's page, looked up early
         O, m, l = carry
         S, _ = self.scores(i, j)
         lk.sm90.wgmma_wait(0)
@@ -267,7 +277,7 @@ class DecodeConsumer(base.Consumer):
         else:
             O, _ = self.pv(O, lk.cast(P, lk.bf16), i)
         lk.sm90.wgmma_wait(0)
-        self.refill(i)
+        self.refill(i, ahead)
         return O, m, l
 
     def run(self) -> None:

@@ -74,27 +74,20 @@ CONFIGS = {64: Config(BN=64, STAGES=4), 128: Config(BN=64, STAGES=3)}
 
 def choose_splits(tiles: int, capacity_blocks: int, sms: int, ctas_per_sm: int) -> int:
     """num_splits for `tiles` CTAs of work (batch * heads_kv * query tiles) over caches of up
-    to capacity_blocks key blocks: 1 where the tiles fill 80% of one wave of sms * ctas_per_sm
-    CTAs; else the smallest count whose wave efficiency (CTAs / (waves * slots)) is within 15%
-    of the best one, each split keeping at least MIN_BLOCKS_PER_SPLIT blocks (the host never
-    sees cache_seqlens: the capacity stands for the length).
+    to capacity_blocks key blocks: the most splits that keep every CTA in one wave of sms *
+    ctas_per_sm (decode is bound by memory: more CTAs keep more bytes in flight, and a second,
+    partial wave would leave SMs idle at the end), at most MAX_SPLITS and at most one per
+    MIN_BLOCKS_PER_SPLIT key blocks (a split's fixed cost: its Q load, its first TMA round
+    trip, its partial store and combine). The host never sees cache_seqlens: the capacity
+    stands for the length.
 
-    >>> [choose_splits(t, 1024, 132, 2) for t in (1, 8, 64, 256, 1024)]
-    [128, 33, 5, 1, 1]
+    >>> [choose_splits(t, 1024, 132, 2) for t in (1, 8, 64, 200, 1024)]
+    [128, 33, 4, 1, 1]
     >>> choose_splits(8, 16, 132, 2)            # a 1k cache in 64-key blocks
     4
     """
-    slots = sms * ctas_per_sm
-    if tiles >= 0.8 * slots:
-        return 1
     most = max(1, min(MAX_SPLITS, capacity_blocks // MIN_BLOCKS_PER_SPLIT))
-
-    def efficiency(n):
-        ctas = tiles * n
-        return ctas / (-(-ctas // slots) * slots)
-
-    best = max(efficiency(n) for n in range(1, most + 1))
-    return next(n for n in range(1, most + 1) if efficiency(n) >= 0.85 * best)
+    return max(1, min(sms * ctas_per_sm // tiles, most))
 
 
 def _sm_count(device) -> int:
@@ -391,3 +384,118 @@ def _poison_unused(k, v, table, seqlens) -> None:
         for slot, p in enumerate(table[b]):
             start = max(n - slot * page, 0)
             k[p, start:], v[p, start:] = 0x7FC0, 0x7FC0
+
+
+def reference_torch(q, k_cache, v_cache, cache_seqlens, block_table, causal: bool, scale: float):
+    """float64 torch attention: the pages gathered in block-table order, then each sequence's
+    first cache_seqlens[b] keys (recipes.flash_attention.reference_torch): (o, lse (batch,
+    heads_q, seqlen_q)); rows that see no key give o = 0, lse = -inf."""
+    import torch
+    batch, sq, hq, d = q.shape
+    k, v = (gather_cache(x, block_table, batch) for x in (k_cache, v_cache))
+    o = torch.zeros(batch, sq, hq, d, dtype=torch.float64, device=q.device)
+    lse = torch.full((batch, hq, sq), float("-inf"), dtype=torch.float64, device=q.device)
+    for b, n in enumerate(cache_seqlens.tolist()):
+        n = min(max(n, 0), k.shape[1])
+        if n:
+            o[b:b + 1], lse[b:b + 1] = padded.reference_torch(q[b:b + 1], k[b:b + 1, :n],
+                                                              v[b:b + 1, :n], causal, scale)
+    return o, lse
+
+
+def random_case(gen, batch: int, sq: int, hq: int, hk: int, d: int, keys: int, page_size,
+                lengths, device="cuda"):
+    """CUDA tensors of one problem: q, k_cache, v_cache (paged when page_size, its block table a
+    random permutation of batch * keys / page_size pages), cache_seqlens = lengths and the
+    block table (or None); every cache slot past its sequence's length holds NaN."""
+    import torch
+    q = torch.randn(batch, sq, hq, d, generator=gen).to(device, torch.bfloat16)
+    if page_size is None:
+        shape, table = (batch, keys, hk, d), None
+    else:
+        pages = batch * -(-keys // page_size)
+        shape = (pages, page_size, hk, d)
+        table = torch.randperm(pages, generator=gen).to(device, torch.int32).view(batch, -1)
+    k, v = (torch.randn(shape, generator=gen).to(device, torch.bfloat16) for _ in range(2))
+    seqlens = torch.tensor(lengths, dtype=torch.int32, device=device)
+    for x in (k, v):               # NaN past each sequence's length, where the kernel must not look
+        full = gather_cache(x, table, batch)
+        mask = torch.arange(full.shape[1], device=device)[None, :] >= seqlens[:, None]
+        full[mask] = float("nan")
+        if table is not None:
+            x[table.reshape(-1).long()] = full.reshape(-1, *x.shape[1:])
+    return q, k, v, seqlens, table
+
+
+def check_case(gen, batch, sq, hq, hk, d, keys, page_size, lengths, causal, splits=None,
+               config=None, what: str = "") -> float:
+    """One random problem on the GPU against reference_torch (recipes.flash_attention.compare:
+    o within 2**-7 of max |o|, lse within 2e-3 + 1e-5 |lse|, the same infinities); returns o's
+    error."""
+    q, k, v, seqlens, table = random_case(gen, batch, sq, hq, hk, d, keys, page_size, lengths)
+    scale = d ** -0.5
+    o, lse = flash_attention_with_kvcache(q, k, v, seqlens, table, causal=causal,
+                                          num_splits=splits, config=config)
+    o_ref, lse_ref = reference_torch(q, k, v, seqlens, table, causal, scale)
+    what = what or f"{(batch, sq, hq, hk, d, keys, page_size, lengths, causal, splits)}"
+    return padded.compare(o, lse, o_ref, lse_ref, what)
+
+
+def random_lengths(gen, batch: int, keys: int) -> list[int]:
+    """`batch` cache lengths in 0..keys (torch generator `gen`), with keys, 0 and 1 among them
+    where batch allows."""
+    import torch
+    n = torch.randint(0, keys + 1, (batch,), generator=gen).tolist()
+    for i, special in enumerate((keys, 0, 1)[:batch]):
+        n[i] = special
+    return n
+
+
+def check(seed: int = 0) -> float:
+    """Random problems on the GPU (paged with random block tables and contiguous caches, ragged
+    lengths with 0 and 1, GQA, causal with seqlen_q > 1, one split and several, each head dim)
+    against torch in float64; returns the worst error of o relative to max |o_ref|."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    cases = [(4, 1, 32, 8, 128, 2048, 128, False, None), (3, 4, 32, 8, 128, 1000, None, True, None),
+             (5, 2, 8, 8, 64, 4096, 64, True, 7), (2, 16, 4, 1, 128, 512, 256, True, 1),
+             (6, 1, 16, 2, 64, 3000, None, False, 3), (1, 3, 12, 4, 128, 20000, 64, True, None)]
+    worst = 0.0
+    for batch, sq, hq, hk, d, keys, page, causal, splits in cases:
+        lengths = random_lengths(gen, batch, keys)
+        worst = max(worst, check_case(gen, batch, sq, hq, hk, d, keys, page, lengths, causal,
+                                      splits))
+    return worst
+
+
+def benchmark(reps: int = 20) -> list[dict]:
+    """GB/s of KV read of flash_attention_with_kvcache against torch (the pages gathered, then
+    SDPA) on decode shapes (benchmarks/bench_attention_kvcache.py has the full table, FA4 and
+    SDPA on a contiguous cache)."""
+    import torch
+
+    from layoutkit.tools.benchmarking import gbps, interleaved
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    for batch, keys in ((1, 16384), (32, 4096), (128, 1024)):
+        q, k, v, seqlens, table = random_case(gen, batch, 1, 32, 8, 128, keys, 128,
+                                              [keys] * batch)
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+
+        def gathered():
+            kk, vv = (gather_cache(x, table, batch).transpose(1, 2) for x in (k, v))
+            return sdpa(q.transpose(1, 2), kk, vv, enable_gqa=True)
+        times = interleaved({"layoutkit": lambda: flash_attention_with_kvcache(
+            q, k, v, seqlens, table), "gather+sdpa": gathered}, reps=reps)
+        nbytes = kv_bytes(batch, keys, 8, 128)
+        ours, theirs = (gbps(nbytes, times[x].median_ms) for x in ("layoutkit", "gather+sdpa"))
+        rows.append({"case": f"batch {batch} cache {keys}", "layoutkit_gbps": ours,
+                     "gather_sdpa_gbps": theirs, "speedup": ours / theirs})
+        print(f"batch {batch} cache {keys}: layoutkit {ours:.0f}, gather + SDPA {theirs:.0f} "
+              f"GB/s of KV ({ours / theirs:.2f}x)")
+    return rows
+
+
+def kv_bytes(batch: int, keys: int, hk: int, d: int) -> int:
+    """Bytes of K and V the problem must read (bf16): 2 * batch * keys * heads_kv * head_dim * 2."""
+    return 4 * batch * keys * hk * d
