@@ -1,7 +1,9 @@
 """Fused GEMM epilogues: functions of an f32 accumulator chunk and its Fragment (see
 recipes/_gemm_kernel.py), traced into the kernel after the main loop, before the cast to C's
-type. `fused(bias, activation)` builds the epilogue of a bias (an (M, N) view of an N-vector,
-strides (0, 1): one load per column of the thread's fragment) and an activation function:
+type (and into recipes/_gemm_splitk.py's reduction of split-K partials). `fused(...)` builds
+the epilogue D = act(alpha * acc + beta * C + bias) + residual: a bias (an (M, N) view of an
+N-vector, strides (0, 1): one load per column of the thread's fragment), C and a residual
+((M, N) tensors, one load per value), alpha and beta (f32 parameters) and an activation:
 
     relu(x) = max(x, 0)
     silu(x) = x / (1 + 2^(-x log2 e))                       (x * sigmoid(x))
@@ -14,6 +16,7 @@ the exact limits (x or -0). Every step is f32.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import layoutkit as lk
 
@@ -38,13 +41,60 @@ def gelu(x):
 ACTIVATIONS = {"relu": relu, "silu": silu, "gelu": gelu}      # the host's names for them
 
 
-def fused(bias=None, act=None):
-    """The epilogue acc -> act(acc + bias) (each part optional): `bias` an (M, N) global tensor
-    whose row mode has stride 0 (bf16 or f32), `act` a function of ACTIVATIONS or None."""
+def _f32(x):
+    return x if x.dtype == lk.f32 else lk.cast(x, lk.f32)
+
+
+def fused(bias=None, act=None, *, alpha=None, c=None, beta=None, residual=None):
+    """The epilogue acc -> act(alpha * acc + beta * C + bias) + residual (each part optional):
+    `bias` an (M, N) global tensor whose row mode has stride 0, `c` and `residual` (M, N)
+    global tensors (bf16 or f32 each, any strides), `alpha` and `beta` f32 scalars (kernel
+    parameters; alpha None is 1, beta goes with c), `act` a function of ACTIVATIONS or None."""
     def epilogue(acc, at):
-        x = acc
+        x = acc if alpha is None else acc * alpha
+        if c is not None:
+            x = x + _f32(at.load(c)) * beta
         if bias is not None:
-            b = at.load(bias)
-            x = x + (b if b.dtype == lk.f32 else lk.cast(b, lk.f32))
-        return x if act is None else act(x)
+            x = x + _f32(at.load(bias))
+        if act is not None:
+            x = act(x)
+        if residual is not None:
+            x = x + _f32(at.load(residual))
+        return x
     return epilogue
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What a kernel's epilogue computes, as a kernel factory's key: D = act(alpha * acc +
+    beta * C + bias) + residual. `c`, `bias`, `residual`: the element type of that tensor
+    (lk.bf16 or lk.f32) or None when absent; `activation` a function of ACTIVATIONS or None;
+    `scaled`: alpha is a parameter (else 1)."""
+
+    c: object = None
+    bias: object = None
+    activation: object = None
+    residual: object = None
+    scaled: bool = False
+
+    def __bool__(self) -> bool:
+        return self != Epilogue()
+
+    def parameters(self) -> list[tuple[str, object]]:
+        """The kernel parameters (name, annotation) this epilogue reads, in launch order: the
+        (M, N) tensors C (`c_in`), bias (an expanded N-vector) and residual, then alpha and
+        beta."""
+        params = [(name, lk.Tensor[t, 2]) for name, t in
+                  (("c_in", self.c), ("bias", self.bias), ("residual", self.residual))
+                  if t is not None]
+        return params + [(name, lk.f32) for name, present in
+                         (("alpha", self.scaled), ("beta", self.c is not None)) if present]
+
+    def function(self, values: dict):
+        """The epilogue (see fused) over the kernel's parameter `values` by name; None when
+        this epilogue does nothing."""
+        if not self:
+            return None
+        return fused(values.get("bias"), self.activation, alpha=values.get("alpha"),
+                     c=values.get("c_in"), beta=values.get("beta"),
+                     residual=values.get("residual"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from layoutkit.tools.dependencies import require_torch
-from recipes._gemm_kernel import CONSUMERS, TILE_N, WG_ROWS, Config, row_elements
+from recipes._gemm_kernel import CONSUMERS, TILE_N, WG_ROWS, Config, row_elements, split_rows
 
 TMA_ALIGN_BYTES = 16          # TMA: global addresses and row strides are multiples of 16 bytes
 
@@ -74,30 +74,34 @@ def require_no_overlap(what: str, out, inputs: dict) -> None:
                              "out: give out its own memory")
 
 
-def require_one_cuda_device(what: str, tensors: dict) -> None:
-    """ValueError unless every tensor is on one device (named after the first), a CUDA one."""
+def require_one_cuda_device(what: str, tensors: dict, cuda: bool = True) -> None:
+    """ValueError unless every tensor is on one device (named after the first), a CUDA one
+    (any one where not `cuda`: a fake or CPU-interpreter caller's checks)."""
     (first, x), *rest = tensors.items()
     for name, y in rest:
         if y.device != x.device:
             raise ValueError(f"{what}: {name} is on {y.device} and {first} on {x.device}; "
                              "every tensor of one call is on one device")
-    if x.device.type != "cuda":
+    if cuda and x.device.type != "cuda":
         raise ValueError(f"{what}: {first} is on {x.device}; the kernel runs on a CUDA device "
                          "(move the tensors with .cuda())")
 
 
-def check_config(what: str, config) -> None:
+def check_config(what: str, config, tile_m: tuple = (CONSUMERS * WG_ROWS,),
+                 split_k: bool = False) -> None:
     """A TypeError unless `config` is None or a Config; a ValueError unless the kernel has its
-    tile shape and cluster (the shared-memory budget is checked when the kernel is traced)."""
+    tile shape (BM one of `tile_m`), cluster and split (SPLIT_K > 1 only where `split_k`; the
+    shared-memory budget is checked when the kernel is traced)."""
     if config is None:
         return
     if not isinstance(config, Config):
         raise TypeError(f"{what}: config is a Config (recipes._gemm_kernel.Config, or None for "
                         f"the shipped choice), got {type(config).__name__} {config!r}")
     problems = []
-    if config.BM != CONSUMERS * WG_ROWS:
-        problems.append(f"BM = {config.BM} (the kernel's tile has {CONSUMERS * WG_ROWS} rows: "
-                        f"{CONSUMERS} consumer warpgroups of {WG_ROWS})")
+    if config.BM not in tile_m:
+        rows = " or ".join(map(str, tile_m))
+        problems.append(f"BM = {config.BM!r} (the kernel's tile has {rows} rows: consumer "
+                        f"warpgroups of {WG_ROWS})")
     if config.BN not in TILE_N:
         problems.append(f"BN = {config.BN} (one of {', '.join(map(str, TILE_N))}: a wgmma N "
                         "in whole epilogue chunks)")
@@ -109,6 +113,10 @@ def check_config(what: str, config) -> None:
     if isinstance(config.GROUP_M, bool) or not isinstance(config.GROUP_M, int) or \
             config.GROUP_M < 1:
         problems.append(f"GROUP_M = {config.GROUP_M!r} (a positive int)")
+    if isinstance(config.SPLIT_K, bool) or not isinstance(config.SPLIT_K, int) or \
+            config.SPLIT_K < 1 or (config.SPLIT_K > 1 and not split_k):
+        problems.append(f"SPLIT_K = {config.SPLIT_K!r} (" + (
+            "a positive int" if split_k else "1: this kernel has no split-K") + ")")
     if problems:
         raise ValueError(f"{what}: config {config} does not fit the kernel: "
                          + "; ".join(problems))
@@ -140,13 +148,16 @@ def tma_ready(x):
 @dataclass(frozen=True)
 class Schedule:
     """The persistent launch of one problem: the tile grid, the k-steps, the raster group that
-    divides the cluster rows, and the grid (CTAs)."""
+    divides the cluster rows, the grid (CTAs), and the K ranges each output tile is split
+    into (split_k; 1: no split) with the rows of one range's workspace slab."""
 
     tiles_m: int
     tiles_n: int
     k_tiles: int
     group: int
     grid: int
+    split_k: int = 1
+    slab_rows: int = 0
 
 
 def schedule(m: int, n: int, k: int, cfg: Config, ab_dtype, resident_units: int) -> Schedule:
@@ -155,8 +166,12 @@ def schedule(m: int, n: int, k: int, cfg: Config, ab_dtype, resident_units: int)
     tiles_m, tiles_n = -(-m // cfg.BM), -(-n // cfg.BN)
     pair_rows = -(-tiles_m // cfg.CLUSTER)           # tile rows a cluster's CTAs share
     group = next(g for g in (cfg.GROUP_M, 8, 4, 2, 1) if pair_rows % g == 0)
-    grid = cfg.CLUSTER * min(resident_units, pair_rows * tiles_n)
-    return Schedule(tiles_m, tiles_n, -(-k // row_elements(ab_dtype)), group, grid)
+    k_tiles = -(-k // row_elements(ab_dtype))
+    per_split = -(-k_tiles // cfg.SPLIT_K)
+    split = -(-k_tiles // per_split)                 # no K range left empty
+    grid = cfg.CLUSTER * min(resident_units, split * pair_rows * tiles_n)
+    return Schedule(tiles_m, tiles_n, k_tiles, group, grid, split,
+                    split_rows(tiles_m, cfg.CLUSTER, cfg.BM))
 
 
 def resident_units(kernel, cfg: Config, sms: int, *args, **constexprs) -> int:

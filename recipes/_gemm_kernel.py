@@ -38,11 +38,18 @@ from layoutkit.ptx.isa import smem_swizzle
 SWIZZLE = "128B"              # every shared tile: rows of 128 bytes, the widest swizzle
 ROW_BYTES = smem_swizzle.span(SWIZZLE)      # 128: one swizzled row
 EPILOGUE_BYTES = 256          # columns of C per epilogue chunk, in bytes (64 rows per consumer)
-CONSUMERS = 2                 # consumer warpgroups, 64 rows of the tile each
+CONSUMERS = 2                 # consumer warpgroups of the default BM = 128 tile, 64 rows each
 WG_ROWS = 64                  # rows of one wgmma (m64)
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 WARPS = 4 * (1 + CONSUMERS)
 TILE_N = (64, 128, 256)       # BN: a wgmma N made of whole 128-byte rows of every C chunk
+TILE_M = (WG_ROWS, CONSUMERS * WG_ROWS)     # BM: one or two consumer warpgroups
+
+
+def warps(bm: int) -> int:
+    """Warps of the kernel of a BM-row tile: the producer warpgroup and one consumer
+    warpgroup per 64 rows."""
+    return 4 * (1 + bm // WG_ROWS)
 
 
 def row_elements(dtype) -> int:
@@ -85,14 +92,17 @@ def epilogue_columns(bn: int, dtype) -> int:
 
 @dataclass(frozen=True)
 class Config:
-    """One tile configuration: BM x BN output tile, STAGES in the ring, GROUP_M raster, CLUSTER
-    CTAs along M sharing B. BK is one 128-byte row of the operand type (row_elements)."""
+    """One tile configuration: BM x BN output tile (BM 64: one consumer warpgroup, 128: two),
+    STAGES in the ring, GROUP_M raster, CLUSTER CTAs along M sharing B, SPLIT_K CTAs per output
+    tile over K ranges (their f32 partials summed by a second kernel). BK is one 128-byte row
+    of the operand type (row_elements)."""
 
     BN: int = 256
     STAGES: int = 3
     GROUP_M: int = 8
     CLUSTER: int = 2
     BM: int = CONSUMERS * WG_ROWS
+    SPLIT_K: int = 1
 
     def smem_bytes(self, c=lk.bf16) -> int:
         """Shared memory of the ring (the same bytes for every operand type) and the buffer of
@@ -125,25 +135,39 @@ def broadcast_view(t):
     return lk.global_tensor(t.ptr, t.layout, bounds)
 
 
-def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue=None):
-    """The pipeline (module docstring) inside a kernel of WARPS warps: C (M x N) =
+def split_rows(tiles_m: int, cluster: int, bm: int) -> int:
+    """Rows of one K range's slab of the split-K workspace: whole cluster rows of tiles, so the
+    tiles a cluster's CTA computes past M stay inside its own slab."""
+    return -(-tiles_m // cluster) * cluster * bm
+
+
+def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue=None,
+               BM=CONSUMERS * WG_ROWS, SPLIT_K=1):
+    """The pipeline (module docstring) inside a kernel of warps(BM) warps: C (M x N) =
     epilogue(A (M x K) @ B), B given as the N x K tensor B (B_MAJOR "K": B[n, k]) or the K x N
     tensor B (B_MAJOR "N": B[k, n], 16-bit types only), each with its last mode contiguous.
     `epilogue(chunk, fragment)` maps an f32 accumulator chunk (a register tensor) and its
     Fragment to the f32 values stored; None stores the accumulator. The tile counts are kernel
-    arithmetic on the extents (M and N from C, K from A)."""
-    BM, BK = CONSUMERS * WG_ROWS, row_elements(A.dtype)
-    TILES_M, TILES_N, K_TILES = (-(-C.shape[0] // BM), -(-C.shape[1] // BN),
+    arithmetic on the extents (M from A, N from C, K from A).
+
+    SPLIT_K > 1: output tile (tm, tn) is computed SPLIT_K times, split s over k-steps
+    [s * KS, (s + 1) * KS) with KS = ceil(K_TILES / SPLIT_K) (steps past K load zeros), and
+    its accumulator stored unchanged (no epilogue) at rows s * split_rows(...) + tm * BM of C,
+    the (SPLIT_K * split_rows, N) workspace recipes/_gemm_splitk.py sums."""
+    assert BM in TILE_M and (SPLIT_K == 1 or epilogue is None), (BM, SPLIT_K)
+    consumers, BK = BM // WG_ROWS, row_elements(A.dtype)
+    TILES_M, TILES_N, K_TILES = (-(-A.shape[0] // BM), -(-C.shape[1] // BN),
                                  -(-A.shape[1] // BK))
+    KS = -(-K_TILES // SPLIT_K)                      # k-steps of one output tile's K range
     sB = lk.shared_tensor(k_major(BN, STAGES, B.dtype) if B_MAJOR == "K" else
                           n_major(BN, STAGES, B.dtype), B.dtype, name="sB")
     sA = lk.shared_tensor(k_major(BM, STAGES, A.dtype), A.dtype, name="sA")
     EPI = epilogue_columns(BN, C.dtype)              # C leaves through smem in EPI-wide chunks
     sC = lk.shared_tensor(c_tile(BM, EPI, C.dtype), C.dtype, name="sC")
     full = lk.sm90.mbarrier_array(STAGES, 1, name="full")     # own producer's arrive + TMA bytes
-    empty = lk.sm90.mbarrier_array(STAGES, CLUSTER * CONSUMERS * 4, name="empty")
+    empty = lk.sm90.mbarrier_array(STAGES, CLUSTER * consumers * 4, name="empty")
     # cluster kernels: every consumer warp of the cluster arrives once when it is done
-    finished = lk.sm90.mbarrier_array(1, CLUSTER * CONSUMERS * 4, name="finished")
+    finished = lk.sm90.mbarrier_array(1, CLUSTER * consumers * 4, name="finished")
     with lk.if_(lk.eq(lk.thread_id(), 0)):
         lk.sm90.mbarrier_init(full, empty, finished)
         lk.sm90.fence_mbarrier_init()
@@ -155,29 +179,32 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
         rank, unit = lk.sm90.block_rank_in_cluster(), lk.block_id(0) // CLUSTER
     units = GRID // CLUSTER
     pair_rows = (TILES_M + CLUSTER - 1) // CLUSTER   # tile rows in steps of CLUSTER
+    tiles = pair_rows * TILES_N                      # unit tiles of one K range
 
     def tile_coords(t):
-        """Unit tile t in GROUP_M-row groups: (tile row of this CTA, tile column)."""
+        """Unit tile t (of SPLIT_K * tiles) in GROUP_M-row groups: (tile row of this CTA,
+        tile column, first k-step); split s = t // tiles."""
+        split, t = (t // tiles, t % tiles) if SPLIT_K > 1 else (0, t)
         per_group = GROUP_M * TILES_N
         row = (t // per_group) * GROUP_M + t % GROUP_M
-        return CLUSTER * row + rank, (t % per_group) // GROUP_M
+        return CLUSTER * row + rank, (t % per_group) // GROUP_M, split * KS
 
     def b_tile(s):
         return sB[:, :, s] if B_MAJOR == "K" else sB[:, :, s].T
 
     with lk.sm90.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
         with lk.if_(lk.eq(lk.warp_id(), 0)):
-            for t in lk.range(unit, pair_rows * TILES_N, units):
-                tm, tn = tile_coords(t)
-                first = (t // units) * K_TILES      # t = unit + j * units, unit < units
-                for k in lk.range(0, K_TILES):
+            for t in lk.range(unit, SPLIT_K * tiles, units):
+                tm, tn, k0 = tile_coords(t)
+                first = (t // units) * KS           # t = unit + j * units, unit < units
+                for k in lk.range(0, KS):
                     p = lk.sm90.producer_state(first + k, STAGES)
                     lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
                     with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):
-                        lk.sm90.tma_load(sA[:, :, p.stage], A.tile((BM, BK), (tm, k)),
+                        lk.sm90.tma_load(sA[:, :, p.stage], A.tile((BM, BK), (tm, k0 + k)),
                                          full[p.stage])
-                        b_src = B.tile((BN, BK), (tn, k)) if B_MAJOR == "K" else \
-                            B.tile((BK, BN), (k, tn))
+                        b_src = B.tile((BN, BK), (tn, k0 + k)) if B_MAJOR == "K" else \
+                            B.tile((BK, BN), (k0 + k, tn))
                         lk.sm90.tma_load(sB[:, :, p.stage], b_src, full[p.stage],
                                          multicast="x" if CLUSTER > 1 else None)
             if CLUSTER > 1:     # the CTA's shared memory outlives every peer's arrivals
@@ -194,15 +221,15 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
                 for peer in range(CLUSTER):
                     lk.sm90.mbarrier_arrive(empty[stage], cta=peer, scope="cta")
 
-    for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
+    for wg in range(consumers):     # one role per consumer warpgroup: wg is a trace-time int
         with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,),
                                registers=CONSUMER_REGISTERS):
             mine = sC.tile((WG_ROWS, EPI), (wg, 0))
             chunk_layout = lk.sm90.wgmma_accumulator_layout(EPI)
-            for t in lk.range(unit, pair_rows * TILES_N, units):
-                tm, tn = tile_coords(t)
-                first = (t // units) * K_TILES
-                loop = lk.range(0, K_TILES, carry=(lk.sm90.wgmma_accumulator(BN),))
+            for t in lk.range(unit, SPLIT_K * tiles, units):
+                tm, tn, _ = tile_coords(t)
+                first = (t // units) * KS
+                loop = lk.range(0, KS, carry=(lk.sm90.wgmma_accumulator(BN),))
                 for k, (acc,) in loop:
                     s = lk.sm90.consumer_state(first + k, STAGES)
                     lk.sm90.mbarrier_wait(full[s.stage], s.phase)
@@ -216,7 +243,7 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
                     loop.next(acc)
                 (acc,) = loop.results
                 lk.sm90.wgmma_wait(0)
-                release((lk.sm90.consumer_state(first, STAGES).stage + K_TILES - 1) % STAGES)
+                release((lk.sm90.consumer_state(first, STAGES).stage + KS - 1) % STAGES)
                 # epilogue, EPI columns at a time: accumulator values [j*v, (j+1)*v) are
                 # columns [j*EPI, (j+1)*EPI) in the EPI-wide accumulator layout (the wgmma
                 # accumulator layout repeats every 8 columns), so each chunk is a register view
@@ -224,7 +251,9 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
                 for j in range(BN // EPI):
                     chunk = lk.RegisterTensor(lk.f32, chunk_layout,
                                               acc.values[j * per_chunk:(j + 1) * per_chunk])
-                    at = (2 * tm + wg, (BN // EPI) * tn + j)
+                    row = tm if SPLIT_K == 1 else \
+                        t // tiles * (pair_rows * CLUSTER) + tm     # the split's slab
+                    at = (consumers * row + wg, (BN // EPI) * tn + j)
                     if epilogue is not None:
                         chunk = epilogue(chunk, Fragment((WG_ROWS, EPI), at, chunk_layout))
                     # the previous chunk's TMA store has read sC before it is rewritten

@@ -1,4 +1,4 @@
-"""Warp-specialized bf16 GEMM for Hopper: C = A @ B, bf16 in, f32 accumulate, bf16 out.
+"""Warp-specialized bf16 GEMM for Hopper: D = epilogue(A @ B), f32 accumulate, bf16 or f32 out.
 
 A is M x K row-major; B is K x N, either N-major (row-major, strides (N, 1)) or K-major (strides
 (1, K), e.g. `w.t()` of a row-major N x K weight). The kernel is recipes/_gemm_kernel.py's
@@ -22,24 +22,35 @@ M, N, K are exact through TMA bounds: loads past the edge fill zeros (which add 
 dot products) and stores past the edge are dropped. TMA needs 16-byte aligned rows: a K (or N)
 whose rows are not a multiple of 8 elements is padded on the host (a copy; documented cost).
 
-Config (constexprs): BM x BN tile (BK = 64, one 128-byte row), STAGES ring depth, GROUP_M
-raster, CLUSTER; `autotune_space` lists the sweep, `BEST_CONFIGS` records the winners measured
-on the H200 (benchmarks/bench_gemm.py --sweep), `config_for(m, n, k)` picks one. `gemm` checks
-its arguments first (`check_inputs`: types, ranks, dtypes, shapes, config, out and its overlap
-with the inputs, devices), each mistake a TypeError or ValueError naming it.
+Config: BM x BN tile (BM 128: two consumer warpgroups, 64: one; BK = 64, one 128-byte row),
+STAGES ring depth, GROUP_M raster, CLUSTER, SPLIT_K (K ranges per output tile, their f32
+partials summed by recipes/_gemm_splitk.py's second kernel); `autotune_space` lists the sweep,
+`BEST_CONFIGS` records the winners measured on the H200 (benchmarks/bench_gemm.py --sweep),
+`config_for(m, n, k)` picks one: those, else recipes/_gemm_choice.py's documented heuristic
+(the measured 128 x 256 default in 2-CTA clusters wherever it fills the GPU; for small M and
+few tiles a cost model over 64/128-row tiles, narrower BN and split-K). `gemm` checks its
+arguments first (`check_inputs`: types, ranks, dtypes, shapes, config, out and its overlap
+with the inputs, the epilogue's tensors and scalars, devices), each mistake a TypeError or
+ValueError naming it.
 
-Fused epilogue: `gemm(a, b, bias=..., activation=...)` runs `fused_kernel`, whose epilogue
-(recipes/_epilogues.py) adds the bias (N,) and applies relu, silu or gelu (tanh approximation)
-to each f32 accumulator chunk before the cast to bf16: one extra load per column of a thread's
-fragment and the activation's arithmetic, no extra pass over C.
+Fused epilogue: `gemm(a, b, out, bias=..., activation=..., residual=..., alpha=..., beta=...)`
+computes D = activation(alpha * (a @ b) + beta * C + bias) + residual in f32 on each
+accumulator chunk before the cast to out's type (bf16 or f32; recipes/_epilogues.py), C being
+out's contents (cuBLAS's in-place semantics; not read when beta = 0): one extra load per value
+of C or the residual, one per column of the thread's fragment for the bias, the activation's
+arithmetic, no extra pass over D. Under split-K the same epilogue runs in the reduction.
 """
 import functools
+import inspect
 
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
+from recipes import _gemm_choice as choice
 from recipes import _gemm_host as host
-from recipes._epilogues import ACTIVATIONS, fused
-from recipes._gemm_kernel import WARPS, Config, gemm_tiles, row_elements
+from recipes._epilogues import ACTIVATIONS, Epilogue
+from recipes._gemm_kernel import (CONSUMERS, TILE_M, WARPS, WG_ROWS, Config, gemm_tiles,
+                                  row_elements, warps)
+from recipes._gemm_splitk import REDUCE_WARPS, reduce_grid, reduce_splits
 
 ATOM_K = row_elements(lk.bf16)     # BK: bf16 elements in one 128-byte swizzled row
 ALIGN_ELEMENTS = host.TMA_ALIGN_BYTES // lk.bf16.nbytes   # TMA rows: multiples of 16 bytes
@@ -60,31 +71,64 @@ gemm_kernel_cluster2 = lk.kernel(gemm_body, num_warps=WARPS, cluster=(2, 1, 1))
 KERNELS = {1: gemm_kernel, 2: gemm_kernel_cluster2}
 
 
+CONSTEXPRS = ("GRID", "B_MAJOR", "BN", "STAGES", "GROUP_M", "CLUSTER")
+TYPES = {"bfloat16": lk.bf16, "float32": lk.f32}     # torch dtype names -> element types
+
+
+def _kernel_function(name: str, params: tuple, body):
+    """A kernel definition with a generated parameter list: a function of the plain parameters
+    `params` ((name, annotation) pairs, in order) that calls body(values by name)."""
+    names = tuple(p for p, _ in params)
+
+    def generated(*args):
+        body(dict(zip(names, args)))
+    generated.__signature__ = inspect.Signature(
+        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ann)
+         for p, ann in params])
+    generated.__annotations__ = dict(params)
+    generated.__name__ = generated.__qualname__ = name
+    return generated
+
+
 @functools.cache
-def fused_kernel(bias_type, act, cluster: int):
-    """The kernel whose epilogue is act(acc + bias) (recipes/_epilogues.py): `bias_type` the
-    bias's element type (lk.bf16, lk.f32; the bias an (M, N) view of strides (0, 1)) or None
-    for no bias, `act` an activation function or None; clusters of `cluster` CTAs."""
-    if bias_type is None:
-        def gemm_fused(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2],
-                       c: lk.Tensor[lk.bf16, 2], GRID: lk.constexpr, B_MAJOR: lk.constexpr,
-                       BN: lk.constexpr, STAGES: lk.constexpr, GROUP_M: lk.constexpr,
-                       CLUSTER: lk.constexpr):
-            """C = act(A @ B) (module docstring; fused_kernel)."""
-            gemm_tiles(a, b, c, GRID=GRID, B_MAJOR=B_MAJOR, BN=BN,
-                       STAGES=STAGES, GROUP_M=GROUP_M, CLUSTER=CLUSTER,
-                       epilogue=fused(None, act))
-    else:
-        def gemm_fused(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2],
-                       c: lk.Tensor[lk.bf16, 2], bias: lk.Tensor[bias_type, 2],
-                       GRID: lk.constexpr, B_MAJOR: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
-                       GROUP_M: lk.constexpr, CLUSTER: lk.constexpr):
-            """C = act(A @ B + bias) (module docstring; fused_kernel)."""
-            gemm_tiles(a, b, c, GRID=GRID, B_MAJOR=B_MAJOR, BN=BN,
-                       STAGES=STAGES, GROUP_M=GROUP_M, CLUSTER=CLUSTER,
-                       epilogue=fused(bias, act))
+def kernel_for(bm: int, cluster: int, split_k: bool, c_type, epilogue: Epilogue):
+    """The GEMM kernel of a BM-row tile in clusters of `cluster` CTAs, storing C of `c_type`
+    through `epilogue`; with `split_k` it takes the SPLIT_K constexpr too and stores f32
+    partials (the epilogue then runs in reduce_kernel). Parameters: a, b, c, the epilogue's
+    (Epilogue.parameters), then CONSTEXPRS (and SPLIT_K)."""
+    assert bm in TILE_M and not (split_k and (epilogue or c_type != lk.f32))
+    params = ((("a", lk.Tensor[lk.bf16, 2]), ("b", lk.Tensor[lk.bf16, 2]),
+               ("c", lk.Tensor[c_type, 2])) + tuple(epilogue.parameters())
+              + tuple((x, lk.constexpr) for x in CONSTEXPRS + (("SPLIT_K",) if split_k else ())))
+
+    def body(v):
+        gemm_tiles(v["a"], v["b"], v["c"], GRID=v["GRID"], B_MAJOR=v["B_MAJOR"], BN=v["BN"],
+                   STAGES=v["STAGES"], GROUP_M=v["GROUP_M"], CLUSTER=v["CLUSTER"],
+                   BM=bm, SPLIT_K=v.get("SPLIT_K", 1), epilogue=epilogue.function(v))
+    name = f"gemm_bm{bm}" + ("_splitk" if split_k else "") + ("_fused" if epilogue else "")
     options = {"cluster": (cluster, 1, 1)} if cluster > 1 else {}
-    return lk.kernel(gemm_fused, num_warps=WARPS, **options)
+    return lk.kernel(_kernel_function(name, params, body), num_warps=warps(bm), **options)
+
+
+@functools.cache
+def reduce_kernel(c_type, epilogue: Epilogue):
+    """The split-K reduction (recipes/_gemm_splitk.py) storing C of `c_type` through
+    `epilogue`. Parameters: w (the f32 workspace), c, the epilogue's, SPLITS."""
+    params = ((("w", lk.Tensor[lk.f32, 2]), ("c", lk.Tensor[c_type, 2]))
+              + tuple(epilogue.parameters()) + (("SPLITS", lk.constexpr),))
+
+    def body(v):
+        reduce_splits(v["w"], v["c"], SPLITS=v["SPLITS"], epilogue=epilogue.function(v))
+    name = "gemm_splitk_reduce" + ("_fused" if epilogue else "")
+    return lk.kernel(_kernel_function(name, params, body), num_warps=REDUCE_WARPS)
+
+
+def fused_kernel(bias_type, act, cluster: int):
+    """The 128-row kernel whose epilogue is act(acc + bias) (recipes/_epilogues.py): `bias_type`
+    the bias's element type (lk.bf16, lk.f32; the bias an (M, N) view of strides (0, 1)) or
+    None for no bias, `act` an activation function or None; clusters of `cluster` CTAs."""
+    return kernel_for(CONSUMERS * WG_ROWS, cluster, False, lk.bf16,
+                      Epilogue(bias=bias_type, activation=act))
 
 
 # ---- host side -------------------------------------------------------------------------------
@@ -102,37 +146,69 @@ BEST_CONFIGS: dict[tuple[int, int, int], Config] = {
 
 
 def autotune_space(m: int, n: int, k: int) -> list[Config]:
-    """The configs a sweep tries for this shape."""
-    return list(CONFIGS)
+    """The configs a sweep tries for this shape: CONFIGS, then the heuristic's choice."""
+    return list(dict.fromkeys(CONFIGS + (config_for(m, n, k),)))
 
 
-def config_for(m: int, n: int, k: int) -> Config:
-    return BEST_CONFIGS.get((m, n, k), CONFIGS[0])
+def config_for(m: int, n: int, k: int, sms: int = 132) -> Config:
+    """The config of an M x N x K problem on a GPU of `sms` SMs: a measured winner of
+    BEST_CONFIGS, else recipes/_gemm_choice.py's heuristic (the default 128 x 256 tile in
+    2-CTA clusters wherever it fills the GPU; small M and few tiles: 64-row tiles, narrower
+    BN, split-K, by a cost model)."""
+    return BEST_CONFIGS.get((m, n, k)) or _chosen(m, n, k, sms)
+
+
+_chosen = functools.lru_cache(maxsize=4096)(choice.choose)     # per shape, once
 
 
 _round_up, _tma_ready = host.round_up, host.tma_ready
 _RESIDENT: dict = {}
+_SMS: dict = {}
+F32_ALIGN = host.TMA_ALIGN_BYTES // lk.f32.nbytes      # f32 workspace rows: multiples of 4
+
+
+def _sm_count(device) -> int:
+    """The multiprocessor count of a CUDA device (remembered per device)."""
+    if device not in _SMS:
+        import torch
+        _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _SMS[device]
 
 
 def _resident_units(device, cfg: Config, major: str) -> int:
     """Scheduling units (CTAs or clusters) of the kernel for `cfg` that run at once on
     `device` (recipes._gemm_host.resident_units)."""
-    import torch
-    key = (device, cfg, major)
+    key = (device, cfg.BM, cfg.BN, cfg.STAGES, cfg.CLUSTER, cfg.SPLIT_K > 1, major)
     if key not in _RESIDENT:
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        sms = _sm_count(device)
         T = lk.TensorSpec(lk.bf16, (4096, 4096))
+        C = lk.TensorSpec(lk.f32, (4096, 4096)) if cfg.SPLIT_K > 1 else T
+        split = {"SPLIT_K": 2} if cfg.SPLIT_K > 1 else {}
+        kernel = kernel_for(cfg.BM, cfg.CLUSTER, cfg.SPLIT_K > 1,
+                            lk.f32 if cfg.SPLIT_K > 1 else lk.bf16, Epilogue())
         _RESIDENT[key] = host.resident_units(
-            KERNELS[cfg.CLUSTER], cfg, sms, T, T, T, GRID=sms, B_MAJOR=major,
-            BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
+            kernel, cfg, sms, T, T, C, GRID=sms, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
+            GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER, **split)
     return _RESIDENT[key]
 
 
-def check_inputs(a, b, out, config, bias=None, activation=None) -> tuple[int, int, int]:
-    """Validate gemm's arguments (torch tensors; CPU and meta tensors reach every rule);
-    returns (M, N, K). Each mistake is a TypeError (a Python type, a dtype) or a
-    ValueError (a shape, the config's fields, an overlap, a device) naming the argument, its
-    value and the rule."""
+def _dtype_name(x) -> str:
+    return str(x).removeprefix("torch.")
+
+
+def _require_scalar(what: str, name: str, x) -> None:
+    """TypeError unless `x` is a Python real number (int or float, not a bool)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"{what}: {name} is a Python int or float (a scale of the product), "
+                        f"got {type(x).__module__}.{type(x).__name__} {x!r}")
+
+
+def check_inputs(a, b, out, config, bias=None, activation=None, residual=None, alpha=1.0,
+                 beta=0.0, out_dtype=None, cuda: bool = True) -> tuple[int, int, int]:
+    """Validate gemm's arguments (torch tensors; CPU and meta tensors reach every rule, and
+    pass the device rule where not `cuda`); returns (M, N, K). Each mistake is a TypeError (a
+    Python type, a dtype) or a ValueError (a shape, the config's fields, an overlap, a device)
+    naming the argument, its value and the rule."""
     torch = require_torch("recipes.gemm_hopper.check_inputs")
     what = "gemm_hopper.gemm"
     host.require_matrix(what, "a", a, "M x K")
@@ -143,12 +219,13 @@ def check_inputs(a, b, out, config, bias=None, activation=None) -> tuple[int, in
         raise ValueError(f"{what}: a is M x K and b is K x N, got a of shape {tuple(a.shape)} "
                          f"and b of shape {tuple(b.shape)} (K = {a.shape[1]} and "
                          f"{b.shape[0]})")
-    host.check_config(what, config)
+    host.check_config(what, config, TILE_M, split_k=True)
     (m, k), n = a.shape, b.shape[1]
     tensors = {"a": a, "b": b}
+    out_types = (torch.bfloat16, torch.float32)
     if bias is not None:
         host.require_tensor(what, "bias", bias)
-        host.require_dtype(what, "bias", bias, (torch.bfloat16, torch.float32))
+        host.require_dtype(what, "bias", bias, out_types)
         if tuple(bias.shape) != (n,):
             raise ValueError(f"{what}: bias has shape {tuple(bias.shape)}; it is one value per "
                              f"column of the result, shape ({n},)")
@@ -156,28 +233,95 @@ def check_inputs(a, b, out, config, bias=None, activation=None) -> tuple[int, in
     if activation is not None and activation not in ACTIVATIONS:
         raise ValueError(f"{what}: activation is None or one of "
                          f"{', '.join(map(repr, ACTIVATIONS))}, got {activation!r}")
+    if residual is not None:
+        host.require_tensor(what, "residual", residual)
+        host.require_dtype(what, "residual", residual, out_types)
+        if tuple(residual.shape) != (m, n):
+            raise ValueError(f"{what}: residual has shape {tuple(residual.shape)}; it is added "
+                             f"to the result, shape {(m, n)}")
+    _require_scalar(what, "alpha", alpha)
+    _require_scalar(what, "beta", beta)
+    if beta != 0 and out is None:
+        raise ValueError(f"{what}: beta = {beta!r} scales C, which is out's contents (D = "
+                         "alpha * (a @ b) + beta * C is written over it, as cuBLAS does); "
+                         "give out, or beta = 0")
+    if out_dtype is not None and out_dtype not in out_types:
+        raise TypeError(f"{what}: out_dtype is torch.bfloat16 or torch.float32 (or None: "
+                        f"out's dtype, else bf16), got {out_dtype}")
     if out is not None:
-        host.require_out(what, out, (m, n), torch.bfloat16)
+        host.require_tensor(what, "out", out)
+        if out_dtype is not None and out.dtype != out_dtype:
+            raise ValueError(f"{what}: out has dtype {out.dtype} but out_dtype is {out_dtype}; "
+                             "give one of them, or the same")
+        host.require_out(what, out, (m, n), out.dtype)
+        host.require_dtype(what, "out", out, out_types)
         host.require_no_overlap(what, out, tensors)
+        if residual is not None and not _same_view(residual, out):
+            host.require_no_overlap(what, out, {"residual": residual})
         tensors["out"] = out
-    host.require_one_cuda_device(what, tensors)
+    if residual is not None:
+        tensors["residual"] = residual
+    host.require_one_cuda_device(what, tensors, cuda)
     return m, n, k
 
 
-def gemm(a, b, out=None, config: Config | None = None, *, bias=None, activation=None):
-    """C = activation(a @ b + bias) for bf16 CUDA tensors a (M x K) and b (K x N; row-major,
-    i.e. N-major, or K-major such as w.t()), an optional bias (N,) of bf16 or f32 and an
-    optional activation ("relu", "silu", "gelu": torch's tanh approximation), fused into the
-    epilogue in f32; returns C (M x N bf16), written into `out` when given (out may not overlap
-    an input). Arguments are checked first (check_inputs)."""
+def _same_view(x, y) -> bool:
+    """x and y are the same elements in the same order (a residual that is out itself is read
+    by the thread that overwrites it, element by element)."""
+    return x.data_ptr() == y.data_ptr() and x.stride() == y.stride() and x.dtype == y.dtype \
+        and not x.is_meta
+
+
+def gemm(a, b, out=None, config: Config | None = None, *, bias=None, activation=None,
+         residual=None, alpha=1.0, beta=0.0, out_dtype=None):
+    """D = activation(alpha * (a @ b) + beta * C + bias) + residual for bf16 CUDA tensors a
+    (M x K) and b (K x N; row-major, i.e. N-major, or K-major such as w.t()), every part but
+    a @ b optional: a bias (N,), a residual (M, N) (each bf16 or f32; the residual may be out
+    itself), an activation ("relu", "silu", "gelu": torch's tanh approximation), Python
+    scalars alpha and beta. C is out's contents when beta != 0 (cuBLAS's semantics: out is
+    read, then overwritten; with beta = 0 it is not read, so NaNs there do not propagate).
+    All of it runs in f32 in the kernel's epilogue (or the split-K reduction's). Returns D
+    (M x N, out_dtype: bf16 (the default) or f32), written into `out` when given (out may not
+    overlap a, b or bias). Arguments are checked first (check_inputs)."""
     torch = require_torch("recipes.gemm_hopper.gemm")
-    m, n, k = check_inputs(a, b, out, config, bias, activation)
+    m, n, k = check_inputs(a, b, out, config, bias, activation, residual, alpha, beta,
+                           out_dtype)
     if out is None:
-        out = torch.empty(m, n, device=a.device, dtype=torch.bfloat16)
+        out = torch.empty(m, n, device=a.device, dtype=out_dtype or torch.bfloat16)
     if m == 0 or n == 0:
         return out
-    if k == 0 and bias is None and activation is None:
+    epilogue = epilogue_of(out, bias, activation, residual, alpha, beta)
+    if k == 0 and not epilogue:
         return out.zero_()
+    steps, c = launches(a, b, out, config, epilogue, bias, residual, alpha, beta,
+                        _sm_count(a.device), lambda cfg, major: _resident_units(a.device, cfg,
+                                                                                major))
+    for kernel, grid, args, constexprs in steps:
+        kernel[grid](*args, **constexprs)
+    if c.data_ptr() != out.data_ptr():
+        out.copy_(c)
+    return out
+
+
+def epilogue_of(out, bias, activation, residual, alpha, beta) -> Epilogue:
+    """The Epilogue of gemm's (checked) arguments."""
+    def element(x):
+        return TYPES[_dtype_name(x.dtype)]
+    return Epilogue(c=element(out) if beta != 0 else None,
+                    bias=None if bias is None else element(bias),
+                    activation=None if activation is None else ACTIVATIONS[activation],
+                    residual=None if residual is None else element(residual),
+                    scaled=alpha != 1)
+
+
+def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta, sms: int,
+             units) -> tuple[list, object]:
+    """gemm's kernel launches for checked arguments (M, N > 0; out allocated): a list of
+    (kernel, grid, args, constexprs) to run in order, and the buffer C lands in (out itself,
+    or a TMA-ready one to copy into out). `sms` picks the config when `config` is None;
+    `units(cfg, major)` is the scheduling units resident at once (the persistent grid)."""
+    import torch
+    (m, k), n = a.shape, b.shape[1]
     if k == 0:                 # the kernel needs a k-step: one of zeros (TMA fills past K)
         a, b, k = a.new_zeros(m, 1), b.new_zeros(1, n), 1
     a = _tma_ready(a)
@@ -185,23 +329,32 @@ def gemm(a, b, out=None, config: Config | None = None, *, bias=None, activation=
         major, b_op = "N", _tma_ready(b)           # K x N, N contiguous
     else:
         major, b_op = "K", _tma_ready(b.t())       # N x K, K contiguous (b stored K-major)
+    c_type = TYPES[_dtype_name(out.dtype)]
     c = _tma_ready(out) if out.stride(1) == 1 else _tma_ready(out.new_empty(m, n))
-    cfg = config or config_for(m, n, k)
-    plan = host.schedule(m, n, k, cfg, lk.bf16, _resident_units(a.device, cfg, major))
+    cfg = config or config_for(m, n, k, sms)
+    plan = host.schedule(m, n, k, cfg, lk.bf16, units(cfg, major))
+    extra = []                                     # the epilogue's arguments, in its order
+    if epilogue.c is not None:
+        extra.append(out)
+    if bias is not None:
+        extra.append(bias.expand(m, n))            # strides (0, stride)
+    if residual is not None:
+        extra.append(residual)
+    extra += [float(alpha)] * epilogue.scaled + [float(beta)] * (epilogue.c is not None)
     constexprs = dict(GRID=plan.grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
                       GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
-    if bias is None and activation is None:
-        KERNELS[cfg.CLUSTER][(plan.grid,)](a, b_op, c, **constexprs)
+    if plan.split_k > 1:
+        ws = torch.empty(plan.split_k * plan.slab_rows, _round_up(n, F32_ALIGN),
+                         device=a.device, dtype=torch.float32)[:, :n]    # TMA-ready rows
+        return [(kernel_for(cfg.BM, cfg.CLUSTER, True, lk.f32, Epilogue()), (plan.grid,),
+                 (a, b_op, ws), dict(constexprs, SPLIT_K=plan.split_k)),
+                (reduce_kernel(c_type, epilogue), reduce_grid(m, n), (ws, c, *extra),
+                 dict(SPLITS=plan.split_k))], c
+    if cfg.BM == CONSUMERS * WG_ROWS and c_type == lk.bf16 and not epilogue:
+        kernel = KERNELS[cfg.CLUSTER]
     else:
-        act = None if activation is None else ACTIVATIONS[activation]
-        bias_type = None if bias is None else {torch.bfloat16: lk.bf16,
-                                               torch.float32: lk.f32}[bias.dtype]
-        extra = () if bias is None else (bias.expand(m, n),)       # strides (0, stride)
-        fused_kernel(bias_type, act, cfg.CLUSTER)[(plan.grid,)](a, b_op, c, *extra,
-                                                               **constexprs)
-    if c.data_ptr() != out.data_ptr():
-        out.copy_(c)
-    return out
+        kernel = kernel_for(cfg.BM, cfg.CLUSTER, False, c_type, epilogue)
+    return [(kernel, (plan.grid,), (a, b_op, c, *extra), constexprs)], c
 
 
 def compile_default() -> dict[str, str]:

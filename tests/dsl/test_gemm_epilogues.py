@@ -62,7 +62,7 @@ def test_bias_and_gelu_compile_without_spills():
         CLUSTER=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        usage = assemble(ptx).resources["gemm_fused"]
+        usage = assemble(ptx).resources["gemm_bm128_fused"]
     assert usage.spill_store_bytes == usage.spill_load_bytes == 0
     # per consumer and 128-column chunk: the bias's 32 columns of the thread in 16 bf16 pairs
     assert sum("ld.global" in x for x in ptx.splitlines()) == 2 * 2 * 16

@@ -46,8 +46,8 @@ GEMM_CASES = [
      "shipped choice), got dict {'BN': 128}"),
     ("config fields", lambda: gemm_hopper.gemm(meta(4, 8), meta(8, 4),
                                                config=Config(BN=192, CLUSTER=4, STAGES=1)),
-     ValueError, f"{GEMM}: config Config(BN=192, STAGES=1, GROUP_M=8, CLUSTER=4, BM=128) does "
-     "not fit the kernel: BN = 192 (one of 64, 128, 256: a wgmma N in whole epilogue chunks); "
+     ValueError, f"{GEMM}: config Config(BN=192, STAGES=1, GROUP_M=8, CLUSTER=4, BM=128, "
+     "SPLIT_K=1) does not fit the kernel: BN = 192 (one of 64, 128, 256: a wgmma N in whole epilogue chunks); "
      "CLUSTER = 4 (1 or 2); STAGES = 1 (an int of at least 2)"),
     ("out type", lambda: gemm_hopper.gemm(meta(4, 8), meta(8, 4), out=np.zeros((4, 4))),
      TypeError, f"{GEMM}: out is a torch tensor on a CUDA device, got numpy.ndarray (torch."
@@ -55,9 +55,9 @@ GEMM_CASES = [
     ("out shape", lambda: gemm_hopper.gemm(meta(4, 8), meta(8, 4), out=meta(4, 5)), ValueError,
      f"{GEMM}: out has shape (4, 5); the result is (4, 4)"),
     ("out dtype", lambda: gemm_hopper.gemm(meta(4, 8), meta(8, 4),
-                                           out=meta(4, 4, dtype=torch.float32)),
-     TypeError, f"{GEMM}: out has dtype torch.float32; the kernel takes torch.bfloat16 (no "
-     "implicit conversion)"),
+                                           out=meta(4, 4, dtype=torch.float16)),
+     TypeError, f"{GEMM}: out has dtype torch.float16; the kernel takes torch.bfloat16 or "
+     "torch.float32 (no implicit conversion)"),
     ("devices", lambda: gemm_hopper.gemm(cpu(4, 8), meta(8, 4)), ValueError,
      f"{GEMM}: b is on meta and a on cpu; every tensor of one call is on one device"),
     ("out device", lambda: gemm_hopper.gemm(meta(4, 8), meta(8, 4), out=cpu(4, 4)), ValueError,

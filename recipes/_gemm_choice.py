@@ -1,0 +1,101 @@
+"""The bf16 GEMM's config per shape (recipes/gemm_hopper.py's config_for): a documented
+heuristic, a cost model of the persistent kernel, with the measured default kept wherever it
+fills the GPU.
+
+    M > 256 and the default's tiles (128 x 256, 2-CTA clusters) >= resident clusters:
+        the default (measured 0.93-0.98x cuBLAS on every such shape, docs/PERFORMANCE.md)
+    otherwise (small M, or too few tiles for one wave): the candidate of least modelled time
+        tiles BM x BN in {64, 128} x {64, 128, 256}, cluster 1 (and the default), SPLIT_K in
+        1, 2, 3, 4, 6, 8, 12, 16 with at least MIN_SPLIT_STEPS k-steps per K range; the ring as
+        deep as shared memory allows (at most MAX_STAGES)
+
+The model, per candidate (all times in seconds, H200 constants below):
+    grid      = min(#units, tiles * split)
+    steps     = ceil(tiles * split / grid) * ceil(K_TILES / split)     (k-steps of one CTA)
+    feed      = steps * (BM + BN / CLUSTER) * 128 B / SM_BYTES_PER_S    (operands into one SM)
+    compute   = steps * 2 * BM * BN * BK / (SM_FLOPS * EFFICIENCY[BM, BN])
+    hbm       = (M * K + N * K) * 2 B / HBM_BYTES_PER_S                 (every operand read once)
+    time      = max(feed, compute, hbm) + TILE_OVERHEAD_S * tiles per CTA
+                + split > 1: the partials' write and re-read, (2 * split + 1) * M * N * 4 B
+                  / HBM_BYTES_PER_S, and REDUCE_LAUNCH_S
+For M <= 64 the B stream dominates (hbm): the model then picks tiles and a split that put
+enough CTAs to work for it; ties go to the earlier candidate (fewer splits; 64-row tiles
+first when M <= 64: one consumer warpgroup, no MMA on rows past 64 that do not exist).
+"""
+from __future__ import annotations
+
+import layoutkit as lk
+from recipes._gemm_kernel import ROW_BYTES, TILE_M, Config
+from recipes._gemm_host import round_up
+
+DEFAULT = Config(BN=256, STAGES=4)
+SMEM_BYTES = 232448 - 1024          # the opt-in shared memory of an sm_90 CTA, barriers aside
+MAX_STAGES = 8
+MIN_SPLIT_STEPS = 4                 # k-steps per K range at least (the ring's fill amortised)
+SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
+BK = 64                             # bf16 elements per k-step
+# H200 constants of the model (the benchmark's ablation rows are what it is judged by)
+SM_FLOPS = 989e12 / 132             # dense bf16 per SM
+# the fraction of SM_FLOPS a BM x BN tile's MMAs reach: one consumer warpgroup (BM 64) or
+# two, and a narrower wgmma N, issue less work per synchronisation
+EFFICIENCY = {(128, 256): 0.85, (128, 128): 0.80, (128, 64): 0.65,
+              (64, 256): 0.70, (64, 128): 0.65, (64, 64): 0.50}
+SM_BYTES_PER_S = 80e9               # operand bytes one SM takes in from L2
+HBM_BYTES_PER_S = 3.3e12
+TILE_OVERHEAD_S = 0.6e-6            # ring fill and epilogue not hidden, per tile of a CTA
+REDUCE_LAUNCH_S = 2.0e-6            # the reduction kernel's launch and tail
+
+
+def max_stages(bm: int, bn: int) -> int:
+    """The deepest ring (at most MAX_STAGES) of a BM x BN tile that fits shared memory beside
+    an f32 C chunk (the largest: f32 partials or f32 out)."""
+    return max(s for s in range(2, MAX_STAGES + 1)
+               if Config(BM=bm, BN=bn, STAGES=s).smem_bytes(lk.f32) <= SMEM_BYTES)
+
+
+def candidates(m: int) -> list[Config]:
+    """The tile shapes the model chooses among for M rows, the default first, then the
+    cluster-1 tiles, smaller rows first where M fits in 64 (ties go to them)."""
+    out = [DEFAULT]
+    for bm in sorted(TILE_M, reverse=m > min(TILE_M)):
+        for bn in (256, 128, 64):
+            out.append(Config(BM=bm, BN=bn, CLUSTER=1, STAGES=max_stages(bm, bn)))
+    return out
+
+
+def modelled_seconds(m: int, n: int, k: int, cfg: Config, units: int) -> float:
+    """The model's time (module docstring) of an M x N x K problem under `cfg` with `units`
+    scheduling units (CTAs or clusters) resident."""
+    tiles = round_up(-(-m // cfg.BM), cfg.CLUSTER) * -(-n // cfg.BN)      # CTAs' tiles
+    k_tiles = -(-k // BK)
+    per_split = -(-k_tiles // cfg.SPLIT_K)
+    split = -(-k_tiles // per_split)
+    grid = min(units * cfg.CLUSTER, tiles * split)
+    waves = -(-tiles * split // grid)
+    steps = waves * per_split
+    feed = steps * (cfg.BM + cfg.BN / cfg.CLUSTER) * ROW_BYTES / SM_BYTES_PER_S
+    compute = steps * 2 * cfg.BM * cfg.BN * BK / (SM_FLOPS * EFFICIENCY[cfg.BM, cfg.BN])
+    hbm = (m * k + n * k) * 2 / HBM_BYTES_PER_S
+    time = max(feed, compute, hbm) + TILE_OVERHEAD_S * waves
+    if split > 1:
+        time += (2 * split + 1) * m * n * 4 / HBM_BYTES_PER_S + REDUCE_LAUNCH_S
+    return time
+
+
+def choose(m: int, n: int, k: int, sms: int = 132) -> Config:
+    """The config of an M x N x K bf16 GEMM on a GPU of `sms` SMs (module docstring)."""
+    clusters = sms // DEFAULT.CLUSTER
+    default_tiles = -(-m // DEFAULT.BM) * -(-n // DEFAULT.BN)
+    if m > 256 and default_tiles >= clusters:
+        return DEFAULT
+    k_tiles = -(-k // BK)
+    best, best_time = DEFAULT, modelled_seconds(m, n, k, DEFAULT, clusters)
+    for cfg in candidates(m)[1:]:
+        for split in SPLITS:
+            if split > 1 and k_tiles < MIN_SPLIT_STEPS * split:
+                break
+            trial = Config(BM=cfg.BM, BN=cfg.BN, CLUSTER=1, STAGES=cfg.STAGES, SPLIT_K=split)
+            time = modelled_seconds(m, n, k, trial, sms)
+            if time < best_time:
+                best, best_time = trial, time
+    return best
