@@ -9,8 +9,7 @@ from recipes import _rowwise_kernel as rk
 
 def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
                   y: lk.Pointer[lk.bf16], res_out: lk.Pointer[lk.bf16],
-                  rstd: lk.Pointer[lk.f32], scratch: lk.Pointer[lk.f32], m: lk.i32,
-                  nv: lk.i32, eps: lk.f32, P: lk.constexpr, ROWS: lk.constexpr,
+                  rstd: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32, eps: lk.f32, P: lk.constexpr, ROWS: lk.constexpr,
                   C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr, VEC: lk.constexpr,
                   RESIDUAL: lk.constexpr, WEIGHT: lk.constexpr, STORE_RESIDUAL: lk.constexpr,
                   STORE_RSTD: lk.constexpr):
@@ -26,7 +25,7 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
         h = h + lk.cast(lk.load(rows_of(res)), lk.f32)
     if STORE_RESIDUAL:
         lk.store(rows_of(res_out), lk.cast(h, res_out.dtype))
-    (squares,) = rk.row_sums([h * h], scratch, m, row, CLUSTER)
+    (squares,) = rk.row_sums([h * h], row, P, ROWS, CLUSTER)
     r = lk.rsqrt(squares * (1.0 / lk.cast(n, lk.f32)) + eps)
     out = h * lk.broadcast(r, tv)
     if WEIGHT:
@@ -39,8 +38,7 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
 
 def backward_body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
                    rstd: lk.Pointer[lk.f32], dx: lk.Pointer[lk.bf16],
-                   partial: lk.Pointer[lk.f32], scratch: lk.Pointer[lk.f32], m: lk.i32,
-                   nv: lk.i32, rounds: lk.i32, ctas: lk.i32, P: lk.constexpr,
+                   partial: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32, rounds: lk.i32, ctas: lk.i32, P: lk.constexpr,
                    ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr,
                    VEC: lk.constexpr, WEIGHT: lk.constexpr):
     tv = rk.row_layout(P, ROWS, C, K)
@@ -60,7 +58,7 @@ def backward_body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer
         r, dyv, xhat, g = xhat_and_g()
         if WEIGHT:
             acc.put(lk.fma(dyv, xhat, acc.get()))
-        (dot,) = rk.row_sums([g * xhat], scratch, m, row, CLUSTER)
+        (dot,) = rk.row_sums([g * xhat], row, P, ROWS, CLUSTER)
         r, _, xhat, g = xhat_and_g()
         c = lk.broadcast(dot * inv_n, tv)
         lk.store(rk.rows_view(dx, m, n, tv, row, CLUSTER), lk.cast((g - xhat * c) * r, dx.dtype))

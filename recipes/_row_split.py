@@ -17,12 +17,12 @@ A `Config` is every choice, as fields:
 
     CTA (row_block, r), thread p of row j:  columns r*W + C*p + k*C*P + [0, C), k < K
 
-A cluster's CTAs reduce their own columns, then swap the per-row partials through a global f32
-scratch (recipes/_rowwise_kernel.py's `RowTiles.exchange`): one thread per row stores them,
-`lk.sm90.cluster_sync()`, every thread loads its row's partials of all CTAs. The DSL has no
-distributed-shared-memory access yet; the cluster barrier's release/acquire orders global memory
-(ptxas emits MEMBAR.ALL.GPU before the arrive and CCTL.IVALL, an L1 invalidate, after the wait),
-at the price of an L2 round trip per exchange.
+A cluster's CTAs reduce their own columns, then swap the per-row partials through distributed
+shared memory (recipes/_rowwise_kernel.py's `cluster_exchange`): `lk.sm90.cluster_sync()` (the
+peers have started), one thread per row stores its CTA's partials into every peer's shared
+buffer (`lk.sm90.dsmem_store`, st.shared::cluster), `lk.sm90.cluster_sync()`, every thread
+reads its row's partials of all CTAs from its own shared memory. (Until 2026-12-01 the
+exchange went through a global f32 scratch: an L2 round trip per exchange.)
 
 The heuristic, reasoned from the H200 (4.8 TB/s HBM3e, 132 SMs, 64K registers, 50 MB L2) and
 the measured split of issue 19 (docs/PERFORMANCE.md):
@@ -179,12 +179,6 @@ def choose_config(m: int, n: int, dtype=lk.bf16, *, max_values: int = MAX_VALUES
     return config
 
 
-def scratch_floats(config: Config, m: int, quantities: int) -> int:
-    """f32 elements of the exchange scratch a launch of `config` over m rows needs (0 when
-    rows are not split)."""
-    return 0 if config.cluster == 1 else m * quantities * config.cluster
-
-
 def kernel_name(recipe: str, config: Config) -> str:
     """`softmax_w4`, `softmax_w8_c2`: one lk.Kernel per block size and cluster."""
     return f"{recipe}_w{config.warps}" + (f"_c{config.cluster}" if config.cluster > 1 else "")
@@ -283,6 +277,6 @@ def distinct_configs(shapes=SHAPE_GRID) -> dict:
     return found
 
 
-__all__ = ["Config", "choose_config", "vector_width", "scratch_floats", "kernel_name",
+__all__ = ["Config", "choose_config", "vector_width", "kernel_name",
            "distinct_configs", "RowSplit", "split", "persistent_split", "MAX_COLUMNS",
            "SHAPE_GRID"]

@@ -1,7 +1,7 @@
 """The device side every row-kernel recipe shares (softmax.py, layernorm.py, rmsnorm.py,
 softmax_backward.py, layernorm_backward.py): the TV layout of a row over lanes, warps and a
 cluster's CTAs, its views, the cluster exchange of per-row partials and the row sums (across a
-cluster through a global scratch), the shared-memory accumulator of a persistent backward pass,
+cluster through distributed shared memory), the shared-memory accumulator of a persistent backward pass,
 the deterministic column-sum kernel of per-CTA partials (a weight's gradient), and one lk.Kernel
 per dtype, block size and cluster. The host side of the backward recipes and rmsnorm (argument
 checks, the persistent grid, CPU-interpreter runs, benchmark tables) is recipes/_rowwise.py.
@@ -10,14 +10,16 @@ The work splits themselves (the forward softmax / layernorm's measured Config, a
 RowSplit of every dtype and of the persistent backward kernels) are recipes/_row_split.py's;
 softmax.py and layernorm.py hold their rows with `RowTiles` (the same views, under the same
 row_layout), whose cluster `exchange` gives every CTA its peers' partials (for a max and
-Chan's merge of variances) where `row_sums` adds them.
+Chan's merge of variances) where `row_sums` adds them; both are `cluster_exchange`.
 
 Row sums (`row_sums`): lk.reduce_sum over the CTA's part of each row (in-thread tree, shuffles,
-shared memory across warps); with CLUSTER > 1 thread 0 of each CTA writes its part to
-scratch[row, slot, rank] (f32, global), `lk.sm90.cluster_sync()` (barrier.cluster arrive
-.release / wait .acquire orders global memory: ptxas emits MEMBAR.ALL.GPU before the arrive)
-and every thread adds the CLUSTER parts in rank order, so every CTA of the cluster holds the
-same, deterministic sum. A row's slots are its own: never reused within a launch.
+shared memory across warps); with CLUSTER > 1 `cluster_exchange`: lk.sm90.cluster_sync() (the
+peers have started and read the slots' previous contents), the first thread of each row stores
+its part into slot [row, q * CLUSTER + rank] of every CTA's shared buffer (lk.sm90.dsmem_store:
+st.shared::cluster), lk.sm90.cluster_sync() (release/acquire at cluster scope), and every
+thread adds the CLUSTER parts from its own shared memory in rank order, so every CTA of the
+cluster holds the same, deterministic sum. The interpreter and the static protocol check both
+check that the barriers order every peer access (layoutkit.dsl.sm90.dsmem).
 
 Accesses: n = VEC * nv with VEC = gcd(n, C) a constexpr and nv the kernel's integer, so the row
 stride is provably a multiple of VEC and every access VEC values wide (16 bytes when n % C ==
@@ -99,38 +101,49 @@ def first_of_row(P: int, CLUSTER: int):
     return first & lk.eq(column_slice(CLUSTER), 0) if CLUSTER > 1 else first
 
 
-def scratch_floats(m: int, CLUSTER: int, slots: int = 1) -> int:
-    """f32 elements of row_sums' scratch for m rows and `slots` statistics a row (1, unused,
-    without a cluster: the kernels take the pointer either way)."""
-    return m * slots * CLUSTER if CLUSTER > 1 else 1
+def cluster_exchange(parts: list, P: int, ROWS: int, CLUSTER: int, name: str,
+                     start: bool = True) -> list:
+    """Every CTA's per-row partials (`parts`: row-reduced f32 tensors, one per quantity, in
+    row_scalar_layout(P, ROWS)) through distributed shared memory: the first thread of each
+    row stores its CTA's value of the row into slot [row, q * CLUSTER + rank] of the shared
+    buffer `name` of every CTA of the cluster (lk.sm90.dsmem_store), lk.sm90.cluster_sync(),
+    and every thread reads its row's CLUSTER values from its own buffer. Returns, per
+    quantity, a tensor over partials_layout(P, ROWS, CLUSTER) (rank order). `start` puts a
+    cluster barrier first: the peers have started, and have read what an earlier exchange
+    left in these slots (only a kernel whose previous exchange used other slots, with a
+    cluster barrier since, may leave it out). Every thread of the CTA takes part."""
+    count = len(parts)
+    table = lk.shared_tensor(lk.Layout((ROWS, count * CLUSTER), (1, ROWS)), lk.f32, name=name)
+    rank = column_slice(CLUSTER)
+    if start:
+        lk.sm90.cluster_sync()
+    with lk.if_(lk.eq(lk.thread_id() % P, 0)):          # one store per row and peer
+        for q, part in enumerate(parts):
+            slot = table.tile((ROWS, 1), (0, q * CLUSTER + rank)).partition(part.layout)
+            for peer in range(CLUSTER):
+                lk.sm90.dsmem_store(slot, part, cta=peer)
+    lk.sm90.cluster_sync()      # release: the peers' stores into this buffer; acquire: them
+    peers = partials_layout(P, ROWS, CLUSTER)
+    return [lk.load(table.tile((ROWS, CLUSTER), (0, q)).partition(peers)) for q in range(count)]
 
 
-def row_sums(values: list, scratch, m, row_tile, CLUSTER: int, first: int = 0,
-             slots: int | None = None) -> list:
-    """Each tensor of `values` (f32, over row_layout) summed along its rows, as tensors in
-    row_scalar_layout. Across a cluster through `scratch` (f32, m * slots * CLUSTER; see the
-    module docstring): statistic s of this call takes slot first + s of `slots` (default
-    len(values)), so several calls of one kernel never share a slot. Every thread of the CTA
-    takes part."""
+def row_sums(values: list, row_tile, P: int, ROWS: int, CLUSTER: int, first: int = 0,
+             start: bool = True) -> list:
+    """Each tensor of `values` (f32, over row_layout(P, ROWS, ...)) summed along its rows, as
+    tensors in row_scalar_layout. Across a cluster through distributed shared memory
+    (`cluster_exchange` into the buffer `row_sums{first}`: several calls of one kernel give
+    different `first`), the CLUSTER parts added in rank order, so every CTA of the cluster
+    holds the same, deterministic sum. Every thread of the CTA takes part."""
     local = [lk.reduce_sum(v, 1) for v in values]
     if CLUSTER == 1:
         return local
-    slots = len(values) if slots is None else slots
-    table = lk.global_tensor(scratch, lk.Layout((m, slots * CLUSTER), (slots * CLUSTER, 1)))
-    rank = column_slice(CLUSTER)
-
-    def slot(s, r):
-        return table.tile((1, 1), (row_tile, (first + s) * CLUSTER + r))
-    with lk.if_(lk.eq(lk.thread_id(), 0)):          # ROWS == 1 in a cluster: one row per CTA
-        for s, part in enumerate(local):
-            lk.store(slot(s, rank).partition(part.layout), part)
-    lk.sm90.cluster_sync()
+    exchanged = cluster_exchange(local, P, ROWS, CLUSTER, f"row_sums{first}", start)
     totals = []
-    for s, part in enumerate(local):
-        parts = [lk.load(slot(s, r).partition(part.layout)) for r in range(CLUSTER)]
-        total = parts[0]
-        for p in parts[1:]:                         # rank order: the same sum in every CTA
-            total = total + p
+    for part, parts in zip(local, exchanged):       # value r of parts: rank r's
+        terms = [lk.RegisterTensor(lk.f32, part.layout, [v]) for v in parts.values]
+        total = terms[0]
+        for term in terms[1:]:                      # rank order: the same sum in every CTA
+            total = total + term
         totals.append(total)
     return totals
 
@@ -166,23 +179,12 @@ class RowTiles:
             return self.n
         return lk.minimum(self.n - self.part * self.columns, self.columns)
 
-    def exchange(self, partials, quantities: list) -> list:
+    def exchange(self, quantities: list) -> list:
         """Swap per-row partials (row-reduced f32 tensors, one per quantity) between the
-        cluster's CTAs through the (m, len(quantities) * cluster) f32 scratch at `partials`;
-        returns, per quantity, a tensor over partials_layout: every CTA's value of its row."""
-        count = len(quantities)
-        scratch = lk.global_tensor(partials, lk.Layout((self.m, count * self.cluster),
-                                                       (count * self.cluster, 1)))
-        threads_per_row = WARP * self.warps // self.rows
-        with lk.if_(lk.eq(lk.thread_id() % threads_per_row, 0)):   # one store per row
-            for q, value in enumerate(quantities):
-                column = q * self.cluster + self.part
-                lk.store(scratch.tile((self.rows, 1), (self.row_block, column))
-                         .partition(value.layout), value)
-        lk.sm90.cluster_sync()          # release: the stores above; acquire: the peers'
-        peers = partials_layout(threads_per_row, self.rows, self.cluster)
-        return [lk.load(scratch.tile((self.rows, self.cluster), (self.row_block, q))
-                        .partition(peers)) for q in range(count)]
+        cluster's CTAs (`cluster_exchange`); returns, per quantity, a tensor over
+        partials_layout: every CTA's value of its row."""
+        return cluster_exchange(quantities, WARP * self.warps // self.rows, self.rows,
+                                self.cluster, "row_exchange")
 
 
 class Accumulator:

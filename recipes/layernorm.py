@@ -9,8 +9,8 @@ Pipeline (one pass over x: every value of a row is read once, kept in registers,
              / the columns this CTA holds
       d = x - mean, 0 past n (lk.in_bounds)  -- two-pass variance, no E[x^2] - mean^2 cancellation
       M2:    row sum of d * d, same tree
-      [cluster: each CTA's (columns, sum, M2) -> global scratch -> cluster barrier -> every
-       CTA's; mean = sum / n, M2 = sum_r M2_r + (sum_r - n_r mean)^2 / n_r (Chan et al.),
+      [cluster: each CTA's (columns, sum, M2) -> every CTA's shared memory (DSMEM, between
+       two cluster barriers) -> every CTA's; mean = sum / n, M2 = sum_r M2_r + (sum_r - n_r mean)^2 / n_r (Chan et al.),
        d += mean_cta - mean]
       w, b --ld.global.v4--> registers (after the statistics: short register lifetimes)
       y = d * rsqrt(M2 / n + eps) * w + b -> bf16 --st.global.v4--> global
@@ -32,7 +32,6 @@ from recipes import _rowwise_kernel as rk
 from recipes import softmax as _softmax
 
 MAX_COLUMNS = rs.MAX_COLUMNS
-QUANTITIES = 3                   # per-row partials a cluster exchanges: columns, sum, M2
 is_plain_bf16 = _softmax.is_plain_bf16   # the fast check of every tensor argument
 
 
@@ -44,7 +43,7 @@ def config(m: int, n: int) -> rs.Config:
         raise ValueError(f"layernorm: {exc}".replace("row kernels: ", "")) from None
 
 
-def _layernorm_rows(x, w, b, y, partials, m, n_vectors, eps, WARPS, ROWS, C, K, CLUSTER):
+def _layernorm_rows(x, w, b, y, m, n_vectors, eps, WARPS, ROWS, C, K, CLUSTER):
     """The kernel body: this CTA's ROWS rows (its part of them in a cluster)."""
     rows = rk.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
     tv = rows.tv
@@ -57,7 +56,7 @@ def _layernorm_rows(x, w, b, y, partials, m, n_vectors, eps, WARPS, ROWS, C, K, 
     d = lk.where(lk.in_bounds(X), v - lk.broadcast(part_mean, tv), 0.0)
     m2 = lk.reduce_sum(d * d, 1)
     if CLUSTER > 1:
-        counts, sums, m2s = rows.exchange(partials, [lk.full(part_sum.layout, held), part_sum, m2])
+        counts, sums, m2s = rows.exchange([lk.full(part_sum.layout, held), part_sum, m2])
         mean = lk.reduce_sum(sums, 1) * inv_n
         spread = sums - counts * lk.broadcast(mean, counts.layout)
         m2 = lk.reduce_sum(m2s + spread * spread / counts, 1)
@@ -72,15 +71,14 @@ def _layernorm_rows(x, w, b, y, partials, m, n_vectors, eps, WARPS, ROWS, C, K, 
 def _layernorm_body(x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16],
                     y: lk.Pointer[lk.bf16], m: lk.i32, n_vectors: lk.i32, eps: lk.f32,
                     WARPS: lk.constexpr, ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr):
-    _layernorm_rows(x, w, b, y, None, m, n_vectors, eps, WARPS, ROWS, C, K, 1)
+    _layernorm_rows(x, w, b, y, m, n_vectors, eps, WARPS, ROWS, C, K, 1)
 
 
 def _layernorm_cluster_body(x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
-                            b: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16],
-                            partials: lk.Pointer[lk.f32], m: lk.i32, n_vectors: lk.i32,
-                            eps: lk.f32, WARPS: lk.constexpr, ROWS: lk.constexpr,
-                            C: lk.constexpr, K: lk.constexpr):
-    _layernorm_rows(x, w, b, y, partials, m, n_vectors, eps, WARPS, ROWS, C, K,
+                            b: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], m: lk.i32,
+                            n_vectors: lk.i32, eps: lk.f32, WARPS: lk.constexpr,
+                            ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr):
+    _layernorm_rows(x, w, b, y, m, n_vectors, eps, WARPS, ROWS, C, K,
                     lk.sm90.cluster_size())
 
 
@@ -91,11 +89,10 @@ def kernel_for(cfg: rs.Config) -> lk.Kernel:
 
 
 def launch_arguments(cfg: rs.Config, m: int, n: int):
-    """(kernel, grid, integer arguments after the tensors (before eps), constexprs, scratch
-    f32 elements) of a layernorm launch of `cfg` over an (m, n) x."""
+    """(kernel, grid, integer arguments after the tensors (before eps), constexprs) of a
+    layernorm launch of `cfg` over an (m, n) x."""
     cfg.check(n)
-    return (kernel_for(cfg), cfg.grid(m), (m, n // cfg.vector), cfg.constexprs(),
-            rs.scratch_floats(cfg, m, QUANTITIES))
+    return kernel_for(cfg), cfg.grid(m), (m, n // cfg.vector), cfg.constexprs()
 
 
 def launches(x, w, b, y, floats, m: int, n: int, eps: float,
@@ -103,9 +100,8 @@ def launches(x, w, b, y, floats, m: int, n: int, eps: float,
     """[(kernel, grid, args, constexprs)]: y = layernorm(x, w, b, eps) over (m, n) bf16 rows
     with `cfg` or the heuristic's split (tensors and floats as recipes/softmax.launches'):
     the launch_arguments the GPU path keeps per shape, with the tensors and eps."""
-    kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
-    return [(kernel, grid, (x, w, b, y, *((floats(scratch),) if scratch else ()), *ints, eps),
-             constexprs)]
+    kernel, grid, ints, constexprs = launch_arguments(cfg or config(m, n), m, n)
+    return [(kernel, grid, (x, w, b, y, *ints, eps), constexprs)]
 
 
 def check_arguments(x, weight, bias, eps) -> tuple[int, int]:
@@ -135,7 +131,7 @@ def check_arguments(x, weight, bias, eps) -> tuple[int, int]:
     return m, n
 
 
-_PLANS: dict = {}       # x.shape -> (kernel[grid] or None, ints, constexprs, scratch, (n,))
+_PLANS: dict = {}       # x.shape -> (kernel[grid] or None, ints, constexprs, (n,))
 MAX_PLANS = 256
 
 
@@ -145,10 +141,10 @@ def _plan(shape, m: int, n: int, cfg: rs.Config | None = None):
     key = shape if cfg is None else (shape, cfg)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = (None, (), (), 0, (n,))
+        plan = (None, (), (), (n,))
         if m:
-            kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
-            plan = (kernel[grid], ints, tuple(constexprs.values()), scratch, (n,))
+            kernel, grid, ints, constexprs = launch_arguments(cfg or config(m, n), m, n)
+            plan = (kernel[grid], ints, tuple(constexprs.values()), (n,))
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
         _PLANS[key] = plan
@@ -176,30 +172,26 @@ def layernorm(x, weight, bias, eps: float = 1e-5, out=None, config: rs.Config | 
     plan = _PLANS.get(x.shape if config is None else (x.shape, config)) \
         if type(x) is torch.Tensor else None
     if plan is None or not (is_plain_bf16(x, torch) and is_plain_bf16(weight, torch) and
-                            is_plain_bf16(bias, torch) and weight.shape == plan[4] and
-                            bias.shape == plan[4] and type(eps) is float and eps > 0 and
+                            is_plain_bf16(bias, torch) and weight.shape == plan[3] and
+                            bias.shape == plan[3] and type(eps) is float and eps > 0 and
                             weight.get_device() == bias.get_device() == x.get_device()):
         m, n = check_arguments(x, weight, bias, eps)
         plan = _plan(x.shape, m, n, config)
-    launch, ints, constexprs, scratch, _ = plan
+    launch, ints, constexprs, _ = plan
     if out is None:
         out = torch.empty_like(x)
     elif not (is_plain_bf16(out, torch) and out.shape == x.shape and
               out.get_device() == x.get_device()):
         check_output(x, out)
-    if scratch:
-        launch(x, weight, bias, out, torch.empty((scratch,), dtype=torch.float32, device=x.device),
-               *ints, float(eps), *constexprs)
-    elif launch is not None:
+    if launch is not None:
         launch(x, weight, bias, out, *ints, float(eps), *constexprs)
     return out
 
 
 def ptx_for(cfg: rs.Config, m: int, n: int) -> str:
     """The PTX of a layernorm launch of `cfg` over an (m, n) x (no GPU)."""
-    kernel, _, ints, constexprs, scratch = launch_arguments(cfg, m, n)
-    tensors = (lk.Pointer[lk.bf16],) * 4 + ((lk.Pointer[lk.f32],) if scratch else ())
-    return kernel.ptx(*tensors, *ints, 1e-5, **constexprs)
+    kernel, _, ints, constexprs = launch_arguments(cfg, m, n)
+    return kernel.ptx(*(lk.Pointer[lk.bf16],) * 4, *ints, 1e-5, **constexprs)
 
 
 DEFAULT_COLUMNS = _softmax.DEFAULT_COLUMNS

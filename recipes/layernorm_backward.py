@@ -44,7 +44,6 @@ from recipes import _rowwise as rw
 from recipes import _row_split as rs
 from recipes import _rowwise_kernel as rk
 
-STAT_SLOTS = 4                   # the cluster exchange's slots a row: mean, var, sum g, sum g xhat
 
 
 def split_for(n: int, itemsize: int) -> rs.RowSplit:
@@ -62,7 +61,7 @@ def constexprs(s: rs.RowSplit, stats: bool) -> dict:
 
 def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
           mean: lk.Pointer[lk.f32], rstd: lk.Pointer[lk.f32], dx: lk.Pointer[lk.bf16],
-          partial: lk.Pointer[lk.f32], scratch: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32,
+          partial: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32,
           eps: lk.f32, rounds: lk.i32, ctas: lk.i32, P: lk.constexpr, ROWS: lk.constexpr,
           C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr, VEC: lk.constexpr,
           SUBS: lk.constexpr, STATS: lk.constexpr):
@@ -89,15 +88,15 @@ def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16
             mu = lk.broadcast(lk.load(rk.scalars_view(mean, m, P, ROWS, row)), tv)
             r = lk.broadcast(lk.load(rk.scalars_view(rstd, m, P, ROWS, row)), tv)
         else:                                       # the forward's two-pass statistics
-            (total,) = rk.row_sums([over_subtiles(lambda j: load(X, j))], scratch, m, row,
-                                   CLUSTER, 0, STAT_SLOTS)
+            (total,) = rk.row_sums([over_subtiles(lambda j: load(X, j))], row, P, ROWS,
+                                   CLUSTER, 0)
             mu = lk.broadcast(total * inv_n, tv)
 
             def squares(j):
                 d = lk.where(lk.in_bounds(X[j]), load(X, j) - mu, 0.0)
                 return d * d
-            (var,) = rk.row_sums([over_subtiles(squares)], scratch, m, row, CLUSTER, 1,
-                                 STAT_SLOTS)
+            (var,) = rk.row_sums([over_subtiles(squares)], row, P, ROWS, CLUSTER, 1,
+                                 start=False)      # the exchange before it: other slots
             r = lk.broadcast(lk.rsqrt(var * inv_n + eps), tv)
 
         def xhat_and_g(j):                          # loaded again after the row sums: the
@@ -108,7 +107,10 @@ def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16
             _, xhat, g = xhat_and_g(j)
             sum_g = g if j == 0 else sum_g + g
             sum_gx = g * xhat if j == 0 else lk.fma(g, xhat, sum_gx)
-        sum_g, sum_gx = rk.row_sums([sum_g, sum_gx], scratch, m, row, CLUSTER, 2, STAT_SLOTS)
+        # recomputed statistics: two exchanges of other slots (and their barriers) before
+        # this one each round, so a peer has read this round's slots before any CTA writes
+        # them again; given statistics: this is the round's only exchange
+        sum_g, sum_gx = rk.row_sums([sum_g, sum_gx], row, P, ROWS, CLUSTER, 2, start=STATS)
         for j in range(SUBS):
             dyv, xhat, g = xhat_and_g(j)
             acc_w[j].put(lk.fma(dyv, xhat, acc_w[j].get()))
@@ -160,9 +162,9 @@ def launches(dy, x, weight, mean, rstd, dx, sums, floats, m: int, n: int, eps: f
     xdt, wdt = dtypes
     s = s or split_for(n, xdt.nbytes)
     partial = floats(2 * ctas * n)
-    scratch = floats(rk.scratch_floats(m, s.CLUSTER, STAT_SLOTS))
-    args = (dy, x, weight, scratch if mean is None else mean, scratch if rstd is None else rstd,
-            dx, partial, scratch, m, n // s.VEC, eps, -(-s.row_tiles(m) // ctas), ctas)
+    unused = floats(1) if mean is None else None      # the statistics' stand-in when absent
+    args = (dy, x, weight, unused if mean is None else mean, unused if rstd is None else rstd,
+            dx, partial, m, n // s.VEC, eps, -(-s.row_tiles(m) // ctas), ctas)
     column_sum, grid, sum_constexprs = rk.column_sum_launch(wdt, 2, ctas, n, sum_warps)
     return [(kernel_for(xdt, wdt, s), s.CLUSTER * ctas, args, constexprs(s, mean is not None)),
             (column_sum, grid, (partial, sums, 2, ctas, n), sum_constexprs)]
@@ -181,7 +183,7 @@ def persistent_ctas(dy, x, weight, stats: bool, m: int, n: int) -> int:
         s = split_for(n, x.element_size())
         kernel = kernel_for(rw.lk_dtype(x), rw.lk_dtype(weight), s)
         probe = torch.empty(1, device=x.device, dtype=torch.float32)
-        resident = rw.resident_ctas(kernel, (dy, x, weight, probe, probe, dy, probe, probe, m,
+        resident = rw.resident_ctas(kernel, (dy, x, weight, probe, probe, dy, probe, m,
                                              n // s.VEC, 1e-5, 2, 3), constexprs(s, stats),
                                     s.CLUSTER, x.device)
         if len(_CTAS) >= MAX_PLANS:
@@ -232,8 +234,7 @@ def compile_default() -> dict:
                      (131072, False), (131072, True)):
         s = split_for(n, 2)
         result[f"layernorm_backward n={n}{' stats' if stats else ''}"] = \
-            kernel_for(lk.bf16, lk.bf16, s).ptx(ptr, ptr, ptr, f32p, f32p, ptr, f32p, f32p,
-                                                4096, n // s.VEC, 1e-5, 4, 132,
+            kernel_for(lk.bf16, lk.bf16, s).ptx(ptr, ptr, ptr, f32p, f32p, ptr, f32p, 4096, n // s.VEC, 1e-5, 4, 132,
                                                 **constexprs(s, stats))
     return result
 

@@ -13,8 +13,8 @@ work split, recipes/_rowwise_kernel.py the cluster exchange and the column sum):
 
   forward, one row tile per CTA (a cluster per row past 16k columns):
     global --ld 16 B--> registers (-> f32), + residual  [--st--> residual out]
-      sum(h^2): in-thread tree -> shfl.bfly -> [smem across warps] -> [cluster: global scratch,
-      barrier.cluster]   rstd = rsqrt(sum / n + eps)
+      sum(h^2): in-thread tree -> shfl.bfly -> [smem across warps] -> [cluster: DSMEM between
+      two cluster barriers]   rstd = rsqrt(sum / n + eps)
       weight --ld--> (after the statistics: short register lifetimes)
       y = h * rstd * w --st 16 B--> global   [rstd --st--> global]
   backward, persistent CTAs (as many as are resident), each over rows g, g + G, ...:
@@ -108,17 +108,15 @@ def forward_launches(x, residual, weight, y, h, rstd, floats, m: int, n: int, ep
     """[(kernel, grid, args, constexprs)]: y = rmsnorm(x (+ residual)) (* weight) over (m, n)
     rows, h = x + residual stored where h is given, rstd where rstd is given (residual,
     weight, h, rstd: None when absent); dtypes = (x's, weight's) lk dtypes; tensors of any kind
-    the launcher takes (CUDA torch tensors, the interpreter's arrays), the cluster scratch from
-    floats(count) (an f32 buffer); the split `s` or forward_split(n, x's itemsize, m). The one
+    the launcher takes (CUDA torch tensors, the interpreter's arrays), f32 buffers from
+    floats(count) (rstd's stand-in when absent); the split `s` or forward_split(n, x's itemsize, m). The one
     description of the launch: the GPU path, check_cpu and layoutkit.torch all run it."""
     xdt, wdt = dtypes
     s = s or forward_split(n, xdt.nbytes, m)
-    scratch = floats(rk.scratch_floats(m, s.CLUSTER))
     flags = {**s.constexprs(), "RESIDUAL": residual is not None, "WEIGHT": weight is not None,
              "STORE_RESIDUAL": h is not None, "STORE_RSTD": rstd is not None}
     args = (x, x if residual is None else residual, x if weight is None else weight, y,
-            y if h is None else h, scratch if rstd is None else rstd, scratch, m, n // s.VEC,
-            eps)
+            y if h is None else h, floats(1) if rstd is None else rstd, m, n // s.VEC, eps)
     return [(kernel_for("forward", xdt, wdt, s), s.CLUSTER * s.row_tiles(m), args, flags)]
 
 
@@ -170,8 +168,7 @@ def backward_launches(dy, x, weight, rstd, dx, dweight, floats, m: int, n: int, 
     xdt, wdt = dtypes
     s = s or backward_split(n, xdt.nbytes)
     partial = floats(ctas * n if weight is not None else 1)
-    scratch = floats(rk.scratch_floats(m, s.CLUSTER))
-    args = (dy, x, x if weight is None else weight, rstd, dx, partial, scratch, m, n // s.VEC,
+    args = (dy, x, x if weight is None else weight, rstd, dx, partial, m, n // s.VEC,
             -(-s.row_tiles(m) // ctas), ctas)
     launches = [(kernel_for("backward", xdt, wdt, s), s.CLUSTER * ctas, args,
                  {**s.constexprs(), "WEIGHT": weight is not None})]
@@ -196,8 +193,8 @@ def persistent_ctas(dy, x, weight, rstd, m: int, n: int) -> int:
         flags = {**s.constexprs(), "WEIGHT": weight is not None}
         probe = torch.empty(1, device=x.device, dtype=torch.float32)
         w = weight if weight is not None else x
-        resident = rw.resident_ctas(kernel, (dy, x, w, rstd, dy, probe, probe, m, n // s.VEC, 2,
-                                             3), flags, s.CLUSTER, x.device)
+        resident = rw.resident_ctas(kernel, (dy, x, w, rstd, dy, probe, m, n // s.VEC, 2, 3),
+                                    flags, s.CLUSTER, x.device)
         if len(_CTAS) >= MAX_PLANS:
             _CTAS.clear()
         _CTAS[key] = max(1, min(s.row_tiles(m), resident // s.CLUSTER))
@@ -249,12 +246,11 @@ def compile_default() -> dict:
     for n in (1024, 4096, 32768, 131072):
         s = forward_split(n, 2)
         k = kernel_for("forward", lk.bf16, lk.bf16, s)
-        result[f"rmsnorm n={n}"] = k.ptx(ptr, ptr, ptr, ptr, ptr, f32p, f32p, 4096, n // s.VEC,
-                                         1e-6, **s.constexprs(), RESIDUAL=True, WEIGHT=True,
+        result[f"rmsnorm n={n}"] = k.ptx(ptr, ptr, ptr, ptr, ptr, f32p, 4096, n // s.VEC, 1e-6, **s.constexprs(), RESIDUAL=True, WEIGHT=True,
                                          STORE_RESIDUAL=True, STORE_RSTD=True)
         s = backward_split(n, 2)
         k = kernel_for("backward", lk.bf16, lk.bf16, s)
-        result[f"rmsnorm_backward n={n}"] = k.ptx(ptr, ptr, ptr, f32p, ptr, f32p, f32p, 4096,
+        result[f"rmsnorm_backward n={n}"] = k.ptx(ptr, ptr, ptr, f32p, ptr, f32p, 4096,
                                                   n // s.VEC, 4, 132, **s.constexprs(),
                                                   WEIGHT=True)
     kernel, _, constexprs = rk.column_sum_launch(lk.bf16, 1, 132, 4096)

@@ -8,8 +8,9 @@ Pipeline (one pass: every value of a row is read once, kept in registers, writte
       e = exp2(x * log2(e) - max * log2(e))        (one fma + ex2.approx.ftz per element:
                                                     results below 2**-126 of the max flush to 0)
       row sum:  same reduction tree
-      [cluster: each CTA's (max, sum) of its columns -> global scratch -> cluster barrier ->
-       every CTA's partials; max = max_r max_r', sum = sum_r sum_r' * exp(max_r' - max)]
+      [cluster: each CTA's (max, sum) of its columns -> every CTA's shared memory (DSMEM,
+       st.shared::cluster between two cluster barriers) -> every CTA's partials;
+       max = max_r max_r', sum = sum_r sum_r' * exp(max_r' - max)]
       y = e * (exp(max_cta - max) / sum) -> bf16 --st.global.v4--> global
 
 Work split (recipes/_row_split.py, chosen per (m, n) by `choose_config`): rows of up to 16384
@@ -31,7 +32,6 @@ from recipes import _rowwise_kernel as rk
 
 LOG2E = 1.4426950408889634
 MAX_COLUMNS = rs.MAX_COLUMNS
-QUANTITIES = 2                   # per-row partials a cluster exchanges: max, sum of exp
 
 
 def config(m: int, n: int) -> rs.Config:
@@ -42,7 +42,7 @@ def config(m: int, n: int) -> rs.Config:
         raise ValueError(f"softmax: {exc}".replace("row kernels: ", "")) from None
 
 
-def _softmax_rows(x, y, partials, m, n_vectors, WARPS, ROWS, C, K, CLUSTER):
+def _softmax_rows(x, y, m, n_vectors, WARPS, ROWS, C, K, CLUSTER):
     """The kernel body: this CTA's ROWS rows (its part of them in a cluster)."""
     rows = rk.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
     tv = rows.tv
@@ -53,7 +53,7 @@ def _softmax_rows(x, y, partials, m, n_vectors, WARPS, ROWS, C, K, CLUSTER):
     if CLUSTER == 1:
         scale = 1.0 / part_sum
     else:
-        maxes, sums = rows.exchange(partials, [part_max, part_sum])
+        maxes, sums = rows.exchange([part_max, part_sum])
         row_max = lk.reduce_max(maxes, 1)
         weights = lk.exp2((maxes - lk.broadcast(row_max, maxes.layout)) * LOG2E, ftz=True)
         scale = lk.exp2((part_max - row_max) * LOG2E, ftz=True) / \
@@ -63,14 +63,13 @@ def _softmax_rows(x, y, partials, m, n_vectors, WARPS, ROWS, C, K, CLUSTER):
 
 def _softmax_body(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], m: lk.i32, n_vectors: lk.i32,
                   WARPS: lk.constexpr, ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr):
-    _softmax_rows(x, y, None, m, n_vectors, WARPS, ROWS, C, K, 1)
+    _softmax_rows(x, y, m, n_vectors, WARPS, ROWS, C, K, 1)
 
 
-def _softmax_cluster_body(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16],
-                          partials: lk.Pointer[lk.f32], m: lk.i32, n_vectors: lk.i32,
-                          WARPS: lk.constexpr, ROWS: lk.constexpr, C: lk.constexpr,
-                          K: lk.constexpr):
-    _softmax_rows(x, y, partials, m, n_vectors, WARPS, ROWS, C, K, lk.sm90.cluster_size())
+def _softmax_cluster_body(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], m: lk.i32,
+                          n_vectors: lk.i32, WARPS: lk.constexpr, ROWS: lk.constexpr,
+                          C: lk.constexpr, K: lk.constexpr):
+    _softmax_rows(x, y, m, n_vectors, WARPS, ROWS, C, K, lk.sm90.cluster_size())
 
 
 def kernel_for(cfg: rs.Config) -> lk.Kernel:
@@ -80,24 +79,24 @@ def kernel_for(cfg: rs.Config) -> lk.Kernel:
 
 
 def launch_arguments(cfg: rs.Config, m: int, n: int):
-    """(kernel, grid, integer arguments after the tensors, constexprs, scratch f32 elements)
-    of a softmax launch of `cfg` over an (m, n) x."""
+    """(kernel, grid, integer arguments after the tensors, constexprs) of a softmax launch of
+    `cfg` over an (m, n) x."""
     cfg.check(n)
-    return (kernel_for(cfg), cfg.grid(m), (m, n // cfg.vector), cfg.constexprs(),
-            rs.scratch_floats(cfg, m, QUANTITIES))
+    return kernel_for(cfg), cfg.grid(m), (m, n // cfg.vector), cfg.constexprs()
 
 
 def launches(x, y, floats, m: int, n: int, cfg: rs.Config | None = None) -> list:
     """[(kernel, grid, args, constexprs)]: y = softmax(x) over (m, n) bf16 rows with `cfg` or
     the heuristic's split (tensors of any kind the launcher takes: CUDA torch tensors, the
-    interpreter's arrays; a cluster's scratch from floats(count), an f32 buffer): the
+    interpreter's arrays; `floats`, the f32 buffers of the other row recipes' launches, is
+    not called: a cluster exchanges through distributed shared memory): the
     launch_arguments the GPU path keeps per shape, with the tensors (check_cpu and
     layoutkit.torch run it)."""
-    kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
-    return [(kernel, grid, (x, y, *((floats(scratch),) if scratch else ()), *ints), constexprs)]
+    kernel, grid, ints, constexprs = launch_arguments(cfg or config(m, n), m, n)
+    return [(kernel, grid, (x, y, *ints), constexprs)]
 
 
-_PLANS: dict = {}   # x.shape -> (kernel[grid] or None when x is empty, ints, constexprs, scratch)
+_PLANS: dict = {}   # x.shape -> (kernel[grid] or None when x is empty, ints, constexprs)
 MAX_PLANS = 256
 
 
@@ -113,10 +112,10 @@ def _plan(shape, cfg: rs.Config | None = None):
         m = 1
         for extent in shape[:-1]:
             m *= extent
-        plan = (None, (), (), 0)
+        plan = (None, (), ())
         if m and n:
-            kernel, grid, ints, constexprs, scratch = launch_arguments(cfg or config(m, n), m, n)
-            plan = (kernel[grid], ints, tuple(constexprs.values()), scratch)
+            kernel, grid, ints, constexprs = launch_arguments(cfg or config(m, n), m, n)
+            plan = (kernel[grid], ints, tuple(constexprs.values()))
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
         _PLANS[key] = plan
@@ -165,20 +164,16 @@ def softmax(x, out=None, config: rs.Config | None = None):
     elif not (is_plain_bf16(out, torch) and out.shape == x.shape and
               out.get_device() == x.get_device()):
         check_output(x, out)
-    launch, ints, constexprs, scratch = plan
-    if scratch:
-        launch(x, out, torch.empty((scratch,), dtype=torch.float32, device=x.device), *ints,
-               *constexprs)
-    elif launch is not None:
+    launch, ints, constexprs = plan
+    if launch is not None:
         launch(x, out, *ints, *constexprs)
     return out
 
 
 def ptx_for(cfg: rs.Config, m: int, n: int) -> str:
     """The PTX of a softmax launch of `cfg` over an (m, n) x (no GPU)."""
-    kernel, _, ints, constexprs, scratch = launch_arguments(cfg, m, n)
-    tensors = (lk.Pointer[lk.bf16],) * 2 + ((lk.Pointer[lk.f32],) if scratch else ())
-    return kernel.ptx(*tensors, *ints, **constexprs)
+    kernel, _, ints, constexprs = launch_arguments(cfg, m, n)
+    return kernel.ptx(lk.Pointer[lk.bf16], lk.Pointer[lk.bf16], *ints, **constexprs)
 
 
 DEFAULT_COLUMNS = (1024, 4096, 8192, 16384, 32768, 65536, 131072)

@@ -6,8 +6,8 @@ recipes/_rowwise_kernel.py the cluster exchange and the views):
 
     y, dy --ld 16 B--> registers (-> f32)
       dot = sum(dy * y): in-thread tree -> shfl.bfly -> [smem across warps]
-            -> [past 16k columns: a cluster's CTAs exchange their parts through a global
-               scratch around barrier.cluster]
+            -> [past 16k columns: a cluster's CTAs exchange their parts through distributed
+               shared memory between two cluster barriers]
       dx = y * (dy - dot) --st 16 B--> global
 
 Work split (recipes/_row_split.split): at most 32 values a thread (y and dy both live:
@@ -43,7 +43,7 @@ def split_for(n: int, itemsize: int, m: int | None = None) -> rs.RowSplit:
 
 
 def _body(dy: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], dx: lk.Pointer[lk.bf16],
-          scratch: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32, P: lk.constexpr,
+          m: lk.i32, nv: lk.i32, P: lk.constexpr,
           ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr,
           VEC: lk.constexpr):
     tv = rk.row_layout(P, ROWS, C, K)
@@ -51,7 +51,7 @@ def _body(dy: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], dx: lk.Pointer[lk.bf1
     row = rk.row_block(CLUSTER)
     yv = lk.cast(lk.load(rk.rows_view(y, m, n, tv, row, CLUSTER)), lk.f32)
     dyv = lk.cast(lk.load(rk.rows_view(dy, m, n, tv, row, CLUSTER)), lk.f32)
-    (dot,) = rk.row_sums([dyv * yv], scratch, m, row, CLUSTER)
+    (dot,) = rk.row_sums([dyv * yv], row, P, ROWS, CLUSTER)
     lk.store(rk.rows_view(dx, m, n, tv, row, CLUSTER),
              lk.cast(yv * (dyv - lk.broadcast(dot, tv)), dx.dtype))
 
@@ -76,13 +76,12 @@ def check_arguments(dy, y) -> tuple[int, int]:
 def launches(dy, y, dx, floats, m: int, n: int, dtype, s: rs.RowSplit | None = None) -> list:
     """[(kernel, grid, args, constexprs)]: dx = softmax_backward(dy, y) over (m, n) rows of
     `dtype` (tensors of any kind the launcher takes: CUDA torch tensors, or the interpreter's
-    arrays), the cluster scratch from floats(count) (an f32 buffer), with the split `s` or
-    split_for(n, dtype.nbytes, m). The one description of the launch: the GPU path, check_cpu
+    arrays; `floats`, the other row recipes' f32 buffers, is not called here), with the split
+    `s` or split_for(n, dtype.nbytes, m). The one description of the launch: the GPU path, check_cpu
     and layoutkit.torch's CPU path all run it."""
     s = s or split_for(n, dtype.nbytes, m)
-    scratch = floats(rk.scratch_floats(m, s.CLUSTER))
-    return [(kernel_for(dtype, s), s.CLUSTER * s.row_tiles(m),
-             (dy, y, dx, scratch, m, n // s.VEC), s.constexprs())]
+    return [(kernel_for(dtype, s), s.CLUSTER * s.row_tiles(m), (dy, y, dx, m, n // s.VEC),
+             s.constexprs())]
 
 
 def softmax_backward(dy, y):
@@ -102,12 +101,12 @@ def reference(dy, y):
 
 def compile_default() -> dict:
     """PTX of the default specializations (no GPU): {name: ptx}, bf16, 1k to 128k columns."""
-    ptr, f32p = lk.Pointer[lk.bf16], lk.Pointer[lk.f32]
+    ptr = lk.Pointer[lk.bf16]
     result = {}
     for n in (1024, 4096, 16384, 32768, 131072):
         s = split_for(n, 2)
         result[f"softmax_backward n={n}"] = kernel_for(lk.bf16, s).ptx(
-            ptr, ptr, ptr, f32p, 4096, n // s.VEC, **s.constexprs())
+            ptr, ptr, ptr, 4096, n // s.VEC, **s.constexprs())
     return result
 
 

@@ -36,7 +36,7 @@ def test_splits_fit_the_register_file_without_spills(n, itemsize, stats):
     ptr = lk.Pointer[DT[itemsize]]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        spec = kernel.specialize(ptr, ptr, ptr, F32, F32, ptr, F32, F32, 4096, n // s.VEC, 1e-5,
+        spec = kernel.specialize(ptr, ptr, ptr, F32, F32, ptr, F32, 4096, n // s.VEC, 1e-5,
                                  4, 132, **lb.constexprs(s, stats))
         usage = assemble(spec.ptx).resources[kernel.name]
     assert usage.spill_store_bytes == 0

@@ -33,6 +33,7 @@ def test_default_specializations_assemble_without_spills():
             assert ("rsqrt.approx.f32" in ptx) == name.startswith("rmsnorm n="), name
             wide = name.endswith(("n=32768", "n=131072"))
             assert ("barrier.cluster.arrive" in ptx) == wide, name
+            assert ("st.shared::cluster" in ptx) == wide, name      # the DSMEM exchange
             assemble(ptx)
 
 
@@ -42,7 +43,7 @@ def test_forward_splits_assemble_without_spills(n, itemsize):
     s = rmsnorm.forward_split(n, itemsize)
     kernel = rmsnorm.kernel_for("forward", DT[itemsize], DT[itemsize], s)
     ptr = lk.Pointer[DT[itemsize]]
-    ptx = kernel.ptx(ptr, ptr, ptr, ptr, ptr, F32, F32, 4096, n // s.VEC, 1e-6,
+    ptx = kernel.ptx(ptr, ptr, ptr, ptr, ptr, F32, 4096, n // s.VEC, 1e-6,
                      **s.constexprs(), RESIDUAL=True, WEIGHT=True, STORE_RESIDUAL=True,
                      STORE_RSTD=True)
     usage = assemble_quietly(kernel, ptx)
@@ -59,7 +60,7 @@ def test_backward_splits_fit_the_register_file_without_spills(n, itemsize, weigh
     s = rmsnorm.backward_split(n, itemsize)
     kernel = rmsnorm.kernel_for("backward", DT[itemsize], DT[itemsize], s)
     ptr = lk.Pointer[DT[itemsize]]
-    spec = kernel.specialize(ptr, ptr, ptr, F32, ptr, F32, F32, 4096, n // s.VEC, 4, 132,
+    spec = kernel.specialize(ptr, ptr, ptr, F32, ptr, F32, 4096, n // s.VEC, 4, 132,
                              **s.constexprs(), WEIGHT=weight)
     usage = assemble_quietly(kernel, spec.ptx)
     assert usage.registers * 32 * s.num_warps <= 65536 and usage.spill_store_bytes == 0
@@ -69,7 +70,7 @@ def test_backward_splits_fit_the_register_file_without_spills(n, itemsize, weigh
 def test_backward_reloads_after_the_row_sum():
     s = rmsnorm.backward_split(4096, 2)
     kernel = rmsnorm.kernel_for("backward", lk.bf16, lk.bf16, s)
-    ptx = kernel.ptx(PTR, PTR, PTR, F32, PTR, F32, F32, 4096, 512, 4, 132, **s.constexprs(),
+    ptx = kernel.ptx(PTR, PTR, PTR, F32, PTR, F32, 4096, 512, 4, 132, **s.constexprs(),
                      WEIGHT=True)
     # x, dy, weight: K = 2 chunks each, loaded before and again after the row sum
     assert ptx.count("ld.global.v4.b32") == 2 * 3 * s.K

@@ -24,6 +24,7 @@ def test_default_specializations_assemble_without_spills():
             assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx, name
             wide = int(name.split("=")[1]) > 16384
             assert ("barrier.cluster.arrive" in ptx) == wide, name
+            assert ("st.shared::cluster" in ptx) == wide, name      # the DSMEM exchange
             assemble(ptx)
 
 
@@ -35,7 +36,7 @@ def test_splits_fit_the_register_file_without_spills(n, itemsize):
     ptr = lk.Pointer[DT[itemsize]]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        ptx = kernel.ptx(ptr, ptr, ptr, F32, 4096, n // s.VEC, **s.constexprs())
+        ptx = kernel.ptx(ptr, ptr, ptr, 4096, n // s.VEC, **s.constexprs())
         usage = assemble(ptx).resources[kernel.name]
     assert usage.spill_store_bytes == 0
     assert usage.registers * 32 * s.num_warps <= 65536

@@ -24,9 +24,7 @@ IR ops (name: operands -> results; attrs, as shared_load / shared_store):
 """
 from __future__ import annotations
 
-import numpy as np
-
-from layoutkit.ptx.isa import arith, cluster as isa_cluster, convert, dsmem as isa_dsmem
+from layoutkit.ptx.isa import cluster as isa_cluster, convert, dsmem as isa_dsmem
 from layoutkit.sync import kernel_model as km
 
 from ..core.bounds import within
@@ -150,15 +148,13 @@ class _DsmemAccess(OpDef):
             ex.undecidable(op, loops, f"the peer rank or the offset into {op.attrs['buffer']} "
                            "is computed from memory; the check skipped this access")
             return
-        ranks = np.broadcast_to(np.asarray(ranks), offsets.shape if np.ndim(offsets)
-                                else mask.sum())
-        offsets = np.broadcast_to(np.asarray(offsets), ranks.shape)
         span = op.attrs["vec"] * nbytes
         disp = op.attrs["disp"]
-        for sub, (rank,) in ex.split(mask, [ranks]):
-            part = offsets[ranks == rank]
-            rng = km.ByteRange(int(rank), op.attrs["buffer"], (int(part.min()) + disp) * nbytes,
-                               (int(part.max()) + disp) * nbytes + span)
+        # one event per (rank, offset): a span over the threads of several CTAs would make
+        # their disjoint slots of one buffer overlap
+        for sub, (rank, offset) in ex.split(mask, [ranks, offsets]):
+            rng = km.ByteRange(int(rank), op.attrs["buffer"], (int(offset) + disp) * nbytes,
+                               (int(offset) + disp) * nbytes + span)
             fields = {"bytes": rng, "site": site}
             if proxy is not None:
                 fields["proxy"] = proxy
