@@ -163,10 +163,10 @@ def _packed(a, b, offsets, out, config):
 def _listed(a_list, b_list, config):
     """The list form (module docstring): checks, packs and runs the packed form."""
     torch = require_torch(f"recipes.gemm_grouped.{WHAT}")
-    for name, items, other in (("a", a_list, b_list), ("b", b_list, a_list)):
-        if not isinstance(other, (list, tuple)):
-            raise TypeError(f"{WHAT}: a list of a_g takes a list of b_g (one per group), got "
-                            f"b of type {type(other).__name__}")
+    if not isinstance(b_list, (list, tuple)):
+        raise TypeError(f"{WHAT}: a list of a_g takes a list of b_g (one per group), got b of "
+                        f"type {type(b_list).__name__}")
+    for name, items in (("a", a_list), ("b", b_list)):
         if len(items) == 0:
             raise ValueError(f"{WHAT}: {name} is an empty list; give one matrix per group")
         for i, x in enumerate(items):
