@@ -13,7 +13,6 @@ Head dim 256 is not supported: dK and dV of 64 keys alone are 256 f32 registers 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from layoutkit.tools.dependencies import require_torch
