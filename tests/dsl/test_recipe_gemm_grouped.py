@@ -230,3 +230,57 @@ def test_random_groups_are_skewed_with_an_empty_and_a_one_row_group():
     sizes = grouped.random_groups(gen, 8, 16384)
     assert sum(sizes) == 16384 and sizes[1] == 0 and sizes[2] == 1 and len(sizes) == 8
     assert grouped.random_groups(gen, 1, 100) == [100]
+
+
+@pytest.fixture
+def on_the_interpreter(monkeypatch):
+    """gemm_grouped's host path on CPU tensors: the launch runs the kernel in the interpreter
+    (on the tensors' memory), two resident CTAs, and the CUDA-device rule relaxed."""
+    from layoutkit.torch.interpreted import run
+    monkeypatch.setattr(grouped, "launch", lambda grid, args, cx: run(
+        grouped.gemm_grouped_kernel, grid, *args, **cx))
+    monkeypatch.setattr(grouped, "_sm_count", lambda device: 2)
+    monkeypatch.setattr(grouped.host, "require_one_cuda_device", lambda what, tensors: None)
+
+
+def _groups(sizes, k, n, seed):
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(sum(sizes), k, generator=gen).bfloat16()
+    b = torch.randn(len(sizes), k, n, generator=gen).bfloat16()
+    bounds = [0]
+    for m in sizes:
+        bounds.append(bounds[-1] + m)
+    return a, b, torch.tensor(bounds, dtype=torch.int32)
+
+
+def _error(got, want):
+    return ((got.double() - want).abs().max() / want.abs().max()).item()
+
+
+@pytest.mark.parametrize("k, n, b_layout", [(64, 40, "N"), (72, 24, "N"), (64, 36, "K")],
+                         ids=["N-major", "N-major ragged K (read K-major)", "K-major"])
+def test_host_path_on_the_interpreter(on_the_interpreter, k, n, b_layout):
+    """The packed form end to end (operand layouts, TMA padding of rows, out with a column
+    stride (a copy back), rows of no group kept) on CPU tensors."""
+    a, b, offsets = _groups([3, 0, 130, 1], k, n, k + n)
+    if b_layout == "K":
+        b = b.transpose(1, 2).contiguous().transpose(1, 2)
+    inner = offsets[1:].contiguous()                     # rows 0..2 belong to no group
+    big = torch.full((n, a.shape[0]), 9.0).bfloat16()
+    out = big.t()                                        # column stride != 1
+    got = grouped.gemm_grouped(a, b[1:], inner, out=out)
+    assert got.data_ptr() == out.data_ptr()
+    want = torch.tensor(grouped.reference(a.float(), b[1:].float(), inner.tolist()))
+    assert _error(got[3:], want[3:]) < 2 ** -7
+    assert (got[:3] == 9).all()
+
+
+def test_list_form_on_the_interpreter(on_the_interpreter):
+    a, b, offsets = _groups([5, 0, 70], 64, 32, 1)
+    bounds = offsets.tolist()
+    a_list = [a[bounds[g]:bounds[g + 1]] for g in range(3)]
+    got = grouped.gemm_grouped(a_list, list(b))
+    assert [tuple(c.shape) for c in got] == [(5, 32), (0, 32), (70, 32)]
+    for c, x, w in zip(got, a_list, b):
+        if x.shape[0]:
+            assert _error(c, x.double() @ w.double()) < 2 ** -7
