@@ -43,6 +43,7 @@ THREADS = 128                  # one warpgroup
 EVERYONE = lk.TVLayout((1,), Layout((THREADS, 1), (0, 0)))     # every thread, one element
 CHUNK = 8                      # bf16 elements of one 16-byte shared store
 COMBINE_HEADS = 4              # query heads per combine CTA (one warp each)
+SPLIT_CHUNK = 8                # splits whose partials a combine warp loads at once
 
 
 def packing(group: int) -> tuple[int, int]:
@@ -91,9 +92,9 @@ def decode_body(q: lk.Tensor[lk.bf16, 4], k_cache: lk.Tensor[lk.bf16, 4],
                 v_cache: lk.Tensor[lk.bf16, 4], block_table: lk.Tensor[lk.i32, 2],
                 cache_seqlens: lk.Tensor[lk.i32, 1], o: lk.Tensor[lk.bf16, 4],
                 o_part: lk.Tensor[lk.f32, 5], lse: lk.Tensor[lk.f32, 4], SPLITS: lk.i32,
-                PAGE_BLOCKS: lk.i32, SCALE_LOG2: lk.f32, GROUP: lk.constexpr, D: lk.constexpr, BN: lk.constexpr,
-                STAGES: lk.constexpr, PAGED: lk.constexpr, CAUSAL: lk.constexpr,
-                PARTIAL: lk.constexpr):
+                PAGE_BLOCKS: lk.i32, SCALE_LOG2: lk.f32, GROUP: lk.constexpr, D: lk.constexpr,
+                BN: lk.constexpr, STAGES: lk.constexpr, PAGED: lk.constexpr,
+                CAUSAL: lk.constexpr, PARTIAL: lk.constexpr):
     """The decode kernel (module docstring). q, o (batch, seqlen_q, heads_q, head_dim); k_cache,
     v_cache (batch, seqlen_cache, heads_kv, head_dim), or with PAGED (num_pages, page_size,
     heads_kv, head_dim) and block_table (batch, max_pages); cache_seqlens (batch,); lse
@@ -324,7 +325,8 @@ def combine_body(o_part: lk.Tensor[lk.f32, 5], lse_part: lk.Tensor[lk.f32, 4],
     """o (batch, seqlen_q, heads_q, head_dim) and lse (batch, heads_q, seqlen_q) from the
     splits' o_part (splits, batch, seqlen_q, heads_q, head_dim) and lse_part (splits, batch,
     heads_q, seqlen_q). Grid (ceil(heads_q / 4), seqlen_q, batch): warp w takes query head
-    4 * block_id(0) + w, lane l its head_dim columns l*D/32 .. (l+1)*D/32 - 1."""
+    4 * block_id(0) + w, lane l its head_dim columns l*D/32 .. (l+1)*D/32 - 1; the splits
+    are read SPLIT_CHUNK at a time (one round trip per chunk, not per split)."""
     h_tile, s, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     per_lane = D // 32
     row_tv = lk.TVLayout((1, 1, COMBINE_HEADS, D),
@@ -343,17 +345,26 @@ def combine_body(o_part: lk.Tensor[lk.f32, 5], lse_part: lk.Tensor[lk.f32, 4],
         return x.tile((1, 1, 1, COMBINE_HEADS, D), (i, b, s, h_tile, 0)).partition(
             lk.TVLayout((1, 1, 1, COMBINE_HEADS, D), row_tv.layout))
 
-    loop = lk.range(0, splits, carry=(lk.full(row_tv, NEG_INF),))
-    for i, (m,) in loop:
-        loop.next(lk.maximum(m, lse_of(i)))
-    (m,) = loop.results
+    # splits in chunks of SPLIT_CHUNK (their loads in flight together), online rescaling
+    loop = lk.range(0, (splits + SPLIT_CHUNK - 1) // SPLIT_CHUNK,
+                    carry=(lk.full(row_tv, NEG_INF), lk.full(row_tv, 0.0), lk.full(row_tv, 0.0)))
+    for c, (m, acc, total) in loop:
+        chunk = [c * SPLIT_CHUNK + u for u in range(SPLIT_CHUNK)]
+        lses = [lse_of(i) for i in chunk]                         # -inf past the last split
+        parts = [lk.RegisterTensor(lk.f32, row_tv, lk.load(rows(o_part, i)).values)
+                 for i in chunk]                                  # 0 past the last split
+        m_new = m
+        for x in lses:
+            m_new = lk.maximum(m_new, x)
+        m_use = lk.where(m_new > NEG_INF, m_new, 0.0)
+        rescale = lk.exp2((m - m_use) * LOG2E)                    # m = -inf: 0
+        acc, total = acc * rescale, total * rescale
+        for x, part in zip(lses, parts):
+            w = lk.exp2((x - m_use) * LOG2E)
+            acc, total = lk.fma(part, w, acc), total + w
+        loop.next(m_new, acc, total)
+    m, acc, total = loop.results
     m_use = lk.where(m > NEG_INF, m, 0.0)
-    loop = lk.range(0, splits, carry=(lk.full(row_tv, 0.0), lk.full(row_tv, 0.0)))
-    for i, (acc, total) in loop:
-        w = lk.exp2((lse_of(i) - m_use) * LOG2E)
-        part = lk.RegisterTensor(lk.f32, row_tv, lk.load(rows(o_part, i)).values)
-        loop.next(lk.fma(part, w, acc), total + w)
-    acc, total = loop.results
     seen = total > 0.0
     out = acc * lk.where(seen, 1.0 / lk.where(seen, total, 1.0), 0.0)
     lk.store(o.tile((1, 1, COMBINE_HEADS, D), (b, s, h_tile, 0)).partition(row_tv),

@@ -31,6 +31,7 @@ With one split the decode kernel writes o and lse itself (one launch).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -90,6 +91,7 @@ def choose_splits(tiles: int, capacity_blocks: int, sms: int, ctas_per_sm: int) 
     return max(1, min(sms * ctas_per_sm // tiles, most))
 
 
+@functools.lru_cache(maxsize=None)
 def _sm_count(device) -> int:
     import torch
     return torch.cuda.get_device_properties(device).multi_processor_count

@@ -93,6 +93,12 @@ def test_interpreter_matches_numpy_at_head_dim_128_with_splits():
     assert fk.check_cpu(1, cases=(case,)) < 2 ** -7
 
 
+def test_interpreter_matches_numpy_with_more_splits_than_a_combine_chunk():
+    case = (1, 1, 2, 1, 64, 1024, None, (1000,), False, 11)       # 11 splits, chunks of 8
+    assert fk.kernel_module.SPLIT_CHUNK < 11
+    assert fk.check_cpu(2, cases=(case,)) < 2 ** -7
+
+
 def test_malformed_lengths_and_block_tables_stay_inside_the_tensors():
     """Lengths that are negative or past the cache's capacity and page numbers that are negative
     or past the pool compute garbage rows but never reach outside an argument (the interpreter
