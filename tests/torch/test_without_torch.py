@@ -30,6 +30,7 @@ ENTRIES = {
     "transpose": {"transpose": 1},
     "flash_attention": {"flash_attention": 3},
     "flash_attention_varlen": {"flash_attention_varlen": 7},
+    "flash_attention_kvcache": {"flash_attention_with_kvcache": 4},
 }
 
 
