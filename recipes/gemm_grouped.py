@@ -70,10 +70,12 @@ def check_config(config) -> Config:
     return config or DEFAULT
 
 
-def check_inputs(a, b, offsets, out, config) -> tuple[int, int, int, int, Config]:
+def check_inputs(a, b, offsets, out, config,
+                 cuda: bool = True) -> tuple[int, int, int, int, Config]:
     """Validate the packed form's arguments (torch tensors; CPU and meta tensors reach every
     rule); returns (T, K, N, G, config). Each mistake is a TypeError (a Python type, a dtype) or a
-    ValueError (a rank, a shape, the config, an overlap, a device) naming the argument."""
+    ValueError (a rank, a shape, the config, an overlap, a device) naming the argument. Not
+    `cuda` (fake and CPU-interpreter callers): one device, any one."""
     torch = require_torch(f"recipes.gemm_grouped.{WHAT}")
     host.require_matrix(WHAT, "a", a, "total_tokens x K")
     host.require_tensor(WHAT, "b", b)
@@ -101,8 +103,21 @@ def check_inputs(a, b, offsets, out, config) -> tuple[int, int, int, int, Config
         host.require_out(WHAT, out, (t, n), torch.bfloat16)
         host.require_no_overlap(WHAT, out, tensors)
         tensors["out"] = out
-    host.require_one_cuda_device(WHAT, tensors)
+    if cuda:
+        host.require_one_cuda_device(WHAT, tensors)
+    else:
+        require_one_device(tensors)
     return t, k, n, g, cfg
+
+
+def require_one_device(tensors: dict) -> None:
+    """recipes._gemm_host.require_one_cuda_device's first rule alone: every tensor on the
+    first one's device."""
+    (first, x), *rest = tensors.items()
+    for name, y in rest:
+        if y.device != x.device:
+            raise ValueError(f"{WHAT}: {name} is on {y.device} and {first} on {x.device}; "
+                             "every tensor of one call is on one device")
 
 
 def check_offsets(offsets, total: int) -> None:
@@ -144,9 +159,13 @@ def launch(grid, args, constexprs) -> None:
     gemm_grouped_kernel[grid](*args, **constexprs)
 
 
-def _packed(a, b, offsets, out, config):
+def packed(a, b, offsets, out=None, config=None, *, units=None, run=None, cuda: bool = True):
+    """The packed form (module docstring) with where it runs: `units` resident CTAs (None: the
+    device's SM count), `run(grid, args, constexprs)` the launch (None: `launch`; the CPU
+    interpreter for layoutkit.torch's CPU path), `cuda` whether the tensors must be on a CUDA
+    device."""
     torch = require_torch(f"recipes.gemm_grouped.{WHAT}")
-    t, k, n, g, cfg = check_inputs(a, b, offsets, out, config)
+    t, k, n, g, cfg = check_inputs(a, b, offsets, out, config, cuda)
     if out is None:
         out = torch.empty(t, n, device=a.device, dtype=torch.bfloat16)
     if t == 0 or n == 0 or g == 0:
@@ -157,9 +176,10 @@ def _packed(a, b, offsets, out, config):
     a_op = host.tma_ready(a)
     c = out if out.stride(1) == 1 else out.contiguous()
     c = host.tma_ready(c)           # a copy keeps out's rows of no group
+    units = _sm_count(a.device) if units is None else units
     grid, args, constexprs = kernel_arguments(a_op, b2, c, offsets.contiguous(), major, cfg,
-                                              grid_for(t, g, n, cfg, _sm_count(a.device)))
-    launch(grid, args, constexprs)
+                                              grid_for(t, g, n, cfg, units))
+    (run or launch)(grid, args, constexprs)
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)
     return out
@@ -195,7 +215,7 @@ def _listed(a_list, b_list, config):
         bounds.append(bounds[-1] + m)
     device = a_list[0].device
     offsets = torch.tensor(bounds, dtype=torch.int32).to(device, non_blocking=True)
-    c = _packed(torch.cat(list(a_list)), torch.stack(list(b_list)), offsets, None, config)
+    c = packed(torch.cat(list(a_list)), torch.stack(list(b_list)), offsets, None, config)
     return list(torch.split(c, sizes))
 
 
@@ -212,7 +232,7 @@ def gemm_grouped(a, b, offsets=None, out=None, config: Config | None = None):
     if offsets is None:
         raise TypeError(f"{WHAT}: a packed a (total_tokens x K) takes offsets (groups + 1 "
                         "int32 row offsets on the GPU); for separate matrices pass lists")
-    return _packed(a, b, offsets, out, config)
+    return packed(a, b, offsets, out, config)
 
 
 # ---- references, compile, checks ------------------------------------------------------------
