@@ -23,9 +23,10 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
     h = lk.cast(lk.load(rows_of(x)), lk.f32)
     if RESIDUAL:
         h = h + lk.cast(lk.load(rows_of(res)), lk.f32)
+    rk.peers_started(CLUSTER)                      # a cluster's peers, while h is in flight
     if STORE_RESIDUAL:
         lk.store(rows_of(res_out), lk.cast(h, res_out.dtype))
-    (squares,) = rk.row_sums([h * h], row, P, ROWS, CLUSTER)
+    (squares,) = rk.row_sums([h * h], row, P, ROWS, CLUSTER, start=False)
     r = lk.rsqrt(squares * (1.0 / lk.cast(n, lk.f32)) + eps)
     out = h * lk.broadcast(r, tv)
     if WEIGHT:

@@ -127,6 +127,15 @@ def cluster_exchange(parts: list, P: int, ROWS: int, CLUSTER: int, name: str,
     return [lk.load(table.tile((ROWS, CLUSTER), (0, q)).partition(peers)) for q in range(count)]
 
 
+def peers_started(CLUSTER: int) -> None:
+    """In a cluster kernel, a relaxed cluster barrier (lk.sm90.cluster_sync(relaxed=True)):
+    every peer has started, so a first exchange may leave out its own first barrier
+    (start=False). Placed right after a kernel's loads are issued, it orders no memory and
+    waits while they are in flight."""
+    if CLUSTER > 1:
+        lk.sm90.cluster_sync(relaxed=True)
+
+
 def row_sums(values: list, row_tile, P: int, ROWS: int, CLUSTER: int, first: int = 0,
              start: bool = True) -> list:
     """Each tensor of `values` (f32, over row_layout(P, ROWS, ...)) summed along its rows, as
@@ -161,6 +170,13 @@ class RowTiles:
         self.row_block = block // cluster if cluster > 1 else block
         self.part = block % cluster if cluster > 1 else 0
         self.coord = (self.row_block, self.part)
+        self.started = False
+
+    def peers_started(self) -> None:
+        """`peers_started` (a relaxed cluster barrier), right after the row's loads: the
+        exchange then leaves out its own first barrier."""
+        peers_started(self.cluster)
+        self.started = self.cluster > 1
 
     def rows_of(self, ptr):
         """This thread's values of the (m, n) row-major matrix at ptr."""
@@ -184,7 +200,7 @@ class RowTiles:
         cluster's CTAs (`cluster_exchange`); returns, per quantity, a tensor over
         partials_layout: every CTA's value of its row."""
         return cluster_exchange(quantities, WARP * self.warps // self.rows, self.rows,
-                                self.cluster, "row_exchange")
+                                self.cluster, "row_exchange", start=not self.started)
 
 
 class Accumulator:

@@ -49,6 +49,7 @@ def _layernorm_rows(x, w, b, y, m, n_vectors, eps, WARPS, ROWS, C, K, CLUSTER):
     tv = rows.tv
     X = rows.rows_of(x)
     v = lk.cast(lk.load(X), lk.f32)
+    rows.peers_started()                            # a cluster's peers, while v is in flight
     inv_n = 1.0 / lk.cast(rows.n, lk.f32)
     held = lk.cast(rows.part_columns(), lk.f32)     # n without a cluster
     part_sum = lk.reduce_sum(v, 1)

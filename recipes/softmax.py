@@ -47,6 +47,7 @@ def _softmax_rows(x, y, m, n_vectors, WARPS, ROWS, C, K, CLUSTER):
     rows = rk.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
     tv = rows.tv
     v = lk.cast(lk.load(rows.rows_of(x), other=float("-inf")), lk.f32)
+    rows.peers_started()                            # a cluster's peers, while v is in flight
     part_max = lk.reduce_max(v, 1)
     e = lk.exp2(lk.fma(v, LOG2E, lk.broadcast(part_max * (-LOG2E), tv)), ftz=True)
     part_sum = lk.reduce_sum(e, 1)

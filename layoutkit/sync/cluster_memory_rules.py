@@ -9,8 +9,9 @@ ByteRange whose `cta` is not the class's own), on the happens-before of the simu
   only the cluster barrier orders shared memory here);
 - cluster start: an access of a peer CTA's shared memory before the class's first cluster
   barrier (the peer may not have started, its shared memory not yet its own);
-- cluster exit: an access of a peer's shared memory after the class's last cluster barrier
-  (the peer may exit, and its shared memory go to another CTA, before the access lands).
+- cluster exit: an access of a peer's shared memory after the class's last ordering cluster
+  barrier (the peer may exit, and its shared memory go to another CTA, before the access
+  lands; a relaxed barrier does not wait for the access).
 
 Spans are per thread class (layoutkit/dsl/check), so an overlap is of spans; each kind is
 reported once per buffer. Ordering through a peer's mbarrier (a remote arrive the owner waits
@@ -21,8 +22,10 @@ from __future__ import annotations
 from .kernel_model import SharedRead, SharedWrite, ThreadBarrier
 
 
-def _cluster_barrier(e) -> bool:
-    return isinstance(e, ThreadBarrier) and e.waits and e.ident == "cluster"
+def _cluster_barrier(e, ordering: bool = False) -> bool:
+    """A cluster barrier (an ordering one: release/acquire, when `ordering`)."""
+    return isinstance(e, ThreadBarrier) and e.waits and e.ident == "cluster" and \
+        (e.orders or not ordering)
 
 
 def cluster_memory_rules(rules, sim, order) -> None:
@@ -33,6 +36,7 @@ def cluster_memory_rules(rules, sim, order) -> None:
     for i, c in enumerate(classes):
         events = c.events[:sim.positions[i]]
         barriers = [p for p, e in enumerate(events) if _cluster_barrier(e)]
+        ordering = [p for p, e in enumerate(events) if _cluster_barrier(e, ordering=True)]
         for position, e in enumerate(events):
             if not isinstance(e, (SharedRead, SharedWrite)):
                 continue
@@ -55,7 +59,7 @@ def cluster_memory_rules(rules, sim, order) -> None:
                           f"{where} before any lk.sm90.cluster_sync(): the peer CTA may not "
                           "have started, and its shared memory is not yet its own; call "
                           "lk.sm90.cluster_sync() before the first access of a peer", e.site)
-            if not barriers or barriers[-1] < position:
+            if not ordering or ordering[-1] < position:
                 rules.add("cluster exit", e.bytes.buffer,
                           f"{where} after the last lk.sm90.cluster_sync() of its threads: the "
                           "peer may exit before the access lands; end the exchange with "

@@ -137,13 +137,16 @@ class Copy:
 @dataclass(frozen=True)
 class ThreadBarrier:
     """A barrier over threads: bar.sync/bar.arrive `ident` (0: lk.barrier(); 'cluster':
-    lk.sm90.cluster_sync()) expecting `threads` threads; `waits` False for bar.arrive."""
+    lk.sm90.cluster_sync()) expecting `threads` threads; `waits` False for bar.arrive;
+    `orders` False for a rendezvous that orders no memory (lk.sm90.cluster_sync(relaxed=True):
+    barrier.cluster.arrive.relaxed)."""
 
     ident: object
     threads: int
     arrivals: int
     waits: bool
     site: Site
+    orders: bool = True
 
 
 @dataclass(frozen=True)

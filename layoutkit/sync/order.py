@@ -10,7 +10,8 @@ known complete (-1 for all: a fresh barrier's phase -1). It grows where the clas
   phases 0..q and of the issue of every copy completing there (PTX ISA "mbarrier": the phase
   completes after them, the wait observes the completion), and knows phases 0..q complete;
 - a thread barrier (bar.sync, lk.barrier(), lk.sm90.cluster_sync(), a named barrier) joins the
-  knowledge of every thread that arrived in that generation; bar.arrive gives without taking.
+  knowledge of every thread that arrived in that generation; bar.arrive gives without taking;
+  a relaxed cluster barrier (lk.sm90.cluster_sync(relaxed=True)) neither gives nor takes.
 
 So "X happened before event e of class c" is one comparison, and, since knowledge only grows
 along a class's events, "the first event of class c that knows X" one bisection.
@@ -129,7 +130,7 @@ class Order:
                 learn(i, position + 1, clock)
             elif isinstance(e, ThreadBarrier):
                 round_ = sim.rounds.get((i, position))
-                if round_ is None:
+                if round_ is None or not e.orders:      # a relaxed rendezvous: no knowledge
                     continue
                 if not e.waits:
                     given[(i, position)] = own(i, position)

@@ -24,10 +24,11 @@ def L(marker: str) -> int:
 
 
 def rotation(cluster=2, first=True, last=True, peer=lambda rank, size: (rank + 1) % size,
-             pull=False, dtype=lk.f32):
+             pull=False, dtype=lk.f32, relaxed=(False, False)):
     """y[c] = x[peer(c)] for CTA c of a cluster of `cluster`: pushed (each CTA stores its row
     into the peer's buffer, then reads its own) or pulled (stores its own, reads the peer's),
-    the cluster barriers before and after the exchange optional."""
+    the cluster barriers before and after the exchange optional (`relaxed`: which of them
+    is lk.sm90.cluster_sync(relaxed=True))."""
     def exchange(x: F32, y: F32):
         buf = lk.shared_tensor(Layout((1, N), (N, 1)), dtype, name="buf")
         rank = lk.sm90.block_rank_in_cluster()
@@ -38,13 +39,13 @@ def rotation(cluster=2, first=True, last=True, peer=lambda rank, size: (rank + 1
         if pull:
             lk.store(buf.partition(TV), v)
         if first:
-            lk.sm90.cluster_sync()
+            lk.sm90.cluster_sync(relaxed=relaxed[0])
         if pull:
             got = lk.sm90.dsmem_load(buf.partition(TV), cta=peer(rank, size))  # mark: pull load
         else:
             lk.sm90.dsmem_store(buf.partition(TV), v, cta=peer(rank, size))   # mark: push store
         if last:
-            lk.sm90.cluster_sync()
+            lk.sm90.cluster_sync(relaxed=relaxed[1])
         if not pull:
             got = lk.load(buf.partition(TV))                                  # mark: push read
         lk.store(Y.tile((1, N), (lk.block_id(0), 0)).partition(TV), lk.cast(got, lk.f32))
@@ -76,6 +77,23 @@ def test_ptx_maps_the_address_and_ptxas_takes_it(pull):
     access = "ld.shared::cluster.v4.f32" if pull else "st.shared::cluster.v4.f32"
     assert ptx.count(access) == 1
     assert assemble(ptx).resources["exchange"].spill_store_bytes == 0
+
+
+def test_a_relaxed_first_barrier_suffices_to_start():
+    kernel = rotation(4, relaxed=(True, False))
+    x, y = run(kernel, 4)
+    np.testing.assert_array_equal(y, x[(np.arange(4) - 1) % 4])
+    ptx = kernel.ptx(F32, F32)
+    assert ptx.count("barrier.cluster.arrive.relaxed.aligned;") == 1
+    assert ptx.count("barrier.cluster.arrive.release.aligned;") == 1
+
+
+def test_a_relaxed_barrier_does_not_order_the_exchange():
+    kernel = rotation(2, relaxed=(False, True))
+    err = interpreter_error(kernel, 2, RaceError)
+    assert "with no lk.sm90.cluster_sync() between the two" in str(err)
+    kinds = {f.kind for f in static_error(kernel).findings}
+    assert kinds == {"cluster race", "cluster exit"}
 
 
 def test_own_rank_is_a_local_access():

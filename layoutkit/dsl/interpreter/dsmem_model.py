@@ -4,7 +4,7 @@ a cluster's CTAs last, and whether a cluster barrier orders two accesses from di
 layoutkit.dsl.sm90.dsmem).
 
 Across CTAs only `lk.sm90.cluster_sync()` (barrier.cluster arrive.release + wait.acquire)
-orders memory here. A thread's epoch is the number of cluster barriers it has arrived at; an
+orders memory here (the relaxed one, arrive.relaxed, only says that the peers have started). A thread's epoch is the number of cluster barriers it has arrived at; an
 access at epoch a by a thread of CTA A happened before an access at epoch b by a thread of CTA
 B != A exactly when a < b (A's thread arrived at barrier a + 1 after its access, B's passed
 barrier b >= a + 1 before its own). Each byte of each CTA remembers its last writer and last
@@ -22,7 +22,8 @@ import numpy as np
 from .errors import ExecutionError, RaceError
 from .machine import location_text
 
-EPOCH = "cluster_epoch"          # Thread.state key: cluster barriers arrived at
+EPOCH = "cluster_epoch"          # Thread.state key: ordering cluster barriers arrived at
+STARTED = "cluster_started"      # Thread.state key: passed a cluster barrier (any kind)
 STATE = "dsmem"                  # CTA.state key: its ClusterBytes
 
 
@@ -69,10 +70,13 @@ def enable(ctas) -> None:
         cta.state.setdefault(STATE, ClusterBytes(cta.shared.data.size))
 
 
-def arrive(thread) -> None:
-    """`thread` arrives at a cluster barrier (its later accesses are ordered after every
-    access of the cluster before it)."""
-    thread.state[EPOCH] = thread.state.get(EPOCH, 0) + 1
+def arrive(thread, orders: bool = True) -> None:
+    """`thread` arrives at a cluster barrier: an ordering one (release/acquire: its later
+    accesses are ordered after every access of the cluster before it) or, `orders` False, a
+    relaxed one (the peers have started, nothing is ordered)."""
+    thread.state[STARTED] = True
+    if orders:
+        thread.state[EPOCH] = thread.state.get(EPOCH, 0) + 1
 
 
 def rank_of(cta) -> int:
@@ -88,7 +92,7 @@ def peer(thread, rank, op, what: str):
                              f"{len(cluster)} CTAs (ranks 0..{len(cluster) - 1})", op.location)
     target = cluster[rank]
     if target is not thread.cta:
-        if thread.state.get(EPOCH, 0) == 0:
+        if not thread.state.get(STARTED):
             raise ExecutionError(
                 f"{what} touches the shared memory of cluster rank {rank} before any "
                 "lk.sm90.cluster_sync(): the peer CTA may not have started (its shared memory "

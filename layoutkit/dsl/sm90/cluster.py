@@ -5,6 +5,7 @@ is launched in clusters of that shape (the grid must be a whole number of cluste
 
     rank = lk.sm90.block_rank_in_cluster()      # %cluster_ctarank, 0..x*y*z-1 (a kernel integer)
     lk.sm90.cluster_sync()                      # barrier.cluster.arrive.release + wait.acquire
+    lk.sm90.cluster_sync(relaxed=True)          # arrive.relaxed + wait: a rendezvous only
     lk.sm90.mbarrier_arrive(empty[s], cta=(rank + 1) % 2)   # arrive on a peer's barrier
 
 `lk.sm90.cluster_sync()` is reached by every thread of every CTA of the cluster: before touching a
@@ -91,11 +92,17 @@ def num_clusters(axis: int = 0) -> sympy.Symbol:
     return _special(what, "nclusterid." + _axis(what, axis))
 
 
-def cluster_sync() -> None:
-    """Every thread of every CTA of the cluster arrives and waits (release/acquire)."""
-    trace, _ = _cluster("lk.sm90.cluster_sync()")
-    trace.require_uniform("lk.sm90.cluster_sync()", cluster=True)
-    trace.emit("cluster_sync", (), ())
+def cluster_sync(relaxed: bool = False) -> None:
+    """Every thread of every CTA of the cluster arrives and waits (release/acquire). With
+    `relaxed`, the arrive is barrier.cluster.arrive.relaxed: a rendezvous that orders no
+    memory (no MEMBAR before it), enough to know that every peer has started (before a first
+    lk.sm90.dsmem_store) while this thread's loads stay in flight."""
+    what = "lk.sm90.cluster_sync()"
+    trace, _ = _cluster(what)
+    if not isinstance(relaxed, bool):
+        raise TraceError(f"{what}: relaxed = {relaxed!r} must be True or False")
+    trace.require_uniform(what, cluster=True)
+    trace.emit("cluster_sync", (), (), {"relaxed": True} if relaxed else {})
 
 
 __all__ = ["block_id_in_cluster", "block_rank_in_cluster", "cluster_id", "cluster_shape",

@@ -32,7 +32,7 @@ import numpy as np
 
 from layoutkit.ptx.isa import arith, compare, control, special
 from layoutkit.sync import (NAMED_BARRIER_COUNT, WARPGROUP_THREADS, WHOLE_CTA_ID, NamedBarrier,
-                            check_directives, emit_cluster_sync, emit_elect_one, named_arrive,
+                            check_directives, cluster_arrive, cluster_wait, emit_cluster_sync, emit_elect_one, named_arrive,
                             named_sync, set_role_registers, warpgroup_index)
 from layoutkit.ptx.isa.warp import WARP_SIZE
 from layoutkit.sync import kernel_model as km
@@ -212,20 +212,28 @@ class SpecialReg(NoEffects, OpDef):
 
 class ClusterSync(OpDef):
     """Every thread of every CTA of the cluster arrives and waits (`barrier.cluster.arrive
-    .release.aligned` + `barrier.cluster.wait.acquire.aligned`, sm_90)."""
+    .release.aligned` + `barrier.cluster.wait.acquire.aligned`, sm_90; attr `relaxed`:
+    `arrive.relaxed`, a rendezvous that orders no memory)."""
 
     name = "cluster_sync"
     targets = SM90A_ONLY
     synchronizes = True
 
     def verify(self, op):
-        if op.operands or op.results or op.blocks:
-            fail(op, "takes no operands and has no results")
+        if op.operands or op.results or op.blocks or \
+                not isinstance(op.attrs.get("relaxed", False), bool):
+            fail(op, "takes no operands, has no results, and is relaxed or not")
 
     def lower(self, op, lw):
-        emit_cluster_sync(lw.k)
+        if op.attrs.get("relaxed"):
+            cluster_arrive(lw.k, relaxed=True)
+            cluster_wait(lw.k)
+        else:
+            emit_cluster_sync(lw.k)
 
     def interpret(self, op, compiler):
+        relaxed = op.attrs.get("relaxed", False)
+
         def run(thread):
             cluster = thread.cta.state["cluster_ctas"]
             barrier = cluster[0].state.get("cluster_barrier")
@@ -233,12 +241,13 @@ class ClusterSync(OpDef):
                 barrier = cluster[0].state["cluster_barrier"] = BarrierState(
                     -1, WaitQueue(thread.cta.machine.scheduler), name="barrier.cluster")
             total = sum(len(cta.threads) for cta in cluster)
-            dsmem_model.arrive(thread)
+            dsmem_model.arrive(thread, orders=not relaxed)
             return BarrierWait(barrier, barrier.arrive(thread, total, op), op)
         return Step(run, op)
 
     def effects(self, op, ex, mask, loops):
         ex.emit(mask, km.ThreadBarrier, {"ident": "cluster",
                                          "threads": ex.block_threads * ex.ctas,
-                                         "waits": True, "site": ex.site(op, loops)},
+                                         "waits": True, "site": ex.site(op, loops),
+                                         "orders": not op.attrs.get("relaxed", False)},
                 per_thread=1)
