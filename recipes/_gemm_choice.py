@@ -24,6 +24,8 @@ first when M <= 64: one consumer warpgroup, no MMA on rows past 64 that do not e
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import layoutkit as lk
 from recipes._gemm_kernel import ROW_BYTES, TILE_M, Config
 from recipes._gemm_host import round_up
@@ -82,20 +84,30 @@ def modelled_seconds(m: int, n: int, k: int, cfg: Config, units: int) -> float:
     return time
 
 
+def best_split(m: int, n: int, k: int, tile: Config, sms: int = 132) -> Config:
+    """`tile` (a cluster-1 candidate) with the SPLIT_K of least modelled time."""
+    k_tiles = -(-k // BK)
+    best, best_time = tile, None
+    for split in SPLITS:
+        if split > 1 and k_tiles < MIN_SPLIT_STEPS * split:
+            break
+        trial = replace(tile, SPLIT_K=split)
+        time = modelled_seconds(m, n, k, trial, sms)
+        if best_time is None or time < best_time:
+            best, best_time = trial, time
+    return best
+
+
 def choose(m: int, n: int, k: int, sms: int = 132) -> Config:
     """The config of an M x N x K bf16 GEMM on a GPU of `sms` SMs (module docstring)."""
     clusters = sms // DEFAULT.CLUSTER
     default_tiles = -(-m // DEFAULT.BM) * -(-n // DEFAULT.BN)
     if m > 256 and default_tiles >= clusters:
         return DEFAULT
-    k_tiles = -(-k // BK)
     best, best_time = DEFAULT, modelled_seconds(m, n, k, DEFAULT, clusters)
-    for cfg in candidates(m)[1:]:
-        for split in SPLITS:
-            if split > 1 and k_tiles < MIN_SPLIT_STEPS * split:
-                break
-            trial = Config(BM=cfg.BM, BN=cfg.BN, CLUSTER=1, STAGES=cfg.STAGES, SPLIT_K=split)
-            time = modelled_seconds(m, n, k, trial, sms)
-            if time < best_time:
-                best, best_time = trial, time
+    for tile in candidates(m)[1:]:
+        trial = best_split(m, n, k, tile, sms)
+        time = modelled_seconds(m, n, k, trial, sms)
+        if time < best_time:
+            best, best_time = trial, time
     return best

@@ -160,16 +160,20 @@ class Schedule:
     slab_rows: int = 0
 
 
-def schedule(m: int, n: int, k: int, cfg: Config, ab_dtype, resident_units: int) -> Schedule:
+def schedule(m: int, n: int, k: int, cfg: Config, ab_dtype, resident_units: int,
+             full_grid: bool = False) -> Schedule:
     """The Schedule of an M x N x K problem of `ab_dtype` operands (a layoutkit dtype) under
-    `cfg`, `resident_units` scheduling units (CTAs or clusters) running at once."""
+    `cfg`, `resident_units` scheduling units (CTAs or clusters) running at once. The grid is
+    every resident unit with `full_grid` (units past the tiles have none: one specialization
+    serves every problem size, GRID being a constexpr), else at most one unit per tile."""
     tiles_m, tiles_n = -(-m // cfg.BM), -(-n // cfg.BN)
     pair_rows = -(-tiles_m // cfg.CLUSTER)           # tile rows a cluster's CTAs share
     group = next(g for g in (cfg.GROUP_M, 8, 4, 2, 1) if pair_rows % g == 0)
     k_tiles = -(-k // row_elements(ab_dtype))
     per_split = -(-k_tiles // cfg.SPLIT_K)
     split = -(-k_tiles // per_split)                 # no K range left empty
-    grid = cfg.CLUSTER * min(resident_units, split * pair_rows * tiles_n)
+    grid = cfg.CLUSTER * (resident_units if full_grid else
+                          min(resident_units, split * pair_rows * tiles_n))
     return Schedule(tiles_m, tiles_n, k_tiles, group, grid, split,
                     split_rows(tiles_m, cfg.CLUSTER, cfg.BM))
 

@@ -332,7 +332,7 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
     c_type = TYPES[_dtype_name(out.dtype)]
     c = _tma_ready(out) if out.stride(1) == 1 else _tma_ready(out.new_empty(m, n))
     cfg = config or config_for(m, n, k, sms)
-    plan = host.schedule(m, n, k, cfg, lk.bf16, units(cfg, major))
+    plan = host.schedule(m, n, k, cfg, lk.bf16, units(cfg, major), full_grid=True)
     extra = []                                     # the epilogue's arguments, in its order
     if epilogue.c is not None:
         extra.append(out)
