@@ -30,6 +30,12 @@ store:
   window's end, so it would overwrite the next group's first rows.
 - Offsets are clamped to 0 <= start <= end <= T: a malformed offsets tensor (decreasing, past
   T, negative) gives wrong or overlapping rows of c, never an access outside a, b or c.
+
+Verification: the static protocol check (layoutkit.dsl.check) chooses one value per loaded
+integer by a coordinate search, and no single change makes a tile live here (that takes a
+non-empty group and a tile count past the unit's first tile together), so it walks the group
+loop with no tile; the CPU interpreter (gemm_grouped.check_cpu, race checking on) runs the ring,
+the roles and both stores on live tiles instead.
 """
 from __future__ import annotations
 
