@@ -13,7 +13,8 @@ One CTA per (BN-key block, kv head, batch); 3 warpgroups (every line below is in
         dK, dV of them (64 x head_dim f32 each) in registers over every step:
             S^T  = K_w Q_m^T         (SS wgmma: rows keys, columns queries)
             dP^T = V_w dO_m^T        (SS wgmma)
-            P^T  = exp2(S^T * c - lse2)   (c = scale log2 e, lse2 = lse log2 e: the forward's P)
+            P^T  = exp2(S^T * c + neg_lse2)   (c = scale log2 e, neg_lse2 = -lse log2 e: the
+                                      forward's P, one fma per score)
             dV  += P^T dO_m          (RS wgmma: P^T from registers, dO MN-major from shared)
             dS^T = P^T * (dP^T - D)
             dK  += dS^T Q_m          (RS wgmma)
@@ -26,10 +27,11 @@ One CTA per (BN-key block, kv head, batch); 3 warpgroups (every line below is in
 Numerics: the scores' scale is applied once, at the end (dK *= scale here, dQ *= scale in the
 post-pass): dS above is the gradient with respect to the scaled scores. P is recomputed from
 the forward's lse (natural log, scaled into log2 units by the pre-pass), so it is the forward's
-P up to f32 rounding. Rows that see no key (causal, seqlen_q > seqlen_k) have lse = -inf; they
-lie only in masked blocks, where the mask picks 0 after the exp2 (so inf never reaches dS).
+P up to f32 rounding. Rows that see no key (causal, seqlen_q > seqlen_k) have lse = -inf
+(neg_lse2 = +inf); they lie only in masked blocks, where the mask picks 0 after the exp2 (so
+inf never reaches dS).
 Query rows past seqlen_q (the last, ragged block: TMA fills Q and dO with zeros) read the pre-
-pass's padding lse2 = +inf, D = 0, so P = 0 there without a mask; key rows past seqlen_k have
+pass's padding neg_lse2 = -inf, D = 0, so P = 0 there without a mask; key rows past seqlen_k have
 K = V = 0, so they add nothing to dQ and their dK, dV rows are clipped by the TMA store.
 
 Causal (bottom-right aligned, as the forward): query q sees key j <= q + seqlen_k - seqlen_q;
@@ -81,15 +83,15 @@ def query_blocks(sq, sk, n_blk, causal: bool):
 def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tensor[lk.bf16, 4],
                   do: lk.Tensor[lk.bf16, 4], dk: lk.Tensor[lk.bf16, 4],
                   dv: lk.Tensor[lk.bf16, 4], dq_acc: lk.Tensor[lk.f32, 2],
-                  lse2: lk.Tensor[lk.f32, 1], delta: lk.Tensor[lk.f32, 1], GROUP: lk.i32,
+                  neg_lse2: lk.Tensor[lk.f32, 1], delta: lk.Tensor[lk.f32, 1], GROUP: lk.i32,
                   SCALE: lk.f32, SCALE_LOG2: lk.f32, D: lk.constexpr, STAGES: lk.constexpr,
                   CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr,
                   PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
     """The kernel (module docstring). q, do (batch, seqlen_q, heads_q, D); k, v, dk, dv (batch,
     seqlen_k, heads_kv, D), D contiguous; dq_acc f32 (batch * heads_q * nqb * 64, D), row
     (b * heads_q + h) * nqb * 64 + q, nqb = ceil(seqlen_q / 64), added into (zeroed by the
-    host); lse2, delta f32 (batch * heads_q * nqb * 64,) in the same row order: lse * log2 e
-    and rowsum(dO * O), padded with +inf and 0. Query head h reads kv head h // GROUP. Grid
+    host); neg_lse2, delta f32 (batch * heads_q * nqb * 64,) in the same row order: -lse *
+    log2 e and rowsum(dO * O), padded with -inf and 0. Query head h reads kv head h // GROUP. Grid
     (ceil(seqlen_k / 128), heads_kv, batch)."""
     Q, K, V, DO, DK, DV = (x.permute(1, 3, 2, 0) for x in (q, k, v, do, dk, dv))
     SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
@@ -132,8 +134,8 @@ def produce(e: Env) -> None:
     """The producer warp: K and V once, then Q_m and dO_m of every (head, query block) step."""
     for name, tensor, bar in (("sK", e.K, e.k_full), ("sV", e.V, e.v_full)):
         with lk.sm90.elect_one(), lk.sm90.expect_tx(bar[0]):
-            lk.sm90.tma_load(getattr(e, name), tensor.tile((BN, e.D, 1, 1), (e.n_blk, 0, e.hk, e.b)),
-                             bar[0])
+            lk.sm90.tma_load(getattr(e, name),
+                             tensor.tile((BN, e.D, 1, 1), (e.n_blk, 0, e.hk, e.b)), bar[0])
     for g in lk.range(0, e.GROUP):
         h = e.hk * e.GROUP + g
         for j in lk.range(0, e.nq):
@@ -163,11 +165,12 @@ class Consumer:
         self.row0, self.col0, self.drow, self.dcol = row_col(self.s_layout,
                                                              lk.sm90.thread_id_in_warpgroup())
         self.first_key = e.n_blk * BN + wg * WG_KEYS + self.row0
-        rows = e.lse2.shape[0]
-        # lse2 and D of a step's 64 queries as a (keys, queries) view: the key mode broadcast
-        self.by_query = {name: lk.global_tensor(x.ptr, lk.Layout((WG_KEYS, rows), (0, 1)),
-                                                (None, rows))
-                         for name, x in (("lse2", e.lse2), ("delta", e.delta))}
+        rows = e.neg_lse2.shape[0]
+        # -lse2 and D of a step's 64 queries as a (keys, queries) view, the key mode broadcast;
+        # unmasked, as the dQ accumulator: their rows are padded to whole 64-query blocks
+        self.by_query = {name: lk.global_tensor(x.ptr, lk.Layout((WG_KEYS, rows), (0, 1)), None)
+                         for name, x in (("neg_lse2", e.neg_lse2), ("delta", e.delta))}
+        self.dq_acc = lk.global_tensor(e.dq_acc.ptr, e.dq_acc.layout, None)
 
     def run(self) -> None:
         e = self.e
@@ -190,7 +193,7 @@ class Consumer:
 
     def mask(self, P, m):
         """P^T with 0 where key > query + seqlen_k - seqlen_q (after the exp2: rows that see no
-        key have lse2 = -inf and an infinite exp2 here)."""
+        key have neg_lse2 = +inf and an infinite exp2 here)."""
         e = self.e
         base = lk.cast(m * BQ + self.col0 + e.SK - e.SQ - self.first_key, lk.i32)
         keep = lk.RegisterTensor(lk.bool_, P.layout, [(base >= dr - dc).value
@@ -198,7 +201,7 @@ class Consumer:
         return lk.where(keep, P, 0.0)
 
     def query_values(self, name: str, h, m):
-        """This thread's lse2 or D values of query block m of head h, in the S^T layout."""
+        """This thread's neg_lse2 or D values of query block m of head h, in the S^T layout."""
         e = self.e
         row = (e.b * e.HQ + h) * e.nqb + m
         return lk.load(self.by_query[name].tile((WG_KEYS, BQ), (0, row)).partition(self.s_layout))
@@ -216,7 +219,8 @@ class Consumer:
         lk.sm90.wgmma_fence()
         dP = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(BQ), self.sV_w, sdO, accumulate=False)
         lk.sm90.wgmma_commit()
-        neg_lse2 = self.query_values("lse2", h, m) * -1.0   # loaded under the wgmmas (L2)
+        neg_lse2 = self.query_values("neg_lse2", h, m)      # loaded under the wgmmas (L2)
+        delta = self.query_values("delta", h, m)
         lk.sm90.wgmma_wait(1)                               # S^T done, dP^T still running
         P = lk.exp2(lk.fma(S, e.SCALE_LOG2, neg_lse2), ftz=True)
         if masked:
@@ -225,7 +229,6 @@ class Consumer:
         lk.sm90.wgmma_fence()
         dV = lk.sm90.wgmma(dV, P16, sdO.T, accumulate=True)
         lk.sm90.wgmma_commit()
-        delta = self.query_values("delta", h, m)
         lk.sm90.wgmma_wait(1)                               # dP^T done, dV still running
         dS16 = lk.cast(P * (dP - delta), lk.bf16)
         a, b = self.share_ds(i, dS16)       # before dK's wgmma, which owns dS16 until retired
@@ -233,29 +236,35 @@ class Consumer:
         dK = lk.sm90.wgmma(dK, dS16, sQ.T, accumulate=True)
         lk.sm90.wgmma_commit()
         lk.sm90.wgmma_fence()                   # ptxas wants one before the fresh dQ accumulator
-        dQ = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(self.dq_cols), a, b, accumulate=False)
+        dQ = lk.sm90.wgmma_accumulator(self.dq_cols)
+        for part, (a_keys, b_keys) in enumerate(zip(a, b)):    # 64 keys each: fewer live
+            dQ = lk.sm90.wgmma(dQ, a_keys, b_keys, accumulate=part > 0)   # descriptors
         lk.sm90.wgmma_commit()
         lk.sm90.wgmma_wait(0)
         release(e.q_empty, s.stage)
         release(e.do_empty, s.stage)
         row = (e.b * e.HQ + h) * e.nqb + m
         col = self.wg if e.DQ_SPLIT == "head_dim" else 0
-        lk.atomic_add(e.dq_acc.tile((BQ, self.dq_cols), (row, col)).partition(self.dq_layout), dQ)
+        rows = self.dq_acc.tile((BQ, self.dq_cols), (row, col))
+        lk.atomic_add(rows.partition(self.dq_layout), dQ)
         return dK, dV
 
     def share_ds(self, i, dS16):
         """dS^T to its shared buffer, visible to the async proxy and (DQ_SPLIT) to the other
-        warpgroup; returns the (A, B) shared operands of this warpgroup's dQ = dS K."""
+        warpgroup; returns the A and B shared operands of this warpgroup's dQ = dS K, one of
+        each per 64 keys (one wgmma each: 4 + 4 k-step descriptors live, not 8 + 8)."""
         e, wg = self.e, self.wg
         buf = e.sdS[:, :, 0, 0, lk.sm90.consumer_state(i, 2).stage]
         lk.store(buf.tile((WG_KEYS, BQ), (wg, 0)).partition(self.s_layout), dS16)
         lk.sm90.fence_proxy_async()                     # generic stores, then wgmma reads
         if e.DQ_SPLIT == "head_dim":
             lk.sm90.named_barrier_sync(DS_BARRIER, CONSUMERS * 128)
-            return (buf.T,                                                  # (queries, BN keys)
-                    e.sK[:, :, 0, 0].tile((BN, self.dq_cols), (0, wg)).T)   # (D/2, BN keys)
+            keys = range(CONSUMERS)                   # dS K over the BN keys, 64 at a time
+            return ([buf.tile((WG_KEYS, BQ), (j, 0)).T for j in keys],       # (queries, 64 keys)
+                    [e.sK[:, :, 0, 0].tile((WG_KEYS, self.dq_cols), (j, wg)).T
+                     for j in keys])                                         # (D/2, 64 keys)
         lk.sm90.named_barrier_sync(DS_BARRIER + wg, 128)
-        return buf.tile((WG_KEYS, BQ), (wg, 0)).T, self.sK_w.T     # (queries, 64), (D, 64)
+        return [buf.tile((WG_KEYS, BQ), (wg, 0)).T], [self.sK_w.T]   # (queries, 64), (D, 64)
 
     def epilogue(self, dK, dV) -> None:
         """dK and dV of this warpgroup's keys through its rows of sK and sV to global memory."""

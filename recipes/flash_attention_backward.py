@@ -3,8 +3,8 @@ bf16 in and out, f32 accumulation; causal (bottom-right aligned), GQA (dk, dv su
 query heads of a group), ragged seqlen_q and seqlen_k (they may differ), head_dim 64 and 128.
 
 Three steps per call (each a visible choice, `Config`):
-  1. pre-pass (torch, on the device): D = rowsum(dO * O) in f32 and lse * log2 e, both in the
-     kernel's row order (batch, head, query) padded to 64-row blocks with D = 0, lse2 = +inf,
+  1. pre-pass (torch, on the device): D = rowsum(dO * O) in f32 and -lse * log2 e, both in the
+     kernel's row order (batch, head, query) padded to 64-row blocks with D = 0, -inf,
      and the f32 dQ accumulator zeroed;
   2. the kernel (recipes/_flash_attention_backward_kernel.py: pipeline and numerics), one CTA
      per 128-key block, kv head and batch: dK, dV in registers, dQ by atomic f32 reductions;
@@ -48,14 +48,14 @@ def padded_rows(batch: int, heads_q: int, seqlen_q: int) -> int:
     return batch * heads_q * -(-seqlen_q // BQ) * BQ
 
 
-def kernel_arguments(q, k, v, do, dk, dv, dq_acc, lse2, delta, causal: bool, scale: float,
+def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool, scale: float,
                      cfg: Config) -> tuple:
     """(grid, positional arguments, constexprs) of one launch: q, do (batch, seqlen_q, heads_q,
-    d), k, v, dk, dv (batch, seqlen_k, heads_kv, d), dq_acc (padded_rows, d) f32, lse2, delta
-    (padded_rows,) f32; CUDA tensors, numpy arrays (the interpreter) or lk.TensorSpecs."""
+    d), k, v, dk, dv (batch, seqlen_k, heads_kv, d), dq_acc (padded_rows, d) f32, neg_lse2,
+    delta (padded_rows,) f32; CUDA tensors, numpy arrays (the interpreter) or lk.TensorSpecs."""
     batch, _, hq, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
-    args = (q, k, v, do, dk, dv, dq_acc, lse2, delta, hq // hk, float(scale),
+    args = (q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, hq // hk, float(scale),
             float(scale) * LOG2E)
     constexprs = dict(D=d, STAGES=cfg.STAGES, CAUSAL=bool(causal), DQ_SPLIT=cfg.DQ_SPLIT,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
@@ -114,15 +114,15 @@ def check_inputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout: str):
 
 
 def prepare(torch, do, o, lse, rows_padded: int):
-    """The pre-pass (module docstring): (lse2, delta, dq_acc zeroed) for (batch, seqlen, heads,
-    d) dO and O and (batch, heads, seqlen) lse."""
+    """The pre-pass (module docstring): (neg_lse2, delta, dq_acc zeroed) for (batch, seqlen,
+    heads, d) dO and O and (batch, heads, seqlen) lse."""
     batch, sq, hq, d = do.shape
     pad = -(-sq // BQ) * BQ - sq
     delta = (do.float() * o.float()).sum(-1).transpose(1, 2)               # (batch, heads, sq)
     delta = torch.nn.functional.pad(delta, (0, pad)).reshape(-1)
-    lse2 = torch.nn.functional.pad(lse * LOG2E, (0, pad), value=float("inf")).reshape(-1)
+    neg_lse2 = torch.nn.functional.pad(lse * -LOG2E, (0, pad), value=float("-inf")).reshape(-1)
     dq_acc = torch.zeros(rows_padded, d, device=do.device, dtype=torch.float32)
-    return lse2.contiguous(), delta.contiguous(), dq_acc
+    return neg_lse2.contiguous(), delta.contiguous(), dq_acc
 
 
 def flash_attention_backward(grad_o, q, k, v, o, lse, causal: bool = False,
@@ -158,11 +158,11 @@ def run_steps(torch, views, lse, causal: bool, softmax_scale, layout: str, cfg: 
     if dq.numel() == 0 or sk == 0:
         return tuple(grads)
     rows = padded_rows(batch, hq, sq)
-    lse2, delta, dq_acc = prepare(torch, dos, os_, lse.float(), rows)
+    neg_lse2, delta, dq_acc = prepare(torch, dos, os_, lse.float(), rows)
     qs, ks, vs, dos = (fa._tma_ready(x) for x in (qs, ks, vs, dos))
     dk_run, dv_run = (fa._tma_ready(x) for x in (dk, dv))
-    grid, args, constexprs = kernel_arguments(qs, ks, vs, dos, dk_run, dv_run, dq_acc, lse2,
-                                              delta, causal, scale, cfg)
+    grid, args, constexprs = kernel_arguments(qs, ks, vs, dos, dk_run, dv_run, dq_acc,
+                                              neg_lse2, delta, causal, scale, cfg)
     launch(grid, *args, **constexprs)
     for run, out in ((dk_run, dk), (dv_run, dv)):
         if run.data_ptr() != out.data_ptr():
@@ -223,12 +223,12 @@ def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
         pad = -(-sq // BQ) * BQ - sq
         delta = (from_bf16(do).astype(np.float64) * from_bf16(o)).sum(-1).transpose(0, 2, 1)
         delta = np.pad(delta, ((0, 0), (0, 0), (0, pad))).astype(np.float32).reshape(-1)
-        lse2 = np.pad(lse * LOG2E, ((0, 0), (0, 0), (0, pad)),
-                      constant_values=np.inf).astype(np.float32).reshape(-1)
+        neg_lse2 = np.pad(lse * -LOG2E, ((0, 0), (0, 0), (0, pad)),
+                          constant_values=-np.inf).astype(np.float32).reshape(-1)
         dq_acc = np.zeros((padded_rows(batch, hq, sq), d), np.float32)
         dk, dv = (np.zeros((batch, sk, hk, d), np.uint16) for _ in range(2))
-        grid, args, constexprs = kernel_arguments(q, k, v, do, dk, dv, dq_acc, lse2, delta,
-                                                  causal, scale, cfg)
+        grid, args, constexprs = kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2,
+                                                  delta, causal, scale, cfg)
         interpret(backward_kernel, grid, *args, **constexprs)
         dq = (dq_acc.reshape(batch, hq, -1, d)[:, :, :sq] * scale).transpose(0, 2, 1, 3)
         for name, got, ref in (("dq", dq, want[0]), ("dk", from_bf16(dk), want[1]),

@@ -1,15 +1,34 @@
-"""recipes/flash_attention_backward.py on the CPU: the CPU interpreter matches numpy's float64
-gradients (ragged, GQA, causal with seqlen_q < and > seqlen_k, both dQ splits), the causal
-query-block counts are exact against a brute-force walk, and every argument error of
+"""recipes/flash_attention_backward.py on the CPU: every default specialization (head dims 64
+and 128, causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos, using
+red.global.add.v2.f32 for dQ; the CPU interpreter matches numpy's float64 gradients (ragged,
+GQA, causal with seqlen_q < and > seqlen_k, both dQ splits), the causal query-block counts are exact against a brute-force walk, and every argument error of
 flash_attention_backward is a ValueError naming the argument (stand-in CUDA tensors: the
 checks run before anything reaches a GPU)."""
+import warnings
+
 import pytest
 from hypothesis import given, settings, strategies as st
+
+from layoutkit.ptx import assemble
 
 from .test_recipes_compile import load_recipe
 
 fb = load_recipe("flash_attention_backward")
 torch = pytest.importorskip("torch", reason="the entry's checks take torch tensors")
+
+
+def test_default_specializations_assemble_without_spills_or_wgmma_infos():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # spills and ignored setmaxnreg are warnings
+        compiled = {name: (ptx, assemble(ptx)) for name, ptx in fb.compile_default().items()}
+    assert sorted(compiled) == ["attention_backward_d128_head_dim",
+                                "attention_backward_d128_head_dim_causal",
+                                "attention_backward_d64_keys", "attention_backward_d64_keys_causal"]
+    for name, (ptx, cubin) in compiled.items():
+        usage = cubin.resources["backward_body"]
+        assert usage.spill_store_bytes == usage.spill_load_bytes == 0, name
+        assert not usage.performance_notes, (name, usage.performance_notes)
+        assert "red.global.add.v2.f32" in ptx and "red.global.add.f32" not in ptx, name
 
 
 def test_interpreter_matches_float64_gradients():
