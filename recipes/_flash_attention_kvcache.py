@@ -13,7 +13,8 @@ Per CTA (every line below is in the kernel):
         key blocks are [begin, end) of split `split` (ceil(blocks / splits) each); it runs
         n_end = max(end - begin, 1) ring steps on blocks j = end-1 .. begin (a split with no
         block runs one fully masked block, giving O = 0, lse = -inf)
-    Q: plain masked loads straight into the registers of the wgmma A operand (RS wgmma)
+    Q: plain masked loads straight into the registers of the wgmma A operand (RS wgmma; with
+        Q_SHARED, head dim 256, stored on into a shared tile for SS wgmmas)
     thread 0 TMA-loads K_j and V_j (page block_table[b, j // tiles_per_page], or batch row b
         of a contiguous cache) for the first STAGES steps into a ring (k_full, v_full)
     per step i: wait k_full; S = Q K_j^T; online softmax (masked on the first n_masked steps:
@@ -93,14 +94,15 @@ def decode_body(q: lk.Tensor[lk.bf16, 4], k_cache: lk.Tensor[lk.bf16, 4],
                 cache_seqlens: lk.Tensor[lk.i32, 1], o: lk.Tensor[lk.bf16, 4],
                 o_part: lk.Tensor[lk.f32, 5], lse: lk.Tensor[lk.f32, 4], SPLITS: lk.i32,
                 PAGE_BLOCKS: lk.i32, SCALE_LOG2: lk.f32, GROUP: lk.constexpr, D: lk.constexpr,
-                BN: lk.constexpr, STAGES: lk.constexpr, PAGED: lk.constexpr,
-                CAUSAL: lk.constexpr, PARTIAL: lk.constexpr):
+                BN: lk.constexpr, STAGES: lk.constexpr, Q_SHARED: lk.constexpr,
+                PAGED: lk.constexpr, CAUSAL: lk.constexpr, PARTIAL: lk.constexpr):
     """The decode kernel (module docstring). q, o (batch, seqlen_q, heads_q, head_dim); k_cache,
     v_cache (batch, seqlen_cache, heads_kv, head_dim), or with PAGED (num_pages, page_size,
     heads_kv, head_dim) and block_table (batch, max_pages); cache_seqlens (batch,); lse
     (splits, batch, heads_q, seqlen_q); o_part (splits, batch, seqlen_q, heads_q, head_dim),
     written instead of o when PARTIAL (else o and lse[0] are the results); PAGE_BLOCKS =
-    page_size / BN (1 for a contiguous cache). Grid (SPLITS,
+    page_size / BN (1 for a contiguous cache); Q_SHARED: Q read from shared memory (an SS
+    wgmma, for head dims whose Q would not fit in registers beside O). Grid (SPLITS,
     query tiles, batch * heads_kv)."""
     split, m_tile, bh = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     HK = k_cache.shape[2]
@@ -128,7 +130,7 @@ def decode_body(q: lk.Tensor[lk.bf16, 4], k_cache: lk.Tensor[lk.bf16, 4],
     unmasked = lk.maximum(first_limit // BN, 0)
     n_masked = named(lk.maximum(lk.minimum(end - lk.maximum(unmasked, begin), n_end), 1),
                      "n_masked", 1)
-    buffers = rings(D, BN, STAGES)
+    buffers = rings(D, BN, STAGES, Q_SHARED)
     e = base.Env(**buffers, **locals())
     prefill(e)
     DecodeConsumer(e).run()
@@ -140,9 +142,11 @@ def named(value, name: str, lo: int):
     return lk.index_value(lk.cast(value, lk.i32), name=name, lo=lo)
 
 
-def rings(D: int, BN: int, STAGES: int) -> dict:
+def rings(D: int, BN: int, STAGES: int, Q_SHARED: bool) -> dict:
     """The K and V rings and their full barriers, initialised (every thread passes the
-    barrier after the init)."""
+    barrier after the init), and with Q_SHARED the Q tile."""
+    shared_q = dict(sQ=lk.shared_tensor(base.tile_layout(WG_ROWS, D), lk.bf16, name="sQ")) \
+        if Q_SHARED else {}
     sK = lk.shared_tensor(base.tile_layout(BN, D, STAGES), lk.bf16, name="sK")
     sV = lk.shared_tensor(base.tile_layout(BN, D, STAGES), lk.bf16, name="sV")
     k_full = lk.sm90.mbarrier_array(STAGES, 1, name="k_full")
@@ -151,7 +155,7 @@ def rings(D: int, BN: int, STAGES: int) -> dict:
         lk.sm90.mbarrier_init(k_full, v_full)
         lk.sm90.fence_mbarrier_init()
     lk.barrier()
-    return dict(sK=sK, sV=sV, k_full=k_full, v_full=v_full)
+    return dict(sK=sK, sV=sV, k_full=k_full, v_full=v_full, **shared_q)
 
 
 def key_block(e, i):
@@ -208,6 +212,12 @@ class DecodeConsumer(base.Consumer):
         values = lk.load(packed_rows(Q, e.GROUP, e.GP, e.S_TILE, (e.m_tile, e.hk, e.b), e.D,
                                      a_layout))
         self.sQ2 = lk.RegisterTensor(lk.bf16, a_layout, values.values)   # the A operand
+        if e.Q_SHARED:        # an SS wgmma reads Q from shared memory: its registers free
+            tile = e.sQ[:, :, 0, 0]
+            lk.store(tile.partition(a_layout), self.sQ2)
+            lk.sm90.fence_proxy_async()         # generic stores, read by the wgmma's proxy
+            lk.barrier()
+            self.sQ2 = tile
 
     def mask(self, S, j):
         """S with -inf at keys j*BN + col >= L and (causal) past query position s's last key,

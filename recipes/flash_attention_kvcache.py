@@ -13,7 +13,7 @@ valid keys; it lives on the GPU and the host never reads it (no synchronisation)
 kernel clamps it to 0 .. the cache's capacity (seqlen_cache, or max_pages * page_size) and
 reads no page past it. Causal masking is bottom-right aligned: query row i sees keys j <
 cache_seqlen - seqlen_q + 1 + i. GQA: query head h reads key/value head h // (heads_q //
-heads_kv). Head dims 64 and 128; page_size a multiple of the key block BLOCK_N = 64 (64, 128,
+heads_kv). Head dims 64, 128 and 256; page_size a multiple of the key block BN = 64 (64, 128,
 256, ...). Rows that see no key (an empty cache, causal rows before the first key) get o = 0
 and lse = -inf, as the forward kernel does (recipes/flash_attention.py). o is bf16 (batch,
 seqlen_q, heads_q, head_dim) and lse float32 (batch, heads_q, seqlen_q), natural log.
@@ -43,7 +43,7 @@ from recipes import flash_attention as padded
 decode_kernel, combine_kernel = kernel_module.decode_kernel, kernel_module.combine_kernel
 packing, LOG2E = kernel_module.packing, padded.LOG2E
 WHAT = "flash_attention_with_kvcache"
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 128, 256)
 MAX_SEQLEN_Q = 16
 MAX_GROUP = 64                 # query heads per KV head: one 64-row tile holds them
 MAX_SPLITS = 128
@@ -54,15 +54,17 @@ SHARED_LIMIT = padded.SHARED_LIMIT
 
 @dataclass(frozen=True)
 class Config:
-    """The decode kernel's constexprs: BN keys per block (page sizes are multiples of it) and
-    STAGES blocks of K and V in flight; CTAS_PER_SM is what the split heuristic counts on
-    (shared memory: 2 * STAGES * BN * head_dim * 2 bytes per CTA)."""
+    """The decode kernel's constexprs: BN keys per block (page sizes are multiples of it),
+    STAGES blocks of K and V in flight, Q_SHARED; ctas_per_sm is what the split heuristic
+    counts on (shared memory: 2 * STAGES * BN * head_dim * 2 bytes per CTA, plus the Q tile)."""
 
     BN: int = 64
     STAGES: int = 3
+    Q_SHARED: bool = False     # Q in shared memory (SS wgmma) instead of registers
 
     def smem_bytes(self, head_dim: int) -> int:
-        return 4 * self.STAGES * self.BN * head_dim
+        q = 2 * kernel_module.WG_ROWS * head_dim if self.Q_SHARED else 0
+        return 4 * self.STAGES * self.BN * head_dim + q
 
     def ctas_per_sm(self, head_dim: int) -> int:
         return max(1, min(SM_SHARED // (self.smem_bytes(head_dim) + 1024), SM_THREADS // 128))
@@ -70,7 +72,9 @@ class Config:
 
 SM_SHARED = 233472             # an H100/H200 SM's shared memory, bytes (228 KB)
 SM_THREADS = 2048
-CONFIGS = {64: Config(BN=64, STAGES=4), 128: Config(BN=64, STAGES=3)}
+# Head dim 256 keeps Q in shared memory: O alone takes 128 registers a thread there.
+CONFIGS = {64: Config(BN=64, STAGES=4), 128: Config(BN=64, STAGES=3),
+           256: Config(BN=64, STAGES=3, Q_SHARED=True)}
 
 
 def choose_splits(tiles: int, capacity_blocks: int, sms: int, ctas_per_sm: int) -> int:
@@ -112,8 +116,8 @@ def kernel_arguments(q, k_cache, v_cache, block_table, cache_seqlens, o, o_part,
     table = block_table if paged else _stand_in(cache_seqlens, (1, 1), "int32")
     args = (q, k_cache, v_cache, table, cache_seqlens, o, o_part, lse, splits,
             k_cache.shape[1] // cfg.BN if paged else 1, float(scale) * LOG2E)
-    constexprs = dict(GROUP=group, D=d, BN=cfg.BN, STAGES=cfg.STAGES, PAGED=paged,
-                      CAUSAL=bool(causal), PARTIAL=splits > 1)
+    constexprs = dict(GROUP=group, D=d, BN=cfg.BN, STAGES=cfg.STAGES, Q_SHARED=cfg.Q_SHARED,
+                      PAGED=paged, CAUSAL=bool(causal), PARTIAL=splits > 1)
     return (splits, -(-sq // s_tile), batch * hk), args, constexprs
 
 

@@ -1,11 +1,11 @@
 """GPU tests (marker `gpu`) of recipes/flash_attention_kvcache.py against float64 torch (the
 pages gathered in block-table order, then plain softmax attention per sequence): random
 configurations (paged with a random permutation of pages, contiguous, ragged cache lengths
-with 0 and 1, GQA groups 1..8 and 3, causal with seqlen_q 1..16, page sizes 64..256, head dims
-64 and 128, the default split heuristic and forced splits 1..128), NaN in every unused cache
-slot, every split count giving the same answer, empty caches (o = 0, lse = -inf), a custom
-scale, strided q and a cache longer than a tile ring lap. Run with LAYOUTKIT_DEBUG=1 to turn
-a pipeline hang into layoutkit.sync.BarrierTimeoutError."""
+with 0 and 1, GQA groups 1..64 and 3, 5, causal with seqlen_q 1..16, page sizes 64..256, head
+dims 64, 128 and 256, the default split heuristic and forced splits 1..128), NaN in every
+unused cache slot, every split count giving the same answer, empty caches (o = 0, lse =
+-inf), a custom scale, strided q and caches far longer than a ring lap. Run with
+LAYOUTKIT_DEBUG=1 to turn a pipeline hang into layoutkit.sync.BarrierTimeoutError."""
 import pytest
 
 from tests.gpu.gpu_only import require_gpu
@@ -29,6 +29,7 @@ CASES = [
     (2, 3, 12, 4, 128, 20000, 64, True, None), (3, 5, 24, 8, 64, 640, 64, True, 128),
     (1, 8, 32, 8, 128, 65536, 256, True, None), (16, 1, 64, 8, 128, 2048, 128, False, None),
     (2, 1, 64, 1, 128, 300, None, False, 2), (7, 4, 40, 8, 128, 1536, 128, True, 5),
+    (3, 4, 16, 4, 256, 2000, 128, True, None), (2, 1, 8, 1, 256, 700, None, False, 3),
 ]
 
 
