@@ -109,6 +109,8 @@ class Extractor:
         self.roles: list[str] = []
         self.log: list[Proto] = []
         self._splits: dict = {}             # split's rows by (mask, columns): iterations repeat
+        self._cta_parts: dict = {}          # cta_parts' answers by mask
+        self._defined: dict = {}            # defined_in's answers by block
         self.undecided: list = []
         self.barriers: dict = {}
         self.by_offset: dict[int, tuple[str, int]] = {}
@@ -197,7 +199,12 @@ class Extractor:
         v = self.values(value)
         if v is UNKNOWN:
             return None
-        return np.broadcast_to(np.asarray(v, dtype=np.int64), mask.shape)[mask]
+        v = np.asarray(v, dtype=np.int64)
+        if v.shape == mask.shape:
+            return v[mask]
+        if v.ndim == 0:                  # one value at every thread (np.broadcast_to costs more)
+            return np.full(np.count_nonzero(mask), v, dtype=np.int64)
+        return np.broadcast_to(v, mask.shape)[mask]
 
     def emit(self, mask, kind, fields, per_thread=0) -> None:
         self.log.append(Proto(mask, kind, fields, per_thread))
@@ -212,6 +219,23 @@ class Extractor:
                 self._splits[key] = found
         for sub, row in found:
             yield sub.copy(), row
+
+    def cta_parts(self, mask):
+        """(sub-mask, CTA, which of mask's threads are in it or None for all) per CTA with
+        threads in `mask`, CTAs ascending (split's rows of the CTA column), remembered per mask."""
+        key = mask.tobytes()
+        parts = self._cta_parts.get(key)
+        if parts is None:
+            ctas, idx = self.cta[mask], np.flatnonzero(mask)
+            parts = []
+            for cta in (np.unique(ctas).tolist() if ctas.size else ()):
+                chosen = ctas == cta
+                sub = np.zeros_like(mask)
+                sub[idx[chosen]] = True
+                parts.append((sub, cta, None if chosen.all() else chosen))
+            self._cta_parts[key] = parts
+        for sub, cta, chosen in parts:
+            yield sub.copy(), cta, chosen
 
     def _split(self, mask, columns):
         idx = np.nonzero(mask)[0]
@@ -261,8 +285,8 @@ class Extractor:
             self.undecidable(op, loops, f"the shared offset into {buffer} is computed from "
                              "memory; the check skipped this access")
             return
-        for sub, (cta,) in self.split(mask, [self.cta[mask]]):
-            part = offsets[self.cta[mask] == cta]
+        for sub, cta, chosen in self.cta_parts(mask):
+            part = offsets if chosen is None else offsets[chosen]
             rng = km.ByteRange(cta, buffer, (int(part.min()) + disp) * nbytes,
                                (int(part.max()) + disp) * nbytes + span)
             fields = {"bytes": rng, "site": site}
@@ -280,16 +304,26 @@ class Extractor:
             return bar, stage
         return found
 
+    def defined_in(self, block) -> tuple:
+        """The ids of the values `block` defines (its arguments, its ops' results, nested
+        blocks' too): what an iteration of a loop over it must recompute."""
+        found = self._defined.get(id(block))
+        if found is None:
+            ids = {a.id for a in block.args}
+            for inner in walk_ops(block):
+                ids.update(r.id for r in inner.results)
+            found = self._defined[id(block)] = tuple(ids)
+        return found
+
     def undecidable(self, op, loops, what: str) -> None:
         self.undecided.append(km.Undecided(what, self.site(op, loops)))
 
     # ---- walking ------------------------------------------------------------------------------
     def block(self, block, mask, loops) -> None:
-        if not self.relevant[id(block)]:
+        if not self.relevant[id(block)] or not mask.any():   # effects never change mask
             return
         for op in block.ops:
-            if mask.any():
-                op.defn.effects(op, self, mask, loops)
+            op.defn.effects(op, self, mask, loops)
 
     def choose_loop_params(self) -> list:
         """Fix the parameters that bound loops with events (see the module docstring): a
@@ -410,13 +444,13 @@ class Extractor:
         for thread, (first, bits) in enumerate(zip(start.tolist(), signature)):
             groups.setdefault((first, bits.tobytes()), []).append(thread)
         inits = np.nonzero(~splits)[0]
-        classes = []
+        classes, made = [], {}           # an event of a proto is made once for equal fields
         for members in groups.values():
             threads = np.array(members)
             rep, size = members[0], len(members)
             chosen = masks[:, rep].copy()
             chosen[inits] = masks[inits][:, threads].any(axis=1)
-            events = [self.instantiate(self.log[i], size, threads)
+            events = [self._event(i, size, threads, made)
                       for i in np.nonzero(chosen)[0].tolist()]
             if events:
                 role = int(self.role[rep])
@@ -428,6 +462,21 @@ class Extractor:
                             for vid in self.searched)
         return km.KernelProtocol(self.fn.name, dict(self.barriers), [c for _, c in classes],
                                  self.ctas, assumed, self.undecided)
+
+    def _event(self, i: int, size: int, threads, made: dict):
+        """instantiate(self.log[i], size, threads), shared by the classes whose fields of it are
+        equal (events are frozen): a count per class size, an init's partial flag."""
+        proto = self.log[i]
+        if proto.kind is km.Init:
+            key = (i, not proto.mask[threads].all())
+        elif proto.kind in (km.Arrive, km.ThreadBarrier):
+            key = (i, size)
+        else:
+            key = i
+        event = made.get(key)
+        if event is None:
+            event = made[key] = self.instantiate(proto, size, threads)
+        return event
 
     @staticmethod
     def instantiate(proto: Proto, size: int, threads):

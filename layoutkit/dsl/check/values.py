@@ -104,8 +104,9 @@ class Values:
         self.memo: dict = {}
 
     def forget(self, ids) -> None:
+        pop = self.memo.pop
         for vid in ids:
-            self.memo.pop(vid, None)
+            pop(vid, None)
 
     def __call__(self, value):
         vid = value.id

@@ -57,6 +57,7 @@ from ..lower.function import Lowering
 from ..lower.roles import kernel_directives, role_split_of
 from ..check.protocol import check_kernel_protocol
 from ..sm90.roles import finish_sync
+from ..sm90.wgmma.accumulators import release_final_check
 from .tracer import tracing
 from . import constructs, rewrite
 from .tensor_args import runtime_values
@@ -101,7 +102,9 @@ def lower(fn: Function, where: SourceLocation | None = None) -> str:
     if directives["reqnctapercluster"] is not None:   # what Module.kernel requires for it
         lowering.module.require(Requirement(version=(7, 8), sm=90), ".reqnctapercluster")
     with lowering.k.at(where):
-        return lowering.run().text()
+        text = lowering.run().text()
+    release_final_check(fn)         # the accumulator check the lowering read
+    return text
 
 
 def definition_line(fn) -> SourceLocation:

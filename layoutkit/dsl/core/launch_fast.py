@@ -182,7 +182,7 @@ def _keyword_lines(params: list[Parameter], names: list[str], given: str) -> lis
         lines.append(f"    {'if' if count == len(names) else 'elif'} {names[count - 1]} is not _lk_NO:")
         lines.append(f"        {target}_lk_bind({', '.join(names[:count])}, **_lk_kwargs)")
     lines += (["    else:", f"        {target}_lk_bind(**_lk_kwargs)"] if names else
-              [f"    _lk_bind(**_lk_kwargs)"])
+              ["    _lk_bind(**_lk_kwargs)"])
     lines += ["except TypeError:   # a name that is no parameter, given twice or missing",
               f"    {other}"]
     return lines

@@ -14,7 +14,7 @@ import numpy as np
 from layoutkit.ptx.isa import arith, compare, control, convert
 from layoutkit.ptx.builder import Reg
 
-from ..check.extract import MAX_TRIPS, MAX_WALKS, TooLong, walk_ops
+from ..check.extract import MAX_TRIPS, MAX_WALKS, TooLong
 from ..check.values import UNKNOWN
 from ..core.opdef import NoEffects, OpDef
 from ..core.types import bool_, i32, i64
@@ -137,9 +137,7 @@ class For(OpDef):
         full_lo[mask] = lo
         full_trips = np.zeros(mask.shape, np.int64)
         full_trips[mask] = trips
-        body_ids = {a.id for a in body.args}
-        for inner in walk_ops(body):
-            body_ids.update(r.id for r in inner.results)
+        body_ids = ex.defined_in(body)
         count = int(trips.max(initial=0))
         ex.walks += count
         if count > MAX_TRIPS or ex.walks > MAX_WALKS:

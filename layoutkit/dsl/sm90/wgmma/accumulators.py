@@ -535,11 +535,32 @@ def check_traced(trace) -> None:
         raise
 
 
+def final_check(fn: Function) -> Checker:
+    """check(fn) of a finished kernel, remembered on `fn` while its IR is unchanged (the same
+    value count and ops): check_kernel's walk, which the lowering reads again."""
+    stamp = (fn._next_id, _count_ops(fn.body))
+    found = getattr(fn, "_accumulator_check", None)
+    if found is not None and found[0] == stamp:
+        return found[1]
+    checker = check(fn)
+    fn._accumulator_check = (stamp, checker)
+    return checker
+
+
+def release_final_check(fn: Function) -> None:
+    """Drop what final_check remembered on `fn` (once the lowering has read it)."""
+    vars(fn).pop("_accumulator_check", None)
+
+
+def _count_ops(block: Block) -> int:
+    return sum(1 + sum(_count_ops(inner) for inner in op.blocks) for op in block.ops)
+
+
 def check_kernel(fn: Function) -> Checker:
     """The whole-kernel check once the kernel body returned (before the protocol check, whose
     findings are often its consequences): raise the first error, warn what was not proven."""
     from ...check.protocol import ProtocolWarning
-    checker = check(fn)
+    checker = final_check(fn)
     for message, location in checker.warnings.values():
         warnings.warn_explicit(ProtocolWarning(f"kernel {fn.name}: the wgmma fence check "
                                                f"could not decide: {message}"),
@@ -564,5 +585,6 @@ def retiring_waits(fn: Function) -> list[tuple[Op, list[Op]]]:
     return out
 
 
-__all__ = ["AccumulatorUseError", "Facts", "check", "check_kernel", "check_traced",
+__all__ = ["AccumulatorUseError", "Facts", "check", "check_kernel", "check_traced", "final_check",
+           "release_final_check",
            "retiring_waits", "accumulators", "register_a"]

@@ -45,7 +45,7 @@ from ...interpreter.unavailable import Undefined
 from ...interpreter.warpgroup_model import warpgroup_collective
 from ...interpreter.wgmma_model import (WgmmaExecution, claim_operands, commit_group, compute,
                                         operand_ids, wait_groups, wgmma_state)
-from .accumulators import check, register_a
+from .accumulators import final_check, register_a
 from .layouts import M_BLOCK, WARPGROUP, k_step
 
 
@@ -60,7 +60,7 @@ def _facts(lw):
     """The accumulator check of the whole function (once per lowering), and its facts."""
     facts = getattr(lw, "_wgmma_checked_facts", None)
     if facts is None:
-        facts = lw._wgmma_checked_facts = check(lw.fn).facts
+        facts = lw._wgmma_checked_facts = final_check(lw.fn).facts
     return facts
 
 
