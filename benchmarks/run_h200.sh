@@ -38,6 +38,8 @@ if [[ $parts == *tests* ]]; then
   GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention tests/gpu/test_recipe_flash_attention_gpu.py
   # a padded specialization per sequence shape and config beside each varlen one: minutes cold
   GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention_varlen tests/gpu/test_recipe_flash_attention_varlen_gpu.py
+  # a decode specialization per (group, head dim, paged, causal, split) and tensor facts: minutes cold
+  GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention_kvcache tests/gpu/test_recipe_flash_attention_kvcache_gpu.py
   gpu_tests misuse tests/gpu/test_misuse_gpu.py
   gpu_tests torch tests/gpu/test_torch_ops_gpu.py -k "not example"   # layoutkit.torch's ops
   echo "== examples/transformer_block.py"      # compiles the block (inductor): minutes
@@ -55,6 +57,8 @@ if [[ $parts == *bench* ]]; then
   timeout 300 python3 benchmarks/bench_gemm_epilogue.py 2>&1 | tee "$OUT/bench_gemm_epilogue.md"
   echo "== benchmarks/bench_attention_varlen.py"   # FA4's varlen beside: needs the peers pack
   timeout 420 python3 benchmarks/bench_attention_varlen.py --reps 15 2>&1 | tee "$OUT/bench_attention_varlen.md"
+  echo "== benchmarks/bench_attention_kvcache.py"   # FA4's paged decode beside: needs the peers pack
+  timeout 900 python3 benchmarks/bench_attention_kvcache.py --reps 15 2>&1 | tee "$OUT/bench_attention_kvcache.md"
   echo "== benchmarks/bench_rows.py"   # quack beside: needs the peers pack (carry .peers)
   timeout 570 python3 benchmarks/bench_rows.py 2>&1 | tee "$OUT/bench_rows.md"
 fi

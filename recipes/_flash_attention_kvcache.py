@@ -38,11 +38,11 @@ import layoutkit as lk
 from layoutkit.algebra import Layout
 
 from recipes import _flash_attention_kernel as base
+from recipes._flash_attention_varlen import CHUNK, row_chunks
 
 WG_ROWS, LOG2E, LN2, NEG_INF = base.WG_ROWS, base.LOG2E, base.LN2, base.NEG_INF
 THREADS = 128                  # one warpgroup
 EVERYONE = lk.TVLayout((1,), Layout((THREADS, 1), (0, 0)))     # every thread, one element
-CHUNK = 8                      # bf16 elements of one 16-byte shared store
 COMBINE_HEADS = 4              # query heads per combine CTA (one warp each)
 SPLIT_CHUNK = 8                # splits whose partials a combine warp loads at once
 
@@ -238,11 +238,9 @@ class DecodeConsumer(base.Consumer):
         """Zero the rows of V stage 0 (ring step 0, block j) whose keys are at or past L, then
         make the writes visible to the wgmma (async proxy) of every warp."""
         e = self.e
-        across = e.D // CHUNK
-        tv = lk.tv_layout(Layout((THREADS // across, across), (across, 1)), Layout((1, CHUNK)))
-        slab = tv.tile + (1, 1)
-        tv = lk.TVLayout(slab, tv.layout)
-        first_row = lk.thread_id() // across
+        tv = row_chunks(e.D)                     # 16 bytes a thread, rows of the stage
+        slab = tv.tile
+        first_row = lk.thread_id() // (e.D // CHUNK)
         lk.sm90.mbarrier_wait(e.v_full[0], 0)
         stage = e.sV[:, :, :, :, 0]
         for t in range(e.BN // slab[0]):
