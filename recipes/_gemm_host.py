@@ -117,6 +117,9 @@ def check_config(what: str, config, tile_m: tuple = (CONSUMERS * WG_ROWS,),
             config.SPLIT_K < 1 or (config.SPLIT_K > 1 and not split_k):
         problems.append(f"SPLIT_K = {config.SPLIT_K!r} (" + (
             "a positive int" if split_k else "1: this kernel has no split-K") + ")")
+    elif config.SPLIT_K > 1 and config.CLUSTER != 1:
+        problems.append(f"SPLIT_K = {config.SPLIT_K} (split-K runs without clusters: "
+                        "CLUSTER = 1)")
     if problems:
         raise ValueError(f"{what}: config {config} does not fit the kernel: "
                          + "; ".join(problems))

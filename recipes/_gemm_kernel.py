@@ -150,11 +150,11 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
     Fragment to the f32 values stored; None stores the accumulator. The tile counts are kernel
     arithmetic on the extents (M from A, N from C, K from A).
 
-    SPLIT_K > 1: output tile (tm, tn) is computed SPLIT_K times, split s over k-steps
+    SPLIT_K > 1 (CLUSTER 1): output tile (tm, tn) is computed SPLIT_K times, split s over k-steps
     [s * KS, (s + 1) * KS) with KS = ceil(K_TILES / SPLIT_K) (steps past K load zeros), and
     its accumulator stored unchanged (no epilogue) at rows s * split_rows(...) + tm * BM of C,
     the (SPLIT_K * split_rows, N) workspace recipes/_gemm_splitk.py sums."""
-    assert BM in TILE_M and (SPLIT_K == 1 or epilogue is None), (BM, SPLIT_K)
+    assert BM in TILE_M and (SPLIT_K == 1 or (epilogue is None and CLUSTER == 1)), (BM, SPLIT_K)
     consumers, BK = BM // WG_ROWS, row_elements(A.dtype)
     TILES_M, TILES_N, K_TILES = (-(-A.shape[0] // BM), -(-C.shape[1] // BN),
                                  -(-A.shape[1] // BK))

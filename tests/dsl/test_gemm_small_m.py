@@ -69,22 +69,23 @@ def split_products(a, b, want_shape, k, plan, major):
     return ws
 
 
-@pytest.mark.parametrize("m, n, k, major, bm", [(1, 40, 200, "N", 64), (5, 72, 328, "K", 64),
-                                                (130, 40, 200, "N", 128)])
-def test_split_k_partials_on_the_interpreter(m, n, k, major, bm):
+@pytest.mark.parametrize("m, n, k, major, bm, cluster", [
+    (1, 40, 200, "N", 64, 1), (5, 72, 328, "K", 64, 1), (130, 40, 200, "N", 128, 1)])
+def test_split_k_partials_on_the_interpreter(m, n, k, major, bm, cluster):
     """K ranges of 2 k-steps (the last one part past K), every slab exact."""
     a, b, want = problem(m, n, k, major, k)
-    cfg = Config(BM=bm, BN=64, STAGES=3, CLUSTER=1, SPLIT_K=3)
-    plan = host.schedule(m, n, k, cfg, lk.bf16, 2, full_grid=True)
+    cfg = Config(BM=bm, BN=64, STAGES=3, CLUSTER=cluster, SPLIT_K=3)
+    plan = host.schedule(m, n, k, cfg, lk.bf16, 2 // cluster, full_grid=True)
     assert plan.split_k >= 2 and (plan.split_k - 1) * -(-plan.k_tiles // plan.split_k) < \
         plan.k_tiles                                                 # no empty K range
     ws = padded(np.zeros((plan.split_k * plan.slab_rows, n), np.float32), 4)
     expected = split_products(a, b, want.shape, k, plan, major)
     assert np.allclose(expected[:plan.slab_rows * plan.split_k].reshape(
         plan.split_k, plan.slab_rows, n).sum(0)[:m], want)
-    err = check_on_cpu(gemm_hopper.kernel_for(bm, 1, True, lk.f32, Epilogue()), (plan.grid,),
-                       a, b, ws, GRID=plan.grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
-                       GROUP_M=plan.group, CLUSTER=1, SPLIT_K=plan.split_k,
+    err = check_on_cpu(gemm_hopper.kernel_for(bm, cluster, True, lk.f32, Epilogue()),
+                       (plan.grid,), a, b, ws, GRID=plan.grid, B_MAJOR=major, BN=cfg.BN,
+                       STAGES=cfg.STAGES, GROUP_M=plan.group, CLUSTER=cluster,
+                       SPLIT_K=plan.split_k,
                        expect={"c": expected}, tolerance=1e-5, seeds=(0,))
     assert err < 1e-5
 
@@ -286,6 +287,9 @@ CASES = [
     ("SPLIT_K", {"config": Config(SPLIT_K=0)}, ValueError,
      f"{GEMM}: config Config(BN=256, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, SPLIT_K=0) does "
      "not fit the kernel: SPLIT_K = 0 (a positive int)"),
+    ("SPLIT_K in a cluster", {"config": Config(SPLIT_K=2)}, ValueError,
+     f"{GEMM}: config Config(BN=256, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, SPLIT_K=2) does "
+     "not fit the kernel: SPLIT_K = 2 (split-K runs without clusters: CLUSTER = 1)"),
 ]
 
 
