@@ -129,8 +129,14 @@ def _stand_in(like, shape, dtype: str):
     if type(like).__module__.startswith("numpy"):
         import numpy as np
         return np.zeros(shape, dtype)
+    return _torch_stand_in(like.device, shape, dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _torch_stand_in(device, shape, dtype: str):
+    """One zero tensor per (device, shape, dtype), made once: the kernel never reads it."""
     import torch
-    return torch.zeros(shape, dtype=getattr(torch, dtype), device=like.device)
+    return torch.zeros(shape, dtype=getattr(torch, dtype), device=device)
 
 
 def compile_default() -> dict[str, str]:
