@@ -7,8 +7,9 @@ One CTA per (BN-key block, kv head, batch); 3 warpgroups (every line below is in
 
     warpgroup 0, producer: one elected thread loads the K and V tiles once (k_full, v_full),
         then per ring step i (query head g of the group, 64-row query block m): wait q_empty[s]
-        -> expect_tx(q_full[s]) { TMA Q_m }; wait do_empty[s] -> expect_tx(do_full[s])
-        { TMA dO_m }
+        -> expect_tx(q_full[s]) { TMA Q_m, TMA its 64 neg_lse2 }; wait do_empty[s] ->
+        expect_tx(do_full[s]) { TMA dO_m, TMA its 64 D } (the rows' values read from shared
+        memory where they are used, not from L2 in the critical path)
     warpgroups 1, 2, consumers: warpgroup w owns keys w*64 .. w*64+63 of the block, and keeps
         dK, dV of them (64 x head_dim f32 each) in registers over every step:
             S^T  = K_w Q_m^T         (SS wgmma: rows keys, columns queries)
@@ -109,13 +110,17 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
 
 
 def shared_buffers(D: int, STAGES: int) -> dict:
-    """K and V (BN rows, loaded once, reused for dK and dV), the Q and dO rings, the two dS^T
-    buffers and the mbarriers, initialised: {name: tensor or barrier array}."""
+    """K and V (BN rows, loaded once, reused for dK and dV), the Q and dO rings with their
+    steps' neg_lse2 and D rows, the two dS^T buffers and the mbarriers, initialised: {name:
+    tensor or barrier array}."""
     sK = lk.shared_tensor(tile_layout(BN, D), lk.bf16, name="sK")
     sV = lk.shared_tensor(tile_layout(BN, D), lk.bf16, name="sV")
     sQ = lk.shared_tensor(tile_layout(BQ, D, STAGES), lk.bf16, name="sQ")
     sdO = lk.shared_tensor(tile_layout(BQ, D, STAGES), lk.bf16, name="sdO")
     sdS = lk.shared_tensor(tile_layout(BN, BQ, 2), lk.bf16, name="sdS")
+    rows = lk.Layout((BQ, STAGES), (1, BQ))             # a step's 64 values of neg_lse2 / D
+    sLSE = lk.shared_tensor(rows, lk.f32, name="sLSE", align=128)      # TMA boxes
+    sDelta = lk.shared_tensor(rows, lk.f32, name="sDelta", align=128)
     k_full = lk.sm90.mbarrier_array(1, 1, name="k_full")
     v_full = lk.sm90.mbarrier_array(1, 1, name="v_full")
     q_full = lk.sm90.mbarrier_array(STAGES, 1, name="q_full")
@@ -126,12 +131,13 @@ def shared_buffers(D: int, STAGES: int) -> dict:
         lk.sm90.mbarrier_init(k_full, v_full, q_full, do_full, q_empty, do_empty)
         lk.sm90.fence_mbarrier_init()
     lk.barrier()
-    return dict(sK=sK, sV=sV, sQ=sQ, sdO=sdO, sdS=sdS, k_full=k_full, v_full=v_full,
+    return dict(sK=sK, sV=sV, sQ=sQ, sdO=sdO, sdS=sdS, sLSE=sLSE, sDelta=sDelta, k_full=k_full, v_full=v_full,
                 q_full=q_full, do_full=do_full, q_empty=q_empty, do_empty=do_empty)
 
 
 def produce(e: Env) -> None:
-    """The producer warp: K and V once, then Q_m and dO_m of every (head, query block) step."""
+    """The producer warp: K and V once, then Q_m with its neg_lse2 rows and dO_m with its D
+    rows for every (head, query block) step."""
     for name, tensor, bar in (("sK", e.K, e.k_full), ("sV", e.V, e.v_full)):
         with lk.sm90.elect_one(), lk.sm90.expect_tx(bar[0]):
             lk.sm90.tma_load(getattr(e, name),
@@ -141,12 +147,16 @@ def produce(e: Env) -> None:
         for j in lk.range(0, e.nq):
             m = e.m_begin + j
             p = lk.sm90.producer_state(g * e.nq + j, e.STAGES)
-            for ring, empty, full, tensor in ((e.sQ, e.q_empty, e.q_full, e.Q),
-                                              (e.sdO, e.do_empty, e.do_full, e.DO)):
+            row = (e.b * e.HQ + h) * e.nqb + m
+            for ring, empty, full, tensor, sv, values in (
+                    (e.sQ, e.q_empty, e.q_full, e.Q, e.sLSE, e.neg_lse2),
+                    (e.sdO, e.do_empty, e.do_full, e.DO, e.sDelta, e.delta)):
                 lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
                 with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):
                     lk.sm90.tma_load(ring[:, :, :, :, p.stage],
                                      tensor.tile((BQ, e.D, 1, 1), (m, 0, h, e.b)),
+                                     full[p.stage])
+                    lk.sm90.tma_load(sv[:, p.stage], values.tile((BQ,), (row,)),
                                      full[p.stage])
 
 
@@ -165,11 +175,10 @@ class Consumer:
         self.row0, self.col0, self.drow, self.dcol = row_col(self.s_layout,
                                                              lk.sm90.thread_id_in_warpgroup())
         self.first_key = e.n_blk * BN + wg * WG_KEYS + self.row0
-        rows = e.neg_lse2.shape[0]
-        # -lse2 and D of a step's 64 queries as a (keys, queries) view, the key mode broadcast;
-        # unmasked, as the dQ accumulator: their rows are padded to whole 64-query blocks
-        self.by_query = {name: lk.global_tensor(x.ptr, lk.Layout((WG_KEYS, rows), (0, 1)), None)
-                         for name, x in (("neg_lse2", e.neg_lse2), ("delta", e.delta))}
+        # a step's neg_lse2 and D rows in shared memory as (keys, queries) views, the key mode
+        # broadcast; the dQ accumulator unmasked: its rows are padded to whole 64-query blocks
+        by_query = lk.Layout((WG_KEYS, BQ, e.STAGES), (0, 1, BQ))
+        self.by_query = {"neg_lse2": e.sLSE.view(by_query), "delta": e.sDelta.view(by_query)}
         self.dq_acc = lk.global_tensor(e.dq_acc.ptr, e.dq_acc.layout, None)
 
     def run(self) -> None:
@@ -200,11 +209,10 @@ class Consumer:
                                                       for dr, dc in zip(self.drow, self.dcol)])
         return lk.where(keep, P, 0.0)
 
-    def query_values(self, name: str, h, m):
-        """This thread's neg_lse2 or D values of query block m of head h, in the S^T layout."""
-        e = self.e
-        row = (e.b * e.HQ + h) * e.nqb + m
-        return lk.load(self.by_query[name].tile((WG_KEYS, BQ), (0, row)).partition(self.s_layout))
+    def query_values(self, name: str, stage):
+        """This thread's neg_lse2 or D values of ring stage `stage`, in the S^T layout (after
+        that stage's full barrier)."""
+        return lk.load(self.by_query[name][:, :, stage].partition(self.s_layout))
 
     def step(self, i, h, m, dK, dV, masked: bool):
         """Ring step i: query block m of head h; returns the new (dK, dV)."""
@@ -219,9 +227,8 @@ class Consumer:
         lk.sm90.wgmma_fence()
         dP = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(BQ), self.sV_w, sdO, accumulate=False)
         lk.sm90.wgmma_commit()
-        neg_lse2 = self.query_values("neg_lse2", h, m)      # loaded under the wgmmas (L2)
-        delta = self.query_values("delta", h, m)
         lk.sm90.wgmma_wait(1)                               # S^T done, dP^T still running
+        neg_lse2 = self.query_values("neg_lse2", s.stage)   # shared: loaded where used
         P = lk.exp2(lk.fma(S, e.SCALE_LOG2, neg_lse2), ftz=True)
         if masked:
             P = self.mask(P, m)
@@ -230,6 +237,7 @@ class Consumer:
         dV = lk.sm90.wgmma(dV, P16, sdO.T, accumulate=True)
         lk.sm90.wgmma_commit()
         lk.sm90.wgmma_wait(1)                               # dP^T done, dV still running
+        delta = self.query_values("delta", s.stage)
         dS16 = lk.cast(P * (dP - delta), lk.bf16)
         a, b = self.share_ds(i, dS16)       # before dK's wgmma, which owns dS16 until retired
         lk.sm90.wgmma_fence()

@@ -33,8 +33,10 @@ class Config:
     CONSUMER_REGISTERS: int = 240
 
     def smem_bytes(self, head_dim: int) -> int:
-        """K, V (BN rows), the Q and dO rings (64 rows) and two dS^T buffers, bytes."""
-        return 2 * (2 * BN * head_dim + 2 * self.STAGES * BQ * head_dim + 2 * BN * BQ)
+        """K, V (BN rows), the Q and dO rings (64 rows, with their f32 neg_lse2 and D rows) and
+        two dS^T buffers, bytes."""
+        return 2 * (2 * BN * head_dim + 2 * self.STAGES * BQ * head_dim + 2 * BN * BQ) + \
+            2 * self.STAGES * BQ * 4
 
 
 # head dim 64 splits dQ by keys: a head_dim/2 = 32-column dQ would need a B operand narrower
