@@ -141,6 +141,71 @@ def split_rows(tiles_m: int, cluster: int, bm: int) -> int:
     return -(-tiles_m // cluster) * cluster * bm
 
 
+def b_operand(sB, stage, B_MAJOR: str):
+    """Stage `stage` of the B ring as wgmma's B operand (BN x BK; an N-major ring transposed)."""
+    return sB[:, :, stage] if B_MAJOR == "K" else sB[:, :, stage].T
+
+
+def load_k_steps(sA, sB, full, empty, a_tile, b_tile, *, first, steps, STAGES, multicast=None):
+    """The producer's k-steps 0..steps-1 of one output tile, at ring counter first + k: wait
+    empty[s], then (one elected thread) expect_tx(full[s]) { TMA a_tile(k) -> sA[s], TMA
+    b_tile(k) -> sB[s] } (a_tile, b_tile: k -> the global tile of that k-step)."""
+    for k in lk.range(0, steps):
+        p = lk.sm90.producer_state(first + k, STAGES)
+        lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
+        with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):
+            lk.sm90.tma_load(sA[:, :, p.stage], a_tile(k), full[p.stage])
+            lk.sm90.tma_load(sB[:, :, p.stage], b_tile(k), full[p.stage], multicast=multicast)
+
+
+def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MAJOR):
+    """One consumer warpgroup's k-steps 0..steps-1 of one output tile (its 64 rows `wg` of the
+    A tile), at ring counter first + k: wait full[s] -> wgmma 64 x BN x BK -> commit ->
+    wait_group 1 -> release(previous stage); then wait_group 0 and release(last stage).
+    `release(stage)` hands a stage back to the producer(s). Returns the f32 accumulator."""
+    loop = lk.range(0, steps, carry=(lk.sm90.wgmma_accumulator(BN),))
+    for k, (acc,) in loop:
+        s = lk.sm90.consumer_state(first + k, STAGES)
+        lk.sm90.mbarrier_wait(full[s.stage], s.phase)
+        lk.sm90.wgmma_fence()
+        acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
+                            b_operand(sB, s.stage, B_MAJOR), accumulate=k > 0)
+        lk.sm90.wgmma_commit()
+        lk.sm90.wgmma_wait(1)          # the previous k-step's wgmma has finished:
+        with lk.if_(k > 0):            # its stage goes back to the producer(s)
+            release((s.stage + STAGES - 1) % STAGES)
+        loop.next(acc)
+    (acc,) = loop.results
+    lk.sm90.wgmma_wait(0)
+    release((lk.sm90.consumer_state(first, STAGES).stage + steps - 1) % STAGES)
+    return acc
+
+
+def accumulator_chunk(acc, chunk_layout, j: int):
+    """Chunk j of the accumulator as a register view: values [j*v, (j+1)*v) are columns
+    [j*EPI, (j+1)*EPI) in the EPI-wide accumulator layout `chunk_layout` (the wgmma
+    accumulator layout repeats every 8 columns)."""
+    per_chunk = chunk_layout.num_values
+    return lk.RegisterTensor(lk.f32, chunk_layout, acc.values[j * per_chunk:(j + 1) * per_chunk])
+
+
+def store_chunk(C, at, chunk, mine, chunk_layout, wg: int):
+    """One consumer's f32 chunk, cast to C's type, to tile `at` of C (tiles of chunk_layout's
+    shape) by TMA through `mine`, its warpgroup's part of the C buffer: wait for the previous
+    store's read of `mine`, named barrier, st.shared, fence.proxy.async, named barrier, one
+    thread's TMA store (clipped at C's extents, not at a window's end)."""
+    # the previous chunk's TMA store has read sC before it is rewritten
+    with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
+        lk.sm90.tma_store_wait(0)
+    lk.sm90.named_barrier_sync(1 + wg, 128)
+    lk.store(mine.partition(chunk_layout), lk.cast(chunk, C.dtype))
+    lk.sm90.fence_proxy_async()
+    lk.sm90.named_barrier_sync(1 + wg, 128)
+    with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
+        lk.sm90.tma_store(C.tile(chunk_layout.tile, at), mine)
+        lk.sm90.tma_store_commit()
+
+
 def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue=None,
                BM=CONSUMERS * WG_ROWS, SPLIT_K=1):
     """The pipeline (module docstring) inside a kernel of warps(BM) warps: C (M x N) =
@@ -189,24 +254,15 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
         row = (t // per_group) * GROUP_M + t % GROUP_M
         return CLUSTER * row + rank, (t % per_group) // GROUP_M, split * KS
 
-    def b_tile(s):
-        return sB[:, :, s] if B_MAJOR == "K" else sB[:, :, s].T
-
     with lk.sm90.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
         with lk.if_(lk.eq(lk.warp_id(), 0)):
             for t in lk.range(unit, SPLIT_K * tiles, units):
                 tm, tn, k0 = tile_coords(t)
                 first = (t // units) * KS           # t = unit + j * units, unit < units
-                for k in lk.range(0, KS):
-                    p = lk.sm90.producer_state(first + k, STAGES)
-                    lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
-                    with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):
-                        lk.sm90.tma_load(sA[:, :, p.stage], A.tile((BM, BK), (tm, k0 + k)),
-                                         full[p.stage])
-                        b_src = B.tile((BN, BK), (tn, k0 + k)) if B_MAJOR == "K" else \
-                            B.tile((BK, BN), (k0 + k, tn))
-                        lk.sm90.tma_load(sB[:, :, p.stage], b_src, full[p.stage],
-                                         multicast="x" if CLUSTER > 1 else None)
+                load_k_steps(sA, sB, full, empty, lambda k: A.tile((BM, BK), (tm, k0 + k)),
+                             lambda k: B.tile((BN, BK), (tn, k0 + k)) if B_MAJOR == "K" else
+                             B.tile((BK, BN), (k0 + k, tn)), first=first, steps=KS,
+                             STAGES=STAGES, multicast="x" if CLUSTER > 1 else None)
             if CLUSTER > 1:     # the CTA's shared memory outlives every peer's arrivals
                 lk.sm90.mbarrier_wait(finished[0], 0)
 
@@ -229,43 +285,16 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
             for t in lk.range(unit, SPLIT_K * tiles, units):
                 tm, tn, _ = tile_coords(t)
                 first = (t // units) * KS
-                loop = lk.range(0, KS, carry=(lk.sm90.wgmma_accumulator(BN),))
-                for k, (acc,) in loop:
-                    s = lk.sm90.consumer_state(first + k, STAGES)
-                    lk.sm90.mbarrier_wait(full[s.stage], s.phase)
-                    lk.sm90.wgmma_fence()
-                    acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
-                                        b_tile(s.stage), accumulate=k > 0)
-                    lk.sm90.wgmma_commit()
-                    lk.sm90.wgmma_wait(1)          # the previous k-step's wgmma has finished:
-                    with lk.if_(k > 0):            # its stage goes back to the producer(s)
-                        release((s.stage + STAGES - 1) % STAGES)
-                    loop.next(acc)
-                (acc,) = loop.results
-                lk.sm90.wgmma_wait(0)
-                release((lk.sm90.consumer_state(first, STAGES).stage + KS - 1) % STAGES)
-                # epilogue, EPI columns at a time: accumulator values [j*v, (j+1)*v) are
-                # columns [j*EPI, (j+1)*EPI) in the EPI-wide accumulator layout (the wgmma
-                # accumulator layout repeats every 8 columns), so each chunk is a register view
-                per_chunk = chunk_layout.num_values
-                for j in range(BN // EPI):
-                    chunk = lk.RegisterTensor(lk.f32, chunk_layout,
-                                              acc.values[j * per_chunk:(j + 1) * per_chunk])
+                acc = mma_k_steps(sA, sB, full, release, wg=wg, first=first, steps=KS,
+                                  STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR)
+                for j in range(BN // EPI):       # the epilogue, EPI columns at a time
+                    chunk = accumulator_chunk(acc, chunk_layout, j)
                     row = tm if SPLIT_K == 1 else \
                         t // tiles * (pair_rows * CLUSTER) + tm     # the split's slab
                     at = (consumers * row + wg, (BN // EPI) * tn + j)
                     if epilogue is not None:
                         chunk = epilogue(chunk, Fragment((WG_ROWS, EPI), at, chunk_layout))
-                    # the previous chunk's TMA store has read sC before it is rewritten
-                    with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
-                        lk.sm90.tma_store_wait(0)
-                    lk.sm90.named_barrier_sync(1 + wg, 128)
-                    lk.store(mine.partition(chunk_layout), lk.cast(chunk, C.dtype))
-                    lk.sm90.fence_proxy_async()
-                    lk.sm90.named_barrier_sync(1 + wg, 128)
-                    with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
-                        lk.sm90.tma_store(C.tile((WG_ROWS, EPI), at), mine)
-                        lk.sm90.tma_store_commit()
+                    store_chunk(C, at, chunk, mine, chunk_layout, wg)
             with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
                 lk.sm90.tma_store_wait(0)
             if CLUSTER > 1:
