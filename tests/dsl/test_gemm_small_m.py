@@ -54,6 +54,21 @@ def test_64_row_tiles_on_the_interpreter(m, n, k, major):
     assert err < 2 ** -7
 
 
+def test_units_past_the_tiles_finish():
+    """The full persistent grid (host.schedule full_grid): a 2-CTA-cluster kernel with two
+    clusters on a one-tile problem; the second cluster has no tile and must still finish."""
+    m, n, k = 64, 40, 64
+    a, b, want = problem(m, n, k, "N", 1)
+    cfg = gemm_hopper.CONFIGS[0]
+    plan = host.schedule(m, n, k, cfg, lk.bf16, 2, full_grid=True)
+    assert plan.grid == 4
+    c = padded(np.zeros((m, n), np.uint16))
+    err = check_on_cpu(gemm_hopper.KERNELS[2], (plan.grid,), a, b, c, GRID=plan.grid,
+                       B_MAJOR="N", BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=plan.group,
+                       CLUSTER=2, expect={"c": want}, tolerance=2 ** -7, seeds=(0,))
+    assert err < 2 ** -7
+
+
 def split_products(a, b, want_shape, k, plan, major):
     """The split-K workspace the kernel should write: slab s = A[:, range s] @ B[range s, :],
     rows past M zero (A's rows there load as zeros)."""
