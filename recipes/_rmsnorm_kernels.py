@@ -16,6 +16,7 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
     tv = rk.row_layout(P, ROWS, C, K)
     n = nv * VEC
     row = rk.row_block(CLUSTER)
+    full = rk.exchange_barrier(CLUSTER, "row_sums_full")
 
     def rows_of(ptr):
         return rk.rows_view(ptr, m, n, tv, row, CLUSTER)
@@ -26,7 +27,7 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
     rk.peers_started(CLUSTER)                      # a cluster's peers, while h is in flight
     if STORE_RESIDUAL:
         lk.store(rows_of(res_out), lk.cast(h, res_out.dtype))
-    (squares,) = rk.row_sums([h * h], row, P, ROWS, CLUSTER, start=False)
+    (squares,) = rk.row_sums([h * h], row, P, ROWS, CLUSTER, start=False, barrier=full)
     r = lk.rsqrt(squares * (1.0 / lk.cast(n, lk.f32)) + eps)
     out = h * lk.broadcast(r, tv)
     if WEIGHT:

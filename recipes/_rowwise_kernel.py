@@ -1,9 +1,9 @@
 """The device side every row-kernel recipe shares (softmax.py, layernorm.py, rmsnorm.py,
 softmax_backward.py, layernorm_backward.py): the TV layout of a row over lanes, warps and a
 cluster's CTAs, its views, the cluster exchange of per-row partials and the row sums (across a
-cluster through distributed shared memory), the shared-memory accumulator of a persistent backward pass,
-the deterministic column-sum kernel of per-CTA partials (a weight's gradient), and one lk.Kernel
-per dtype, block size and cluster. The host side of the backward recipes and rmsnorm (argument
+cluster through distributed shared memory), the shared-memory accumulator of a persistent
+backward pass, the deterministic column-sum kernel of per-CTA partials (a weight's gradient),
+and one lk.Kernel per dtype, block size and cluster. The host side of the backward recipes and rmsnorm (argument
 checks, the persistent grid, CPU-interpreter runs, benchmark tables) is recipes/_rowwise.py.
 
 The work splits themselves (the forward softmax / layernorm's measured Config, and the
@@ -20,6 +20,14 @@ st.shared::cluster), lk.sm90.cluster_sync() (release/acquire at cluster scope), 
 thread adds the CLUSTER parts from its own shared memory in rank order, so every CTA of the
 cluster holds the same, deterministic sum. The interpreter and the static protocol check both
 check that the barriers order every peer access (layoutkit.dsl.sm90.dsmem).
+
+The kernels with one exchange (softmax, layernorm, rmsnorm forward, softmax_backward) make it
+cheaper: an mbarrier initialised before the loads (`exchange_barrier`), a relaxed cluster
+barrier right after the loads are issued (`peers_started`: no MEMBAR, the loads in flight), then
+asynchronous stores (lk.sm90.dsmem_store_async: st.async completing on each receiver's
+mbarrier, which its thread 0 arms with the bytes it expects) and a wait on the local barrier:
+no cluster barrier after the stores (a receiver cannot exit before its bytes land).
+ASYNC_EXCHANGE = False switches them back to the st.shared::cluster form.
 
 Accesses: n = VEC * nv with VEC = gcd(n, C) a constexpr and nv the kernel's integer, so the row
 stride is provably a multiple of VEC and every access VEC values wide (16 bytes when n % C ==
@@ -101,8 +109,26 @@ def first_of_row(P: int, CLUSTER: int):
     return first & lk.eq(column_slice(CLUSTER), 0) if CLUSTER > 1 else first
 
 
+ASYNC_EXCHANGE = True     # single-exchange kernels: st.async + mbarrier; False: st.shared::cluster
+                          # and a cluster barrier (the form ptx-snippets/14 ran on the H200)
+
+
+def exchange_barrier(CLUSTER: int, name: str):
+    """In a cluster kernel, the mbarrier an asynchronous exchange completes on (one stage, one
+    arrival: the expect_tx), initialised by thread 0 and fenced for the cluster; None without
+    a cluster (or with ASYNC_EXCHANGE off). Call it before the loads, and peers_started()
+    between it and the exchange."""
+    if CLUSTER == 1 or not ASYNC_EXCHANGE:
+        return None
+    full = lk.sm90.mbarrier_array(1, 1, name=name)
+    with lk.if_(lk.eq(lk.thread_id(), 0)):
+        lk.sm90.mbarrier_init(full)
+        lk.sm90.fence_mbarrier_init()
+    return full[0]
+
+
 def cluster_exchange(parts: list, P: int, ROWS: int, CLUSTER: int, name: str,
-                     start: bool = True) -> list:
+                     start: bool = True, barrier=None) -> list:
     """Every CTA's per-row partials (`parts`: row-reduced f32 tensors, one per quantity, in
     row_scalar_layout(P, ROWS)) through distributed shared memory: the first thread of each
     row stores its CTA's value of the row into slot [row, q * CLUSTER + rank] of the shared
@@ -111,18 +137,31 @@ def cluster_exchange(parts: list, P: int, ROWS: int, CLUSTER: int, name: str,
     quantity, a tensor over partials_layout(P, ROWS, CLUSTER) (rank order). `start` puts a
     cluster barrier first: the peers have started, and have read what an earlier exchange
     left in these slots (only a kernel whose previous exchange used other slots, with a
-    cluster barrier since, may leave it out). Every thread of the CTA takes part."""
+    cluster barrier since, may leave it out). With `barrier` (exchange_barrier's, the peers
+    started since its init, the kernel's only exchange) the stores are asynchronous
+    (lk.sm90.dsmem_store_async completing on each receiver's barrier, which thread 0 arms
+    with the bytes it expects and every thread waits on): no cluster barrier after them.
+    Every thread of the CTA takes part."""
     count = len(parts)
     table = lk.shared_tensor(lk.Layout((ROWS, count * CLUSTER), (1, ROWS)), lk.f32, name=name)
     rank = column_slice(CLUSTER)
     if start:
         lk.sm90.cluster_sync()
+    if barrier is not None:
+        with lk.if_(lk.eq(lk.thread_id(), 0)):          # every CTA's stores into this one
+            lk.sm90.mbarrier_expect_tx(barrier, count * CLUSTER * ROWS * lk.f32.nbytes)
     with lk.if_(lk.eq(lk.thread_id() % P, 0)):          # one store per row and peer
         for q, part in enumerate(parts):
             slot = table.tile((ROWS, 1), (0, q * CLUSTER + rank)).partition(part.layout)
             for peer in range(CLUSTER):
-                lk.sm90.dsmem_store(slot, part, cta=peer)
-    lk.sm90.cluster_sync()      # release: the peers' stores into this buffer; acquire: them
+                if barrier is None:
+                    lk.sm90.dsmem_store(slot, part, cta=peer)
+                else:
+                    lk.sm90.dsmem_store_async(slot, part, cta=peer, barrier=barrier)
+    if barrier is None:
+        lk.sm90.cluster_sync()  # release: the peers' stores into this buffer; acquire: them
+    else:
+        lk.sm90.mbarrier_wait(barrier, 0)               # the phase of the CLUSTER stores
     peers = partials_layout(P, ROWS, CLUSTER)
     return [lk.load(table.tile((ROWS, CLUSTER), (0, q)).partition(peers)) for q in range(count)]
 
@@ -137,16 +176,16 @@ def peers_started(CLUSTER: int) -> None:
 
 
 def row_sums(values: list, row_tile, P: int, ROWS: int, CLUSTER: int, first: int = 0,
-             start: bool = True) -> list:
+             start: bool = True, barrier=None) -> list:
     """Each tensor of `values` (f32, over row_layout(P, ROWS, ...)) summed along its rows, as
     tensors in row_scalar_layout. Across a cluster through distributed shared memory
     (`cluster_exchange` into the buffer `row_sums{first}`: several calls of one kernel give
-    different `first`), the CLUSTER parts added in rank order, so every CTA of the cluster
-    holds the same, deterministic sum. Every thread of the CTA takes part."""
+    different `first`; `start` and `barrier` as there), the CLUSTER parts added in rank
+    order, so every CTA of the cluster holds the same, deterministic sum. Every thread of the CTA takes part."""
     local = [lk.reduce_sum(v, 1) for v in values]
     if CLUSTER == 1:
         return local
-    exchanged = cluster_exchange(local, P, ROWS, CLUSTER, f"row_sums{first}", start)
+    exchanged = cluster_exchange(local, P, ROWS, CLUSTER, f"row_sums{first}", start, barrier)
     totals = []
     for part, parts in zip(local, exchanged):       # value r of parts: rank r's
         terms = [lk.RegisterTensor(lk.f32, part.layout, [v]) for v in parts.values]
@@ -171,10 +210,12 @@ class RowTiles:
         self.part = block % cluster if cluster > 1 else 0
         self.coord = (self.row_block, self.part)
         self.started = False
+        self.barrier = exchange_barrier(cluster, "row_exchange_full")
 
     def peers_started(self) -> None:
         """`peers_started` (a relaxed cluster barrier), right after the row's loads: the
-        exchange then leaves out its own first barrier."""
+        exchange then leaves out its own first barrier and is asynchronous (on the barrier
+        initialised when the tiles were made)."""
         peers_started(self.cluster)
         self.started = self.cluster > 1
 
@@ -200,7 +241,8 @@ class RowTiles:
         cluster's CTAs (`cluster_exchange`); returns, per quantity, a tensor over
         partials_layout: every CTA's value of its row."""
         return cluster_exchange(quantities, WARP * self.warps // self.rows, self.rows,
-                                self.cluster, "row_exchange", start=not self.started)
+                                self.cluster, "row_exchange", start=not self.started,
+                                barrier=self.barrier if self.started else None)
 
 
 class Accumulator:

@@ -60,6 +60,12 @@ class Write:
     what: str
 
 
+def _copy_name(copy: Copy) -> str:
+    """What a finding calls an asynchronous copy: "TMA load", or the copy's own name (an
+    asynchronous peer store, lk.sm90.dsmem_store_async)."""
+    return "TMA load" if copy.what.startswith("TMA load") else copy.what
+
+
 def _overlap(a: ByteRange, b: ByteRange) -> ByteRange:
     return ByteRange(a.cta, a.buffer, max(a.start, b.start), min(a.stop, b.stop))
 
@@ -169,7 +175,8 @@ class SharedRules:
         self.rules.add(
             "async overlap", both.buffer,
             f"{self.who(second.cls)} writes {both.text()} with a {what} at "
-            f"{second.event.site.text()} while {issuer} TMA load at {first.event.site.text()} "
+            f"{second.event.site.text()} while {issuer} {_copy_name(first.event)} at "
+            f"{first.event.site.text()} "
             f"may still write them: that load completes on {self.name(first.slot)} (its phase "
             f"{first.phase}), which {self.who(second.cls)} has not waited for, so the two "
             "writes land in either order; give each copy its own bytes (the stage's slice of "
@@ -280,7 +287,8 @@ class SharedRules:
         self.rules.add(
             "unwaited read", read.bytes.buffer,
             f"{who} reads {_overlap(read.bytes, load.dst).text()} at {read.site.text()}, "
-            f"which {issuer} TMA load at {load.event.site.text()} writes, completing on "
+            f"which {issuer} {_copy_name(load.event)} at {load.event.site.text()} writes, "
+            f"completing on "
             f"{self.name(load.slot)} (its phase {load.phase}), without having waited on that "
             f"phase ({why}): the read can run before the data lands; "
             f"lk.sm90.mbarrier_wait({self.name(load.slot)}, parity) for the phase the load "

@@ -192,3 +192,94 @@ def test_layout_and_dtype_must_match():
         lk.sm90.cluster_sync()
     with pytest.raises(lk.TraceError, match="a bf16 tensor into f32 memory"):
         wrong_dtype.ptx(F32)
+
+
+# ---- the asynchronous form: st.async completing on the receiver's mbarrier -------------------
+
+def async_rotation(cluster=2, start=True, expect=True, wait=True, dtype=lk.f32):
+    """y[c] = x[c - 1]: each CTA stores its row into the next one's buffer with
+    lk.sm90.dsmem_store_async; the receiver expects the bytes on full[0] and waits."""
+    def exchange(x: F32, y: F32):
+        buf = lk.shared_tensor(Layout((1, N), (N, 1)), dtype, name="buf")
+        full = lk.sm90.mbarrier_array(1, 1, name="full")
+        with lk.if_(lk.eq(lk.thread_id(), 0)):
+            lk.sm90.mbarrier_init(full)
+            lk.sm90.fence_mbarrier_init()
+        rank = lk.sm90.block_rank_in_cluster()
+        X = lk.global_tensor(x, Layout((cluster, N), (N, 1)))
+        Y = lk.global_tensor(y, Layout((cluster, N), (N, 1)))
+        v = lk.cast(lk.load(X.tile((1, N), (lk.block_id(0), 0)).partition(TV)), dtype)
+        if start:
+            lk.sm90.cluster_sync(relaxed=True)       # peers started, their barrier initialised
+        if expect:
+            with lk.if_(lk.eq(lk.thread_id(), 0)):
+                lk.sm90.mbarrier_expect_tx(full[0], N * 4)
+        peer = (rank + 1) % cluster
+        dst = buf.partition(TV)
+        lk.sm90.dsmem_store_async(dst, v, cta=peer, barrier=full[0])      # mark: async store
+        if wait:
+            lk.sm90.mbarrier_wait(full[0], 0)
+        got = lk.load(buf.partition(TV))                                  # mark: async read
+        lk.store(Y.tile((1, N), (lk.block_id(0), 0)).partition(TV), lk.cast(got, lk.f32))
+    return lk.kernel(exchange, num_warps=1, cluster=(cluster, 1, 1))
+
+
+@pytest.mark.parametrize("cluster", [2, 4])
+def test_async_exchange_moves_each_row_to_its_peer(cluster):
+    kernel = async_rotation(cluster)
+    for seed in (0, 1):
+        x, y = run(kernel, cluster, seed)
+        np.testing.assert_array_equal(y, x[(np.arange(cluster) - 1) % cluster])
+    ptx = kernel.ptx(F32, F32)
+    assert ptx.count("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32") == 1
+    assert ptx.count("mapa.shared::cluster.u32") == 2           # the buffer and the barrier
+    assert "barrier.cluster.arrive.release" not in ptx           # no cluster barrier after it
+    assert assemble(ptx).resources["exchange"].spill_store_bytes == 0
+
+
+def test_async_read_before_the_wait():
+    kernel = async_rotation(wait=False)
+    err = static_error(kernel)
+    assert [f.kind for f in err.findings] == ["unwaited read"]
+    assert "asynchronous peer store (lk.sm90.dsmem_store_async)" in str(err)
+    assert err.location.line == L("mark: async read")
+    interpreter_error(kernel, 2, RaceError)
+
+
+def test_async_store_before_the_peers_started():
+    kernel = async_rotation(start=False)
+    assert {f.kind for f in static_error(kernel).findings} == {"init"}
+    err = interpreter_error(kernel, 2, ExecutionError)
+    assert "the peer CTA may not have started" in str(err)
+    assert err.location.line == L("mark: async store")
+
+
+def test_async_bytes_nobody_expects_deadlock():
+    kernel = async_rotation(expect=False)
+    assert {f.kind for f in static_error(kernel).findings} == {"deadlock"}
+    from layoutkit.dsl.interpreter.errors import DeadlockError
+    interpreter_error(kernel, 2, DeadlockError)
+
+
+def test_async_store_takes_32_bit_values_and_a_barrier():
+    with pytest.raises(lk.TraceError, match="st.async stores 32-bit values"):
+        async_rotation(dtype=lk.bf16).ptx(F32, F32)
+
+    @lk.kernel(num_warps=1, cluster=(2, 1, 1))
+    def no_barrier(x: F32):
+        buf = lk.shared_tensor(Layout((1, N), (N, 1)), lk.f32)
+        lk.sm90.cluster_sync()
+        lk.sm90.dsmem_store_async(buf.partition(TV), lk.full(TV, 1.0), cta=1, barrier=buf)
+    with pytest.raises(lk.TraceError, match="dsmem_store_async"):
+        no_barrier.ptx(F32)
+
+
+def test_expect_tx_counts_positive_bytes():
+    @lk.kernel(num_warps=1, cluster=(2, 1, 1))
+    def zero(x: F32):
+        full = lk.sm90.mbarrier_array(1, 1, name="full")
+        with lk.if_(lk.eq(lk.thread_id(), 0)):
+            lk.sm90.mbarrier_init(full)
+            lk.sm90.mbarrier_expect_tx(full[0], 0)
+    with pytest.raises(lk.TraceError, match=r"the bytes expected are an int in 1\.\."):
+        zero.ptx(F32)

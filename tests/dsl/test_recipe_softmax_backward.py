@@ -24,7 +24,7 @@ def test_default_specializations_assemble_without_spills():
             assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx, name
             wide = int(name.split("=")[1]) > 16384
             assert ("barrier.cluster.arrive" in ptx) == wide, name
-            assert ("st.shared::cluster" in ptx) == wide, name      # the DSMEM exchange
+            assert ("st.async.shared::cluster" in ptx) == wide, name    # the DSMEM exchange
             assemble(ptx)
 
 

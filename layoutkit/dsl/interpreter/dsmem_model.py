@@ -4,7 +4,8 @@ a cluster's CTAs last, and whether a cluster barrier orders two accesses from di
 layoutkit.dsl.sm90.dsmem).
 
 Across CTAs only `lk.sm90.cluster_sync()` (barrier.cluster arrive.release + wait.acquire)
-orders memory here (the relaxed one, arrive.relaxed, only says that the peers have started). A thread's epoch is the number of cluster barriers it has arrived at; an
+orders memory here (the relaxed one, arrive.relaxed, only says that the peers have
+started). A thread's epoch is the number of cluster barriers it has arrived at; an
 access at epoch a by a thread of CTA A happened before an access at epoch b by a thread of CTA
 B != A exactly when a < b (A's thread arrived at barrier a + 1 after its access, B's passed
 barrier b >= a + 1 before its own). Each byte of each CTA remembers its last writer and last

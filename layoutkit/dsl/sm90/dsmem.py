@@ -18,9 +18,26 @@ orders (layoutkit.dsl.interpreter.dsmem_model); the static protocol check sees t
 as reads and writes of the peer CTA's bytes and reports the same pairs
 (layoutkit.sync.cluster_memory_rules).
 
+The asynchronous form orders through the receiver's mbarrier instead of a cluster barrier:
+
+    lk.sm90.mbarrier_expect_tx(full[0], nbytes)        # the receiver: bytes its peers send
+    lk.sm90.dsmem_store_async(buf...partition(tv), values, cta=rank, barrier=full[0])
+    lk.sm90.mbarrier_wait(full[0], 0)                  # the receiver: then it reads buf
+
+(`st.async.shared::cluster.mbarrier::complete_tx::bytes`: the store lands in rank's buffer
+and completes its bytes on rank's copy of the barrier; 32-bit values, PTX 8.1). The sender
+needs no barrier after it (the receiver cannot exit before the bytes land); the peers must
+have started (a cluster barrier first, after the barrier's init and fence_mbarrier_init). The
+static check sees each store as an asynchronous copy into the peer completing on its barrier
+(the rules of TMA loads: a read before the wait on the phase is an error); the interpreter
+lands it at once and publishes it through the barrier's phase. Neither follows a store into
+bytes the receiver is still reading from an earlier phase: one exchange per buffer.
+
 IR ops (name: operands -> results; attrs, as shared_load / shared_store):
-  dsmem_load:   i32 offset, i32 rank -> vec values     buffer, base, vec, disp, swizzle
-  dsmem_store:  i32 offset, i32 rank, vec values ->    (same)
+  dsmem_load:         i32 offset, i32 rank -> vec values     buffer, base, vec, disp, swizzle
+  dsmem_store:        i32 offset, i32 rank, vec values ->    (same)
+  dsmem_store_async:  i32 offset, i32 rank, i32 barrier offset, vec values -> (same, and
+                      barrier, stage: the mbarrier's)
 """
 from __future__ import annotations
 
@@ -41,6 +58,10 @@ from ..interpreter.memory import decode, encode, shared_byte_offset
 from ..lang.memory import plan
 from ..lang.memory_ops import VECTORS, _join, _split, words
 from ..lang.shared import SharedTensor, shared_access_attrs
+from ..interpreter.mbarrier_model import lookup
+from ..interpreter.tma_model import _agent_index
+from .mbarrier import _initialised, _ref
+from .mbarrier_ops import _barrier_address
 
 
 def _peer_view(what: str, view, cta):
@@ -61,18 +82,22 @@ def _peer_view(what: str, view, cta):
     return trace, trace.index(cta, i32)
 
 
-def _chunks(trace, view, rank, data=None):
-    """Emit one dsmem op per chunk of lk.load / lk.store's plan of `view`; the loaded values."""
+def _chunks(trace, view, rank, data=None, barrier=None):
+    """Emit one dsmem op per chunk of lk.load / lk.store's plan of `view` (dsmem_store_async
+    with `barrier`, an MbarrierRef); the loaded values."""
     values = []
     for chunk in plan(view):
         index, attrs = shared_access_attrs(trace, view.alloc, view.swizzle, chunk.offset,
                                            chunk.vec)
         if data is None:
             values += trace.emit("dsmem_load", [index, rank], [view.dtype] * chunk.vec, attrs)
+            continue
+        stored = data.values[chunk.first:chunk.first + chunk.vec]
+        if barrier is None:
+            trace.emit("dsmem_store", [index, rank, *stored], (), attrs)
         else:
-            trace.emit("dsmem_store", [index, rank,
-                                       *data.values[chunk.first:chunk.first + chunk.vec]],
-                       (), attrs)
+            trace.emit("dsmem_store_async", [index, rank, barrier.byte_offset(), *stored], (),
+                       {**attrs, **barrier.attrs()})
     return values
 
 
@@ -89,6 +114,27 @@ def dsmem_store(dst, value: RegisterTensor, *, cta) -> None:
     of cluster rank `cta` (`st.shared::cluster`; same TV layout and dtype)."""
     what = "lk.sm90.dsmem_store"
     trace, rank = _peer_view(what, dst, cta)
+    _check_value(what, dst, value)
+    _chunks(trace, dst, rank, value)
+
+
+def dsmem_store_async(dst, value: RegisterTensor, *, cta, barrier) -> None:
+    """Write `value` (32-bit values) to this thread's partition `dst` of a shared tensor in the
+    copy of the CTA of cluster rank `cta` and complete its bytes on that CTA's copy of
+    `barrier` (an mbarrier of this kernel; `st.async ... mbarrier::complete_tx::bytes`): the
+    receiver expects them (lk.sm90.mbarrier_expect_tx) and waits on the barrier's phase."""
+    what = "lk.sm90.dsmem_store_async"
+    trace, rank = _peer_view(what, dst, cta)
+    _check_value(what, dst, value)
+    if value.dtype.nbytes != 4 or value.dtype.kind == "bool":
+        raise TraceError(f"{what}: st.async stores 32-bit values (f32, i32, u32), got "
+                         f"{value.dtype}; cast the tensor first")
+    ref = _ref(what, barrier)
+    _initialised(trace, what, ref)
+    _chunks(trace, dst, rank, value, ref)
+
+
+def _check_value(what: str, dst, value) -> None:
     if not isinstance(value, RegisterTensor):
         raise TraceError(f"{what} writes a register tensor, got {value!r}")
     if value.layout != dst.tv:
@@ -99,32 +145,37 @@ def dsmem_store(dst, value: RegisterTensor, *, cta) -> None:
     if value.dtype != dst.dtype:
         raise TraceError(f"{what}: a {value.dtype} tensor into {dst.dtype} memory; cast it "
                          f"explicitly with lk.cast(x, lk.{dst.dtype})")
-    _chunks(trace, dst, rank, value)
 
 
 # --- the op definitions -------------------------------------------------------------------
 
-def _peer_address(lw, op, nbytes: int):
-    """The shared::cluster address of the access in the peer's copy (mapa of the CTA-local
-    address; mapa keeps offsets, so the displacement stays an immediate)."""
-    local = lw.shared_address(op, nbytes)
+def _rank_operand(lw, op):
+    """The cluster rank operand (operand 1): an immediate or a u32 register."""
     rank = lw.operand(op.operands[1])
-    if not isinstance(rank, int):
-        rank = lw.reg(op.operands[1])
-        if rank.type.name != "u32":
-            rank = convert.mov(lw.k, rank, dtype="b32", out=lw.k.reg("u32"))
-    base = local.base
+    if isinstance(rank, int):
+        return rank
+    rank = lw.reg(op.operands[1])
+    return rank if rank.type.name == "u32" else \
+        convert.mov(lw.k, rank, dtype="b32", out=lw.k.reg("u32"))
+
+
+def _mapped(lw, base, rank):
+    """mapa.shared::cluster of a shared::cta base register for `rank` (once per scope)."""
     if not hasattr(base, "type"):                  # the shared array symbol: into a register
         base = convert.mov(lw.k, base, dtype="u32")
     key = ("mapa", id(base), rank if isinstance(rank, int) else rank.name)
     for cache in reversed(lw.addr_cache):
         if key in cache:
-            mapped = cache[key]
-            break
-    else:
-        mapped = isa_cluster.mapa(lw.k, base, rank)
-        lw.addr_cache[-1][key] = mapped
-    return type(local)(mapped, local.offset)
+            return cache[key]
+    mapped = lw.addr_cache[-1][key] = isa_cluster.mapa(lw.k, base, rank)
+    return mapped
+
+
+def _peer_address(lw, op, nbytes: int):
+    """The shared::cluster address of the access in the peer's copy (mapa of the CTA-local
+    address; mapa keeps offsets, so the displacement stays an immediate)."""
+    local = lw.shared_address(op, nbytes)
+    return type(local)(_mapped(lw, local.base, _rank_operand(lw, op)), local.offset)
 
 
 class _DsmemAccess(OpDef):
@@ -247,4 +298,81 @@ class DsmemStore(_DsmemAccess):
         self._effects(op, ex, mask, loops, op.operands[2].type.nbytes, km.SharedWrite, None)
 
 
-__all__ = ["dsmem_load", "dsmem_store"]
+class DsmemStoreAsync(_DsmemAccess):
+    """i32 element offset, i32 cluster rank, i32 barrier byte offset, vec 32-bit values ->
+    that CTA's copy of shared buffer `buffer`, its bytes completed on that CTA's copy of the
+    mbarrier (st.async, PTX 8.1)."""
+
+    name = "dsmem_store_async"
+
+    def verify(self, op):
+        vec = op.attrs.get("vec")
+        data = op.operands[3:]
+        if len(op.operands) < 4 or any(v.type != i32 for v in op.operands[:3]):
+            fail(op, "takes an i32 element offset, cluster rank and barrier byte offset")
+        if vec not in (1, 2, 4) or len(data) != vec or len({v.type for v in data}) != 1 or \
+                data[0].type.nbytes != 4:
+            fail(op, f"stores 1, 2 or 4 values of one 32-bit type, got vec={vec} with "
+                     f"{len(data)}")
+        if "barrier" not in op.attrs or "stage" not in op.attrs:
+            fail(op, "names its barrier and stage in attrs")
+
+    def lower(self, op, lw):
+        vec = op.attrs["vec"]
+        data = [lw.reg(v) for v in op.operands[3:3 + vec]]
+        address = _peer_address(lw, op, data[0].type.bits // 8)
+        bar = _barrier_address(lw, op.operands[2])
+        mapped = _mapped(lw, bar.base, _rank_operand(lw, op))
+        isa_dsmem.st_async(lw.k, address, tuple(data) if vec > 1 else data[0],
+                           type(bar)(mapped, bar.offset))
+
+    def interpret(self, op, compiler):
+        vec = op.attrs["vec"]
+        dtype = op.operands[3].type
+        address = shared_byte_offset(op, dtype)
+        offset, buffer, bar = op.operands[0].id, op.attrs["buffer"], op.operands[2].id
+        data = tuple(v.id for v in op.operands[3:3 + vec])
+        nbytes = vec * dtype.nbytes
+        what = (f"the asynchronous peer store (lk.sm90.dsmem_store_async) of {vec} x {dtype} "
+                f"to {buffer}")
+
+        def run(thread):
+            owner = _target(thread, op, what)
+            start = address(thread.env[offset])
+            barrier = lookup(owner, thread.env[bar], op, what)
+            owner.shared.check_access(start, nbytes, nbytes, True, what, op, buffer)
+            owner.shared.view(start, nbytes)[:] = encode([thread.env[v] for v in data], dtype)
+            machine, published = thread.cta.machine, None
+            if machine.hb is not None:       # the barrier's agent writes it, as a TMA copy
+                hb = machine.hb
+                row = hb.agent_row(owner, _agent_index(machine, barrier.offset))
+                own = owner is thread.cta
+                if own:
+                    hb.acquire(owner, row, thread.cta.state["hb"].clock[thread.tid])
+                hb.access_at(owner, row, start, nbytes, True, what, op, check=own)
+                published = hb.release(owner, row)
+            barrier.complete_tx(nbytes, published)
+        return Step(run, op, preempt=True)
+
+    def effects(self, op, ex, mask, loops):
+        site = ex.site(op, loops)
+        columns = [ex.per_thread(op.operands[i], mask) for i in (1, 0, 2)]
+        if any(c is None for c in columns):
+            ex.undecidable(op, loops, f"the peer rank, barrier or offset into "
+                           f"{op.attrs['buffer']} is computed from memory; the check skipped "
+                           "this access")
+            return
+        span = op.attrs["vec"] * op.operands[3].type.nbytes
+        disp, unit = op.attrs["disp"], op.operands[3].type.nbytes
+        # one copy per thread: each completes its own bytes on the peer's barrier
+        for sub, (rank, offset, bar, _) in ex.split(mask, [*columns, ex.tid[mask]]):
+            name, stage = ex.slot_of(bar, op, site)
+            dst = km.ByteRange(rank, op.attrs["buffer"], (offset + disp) * unit,
+                               (offset + disp) * unit + span)
+            ex.emit(sub, km.Copy, {"barrier": name, "stage": stage, "ctas": (rank,),
+                                   "nbytes": span, "dst": dst, "site": site,
+                                   "what": "asynchronous peer store "
+                                           "(lk.sm90.dsmem_store_async)"})
+
+
+__all__ = ["dsmem_load", "dsmem_store", "dsmem_store_async"]

@@ -245,6 +245,23 @@ def expect_tx(ref):
     op.attrs["copies"] = tuple(scope.copies)
 
 
+def mbarrier_expect_tx(ref, nbytes: int) -> None:
+    """One `mbarrier.arrive.expect_tx` on `ref` expecting `nbytes` bytes that other threads'
+    asynchronous stores deliver (lk.sm90.dsmem_store_async from the cluster's CTAs): the phase
+    completes once its arrivals and those bytes are in. Every thread that reaches it arrives:
+    one thread (lk.if_ or lk.sm90.elect_one). For TMA loads, `with lk.sm90.expect_tx(ref):`
+    counts their bytes itself."""
+    what = "lk.sm90.mbarrier_expect_tx"
+    trace = current(what)
+    ref = _ref(what, ref)
+    _initialised(trace, what, ref)
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 0 < nbytes <= MAX_COUNT:
+        raise TraceError(f"{what}({ref.describe()}, {nbytes!r}): the bytes expected are an int "
+                         f"in 1..{MAX_COUNT} (an mbarrier phase's transaction count)")
+    trace.emit("mbarrier_arrive_expect_tx", [ref.byte_offset()], (),
+               {**ref.attrs(), "tx_bytes": nbytes, "copies": ()})
+
+
 def attach_copy(ref, nbytes: int, what: str) -> None:
     """Charge an async copy that lands `nbytes` in THIS CTA's shared memory and completes on
     `ref` to the open `lk.sm90.expect_tx(ref)` scope (called by the TMA ops while tracing)."""
@@ -309,5 +326,5 @@ def fence_proxy_async() -> None:
 
 
 __all__ = ["MbarrierArray", "MbarrierRef", "attach_copy", "expect_tx", "fence_mbarrier_init",
-           "fence_proxy_async", "mbarrier_array", "mbarrier_arrive", "mbarrier_init",
-           "mbarrier_wait"]
+           "fence_proxy_async", "mbarrier_array", "mbarrier_arrive", "mbarrier_expect_tx",
+           "mbarrier_init", "mbarrier_wait"]
