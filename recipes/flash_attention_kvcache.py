@@ -56,7 +56,9 @@ SHARED_LIMIT = padded.SHARED_LIMIT
 class Config:
     """The decode kernel's constexprs: BN keys per block (page sizes are multiples of it),
     STAGES blocks of K and V in flight, Q_SHARED; ctas_per_sm is what the split heuristic
-    counts on (shared memory: 2 * STAGES * BN * head_dim * 2 bytes per CTA, plus the Q tile)."""
+    counts on (shared memory: 2 * STAGES * BN * head_dim * 2 bytes per CTA, plus the Q tile;
+    registers: two 128-thread CTAs fit at any count ptxas may take, 255, a third would need
+    168 or fewer, which the kernel does not promise)."""
 
     BN: int = 64
     STAGES: int = 3
@@ -67,13 +69,15 @@ class Config:
         return 4 * self.STAGES * self.BN * head_dim + q
 
     def ctas_per_sm(self, head_dim: int) -> int:
-        return max(1, min(SM_SHARED // (self.smem_bytes(head_dim) + 1024), SM_THREADS // 128))
+        return max(1, min(SM_SHARED // (self.smem_bytes(head_dim) + 1024), MAX_CTAS_PER_SM))
 
 
 SM_SHARED = 233472             # an H100/H200 SM's shared memory, bytes (228 KB)
-SM_THREADS = 2048
-# Head dim 256 keeps Q in shared memory: O alone takes 128 registers a thread there.
-CONFIGS = {64: Config(BN=64, STAGES=4), 128: Config(BN=64, STAGES=3),
+MAX_CTAS_PER_SM = 2            # by registers (Config's docstring)
+# Two CTAs an SM at head dims 64 and 128 (96 KB of K and V rings each: 64 KB in flight while a
+# block is computed); head dim 256 keeps Q in shared memory (O alone takes 128 registers a
+# thread there), one CTA an SM.
+CONFIGS = {64: Config(BN=64, STAGES=6), 128: Config(BN=64, STAGES=3),
            256: Config(BN=64, STAGES=3, Q_SHARED=True)}
 
 

@@ -35,8 +35,8 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos(compiled
     assert sorted(compiled) == [
         "kvcache_combine_d128", "kvcache_combine_d256", "kvcache_combine_d64",
         "kvcache_d128_bn64_s3", "kvcache_d128_bn64_s3_causal_split", "kvcache_d256_bn64_s3",
-        "kvcache_d256_bn64_s3_causal_split", "kvcache_d64_bn64_s4",
-        "kvcache_d64_bn64_s4_causal_split"]
+        "kvcache_d256_bn64_s3_causal_split", "kvcache_d64_bn64_s6",
+        "kvcache_d64_bn64_s6_causal_split"]
     for name, (_, cubin) in compiled.items():
         (usage,) = cubin.resources.values()
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, name
@@ -153,8 +153,13 @@ def test_the_split_heuristic(tiles, capacity_blocks, expected):
     assert fk.choose_splits(tiles, capacity_blocks, 132, 2) == expected
 
 
-def test_the_heuristic_counts_ctas_per_sm_by_shared_memory():
-    assert [fk.CONFIGS[d].ctas_per_sm(d) for d in (64, 128, 256)] == [3, 2, 1]
+def test_the_heuristic_counts_ctas_per_sm_by_shared_memory_and_registers(compiled):
+    assert [fk.CONFIGS[d].ctas_per_sm(d) for d in (64, 128, 256)] == [2, 2, 1]
+    assert fk.Config(BN=64, STAGES=2).ctas_per_sm(64) == fk.MAX_CTAS_PER_SM
+    for name, (_, cubin) in compiled.items():          # what ptxas took fits that many CTAs
+        (usage,) = cubin.resources.values()
+        per_warp = -(-usage.registers * 32 // 256) * 256   # allocated in units of 256
+        assert per_warp * 4 * fk.MAX_CTAS_PER_SM <= 65536, name
 
 
 def _inputs(batch=2, sq=1, hq=8, hk=2, d=64, pages=None, page_size=64, **kw):
