@@ -6,11 +6,11 @@ groups' rows concatenated (the MoE token layout) and their bounds read on the de
        is B_g[k, :]) or (G*N, K) (B_MAJOR "K": row g*N + n is B_g[:, n])
     c (T, N): rows of group g written with A_g @ B_g; rows of no group are not written
 
-The pipeline is recipes/_gemm_kernel.py's (the same shared layouts, ring, roles and register
-budgets, one CTA per scheduling unit): a producer warp TMA-loads BM x BK tiles of A and BN x BK
-(or BK x BN) tiles of B into a STAGES-deep ring, two consumer warpgroups run wgmma on 64 rows
-each and store their BN columns in EPI-wide chunks. What is grouped is the schedule and the
-store:
+The pipeline is recipes/_gemm_kernel.py's (its shared layouts, roles, register budgets and
+per-tile pieces load_k_steps, mma_k_steps and store_chunk; one CTA per scheduling unit): a
+producer warp TMA-loads BM x BK tiles of A and BN x BK (or BK x BN) tiles of B into a
+STAGES-deep ring, two consumer warpgroups run wgmma on 64 rows each and store their BN columns
+in EPI-wide chunks. What is grouped is the schedule and the store:
 
 - Tiles: group g has ceil(m_g / BM) * TILES_N output tiles, numbered in group order after the
   tiles of groups 0..g-1 (`group_tiles`: every role walks the groups once, two loaded offsets
@@ -44,8 +44,9 @@ from dataclasses import dataclass
 import layoutkit as lk
 from layoutkit.algebra import Layout
 from recipes._gemm_kernel import (CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, WARPS,
-                                  WG_ROWS, c_tile, epilogue_columns, k_major, n_major,
-                                  row_elements)
+                                  WG_ROWS, accumulator_chunk, c_tile, epilogue_columns,
+                                  k_major, load_k_steps, mma_k_steps, n_major, row_elements,
+                                  store_chunk)
 
 BM = CONSUMERS * WG_ROWS
 EVERYONE = lk.TVLayout((1,), Layout((32 * WARPS, 1), (0, 0)))     # every thread, one element
@@ -140,24 +141,15 @@ def gemm_grouped_body(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2],
         with lk.if_(lk.eq(lk.warp_id(), 0)):
             for tile in group_tiles(offsets, T, TILES_N, unit, GRID, GROUP_M, "producer"):
                 A, B = operands(tile)
-                first = tile.iteration * K_TILES
-                for k in lk.range(0, K_TILES):
-                    p = lk.sm90.producer_state(first + k, STAGES)
-                    lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
-                    with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):
-                        lk.sm90.tma_load(sA[:, :, p.stage], A.tile((BM, BK), (tile.tm, k)),
-                                         full[p.stage])
-                        b_src = B.tile((BN, BK), (tile.tn, k)) if B_MAJOR == "K" else \
-                            B.tile((BK, BN), (k, tile.tn))
-                        lk.sm90.tma_load(sB[:, :, p.stage], b_src, full[p.stage])
+                load_k_steps(sA, sB, full, empty, lambda k: A.tile((BM, BK), (tile.tm, k)),
+                             lambda k: B.tile((BN, BK), (tile.tn, k)) if B_MAJOR == "K" else
+                             B.tile((BK, BN), (k, tile.tn)), first=tile.iteration * K_TILES,
+                             steps=K_TILES, STAGES=STAGES)
 
     def release(stage):
         """This warp's wgmmas are done reading `stage`: one arrive on its empty barrier."""
         with lk.sm90.elect_one():
             lk.sm90.mbarrier_arrive(empty[stage])
-
-    def b_tile(s):
-        return sB[:, :, s] if B_MAJOR == "K" else sB[:, :, s].T
 
     for wg in range(CONSUMERS):     # one role per consumer warpgroup: wg is a trace-time int
         with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,),
@@ -165,22 +157,8 @@ def gemm_grouped_body(a: lk.Tensor[lk.bf16, 2], b: lk.Tensor[lk.bf16, 2],
             mine = sC.tile((WG_ROWS, EPI), (wg, 0))
             chunk_layout = lk.sm90.wgmma_accumulator_layout(EPI)
             for tile in group_tiles(offsets, T, TILES_N, unit, GRID, GROUP_M, f"consumer{wg}"):
-                first = tile.iteration * K_TILES
-                loop = lk.range(0, K_TILES, carry=(lk.sm90.wgmma_accumulator(BN),))
-                for k, (acc,) in loop:
-                    s = lk.sm90.consumer_state(first + k, STAGES)
-                    lk.sm90.mbarrier_wait(full[s.stage], s.phase)
-                    lk.sm90.wgmma_fence()
-                    acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
-                                        b_tile(s.stage), accumulate=k > 0)
-                    lk.sm90.wgmma_commit()
-                    lk.sm90.wgmma_wait(1)          # the previous k-step's wgmma has finished:
-                    with lk.if_(k > 0):            # its stage goes back to the producer
-                        release((s.stage + STAGES - 1) % STAGES)
-                    loop.next(acc)
-                (acc,) = loop.results
-                lk.sm90.wgmma_wait(0)
-                release((lk.sm90.consumer_state(first, STAGES).stage + K_TILES - 1) % STAGES)
+                acc = mma_k_steps(sA, sB, full, release, wg=wg, first=tile.iteration * K_TILES,
+                                  steps=K_TILES, STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR)
                 store_tile(c.window(0, tile.start, tile.end), acc, mine, chunk_layout,
                            2 * tile.tm + wg, tile.tn, tile.end - tile.start, BN, EPI, wg)
             with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
@@ -192,28 +170,14 @@ def store_tile(C, acc, mine, chunk_layout, row, tn, rows, BN: int, EPI: int, wg:
     `rows` long), EPI columns at a time: by TMA through `mine` (this warpgroup's half of the
     C buffer) where the 64 rows lie inside the group, else by masked stores from registers
     (module docstring)."""
-    inside = (row + 1) * WG_ROWS <= rows
-    per_chunk = chunk_layout.num_values
     for j in range(BN // EPI):
-        # accumulator values [j*v, (j+1)*v) are columns [j*EPI, (j+1)*EPI) (the wgmma
-        # accumulator layout repeats every 8 columns), so each chunk is a register view
-        chunk = lk.cast(lk.RegisterTensor(lk.f32, chunk_layout,
-                                          acc.values[j * per_chunk:(j + 1) * per_chunk]),
-                        C.dtype)
+        chunk = accumulator_chunk(acc, chunk_layout, j)
         at = (row, (BN // EPI) * tn + j)
-        with lk.if_(inside):
-            # the previous chunk's TMA store has read the buffer before it is rewritten
-            with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
-                lk.sm90.tma_store_wait(0)
-            lk.sm90.named_barrier_sync(1 + wg, 128)
-            lk.store(mine.partition(chunk_layout), chunk)
-            lk.sm90.fence_proxy_async()
-            lk.sm90.named_barrier_sync(1 + wg, 128)
-            with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
-                lk.sm90.tma_store(C.tile((WG_ROWS, EPI), at), mine)
-                lk.sm90.tma_store_commit()
+        with lk.if_((row + 1) * WG_ROWS <= rows):
+            store_chunk(C, at, chunk, mine, chunk_layout, wg)
         with lk.if_((row + 1) * WG_ROWS > rows):
-            lk.store(C.tile((WG_ROWS, EPI), at).partition(chunk_layout), chunk)
+            lk.store(C.tile((WG_ROWS, EPI), at).partition(chunk_layout),
+                     lk.cast(chunk, C.dtype))
 
 
 gemm_grouped_kernel = lk.kernel(gemm_grouped_body, num_warps=WARPS)
