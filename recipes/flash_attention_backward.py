@@ -2,13 +2,14 @@
 bf16 in and out, f32 accumulation; causal (bottom-right aligned), GQA (dk, dv summed over the
 query heads of a group), ragged seqlen_q and seqlen_k (they may differ), head_dim 64 and 128.
 
-Three steps per call (each a visible choice, `Config`):
-  1. pre-pass (torch, on the device): D = rowsum(dO * O) in f32 and -lse * log2 e, both in the
-     kernel's row order (batch, head, query) padded to 64-row blocks with D = 0, -inf,
-     and the f32 dQ accumulator zeroed;
-  2. the kernel (recipes/_flash_attention_backward_kernel.py: pipeline and numerics), one CTA
-     per 128-key block, kv head and batch: dK, dV in registers, dQ by atomic f32 reductions;
-  3. post-pass (torch): dq = dQ_acc * scale as bf16.
+Three kernels per call:
+  1. pre-pass (recipes/_flash_attention_backward_passes.py): D = rowsum(dO * O) in f32 and
+     -lse * log2 e, both in the kernel's row order (batch, head, query) padded to 64-row blocks
+     (D = 0, -inf there), and the f32 dQ accumulator zeroed;
+  2. the kernel (recipes/_flash_attention_backward_kernel.py: pipeline, numerics and its
+     switches, `Config`), one CTA per 128-key block, kv head and batch: dK, dV in registers,
+     dQ by atomic f32 reductions;
+  3. post-pass (the passes module): dq = dQ_acc * scale as bf16.
 Head dim 256 is not supported: dK and dV of 64 keys alone are 256 f32 registers per thread.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_backward_kernel as kernel_module
+from recipes import _flash_attention_backward_passes as passes
 
 backward_kernel, BN, BQ = kernel_module.backward_kernel, kernel_module.BN, kernel_module.BQ
 LOG2E = kernel_module.LOG2E
@@ -66,8 +68,8 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool,
 
 
 def compile_default() -> dict[str, str]:
-    """PTX of the default config of each head dim, non-causal and causal (a (4, 4096, 16, d)
-    problem with 8 kv heads)."""
+    """PTX of the default config of each head dim, non-causal and causal, and of the pre- and
+    post-pass (a (4, 4096, 16, d) problem with 8 kv heads)."""
     import layoutkit as lk
     out = {}
     for d, cfg in CONFIGS.items():
@@ -80,6 +82,12 @@ def compile_default() -> dict[str, str]:
                 d ** -0.5, cfg)
             name = f"attention_backward_d{d}_{cfg.DQ_SPLIT}{'_causal' if causal else ''}"
             out[name] = backward_kernel.ptx(*args, **constexprs)
+        vector = lk.TensorSpec(lk.f32, (rows,))
+        out[f"attention_backward_pre_pass_d{d}"] = passes.pre_pass.ptx(
+            t, t, lk.TensorSpec(lk.f32, (4, 16, 4096)), vector, vector,
+            lk.TensorSpec(lk.f32, (rows, d)), D=d)
+        out[f"attention_backward_post_pass_d{d}"] = passes.post_pass.ptx(
+            lk.TensorSpec(lk.f32, (rows, d)), t, d ** -0.5, D=d)
     return out
 
 
@@ -115,18 +123,6 @@ def check_inputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout: str):
     return views[0], qs, ks, vs, views[1], CONFIGS[d]
 
 
-def prepare(torch, do, o, lse, rows_padded: int):
-    """The pre-pass (module docstring): (neg_lse2, delta, dq_acc zeroed) for (batch, seqlen,
-    heads, d) dO and O and (batch, heads, seqlen) lse."""
-    batch, sq, hq, d = do.shape
-    pad = -(-sq // BQ) * BQ - sq
-    delta = (do.float() * o.float()).sum(-1).transpose(1, 2)               # (batch, heads, sq)
-    delta = torch.nn.functional.pad(delta, (0, pad)).reshape(-1)
-    neg_lse2 = torch.nn.functional.pad(lse * -LOG2E, (0, pad), value=float("-inf")).reshape(-1)
-    dq_acc = torch.zeros(rows_padded, d, device=do.device, dtype=torch.float32)
-    return neg_lse2.contiguous(), delta.contiguous(), dq_acc
-
-
 def flash_attention_backward(grad_o, q, k, v, o, lse, causal: bool = False,
                              softmax_scale: float | None = None, layout: str = "bshd",
                              config: Config | None = None):
@@ -138,38 +134,43 @@ def flash_attention_backward(grad_o, q, k, v, o, lse, causal: bool = False,
     if config is not None and not isinstance(config, Config):
         raise ValueError(f"flash_attention_backward: config is a Config, got {config!r}")
 
-    def launch(grid, *args, **constexprs):
-        backward_kernel[grid](*args, **constexprs)
+    def launch(kernel, grid, *args, **constexprs):
+        kernel[grid](*args, **constexprs)
     return run_steps(torch, views[:5], lse, causal, softmax_scale, layout,
                      config or views[5], launch)
 
 
 def run_steps(torch, views, lse, causal: bool, softmax_scale, layout: str, cfg: Config,
               launch):
-    """The pre-pass, the kernel (launch(grid, *args, **constexprs)) and the post-pass on
-    checked (batch, seqlen, heads, head_dim) views (grad_o, q, k, v, o) of any device:
-    returns (dq, dk, dv) in the layout's order."""
+    """The pre-pass, the kernel and the post-pass (each run by launch(kernel, grid, *args,
+    **constexprs)) on checked (batch, seqlen, heads, head_dim) views (grad_o, q, k, v, o) of
+    any device: returns (dq, dk, dv) in the layout's order."""
     from recipes import flash_attention as fa
     dos, qs, ks, vs, os_ = views
     (batch, sq, hq, d), sk = qs.shape, ks.shape[1]
     scale = d ** -0.5 if softmax_scale is None else float(softmax_scale)
     order = (lambda x: x.transpose(1, 2)) if layout == "bhsd" else (lambda x: x)
-    grads = [torch.zeros(order(x).shape, device=x.device, dtype=torch.bfloat16)
+    nothing = qs.numel() == 0 or sk == 0                # no kernel runs: zero gradients
+    grads = [(torch.zeros if nothing else torch.empty)(order(x).shape, device=x.device,
+                                                     dtype=torch.bfloat16)
              for x in (qs, ks, vs)]
     dq, dk, dv = (order(g) for g in grads)
-    if dq.numel() == 0 or sk == 0:
+    if nothing:
         return tuple(grads)
-    rows = padded_rows(batch, hq, sq)
-    neg_lse2, delta, dq_acc = prepare(torch, dos, os_, lse.float(), rows)
+    rows, grid_q = padded_rows(batch, hq, sq), (-(-sq // BQ), hq, batch)
+    neg_lse2, delta = (torch.empty(rows, device=qs.device, dtype=torch.float32)
+                       for _ in range(2))
+    dq_acc = torch.empty(rows, d, device=qs.device, dtype=torch.float32)
+    launch(passes.pre_pass, grid_q, dos, os_, lse, neg_lse2, delta, dq_acc, D=d)
     qs, ks, vs, dos = (fa._tma_ready(x) for x in (qs, ks, vs, dos))
     dk_run, dv_run = (fa._tma_ready(x) for x in (dk, dv))
     grid, args, constexprs = kernel_arguments(qs, ks, vs, dos, dk_run, dv_run, dq_acc,
                                               neg_lse2, delta, causal, scale, cfg)
-    launch(grid, *args, **constexprs)
+    launch(backward_kernel, grid, *args, **constexprs)
     for run, out in ((dk_run, dk), (dv_run, dv)):
         if run.data_ptr() != out.data_ptr():
             out.copy_(run)
-    dq.copy_((dq_acc.view(batch, hq, -1, d)[:, :, :sq] * scale).transpose(1, 2))
+    launch(passes.post_pass, grid_q, dq_acc, dq, scale, D=d)
     return tuple(grads)
 
 
@@ -204,7 +205,7 @@ CPU_CASES = ((1, 70, 150, 2, 1, 64, False), (1, 100, 130, 2, 2, 64, True),
 
 
 def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
-    """Run the kernel on the CPU interpreter on small ragged problems (GQA, causal with
+    """Run the three kernels on the CPU interpreter on small ragged problems (GQA, causal with
     seqlen_q < and > seqlen_k, both dQ splits) against numpy in float64; returns the worst
     error of dq, dk, dv relative to each one's largest reference entry (at least ERROR_FLOOR;
     AssertionError past 2**-6)."""
@@ -222,17 +223,18 @@ def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
         o, lse = fa.reference(from_bf16(q), from_bf16(k), from_bf16(v), causal, scale)
         o = to_bf16(o)
         want = reference(from_bf16(q), from_bf16(k), from_bf16(v), from_bf16(do), causal, scale)
-        pad = -(-sq // BQ) * BQ - sq
-        delta = (from_bf16(do).astype(np.float64) * from_bf16(o)).sum(-1).transpose(0, 2, 1)
-        delta = np.pad(delta, ((0, 0), (0, 0), (0, pad))).astype(np.float32).reshape(-1)
-        neg_lse2 = np.pad(lse * -LOG2E, ((0, 0), (0, 0), (0, pad)),
-                          constant_values=-np.inf).astype(np.float32).reshape(-1)
-        dq_acc = np.zeros((padded_rows(batch, hq, sq), d), np.float32)
+        rows, grid_q = padded_rows(batch, hq, sq), (-(-sq // BQ), hq, batch)
+        neg_lse2, delta = (np.full(rows, np.nan, np.float32) for _ in range(2))
+        dq_acc = np.full((rows, d), np.nan, np.float32)      # the pre-pass zeroes it
+        interpret(passes.pre_pass, grid_q, do, o, lse.astype(np.float32), neg_lse2, delta,
+                  dq_acc, D=d)
         dk, dv = (np.zeros((batch, sk, hk, d), np.uint16) for _ in range(2))
         grid, args, constexprs = kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2,
                                                   delta, causal, scale, cfg)
         interpret(backward_kernel, grid, *args, **constexprs)
-        dq = (dq_acc.reshape(batch, hq, -1, d)[:, :, :sq] * scale).transpose(0, 2, 1, 3)
+        dq = np.zeros((batch, sq, hq, d), np.uint16)
+        interpret(passes.post_pass, grid_q, dq_acc, dq, scale, D=d)
+        dq = from_bf16(dq)
         for name, got, ref in (("dq", dq, want[0]), ("dk", from_bf16(dk), want[1]),
                                ("dv", from_bf16(dv), want[2])):
             err = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), ERROR_FLOOR))

@@ -173,7 +173,7 @@ def attention_backward_cpu(grad_o, q, k, v, o, lse, causal, softmax_scale, layou
                          f"{', '.join(map(str, fb.HEAD_DIMS))}")
     views = _bshd(layout, grad_o, q, k, v, o)
     grads = fb.run_steps(torch, views, lse, causal, softmax_scale, layout, fb.CONFIGS[d],
-                         lambda grid, *args, **cx: run(fb.backward_kernel, grid, *args, **cx))
+                         run)
     for out, grad in zip(outputs, grads):
         out.copy_(grad)
     return outputs

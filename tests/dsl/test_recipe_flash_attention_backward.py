@@ -1,9 +1,12 @@
 """recipes/flash_attention_backward.py on the CPU: every default specialization (head dims 64
 and 128, causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos, using
-red.global.add.v2.f32 for dQ; the CPU interpreter matches numpy's float64 gradients (ragged,
-GQA, causal with seqlen_q < and > seqlen_k, both dQ splits), the causal query-block counts are exact against a brute-force walk, and every argument error of
-flash_attention_backward is a ValueError naming the argument (stand-in CUDA tensors: the
-checks run before anything reaches a GPU)."""
+red.global.add.v2.f32 for dQ (and the pre- and post-pass with 16-byte loads); the CPU
+interpreter runs all three kernels and matches numpy's float64 gradients (ragged, GQA,
+causal with seqlen_q < and > seqlen_k, both dQ splits), the causal query-block counts are exact
+against a brute-force walk, and every argument error of flash_attention_backward is a
+ValueError naming the argument (stand-in CUDA tensors: the checks run before anything reaches
+a GPU)."""
+import re
 import warnings
 
 import pytest
@@ -21,14 +24,19 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos():
     with warnings.catch_warnings():
         warnings.simplefilter("error")           # spills and ignored setmaxnreg are warnings
         compiled = {name: (ptx, assemble(ptx)) for name, ptx in fb.compile_default().items()}
-    assert sorted(compiled) == ["attention_backward_d128_head_dim",
-                                "attention_backward_d128_head_dim_causal",
-                                "attention_backward_d64_keys", "attention_backward_d64_keys_causal"]
+    kernels = ["attention_backward_d128_head_dim", "attention_backward_d128_head_dim_causal",
+               "attention_backward_d64_keys", "attention_backward_d64_keys_causal"]
+    passes = [f"attention_backward_{p}_pass_d{d}" for p in ("post", "pre") for d in (128, 64)]
+    assert sorted(compiled) == sorted(kernels + passes)
     for name, (ptx, cubin) in compiled.items():
-        usage = cubin.resources["backward_body"]
+        (usage,) = cubin.resources.values()
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, name
         assert not usage.performance_notes, (name, usage.performance_notes)
+    for name in kernels:
+        ptx = compiled[name][0]
         assert "red.global.add.v2.f32" in ptx and "red.global.add.f32" not in ptx, name
+    for name in passes:           # 16-byte accesses of dO, O (pre) and of dQ_acc (post)
+        assert re.search(r"ld\.global(\.nc)?\.v4\.(b32|f32)", compiled[name][0]), name
 
 
 def test_interpreter_matches_float64_gradients():

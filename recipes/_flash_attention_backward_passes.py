@@ -1,0 +1,82 @@
+"""The pre- and post-pass kernels of recipes/flash_attention_backward.py, one CTA per (64-query
+block, query head, batch), 128 threads, each thread 8 consecutive head_dim columns (16-byte
+accesses) of rows r, r + 128/(d/8), ...:
+
+    pre_pass:  D = rowsum(dO * O) (f32), neg_lse2 = -lse * log2 e, both in the backward
+               kernel's row order (batch, head, query) padded to whole 64-query blocks (D = 0,
+               neg_lse2 = -inf on padding rows); the block's rows of the f32 dQ accumulator
+               zeroed
+    post_pass: dq = dQ_acc * scale as bf16, the padding rows dropped
+
+The accumulator and the row vectors are seen as (64 * nqb, d, heads_q, batch) and (64 * nqb,
+1, heads_q, batch) tensors (nqb = ceil(seqlen_q / 64)), so every tile here is the same
+(64, d, 1, 1) shape as the (seqlen, d, heads, batch) views of q, dO, O and dq.
+"""
+from __future__ import annotations
+
+import math
+
+import layoutkit as lk
+
+BQ = 64                           # query rows per CTA (the backward kernel's step)
+THREADS = 128
+COLUMNS = 8                       # consecutive head_dim columns per thread (16 bytes of bf16)
+LOG2E = math.log2(math.e)
+
+
+def rows_layout(d: int) -> lk.TVLayout:
+    """(64, d, 1, 1) tile: thread t holds columns (t % g) * 8 .. + 7 (g = d / 8 column groups)
+    of rows t // g + k * (128 / g)."""
+    groups = d // COLUMNS
+    per_pass = THREADS // groups
+    return lk.TVLayout((BQ, d, 1, 1), lk.Layout(((groups, per_pass), (COLUMNS, BQ // per_pass)),
+                                                ((BQ * COLUMNS, 1), (BQ, per_pass))))
+
+
+def _padded(x: lk.GlobalTensor, sqp, cols, hq, batch) -> lk.GlobalTensor:
+    """A contiguous (batch * heads * sqp, cols) f32 buffer as (sqp, cols, heads, batch)."""
+    return lk.global_tensor(x.ptr, lk.Layout((sqp, cols, hq, batch),
+                                             (cols, 1, sqp * cols, hq * sqp * cols)))
+
+
+def pre_pass_body(do: lk.Tensor[lk.bf16, 4], o: lk.Tensor[lk.bf16, 4], lse: lk.Tensor[lk.f32, 3],
+                  neg_lse2: lk.Tensor[lk.f32, 1], delta: lk.Tensor[lk.f32, 1],
+                  dq_acc: lk.Tensor[lk.f32, 2], D: lk.constexpr):
+    """do, o (batch, seqlen_q, heads_q, D), lse (batch, heads_q, seqlen_q); neg_lse2, delta
+    (batch * heads_q * nqb * 64,) and dq_acc (that many rows, D) written. Grid (nqb, heads_q,
+    batch)."""
+    SQ, HQ, B = do.shape[1], do.shape[2], do.shape[0]
+    sqp = -(-SQ // BQ) * BQ
+    m, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    tv = rows_layout(D)
+    tile = (BQ, D, 1, 1)
+    where = (m, 0, h, b)
+    x, y = (lk.load(t.permute(1, 3, 2, 0).tile(tile, where).partition(tv)) for t in (do, o))
+    sums = lk.reduce_sum(lk.cast(x, lk.f32) * lk.cast(y, lk.f32), 1)     # 0 on padding rows
+    rows = sums.layout
+    # lse as (seqlen_q, 1, heads, batch): +inf past seqlen_q gives neg_lse2 = -inf there
+    lse_rows = lk.global_tensor(lse.ptr, lk.Layout((SQ, 1, HQ, B), (lse.stride[2], 0,
+                                                                   lse.stride[1], lse.stride[0])))
+    neg = lk.load(lse_rows.tile(rows.tile, where).partition(rows), other=math.inf) * -LOG2E
+    with lk.if_(lk.eq(lk.thread_id() % (D // COLUMNS), 0)):      # one thread per row
+        for values, out in ((sums, delta), (neg, neg_lse2)):
+            view = _padded(out, sqp, 1, HQ, B)
+            lk.store(view.tile(rows.tile, where).partition(rows), values)
+    lk.store(_padded(dq_acc, sqp, D, HQ, B).tile(tile, where).partition(tv), lk.full(tv, 0.0))
+
+
+def post_pass_body(dq_acc: lk.Tensor[lk.f32, 2], dq: lk.Tensor[lk.bf16, 4], SCALE: lk.f32,
+                   D: lk.constexpr):
+    """dq (batch, seqlen_q, heads_q, D) = dq_acc's rows (pre_pass's order) * SCALE as bf16.
+    Grid (nqb, heads_q, batch)."""
+    SQ, HQ, B = dq.shape[1], dq.shape[2], dq.shape[0]
+    sqp = -(-SQ // BQ) * BQ
+    m, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    tv = rows_layout(D)
+    tile, where = (BQ, D, 1, 1), (m, 0, h, b)
+    acc = lk.load(_padded(dq_acc, sqp, D, HQ, B).tile(tile, where).partition(tv))
+    lk.store(dq.permute(1, 3, 2, 0).tile(tile, where).partition(tv), lk.cast(acc * SCALE, lk.bf16))
+
+
+pre_pass = lk.kernel(pre_pass_body, num_warps=THREADS // 32)
+post_pass = lk.kernel(post_pass_body, num_warps=THREADS // 32)
