@@ -132,7 +132,8 @@ def shared_buffers(D: int, STAGES: int) -> dict:
         lk.sm90.fence_mbarrier_init()
     lk.barrier()
     return dict(sK=sK, sV=sV, sQ=sQ, sdO=sdO, sdS=sdS, sLSE=sLSE, sDelta=sDelta,
-                k_full=k_full, v_full=v_full, q_full=q_full, do_full=do_full, q_empty=q_empty, do_empty=do_empty)
+                k_full=k_full, v_full=v_full, q_full=q_full, do_full=do_full,
+                q_empty=q_empty, do_empty=do_empty)
 
 
 def produce(e: Env) -> None:
