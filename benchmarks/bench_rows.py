@@ -5,6 +5,7 @@ exist), bf16, over issue 19's shape grid M in {1, 7, 1000, 4096, 32768} x N in {
 
     PYTHONPATH=. python3 benchmarks/bench_rows.py [--quick] [--kernels softmax,layernorm]
     PYTHONPATH=. python3 benchmarks/bench_rows.py --sweep     # the split's alternatives
+    PYTHONPATH=. python3 benchmarks/bench_rows.py --exchange sync ...   # the other DSMEM form
 
 Per shape every candidate is timed interleaved with the others (layoutkit.tools.benchmarking:
 CUDA events, L2 flushed before every call, medians, random data), after a warm-up that also
@@ -19,7 +20,11 @@ bf16. A candidate that is missing or raises prints "-" and the reason under its 
 |difference|, in output units).
 
 --sweep times, on a few shapes, the split the heuristic picks (recipes/_row_split.py) beside
-the splits other budgets give (values per thread, threads per row, CTA size), for tuning.
+the splits other budgets give (values per thread, threads per row, CTA size), for tuning:
+softmax and layernorm (recipes/_row_split.choose_config's budgets) and softmax_backward
+(recipes/_row_split.split's). `--exchange sync` builds the single-exchange kernels' cluster
+exchange with st.shared::cluster and a cluster barrier instead of st.async on an mbarrier
+(recipes/_rowwise_kernel.ASYNC_EXCHANGE), to compare the two forms run against run.
 """
 from __future__ import annotations
 
@@ -48,6 +53,15 @@ SWEEP_BUDGETS = {                    # label -> choose_config keywords
     "V<=32, 1024-thread rows": {"max_values": 32, "max_threads_per_row": 1024},
     "V<=128, <=128 threads a row": {"max_values": 128, "max_threads_per_row": 128},
     "256-thread CTAs": {"cta_threads": 256},
+}
+BACKWARD_SWEEP = ((4096, 4096), (32768, 4096), (4096, 16384), (4096, 32768), (1000, 3000),
+                  (7, 131072))
+BACKWARD_BUDGETS = {                 # label -> (values a thread, threads a row, CTA threads)
+    "heuristic": None,
+    "V<=16": (16, 1024, 128),
+    "V<=64, <=256 threads a row": (64, 256, 128),
+    "V<=32, 256-thread CTAs": (32, 512, 256),
+    "V<=8": (8, 1024, 128),
 }
 CHECK_ROWS = 64
 TIME_PER_SHAPE_S = 0.15             # GPU time aimed at per shape: sets the repetitions
@@ -284,14 +298,52 @@ def sweep(torch, quack_missing, interleaved, gbps, shapes=SWEEP) -> None:
             torch.cuda.empty_cache()
 
 
+def sweep_backward(torch, quack_missing, interleaved, gbps, shapes=BACKWARD_SWEEP) -> None:
+    """Per shape, GB/s of softmax_backward with each budget's split (BACKWARD_BUDGETS)."""
+    import layoutkit as lk
+    from recipes import _row_split as rs
+    from recipes import _rowwise as rw
+    from recipes import softmax_backward as sb
+    print("\n### softmax_backward: splits by budget (GB/s; P x ROWS, C x K, cluster)\n")
+    print("| m x n | quack | " + " | ".join(BACKWARD_BUDGETS) + " |\n|---|---:|" +
+          "---:|" * len(BACKWARD_BUDGETS), flush=True)
+    for m, n in shapes:
+        y = torch.softmax(torch.randn(m, n, device="cuda"), -1).to(torch.bfloat16)
+        dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+        dx = torch.empty_like(y)
+        calls, splits = {}, {}
+        for label, budget in BACKWARD_BUDGETS.items():
+            s = sb.split_for(n, 2, m) if budget is None else rs.split(
+                n, 2, budget[0], budget[2], "sweep", budget[1], m=m, target_ctas=rs.TARGET_CTAS)
+            splits[label] = f"{s.P}x{s.ROWS}, C{s.C} K{s.K}, cl{s.CLUSTER}"
+            launch = sb.launches(dy, y, dx, rw.cuda_floats(y.device), m, n, lk.bf16, s)
+            calls[label] = lambda launch=launch: rw.launch(launch)
+        if quack_missing is None:
+            from quack.softmax import softmax_bwd
+            calls["quack"] = lambda: softmax_bwd(dy, y)
+        nbytes = 3 * y.numel() * 2
+        times = interleaved(calls, reps=repetitions(nbytes, len(calls)))
+        cells = [f"{gbps(nbytes, times[label].median_ms):.0f} ({splits[label]})"
+                 for label in BACKWARD_BUDGETS]
+        quack = f"{gbps(nbytes, times['quack'].median_ms):.0f}" if "quack" in times else "-"
+        print(f"| {m} x {n} | {quack} | " + " | ".join(cells) + " |", flush=True)
+        torch.cuda.empty_cache()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"only {len(QUICK)} shapes")
     parser.add_argument("--kernels", default=",".join((*KERNELS, *ENTRY_POINTS)),
                         help=f"comma-separated, from {', '.join((*KERNELS, *ENTRY_POINTS))}")
     parser.add_argument("--sweep", action="store_true",
-                        help="time the split's alternatives instead (softmax, layernorm)")
+                        help="time the split's alternatives instead (softmax, layernorm, "
+                             "softmax_backward)")
+    parser.add_argument("--exchange", choices=("async", "sync"), default="async",
+                        help="the single-exchange kernels' cluster exchange: st.async on an "
+                             "mbarrier (default) or st.shared::cluster and a cluster barrier")
     args = parser.parse_args()
+    from recipes import _rowwise_kernel
+    _rowwise_kernel.ASYNC_EXCHANGE = args.exchange == "async"     # before any kernel is built
     started = time.perf_counter()
     quack_missing = activate_peers()
     import torch
@@ -302,9 +354,11 @@ def main() -> None:
     quack_version = "unavailable: " + quack_missing if quack_missing else \
         getattr(sys.modules.get("quack"), "__version__", "?")
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, quack {quack_version}, "
-          f"layoutkit {commit}; bf16, L2 flushed, medians; GB/s = bytes read + written")
+          f"layoutkit {commit}; bf16, L2 flushed, medians; GB/s = bytes read + written; "
+          f"cluster exchange {args.exchange}")
     if args.sweep:
         sweep(torch, quack_missing, interleaved, gbps)
+        sweep_backward(torch, quack_missing, interleaved, gbps)
     else:
         shapes = QUICK if args.quick else [(m, n) for m in M_GRID for n in N_GRID]
         names = args.kernels.split(",")

@@ -9,8 +9,9 @@ Pipeline (one pass over x: every value of a row is read once, kept in registers,
              / the columns this CTA holds
       d = x - mean, 0 past n (lk.in_bounds)  -- two-pass variance, no E[x^2] - mean^2 cancellation
       M2:    row sum of d * d, same tree
-      [cluster: each CTA's (columns, sum, M2) -> every CTA's shared memory (DSMEM, between
-       two cluster barriers) -> every CTA's; mean = sum / n, M2 = sum_r M2_r + (sum_r - n_r mean)^2 / n_r (Chan et al.),
+      [cluster: each CTA's (columns, sum, M2) -> every CTA's shared memory (st.async, on the
+       receiver's mbarrier) -> every CTA's; mean = sum / n,
+       M2 = sum_r M2_r + (sum_r - n_r mean)^2 / n_r (Chan et al.),
        d += mean_cta - mean]
       w, b --ld.global.v4--> registers (after the statistics: short register lifetimes)
       y = d * rsqrt(M2 / n + eps) * w + b -> bf16 --st.global.v4--> global

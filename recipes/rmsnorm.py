@@ -13,8 +13,8 @@ work split, recipes/_rowwise_kernel.py the cluster exchange and the column sum):
 
   forward, one row tile per CTA (a cluster per row past 16k columns):
     global --ld 16 B--> registers (-> f32), + residual  [--st--> residual out]
-      sum(h^2): in-thread tree -> shfl.bfly -> [smem across warps] -> [cluster: DSMEM between
-      two cluster barriers]   rstd = rsqrt(sum / n + eps)
+      sum(h^2): in-thread tree -> shfl.bfly -> [smem across warps] -> [cluster: st.async into
+      every CTA's shared memory, on its mbarrier]   rstd = rsqrt(sum / n + eps)
       weight --ld--> (after the statistics: short register lifetimes)
       y = h * rstd * w --st 16 B--> global   [rstd --st--> global]
   backward, persistent CTAs (as many as are resident), each over rows g, g + G, ...:

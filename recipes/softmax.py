@@ -8,8 +8,9 @@ Pipeline (one pass: every value of a row is read once, kept in registers, writte
       e = exp2(x * log2(e) - max * log2(e))        (one fma + ex2.approx.ftz per element:
                                                     results below 2**-126 of the max flush to 0)
       row sum:  same reduction tree
-      [cluster: each CTA's (max, sum) of its columns -> every CTA's shared memory (DSMEM,
-       st.shared::cluster between two cluster barriers) -> every CTA's partials;
+      [cluster: each CTA's (max, sum) of its columns -> every CTA's shared memory (st.async,
+       completing on the receiver's mbarrier; recipes/_rowwise_kernel.py) -> every CTA's
+       partials;
        max = max_r max_r', sum = sum_r sum_r' * exp(max_r' - max)]
       y = e * (exp(max_cta - max) / sum) -> bf16 --st.global.v4--> global
 

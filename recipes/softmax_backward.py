@@ -7,7 +7,7 @@ recipes/_rowwise_kernel.py the cluster exchange and the views):
     y, dy --ld 16 B--> registers (-> f32)
       dot = sum(dy * y): in-thread tree -> shfl.bfly -> [smem across warps]
             -> [past 16k columns: a cluster's CTAs exchange their parts through distributed
-               shared memory between two cluster barriers]
+               shared memory: st.async completing on each receiver's mbarrier]
       dx = y * (dy - dot) --st 16 B--> global
 
 Work split (recipes/_row_split.split): at most 32 values a thread (y and dy both live:
