@@ -4,12 +4,14 @@ A is M x K row-major; B is K x N, either N-major (row-major, strides (N, 1)) or 
 (1, K), e.g. `w.t()` of a row-major N x K weight). The kernel is recipes/_gemm_kernel.py's
 pipeline (shared with recipes/gemm_fp8.py), every line of it visible there:
 
-    persistent grid: min(#SMs, #tiles) CTAs; CTA j takes output tiles j, j + grid, ... in a
-    grouped order (GROUP_M tile-rows at a time, so concurrent CTAs share A and B tiles in L2)
+    persistent grid: every resident CTA (one specialization for any M; those past the tiles
+    have none); CTA j takes output tiles j, j + grid, ... in a grouped order (GROUP_M
+    tile-rows at a time, so concurrent CTAs share A and B tiles in L2)
 
     warpgroup 0, producer (40 registers): one elected thread, per tile and k-step:
         wait empty[s] (phase from the ring counter) -> expect_tx(full[s]) { TMA A tile, TMA B tile }
-    warpgroups 1, 2, consumers (232 registers), each owning 64 rows of the BM=128-row tile:
+    warpgroups 1, 2, consumers (232 registers), each owning 64 rows of the BM=128-row tile
+    (a BM=64 tile: warpgroup 1 alone):
         per k-step: wait full[s] -> wgmma 64 x BN x BK (4 x k16) -> commit -> wait_group 1
                     (the previous k-step's wgmma is done) -> arrive empty[previous s]
         epilogue:   wait_group 0, release the last stage; f32 -> bf16 into the warpgroup's
@@ -132,12 +134,12 @@ def fused_kernel(bias_type, act, cluster: int):
 
 
 # ---- host side -------------------------------------------------------------------------------
-CONFIGS = (Config(BN=256, STAGES=4), Config(BN=256, STAGES=4, CLUSTER=1),
+CONFIGS = (choice.DEFAULT, Config(BN=256, STAGES=4, CLUSTER=1),
            Config(BN=256, STAGES=3), Config(BN=256, STAGES=4, GROUP_M=16),
            Config(BN=128, STAGES=6))
 # The winners of `benchmarks/bench_gemm.py --sweep --kmajor` on the H200 (2026-11-29, commit
-# 57f5d44; docs/PERFORMANCE.md), per (M, N, K), both B layouts agreeing; config_for falls back
-# to CONFIGS[0] for shapes not listed.
+# 57f5d44; docs/PERFORMANCE.md), per (M, N, K), both B layouts agreeing; config_for asks
+# recipes/_gemm_choice.py for shapes not listed.
 BEST_CONFIGS: dict[tuple[int, int, int], Config] = {
     (4096, 4096, 4096): CONFIGS[0],      # 0.926 (N-major) / 0.938 (K-major) of cuBLAS
     (8192, 8192, 8192): CONFIGS[0],      # 0.933 / 0.935
