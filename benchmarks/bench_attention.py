@@ -4,6 +4,9 @@ Flash, memory-efficient), same run.
 
     PYTHONPATH=. python3 benchmarks/bench_attention.py [--reps 20] [--quick] [--no-ablations]
                                                        [--head-dims 128 ...] [--peers .peers]
+                                                       [--seqlens 2048 ...] [--sdpa cuDNN ...]
+    PYTHONPATH=. python3 benchmarks/bench_attention.py --ablations --head-dims 64 128 \
+        --seqlens 2048 8192 [--configs "3 consumers" ...]    # the ablation tables alone
 
 FA4 comes from the git-ignored folder that ../shared/peers/pack.sh fills (`--peers`, default
 `.peers`); when it cannot be imported the table says why and leaves its column out.
@@ -16,8 +19,11 @@ Each case is checked against SDPA first; then every candidate is timed interleav
 flushed before each call (layoutkit.tools.benchmarking). Prints TFLOP/s (4*B*H*Sq*Sk*D / time,
 halved for causal) and the ratios layoutkit / FA4 and layoutkit / best SDPA backend; a backend
 that raises for a case is skipped and named. GQA rows (32 query heads, 8 key/value heads, head
-dim 128) follow the square ones. Then the ablation rows (head dim 128, seqlen 8k): each pipeline
-choice switched off in turn (recipes/flash_attention.ablations).
+dim 128) follow the square ones. Then the ablation rows (head dim 128, seqlen 8k; `--ablations`:
+only these, for --head-dims at --seqlens): each pipeline choice switched off in turn and the
+other tile shapes (recipes/flash_attention.ablations; `--configs` keeps the named rows and the
+default), timed interleaved with FA4 and the SDPA backends, as ratios to the default, to FA4 and
+to cuDNN.
 """
 from __future__ import annotations
 
@@ -70,9 +76,10 @@ def _inputs(seqlen: int, d: int, gqa: int = 1):
 
 
 def case(recipe, d: int, seqlen: int, causal: bool, reps: int, configs=None, fa4=None,
-         gqa: int = 1) -> dict:
-    """Time one shape: {name: TFLOP/s} for layoutkit (each config), FA4 and every SDPA
-    backend (GQA: heads // gqa key/value heads, which SDPA reads expanded)."""
+         gqa: int = 1, sdpa=None) -> dict:
+    """Time one shape: {name: TFLOP/s} for layoutkit (each config), FA4 and the SDPA backends
+    `sdpa` (names of _backends(); None: every one) (GQA: heads // gqa key/value heads, which
+    SDPA reads expanded)."""
     batch, heads, q, k, v = _inputs(seqlen, d, gqa)
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))         # SDPA's (b, h, s, d) views
     if gqa > 1:
@@ -87,6 +94,8 @@ def case(recipe, d: int, seqlen: int, causal: bool, reps: int, configs=None, fa4
             raise AssertionError(f"FA4 d={d} seqlen={seqlen} causal={causal}: max error {err:.3g}")
         candidates["FA4"] = lambda: fa4(q, k, v, causal=causal)
     for name, backend in _backends().items():
+        if sdpa is not None and name not in sdpa:
+            continue
         for label, args in ((name, (qt, kt, vt)), (f"{name} bhsd", (qc, kc, vc))):
             run = _sdpa(backend, *args, causal)
             try:
@@ -118,7 +127,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="seqlen 2k and 16k only")
+    parser.add_argument("--seqlens", type=int, nargs="+", default=None,
+                        help="only these seqlens (default: 1k-16k; 8k for the ablations)")
     parser.add_argument("--no-ablations", action="store_true")
+    parser.add_argument("--ablations", action="store_true",
+                        help="only the ablation tables, for --head-dims (default 128)")
+    parser.add_argument("--configs", nargs="+", default=None,
+                        help="only these ablation rows (and the default)")
+    parser.add_argument("--sdpa", nargs="+", default=None, choices=list(_backends()),
+                        help="only these SDPA backends (default: all)")
     parser.add_argument("--head-dims", type=int, nargs="+", default=None,
                         help="only these head dims (default: every one the recipe supports)")
     parser.add_argument("--peers", default=".peers", help="the peers pack folder (FA4)")
@@ -126,13 +143,24 @@ def main(argv=None) -> int:
     fa4, why = fa4_forward(args.peers)     # before anything else imports the CuTe DSL
     recipe = load_recipe("flash_attention")
     torch.manual_seed(0)
-    seqlens = (2048, 16384) if args.quick else SEQLENS
-    backends = (["FA4"] if fa4 else []) + list(_backends())
-    sdpa = list(_backends())
+    seqlens = args.seqlens or ((2048, 16384) if args.quick else SEQLENS)
+    sdpa = args.sdpa or list(_backends())
+    backends = (["FA4"] if fa4 else []) + sdpa
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}  (TFLOP/s; ratios = "
           "layoutkit / FA4 and layoutkit / best SDPA backend)\n")
     if why:
         print(f"FA4 not measured: {why}\n")
+    if args.configs:
+        rows = {k for d in args.head_dims or recipe.HEAD_DIMS for causal in (False, True)
+                for k in recipe.ablations(d, causal)}
+        if set(args.configs) - rows:
+            raise SystemExit(f"--configs: no ablation row named {sorted(set(args.configs) - rows)}"
+                             f" (rows: {sorted(rows)})")
+    if args.ablations:
+        for d in args.head_dims or (128,):
+            for seqlen in args.seqlens or (8192,):
+                ablation_table(recipe, d, seqlen, args.reps, fa4, sdpa, args.configs)
+        return 0
     print("| hd | seqlen | causal | B x Hq/Hkv | layoutkit | " + " | ".join(backends) +
           " | vs FA4 | vs SDPA |")
     print("|---|---|---|---|---|" + "---|" * len(backends) + "---|---|")
@@ -142,7 +170,8 @@ def main(argv=None) -> int:
     rows += [(128, causal, 8192, 4) for causal in (False, True)
              if 128 in (args.head_dims or recipe.HEAD_DIMS)]
     for d, causal, seqlen, gqa in rows:
-        got, skipped, (b, h) = case(recipe, d, seqlen, causal, args.reps, fa4=fa4, gqa=gqa)
+        got, skipped, (b, h) = case(recipe, d, seqlen, causal, args.reps, fa4=fa4, gqa=gqa,
+                                    sdpa=sdpa)
         best = max((got[x] for x in sdpa if x in got), default=float("nan"))
         cells = " | ".join(f"{got[x]:.1f}" if x in got else "skip" for x in backends)
         vs_fa4 = f"{got['layoutkit'] / got['FA4']:.3f}" if "FA4" in got else "-"
@@ -152,15 +181,34 @@ def main(argv=None) -> int:
     for note in notes:
         print(note)
     if not args.no_ablations:
-        print("\nAblations (head dim 128, seqlen 8192; TFLOP/s, ratio to the default):\n")
-        print("| causal | config | TFLOP/s | ratio |\n|---|---|---|---|")
-        for causal in (False, True):
-            configs = recipe.ablations(128, causal)
-            got, _, _ = case(recipe, 128, 8192, causal, args.reps, configs)
-            for name in configs:
-                print(f"| {causal} | {name} | {got[name]:.1f} | "
-                      f"{got[name] / got['default']:.3f} |", flush=True)
+        ablation_table(recipe, 128, 8192, args.reps, fa4, sdpa, args.configs)
     return 0
+
+
+def ablation_table(recipe, d: int, seqlen: int, reps: int, fa4, sdpa, only=None) -> None:
+    """Print the ablation rows of head dim d at seqlen (causal and not; `only`: these rows
+    and the default), each case one interleaved run with FA4 and the SDPA backends `sdpa`:
+    TFLOP/s and the ratios to the default, to FA4 and to cuDNN (or the best SDPA backend
+    measured when cuDNN is not)."""
+    ref = "cuDNN" if "cuDNN" in sdpa else "best SDPA"
+    print(f"\nAblations (head dim {d}, seqlen {seqlen}; TFLOP/s; ratios to the default, FA4 "
+          f"and {ref} of the same run):\n")
+    print(f"| causal | config | TFLOP/s | vs default | vs FA4 | vs {ref} |\n"
+          "|---|---|---|---|---|---|")
+    for causal in (False, True):
+        configs = {k: c for k, c in recipe.ablations(d, causal).items()
+                   if only is None or k in only or k == "default"}
+        got, skipped, _ = case(recipe, d, seqlen, causal, reps, configs, fa4=fa4, sdpa=sdpa)
+        base = max((got[x] for x in sdpa if x in got), default=float("nan")) \
+            if ref != "cuDNN" else got.get("cuDNN", float("nan"))
+        fa4_tf = got.get("FA4", float("nan"))
+        for name in configs:
+            print(f"| {causal} | {name} | {got[name]:.1f} | {got[name] / got['default']:.3f} | "
+                  f"{got[name] / fa4_tf:.3f} | {got[name] / base:.3f} |", flush=True)
+        print(f"| {causal} | FA4 / cuDNN | {fa4_tf:.1f} / {got.get('cuDNN', float('nan')):.1f} "
+              "| | | |", flush=True)
+        for s in skipped:
+            print(f"d={d} seqlen={seqlen} causal={causal}: skipped {s}")
 
 
 if __name__ == "__main__":

@@ -3,17 +3,18 @@ Hopper: O = softmax(Q K^T * scale) V and the log-sum-exp of every row, bf16 in a
 accumulation and softmax): its pipeline, numerics and instruction budget. The host side
 (configs per head dim, the entry point, references, checks, benchmark) is the recipe file.
 
-One CTA per (128-row query tile, head, batch); 3 warpgroups (every line below is in the kernel):
+One CTA per (BM-row query tile, head, batch), BM = 64 * CONSUMERS (Config.CONSUMERS: 2, the
+default, or 3); 1 + CONSUMERS warpgroups (every line below is in the kernel):
 
     warpgroup 0, producer (PRODUCER_REGISTERS): one elected thread loads the Q tile once
         (q_full), then per key block j = n_end-1 .. 0 (ring counter i): wait k_empty[s] ->
         expect_tx(k_full[s]) { TMA K_j }; wait v_empty[s] -> expect_tx(v_full[s]) { TMA V_j }
-    warpgroups 1, 2, consumers (CONSUMER_REGISTERS), 64 query rows each:
+    warpgroups 1 .. CONSUMERS, consumers (CONSUMER_REGISTERS), 64 query rows each:
         prologue   S_0 = Q K_0^T; softmax(S_0) -> m, l, P_0
         per block  [ping-pong: wait my turn]  S_i = Q K_i^T (SS wgmma, issued)
                    O *= alpha_{i-1} (in place, under S_i); O += P_{i-1} V_{i-1} (RS wgmma: P
                    from registers, issued)
-                   [ping-pong: the other warpgroup's turn]
+                   [ping-pong: the next warpgroup's turn]
                    wait_group 1 (S_i done, P V still running) -> release K stage;
                    online softmax of S_i (mask on boundary blocks): m, l, alpha_i, P_i in f32
                    wait_group 0 -> release V stage; P_i -> bf16 (the A fragment of the next P V)
@@ -31,8 +32,11 @@ part of its rows, lk.thread_sum) and summed across the quad once. Final O = O / 
 
 Pipeline switches (constexprs, `Config`): BN keys per block, STAGES ring depth, OVERLAP (intra-
 warpgroup: S_i issued before the softmax of S_{i-1} finishes its P V; off = FlashAttention-2's
-order inside a warpgroup), PINGPONG (the two consumer warpgroups take turns issuing wgmmas
-through named barriers so one's softmax runs under the other's matrix work), register budgets.
+order inside a warpgroup), PINGPONG (the consumer warpgroups take turns issuing wgmmas in a
+ring of named barriers, wg waiting at pingpong_barrier(wg) and passing to wg + 1, so one's
+softmax runs under the others' matrix work), register budgets (within REGISTER_FILE: 24 + 2 *
+240 or 32 + 3 * 160 per 128 threads), CONSUMERS (192-row tiles amortize each K/V tile over
+more queries).
 `ablations(head_dim, causal)` in the recipe file lists the configs the benchmark compares.
 
 The per-key-block instruction budget of the main loop, read from the SASS against the ideal
@@ -43,7 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import layoutkit as lk
 from layoutkit.algebra import ComposedLayout, Layout, Swizzle, composition
@@ -51,12 +55,32 @@ from layoutkit.algebra import ComposedLayout, Layout, Swizzle, composition
 SW128 = Swizzle(3, 3, 3)       # the 128-byte swizzle on bf16 element offsets
 ATOM = 64                      # bf16 elements in one 128-byte swizzled row
 WG_ROWS = 64                   # query rows of one consumer warpgroup (one m64 wgmma)
-CONSUMERS = 2
-BM = CONSUMERS * WG_ROWS       # query rows per CTA
+WG_THREADS = 128               # threads of one warpgroup
+CONSUMER_COUNTS = (2, 3)       # consumer warpgroups a Config may take (BM = 64 * CONSUMERS)
+CONSUMERS = 2                  # the default's
+BM = CONSUMERS * WG_ROWS       # query rows per CTA of the default
 HEAD_DIMS = (64, 128, 256)
 LOG2E, LN2 = math.log2(math.e), math.log(2.0)
 NEG_INF = float("-inf")
-EPILOGUE_BARRIER, PINGPONG_BARRIER = 1, 1 + CONSUMERS   # named barrier ids (+ warpgroup index)
+REGISTER_FILE = 65536          # 32-bit registers of one SM, all a CTA's warpgroups share
+# (producer, consumer) registers per thread where a Config leaves them None: 3 consumers
+# share 65536 - 128 * 32 among 384 threads, 160 each
+ROLE_REGISTERS = {2: (24, 240), 3: (32, 160)}
+EPILOGUE_BARRIER = 1           # named barrier ids: EPILOGUE_BARRIER + wg, then pingpong_barrier
+
+
+def pingpong_barrier(consumers: int, wg: int) -> int:
+    """The named barrier consumer warpgroup wg (mod consumers) waits at for its turn: the ids
+    after the consumers' epilogue barriers."""
+    return EPILOGUE_BARRIER + consumers + wg % consumers
+
+
+def warps(consumers: int) -> int:
+    """Warps of the CTA: the producer warpgroup and `consumers` consumer warpgroups."""
+    return 4 * (1 + consumers)
+
+
+PINGPONG_BARRIER = pingpong_barrier(CONSUMERS, 0)      # the default's first ping-pong id
 
 
 @dataclass(frozen=True)
@@ -67,12 +91,41 @@ class Config:
     STAGES: int = 2
     OVERLAP: bool = True
     PINGPONG: bool = True
-    PRODUCER_REGISTERS: int = 24
-    CONSUMER_REGISTERS: int = 240
+    PRODUCER_REGISTERS: int | None = None    # None: ROLE_REGISTERS[CONSUMERS]
+    CONSUMER_REGISTERS: int | None = None
+    CONSUMERS: int = 2                       # consumer warpgroups, 64 query rows each
+
+    def __post_init__(self):
+        if self.CONSUMERS not in CONSUMER_COUNTS or isinstance(self.CONSUMERS, bool):
+            raise ValueError(f"Config: CONSUMERS = {self.CONSUMERS!r} is not one of "
+                             f"{CONSUMER_COUNTS} (consumer warpgroups of 64 query rows)")
+        producer, consumer = ROLE_REGISTERS[self.CONSUMERS]
+        if self.PRODUCER_REGISTERS is None:
+            object.__setattr__(self, "PRODUCER_REGISTERS", producer)
+        if self.CONSUMER_REGISTERS is None:
+            object.__setattr__(self, "CONSUMER_REGISTERS", consumer)
+        total = WG_THREADS * (self.PRODUCER_REGISTERS + self.CONSUMERS * self.CONSUMER_REGISTERS)
+        if total > REGISTER_FILE:
+            raise ValueError(
+                f"Config: PRODUCER_REGISTERS = {self.PRODUCER_REGISTERS} and CONSUMER_REGISTERS "
+                f"= {self.CONSUMER_REGISTERS} at CONSUMERS = {self.CONSUMERS} need {total} "
+                f"registers, over the SM's {REGISTER_FILE}: 128 * (producer + CONSUMERS * "
+                f"consumer) must fit (leave both None for {ROLE_REGISTERS[self.CONSUMERS]})")
+
+    @property
+    def BM(self) -> int:
+        """Query rows per CTA."""
+        return WG_ROWS * self.CONSUMERS
+
+    def with_consumers(self, consumers: int) -> "Config":
+        """This pipeline at `consumers` consumer warpgroups, with that count's default register
+        budgets (ROLE_REGISTERS)."""
+        return replace(self, CONSUMERS=consumers, PRODUCER_REGISTERS=None,
+                       CONSUMER_REGISTERS=None)
 
     def smem_bytes(self, head_dim: int) -> int:
         """Q tile (reused for O) and the K and V rings, bytes."""
-        return 2 * head_dim * (BM + 2 * self.STAGES * self.BN)
+        return 2 * head_dim * (self.BM + 2 * self.STAGES * self.BN)
 
 
 def tile_layout(rows: int, head_dim: int, stages: int | None = None) -> ComposedLayout:
@@ -100,18 +153,19 @@ def row_col(tv: lk.TVLayout, tid):
     return row0, col0, drow, dcol
 
 
-def key_blocks(sq, sk, m_blk, bn: int, causal: bool):
-    """(n_end, n_masked, diag1) of query tile m_blk, kernel integers of the sequence lengths: the
-    CTA runs key blocks j = n_end-1 .. 0, the first n_masked of them (ring steps 0 ..
-    n_masked-1) masked. Causal attention is bottom-right aligned: row r sees the keys below
-    r + diag1, diag1 = sk - sq + 1; block j needs no mask while (j+1)*bn <= m_blk*BM + diag1 (the
-    tile's first row) and (j+1)*bn <= sk. n_end >= 1: a tile whose rows see no key (sk = 0, or
-    causal rows above the diagonal) runs one fully masked block, which gives O = 0, lse = -inf."""
+def key_blocks(sq, sk, m_blk, bn: int, causal: bool, bm: int = BM):
+    """(n_end, n_masked, diag1) of query tile m_blk (bm rows), kernel integers of the sequence
+    lengths: the CTA runs key blocks j = n_end-1 .. 0, the first n_masked of them (ring steps 0
+    .. n_masked-1) masked. Causal attention is bottom-right aligned: row r sees the keys below
+    r + diag1, diag1 = sk - sq + 1; block j needs no mask while (j+1)*bn <= m_blk*bm + diag1
+    (the tile's first row) and (j+1)*bn <= sk. n_end >= 1: a tile whose rows see no key (sk =
+    0, or causal rows above the diagonal) runs one fully masked block, which gives O = 0, lse =
+    -inf."""
     blocks = -(-sk // bn)
     if not causal:
         return lk.maximum(blocks, 1), 1, None
-    diag1, first_row = sk - sq + 1, m_blk * BM
-    n_end = lk.maximum(lk.minimum(blocks, -(-(first_row + BM - 1 + diag1) // bn)), 1)
+    diag1, first_row = sk - sq + 1, m_blk * bm
+    n_end = lk.maximum(lk.minimum(blocks, -(-(first_row + bm - 1 + diag1) // bn)), 1)
     unmasked = lk.maximum(lk.minimum((first_row + diag1) // bn, sk // bn), 0)
     return n_end, lk.maximum(n_end - unmasked, 1), diag1
 
@@ -120,35 +174,39 @@ def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Ten
                    o: lk.Tensor[lk.bf16, 4], lse: lk.Tensor[lk.f32, 2], GROUP: lk.i32,
                    SCALE_LOG2: lk.f32, D: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
                    CAUSAL: lk.constexpr, OVERLAP: lk.constexpr, PINGPONG: lk.constexpr,
-                   PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
-    """The kernel (see the module docstring). q, o are (batch, seqlen_q, heads_q, head_dim), k, v
-    (batch, seqlen_k, heads_kv, head_dim), head_dim contiguous (= D), lse (batch * heads_q,
-    seqlen_q); query head h reads key/value head h // GROUP. Grid (ceil(seqlen_q/128), heads_q,
-    batch). This CTA runs n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j, the
+                   PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr,
+                   CONSUMERS: lk.constexpr):
+    """The kernel (see the module docstring), launched with warps(CONSUMERS) warps. q, o are
+    (batch, seqlen_q, heads_q, head_dim), k, v (batch, seqlen_k, heads_kv, head_dim), head_dim
+    contiguous (= D), lse (batch * heads_q, seqlen_q); query head h reads key/value head h //
+    GROUP. Grid (ceil(seqlen_q / BM), heads_q, batch), BM = 64 * CONSUMERS. This CTA runs
+    n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j, the
     first n_masked of them masked (`key_blocks`; non-causal: only the first, which may be
     ragged); every count is kernel arithmetic on the sequence lengths and the tile index."""
     # the kernel's mode order: (seqlen, head_dim, heads, batch), head_dim TMA's inner dimension
     Q, K, V, O = (x.permute(1, 3, 2, 0) for x in (q, k, v, o))
     LSE = lse.permute(1, 0)                       # (seqlen_q, batch * heads_q)
     SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
-    buffers = shared_buffers(D, BN, STAGES)
+    BM = WG_ROWS * CONSUMERS
+    buffers = shared_buffers(D, BN, STAGES, CONSUMERS)
     m_blk, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     hk = h // GROUP
-    n_end, n_masked, DIAG1 = key_blocks(SQ, SK, m_blk, BN, CAUSAL)
+    n_end, n_masked, DIAG1 = key_blocks(SQ, SK, m_blk, BN, CAUSAL, BM)
     roles(Env(**buffers, **locals()))
 
 
-def shared_buffers(D: int, BN: int, STAGES: int) -> dict:
-    """The Q tile (then O), the K and V rings and their mbarriers, initialised (every thread
-    passes the barrier after the init): {name: tensor or barrier array}."""
-    sQ = lk.shared_tensor(tile_layout(BM, D), lk.bf16, name="sQ")       # Q, then O
+def shared_buffers(D: int, BN: int, STAGES: int, consumers: int = CONSUMERS) -> dict:
+    """The Q tile of 64 * consumers rows (then O), the K and V rings and their mbarriers,
+    initialised (every thread passes the barrier after the init): {name: tensor or barrier
+    array}."""
+    sQ = lk.shared_tensor(tile_layout(WG_ROWS * consumers, D), lk.bf16, name="sQ")  # Q, then O
     sK = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sK")
     sV = lk.shared_tensor(tile_layout(BN, D, STAGES), lk.bf16, name="sV")
     q_full = lk.sm90.mbarrier_array(1, 1, name="q_full")
     k_full = lk.sm90.mbarrier_array(STAGES, 1, name="k_full")       # producer arrive + TMA bytes
     v_full = lk.sm90.mbarrier_array(STAGES, 1, name="v_full")
-    k_empty = lk.sm90.mbarrier_array(STAGES, CONSUMERS * 4, name="k_empty")  # one per consumer warp
-    v_empty = lk.sm90.mbarrier_array(STAGES, CONSUMERS * 4, name="v_empty")
+    k_empty = lk.sm90.mbarrier_array(STAGES, consumers * 4, name="k_empty")  # one per consumer warp
+    v_empty = lk.sm90.mbarrier_array(STAGES, consumers * 4, name="v_empty")
     with lk.if_(lk.eq(lk.thread_id(), 0)):
         lk.sm90.mbarrier_init(q_full, k_full, v_full, k_empty, v_empty)
         lk.sm90.fence_mbarrier_init()
@@ -164,7 +222,7 @@ def roles(e: "Env", live=None, kind: type | None = None) -> None:
     with lk.sm90.warp_role("producer", warpgroups=(0,), registers=e.PRODUCER_REGISTERS):
         with _where(live), lk.if_(lk.eq(lk.warp_id(), 0)):
             produce(e)
-    for wg in range(CONSUMERS):
+    for wg in range(e.CONSUMERS):
         with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,),
                                registers=e.CONSUMER_REGISTERS):
             with _where(live):
@@ -179,7 +237,7 @@ def produce(e: "Env") -> None:
     """The producer warp's loop (module docstring): Q once, then K_j and V_j for j = n_end-1 ..
     0 through the rings."""
     with lk.sm90.elect_one(), lk.sm90.expect_tx(e.q_full[0]):
-        lk.sm90.tma_load(e.sQ, e.Q.tile((BM, e.D, 1, 1), (e.m_blk, 0, e.h, e.b)), e.q_full[0])
+        lk.sm90.tma_load(e.sQ, e.Q.tile((e.BM, e.D, 1, 1), (e.m_blk, 0, e.h, e.b)), e.q_full[0])
     for i in lk.range(0, e.n_end):
         j = e.n_end - 1 - i
         p = lk.sm90.producer_state(i, e.STAGES)
@@ -220,17 +278,20 @@ class Consumer:
         self.o_layout = lk.sm90.wgmma_accumulator_layout(e.D)
         self.row0, self.col0, self.drow, self.dcol = row_col(self.s_layout,
                                                              lk.sm90.thread_id_in_warpgroup())
-        self.first_row = e.m_blk * BM + wg * WG_ROWS + self.row0
+        self.first_row = e.m_blk * e.BM + wg * WG_ROWS + self.row0
 
-    # ---- ping-pong: the two consumer warpgroups take turns issuing their wgmmas ------------
+    # ---- ping-pong: the consumer warpgroups take turns issuing their wgmmas, in a ring -----
     def turn(self) -> None:
-        """Wait until the other warpgroup has issued its wgmmas."""
+        """Wait until the previous warpgroup of the ring has issued its wgmmas."""
         if self.e.PINGPONG:
-            lk.sm90.named_barrier_sync(PINGPONG_BARRIER + self.wg, 2 * 128)
+            lk.sm90.named_barrier_sync(pingpong_barrier(self.e.CONSUMERS, self.wg),
+                                       2 * WG_THREADS)
 
     def pass_turn(self) -> None:
+        """Give the turn to the next warpgroup of the ring."""
         if self.e.PINGPONG:
-            lk.sm90.named_barrier_arrive(PINGPONG_BARRIER + (self.wg + 1) % CONSUMERS, 2 * 128)
+            lk.sm90.named_barrier_arrive(pingpong_barrier(self.e.CONSUMERS, self.wg + 1),
+                                         2 * WG_THREADS)
 
     # ---- wgmma issue (not waited) --------------------------------------------------------
     def scores(self, i, j):
@@ -296,8 +357,8 @@ class Consumer:
         (O, P, m, l, alpha)."""
         e = self.e
         lk.sm90.mbarrier_wait(e.q_full[0], 0)
-        if e.PINGPONG and self.wg == 1:         # warpgroup 0 issues first
-            lk.sm90.named_barrier_arrive(PINGPONG_BARRIER, 2 * 128)
+        if e.PINGPONG and self.wg == e.CONSUMERS - 1:     # warpgroup 0 issues first
+            lk.sm90.named_barrier_arrive(pingpong_barrier(e.CONSUMERS, 0), 2 * WG_THREADS)
         self.turn()
         S, k_stage = self.scores(0, e.n_end - 1)
         self.pass_turn()
@@ -354,8 +415,8 @@ class Consumer:
         self.pass_turn()
         lk.sm90.wgmma_wait(0)
         release(e.v_empty, v_stage)
-        if e.PINGPONG and wg == 0:          # balances the other warpgroup's opening arrive
-            lk.sm90.named_barrier_sync(PINGPONG_BARRIER, 2 * 128)
+        if e.PINGPONG and wg == 0:          # balances the last warpgroup's opening arrive
+            lk.sm90.named_barrier_sync(pingpong_barrier(e.CONSUMERS, 0), 2 * WG_THREADS)
         l = lk.reduce_sum(l, 1)             # the quad's partial row sums, once
         seen = l > 0.0
         inv_l = lk.where(seen, 1.0 / lk.where(seen, l, 1.0), 0.0)
@@ -364,9 +425,9 @@ class Consumer:
         row_lse = lk.where(seen, (m_use * self.c + lk.log2(lk.where(seen, l, 1.0))) * LN2,
                            NEG_INF)
         with lk.if_(lk.eq(lk.lane_id() % 4, 0)):        # one lane of each row's quad
-            rows = e.LSE.tile((WG_ROWS, 1), (e.m_blk * CONSUMERS + wg, e.h + e.HQ * e.b))
+            rows = e.LSE.tile((WG_ROWS, 1), (e.m_blk * e.CONSUMERS + wg, e.h + e.HQ * e.b))
             lk.store(rows.partition(row_lse.layout), row_lse)
-        lk.sm90.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)    # every Q read of this wg retired
+        lk.sm90.named_barrier_sync(EPILOGUE_BARRIER + wg, WG_THREADS)   # this wg's Q reads retired
         lk.store(self.sQ2.partition(o_layout), lk.cast(O, lk.bf16))
         self.store_o()
 
@@ -375,10 +436,10 @@ class Consumer:
         proxy's fence, then one thread's TMA store."""
         e, wg = self.e, self.wg
         lk.sm90.fence_proxy_async()
-        lk.sm90.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)
+        lk.sm90.named_barrier_sync(EPILOGUE_BARRIER + wg, WG_THREADS)
         with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
             lk.sm90.tma_store(e.O.tile((WG_ROWS, e.D, 1, 1),
-                                       (e.m_blk * CONSUMERS + wg, 0, e.h, e.b)),
+                                       (e.m_blk * e.CONSUMERS + wg, 0, e.h, e.b)),
                               e.sQ.tile((WG_ROWS, e.D, 1, 1), (wg, 0, 0, 0)))
             lk.sm90.tma_store_commit()
             lk.sm90.tma_store_wait(0)
@@ -390,5 +451,13 @@ def consumer(wg: int, e: Env, kind: type = Consumer) -> None:
     c.epilogue(c.main_loops(c.prologue()))
 
 
-WARPS = 4 * (1 + CONSUMERS)
-attention_kernel = lk.kernel(attention_body, num_warps=WARPS)
+WARPS = warps(CONSUMERS)       # the default's
+# one kernel object per consumer count (num_warps fixes the block size); attention_kernel is
+# the default's, kernel_for(cfg) any config's
+attention_kernels = {n: lk.kernel(attention_body, num_warps=warps(n)) for n in CONSUMER_COUNTS}
+attention_kernel = attention_kernels[CONSUMERS]
+
+
+def kernel_for(cfg: Config):
+    """The attention kernel object launched for cfg (its block has warps(cfg.CONSUMERS) warps)."""
+    return attention_kernels[cfg.CONSUMERS]

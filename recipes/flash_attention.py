@@ -9,7 +9,8 @@ tile multiples. Causal masking is bottom-right aligned (FlashAttention >= 2.1): 
 keys j <= i + seqlen_k - seqlen_q. Rows that see no key get O = 0 and lse = -inf.
 
 The kernel (one CTA per 128-row query tile, head and batch: a TMA producer warpgroup and
-two ping-ponged wgmma consumer warpgroups), its numerics and its instruction budget are in
+two ping-ponged wgmma consumer warpgroups; `Config.CONSUMERS = 3` takes 192-row tiles and
+three), its numerics and its instruction budget are in
 recipes/_flash_attention_kernel.py; this file holds the configs per head dim, the host entry
 point `flash_attention`, the references, the checks and the benchmark.
 """
@@ -23,11 +24,12 @@ from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_kernel as kernel_module
 
 Config, attention_kernel = kernel_module.Config, kernel_module.attention_kernel
+kernel_for = kernel_module.kernel_for
 BM, HEAD_DIMS, LOG2E = kernel_module.BM, kernel_module.HEAD_DIMS, kernel_module.LOG2E
 
 # Defaults per (head dim, causal). Non-causal head dim 128 takes 176-key blocks (FlashAttention-
 # 3's choice there): 10% fewer instructions per key than 128 (the kernel module's budget) and the
-# SS wgmma's Q read amortized over 176 columns. Causal needs BN dividing BM. Head dim 256 is
+# SS wgmma's Q read amortized over 176 columns. Causal keeps BN dividing BM. Head dim 256 is
 # bound by shared memory (the 64 KB Q tile and two stages of K and V: 80 keys fill 224 KB) and
 # by registers (O alone is 128 f32 per consumer thread; S of 80 keys adds 40).
 CONFIGS = {(64, False): Config(BN=128), (64, True): Config(BN=128),
@@ -37,6 +39,20 @@ CONFIGS = {(64, False): Config(BN=128), (64, True): Config(BN=128),
 # dim 128 may also take 128-key blocks, which cost 1.3% more per key than 176 (the ablation in
 # docs/PERFORMANCE.md, seqlen 8k): default_config picks whichever costs less in all.
 ALTERNATIVE_BLOCKS = {(128, False): (128, 1.013)}    # (head dim, causal): (BN, cost per key)
+# Three consumer warpgroups (192-row query tiles, 160 registers per consumer thread): ablation
+# rows beside each default (FlashAttention-3's tile at head dim 64), amortizing each K/V tile
+# over 1.5x the queries. In 160 registers the overlapped pipeline holds O, S_i and P_{i-1}
+# without spills up to 128 keys at head dim 64 (144 spill) and 80 at head dim 128 (96 spill).
+THREE_CONSUMERS = {
+    64: {"3 consumers": Config(BN=128, CONSUMERS=3),
+         "3 consumers, 3 stages": Config(BN=128, STAGES=3, CONSUMERS=3)},
+    128: {"3 consumers": Config(BN=64, CONSUMERS=3),
+          "3 consumers, 3 stages": Config(BN=64, STAGES=3, CONSUMERS=3),
+          "3 consumers, BN=80": Config(BN=80, CONSUMERS=3)},
+}
+# Causal tiles take key blocks dividing BM, and these (query tile: key blocks): key_blocks is
+# exact for any BN; the rule keeps each tile's masked blocks few (two here, FA3's causal tile)
+CAUSAL_BLOCKS = {192: (128,)}
 ALIGN_ELEMENTS = 8            # TMA: global addresses and strides are multiples of 16 bytes
 SHARED_LIMIT = 232448 - 1024  # sm_90's opt-in shared memory, less room for the mbarriers
 TUNED_BLOCKS = (64, 80, 128, 176)   # key blocks autotune_space tries
@@ -69,7 +85,7 @@ def autotune_space(head_dim: int, causal: bool) -> list[Config]:
     space = dict.fromkeys(ablations(head_dim, causal).values())
     for bn in TUNED_BLOCKS:
         cfg = replace(base, BN=bn)
-        if cfg.smem_bytes(head_dim) <= SHARED_LIMIT and not (causal and BM % bn):
+        if cfg.smem_bytes(head_dim) <= SHARED_LIMIT and not (causal and base.BM % bn):
             space.setdefault(cfg)
     return list(space)
 
@@ -89,13 +105,14 @@ def tuner(head_dim: int, causal: bool) -> lk.Autotuner:
 
 def _tuned(cfg: Config) -> lk.Config:
     """cfg as the autotuner's lk.Config (its fields are the kernel's constexprs)."""
-    return lk.Config(**asdict(cfg))
+    return lk.Config(num_warps=kernel_module.warps(cfg.CONSUMERS), **asdict(cfg))
 
 
 def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
     """The default config and one switched-off pipeline choice per entry (benchmark rows),
     plus 128-key blocks where the default differs and they fit in shared memory (non-causal
-    head dim 128, whose default is 176)."""
+    head dim 128, whose default is 176), and the three-consumer rows (THREE_CONSUMERS: 192-row
+    query tiles) of head dims 64 and 128."""
     base = CONFIGS[head_dim, causal]
     rows = {"default": base, "no ping-pong": replace(base, PINGPONG=False),
             "no intra-warpgroup overlap": replace(base, OVERLAP=False),
@@ -104,7 +121,25 @@ def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
     bn128 = replace(base, BN=128)
     if base.BN != 128 and bn128.smem_bytes(head_dim) <= SHARED_LIMIT:
         rows["BN=128"] = bn128
+    for name, cfg in THREE_CONSUMERS.get(head_dim, {}).items():
+        if not causal or causal_block_fits(cfg):
+            rows[name] = cfg
     return rows
+
+
+def causal_block_fits(cfg: Config) -> bool:
+    """Whether causal attention takes cfg's key block: BN divides BM, or CAUSAL_BLOCKS lists it."""
+    return cfg.BM % cfg.BN == 0 or cfg.BN in CAUSAL_BLOCKS.get(cfg.BM, ())
+
+
+def _or_blocks(bm: int) -> str:
+    return f" or one of {CAUSAL_BLOCKS[bm]}" if bm in CAUSAL_BLOCKS else ""
+
+
+def tuned_grid(sq: int, hq: int, batch: int):
+    """The grid of a tuned launch, a function of the chosen config's constexprs (`meta`):
+    one CTA per (64 * CONSUMERS query rows, head, batch)."""
+    return lambda meta: (-(-sq // (kernel_module.WG_ROWS * meta["CONSUMERS"])), hq, batch)
 
 
 def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -> tuple:
@@ -117,8 +152,8 @@ def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -
     constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
                       OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
-                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
-    return (-(-sq // BM), hq, batch), args, constexprs
+                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, CONSUMERS=cfg.CONSUMERS)
+    return (-(-sq // cfg.BM), hq, batch), args, constexprs
 
 
 def compile_default() -> dict[str, str]:
@@ -130,7 +165,7 @@ def compile_default() -> dict[str, str]:
         grid, args, constexprs = kernel_arguments(t, t, t, t, lk.TensorSpec(lk.f32, (64, 4096)),
                                                   causal, d ** -0.5, cfg)
         name = f"attention_d{d}_bn{cfg.BN}_s{cfg.STAGES}{'_causal' if causal else ''}"
-        out[name] = attention_kernel.ptx(*args, **constexprs)
+        out[name] = kernel_for(cfg).ptx(*args, **constexprs)
     return out
 
 
@@ -202,9 +237,10 @@ def check_options(what: str, d: int, hq: int, hk: int, causal, softmax_scale, co
     if config is not None and not isinstance(config, Config):
         raise ValueError(f"{what}: config is a Config, got {config!r}")
     cfg = config or default_config(d, causal, seqlen_k)
-    if causal and BM % cfg.BN:
+    if causal and not causal_block_fits(cfg):
         raise ValueError(f"{what}: causal attention needs a key block BN dividing "
-                         f"{BM} (the query tile), got config BN = {cfg.BN}")
+                         f"{cfg.BM} (the query tile){_or_blocks(cfg.BM)}, got config BN = "
+                         f"{cfg.BN}")
     if cfg.smem_bytes(d) > SHARED_LIMIT:
         raise ValueError(f"{what}: config {cfg} needs {cfg.smem_bytes(d)} bytes of "
                          f"shared memory at head_dim {d}, over the {SHARED_LIMIT} available")
@@ -237,9 +273,9 @@ def flash_attention(q, k, v, causal: bool = False, softmax_scale: float | None =
     rows = lse.view(batch * hq, sq)
     grid, args, constexprs = kernel_arguments(qs, ks, vs, o_run, rows, causal, scale, cfg)
     if config is None:          # the swept winner of this key, else default_config's cfg
-        tuner(d, causal)[grid](*args, D=d, CAUSAL=causal)
+        tuner(d, causal)[tuned_grid(sq, hq, batch)](*args, D=d, CAUSAL=causal)
     else:
-        attention_kernel[grid](*args, **constexprs)
+        kernel_for(cfg)[grid](*args, **constexprs)
     if o_run.data_ptr() != o.data_ptr():
         o.copy_(o_run)
     return out, lse
@@ -302,7 +338,7 @@ def check_cpu(seed: int = 0, cases=CPU_CASES, config: Config | None = None) -> f
         lse = np.zeros((batch * hq, sq), np.float32)
         grid, args, constexprs = kernel_arguments(q, k, v, o, lse, causal, scale, cfg)
         worst = max(worst, check_on_cpu(
-            attention_kernel, grid, *args, **constexprs, error=_finite_error,
+            kernel_for(cfg), grid, *args, **constexprs, error=_finite_error,
             expect={"o": o_want, "lse": lse_want.reshape(batch * hq, sq)},
             tolerance=2 ** -7))
     return worst
@@ -384,11 +420,11 @@ def tune(reps: int = 20) -> list[dict]:
                        for _ in range(3))
             o = torch.empty_like(q)
             lse = torch.empty(batch * heads, s, device="cuda", dtype=torch.float32)
-            grid, args, _ = kernel_arguments(q, k, v, o, lse, causal, d ** -0.5,
-                                             default_config(d, causal, s))
+            _, args, _ = kernel_arguments(q, k, v, o, lse, causal, d ** -0.5,
+                                          default_config(d, causal, s))
             t = tuner(d, causal)
             t.reps = reps
-            best = t.tune(grid, *args, D=d, CAUSAL=causal)
+            best = t.tune(tuned_grid(s, heads, batch), *args, D=d, CAUSAL=causal)
             times = {c: ms for c, ms in t.report.items() if isinstance(ms, float)}
             default = str(_tuned(default_config(d, causal, s)))
             rows.append({"case": f"d{d} s{s} {'causal' if causal else 'full'}",

@@ -50,8 +50,8 @@ def kernel_arguments(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: 
     constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
                       OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
-                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
-    return (max(1, -(-max_seqlen_q // BM)), hq, batch), args, constexprs
+                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, CONSUMERS=cfg.CONSUMERS)
+    return (max(1, -(-max_seqlen_q // cfg.BM)), hq, batch), args, constexprs
 
 
 def compile_default() -> dict[str, str]:
@@ -64,7 +64,7 @@ def compile_default() -> dict[str, str]:
         grid, args, constexprs = kernel_arguments(t, t, t, t, lk.TensorSpec(lk.f32, (16, 16384)),
                                                   cu, cu, 4096, causal, d ** -0.5, cfg)
         name = f"attention_varlen_d{d}_bn{cfg.BN}_s{cfg.STAGES}{'_causal' if causal else ''}"
-        out[name] = attention_varlen_kernel.ptx(*args, **constexprs)
+        out[name] = kernel_module.kernel_for(cfg).ptx(*args, **constexprs)
     return out
 
 
@@ -138,7 +138,7 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: in
     qs, ks, vs = (padded._tma_ready(x.unsqueeze(0)) for x in (q, k, v))
     grid, args, constexprs = kernel_arguments(qs, ks, vs, o.unsqueeze(0), lse, cu_seqlens_q,
                                               cu_seqlens_k, max_seqlen_q, causal, scale, cfg)
-    attention_varlen_kernel[grid](*args, **constexprs)
+    kernel_module.kernel_for(cfg)[grid](*args, **constexprs)
     return o, lse
 
 
@@ -202,7 +202,7 @@ def check_cpu(seed: int = 0, cases=CPU_CASES, config: Config | None = None) -> f
         grid, args, constexprs = kernel_arguments(q[None], k[None], v[None], o, lse, cu_q, cu_k,
                                                   max(lengths_q), causal, scale, cfg)
         worst = max(worst, check_on_cpu(
-            attention_varlen_kernel, grid, *args, **constexprs, error=padded._finite_error,
+            kernel_module.kernel_for(cfg), grid, *args, **constexprs, error=padded._finite_error,
             expect={"o": o_want[None], "lse": lse_want}, tolerance=2 ** -7, seeds=(seed,)))
     return worst
 
