@@ -5,6 +5,8 @@ differentiate through them and place them in a `torch.compile(..., fullgraph=Tru
 
     torch.ops.layoutkit.       computes (recipe)                          backward op
     gemm(a, b)                 a @ b, bf16 (gemm_hopper)                  two gemms
+    gemm_grouped(a, b,         a_g @ b_g per group of offsets' token      none yet
+      offsets)                 rows, bf16 (gemm_grouped; MoE experts)
     flash_attention(q, k, v,   (o, lse): FlashAttention's forward         flash_attention_backward,
       causal, scale, layout)   (flash_attention)                          pending (no kernel yet)
     softmax(x)                 softmax over the last dim (softmax)        softmax_backward
@@ -36,13 +38,14 @@ import torch  # noqa: E402
 from .registry import NAMESPACE, OpSpec, define  # noqa: E402
 from .attention import FLASH_ATTENTION, FLASH_ATTENTION_BACKWARD  # noqa: E402
 from .gemm import GEMM  # noqa: E402
+from .gemm_grouped import GEMM_GROUPED  # noqa: E402
 from .norms import LAYERNORM, LAYERNORM_BACKWARD  # noqa: E402
 from .rmsnorm import RMSNORM, RMSNORM_BACKWARD  # noqa: E402
 from .softmax import SOFTMAX, SOFTMAX_BACKWARD  # noqa: E402
 from .transpose import TRANSPOSE  # noqa: E402
 
-OPS = (GEMM, FLASH_ATTENTION, FLASH_ATTENTION_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD, LAYERNORM,
-       LAYERNORM_BACKWARD, RMSNORM, RMSNORM_BACKWARD, TRANSPOSE)
+OPS = (GEMM, GEMM_GROUPED, FLASH_ATTENTION, FLASH_ATTENTION_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD,
+       LAYERNORM, LAYERNORM_BACKWARD, RMSNORM, RMSNORM_BACKWARD, TRANSPOSE)
 
 
 def register() -> None:
@@ -58,6 +61,13 @@ register()
 def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b by layoutkit's Hopper GEMM (bf16 M x K times K x N; see the module docstring)."""
     return torch.ops.layoutkit.gemm(a, b)
+
+
+def gemm_grouped(a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """The grouped GEMM of MoE layers (layoutkit.torch.gemm_grouped says the shapes): c[rows of
+    group g] = a[rows of group g] @ b[g], the groups' rows given by int32 offsets read on the
+    device only."""
+    return torch.ops.layoutkit.gemm_grouped(a, b, offsets)
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
@@ -90,5 +100,5 @@ def transpose(x: torch.Tensor) -> torch.Tensor:
     return torch.ops.layoutkit.transpose(x)
 
 
-__all__ = ["NAMESPACE", "OPS", "OpSpec", "register", "gemm", "flash_attention", "softmax",
-           "layernorm", "rmsnorm", "transpose"]
+__all__ = ["NAMESPACE", "OPS", "OpSpec", "register", "gemm", "gemm_grouped", "flash_attention",
+           "softmax", "layernorm", "rmsnorm", "transpose"]

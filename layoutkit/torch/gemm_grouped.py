@@ -6,16 +6,15 @@ bf16 result whose rows of no group (before offsets[0], from offsets[G]) are unin
 No autograd yet: b's gradient, a_g^T @ grad_g per group, is a grouped GEMM over the ragged
 K mode, which the kernel does not do.
 
-Registered when this module is imported (`import layoutkit.torch.gemm_grouped`); the fake
-checks the arguments as the recipe does and gives the shape without reading offsets, so
-torch.compile traces it with data-dependent group sizes.
+The fake checks the arguments as the recipe does and gives the shape without reading
+offsets, so torch.compile traces it whatever the group sizes.
 """
 from __future__ import annotations
 
 import torch
 
 from .interpreted import refuse_large, run
-from .registry import OpSpec, define, recipe
+from .registry import OpSpec, recipe
 
 SCHEMA = "(Tensor a, Tensor b, Tensor offsets) -> Tensor"
 CPU_UNITS = 2        # persistent CTAs of the interpreted launch (each takes tiles in turn)
@@ -48,9 +47,3 @@ def gemm_grouped_cpu(a, b, offsets):
 
 GEMM_GROUPED = OpSpec("gemm_grouped", SCHEMA, gemm_grouped_outputs, gemm_grouped_cuda,
                       gemm_grouped_cpu)
-define(GEMM_GROUPED)
-
-
-def gemm_grouped(a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-    """torch.ops.layoutkit.gemm_grouped(a, b, offsets) (see the module docstring)."""
-    return torch.ops.layoutkit.gemm_grouped(a, b, offsets)

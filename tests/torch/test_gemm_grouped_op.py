@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="layoutkit.torch needs torch (the [torch] extra)")
 
-import layoutkit.torch.gemm_grouped as lkg  # noqa: E402
+import layoutkit.torch as lkg  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 op = torch.ops.layoutkit.gemm_grouped

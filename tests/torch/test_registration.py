@@ -15,6 +15,7 @@ from layoutkit.torch.interpreted import CPU_ELEMENT_LIMIT  # noqa: E402
 
 SCHEMAS = {
     "gemm": "layoutkit::gemm(Tensor a, Tensor b) -> Tensor",
+    "gemm_grouped": "layoutkit::gemm_grouped(Tensor a, Tensor b, Tensor offsets) -> Tensor",
     "flash_attention": "layoutkit::flash_attention(Tensor q, Tensor k, Tensor v, "
                        "bool causal=False, float? softmax_scale=None, str layout=\"bshd\") -> "
                        "(Tensor, Tensor)",
