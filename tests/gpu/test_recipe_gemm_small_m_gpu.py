@@ -52,9 +52,9 @@ def test_small_m_matches_float64(m, n, k, kmajor):
 TILES = _gemm_choice.candidates(1)
 
 
-@pytest.mark.parametrize("split", [1, 3, 8])
+@pytest.mark.parametrize("split", [1, 3])
 @pytest.mark.parametrize("tile", TILES, ids=str)
-@pytest.mark.parametrize("m, n, k", [(1, 520, 4104), (37, 1000, 1500), (300, 136, 2000)])
+@pytest.mark.parametrize("m, n, k", [(1, 520, 4104), (300, 136, 2000)])
 def test_every_tile_and_split_is_correct(m, n, k, tile, split):
     cfg = dataclasses.replace(tile, SPLIT_K=split) if tile.CLUSTER == 1 else tile
     for kmajor in (False, True):
