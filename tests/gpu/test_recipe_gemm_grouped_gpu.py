@@ -123,3 +123,14 @@ def test_malformed_offsets_write_nothing_outside_out():
 
 def test_check_runs():
     assert grouped.check() < TOLERANCE
+
+
+def test_torch_op_on_cuda():
+    import layoutkit.torch as lkt
+    gen = torch.Generator().manual_seed(12)
+    a, b, offsets = grouped.problem(gen, [100, 0, 1, 400], 256, 320, True)
+    got = lkt.gemm_grouped(a, b, offsets)
+    assert got.is_contiguous() and got.dtype == torch.bfloat16
+    assert _error(got, grouped.reference_torch(a, b, offsets)) < TOLERANCE
+    compiled = torch.compile(lambda a, b, o: lkt.gemm_grouped(a, b, o), fullgraph=True)
+    assert torch.equal(compiled(a, b, offsets), got)
