@@ -15,7 +15,8 @@ Reported: GB/s of K and V read (4 * batch * seqlen * heads_kv * head_dim bytes: 
 decode; the H200's HBM3e peaks at 4.8 TB/s) and ratios layoutkit / peer (> 1: layoutkit
 faster). Everything is timed interleaved with L2 flushed before each call, medians
 (layoutkit.tools.benchmarking). Sweeps after the main table: num_splits around the heuristic's
-choice, and the kernel's (BN, STAGES) configs. When FA4 cannot run, the table says why.
+choice, page sizes 16..256 (against FA4's paged path), and the kernel's (BN, STAGES) configs.
+When FA4 cannot run, the table says why.
 """
 from __future__ import annotations
 
@@ -191,6 +192,36 @@ def split_sweep(recipe, reps) -> None:
                                                       f" (heuristic: {chosen})"), flush=True)
 
 
+def page_sweep(recipe, reps, fa4) -> None:
+    """GB/s of the paged kernel and FA4's per page size (pages below 128 keys: FA4's non-TMA
+    page path; below 64: several of layoutkit's TMA boxes a key block)."""
+    sizes = (16, 32, 64, 128, 256)
+    print("\npage size sweep (seqlen_q 1, GB/s, layoutkit / FA4):\n")
+    print("| batch | cache | " + " | ".join(map(str, sizes)) + " |")
+    print("|---|---|" + "---|" * len(sizes))
+    for batch, seqlen in ((32, 4096), (8, 16384)):
+        q, k, v, _, _, _, seqlens = problem(recipe, batch, seqlen, 1)
+        cells = []
+        for page in sizes:
+            kp, vp = (x.reshape(-1, page, HK, D) for x in (k, v))   # the same keys, re-paged
+            table = torch.arange(kp.shape[0], device="cuda", dtype=torch.int32).view(batch, -1)
+            candidates = {"layoutkit": lambda kp=kp, vp=vp, t=table: (
+                recipe.flash_attention_with_kvcache(q, kp, vp, seqlens, t))}
+            if fa4 is not None:
+                try:
+                    fa4(q, kp, vp, seqlens, table, False)
+                    candidates["FA4"] = lambda kp=kp, vp=vp, t=table: fa4(q, kp, vp, seqlens, t,
+                                                                          False)
+                except Exception:        # noqa: BLE001 - shown as '-'
+                    pass
+            times = interleaved(candidates, reps=reps)
+            got = {n: gbps(recipe.kv_bytes(batch, seqlen, HK, D), t.median_ms)
+                   for n, t in times.items()}
+            cells.append(f"{got['layoutkit']:.0f} / " +
+                         (f"{got['FA4']:.0f}" if "FA4" in got else "-"))
+        print(f"| {batch} | {seqlen} | " + " | ".join(cells) + " |", flush=True)
+
+
 def config_sweep(recipe, reps) -> None:
     """GB/s of the paged kernel per (BN, STAGES) config (the default's split heuristic)."""
     configs = {f"BN={bn} STAGES={st}": recipe.Config(BN=bn, STAGES=st)
@@ -227,6 +258,7 @@ def main(argv=None) -> int:
         print(note)
     if not args.no_sweeps:
         split_sweep(recipe, args.reps)
+        page_sweep(recipe, args.reps, fa4)
         config_sweep(recipe, args.reps)
     return 0
 

@@ -15,8 +15,9 @@ Per CTA (every line below is in the kernel):
         block runs one fully masked block, giving O = 0, lse = -inf)
     Q: plain masked loads straight into the registers of the wgmma A operand (RS wgmma; with
         Q_SHARED, head dim 256, stored on into a shared tile for SS wgmmas)
-    thread 0 TMA-loads K_j and V_j (page block_table[b, j // tiles_per_page], or batch row b
-        of a contiguous cache) for the first STAGES steps into a ring (k_full, v_full)
+    thread 0 TMA-loads K_j and V_j (from page block_table[b, j // blocks_per_page], or from
+        BN / page_size pages for pages smaller than a block, or batch row b of a contiguous
+        cache) for the first STAGES steps into a ring (k_full, v_full)
     per step i: wait k_full; S = Q K_j^T; online softmax (masked on the first n_masked steps:
         keys past L, and causal keys past L - seqlen_q + 1 + s for query position s);
         step 0 zeroes the V rows of keys past L (a cache's unwritten slots may hold NaN, and
@@ -95,15 +96,17 @@ def decode_body(q: lk.Tensor[lk.bf16, 4], k_cache: lk.Tensor[lk.bf16, 4],
                 o_part: lk.Tensor[lk.f32, 5], lse: lk.Tensor[lk.f32, 4], SPLITS: lk.i32,
                 PAGE_BLOCKS: lk.i32, SCALE_LOG2: lk.f32, GROUP: lk.constexpr, D: lk.constexpr,
                 BN: lk.constexpr, STAGES: lk.constexpr, Q_SHARED: lk.constexpr,
-                PAGED: lk.constexpr, CAUSAL: lk.constexpr, PARTIAL: lk.constexpr):
+                PAGED: lk.constexpr, PAGE_ROWS: lk.constexpr, CAUSAL: lk.constexpr,
+                PARTIAL: lk.constexpr):
     """The decode kernel (module docstring). q, o (batch, seqlen_q, heads_q, head_dim); k_cache,
     v_cache (batch, seqlen_cache, heads_kv, head_dim), or with PAGED (num_pages, page_size,
     heads_kv, head_dim) and block_table (batch, max_pages); cache_seqlens (batch,); lse
     (splits, batch, heads_q, seqlen_q); o_part (splits, batch, seqlen_q, heads_q, head_dim),
-    written instead of o when PARTIAL (else o and lse[0] are the results); PAGE_BLOCKS =
-    page_size / BN (1 for a contiguous cache); Q_SHARED: Q read from shared memory (an SS
-    wgmma, for head dims whose Q would not fit in registers beside O). Grid (SPLITS,
-    query tiles, batch * heads_kv)."""
+    written instead of o when PARTIAL (else o and lse[0] are the results). TMA boxes have
+    PAGE_ROWS rows (BN, or a page_size below BN: BN / page_size pages a key block);
+    PAGE_BLOCKS = page_size / PAGE_ROWS (1 for a contiguous cache); Q_SHARED: Q read from
+    shared memory (an SS wgmma, for head dims whose Q would not fit in registers beside O).
+    Grid (SPLITS, query tiles, batch * heads_kv)."""
     split, m_tile, bh = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     HK = k_cache.shape[2]
     hk, b = bh % HK, bh // HK
@@ -164,26 +167,33 @@ def key_block(e, i):
     return lk.maximum(e.begin + e.n_end - 1 - i, 0)
 
 
-def page_of(e, i):
-    """The page (a paged cache: block_table[b, block // PAGE_BLOCKS], loaded by every thread,
-    the same element) or batch row b (a contiguous cache) that holds ring step i's keys. Steps
-    look their page up a full ring lap before loading it, so the lookup's latency is hidden."""
+def page_of(e, i) -> tuple:
+    """The pages holding ring step i's keys, one per PAGE_ROWS-row box of its block (a paged
+    cache: block_table[b, box // PAGE_BLOCKS], loaded by every thread, the same element), or
+    (b,) for a contiguous cache. Steps look their pages up a full ring lap before loading
+    them, so the lookups' latency is hidden."""
     if not e.PAGED:
-        return e.b
-    slot = key_block(e, i) // e.PAGE_BLOCKS
-    return lk.index_value(lk.load(e.block_table.tile((1, 1), (e.b, slot))
-                                  .partition(lk.TVLayout((1, 1), EVERYONE.layout))))
+        return (e.b,)
+    pages = []
+    for u in range(e.BN // e.PAGE_ROWS):
+        slot = (key_block(e, i) * (e.BN // e.PAGE_ROWS) + u) // e.PAGE_BLOCKS
+        pages.append(lk.index_value(lk.load(e.block_table.tile((1, 1), (e.b, slot))
+                                            .partition(lk.TVLayout((1, 1), EVERYONE.layout)))))
+    return tuple(pages)
 
 
-def load_block(e, i, page) -> None:
-    """Thread 0's TMA loads of ring step i's K and V (key block key_block(e, i), in `page`)
-    into stage i % STAGES."""
-    row = key_block(e, i) % e.PAGE_BLOCKS if e.PAGED else key_block(e, i)
-    s = i % e.STAGES
+def load_block(e, i, pages) -> None:
+    """Thread 0's TMA loads of ring step i's K and V (key block key_block(e, i), in `pages`,
+    page_of's) into stage i % STAGES: one box of PAGE_ROWS rows per page."""
+    s, boxes = i % e.STAGES, e.BN // e.PAGE_ROWS
     for ring, full, cache in ((e.sK, e.k_full, e.K), (e.sV, e.v_full, e.V)):
         with lk.sm90.expect_tx(full[s]):
-            lk.sm90.tma_load(ring[:, :, :, :, s],
-                             cache.tile((e.BN, e.D, 1, 1), (row, 0, e.hk, page)), full[s])
+            for u, page in enumerate(pages):
+                box = key_block(e, i) * boxes + u            # in PAGE_ROWS-row units
+                row = box % e.PAGE_BLOCKS if e.PAGED else box
+                lk.sm90.tma_load(ring[:, :, :, :, s].tile((e.PAGE_ROWS, e.D, 1, 1), (u, 0, 0, 0)),
+                                 cache.tile((e.PAGE_ROWS, e.D, 1, 1), (row, 0, e.hk, page)),
+                                 full[s])
 
 
 def prefill(e) -> None:

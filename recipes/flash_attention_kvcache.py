@@ -14,9 +14,10 @@ kernel clamps it to 0 .. the cache's capacity (seqlen_cache, or max_pages * page
 reads no page past it. Causal masking is bottom-right aligned: query row i sees keys j <
 cache_seqlen - seqlen_q + 1 + i. GQA: query head h reads key/value head h // (heads_q //
 heads_kv). Head dims 64, 128 and 256; page_size a multiple of the key block BN = 64 (64, 128,
-256, ...). Rows that see no key (an empty cache, causal rows before the first key) get o = 0
-and lse = -inf, as the forward kernel does (recipes/flash_attention.py). o is bf16 (batch,
-seqlen_q, heads_q, head_dim) and lse float32 (batch, heads_q, seqlen_q), natural log.
+256, ...) or 16 or 32 (several pages a key block, one TMA box and one lookup each). Rows that
+see no key (an empty cache, causal rows before the first key) get o = 0 and lse = -inf, as the
+forward kernel does (recipes/flash_attention.py). o is bf16 (batch, seqlen_q, heads_q,
+head_dim) and lse float32 (batch, heads_q, seqlen_q), natural log.
 Positions past cache_seqlens may hold anything (NaN too): they never reach the result.
 
 Design (recipes/_flash_attention_kvcache.py has the kernels): one warpgroup per CTA, which packs
@@ -49,6 +50,7 @@ MAX_GROUP = 64                 # query heads per KV head: one 64-row tile holds 
 MAX_SPLITS = 128
 MAX_GRID_Z = 65535             # batch * heads_kv is the grid's z extent
 MIN_BLOCKS_PER_SPLIT = 4       # fewer key blocks per split than this: the split's fixed cost
+MIN_PAGE = 16                  # pages below a key block: a TMA box (and a page lookup) each
 SHARED_LIMIT = padded.SHARED_LIMIT
 
 
@@ -118,10 +120,11 @@ def kernel_arguments(q, k_cache, v_cache, block_table, cache_seqlens, o, o_part,
     _, s_tile = packing(group)
     paged = block_table is not None
     table = block_table if paged else _stand_in(cache_seqlens, (1, 1), "int32")
+    rows = min(k_cache.shape[1], cfg.BN) if paged else cfg.BN       # rows of one TMA box
     args = (q, k_cache, v_cache, table, cache_seqlens, o, o_part, lse, splits,
-            k_cache.shape[1] // cfg.BN if paged else 1, float(scale) * LOG2E)
+            k_cache.shape[1] // rows if paged else 1, float(scale) * LOG2E)
     constexprs = dict(GROUP=group, D=d, BN=cfg.BN, STAGES=cfg.STAGES, Q_SHARED=cfg.Q_SHARED,
-                      PAGED=paged, CAUSAL=bool(causal), PARTIAL=splits > 1)
+                      PAGED=paged, PAGE_ROWS=rows, CAUSAL=bool(causal), PARTIAL=splits > 1)
     return (splits, -(-sq // s_tile), batch * hk), args, constexprs
 
 
@@ -144,20 +147,22 @@ def _torch_stand_in(device, shape, dtype: str):
 
 
 def compile_default() -> dict[str, str]:
-    """PTX of the decode kernel's default config per head dim (paged, causal and not, one and
-    several splits; GQA 32/8 heads, 4 query rows) and of the combine kernel."""
+    """PTX of the decode kernel's default config per head dim (256-key pages, causal and not,
+    one and several splits; GQA 32/8 heads, 4 query rows; at head dim 128 also 16-key pages)
+    and of the combine kernel."""
     out = {}
     for d, cfg in CONFIGS.items():
         q = lk.TensorSpec(lk.bf16, (8, 4, 32, d))
-        cache = lk.TensorSpec(lk.bf16, (512, 256, 8, d))
         table, seqlens = lk.TensorSpec(lk.i32, (8, 64)), lk.TensorSpec(lk.i32, (8,))
-        for causal, splits in ((False, 1), (True, 4)):
+        for causal, splits, page in ((False, 1, 256), (True, 4, 256)) + \
+                (((False, 1, 16),) if d == 128 else ()):
+            cache = lk.TensorSpec(lk.bf16, (512, page, 8, d))
             o_part = lk.TensorSpec(lk.f32, (splits, 8, 4, 32, d))
             lse = lk.TensorSpec(lk.f32, (splits, 8, 32, 4))
             grid, args, constexprs = kernel_arguments(q, cache, cache, table, seqlens, q, o_part,
                                                       lse, splits, causal, d ** -0.5, cfg)
             name = f"kvcache_d{d}_bn{cfg.BN}_s{cfg.STAGES}{'_causal' if causal else ''}" \
-                   f"{'_split' if splits > 1 else ''}"
+                   f"{'_split' if splits > 1 else ''}{f'_page{page}' if page < cfg.BN else ''}"
             out[name] = decode_kernel.ptx(*args, **constexprs)
         out[f"kvcache_combine_d{d}"] = combine_kernel.ptx(
             lk.TensorSpec(lk.f32, (4, 8, 4, 32, d)), lk.TensorSpec(lk.f32, (4, 8, 32, 4)), q,
@@ -225,9 +230,10 @@ def check_inputs(q, k_cache, v_cache, cache_seqlens, block_table, causal, softma
                              f"max_pages), got {type(block_table).__name__} "
                              f"{getattr(block_table, 'dtype', '')} of shape "
                              f"{tuple(getattr(block_table, 'shape', ()))}")
-        if cache[1] % cfg.BN:
+        if not page_size_ok(cache[1], cfg.BN):
             raise ValueError(f"{WHAT}: page_size = {cache[1]} (k_cache's mode 1) must be a "
-                             f"multiple of the key block {cfg.BN}")
+                             f"multiple of the key block {cfg.BN}, or a multiple of "
+                             f"{MIN_PAGE} dividing it")
     if not isinstance(causal, bool):
         raise ValueError(f"{WHAT}: causal is True or False, got {causal!r}")
     if softmax_scale is not None and (isinstance(softmax_scale, bool) or
@@ -248,6 +254,17 @@ def check_inputs(q, k_cache, v_cache, cache_seqlens, block_table, causal, softma
             raise ValueError(f"{WHAT}: {name} is a CUDA tensor on q's device ({q.device}), got "
                              f"one on {x.device}")
     return cfg
+
+
+def page_size_ok(page_size: int, bn: int) -> bool:
+    """Whether the kernel reads pages of page_size keys in key blocks of bn: a multiple of bn
+    (bn-row TMA boxes of one page), or a multiple of MIN_PAGE that divides bn (one box per page,
+    bn / page_size pages a block: 16 and 32 at bn = 64).
+
+    >>> [p for p in (8, 16, 24, 32, 48, 64, 96, 128, 256) if page_size_ok(p, 64)]
+    [16, 32, 64, 128, 256]
+    """
+    return page_size % bn == 0 or (page_size % MIN_PAGE == 0 and bn % page_size == 0)
 
 
 def capacity(k_cache, block_table) -> int:

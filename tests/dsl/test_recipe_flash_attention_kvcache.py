@@ -34,7 +34,8 @@ def compiled():
 def test_default_specializations_assemble_without_spills_or_wgmma_infos(compiled):
     assert sorted(compiled) == [
         "kvcache_combine_d128", "kvcache_combine_d256", "kvcache_combine_d64",
-        "kvcache_d128_bn64_s3", "kvcache_d128_bn64_s3_causal_split", "kvcache_d256_bn64_s3",
+        "kvcache_d128_bn64_s3", "kvcache_d128_bn64_s3_causal_split",
+        "kvcache_d128_bn64_s3_page16", "kvcache_d256_bn64_s3",
         "kvcache_d256_bn64_s3_causal_split", "kvcache_d64_bn64_s6",
         "kvcache_d64_bn64_s6_causal_split"]
     for name, (_, cubin) in compiled.items():
@@ -110,6 +111,22 @@ def test_interpreter_matches_numpy():
 def test_interpreter_matches_numpy_at_head_dim_128_with_splits():
     case = (2, 4, 8, 2, 128, 256, 128, (200, 64), True, 3)
     assert fk.check_cpu(1, cases=(case,)) < 2 ** -7
+
+
+def test_interpreter_matches_numpy_with_pages_smaller_than_a_key_block():
+    """16- and 32-key pages: a 64-key block is 4 or 2 TMA boxes, each from its own page."""
+    cases = ((2, 1, 4, 2, 64, 128, 16, (100, 37), False, 1),
+             (1, 3, 2, 1, 64, 320, 32, (300,), True, 2))
+    assert fk.check_cpu(5, cases=cases) < 2 ** -7
+
+
+def test_pages_smaller_than_a_block_load_one_box_per_page(compiled):
+    small, big = (compiled[name][0] for name in ("kvcache_d128_bn64_s3_page16",
+                                                 "kvcache_d128_bn64_s3"))
+    load = "cp.async.bulk.tensor.4d.shared::cluster.global"
+    assert small.count(load) == 4 * big.count(load)    # 4 pages of 16 keys a 64-key block
+    lookups = r"ld\.global(\.\w+)*\.[su]32"
+    assert len(re.findall(lookups, small)) > len(re.findall(lookups, big))
 
 
 def test_interpreter_matches_numpy_with_more_splits_than_a_combine_chunk():
@@ -202,8 +219,10 @@ def _inputs(batch=2, sq=1, hq=8, hk=2, d=64, pages=None, page_size=64, **kw):
     (dict(inputs=dict(pages=9), block_table=FakeTensor((8,), dtype="torch.int32")),
      r"block_table is a 2-D int32 tensor .* of shape \(8,\)"),
     (dict(inputs=dict(pages=9, page_size=96)), r"page_size = 96 \(k_cache's mode 1\) must be "
-                                               r"a multiple of the key block 64"),
-    (dict(inputs=dict(pages=9, page_size=16)), r"page_size = 16 .* multiple of the key block"),
+                                               r"a multiple of the key block 64, or a multiple "
+                                               r"of 16 dividing it"),
+    (dict(inputs=dict(pages=9, page_size=8)), r"page_size = 8 .* multiple of the key block"),
+    (dict(inputs=dict(pages=9, page_size=48)), r"page_size = 48 .* multiple of the key block"),
     (dict(causal=1), r"causal is True or False, got 1"),
     (dict(softmax_scale=float("nan")), r"softmax_scale is a finite float >= 0 or None"),
     (dict(softmax_scale=-0.5), r"softmax_scale is a finite float >= 0 or None"),
@@ -231,6 +250,7 @@ def test_argument_errors_name_the_argument(change, message):
 
 
 @pytest.mark.parametrize("inputs", [dict(), dict(pages=9), dict(pages=9, page_size=128),
+                                    dict(pages=9, page_size=16), dict(pages=9, page_size=32),
                                     dict(d=128, hq=32, hk=8, sq=16)])
 def test_valid_arguments_give_the_config(inputs):
     d = inputs.get("d", 64)

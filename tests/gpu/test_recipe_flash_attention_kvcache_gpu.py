@@ -1,7 +1,7 @@
 """GPU tests (marker `gpu`) of recipes/flash_attention_kvcache.py against float64 torch (the
 pages gathered in block-table order, then plain softmax attention per sequence): random
 configurations (paged with a random permutation of pages, contiguous, ragged cache lengths
-with 0 and 1, GQA groups 1..64 and 3, 5, causal with seqlen_q 1..16, page sizes 64..256, head
+with 0 and 1, GQA groups 1..64 and 3, 5, causal with seqlen_q 1..16, page sizes 16..256, head
 dims 64, 128 and 256, the default split heuristic and forced splits 1..128), NaN in every
 unused cache slot, every split count giving the same answer, empty caches (o = 0, lse =
 -inf), a custom scale, strided q and caches far longer than a ring lap. Run with
@@ -30,6 +30,8 @@ CASES = [
     (1, 8, 32, 8, 128, 65536, 256, True, None), (16, 1, 64, 8, 128, 2048, 128, False, None),
     (2, 1, 64, 1, 128, 300, None, False, 2), (7, 4, 40, 8, 128, 1536, 128, True, 5),
     (3, 4, 16, 4, 256, 2000, 128, True, None), (2, 1, 8, 1, 256, 700, None, False, 3),
+    (5, 1, 32, 8, 128, 3000, 16, False, None), (4, 4, 32, 8, 128, 1000, 32, True, 3),
+    (3, 2, 8, 2, 64, 4000, 16, True, None),
 ]
 
 
