@@ -34,8 +34,10 @@ in EPI-wide chunks. What is grouped is the schedule and the store:
 Verification: the static protocol check (layoutkit.dsl.check) chooses one value per loaded
 integer by a coordinate search, and no single change makes a tile live here (that takes a
 non-empty group and a tile count past the unit's first tile together), so it walks the group
-loop with no tile; the CPU interpreter (gemm_grouped.check_cpu, race checking on) runs the ring,
-the roles and both stores on live tiles instead.
+loop with no tile (a walk that reaches tiles, tried by rotating which unit owns tile 0, finds
+the two store branches' conditions undecidable: they depend on the loaded offsets); the CPU
+interpreter (gemm_grouped.check_cpu, race checking on) runs the ring, the roles and both stores
+on live tiles instead.
 """
 from __future__ import annotations
 
