@@ -8,7 +8,7 @@ seqlen_q, FlashAttention >= 2.1); a sequence may be empty on either side (rows t
 get o = 0 and lse = -inf).
 
 Design: the padded recipe's kernel (recipes/flash_attention.py and its kernel module) on
-windows of the packed tensors, grid (ceil(max_seqlen_q / 128), heads_q, batch): each CTA reads
+windows of the packed tensors, grid (ceil(max_seqlen_q / BM), heads_q, batch): each CTA reads
 its sequence's bounds from cu_seqlens, does nothing where its tile starts past its sequence, and
 otherwise runs the padded kernel's pipeline on the sequence's own lengths (its key-block counts,
 causal diagonal and masks); O is stored with masked stores so that a tile crossing the

@@ -1,7 +1,8 @@
 """recipes/flash_attention.py with three consumer warpgroups (Config.CONSUMERS = 3, 192-row query
 tiles) on the CPU: every three-consumer ablation row assembles for sm_90a with no spills, no
 ignored setmaxnreg and no ptxas C75xx infos, its PTX has the 512-thread block's role budgets
-and the three-barrier ping-pong ring, the CPU interpreter (race and barrier checks on) matches
+and the three-barrier ping-pong ring, its SASS three warpgroups' HGMMAs (SS for S, RS for P V) and
+no local memory, the CPU interpreter (race and barrier checks on) matches
 numpy in float64 on ragged GQA shapes, causal and not, padded and varlen, and the Config's
 rules on consumer counts, register budgets and causal key blocks are ValueErrors naming them."""
 import re
@@ -11,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 import layoutkit as lk
-from layoutkit.ptx import assemble
+from layoutkit.ptx import assemble, disassemble
 
 from .test_recipes_compile import load_recipe
 
@@ -64,6 +65,14 @@ def test_three_consumer_rows_assemble_without_spills(d, causal, name):
         assert f"bar.sync {barrier}, 256" in ptx and f"bar.arrive {barrier}, 256" in ptx
     for barrier in (1, 2, 3):
         assert f"bar.sync {barrier}, 128" in ptx
+    # SASS: per consumer warpgroup the prologue S, one S + P V per loop body (a masked loop
+    # past the first block where causal tiles cross the diagonal), the epilogue P V
+    sass = disassemble(cubin)
+    assert not re.search(r"\b(LDL|STL)\b", sass)
+    loops = 2 if causal else 1
+    ss = re.findall(rf"HGMMA\.64x{cfg.BN}x16\.F32\.BF16 R\d+, gdesc\[UR\d+\]", sass)
+    rs = re.findall(rf"HGMMA\.64x{d}x16\.F32\.BF16 R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass)
+    assert len(ss) == 3 * (1 + loops) * d // 16 and len(rs) == 3 * (loops + 1) * cfg.BN // 16
 
 
 def test_barrier_ids_come_from_one_place():
