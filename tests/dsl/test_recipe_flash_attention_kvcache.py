@@ -13,6 +13,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from layoutkit.dsl.check.extract import extract
 from layoutkit.dsl.interpreter import interpret
@@ -168,6 +170,18 @@ def test_the_split_heuristic(tiles, capacity_blocks, expected):
     """132 SMs x 2 CTAs: the most splits that keep one wave (264 CTAs), at most 128 and one
     per 4 key blocks."""
     assert fk.choose_splits(tiles, capacity_blocks, 132, 2) == expected
+
+
+@given(tiles=st.integers(1, 5000), blocks=st.integers(0, 20000), sms=st.integers(1, 200),
+       per_sm=st.integers(1, 4))
+def test_the_split_heuristic_fills_one_wave_at_most(tiles, blocks, sms, per_sm):
+    """The count is the largest that keeps tiles * splits within one wave, at most MAX_SPLITS
+    and one split per MIN_BLOCKS_PER_SPLIT blocks (and at least 1)."""
+    n = fk.choose_splits(tiles, blocks, sms, per_sm)
+    most = max(1, min(fk.MAX_SPLITS, blocks // fk.MIN_BLOCKS_PER_SPLIT))
+    assert 1 <= n <= most
+    assert n == 1 or tiles * n <= sms * per_sm
+    assert n == most or tiles * (n + 1) > sms * per_sm
 
 
 def test_the_heuristic_counts_ctas_per_sm_by_shared_memory_and_registers(compiled):
