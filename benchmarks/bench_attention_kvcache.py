@@ -10,7 +10,9 @@ bf16, heads_q 32, heads_kv 8, head dim 128, seqlen_q 1 (non-causal) and 4 (causa
 aligned), batch 1..128, every sequence's cache full (cache_seqlens = the capacity, 1k..64k keys;
 cases over 8 GB of KV are left out); paged caches use 128-key pages in a random permutation
 (FA4's TMA page path needs page_size = its key tile, 128 at head dim 128), and the contiguous
-cache holds the same sequences. Every candidate is checked against layoutkit's output first.
+cache holds the same sequences. FA4 4.0.0b36 has no split-KV on sm90 (its interface asserts
+num_splits = 1 there), so it runs one CTA per (batch, KV head) tile. Every candidate is checked
+against layoutkit's output first.
 Reported: GB/s of K and V read (4 * batch * seqlen * heads_kv * head_dim bytes: the bound of
 decode; the H200's HBM3e peaks at 4.8 TB/s) and ratios layoutkit / peer (> 1: layoutkit
 faster). Everything is timed interleaved with L2 flushed before each call, medians

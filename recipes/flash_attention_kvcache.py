@@ -21,14 +21,17 @@ head_dim) and lse float32 (batch, heads_q, seqlen_q), natural log.
 Positions past cache_seqlens may hold anything (NaN too): they never reach the result.
 
 Design (recipes/_flash_attention_kvcache.py has the kernels): one warpgroup per CTA, which packs
-the heads_q / heads_kv query heads of one KV head and up to 64 / that many query positions
-into the 64 rows of one wgmma, so each KV tile is read from memory once for its whole group
-(decode is bound by that read: 2 * seqlen * heads_kv * head_dim * 2 bytes per sequence). The
-CTA's thread 0 feeds a ring of STAGES key/value tiles by TMA, one page lookup per tile; the
-query tile stays in registers (an RS wgmma). Small CTAs (no producer warpgroup, ~100 KB of
-shared memory) let two share an SM. Split-KV: `num_splits` CTAs per (batch, KV head, query
-tile) take consecutive key ranges and write f32 partial (o, lse); a combine kernel merges them.
-With one split the decode kernel writes o and lse itself (one launch).
+the heads_q / heads_kv query heads of one KV head (rounded up to a power of two) and up to 64 /
+that many query positions into the 64 rows of one wgmma, so each KV tile is read from memory
+once for its whole group (decode is bound by that read: 2 * seqlen * heads_kv * head_dim * 2
+bytes per sequence); a group times seqlen_q past 64 rows takes more query tiles, each reading
+the cache again. The CTA's thread 0 feeds a ring of STAGES key/value tiles by TMA, one page
+lookup per tile (per page, for pages smaller than a tile); the query tile stays in registers
+(an RS wgmma; in shared memory at head dim 256). Small CTAs (no producer warpgroup, 96 KB of
+shared memory at head dims 64 and 128) let two share an SM. Split-KV: `num_splits` CTAs per
+(batch, KV head, query tile) take consecutive key ranges and write f32 partial (o, lse); a
+combine kernel merges them. With one split the decode kernel writes o and lse itself (one
+launch).
 """
 from __future__ import annotations
 
