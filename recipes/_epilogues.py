@@ -93,8 +93,12 @@ class Epilogue:
     def function(self, values: dict):
         """The epilogue (see fused) over the kernel's parameter `values` by name; None when
         this epilogue does nothing."""
-        if not self:
-            return None
-        return fused(values.get("bias"), self.activation, alpha=values.get("alpha"),
-                     c=values.get("c_in"), beta=values.get("beta"),
-                     residual=values.get("residual"))
+        return from_parameters(values, self.activation) if self else None
+
+
+def from_parameters(values: dict, activation=None):
+    """fused(...) of a kernel's epilogue parameters (Epilogue.parameters' names, those absent
+    left out) and an activation: what a kernel body calls (a plain function, so the kernel's
+    on-disk cache fingerprint can read it; the Epilogue class has generated methods)."""
+    return fused(values.get("bias"), activation, alpha=values.get("alpha"),
+                 c=values.get("c_in"), beta=values.get("beta"), residual=values.get("residual"))

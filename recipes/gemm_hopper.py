@@ -49,7 +49,7 @@ import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _gemm_choice as choice
 from recipes import _gemm_host as host
-from recipes._epilogues import ACTIVATIONS, Epilogue
+from recipes._epilogues import ACTIVATIONS, Epilogue, from_parameters
 from recipes._gemm_kernel import (CONSUMERS, TILE_M, WARPS, WG_ROWS, Config, gemm_tiles,
                                   row_elements, warps)
 from recipes._gemm_splitk import REDUCE_WARPS, reduce_grid, reduce_splits
@@ -79,11 +79,13 @@ TYPES = {"bfloat16": lk.bf16, "float32": lk.f32}     # torch dtype names -> elem
 
 def _kernel_function(name: str, params: tuple, body):
     """A kernel definition with a generated parameter list: a function of the plain parameters
-    `params` ((name, annotation) pairs, in order) that calls body(values by name)."""
-    names = tuple(p for p, _ in params)
+    `params` ((name, annotation) pairs, in order) that calls body(values by name). It closes
+    over the signature's text, so the on-disk cache's fingerprint tells apart kernels whose
+    parameters differ only in their annotations (a bf16 or an f32 bias)."""
+    signature = tuple((p, str(ann)) for p, ann in params)
 
     def generated(*args):
-        body(dict(zip(names, args)))
+        body({name: x for (name, _), x in zip(signature, args)})
     generated.__signature__ = inspect.Signature(
         [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ann)
          for p, ann in params])
@@ -103,10 +105,13 @@ def kernel_for(bm: int, cluster: int, split_k: bool, c_type, epilogue: Epilogue)
                ("c", lk.Tensor[c_type, 2])) + tuple(epilogue.parameters())
               + tuple((x, lk.constexpr) for x in CONSTEXPRS + (("SPLIT_K",) if split_k else ())))
 
+    fused, act = bool(epilogue), epilogue.activation   # plain values: the body's closure
+
     def body(v):
         gemm_tiles(v["a"], v["b"], v["c"], GRID=v["GRID"], B_MAJOR=v["B_MAJOR"], BN=v["BN"],
                    STAGES=v["STAGES"], GROUP_M=v["GROUP_M"], CLUSTER=v["CLUSTER"],
-                   BM=bm, SPLIT_K=v.get("SPLIT_K", 1), epilogue=epilogue.function(v))
+                   BM=bm, SPLIT_K=v.get("SPLIT_K", 1),
+                   epilogue=from_parameters(v, act) if fused else None)
     name = f"gemm_bm{bm}" + ("_splitk" if split_k else "") + ("_fused" if epilogue else "")
     options = {"cluster": (cluster, 1, 1)} if cluster > 1 else {}
     return lk.kernel(_kernel_function(name, params, body), num_warps=warps(bm), **options)
@@ -119,8 +124,11 @@ def reduce_kernel(c_type, epilogue: Epilogue):
     params = ((("w", lk.Tensor[lk.f32, 2]), ("c", lk.Tensor[c_type, 2]))
               + tuple(epilogue.parameters()) + (("SPLITS", lk.constexpr),))
 
+    fused, act = bool(epilogue), epilogue.activation
+
     def body(v):
-        reduce_splits(v["w"], v["c"], SPLITS=v["SPLITS"], epilogue=epilogue.function(v))
+        reduce_splits(v["w"], v["c"], SPLITS=v["SPLITS"],
+                      epilogue=from_parameters(v, act) if fused else None)
     name = "gemm_splitk_reduce" + ("_fused" if epilogue else "")
     return lk.kernel(_kernel_function(name, params, body), num_warps=REDUCE_WARPS)
 

@@ -350,3 +350,20 @@ def test_torch_op_takes_c_exactly_with_beta():
     got = torch.ops.layoutkit.gemm(meta(4, 8), meta(8, 4), None, None, meta(4, 4), 2.0, 1.0,
                                    meta(4, 4), torch.float32)
     assert got.shape == (4, 4) and got.dtype == torch.float32
+
+
+def test_generated_kernels_have_distinct_cacheable_fingerprints():
+    """The on-disk specialization cache keys on the kernel function's fingerprint: every
+    generated kernel has one (no NotCacheable), and kernels differing only in a parameter's
+    element type (the bias, C's type) or the tile rows get different ones."""
+    from layoutkit.dsl.core.fingerprint import function_fingerprint
+    kernels = [gemm_hopper.kernel_for(128, 1, False, lk.bf16, Epilogue(bias=lk.f32)),
+               gemm_hopper.kernel_for(128, 1, False, lk.bf16, Epilogue(bias=lk.bf16)),
+               gemm_hopper.kernel_for(128, 1, False, lk.f32, Epilogue(bias=lk.bf16)),
+               gemm_hopper.kernel_for(64, 1, False, lk.f32, Epilogue(bias=lk.bf16)),
+               gemm_hopper.kernel_for(64, 1, True, lk.f32, Epilogue()),
+               gemm_hopper.reduce_kernel(lk.bf16, Epilogue()),
+               gemm_hopper.reduce_kernel(lk.f32, Epilogue()),
+               gemm_hopper.reduce_kernel(lk.bf16, Epilogue(residual=lk.bf16, scaled=True))]
+    prints = [function_fingerprint(k.fn) for k in kernels]
+    assert len(set(prints)) == len(prints)
