@@ -47,9 +47,12 @@ CONFIGS = (DEFAULT, Config(BN=128, STAGES=6, GROUP_M=8, CLUSTER=1),
 
 
 def grid_for(total: int, groups: int, n: int, cfg: Config, units: int) -> int:
-    """CTAs of the persistent launch: `units` (resident CTAs) or the most tiles the groups can
-    have, ceil(m_g / BM) summed <= total // BM + groups tile rows, if fewer."""
-    return max(1, min(units, (total // BM + groups) * -(-n // cfg.BN)))
+    """CTAs of the persistent launch (the GRID constexpr): `units` (resident CTAs) or, if fewer,
+    the power of two at or above the most tiles the groups can have (ceil(m_g / BM) summed is
+    at most total // BM + groups tile rows): a batch's token count changes the grid, and so the
+    specialization, in at most log2(units) + 1 steps."""
+    most = max(1, (total // BM + groups) * -(-n // cfg.BN))
+    return min(units, 1 << (most - 1).bit_length())
 
 
 def kernel_arguments(a, b2, c, offsets, major: str, cfg: Config, grid: int):

@@ -76,8 +76,11 @@ def test_malformed_offsets_stay_inside_the_tensors():
 def test_grid_covers_the_most_tiles_the_groups_can_have():
     cfg = grouped.DEFAULT
     assert grouped.grid_for(16384, 8, 14336, cfg, 132) == 132
-    assert grouped.grid_for(100, 3, 256, cfg, 132) == 3        # 0 + 3 tile rows, 1 column
+    assert grouped.grid_for(100, 3, 256, cfg, 132) == 4        # 0 + 3 tile rows, 1 column
     assert grouped.grid_for(0, 1, 64, cfg, 132) == 1
+    assert grouped.grid_for(1000, 8, 512, cfg, 132) == 32      # (7 + 8) x 2 tiles at most
+    grids = {grouped.grid_for(t, 8, 512, cfg, 132) for t in range(0, 20000, 7)}
+    assert grids == {16, 32, 64, 128, 132}                     # few specializations
 
 
 torch = pytest.importorskip("torch")
