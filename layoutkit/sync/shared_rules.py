@@ -146,8 +146,12 @@ class SharedRules:
             positions = {j: [x.pos for x in entries] for j, entries in by_class.items()}
             copying = {j: [x for x in entries if isinstance(x, Write) and x.end > x.pos]
                        for j, entries in by_class.items()}       # cp.async: in flight a while
+            spans = {j: union_of([(self._bytes(x).start, self._bytes(x).stop) for x in entries])
+                     for j, entries in by_class.items()}          # to pass a class at once
             for first in loads:
                 for j, entries in by_class.items():
+                    if not covers_any(spans[j], first.dst):   # none of its bytes overlap
+                        continue
                     lo = self.order.seen(first.cls, first.pos, j)
                     hi = self.order.first_knowing(j, first.slot, first.phase)
                     hit = None
