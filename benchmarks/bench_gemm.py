@@ -14,7 +14,9 @@ Prints three markdown tables:
    tells host cost from kernel time.
 2. ablation: on a few small-M / few-tile shapes, every tile candidate of recipes/_gemm_choice.py
    with the split the model gives it, the measured 128 x 256 cluster-2 default, and the
-   heuristic's choice without its split: ratio to cuBLAS, the chosen row marked.
+   heuristic's choice without its split: ratio to cuBLAS, the chosen row marked; then the
+   chosen config's bare launches on the full persistent grid (every resident CTA, what gemm
+   launches: one specialization for every M) and on min(units, tiles) CTAs.
 3. epilogue: at 4096^3 (K-major B) and one decode shape, each fused epilogue's time against
    the plain GEMM's (the issue's target: <= 3% over the plain store at 4096^3) and against
    cuBLAS followed by the same torch operations.
@@ -70,15 +72,16 @@ def checked(recipe, a, b, reference, config=None) -> None:
                          f"error {err:.3g} against cuBLAS")
 
 
-def bare(recipe, a, b, config):
+def bare(recipe, a, b, config, full_grid: bool = True):
     """The launches of gemm(a, b) prepared once: a function that runs them (no checks, no
-    planning; the output buffer reused)."""
+    planning; the output buffer reused); full_grid False: at most one CTA per tile."""
     out = torch.empty(a.shape[0], b.shape[1], device="cuda", dtype=torch.bfloat16)
     from recipes._epilogues import Epilogue
     device = a.device
     steps, _ = recipe.launches(a, b, out, config, Epilogue(), None, None, 1.0, 0.0,
                                recipe._sm_count(device),
-                               lambda cfg, major: recipe._resident_units(device, cfg, major))
+                               lambda cfg, major: recipe._resident_units(device, cfg, major),
+                               full_grid)
     launchers = [(kernel[grid], args, constexprs) for kernel, grid, args, constexprs in steps]
 
     def run():
@@ -144,6 +147,13 @@ def ablation_rows(recipe, shapes, reps: int, sweep: bool) -> None:
                 ratio = times["cuBLAS"].median_ms / times["layoutkit"].median_ms
                 print(f"| {m} | {n} | {k} | {'K' if kmajor else 'N'} | {short(config)} | "
                       f"{ratio:.3f} | {'chosen' if i == 0 else ''} |", flush=True)
+            times = interleaved({"full": bare(recipe, a, b, configs[0]),
+                                 "min": bare(recipe, a, b, configs[0], full_grid=False),
+                                 "cuBLAS": reference}, reps=reps, warmup=3)
+            for grid in ("full", "min"):          # the persistent grid's two forms, bare
+                ratio = times["cuBLAS"].median_ms / times[grid].median_ms
+                print(f"| {m} | {n} | {k} | {'K' if kmajor else 'N'} | {short(configs[0])}, "
+                      f"bare, {grid} grid | {ratio:.3f} | |", flush=True)
 
 
 def epilogue_rows(recipe, reps: int, quick: bool) -> None:

@@ -325,11 +325,13 @@ def epilogue_of(out, bias, activation, residual, alpha, beta) -> Epilogue:
 
 
 def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta, sms: int,
-             units) -> tuple[list, object]:
+             units, full_grid: bool = True) -> tuple[list, object]:
     """gemm's kernel launches for checked arguments (M, N > 0; out allocated): a list of
     (kernel, grid, args, constexprs) to run in order, and the buffer C lands in (out itself,
     or a TMA-ready one to copy into out). `sms` picks the config when `config` is None;
-    `units(cfg, major)` is the scheduling units resident at once (the persistent grid)."""
+    `units(cfg, major)` is the scheduling units resident at once: the persistent grid, or
+    with `full_grid` False at most one unit per tile (a grid, and so a specialization, per
+    problem size; the benchmark's ablation)."""
     import torch
     (m, k), n = a.shape, b.shape[1]
     if k == 0:                 # the kernel needs a k-step: one of zeros (TMA fills past K)
@@ -342,7 +344,7 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
     c_type = TYPES[_dtype_name(out.dtype)]
     c = _tma_ready(out) if out.stride(1) == 1 else _tma_ready(out.new_empty(m, n))
     cfg = config or config_for(m, n, k, sms)
-    plan = host.schedule(m, n, k, cfg, lk.bf16, units(cfg, major), full_grid=True)
+    plan = host.schedule(m, n, k, cfg, lk.bf16, units(cfg, major), full_grid)
     extra = []                                     # the epilogue's arguments, in its order
     if epilogue.c is not None:
         extra.append(out)
