@@ -6,7 +6,7 @@ CuTe DSL flash_bwd_sm90, through flash_attn_func's autograd, from the peers pack
                                                                 [--head-dims 64 128 ...]
 
 bf16, 16 query heads, batch x seqlen = 16k tokens, seqlen 1k-16k (seqlen_q = seqlen_k), head
-dims 64, 128 and 256 (layoutkit's backward has no 256: its column says n/a), causal and not;
+dims 64, 128 and 256 (a head dim the backward lacked would say n/a), causal and not;
 then GQA rows (16 query heads, 4 kv heads, head dim 128, seqlen 8k). Every candidate is timed
 from the same saved forward (outputs, lse or autograd graph built once, outside the timing):
 layoutkit's backward call (its pre-pass, kernel and post-pass), and for SDPA and FA4

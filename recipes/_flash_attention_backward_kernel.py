@@ -46,7 +46,8 @@ the Q/dO ring depth, DQ_SPLIT how the two consumer warpgroups share dQ = dS K: "
 (each computes dQ for half of head_dim over all BN keys: one reduction per dQ element per CTA,
 needs head_dim / 2 a multiple of 64 and a 256-thread barrier per step) or "keys" (each computes
 the full head_dim over its own 64 keys: no cross-warpgroup barrier, twice the reductions), and
-the register budgets.
+the register budgets; DKV_SPLIT "head_dim" (head dim 256) replaces this file's consumers by
+recipes/_flash_attention_backward_columns.py's (64 keys per CTA, head_dim split for dK, dV).
 """
 from __future__ import annotations
 
@@ -64,19 +65,20 @@ DS_BARRIER, EPILOGUE_BARRIER = 1, 3      # named barrier ids (keys split, epilog
 DQ_SPLITS = ("head_dim", "keys")
 
 
-def query_blocks(sq, sk, n_blk, causal: bool):
-    """(m_begin, n_masked, nq, nqb) of key block n_blk, kernel integers: the CTA runs query
-    blocks m_begin + j, j = 0 .. nq-1, of each head of its group, the first n_masked of them
-    masked; nqb = ceil(sq / 64) blocks in all. Causal: query q sees key j iff j <= q + sk - sq;
-    block m is skipped when its last row sees no key of the CTA (m*BQ + BQ-1 < n_blk*BN - (sk -
-    sq)) and runs unmasked when its first row sees the CTA's last key. Every key block has a
-    query block (the last query row sees every key); the clamps make the counts provably >= 0."""
+def query_blocks(sq, sk, n_blk, causal: bool, keys: int = BN):
+    """(m_begin, n_masked, nq, nqb) of key block n_blk (`keys` keys), kernel integers: the CTA
+    runs query blocks m_begin + j, j = 0 .. nq-1, of each head of its group, the first n_masked
+    of them masked; nqb = ceil(sq / 64) blocks in all. Causal: query q sees key j iff j <= q +
+    sk - sq; block m is skipped when its last row sees no key of the CTA (m*BQ + BQ-1 <
+    n_blk*keys - (sk - sq)) and runs unmasked when its first row sees the CTA's last key. Every
+    key block has a query block (the last query row sees every key); the clamps make the counts
+    provably >= 0."""
     nqb = -(-sq // BQ)
     if not causal:
         return 0, 0, nqb, nqb
-    m_begin = lk.maximum(n_blk * BN + sq - sk, 0) // BQ     # the first row that sees n_blk*BN
+    m_begin = lk.maximum(n_blk * keys + sq - sk, 0) // BQ   # the first row that sees the block
     nq = lk.maximum(nqb - m_begin, 0)
-    last_key_row = lk.maximum(n_blk * BN + BN - 1 + sq - sk, 0)
+    last_key_row = lk.maximum(n_blk * keys + keys - 1 + sq - sk, 0)
     n_masked = lk.minimum(lk.maximum(-(-last_key_row // BQ) - m_begin, 0), nq)
     return m_begin, n_masked, nq, nqb
 
@@ -86,38 +88,46 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
                   dv: lk.Tensor[lk.bf16, 4], dq_acc: lk.Tensor[lk.f32, 2],
                   neg_lse2: lk.Tensor[lk.f32, 1], delta: lk.Tensor[lk.f32, 1], GROUP: lk.i32,
                   SCALE: lk.f32, SCALE_LOG2: lk.f32, D: lk.constexpr, STAGES: lk.constexpr,
-                  CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr,
+                  CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr, DKV_SPLIT: lk.constexpr,
                   PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
     """The kernel (module docstring). q, do (batch, seqlen_q, heads_q, D); k, v, dk, dv (batch,
     seqlen_k, heads_kv, D), D contiguous; dq_acc f32 (batch * heads_q * nqb * 64, D), row
     (b * heads_q + h) * nqb * 64 + q, nqb = ceil(seqlen_q / 64), added into (zeroed by the
     host); neg_lse2, delta f32 (batch * heads_q * nqb * 64,) in the same row order: -lse *
     log2 e and rowsum(dO * O), padded with -inf and 0. Query head h reads kv head h // GROUP. Grid
-    (ceil(seqlen_k / 128), heads_kv, batch)."""
+    (ceil(seqlen_k / KEYS), heads_kv, batch), KEYS = 128 (DKV_SPLIT "keys") or 64 ("head_dim":
+    recipes/_flash_attention_backward_columns.py's consumers)."""
     Q, K, V, DO, DK, DV = (x.permute(1, 3, 2, 0) for x in (q, k, v, do, dk, dv))
     SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
     n_blk, hk, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
-    m_begin, n_masked, nq, nqb = query_blocks(SQ, SK, n_blk, CAUSAL)
-    buffers = shared_buffers(D, STAGES)
+    KEYS = BN if DKV_SPLIT == "keys" else WG_KEYS
+    m_begin, n_masked, nq, nqb = query_blocks(SQ, SK, n_blk, CAUSAL, KEYS)
+    buffers = shared_buffers(D, STAGES, KEYS, DKV_SPLIT)
     e = Env(**buffers, **locals())
+    if DKV_SPLIT == "head_dim":
+        from recipes._flash_attention_backward_columns import ColumnConsumer as kind
+    else:
+        kind = Consumer
     with lk.sm90.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
         with lk.if_(lk.eq(lk.warp_id(), 0)):
             produce(e)
     for wg in range(CONSUMERS):
         with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,),
                                registers=CONSUMER_REGISTERS):
-            Consumer(wg, e).run()
+            kind(wg, e).run()
 
 
-def shared_buffers(D: int, STAGES: int) -> dict:
-    """K and V (BN rows, loaded once, reused for dK and dV), the Q and dO rings with their
-    steps' neg_lse2 and D rows, the two dS^T buffers and the mbarriers, initialised: {name:
-    tensor or barrier array}."""
-    sK = lk.shared_tensor(tile_layout(BN, D), lk.bf16, name="sK")
-    sV = lk.shared_tensor(tile_layout(BN, D), lk.bf16, name="sV")
+def shared_buffers(D: int, STAGES: int, keys: int = BN, split: str = "keys") -> dict:
+    """K and V (`keys` rows, loaded once, reused for dK and dV), the Q and dO rings with their
+    steps' neg_lse2 and D rows, the two dS^T buffers (and P^T's, DKV_SPLIT "head_dim") and the
+    mbarriers, initialised: {name: tensor or barrier array}."""
+    sK = lk.shared_tensor(tile_layout(keys, D), lk.bf16, name="sK")
+    sV = lk.shared_tensor(tile_layout(keys, D), lk.bf16, name="sV")
     sQ = lk.shared_tensor(tile_layout(BQ, D, STAGES), lk.bf16, name="sQ")
     sdO = lk.shared_tensor(tile_layout(BQ, D, STAGES), lk.bf16, name="sdO")
-    sdS = lk.shared_tensor(tile_layout(BN, BQ, 2), lk.bf16, name="sdS")
+    sdS = lk.shared_tensor(tile_layout(keys, BQ, 2), lk.bf16, name="sdS")
+    sP = lk.shared_tensor(tile_layout(keys, BQ, 2), lk.bf16, name="sP") \
+        if split == "head_dim" else None
     rows = lk.Layout((BQ, STAGES), (1, BQ))             # a step's 64 values of neg_lse2 / D
     sLSE = lk.shared_tensor(rows, lk.f32, name="sLSE", align=128)      # TMA boxes
     sDelta = lk.shared_tensor(rows, lk.f32, name="sDelta", align=128)
@@ -131,7 +141,7 @@ def shared_buffers(D: int, STAGES: int) -> dict:
         lk.sm90.mbarrier_init(k_full, v_full, q_full, do_full, q_empty, do_empty)
         lk.sm90.fence_mbarrier_init()
     lk.barrier()
-    return dict(sK=sK, sV=sV, sQ=sQ, sdO=sdO, sdS=sdS, sLSE=sLSE, sDelta=sDelta,
+    return dict(sK=sK, sV=sV, sQ=sQ, sdO=sdO, sdS=sdS, sP=sP, sLSE=sLSE, sDelta=sDelta,
                 k_full=k_full, v_full=v_full, q_full=q_full, do_full=do_full,
                 q_empty=q_empty, do_empty=do_empty)
 
@@ -142,7 +152,8 @@ def produce(e: Env) -> None:
     for name, tensor, bar in (("sK", e.K, e.k_full), ("sV", e.V, e.v_full)):
         with lk.sm90.elect_one(), lk.sm90.expect_tx(bar[0]):
             lk.sm90.tma_load(getattr(e, name),
-                             tensor.tile((BN, e.D, 1, 1), (e.n_blk, 0, e.hk, e.b)), bar[0])
+                             tensor.tile((e.KEYS, e.D, 1, 1), (e.n_blk, 0, e.hk, e.b)),
+                             bar[0])
     for g in lk.range(0, e.GROUP):
         h = e.hk * e.GROUP + g
         for j in lk.range(0, e.nq):
@@ -167,20 +178,26 @@ class Consumer:
     def __init__(self, wg: int, e: Env):
         self.wg, self.e = wg, e
         D = e.D
-        self.sK_w = e.sK[:, :, 0, 0].tile((WG_KEYS, D), (wg, 0))
-        self.sV_w = e.sV[:, :, 0, 0].tile((WG_KEYS, D), (wg, 0))
+        self.sK_w, self.sV_w = (self.own_keys(x) for x in (e.sK, e.sV))
         self.s_layout = lk.sm90.wgmma_accumulator_layout(BQ)
         self.kv_layout = lk.sm90.wgmma_accumulator_layout(D)
         self.dq_cols = D // 2 if e.DQ_SPLIT == "head_dim" else D
         self.dq_layout = lk.sm90.wgmma_accumulator_layout(self.dq_cols)
         self.row0, self.col0, self.drow, self.dcol = row_col(self.s_layout,
                                                              lk.sm90.thread_id_in_warpgroup())
-        self.first_key = e.n_blk * BN + wg * WG_KEYS + self.row0
+        self.first_key = self.first_own_key() + self.row0
         # a step's neg_lse2 and D rows in shared memory as (keys, queries) views, the key mode
         # broadcast; the dQ accumulator unmasked: its rows are padded to whole 64-query blocks
         by_query = lk.Layout((WG_KEYS, BQ, e.STAGES), (0, 1, BQ))
         self.by_query = {"neg_lse2": e.sLSE.view(by_query), "delta": e.sDelta.view(by_query)}
         self.dq_acc = lk.global_tensor(e.dq_acc.ptr, e.dq_acc.layout, None)
+
+    def own_keys(self, x):
+        """This warpgroup's 64 rows of the K or V tile x."""
+        return x[:, :, 0, 0].tile((WG_KEYS, self.e.D), (self.wg, 0))
+
+    def first_own_key(self):
+        return self.e.n_blk * BN + self.wg * WG_KEYS
 
     def run(self) -> None:
         e = self.e

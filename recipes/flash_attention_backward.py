@@ -1,6 +1,7 @@
 """FlashAttention's backward for Hopper: (dq, dk, dv) of recipes/flash_attention.py's forward,
 bf16 in and out, f32 accumulation; causal (bottom-right aligned), GQA (dk, dv summed over the
-query heads of a group), ragged seqlen_q and seqlen_k (they may differ), head_dim 64 and 128.
+query heads of a group), ragged seqlen_q and seqlen_k (they may differ), head_dim 64, 128 and
+256.
 
 Three kernels per call:
   1. pre-pass (recipes/_flash_attention_backward_passes.py): D = rowsum(dO * O) in f32 and
@@ -10,7 +11,9 @@ Three kernels per call:
      switches, `Config`), one CTA per 128-key block, kv head and batch: dK, dV in registers,
      dQ by atomic f32 reductions;
   3. post-pass (the passes module): dq = dQ_acc * scale as bf16.
-Head dim 256 is not supported: dK and dV of 64 keys alone are 256 f32 registers per thread.
+Head dims 64 and 128 split the CTA's keys between its two consumer warpgroups (128 keys per
+CTA); head dim 256, where dK and dV of 64 keys alone would be 256 f32 registers per thread,
+splits head_dim instead (64 keys per CTA; recipes/_flash_attention_backward_columns.py).
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from recipes import _flash_attention_backward_passes as passes
 
 backward_kernel, BN, BQ = kernel_module.backward_kernel, kernel_module.BN, kernel_module.BQ
 LOG2E = kernel_module.LOG2E
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 128, 256)
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Config:
 
     STAGES: int = 2
     DQ_SPLIT: str = "head_dim"
+    DKV_SPLIT: str = "keys"
     PRODUCER_REGISTERS: int = 24
     CONSUMER_REGISTERS: int = 240
 
@@ -42,8 +46,9 @@ class Config:
 
 
 # head dim 64 splits dQ by keys: a head_dim/2 = 32-column dQ would need a B operand narrower
-# than the 128-byte swizzle's 64 columns
-CONFIGS = {64: Config(DQ_SPLIT="keys"), 128: Config(DQ_SPLIT="head_dim")}
+# than the 128-byte swizzle's 64 columns; head dim 256 splits dK and dV by columns
+CONFIGS = {64: Config(DQ_SPLIT="keys"), 128: Config(DQ_SPLIT="head_dim"),
+           256: Config(DKV_SPLIT="head_dim")}
 
 
 def padded_rows(batch: int, heads_q: int, seqlen_q: int) -> int:
@@ -62,9 +67,11 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool,
     args = (q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, hq // hk, float(scale),
             float(scale) * LOG2E)
     constexprs = dict(D=d, STAGES=cfg.STAGES, CAUSAL=bool(causal), DQ_SPLIT=cfg.DQ_SPLIT,
+                      DKV_SPLIT=cfg.DKV_SPLIT,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
-    return (-(-sk // BN), hk, batch), args, constexprs
+    keys = BN if cfg.DKV_SPLIT == "keys" else kernel_module.WG_KEYS
+    return (-(-sk // keys), hk, batch), args, constexprs
 
 
 def compile_default() -> dict[str, str]:
@@ -80,7 +87,7 @@ def compile_default() -> dict[str, str]:
                 t, tk, tk, t, tk, tk, lk.TensorSpec(lk.f32, (rows, d)),
                 lk.TensorSpec(lk.f32, (rows,)), lk.TensorSpec(lk.f32, (rows,)), causal,
                 d ** -0.5, cfg)
-            name = f"attention_backward_d{d}_{cfg.DQ_SPLIT}{'_causal' if causal else ''}"
+            name = f"attention_backward_d{d}{'_causal' if causal else ''}"
             out[name] = backward_kernel.ptx(*args, **constexprs)
         vector = lk.TensorSpec(lk.f32, (rows,))
         out[f"attention_backward_pre_pass_d{d}"] = passes.pre_pass.ptx(
@@ -99,10 +106,6 @@ def check_inputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout: str):
     what = "flash_attention_backward"
     qs, ks, vs, _ = fa.check_inputs(q, k, v, causal, softmax_scale, layout, None)
     batch, sq, hq, d = qs.shape
-    if d not in HEAD_DIMS:
-        raise ValueError(f"{what}: head_dim = {d} is not supported by the backward kernel; it "
-                         f"handles {', '.join(map(str, HEAD_DIMS))} (256 needs 256 f32 registers "
-                         "per thread for dK and dV alone)")
     views = []
     for name, x in (("grad_o", grad_o), ("o", o)):
         if not hasattr(x, "dim") or x.dim() != 4 or str(x.dtype) != "torch.bfloat16" or \
@@ -201,12 +204,13 @@ def reference(q, k, v, do, causal: bool, scale: float):
 
 ERROR_FLOOR = 1e-2     # a gradient that is 0 (one visible key: dS = 0) is compared absolutely
 CPU_CASES = ((1, 70, 150, 2, 1, 64, False), (1, 100, 130, 2, 2, 64, True),
-             (1, 130, 60, 2, 1, 128, True))       # batch, sq, sk, hq, hk, d, causal
+             (1, 130, 60, 2, 1, 128, True), (1, 70, 100, 2, 1, 256, True))
+# batch, sq, sk, hq, hk, d, causal
 
 
 def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
     """Run the three kernels on the CPU interpreter on small ragged problems (GQA, causal with
-    seqlen_q < and > seqlen_k, both dQ splits) against numpy in float64; returns the worst
+    seqlen_q < and > seqlen_k, every split) against numpy in float64; returns the worst
     error of dq, dk, dv relative to each one's largest reference entry (at least ERROR_FLOOR;
     AssertionError past 2**-6)."""
     import numpy as np

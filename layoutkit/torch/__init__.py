@@ -73,8 +73,8 @@ def gemm_grouped(a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor) -> tor
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                     softmax_scale: float | None = None, layout: str = "bshd"):
     """(o, lse) of FlashAttention's forward by layoutkit's kernel (layoutkit.torch.attention
-    says the shapes); o is differentiable (the backward kernel: head_dim 64 and 128), lse
-    is not."""
+    says the shapes); o is differentiable (recipes/flash_attention_backward.py), lse is
+    not."""
     return torch.ops.layoutkit.flash_attention(q, k, v, causal, softmax_scale, layout)
 
 

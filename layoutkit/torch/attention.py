@@ -8,10 +8,9 @@ tensor of q's shape, lse a new contiguous f32 (batch, heads_q, seqlen_q), natura
 Autograd runs the backward torch.ops.layoutkit.flash_attention_backward(grad_o, q, k, v, o,
 lse, causal, softmax_scale, layout) -> (dq, dk, dv), which calls
 recipes.flash_attention.flash_attention_backward (recipes/flash_attention_backward.py) on CUDA
-tensors and runs the same steps, its kernel in the interpreter, on CPU tensors; head_dim 64
-and 128 (a head_dim the backward kernel lacks, 256, is a ValueError naming it when a backward
-pass reaches it; the forward runs). torch.compile traces the backward op through its fake
-implementation. lse is not differentiable.
+tensors and runs the same kernels, in the interpreter, on CPU tensors (head_dim 64, 128 and
+256, as the forward). torch.compile traces the backward op through its fake implementation.
+lse is not differentiable.
 """
 from __future__ import annotations
 
@@ -167,10 +166,6 @@ def attention_backward_cpu(grad_o, q, k, v, o, lse, causal, softmax_scale, layou
     refuse_large("flash_attention_backward", grad_o=grad_o, q=q, k=k, v=v)
     fb = recipe("flash_attention_backward", "flash_attention_backward")
     d = _bshd(layout, q)[0].shape[-1]
-    if d not in fb.HEAD_DIMS:
-        raise ValueError(f"layoutkit.flash_attention_backward: head_dim = {d} is not supported "
-                         f"by the backward kernel; it handles "
-                         f"{', '.join(map(str, fb.HEAD_DIMS))}")
     views = _bshd(layout, grad_o, q, k, v, o)
     grads = fb.run_steps(torch, views, lse, causal, softmax_scale, layout, fb.CONFIGS[d],
                          run)

@@ -1,8 +1,8 @@
-"""recipes/flash_attention_backward.py on the CPU: every default specialization (head dims 64
-and 128, causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos, using
+"""recipes/flash_attention_backward.py on the CPU: every default specialization (head dims 64,
+128 and 256, causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos, using
 red.global.add.v2.f32 for dQ (and the pre- and post-pass with 16-byte loads); the CPU
 interpreter runs all three kernels and matches numpy's float64 gradients (ragged, GQA,
-causal with seqlen_q < and > seqlen_k, both dQ splits), the causal query-block counts are exact
+causal with seqlen_q < and > seqlen_k, every split), the causal query-block counts are exact
 against a brute-force walk, and every argument error of flash_attention_backward is a
 ValueError naming the argument (stand-in CUDA tensors: the checks run before anything reaches
 a GPU)."""
@@ -24,9 +24,8 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos():
     with warnings.catch_warnings():
         warnings.simplefilter("error")           # spills and ignored setmaxnreg are warnings
         compiled = {name: (ptx, assemble(ptx)) for name, ptx in fb.compile_default().items()}
-    kernels = ["attention_backward_d128_head_dim", "attention_backward_d128_head_dim_causal",
-               "attention_backward_d64_keys", "attention_backward_d64_keys_causal"]
-    passes = [f"attention_backward_{p}_pass_d{d}" for p in ("post", "pre") for d in (128, 64)]
+    kernels = [f"attention_backward_d{d}{c}" for d in (64, 128, 256) for c in ("", "_causal")]
+    passes = [f"attention_backward_{p}_pass_d{d}" for p in ("post", "pre") for d in (64, 128, 256)]
     assert sorted(compiled) == sorted(kernels + passes)
     for name, (ptx, cubin) in compiled.items():
         (usage,) = cubin.resources.values()
@@ -48,17 +47,22 @@ def test_interpreter_head_dim_128_causal_seqlen_q_past_seqlen_k():
     assert fb.check_cpu(seed=1, cases=((1, 130, 60, 2, 1, 128, True),)) < 2 ** -6
 
 
+def test_interpreter_head_dim_256_split_by_columns():
+    assert fb.check_cpu(seed=2, cases=((1, 70, 100, 2, 1, 256, True),)) < 2 ** -6
+
+
 @settings(max_examples=200, deadline=None)
-@given(sq=st.integers(1, 700), sk=st.integers(1, 700), n_blk=st.integers(0, 6))
-def test_causal_query_blocks_are_the_ones_that_see_the_key_block(sq, sk, n_blk):
-    keys = range(n_blk * fb.BN, min((n_blk + 1) * fb.BN, sk))
+@given(sq=st.integers(1, 700), sk=st.integers(1, 700), n_blk=st.integers(0, 10),
+       bn=st.sampled_from((fb.BN, fb.kernel_module.WG_KEYS)))
+def test_causal_query_blocks_are_the_ones_that_see_the_key_block(sq, sk, n_blk, bn):
+    keys = range(n_blk * bn, min((n_blk + 1) * bn, sk))
     if not keys:
         return
-    m_begin, n_masked, nq, nqb = fb.kernel_module.query_blocks(sq, sk, n_blk, True)
+    m_begin, n_masked, nq, nqb = fb.kernel_module.query_blocks(sq, sk, n_blk, True, bn)
     seen = [m for m in range(nqb) if any(j <= q + sk - sq for q in
                                          range(m * 64, min(m * 64 + 64, sq)) for j in keys)]
     assert list(range(m_begin, m_begin + nq)) == list(range(seen[0], nqb)) and seen
-    full = [m for m in range(m_begin, nqb) if m * 64 + sk - sq >= n_blk * fb.BN + fb.BN - 1]
+    full = [m for m in range(m_begin, nqb) if m * 64 + sk - sq >= n_blk * bn + bn - 1]
     assert list(range(m_begin + n_masked, nqb)) == full    # unmasked: the first row sees all
 
 
@@ -88,9 +92,6 @@ def _args(**change):
 
 
 @pytest.mark.parametrize("change, options, message", [
-    (dict(q=Cuda(1, 8, 4, 256), k=Cuda(1, 9, 2, 256), v=Cuda(1, 9, 2, 256),
-          grad_o=Cuda(1, 8, 4, 256), o=Cuda(1, 8, 4, 256)), {},
-     "head_dim = 256 is not supported by the backward kernel; it handles 64, 128"),
     (dict(q=Cuda(1, 8, 4, 96), k=Cuda(1, 9, 2, 96), v=Cuda(1, 9, 2, 96),
           grad_o=Cuda(1, 8, 4, 96), o=Cuda(1, 8, 4, 96)), {}, "head_dim = 96 is not supported"),
     (dict(grad_o=Cuda(1, 8, 4, 128)), {}, r"grad_o is a bf16 tensor of q's shape \(1, 8, 4, 64\)"),

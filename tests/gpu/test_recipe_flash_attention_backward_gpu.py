@@ -1,9 +1,10 @@
 """GPU tests (marker `gpu`) of recipes/flash_attention_backward.py: dq, dk, dv against torch
-autograd in float64 on the same bf16 inputs, random shapes (head dim 64 and 128, causal and
-not, GQA with heads_q = 2 or 4 x heads_kv, ragged seqlen_q != seqlen_k including 1, 77, 300,
-seqlen_q > seqlen_k under causal, where rows see no key), both layouts, a custom scale, both
-dQ splits; and autograd through layoutkit.torch's op. Errors are relative to each gradient's
-largest reference entry (at least the recipe's ERROR_FLOOR), as the forward's tests measure o.
+autograd in float64 on the same bf16 inputs, random shapes (head dim 64, 128 and 256, causal
+and not, GQA with heads_q = 2 or 4 x heads_kv, ragged seqlen_q != seqlen_k including 1, 77, 300,
+seqlen_q > seqlen_k under causal, where rows see no key), both layouts, a custom scale, every
+split of the consumers' work; and autograd through layoutkit.torch's op. Errors are relative
+to each gradient's largest reference entry (at least the recipe's ERROR_FLOOR), as the
+forward's tests measure o.
 Run with LAYOUTKIT_DEBUG=1 to turn a pipeline hang into layoutkit.sync.BarrierTimeoutError."""
 import pytest
 
@@ -25,7 +26,9 @@ SHAPES = [  # batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal
     (3, 300, 77, 4, 2, 128, True), (2, 300, 77, 4, 4, 64, False), (1, 300, 300, 4, 2, 128, True),
     (1, 257, 1023, 2, 1, 128, False), (2, 1024, 1024, 8, 4, 128, True),
     (1, 2048, 1500, 4, 2, 64, True), (1, 1500, 2048, 4, 1, 128, False),
-    (1, 4096, 4096, 2, 2, 128, True), (4, 129, 129, 1, 1, 64, False)]
+    (1, 4096, 4096, 2, 2, 128, True), (4, 129, 129, 1, 1, 64, False),
+    (1, 1, 1, 1, 1, 256, False), (1, 77, 300, 4, 2, 256, True), (2, 300, 77, 2, 1, 256, True),
+    (1, 513, 1000, 2, 2, 256, False), (1, 2048, 2048, 4, 2, 256, True)]
 
 
 def reference(q, k, v, grad_o, causal: bool, scale: float):
