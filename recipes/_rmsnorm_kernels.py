@@ -16,7 +16,7 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
     tv = rk.row_layout(P, ROWS, C, K)
     n = nv * VEC
     row = rk.row_block(CLUSTER)
-    full = rk.exchange_barrier(CLUSTER, "row_sums_full")
+    full = rk.exchange_barrier(CLUSTER, ROWS, "row_sums_full")
 
     def rows_of(ptr):
         return rk.rows_view(ptr, m, n, tv, row, CLUSTER)

@@ -113,14 +113,15 @@ ASYNC_EXCHANGE = True     # single-exchange kernels: st.async + mbarrier; False:
                           # and a cluster barrier (the form ptx-snippets/14 ran on the H200)
 
 
-def exchange_barrier(CLUSTER: int, name: str):
-    """In a cluster kernel, the mbarrier an asynchronous exchange completes on (one stage, one
-    arrival: the expect_tx), initialised by thread 0 and fenced for the cluster; None without
-    a cluster (or with ASYNC_EXCHANGE off). Call it before the loads, and peers_started()
-    between it and the exchange."""
+def exchange_barrier(CLUSTER: int, ROWS: int, name: str):
+    """In a cluster kernel, the mbarrier an asynchronous exchange of ROWS rows a CTA completes
+    on (one stage; ROWS arrivals: each row's first thread, after storing its own CTA's
+    partials), initialised by thread 0 and fenced for the cluster; None without a cluster (or
+    with ASYNC_EXCHANGE off). Call it before the loads, and peers_started() between it and
+    the exchange."""
     if CLUSTER == 1 or not ASYNC_EXCHANGE:
         return None
-    full = lk.sm90.mbarrier_array(1, 1, name=name)
+    full = lk.sm90.mbarrier_array(1, ROWS, name=name)
     with lk.if_(lk.eq(lk.thread_id(), 0)):
         lk.sm90.mbarrier_init(full)
         lk.sm90.fence_mbarrier_init()
@@ -138,30 +139,36 @@ def cluster_exchange(parts: list, P: int, ROWS: int, CLUSTER: int, name: str,
     cluster barrier first: the peers have started, and have read what an earlier exchange
     left in these slots (only a kernel whose previous exchange used other slots, with a
     cluster barrier since, may leave it out). With `barrier` (exchange_barrier's, the peers
-    started since its init, the kernel's only exchange) the stores are asynchronous
-    (lk.sm90.dsmem_store_async completing on each receiver's barrier, which thread 0 arms
-    with the bytes it expects and every thread waits on): no cluster barrier after them.
+    started since its init, the kernel's only exchange) the stores into the peers are
+    asynchronous (lk.sm90.dsmem_store_async completing on each receiver's barrier), the own
+    CTA's a plain store followed by the row's arrive on it (thread 0's arrive also expects
+    the peers' bytes), and every thread waits on it: no cluster barrier after them.
     Every thread of the CTA takes part."""
     count = len(parts)
     table = lk.shared_tensor(lk.Layout((ROWS, count * CLUSTER), (1, ROWS)), lk.f32, name=name)
     rank = column_slice(CLUSTER)
     if start:
         lk.sm90.cluster_sync()
-    if barrier is not None:
-        with lk.if_(lk.eq(lk.thread_id(), 0)):          # every CTA's stores into this one
-            lk.sm90.mbarrier_expect_tx(barrier, count * CLUSTER * ROWS * lk.f32.nbytes)
-    with lk.if_(lk.eq(lk.thread_id() % P, 0)):          # one store per row and peer
+    leader = lk.eq(lk.thread_id() % P, 0)
+    with lk.if_(leader):                                # one store per row and CTA
         for q, part in enumerate(parts):
             slot = table.tile((ROWS, 1), (0, q * CLUSTER + rank)).partition(part.layout)
-            for peer in range(CLUSTER):
-                if barrier is None:
+            if barrier is None:
+                for peer in range(CLUSTER):
                     lk.sm90.dsmem_store(slot, part, cta=peer)
-                else:
-                    lk.sm90.dsmem_store_async(slot, part, cta=peer, barrier=barrier)
+                continue
+            lk.store(slot, part)                        # the own copy; then every peer's
+            for step in range(1, CLUSTER):
+                lk.sm90.dsmem_store_async(slot, part, cta=(rank + step) % CLUSTER,
+                                          barrier=barrier)
     if barrier is None:
         lk.sm90.cluster_sync()  # release: the peers' stores into this buffer; acquire: them
     else:
-        lk.sm90.mbarrier_wait(barrier, 0)               # the phase of the CLUSTER stores
+        with lk.if_(lk.eq(lk.thread_id(), 0)):          # row 0: arrive, expecting the peers'
+            lk.sm90.mbarrier_expect_tx(barrier, count * (CLUSTER - 1) * ROWS * lk.f32.nbytes)
+        with lk.if_(leader & (lk.thread_id() > 0)):     # the other rows' leaders: arrive
+            lk.sm90.mbarrier_arrive(barrier)
+        lk.sm90.mbarrier_wait(barrier, 0)               # own stores and the peers' landed
     peers = partials_layout(P, ROWS, CLUSTER)
     return [lk.load(table.tile((ROWS, CLUSTER), (0, q)).partition(peers)) for q in range(count)]
 
@@ -210,7 +217,7 @@ class RowTiles:
         self.part = block % cluster if cluster > 1 else 0
         self.coord = (self.row_block, self.part)
         self.started = False
-        self.barrier = exchange_barrier(cluster, "row_exchange_full")
+        self.barrier = exchange_barrier(cluster, ROWS, "row_exchange_full")
 
     def peers_started(self) -> None:
         """`peers_started` (a relaxed cluster barrier), right after the row's loads: the

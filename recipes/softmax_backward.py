@@ -49,7 +49,7 @@ def _body(dy: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], dx: lk.Pointer[lk.bf1
     tv = rk.row_layout(P, ROWS, C, K)
     n = nv * VEC
     row = rk.row_block(CLUSTER)
-    full = rk.exchange_barrier(CLUSTER, "row_sums_full")
+    full = rk.exchange_barrier(CLUSTER, ROWS, "row_sums_full")
     yv = lk.cast(lk.load(rk.rows_view(y, m, n, tv, row, CLUSTER)), lk.f32)
     dyv = lk.cast(lk.load(rk.rows_view(dy, m, n, tv, row, CLUSTER)), lk.f32)
     rk.peers_started(CLUSTER)                      # a cluster's peers, while y, dy are in flight
