@@ -20,8 +20,8 @@ A `Config` is every choice, as fields:
 A cluster's CTAs reduce their own columns, then swap the per-row partials through distributed
 shared memory (recipes/_rowwise_kernel.py's `cluster_exchange`): a relaxed cluster barrier
 after the loads (the peers have started), one thread per row stores its CTA's partials into
-every peer's shared buffer (`lk.sm90.dsmem_store_async`, st.async completing on the peer's
-mbarrier), every thread waits on its own mbarrier and reads its row's partials of all CTAs
+every other CTA's shared buffer (`lk.sm90.dsmem_store_async`, st.async completing on the
+peer's mbarrier) and its own, every thread waits on its own mbarrier and reads its row's partials of all CTAs
 from its own shared memory. (Until 2026-12-01 the
 exchange went through a global f32 scratch: an L2 round trip per exchange.)
 

@@ -24,8 +24,9 @@ check that the barriers order every peer access (layoutkit.dsl.sm90.dsmem).
 The kernels with one exchange (softmax, layernorm, rmsnorm forward, softmax_backward) make it
 cheaper: an mbarrier initialised before the loads (`exchange_barrier`), a relaxed cluster
 barrier right after the loads are issued (`peers_started`: no MEMBAR, the loads in flight), then
-asynchronous stores (lk.sm90.dsmem_store_async: st.async completing on each receiver's
-mbarrier, which its thread 0 arms with the bytes it expects) and a wait on the local barrier:
+asynchronous stores into the other CTAs (lk.sm90.dsmem_store_async: st.async completing on each
+receiver's mbarrier, which its thread 0 arms with the bytes it expects), a plain store and the
+row's arrive for its own, and a wait on the local barrier:
 no cluster barrier after the stores (a receiver cannot exit before its bytes land).
 ASYNC_EXCHANGE = False switches them back to the st.shared::cluster form.
 
