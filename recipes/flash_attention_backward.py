@@ -132,7 +132,7 @@ def flash_attention_backward(grad_o, q, k, v, o, lse, causal: bool = False,
     """(dq, dk, dv) of flash_attention(q, k, v, causal, softmax_scale, layout=layout) -> (o,
     lse) for the output gradient grad_o; bf16 CUDA tensors in the layout's order (dq, dk, dv
     new tensors shaped as q, k, v), lse f32 (batch, heads_q, seqlen_q) in natural log."""
-    torch = require_torch("recipes.flash_attention.flash_attention_backward")
+    torch = require_torch("recipes.flash_attention_backward.flash_attention_backward")
     views = check_inputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout)
     if config is not None and not isinstance(config, Config):
         raise ValueError(f"flash_attention_backward: config is a Config, got {config!r}")
@@ -246,3 +246,75 @@ def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
                                   f"{(batch, sq, sk, hq, hk, d, causal)}"
             worst = max(worst, err)
     return worst
+
+
+def reference_torch(q, k, v, grad_o, causal: bool, scale: float):
+    """(dq, dk, dv) by torch autograd in float64 of attention on (batch, seqlen, heads,
+    head_dim) tensors (recipes.flash_attention.reference_torch's forward)."""
+    import torch
+
+    from recipes import flash_attention as fa
+    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
+    o, _ = fa.reference_torch(q, k, v, causal, scale)
+    return torch.autograd.grad(o, (q, k, v), grad_o.double())
+
+
+def check(seed: int = 0) -> float:
+    """Random bf16 problems (every head dim, causal and not, GQA, ragged seqlen_q != seqlen_k,
+    seqlen_q 1) on the GPU against torch autograd in float64; returns the worst error of dq,
+    dk, dv relative to each one's largest reference entry (at least ERROR_FLOOR;
+    AssertionError past 2**-7)."""
+    import torch
+
+    from recipes import flash_attention as fa
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    cases = [(1, 1, 300, 4, 2, 64, False), (2, 300, 77, 4, 2, 64, True),
+             (2, 333, 517, 4, 2, 128, True), (1, 1000, 1000, 2, 1, 128, False),
+             (1, 77, 300, 2, 2, 256, True), (1, 513, 700, 2, 1, 256, False)]
+    worst = 0.0
+    for batch, sq, sk, hq, hk, d, causal in cases:
+        q, do = (torch.randn(batch, sq, hq, d, device="cuda", generator=gen).to(torch.bfloat16)
+                 for _ in range(2))
+        k, v = (torch.randn(batch, sk, hk, d, device="cuda", generator=gen).to(torch.bfloat16)
+                for _ in range(2))
+        o, lse = fa.flash_attention(q, k, v, causal)
+        got = flash_attention_backward(do, q, k, v, o, lse, causal)
+        want = reference_torch(q, k, v, do, causal, d ** -0.5)
+        for name, g, w in zip(("dq", "dk", "dv"), got, want):
+            err = ((g.double() - w).abs().max() / w.abs().max().clamp_min(ERROR_FLOOR)).item()
+            assert err < 2 ** -7, f"{name} off by {err:.3g} in case {(batch, sq, sk, hq, hk, d)}"
+            worst = max(worst, err)
+    return worst
+
+
+def benchmark(reps: int = 20) -> list[dict]:
+    """TFLOP/s (2.5 x the forward's FLOPs) of the backward against torch SDPA's Flash backend
+    at seqlen 4096, 16 heads, batch 4 (benchmarks/bench_attention_backward.py has the full
+    table: cuDNN, FA4, every seqlen, GQA)."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from layoutkit.tools.benchmarking import interleaved, tflops
+    from recipes import flash_attention as fa
+    rows = []
+    for d in HEAD_DIMS:
+        for causal in (False, True):
+            q, k, v, do = (torch.randn(4, 4096, 16, d, device="cuda").to(torch.bfloat16)
+                           for _ in range(4))
+            o, lse = fa.flash_attention(q, k, v, causal)
+            leaves = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                out = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
+            dout = do.transpose(1, 2)
+            times = interleaved({
+                "layoutkit": lambda: flash_attention_backward(do, q, k, v, o, lse, causal),
+                "sdpa": lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True)},
+                reps=reps)
+            flops = 2.5 * fa.attention_flops(4, 16, 4096, 4096, d, causal)
+            ours, theirs = (tflops(flops, times[x].median_ms) for x in ("layoutkit", "sdpa"))
+            rows.append({"case": f"d{d} s4096 {'causal' if causal else 'full'}",
+                         "layoutkit_tflops": ours, "sdpa_tflops": theirs,
+                         "speedup": ours / theirs})
+            print(f"d={d} causal={causal}: layoutkit {ours:.1f}, SDPA flash {theirs:.1f} "
+                  f"TFLOP/s ({ours / theirs:.3f}x)")
+    return rows

@@ -31,13 +31,6 @@ SHAPES = [  # batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal
     (1, 513, 1000, 2, 2, 256, False), (1, 2048, 2048, 4, 2, 256, True)]
 
 
-def reference(q, k, v, grad_o, causal: bool, scale: float):
-    """torch autograd in float64 of attention on (batch, seqlen, heads, head_dim) tensors."""
-    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
-    o, _ = fa.reference_torch(q, k, v, causal, scale)
-    return torch.autograd.grad(o, (q, k, v), grad_o.double())
-
-
 def errors(got, want) -> dict:
     return {name: ((g.double() - w).abs().max() /
                    w.abs().max().clamp_min(fb.ERROR_FLOOR)).item()
@@ -61,7 +54,7 @@ def test_gradients_match_float64_autograd(shape):
     o, lse = fa.flash_attention(q, k, v, causal)
     got = fb.flash_attention_backward(do, q, k, v, o, lse, causal)
     assert all(not g.isnan().any() for g in got)
-    err = errors(got, reference(q, k, v, do, causal, scale))
+    err = errors(got, fb.reference_torch(q, k, v, do, causal, scale))
     assert max(err.values()) < TOLERANCE, err
 
 
@@ -71,7 +64,7 @@ def test_both_dq_splits_at_head_dim_128(split):
     o, lse = fa.flash_attention(q, k, v, causal)
     cfg = fb.Config(DQ_SPLIT=split)
     got = fb.flash_attention_backward(do, q, k, v, o, lse, causal, config=cfg)
-    err = errors(got, reference(q, k, v, do, causal, q.shape[-1] ** -0.5))
+    err = errors(got, fb.reference_torch(q, k, v, do, causal, q.shape[-1] ** -0.5))
     assert max(err.values()) < TOLERANCE, (split, err)
 
 
@@ -81,7 +74,7 @@ def test_bhsd_layout_and_a_custom_scale():
     o, lse = fa.flash_attention(qt, kt, vt, causal, 0.3, layout="bhsd")
     got = fb.flash_attention_backward(dot, qt, kt, vt, o, lse, causal, 0.3, layout="bhsd")
     assert [tuple(g.shape) for g in got] == [tuple(x.shape) for x in (qt, kt, vt)]
-    err = errors([g.transpose(1, 2) for g in got], reference(q, k, v, do, causal, 0.3))
+    err = errors([g.transpose(1, 2) for g in got], fb.reference_torch(q, k, v, do, causal, 0.3))
     assert max(err.values()) < TOLERANCE, err
 
 
@@ -91,5 +84,5 @@ def test_autograd_through_the_torch_op():
     q, k, v = (x.requires_grad_() for x in (q, k, v))
     o, _ = lkt.flash_attention(q, k, v, causal)
     got = torch.autograd.grad(o, (q, k, v), do)
-    err = errors(got, reference(q, k, v, do, causal, q.shape[-1] ** -0.5))
+    err = errors(got, fb.reference_torch(q, k, v, do, causal, q.shape[-1] ** -0.5))
     assert max(err.values()) < TOLERANCE, err

@@ -9,21 +9,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="layoutkit.torch needs torch (the [torch] extra)")
 
 import layoutkit.torch as lkt  # noqa: E402
-
-
-def reference_grads(q, k, v, grad_o, causal: bool):
-    """torch autograd in float64 of attention on (batch, seqlen, heads, head_dim) tensors."""
-    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
-    group = q.shape[2] // k.shape[2]
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-    kt, vt = kt.repeat_interleave(group, 1), vt.repeat_interleave(group, 1)
-    s = qt @ kt.transpose(-1, -2) * q.shape[-1] ** -0.5
-    if causal:
-        sq, sk = s.shape[-2:]
-        visible = torch.arange(sk)[None, :] <= torch.arange(sq)[:, None] + sk - sq
-        s = s.masked_fill(~visible, float("-inf"))
-    o = (torch.softmax(s, -1) @ vt).transpose(1, 2)
-    return torch.autograd.grad(o, (q, k, v), grad_o.double())
+from recipes.flash_attention_backward import reference_torch  # noqa: E402
 
 
 def test_gradients_match_float64_autograd():
@@ -33,7 +19,7 @@ def test_gradients_match_float64_autograd():
     grad_o = torch.randn(1, 20, 2, 64, generator=gen).to(torch.bfloat16)
     o, _ = lkt.flash_attention(q, k, v, True)
     got = torch.autograd.grad(o, (q, k, v), grad_o)
-    for name, g, want in zip("qkv", got, reference_grads(q, k, v, grad_o, True)):
+    for name, g, want in zip("qkv", got, reference_torch(q, k, v, grad_o, True, 64 ** -0.5)):
         err = ((g.double() - want).abs().max() / want.abs().max()).item()
         assert err < 2 ** -6, f"d{name} off by {err:.3g} of its max"
 

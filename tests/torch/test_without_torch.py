@@ -29,6 +29,7 @@ ENTRIES = {
     "mma_gemm": {"gemm": 2},
     "transpose": {"transpose": 1},
     "flash_attention": {"flash_attention": 3},
+    "flash_attention_backward": {"flash_attention_backward": 6},
     "flash_attention_varlen": {"flash_attention_varlen": 7},
     "flash_attention_kvcache": {"flash_attention_with_kvcache": 4},
 }
