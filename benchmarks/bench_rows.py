@@ -53,6 +53,8 @@ SWEEP_BUDGETS = {                    # label -> choose_config keywords
     "V<=32, 1024-thread rows": {"max_values": 32, "max_threads_per_row": 1024},
     "V<=128, <=128 threads a row": {"max_values": 128, "max_threads_per_row": 128},
     "256-thread CTAs": {"cta_threads": 256},
+    "V<=32, <=256 threads a row (2x the cluster)": {"max_values": 32, "max_threads_per_row": 256},
+    "V<=16, <=256 threads a row (4x the cluster)": {"max_values": 16, "max_threads_per_row": 256},
 }
 BACKWARD_SWEEP = ((4096, 4096), (32768, 4096), (4096, 16384), (4096, 32768), (1000, 3000),
                   (7, 131072))
