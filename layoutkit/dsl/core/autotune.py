@@ -109,6 +109,7 @@ class Autotuner:
         self.timer, self.reps, self.warmup = timer, reps, warmup
         self.workers, self.progress, self.default = workers, progress, default
         self._check()
+        self.tuned = frozenset(k for c in self.configs for k, _ in c.constexprs)   # set by configs
         self._variants = {(kernel.num_warps, kernel.cluster): kernel}
         self._best: dict = {}
         self._disk: dict | None = None
@@ -154,9 +155,8 @@ class Autotuner:
     def tuning_key(self, values: tuple) -> tuple:
         """The key a winner is kept under, for the bound arguments `values` (module docstring)."""
         named = {p.name: v for p, v in zip(self.kernel.params, values)}
-        tuned = {k for c in self.configs for k, _ in c.constexprs}
-        facts = tuple(self.kernel._key(values)[i] for i, p in enumerate(self.kernel.params)
-                      if p.name not in tuned)
+        key = self.kernel._key(values)
+        facts = tuple(key[i] for i, p in enumerate(self.kernel.params) if p.name not in self.tuned)
         return tuple(_key_value(named[k]) for k in self.key) + (facts, _device_name())
 
     # ---- choosing ----------------------------------------------------------------------------
@@ -166,8 +166,7 @@ class Autotuner:
         return self._best_for(self._bind(args, kwargs), grid)
 
     def _bind(self, args, kwargs) -> tuple:
-        tuned = {k for c in self.configs for k, _ in c.constexprs}
-        return bind_partial(self.kernel.params, args, kwargs, self.name, tuned)
+        return bind_partial(self.kernel.params, args, kwargs, self.name, self.tuned)
 
     def tune(self, grid, *args, **kwargs) -> Config:
         """Run the sweep for these arguments' key now (even if it has a winner) and keep its
