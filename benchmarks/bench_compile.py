@@ -30,7 +30,13 @@ machine) the warm process launches on the real GPU instead, on torch tensors of 
 shapes (uninitialized; grid of one CTA or cluster): "first launch" and "launch" are then the
 host time of the `kernel[grid](...)` call, which returns once cuLaunchKernel(Ex) has queued it.
 
-    python benchmarks/bench_compile.py [--repeats 3] [--markdown] [--no-warm] [--gpu] [RECIPE ...]
+With --cpu-time the phases but ptxas are the compiling process's CPU time instead (the
+kernel module's perf_counter replaced by time.process_time in the child): on a machine shared
+with other jobs, wall time also counts the waits for a core ("host" is then wall time less CPU
+time and means nothing).
+
+    python benchmarks/bench_compile.py [--repeats 3] [--markdown] [--no-warm] [--gpu]
+                                       [--cpu-time] [RECIPE ...]
 """
 from __future__ import annotations
 
@@ -52,10 +58,14 @@ PHASES = ("trace", "verify", "check", "lower", "ptxas")
 COLUMNS = PHASES + ("host", "w/o ptxas", "total")   # w/o ptxas: trace..lower; total: all
 
 
-def child(recipe: str) -> None:
-    """In the fresh process: compile the recipe's defaults, print one JSON object."""
+def child(recipe: str, cpu_time: bool = False) -> None:
+    """In the fresh process: compile the recipe's defaults, print one JSON object (with
+    `cpu_time`, the phases but ptxas in this process's CPU seconds: see --cpu-time)."""
     start = time.perf_counter()
     from layoutkit.tools.recipe_runner import default_specializations, load_recipe
+    if cpu_time:
+        import importlib
+        importlib.import_module("layoutkit.dsl.core.kernel").perf_counter = time.process_time
     load_recipe(recipe)
     imported, cpu_start = time.perf_counter(), _cpu_seconds()
     found = default_specializations(recipe)
@@ -159,12 +169,13 @@ def _fake_argument(value, slot: int):
     return value
 
 
-def run_child(recipe: str, warm: bool = False, gpu: bool = False) -> dict:
+def run_child(recipe: str, warm: bool = False, gpu: bool = False, cpu_time: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("LAYOUTKIT_DEBUG",
                                                             "LAYOUTKIT_SPEC_CACHE")}
     with tempfile.TemporaryDirectory(prefix="layoutkit-bench-cache-") as cache:
         env["LAYOUTKIT_CACHE_DIR"] = cache
-        done = subprocess.run([sys.executable, __file__, "--child", recipe], env=env,
+        done = subprocess.run([sys.executable, __file__, "--child", recipe,
+                               *(["--cpu-time"] if cpu_time else [])], env=env,
                               capture_output=True, text=True, timeout=3600, cwd=ROOT)
         if done.returncode == 0 and warm:
             again = subprocess.run([sys.executable, __file__, "--warm-child", recipe,
@@ -184,14 +195,15 @@ def run_child(recipe: str, warm: bool = False, gpu: bool = False) -> dict:
     return result
 
 
-def measure(recipes: list[str], repeats: int, warm: bool = True, gpu: bool = False) -> list[dict]:
+def measure(recipes: list[str], repeats: int, warm: bool = True, gpu: bool = False,
+            cpu_time: bool = False) -> list[dict]:
     """Per recipe: {"recipe", "import", "host", "rows": [{"name", phase: median s}], "warm":
     [{"name", "first", "launch": median s, "from"}]}."""
     results = []
     for recipe in recipes:
         runs = []
         for _ in range(repeats):
-            runs.append(run_child(recipe, warm, gpu))
+            runs.append(run_child(recipe, warm, gpu, cpu_time))
             print(f"  {recipe}: run {len(runs)}/{repeats} done", file=sys.stderr, flush=True)
             if "error" in runs[-1]:
                 break
@@ -330,11 +342,14 @@ def main(argv=None) -> None:
                         help="skip the warm-cache first-launch table")
     parser.add_argument("--gpu", action="store_true",
                         help="the warm-cache launches on the real GPU (a Hopper machine)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="trace, verify, check and lower in the process's CPU time (ptxas "
+                        "stays wall time): steadier than wall time on a shared machine")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--warm-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return child(args.child)
+        return child(args.child, args.cpu_time)
     if args.warm_child:
         return warm_child(args.warm_child, args.gpu)
     from layoutkit.tools.recipe_runner import recipe_names
@@ -342,7 +357,8 @@ def main(argv=None) -> None:
     command = " ".join(["python", "benchmarks/bench_compile.py", *sys.argv[1:]])
     header = [f"- Date: {time.strftime('%a %b %d %H:%M UTC %Y', time.gmtime())}",
               f"- Machine: {machine()}", f"- Commit: {commit()}", f"- Command: `{command}`"]
-    results = measure(recipes, args.repeats, warm=not args.no_warm, gpu=args.gpu)
+    results = measure(recipes, args.repeats, warm=not args.no_warm, gpu=args.gpu,
+                      cpu_time=args.cpu_time)
     rows = table_rows(results)
     print("\n".join(header) + "\n")
     print(format_markdown(rows) if args.markdown else format_text(rows))
