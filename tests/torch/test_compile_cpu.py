@@ -1,7 +1,7 @@
 """torch.compile(fullgraph=True) through layoutkit's operators on CPU tensors, where every
 kernel runs in the CPU interpreter: the graph holds the ops (no graph break), compiled results
 equal eager ones bit for bit, and AOT autograd traces the backward graph from the ops' fake
-implementations (attention's backward op is traced though its kernel is pending)."""
+implementations and runs it (attention's backward kernel included)."""
 from __future__ import annotations
 
 import pytest
@@ -11,7 +11,6 @@ torch = pytest.importorskip("torch", reason="layoutkit.torch needs torch (the [t
 from torch._dynamo.backends.common import aot_autograd  # noqa: E402
 
 import layoutkit.torch as lkt  # noqa: E402
-from layoutkit.torch.attention import NO_BACKWARD, backward_kernel  # noqa: E402
 
 BF16 = torch.bfloat16
 
@@ -90,10 +89,9 @@ def test_aot_autograd_compiles_gemm_and_transpose_gradients():
         assert ((g.double() - e).norm() / e.norm()).item() < 2 ** -6
 
 
-def test_attention_backward_is_traced_and_says_it_is_pending_when_run():
-    if backward_kernel() is not None:
-        pytest.skip("recipes.flash_attention has its backward now: this test is for its absence")
-    q = random_bf16(1, 8, 1, 64).requires_grad_()
+def test_attention_backward_is_traced_and_runs_as_eager():
+    gen = torch.Generator().manual_seed(3)
+    q = random_bf16(1, 8, 1, 64, generator=gen).requires_grad_()
 
     def loss(q):
         return lkt.flash_attention(q, q, q)[0].float().sum()
@@ -103,10 +101,7 @@ def test_attention_backward_is_traced_and_says_it_is_pending_when_run():
                              backend=aot_autograd(
                                  fw_compiler=recording_backend(graphs),
                                  bw_compiler=recording_backend(graphs)))
-    value = compiled(q)
-    with pytest.raises(NotImplementedError) as caught:
-        value.backward()
-    assert str(caught.value) == NO_BACKWARD
+    (got,) = torch.autograd.grad(compiled(q), q)
     assert "layoutkit::flash_attention_backward" in called_ops(graphs)
-    with torch.no_grad():                 # forward-only use runs
-        assert torch.isfinite(compiled(q)).item()
+    (want,) = torch.autograd.grad(loss(q), q)
+    assert torch.equal(got, want)
