@@ -244,6 +244,17 @@ def _tensor_facts(tensor):
                          "object with __cuda_array_interface__, or use TensorMap.from_address")
 
 
+def _strides_array(u64, e: TiledEncoding) -> list:
+    """globalStrides for the driver: a rank-1 map has none, but cuTensorMapEncodeTiled refuses
+    the NULL pointer an empty list becomes (CUDA_ERROR_INVALID_VALUE, seen on the H200), so it
+    gets one entry the driver does not read (it reads rank - 1): the row's bytes, rounded up
+    to the stride multiple."""
+    if e.rank > 1:
+        return [u64(s) for s in e.global_strides]
+    row = e.global_dims[0] * e.element_bytes
+    return [u64(-(-row // STRIDE_MULTIPLE) * STRIDE_MULTIPLE)]
+
+
 class TensorMap:
     """An encoded CUtensorMap; pass it as a kernel argument (its 128 bytes go by value).
 
@@ -259,7 +270,7 @@ class TensorMap:
         with dev.activated():  # the driver wants a current context even for this host-side encoding
             self._handle = driver.check(cu.cuTensorMapEncodeTiled(
                 cu.CUtensorMapDataType(e.dtype), e.rank, e.global_address,
-                [u64(d) for d in e.global_dims], [u64(s) for s in e.global_strides],
+                [u64(d) for d in e.global_dims], _strides_array(u64, e),
                 [u32(b) for b in e.box], [u32(s) for s in e.element_strides],
                 cu.CUtensorMapInterleave(e.interleave), cu.CUtensorMapSwizzle(e.swizzle),
                 cu.CUtensorMapL2promotion(e.l2_promotion), cu.CUtensorMapFloatOOBfill(e.oob_fill)),

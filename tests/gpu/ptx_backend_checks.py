@@ -199,6 +199,15 @@ def check_tma_round_trip(swizzle: str):
     assert not out[~region].any(), f"swizzle {swizzle}: TMA store wrote outside the box"
 
 
+def check_tma_rank1_encodes():
+    """A rank-1 map (a row of values, e.g. the attention backward's per-query lse) encodes: the
+    driver refuses a NULL globalStrides even though rank 1 has none (tensormap._strides_array)."""
+    for n, dtype, box in ((64, np.float32, 64), (1000, np.float32, 256), (77, np.uint16, 64)):
+        buf = DeviceBuffer.from_numpy(np.zeros(n, dtype))
+        tmap = TensorMap.tiled(buf, box=(box,))
+        assert tmap.encoding.rank == 1 and len(tmap.packed) == 128
+
+
 def check_ping_pong():
     kernel = CompiledKernel.from_ptx(K.PING_PONG)
     iterations = 10_001
@@ -257,6 +266,7 @@ CHECKS = {
     "configured_launch_torch": check_configured_launch_torch,
     "dynamic_smem_optin": check_dynamic_smem_optin,
     **{f"tma_round_trip_{s}": (lambda s=s: check_tma_round_trip(s)) for s in SWIZZLE_CASES},
+    "tma_rank1_encodes": check_tma_rank1_encodes,
     "mbarrier_ping_pong": check_ping_pong,
     "wgmma_m64n128k16": check_wgmma_m64n128k16,
     "cluster_launch": check_cluster_launch,

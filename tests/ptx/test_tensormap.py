@@ -151,3 +151,14 @@ def test_numpy_integers_and_sequences_are_exact_integers():
     assert e == enc() and type(e.global_address) is int and all(type(d) is int for d in e.global_dims)
     assert enc(address=0, swizzle="none").global_address == 0
     assert enc(address=2 ** 64 - 16).global_address == 2 ** 64 - 16
+
+
+def test_a_rank_1_map_gives_the_driver_a_non_null_strides_array():
+    """cuTensorMapEncodeTiled refuses the NULL pointer an empty globalStrides list becomes
+    (CUDA_ERROR_INVALID_VALUE on the H200, even at rank 1, which has no stride): the driver
+    call gets one entry it does not read, a multiple of 16 bytes; rank >= 2 passes its own."""
+    from layoutkit.ptx.tensormap import _strides_array
+    row = encode_tiled_arguments(0x1000, "float32", shape=(77,), strides=(1,), box=(64,))
+    assert row.global_strides == () and _strides_array(int, row) == [320]
+    tile = encode_tiled_arguments(0x1000, "bfloat16", shape=(8, 64), strides=(64, 1), box=(8, 64))
+    assert _strides_array(int, tile) == [128]
