@@ -13,6 +13,7 @@ require_gpu()
 
 torch = pytest.importorskip("torch")
 
+import layoutkit.torch  # noqa: E402,F401  (registers torch.ops.layoutkit.*)
 from recipes import _gemm_choice  # noqa: E402
 from tests.dsl.test_recipes_compile import load_recipe  # noqa: E402
 
