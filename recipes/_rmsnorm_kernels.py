@@ -9,8 +9,9 @@ from recipes import _rowwise_kernel as rk
 
 def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
                   y: lk.Pointer[lk.bf16], res_out: lk.Pointer[lk.bf16],
-                  rstd: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32, eps: lk.f32, P: lk.constexpr, ROWS: lk.constexpr,
-                  C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr, VEC: lk.constexpr,
+                  rstd: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32, eps: lk.f32,
+                  P: lk.constexpr, ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr,
+                  CLUSTER: lk.constexpr, VEC: lk.constexpr,
                   RESIDUAL: lk.constexpr, WEIGHT: lk.constexpr, STORE_RESIDUAL: lk.constexpr,
                   STORE_RSTD: lk.constexpr):
     tv = rk.row_layout(P, ROWS, C, K)
@@ -40,13 +41,15 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
 
 def backward_body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16],
                    rstd: lk.Pointer[lk.f32], dx: lk.Pointer[lk.bf16],
-                   partial: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32, rounds: lk.i32, ctas: lk.i32, P: lk.constexpr,
-                   ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr, CLUSTER: lk.constexpr,
-                   VEC: lk.constexpr, WEIGHT: lk.constexpr):
+                   partial: lk.Pointer[lk.f32], m: lk.i32, nv: lk.i32, rounds: lk.i32,
+                   ctas: lk.i32, P: lk.constexpr, ROWS: lk.constexpr, C: lk.constexpr,
+                   K: lk.constexpr, CLUSTER: lk.constexpr, VEC: lk.constexpr,
+                   WEIGHT: lk.constexpr):
     tv = rk.row_layout(P, ROWS, C, K)
     n = nv * VEC
     inv_n = 1.0 / lk.cast(n, lk.f32)
     acc = rk.Accumulator(P, ROWS, C, K, "dw") if WEIGHT else None
+    rk.peers_started(CLUSTER)                      # then each round's exchange: no first barrier
     for i in lk.range(0, rounds):
         row = rk.row_block(CLUSTER) + i * ctas            # past the last tile: every access masked
         X, DY = (rk.rows_view(t, m, n, tv, row, CLUSTER) for t in (x, dy))
@@ -60,7 +63,7 @@ def backward_body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer
         r, dyv, xhat, g = xhat_and_g()
         if WEIGHT:
             acc.put(lk.fma(dyv, xhat, acc.get()))
-        (dot,) = rk.row_sums([g * xhat], row, P, ROWS, CLUSTER)
+        (dot,) = rk.row_sums([g * xhat], row, P, ROWS, CLUSTER, start=False, parity=i % 2)
         r, _, xhat, g = xhat_and_g()
         c = lk.broadcast(dot * inv_n, tv)
         lk.store(rk.rows_view(dx, m, n, tv, row, CLUSTER), lk.cast((g - xhat * c) * r, dx.dtype))

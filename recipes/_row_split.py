@@ -21,9 +21,9 @@ A cluster's CTAs reduce their own columns, then swap the per-row partials throug
 shared memory (recipes/_rowwise_kernel.py's `cluster_exchange`): a relaxed cluster barrier
 after the loads (the peers have started), one thread per row stores its CTA's partials into
 every other CTA's shared buffer (`lk.sm90.dsmem_store_async`, st.async completing on the
-peer's mbarrier) and its own, every thread waits on its own mbarrier and reads its row's partials of all CTAs
-from its own shared memory. (Until 2026-12-01 the
-exchange went through a global f32 scratch: an L2 round trip per exchange.)
+peer's mbarrier) and its own, every thread waits on its own mbarrier and reads its row's
+partials of all CTAs from its own shared memory. (Until 2026-12-01 the exchange went through a
+global f32 scratch: an L2 round trip per exchange.)
 
 The heuristic, reasoned from the H200 (4.8 TB/s HBM3e, 132 SMs, 64K registers, 50 MB L2) and
 the measured split of issue 19 (docs/PERFORMANCE.md):

@@ -3,8 +3,9 @@ softmax_backward.py, layernorm_backward.py): the TV layout of a row over lanes, 
 cluster's CTAs, its views, the cluster exchange of per-row partials and the row sums (across a
 cluster through distributed shared memory), the shared-memory accumulator of a persistent
 backward pass, the deterministic column-sum kernel of per-CTA partials (a weight's gradient),
-and one lk.Kernel per dtype, block size and cluster. The host side of the backward recipes and rmsnorm (argument
-checks, the persistent grid, CPU-interpreter runs, benchmark tables) is recipes/_rowwise.py.
+and one lk.Kernel per dtype, block size and cluster. The host side of the backward recipes
+and rmsnorm (argument checks, the persistent grid, CPU-interpreter runs, benchmark tables) is
+recipes/_rowwise.py.
 
 The work splits themselves (the forward softmax / layernorm's measured Config, and the
 RowSplit of every dtype and of the persistent backward kernels) are recipes/_row_split.py's;
@@ -130,7 +131,7 @@ def exchange_barrier(CLUSTER: int, ROWS: int, name: str):
 
 
 def cluster_exchange(parts: list, P: int, ROWS: int, CLUSTER: int, name: str,
-                     start: bool = True, barrier=None) -> list:
+                     start: bool = True, barrier=None, parity=None) -> list:
     """Every CTA's per-row partials (`parts`: row-reduced f32 tensors, one per quantity, in
     row_scalar_layout(P, ROWS)) through distributed shared memory: the first thread of each
     row stores its CTA's value of the row into slot [row, q * CLUSTER + rank] of the shared
@@ -144,9 +145,15 @@ def cluster_exchange(parts: list, P: int, ROWS: int, CLUSTER: int, name: str,
     asynchronous (lk.sm90.dsmem_store_async completing on each receiver's barrier), the own
     CTA's a plain store followed by the row's arrive on it (thread 0's arrive also expects
     the peers' bytes), and every thread waits on it: no cluster barrier after them.
-    Every thread of the CTA takes part."""
+    `parity` (a persistent loop's round % 2) doubles the buffer and takes copy `parity`: a
+    round writes the copy its peers last read two rounds ago, before the previous round's
+    cluster barrier, so the exchange needs no first barrier (start=False; the loop passes
+    peers_started() before its first round). Every thread of the CTA takes part."""
     count = len(parts)
-    table = lk.shared_tensor(lk.Layout((ROWS, count * CLUSTER), (1, ROWS)), lk.f32, name=name)
+    copies = 1 if parity is None else 2
+    table = lk.shared_tensor(lk.Layout((ROWS, count * CLUSTER, copies),
+                                       (1, ROWS, ROWS * count * CLUSTER)), lk.f32, name=name)
+    table = table[:, :, 0 if parity is None else parity]
     rank = column_slice(CLUSTER)
     if start:
         lk.sm90.cluster_sync()
@@ -184,16 +191,18 @@ def peers_started(CLUSTER: int) -> None:
 
 
 def row_sums(values: list, row_tile, P: int, ROWS: int, CLUSTER: int, first: int = 0,
-             start: bool = True, barrier=None) -> list:
+             start: bool = True, barrier=None, parity=None) -> list:
     """Each tensor of `values` (f32, over row_layout(P, ROWS, ...)) summed along its rows, as
     tensors in row_scalar_layout. Across a cluster through distributed shared memory
     (`cluster_exchange` into the buffer `row_sums{first}`: several calls of one kernel give
-    different `first`; `start` and `barrier` as there), the CLUSTER parts added in rank
-    order, so every CTA of the cluster holds the same, deterministic sum. Every thread of the CTA takes part."""
+    different `first`; `start`, `barrier` and `parity` as there), the CLUSTER parts added in
+    rank order, so every CTA of the cluster holds the same, deterministic sum. Every thread of
+    the CTA takes part."""
     local = [lk.reduce_sum(v, 1) for v in values]
     if CLUSTER == 1:
         return local
-    exchanged = cluster_exchange(local, P, ROWS, CLUSTER, f"row_sums{first}", start, barrier)
+    exchanged = cluster_exchange(local, P, ROWS, CLUSTER, f"row_sums{first}", start, barrier,
+                                 parity)
     totals = []
     for part, parts in zip(local, exchanged):       # value r of parts: rank r's
         terms = [lk.RegisterTensor(lk.f32, part.layout, [v]) for v in parts.values]

@@ -71,7 +71,11 @@ def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16
     inv_n = 1.0 / lk.cast(n, lk.f32)
     acc_w = [rk.Accumulator(P, ROWS, C, K, f"dweight{j}") for j in range(SUBS)]
     acc_b = [rk.Accumulator(P, ROWS, C, K, f"dbias{j}") for j in range(SUBS)]
+    # the exchanges' buffers are doubled by round parity (rk.cluster_exchange): a round writes
+    # the copy its peers read two rounds ago, so no exchange needs a first cluster barrier
+    rk.peers_started(CLUSTER)
     for i in lk.range(0, rounds):
+        parity = i % 2
         row = rk.row_block(CLUSTER) + i * ctas     # past the last tile: every access masked
         X, DY, W = ([view(t, m, n, tv, row, CLUSTER, j, SUBS) for j in range(SUBS)]
                     for view, t in ((rk.rows_view, x), (rk.rows_view, dy), (rk.columns_view, w)))
@@ -89,14 +93,14 @@ def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16
             r = lk.broadcast(lk.load(rk.scalars_view(rstd, m, P, ROWS, row)), tv)
         else:                                       # the forward's two-pass statistics
             (total,) = rk.row_sums([over_subtiles(lambda j: load(X, j))], row, P, ROWS,
-                                   CLUSTER, 0)
+                                   CLUSTER, 0, start=False, parity=parity)
             mu = lk.broadcast(total * inv_n, tv)
 
             def squares(j):
                 d = lk.where(lk.in_bounds(X[j]), load(X, j) - mu, 0.0)
                 return d * d
             (var,) = rk.row_sums([over_subtiles(squares)], row, P, ROWS, CLUSTER, 1,
-                                 start=False)      # the exchange before it: other slots
+                                 start=False, parity=parity)
             r = lk.broadcast(lk.rsqrt(var * inv_n + eps), tv)
 
         def xhat_and_g(j):                          # loaded again after the row sums: the
@@ -107,10 +111,8 @@ def _body(dy: lk.Pointer[lk.bf16], x: lk.Pointer[lk.bf16], w: lk.Pointer[lk.bf16
             _, xhat, g = xhat_and_g(j)
             sum_g = g if j == 0 else sum_g + g
             sum_gx = g * xhat if j == 0 else lk.fma(g, xhat, sum_gx)
-        # recomputed statistics: two exchanges of other slots (and their barriers) before
-        # this one each round, so a peer has read this round's slots before any CTA writes
-        # them again; given statistics: this is the round's only exchange
-        sum_g, sum_gx = rk.row_sums([sum_g, sum_gx], row, P, ROWS, CLUSTER, 2, start=STATS)
+        sum_g, sum_gx = rk.row_sums([sum_g, sum_gx], row, P, ROWS, CLUSTER, 2, start=False,
+                                    parity=parity)
         for j in range(SUBS):
             dyv, xhat, g = xhat_and_g(j)
             acc_w[j].put(lk.fma(dyv, xhat, acc_w[j].get()))
@@ -234,7 +236,8 @@ def compile_default() -> dict:
                      (131072, False), (131072, True)):
         s = split_for(n, 2)
         result[f"layernorm_backward n={n}{' stats' if stats else ''}"] = \
-            kernel_for(lk.bf16, lk.bf16, s).ptx(ptr, ptr, ptr, f32p, f32p, ptr, f32p, 4096, n // s.VEC, 1e-5, 4, 132,
+            kernel_for(lk.bf16, lk.bf16, s).ptx(ptr, ptr, ptr, f32p, f32p, ptr, f32p, 4096,
+                                                n // s.VEC, 1e-5, 4, 132,
                                                 **constexprs(s, stats))
     return result
 

@@ -109,8 +109,9 @@ def forward_launches(x, residual, weight, y, h, rstd, floats, m: int, n: int, ep
     rows, h = x + residual stored where h is given, rstd where rstd is given (residual,
     weight, h, rstd: None when absent); dtypes = (x's, weight's) lk dtypes; tensors of any kind
     the launcher takes (CUDA torch tensors, the interpreter's arrays), f32 buffers from
-    floats(count) (rstd's stand-in when absent); the split `s` or forward_split(n, x's itemsize, m). The one
-    description of the launch: the GPU path, check_cpu and layoutkit.torch all run it."""
+    floats(count) (rstd's stand-in when absent); the split `s` or forward_split(n, x's
+    itemsize, m). The one description of the launch: the GPU path, check_cpu and
+    layoutkit.torch all run it."""
     xdt, wdt = dtypes
     s = s or forward_split(n, xdt.nbytes, m)
     flags = {**s.constexprs(), "RESIDUAL": residual is not None, "WEIGHT": weight is not None,
@@ -246,7 +247,8 @@ def compile_default() -> dict:
     for n in (1024, 4096, 32768, 131072):
         s = forward_split(n, 2)
         k = kernel_for("forward", lk.bf16, lk.bf16, s)
-        result[f"rmsnorm n={n}"] = k.ptx(ptr, ptr, ptr, ptr, ptr, f32p, 4096, n // s.VEC, 1e-6, **s.constexprs(), RESIDUAL=True, WEIGHT=True,
+        result[f"rmsnorm n={n}"] = k.ptx(ptr, ptr, ptr, ptr, ptr, f32p, 4096, n // s.VEC, 1e-6,
+                                         **s.constexprs(), RESIDUAL=True, WEIGHT=True,
                                          STORE_RESIDUAL=True, STORE_RSTD=True)
         s = backward_split(n, 2)
         k = kernel_for("backward", lk.bf16, lk.bf16, s)

@@ -1,8 +1,8 @@
 """recipes/_rowwise_kernel.py's cluster exchange (row sums of rows split over a cluster, through
 distributed shared memory) on the CPU interpreter: the sums against numpy, and why a
-persistent loop with one exchange a round needs the exchange's first cluster barrier (without
-it a CTA overwrites a slot its peer has not read yet: the static check's cluster race, and
-the interpreter's)."""
+persistent loop with one exchange a round needs the exchange's first cluster barrier or a
+buffer doubled by round parity (without either a CTA overwrites a slot its peer has not read
+yet: the static check's cluster race, and the interpreter's)."""
 import numpy as np
 import pytest
 
@@ -17,26 +17,31 @@ N = CLUSTER * P * C * K
 F32 = lk.Pointer[lk.f32]
 
 
-def persistent_sums(start: bool):
-    """y[r] = sum of row r of x (m, N), rows r = i * ctas + cluster, one exchange a round."""
+def persistent_sums(start: bool, doubled: bool = False):
+    """y[r] = sum of row r of x (m, N), rows r = i * ctas + cluster, one exchange a round
+    (into a buffer doubled by round parity when `doubled`)."""
     def sums(x: F32, y: F32, m: lk.i32, rounds: lk.i32, ctas: lk.i32):
         tv = rk.row_layout(P, ROWS, C, K)
         lk.sm90.cluster_sync()                           # the peers have started
         for i in lk.range(0, rounds):
             row = rk.row_block(CLUSTER) + i * ctas
             v = lk.load(rk.rows_view(x, m, N, tv, row, CLUSTER))
-            (total,) = rk.row_sums([v], row, P, ROWS, CLUSTER, start=start)
+            (total,) = rk.row_sums([v], row, P, ROWS, CLUSTER, start=start,
+                                   parity=i % 2 if doubled else None)
             with lk.if_(rk.first_of_row(P, CLUSTER)):
                 lk.store(rk.scalars_view(y, m, P, ROWS, row), total)
     return lk.kernel(sums, num_warps=1, cluster=(CLUSTER, 1, 1))
 
 
-def test_row_sums_over_a_cluster_match_numpy_in_every_round():
+@pytest.mark.parametrize("start, doubled", [(True, False), (False, True)])
+def test_row_sums_over_a_cluster_match_numpy_in_every_round(start, doubled):
     m, ctas = 5, 2
+    kernel = persistent_sums(start, doubled)
+    kernel.ptx(F32, F32, m, 3, ctas)                     # the static check passes it
     x = np.random.default_rng(0).standard_normal((m, N)).astype(np.float32)
     for seed in (0, 1):
         y = np.full(m, np.nan, np.float32)
-        interpret(persistent_sums(True), CLUSTER * ctas, x, y, m, 3, ctas, seed=seed)
+        interpret(kernel, CLUSTER * ctas, x, y, m, 3, ctas, seed=seed)
         np.testing.assert_allclose(y, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-5)
 
 

@@ -32,7 +32,8 @@ import numpy as np
 
 from layoutkit.ptx.isa import arith, compare, control, special
 from layoutkit.sync import (NAMED_BARRIER_COUNT, WARPGROUP_THREADS, WHOLE_CTA_ID, NamedBarrier,
-                            check_directives, cluster_arrive, cluster_wait, emit_cluster_sync, emit_elect_one, named_arrive,
+                            check_directives, cluster_arrive, cluster_wait, emit_cluster_sync,
+                            emit_elect_one, named_arrive,
                             named_sync, set_role_registers, warpgroup_index)
 from layoutkit.ptx.isa.warp import WARP_SIZE
 from layoutkit.sync import kernel_model as km
