@@ -8,8 +8,8 @@ Three kernels per call:
      -lse * log2 e, both in the kernel's row order (batch, head, query) padded to 64-row blocks
      (D = 0, -inf there), and the f32 dQ accumulator zeroed;
   2. the kernel (recipes/_flash_attention_backward_kernel.py: pipeline, numerics and its
-     switches, `Config`), one CTA per 128-key block, kv head and batch: dK, dV in registers,
-     dQ by atomic f32 reductions;
+     switches, `Config`), one CTA per key block (128 keys; 64 at head dim 256), kv head and
+     batch: dK, dV in registers, dQ by atomic f32 reductions;
   3. post-pass (the passes module): dq = dQ_acc * scale as bf16.
 Head dims 64 and 128 split the CTA's keys between its two consumer warpgroups (128 keys per
 CTA); head dim 256, where dK and dV of 64 keys alone would be 256 f32 registers per thread,
@@ -26,6 +26,8 @@ from recipes import _flash_attention_backward_passes as passes
 backward_kernel, BN, BQ = kernel_module.backward_kernel, kernel_module.BN, kernel_module.BQ
 LOG2E = kernel_module.LOG2E
 HEAD_DIMS = (64, 128, 256)
+DKV_SPLITS = ("keys", "head_dim")
+SHARED_LIMIT = 232448 - 1024  # sm_90's opt-in shared memory, less room for the mbarriers
 
 
 @dataclass(frozen=True)
@@ -38,11 +40,37 @@ class Config:
     PRODUCER_REGISTERS: int = 24
     CONSUMER_REGISTERS: int = 240
 
+    @property
+    def keys(self) -> int:
+        """Keys per CTA: 128 when the consumers split keys, 64 when they split head_dim."""
+        return BN if self.DKV_SPLIT == "keys" else kernel_module.WG_KEYS
+
     def smem_bytes(self, head_dim: int) -> int:
-        """K, V (BN rows), the Q and dO rings (64 rows, with their f32 neg_lse2 and D rows) and
-        two dS^T buffers, bytes."""
-        return 2 * (2 * BN * head_dim + 2 * self.STAGES * BQ * head_dim + 2 * BN * BQ) + \
-            2 * self.STAGES * BQ * 4
+        """K, V, the Q and dO rings (64 rows, with their f32 neg_lse2 and D rows), two dS^T
+        buffers (and two of P^T when splitting head_dim), bytes (less alignment padding)."""
+        pt = 2 if self.DKV_SPLIT == "head_dim" else 1
+        return 2 * (2 * self.keys * head_dim + 2 * self.STAGES * BQ * head_dim +
+                    2 * pt * self.keys * BQ) + 2 * self.STAGES * BQ * 4
+
+    def check(self, head_dim: int) -> None:
+        """ValueError naming the field when this config cannot run at head_dim."""
+        what = "flash_attention_backward: config"
+        if self.DKV_SPLIT not in DKV_SPLITS or self.DQ_SPLIT not in kernel_module.DQ_SPLITS:
+            raise ValueError(f"{what} {self}: DKV_SPLIT is one of {DKV_SPLITS} and DQ_SPLIT one "
+                             f"of {kernel_module.DQ_SPLITS}")
+        if self.DKV_SPLIT == "keys" and head_dim == 256:
+            raise ValueError(f"{what} {self}: DKV_SPLIT='keys' keeps dK and dV of 64 keys x "
+                             "head_dim in each thread's registers, 256 f32 at head_dim 256; "
+                             "use DKV_SPLIT='head_dim'")
+        if self.DKV_SPLIT == "keys" and self.DQ_SPLIT == "head_dim" and head_dim % 128:
+            raise ValueError(f"{what} {self}: DQ_SPLIT='head_dim' gives each warpgroup "
+                             f"head_dim / 2 = {head_dim // 2} dQ columns, not a multiple of the "
+                             "128-byte swizzle's 64; use DQ_SPLIT='keys'")
+        if not isinstance(self.STAGES, int) or self.STAGES < 1 or \
+                self.smem_bytes(head_dim) > SHARED_LIMIT:
+            raise ValueError(f"{what} {self}: STAGES >= 1 and at most {SHARED_LIMIT} bytes of "
+                             f"shared memory; it needs {self.smem_bytes(head_dim)} at head_dim "
+                             f"{head_dim}")
 
 
 # head dim 64 splits dQ by keys: a head_dim/2 = 32-column dQ would need a B operand narrower
@@ -70,8 +98,7 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool,
                       DKV_SPLIT=cfg.DKV_SPLIT,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
-    keys = BN if cfg.DKV_SPLIT == "keys" else kernel_module.WG_KEYS
-    return (-(-sk // keys), hk, batch), args, constexprs
+    return (-(-sk // cfg.keys), hk, batch), args, constexprs
 
 
 def compile_default() -> dict[str, str]:
@@ -136,6 +163,8 @@ def flash_attention_backward(grad_o, q, k, v, o, lse, causal: bool = False,
     views = check_inputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout)
     if config is not None and not isinstance(config, Config):
         raise ValueError(f"flash_attention_backward: config is a Config, got {config!r}")
+    if config is not None:
+        config.check(views[1].shape[-1])
 
     def launch(kernel, grid, *args, **constexprs):
         kernel[grid](*args, **constexprs)

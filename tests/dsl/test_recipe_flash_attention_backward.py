@@ -110,6 +110,13 @@ def _args(**change):
     ({}, dict(softmax_scale=-0.5), "softmax_scale is >= 0"),
     ({}, dict(layout="sbhd"), "layout is 'bshd'"),
     ({}, dict(config="fast"), "config is a Config"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="rows")), "DQ_SPLIT one of"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="head_dim")), "head_dim / 2 = 32 dQ columns"),
+    ({}, dict(config=fb.Config(STAGES=12, DQ_SPLIT="keys")), "at most 231424 bytes of shared"),
+    ({}, dict(config=fb.Config(STAGES=0, DQ_SPLIT="keys")), "STAGES >= 1"),
+    (dict(q=Cuda(1, 8, 4, 256), k=Cuda(1, 9, 2, 256), v=Cuda(1, 9, 2, 256),
+          grad_o=Cuda(1, 8, 4, 256), o=Cuda(1, 8, 4, 256)), dict(config=fb.Config()),
+     "use DKV_SPLIT='head_dim'"),
 ])
 def test_argument_errors_name_the_argument(change, options, message):
     with pytest.raises(ValueError, match=message):
