@@ -16,7 +16,8 @@ are per query head, the group sum not timed). Interleaved medians with the L2 fl
 each call (layoutkit.tools.benchmarking). TFLOP/s count the backward as 2.5 x the forward's
 FLOPs (4 B H Sq Sk D, halved for causal): 5 matmuls against the forward's 2. Ratios are
 layoutkit / FA4 and layoutkit / best SDPA backend. layoutkit's dq is checked against SDPA's
-first (max error under 2e-2 of max |dq|).
+first (max error under 2e-2 of max |dq|). Then the ablation rows (seqlen 8k, each head dim):
+recipes/flash_attention_backward.ablations, each pipeline choice switched in turn.
 """
 from __future__ import annotations
 
@@ -55,15 +56,17 @@ def _grad_of(out, inputs, dout):
     return lambda: torch.autograd.grad(out, inputs, dout, retain_graph=True)
 
 
-def case(fa, fb, d: int, seqlen: int, causal: bool, reps: int, fa4=None, gqa: int = 1):
-    """{name: TFLOP/s} of one shape, the names skipped (with why), (batch, heads)."""
+def case(fa, fb, d: int, seqlen: int, causal: bool, reps: int, fa4=None, gqa: int = 1,
+         configs=None, peers: bool = True):
+    """{name: TFLOP/s} of one shape (layoutkit's default or each of `configs`, and the peers
+    unless `peers` is False), the names skipped (with why), (batch, heads)."""
     batch = max(1, TOKENS // seqlen)
     q, do = (torch.randn(batch, seqlen, HEADS, d, device="cuda").to(torch.bfloat16)
              for _ in range(2))
     k, v = (torch.randn(batch, seqlen, HEADS // gqa, d, device="cuda").to(torch.bfloat16)
             for _ in range(2))
     candidates, skipped, reference_dq = {}, [], None
-    for name, backend in _backends().items():
+    for name, backend in (_backends() if peers else {}).items():
         from torch.nn.attention import sdpa_kernel
         leaves = [x.detach().transpose(1, 2) for x in (q, k, v)]
         leaves[1:] = [x.repeat_interleave(gqa, dim=1) for x in leaves[1:]]
@@ -79,7 +82,7 @@ def case(fa, fb, d: int, seqlen: int, causal: bool, reps: int, fa4=None, gqa: in
             continue
         reference_dq = grads[0].transpose(1, 2) if reference_dq is None else reference_dq
         candidates[name] = run
-    if fa4 is not None:
+    if fa4 is not None and peers:
         leaves = [x.detach().requires_grad_() for x in (q, k, v)]
         try:
             out = fa4(*leaves, causal=causal)
@@ -91,14 +94,16 @@ def case(fa, fb, d: int, seqlen: int, causal: bool, reps: int, fa4=None, gqa: in
             skipped.append(f"FA4 ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})")
     if d in fb.HEAD_DIMS:
         o, lse = fa.flash_attention(q, k, v, causal)
-        dq = fb.flash_attention_backward(do, q, k, v, o, lse, causal)[0]
-        if reference_dq is not None:
-            err = ((dq.float() - reference_dq.float()).abs().max() /
-                   reference_dq.float().abs().max()).item()
-            if not err < 2e-2:
-                raise AssertionError(f"d={d} seqlen={seqlen} causal={causal}: dq off by {err:.3g}"
-                                     " of max |dq| against SDPA")
-        candidates["layoutkit"] = lambda: fb.flash_attention_backward(do, q, k, v, o, lse, causal)
+        for label, cfg in (configs or {"layoutkit": None}).items():
+            dq = fb.flash_attention_backward(do, q, k, v, o, lse, causal, config=cfg)[0]
+            if reference_dq is not None:
+                err = ((dq.float() - reference_dq.float()).abs().max() /
+                       reference_dq.float().abs().max()).item()
+                if not err < 2e-2:
+                    raise AssertionError(f"d={d} seqlen={seqlen} causal={causal} {label}: dq "
+                                         f"off by {err:.3g} of max |dq| against SDPA")
+            candidates[label] = (lambda cfg=cfg: fb.flash_attention_backward(
+                do, q, k, v, o, lse, causal, config=cfg))
     times = interleaved(candidates, reps=reps)
     flops = BACKWARD_FLOPS * fa.attention_flops(batch, HEADS, seqlen, seqlen, d, causal)
     return ({name: tflops(flops, t.median_ms) for name, t in times.items()}, skipped,
@@ -111,6 +116,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="seqlen 2k and 16k only")
     parser.add_argument("--head-dims", type=int, nargs="+", default=(64, 128, 256))
     parser.add_argument("--peers", default=".peers", help="the peers pack folder (FA4)")
+    parser.add_argument("--no-ablations", action="store_true")
     args = parser.parse_args(argv)
     fa4, why = fa4_forward(args.peers)     # before anything else imports the CuTe DSL
     fa, fb = load_recipe("flash_attention"), load_recipe("flash_attention_backward")
@@ -142,6 +148,17 @@ def main(argv=None) -> int:
         notes += [f"d={d} seqlen={seqlen} causal={causal}: skipped {s}" for s in skipped]
     for note in notes:
         print(note)
+    if not args.no_ablations:
+        print("\nAblations (seqlen 8192; TFLOP/s, ratio to the default):\n")
+        print("| hd | causal | config | TFLOP/s | ratio |\n|---|---|---|---|---|")
+        for d in [d for d in (64, 128, 256) if d in args.head_dims]:
+            for causal in (False, True):
+                configs = fb.ablations(d)
+                got, _, _ = case(fa, fb, d, 8192, causal, args.reps, configs=configs,
+                                 peers=False)
+                for name in configs:
+                    print(f"| {d} | {causal} | {name} | {got[name]:.1f} | "
+                          f"{got[name] / got['default']:.3f} |", flush=True)
     return 0
 
 

@@ -17,7 +17,7 @@ splits head_dim instead (64 keys per CTA; recipes/_flash_attention_backward_colu
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_backward_kernel as kernel_module
@@ -77,6 +77,24 @@ class Config:
 # than the 128-byte swizzle's 64 columns; head dim 256 splits dK and dV by columns
 CONFIGS = {64: Config(DQ_SPLIT="keys"), 128: Config(DQ_SPLIT="head_dim"),
            256: Config(DKV_SPLIT="head_dim")}
+
+
+def ablations(head_dim: int) -> dict[str, Config]:
+    """The default config and one switched choice per entry (the benchmark's ablation rows):
+    the other dQ split where it can run, ring depths 1 and 3 where they fit."""
+    base = CONFIGS[head_dim]
+    rows = {"default": base}
+    other = "keys" if base.DQ_SPLIT == "head_dim" else "head_dim"
+    candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)} \
+        if base.DKV_SPLIT == "keys" else {}
+    candidates.update({f"STAGES={n}": replace(base, STAGES=n) for n in (1, 3)})
+    for name, cfg in candidates.items():
+        try:
+            cfg.check(head_dim)
+        except ValueError:
+            continue
+        rows[name] = cfg
+    return rows
 
 
 def padded_rows(batch: int, heads_q: int, seqlen_q: int) -> int:

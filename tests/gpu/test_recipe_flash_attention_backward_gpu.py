@@ -2,9 +2,9 @@
 autograd in float64 on the same bf16 inputs, random shapes (head dim 64, 128 and 256, causal
 and not, GQA with heads_q = 2 or 4 x heads_kv, ragged seqlen_q != seqlen_k including 1, 77, 300,
 seqlen_q > seqlen_k under causal, where rows see no key), both layouts, a custom scale, every
-split of the consumers' work; and autograd through layoutkit.torch's op. Errors are relative
-to each gradient's largest reference entry (at least the recipe's ERROR_FLOOR), as the
-forward's tests measure o.
+ablation config (recipes/flash_attention_backward.ablations); and autograd through
+layoutkit.torch's op. Errors are relative to each gradient's largest reference entry (at least
+the recipe's ERROR_FLOOR), as the forward's tests measure o.
 Run with LAYOUTKIT_DEBUG=1 to turn a pipeline hang into layoutkit.sync.BarrierTimeoutError."""
 import pytest
 
@@ -58,14 +58,17 @@ def test_gradients_match_float64_autograd(shape):
     assert max(err.values()) < TOLERANCE, err
 
 
-@pytest.mark.parametrize("split", fb.kernel_module.DQ_SPLITS)
-def test_both_dq_splits_at_head_dim_128(split):
-    q, k, v, do, causal = _inputs((2, 333, 517, 4, 2, 128, True), seed=3)
+ABLATIONS = [(d, name) for d in fb.HEAD_DIMS for name in fb.ablations(d)]
+
+
+@pytest.mark.parametrize("d, name", ABLATIONS, ids=lambda x: str(x))
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_ablation_config(d, name, causal):
+    q, k, v, do, _ = _inputs((2, 333, 517, 4, 2, d, causal), seed=3)
     o, lse = fa.flash_attention(q, k, v, causal)
-    cfg = fb.Config(DQ_SPLIT=split)
-    got = fb.flash_attention_backward(do, q, k, v, o, lse, causal, config=cfg)
-    err = errors(got, fb.reference_torch(q, k, v, do, causal, q.shape[-1] ** -0.5))
-    assert max(err.values()) < TOLERANCE, (split, err)
+    got = fb.flash_attention_backward(do, q, k, v, o, lse, causal, config=fb.ablations(d)[name])
+    err = errors(got, fb.reference_torch(q, k, v, do, causal, d ** -0.5))
+    assert max(err.values()) < TOLERANCE, (name, err)
 
 
 def test_bhsd_layout_and_a_custom_scale():
