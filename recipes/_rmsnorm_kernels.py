@@ -22,10 +22,11 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
     def rows_of(ptr):
         return rk.rows_view(ptr, m, n, tv, row, CLUSTER)
 
-    h = lk.cast(lk.load(rows_of(x)), lk.f32)
+    raw = [lk.load(rows_of(x))] + ([lk.load(rows_of(res))] if RESIDUAL else [])
+    rk.peers_started(CLUSTER)                      # a cluster's peers, while x is in flight
+    h = lk.cast(raw[0], lk.f32)                    # (its first use: after the barrier)
     if RESIDUAL:
-        h = h + lk.cast(lk.load(rows_of(res)), lk.f32)
-    rk.peers_started(CLUSTER)                      # a cluster's peers, while h is in flight
+        h = h + lk.cast(raw[1], lk.f32)
     if STORE_RESIDUAL:
         lk.store(rows_of(res_out), lk.cast(h, res_out.dtype))
     (squares,) = rk.row_sums([h * h], row, P, ROWS, CLUSTER, start=False, barrier=full)

@@ -49,8 +49,9 @@ def _layernorm_rows(x, w, b, y, m, n_vectors, eps, WARPS, ROWS, C, K, CLUSTER):
     rows = rk.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
     tv = rows.tv
     X = rows.rows_of(x)
-    v = lk.cast(lk.load(X), lk.f32)
-    rows.peers_started()                            # a cluster's peers, while v is in flight
+    raw = lk.load(X)
+    rows.peers_started()                            # a cluster's peers, while x is in flight
+    v = lk.cast(raw, lk.f32)                        # (its first use: after the barrier)
     inv_n = 1.0 / lk.cast(rows.n, lk.f32)
     held = lk.cast(rows.part_columns(), lk.f32)     # n without a cluster
     part_sum = lk.reduce_sum(v, 1)

@@ -47,8 +47,9 @@ def _softmax_rows(x, y, m, n_vectors, WARPS, ROWS, C, K, CLUSTER):
     """The kernel body: this CTA's ROWS rows (its part of them in a cluster)."""
     rows = rk.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
     tv = rows.tv
-    v = lk.cast(lk.load(rows.rows_of(x), other=float("-inf")), lk.f32)
-    rows.peers_started()                            # a cluster's peers, while v is in flight
+    raw = lk.load(rows.rows_of(x), other=float("-inf"))
+    rows.peers_started()                            # a cluster's peers, while x is in flight
+    v = lk.cast(raw, lk.f32)                        # (its first use: after the barrier)
     part_max = lk.reduce_max(v, 1)
     e = lk.exp2(lk.fma(v, LOG2E, lk.broadcast(part_max * (-LOG2E), tv)), ftz=True)
     part_sum = lk.reduce_sum(e, 1)
