@@ -1,7 +1,7 @@
 """Autograd through torch.ops.layoutkit.flash_attention on CPU tensors: the backward op runs
 recipes/flash_attention_backward.py's steps with its kernel in the CPU interpreter; dq, dk, dv
 against torch autograd in float64 on the same bf16 inputs (GQA, causal, seqlen_q != seqlen_k,
-ragged)."""
+ragged), and torch.library.opcheck of both ops with gradients."""
 from __future__ import annotations
 
 import pytest
@@ -23,3 +23,20 @@ def test_gradients_match_float64_autograd():
         err = ((g.double() - want).abs().max() / want.abs().max()).item()
         assert err < 2 ** -6, f"d{name} off by {err:.3g} of its max"
 
+
+
+def test_opcheck_with_gradients():
+    """torch.library.opcheck of the forward op on inputs that need grad (its autograd
+    registration runs the backward op) and of the backward op itself."""
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(*shape, generator=gen).to(torch.bfloat16).requires_grad_()
+               for shape in ((1, 8, 2, 64), (1, 12, 1, 64), (1, 12, 1, 64)))
+    ops = torch.ops.layoutkit
+    result = torch.library.opcheck(ops.flash_attention.default, (q, k, v, True, None, "bshd"))
+    assert set(result.values()) == {"SUCCESS"}, result
+    o, lse = ops.flash_attention(q.detach(), k.detach(), v.detach(), True, None, "bshd")
+    grad_o = torch.randn(o.shape, generator=gen).to(torch.bfloat16)
+    result = torch.library.opcheck(ops.flash_attention_backward.default,
+                                   (grad_o, q.detach(), k.detach(), v.detach(), o, lse, True,
+                                    None, "bshd"))
+    assert set(result.values()) == {"SUCCESS"}, result
