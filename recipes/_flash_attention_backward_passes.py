@@ -1,6 +1,6 @@
 """The pre- and post-pass kernels of recipes/flash_attention_backward.py, one CTA per (64-query
-block, query head, batch), 128 threads, each thread 8 consecutive head_dim columns (16-byte
-accesses) of rows r, r + 128/(d/8), ...:
+block, query head, batch), 128 threads walking the block in slabs of 2048 / d rows (16 values
+per thread), each thread 8 consecutive head_dim columns (16-byte accesses) of 2 rows a slab:
 
     pre_pass:  D = rowsum(dO * O) (f32), neg_lse2 = -lse * log2 e, both in the backward
                kernel's row order (batch, head, query) padded to whole 64-query blocks (D = 0,
@@ -10,7 +10,7 @@ accesses) of rows r, r + 128/(d/8), ...:
 
 The accumulator and the row vectors are seen as (64 * nqb, d, heads_q, batch) and (64 * nqb,
 1, heads_q, batch) tensors (nqb = ceil(seqlen_q / 64)), so every tile here is the same
-(64, d, 1, 1) shape as the (seqlen, d, heads, batch) views of q, dO, O and dq.
+(slab, d, 1, 1) shape as the (seqlen, d, heads, batch) views of q, dO, O and dq.
 """
 from __future__ import annotations
 
@@ -21,16 +21,23 @@ import layoutkit as lk
 BQ = 64                           # query rows per CTA (the backward kernel's step)
 THREADS = 128
 COLUMNS = 8                       # consecutive head_dim columns per thread (16 bytes of bf16)
+VALUES = 16                       # per thread and slab: few registers, many CTAs per SM
 LOG2E = math.log2(math.e)
 
 
+def slab_rows(d: int) -> int:
+    """Rows of one slab: 16 values for each of the 128 threads."""
+    return THREADS * VALUES // d
+
+
 def rows_layout(d: int) -> lk.TVLayout:
-    """(64, d, 1, 1) tile: thread t holds columns (t % g) * 8 .. + 7 (g = d / 8 column groups)
-    of rows t // g + k * (128 / g)."""
-    groups = d // COLUMNS
+    """(slab, d, 1, 1) tile: thread t holds columns (t % g) * 8 .. + 7 (g = d / 8 column
+    groups) of rows t // g and t // g + 128 / g."""
+    groups, rows = d // COLUMNS, slab_rows(d)
     per_pass = THREADS // groups
-    return lk.TVLayout((BQ, d, 1, 1), lk.Layout(((groups, per_pass), (COLUMNS, BQ // per_pass)),
-                                                ((BQ * COLUMNS, 1), (BQ, per_pass))))
+    return lk.TVLayout((rows, d, 1, 1),
+                       lk.Layout(((groups, per_pass), (COLUMNS, rows // per_pass)),
+                                 ((rows * COLUMNS, 1), (rows, per_pass))))
 
 
 def _padded(x: lk.GlobalTensor, sqp, cols, hq, batch) -> lk.GlobalTensor:
@@ -49,20 +56,23 @@ def pre_pass_body(do: lk.Tensor[lk.bf16, 4], o: lk.Tensor[lk.bf16, 4], lse: lk.T
     sqp = -(-SQ // BQ) * BQ
     m, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     tv = rows_layout(D)
-    tile = (BQ, D, 1, 1)
-    where = (m, 0, h, b)
-    x, y = (lk.load(t.permute(1, 3, 2, 0).tile(tile, where).partition(tv)) for t in (do, o))
-    sums = lk.reduce_sum(lk.cast(x, lk.f32) * lk.cast(y, lk.f32), 1)     # 0 on padding rows
-    rows = sums.layout
+    slabs = BQ // tv.tile[0]
     # lse as (seqlen_q, 1, heads, batch): +inf past seqlen_q gives neg_lse2 = -inf there
     lse_rows = lk.global_tensor(lse.ptr, lk.Layout((SQ, 1, HQ, B), (lse.stride[2], 0,
                                                                    lse.stride[1], lse.stride[0])))
-    neg = lk.load(lse_rows.tile(rows.tile, where).partition(rows), other=math.inf) * -LOG2E
-    with lk.if_(lk.eq(lk.thread_id() % (D // COLUMNS), 0)):      # one thread per row
-        for values, out in ((sums, delta), (neg, neg_lse2)):
-            view = _padded(out, sqp, 1, HQ, B)
-            lk.store(view.tile(rows.tile, where).partition(rows), values)
-    lk.store(_padded(dq_acc, sqp, D, HQ, B).tile(tile, where).partition(tv), lk.full(tv, 0.0))
+    for t in lk.range(0, slabs):
+        where = (m * slabs + t, 0, h, b)
+        x, y = (lk.load(z.permute(1, 3, 2, 0).tile(tv.tile, where).partition(tv))
+                for z in (do, o))
+        sums = lk.reduce_sum(lk.cast(x, lk.f32) * lk.cast(y, lk.f32), 1)  # 0 on padding rows
+        rows = sums.layout
+        neg = lk.load(lse_rows.tile(rows.tile, where).partition(rows), other=math.inf) * -LOG2E
+        with lk.if_(lk.eq(lk.thread_id() % (D // COLUMNS), 0)):      # one thread per row
+            for values, out in ((sums, delta), (neg, neg_lse2)):
+                view = _padded(out, sqp, 1, HQ, B)
+                lk.store(view.tile(rows.tile, where).partition(rows), values)
+        lk.store(_padded(dq_acc, sqp, D, HQ, B).tile(tv.tile, where).partition(tv),
+                 lk.full(tv, 0.0))
 
 
 def post_pass_body(dq_acc: lk.Tensor[lk.f32, 2], dq: lk.Tensor[lk.bf16, 4], SCALE: lk.f32,
@@ -73,9 +83,12 @@ def post_pass_body(dq_acc: lk.Tensor[lk.f32, 2], dq: lk.Tensor[lk.bf16, 4], SCAL
     sqp = -(-SQ // BQ) * BQ
     m, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     tv = rows_layout(D)
-    tile, where = (BQ, D, 1, 1), (m, 0, h, b)
-    acc = lk.load(_padded(dq_acc, sqp, D, HQ, B).tile(tile, where).partition(tv))
-    lk.store(dq.permute(1, 3, 2, 0).tile(tile, where).partition(tv), lk.cast(acc * SCALE, lk.bf16))
+    slabs = BQ // tv.tile[0]
+    for t in lk.range(0, slabs):
+        where = (m * slabs + t, 0, h, b)
+        acc = lk.load(_padded(dq_acc, sqp, D, HQ, B).tile(tv.tile, where).partition(tv))
+        lk.store(dq.permute(1, 3, 2, 0).tile(tv.tile, where).partition(tv),
+                 lk.cast(acc * SCALE, lk.bf16))
 
 
 pre_pass = lk.kernel(pre_pass_body, num_warps=THREADS // 32)
