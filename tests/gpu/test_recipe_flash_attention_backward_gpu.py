@@ -89,3 +89,12 @@ def test_autograd_through_the_torch_op():
     got = torch.autograd.grad(o, (q, k, v), do)
     err = errors(got, fb.reference_torch(q, k, v, do, causal, q.shape[-1] ** -0.5))
     assert max(err.values()) < TOLERANCE, err
+
+
+@pytest.mark.parametrize("sq, sk", [(0, 5), (5, 0)])
+def test_empty_sequences_give_zero_gradients(sq, sk):
+    q, k, v, do, causal = _inputs((1, sq, sk, 2, 1, 64, False), seed=11)
+    o, lse = fa.flash_attention(q, k, v, causal)
+    got = fb.flash_attention_backward(do, q, k, v, o, lse, causal)
+    assert [tuple(g.shape) for g in got] == [tuple(x.shape) for x in (q, k, v)]
+    assert all(not g.any() for g in got)
