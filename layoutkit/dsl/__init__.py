@@ -21,7 +21,8 @@ from .core import (Block, ConstexprError, DSLError, DType, Function, Kernel, Ker
                    exp2, f16, f32,
                    f64, fma, full, i32, i64, kernel, lane_id, log2, maximum, minimum, rsqrt,
                    sqrt, thread_id, tv_layout, u32, verify, warp_id, where)
-from .lang import (GlobalTensor, PointerArg, SharedTensor, atomic_add, barrier, broadcast, convert_layout, eq,
+from .lang import (GlobalTensor, PointerArg, SharedTensor, atomic_add, barrier, broadcast,
+                   convert_layout, eq,
                    assume, global_tensor, if_, in_bounds, index_value, load, ne,
                    range, reduce_max, reduce_sum, shared_tensor, store,  # noqa: A004
                    thread_sum)
