@@ -103,6 +103,13 @@ def tuner(head_dim: int, causal: bool) -> lk.Autotuner:
     return found
 
 
+def _call_facts(args: tuple) -> tuple:
+    """What fixes a launch's tuning key and grid (Autotuner.launch_remembered's facts): each
+    tensor's shape, strides, dtype, device and 16-byte alignment, and the group size."""
+    return tuple((x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16)
+                 for x in args[:5]) + (args[5],)
+
+
 def _tuned(cfg: Config) -> lk.Config:
     """cfg as the autotuner's lk.Config (its fields are the kernel's constexprs)."""
     return lk.Config(num_warps=kernel_module.warps(cfg.CONSUMERS), **asdict(cfg))
@@ -273,7 +280,8 @@ def flash_attention(q, k, v, causal: bool = False, softmax_scale: float | None =
     rows = lse.view(batch * hq, sq)
     grid, args, constexprs = kernel_arguments(qs, ks, vs, o_run, rows, causal, scale, cfg)
     if config is None:          # the swept winner of this key, else default_config's cfg
-        tuner(d, causal)[tuned_grid(sq, hq, batch)](*args, D=d, CAUSAL=causal)
+        tuner(d, causal).launch_remembered(_call_facts(args), tuned_grid(sq, hq, batch), *args,
+                                           D=d, CAUSAL=causal)
     else:
         kernel_for(cfg)[grid](*args, **constexprs)
     if o_run.data_ptr() != o.data_ptr():

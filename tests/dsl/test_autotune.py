@@ -193,3 +193,24 @@ def test_a_constant_default_and_bad_defaults():
     with pytest.raises(lk.KernelDefinitionError, match="the default function returned "
                        "'BLOCK=256', not an lk.Config"):
         t._default((None,) * 5)
+
+
+def test_launch_remembered_launches_what_the_tuner_chooses_and_forgets_at_a_sweep(cache, gpu):
+    timer = FakeTimer(dict(zip(LABELS, (3.0, 1.0, 2.0))))
+    t = tuner(timer, default=CONFIGS[2])
+    fake = gpu(t.kernel, t.kernel_for(CONFIGS[2]))
+    x, y = tensors(4096)
+    facts = ("n", 4096)
+    for _ in range(2):
+        t.launch_remembered(facts, grid, x, y, 4096, 2.0)
+    assert timer.calls == [] and len(t._remembered) == 1
+    assert [(c.grid, c.block, c.spec.key[4]) for c in fake.calls] == \
+        [((4, 1, 1), 256, ("int", 1024))] * 2
+    t[grid](x, y, 4096, 2.0)                             # the same launch through t[grid]
+    assert fake.calls[-1].spec is fake.calls[0].spec and fake.calls[-1].packed == \
+        fake.calls[0].packed
+    assert t.tune(grid, x, y, 4096, 2.0) == CONFIGS[1] and t._remembered == {}
+    t.launch_remembered(facts, grid, x, y, 4096, a=2.0)
+    assert (fake.calls[-1].grid, fake.calls[-1].block) == ((8, 1, 1), 128)
+    with pytest.raises(lk.KernelArgumentError, match="has no parameter 'b'"):
+        t.launch_remembered(facts, grid, x, y, 4096, 2.0, b=1)

@@ -41,3 +41,21 @@ def test_the_sweep_fits_and_holds_the_default(d, causal):
     assert fa.tuner(d, causal) is t and t.kernel is fa.attention_kernel
     assert t.configs == tuple(fa._tuned(c) for c in space)
     assert str(fa._tuned(fa.CONFIGS[d, causal])).startswith(f"BN={fa.CONFIGS[d, causal].BN}, ")
+
+
+def test_call_facts_tell_apart_what_the_tuning_key_does():
+    torch = pytest.importorskip("torch")
+    base = torch.zeros(2 * 64 * 4 * 64 + 8, dtype=torch.bfloat16)
+    q = base[:2 * 64 * 4 * 64].view(2, 64, 4, 64)
+    lse = torch.zeros(8, 64)
+
+    def facts(*tensors, group=1):
+        return fa._call_facts((*tensors, lse, group, 0.125))
+    assert facts(q, q, q, q) == facts(q, q, q, q)
+    shifted = base[8:].view(-1)[:q.numel()].view(2, 64, 4, 64)     # 16 bytes on: same facts
+    assert facts(shifted, q, q, q) == facts(q, q, q, q)
+    unaligned = base[1:q.numel() + 1].view(2, 64, 4, 64)
+    assert facts(unaligned, q, q, q) != facts(q, q, q, q)
+    assert facts(q.transpose(1, 2).contiguous().transpose(1, 2), q, q, q) != facts(q, q, q, q)
+    assert facts(q, q, q, q, group=2) != facts(q, q, q, q)
+    assert facts(q, q[:, :32], q[:, :32], q) != facts(q, q, q, q)

@@ -112,6 +112,7 @@ class Autotuner:
         self.tuned = frozenset(k for c in self.configs for k, _ in c.constexprs)   # set by configs
         self._variants = {(kernel.num_warps, kernel.cluster): kernel}
         self._best: dict = {}
+        self._remembered: dict = {}          # launch_remembered's facts -> (launch, constexprs)
         self._disk: dict | None = None
         self.report: dict = {}
 
@@ -174,6 +175,7 @@ class Autotuner:
         values = self._bind(args, kwargs)
         key = self.tuning_key(values)
         found = self._best[key] = self._tune(values, key, grid)
+        self._remembered.clear()
         return found
 
     def _best_for(self, values: tuple, grid) -> Config:
@@ -205,6 +207,26 @@ class Autotuner:
             config = self._best_for(values, grid)
             self._launcher(grid, config, values)(stream)
         return launch
+
+    def launch_remembered(self, facts, grid, *args, stream=None, **kwargs) -> None:
+        """`self[grid](*args, **kwargs)` for a caller whose hashable `facts` determine the call's
+        tuning key and grid (every tensor's shape, strides, dtype and 16-byte alignment, every
+        integer's value, the device): the config, its kernel and grid are found by one lookup
+        of `facts` after the first call with them (a sweep run by tune() forgets them), and the
+        launch is the kernel's own `kernel[grid](...)` with the config's constexprs."""
+        found = self._remembered.get(facts)
+        if found is None:
+            values = self._bind(args, kwargs)
+            config = self._best_for(values, grid)
+            k = self.kernel_for(config)
+            if callable(grid):
+                grid = grid(dict(zip((p.name for p in k.params), values), **config.kwargs,
+                                 num_warps=k.num_warps))
+            if len(self._remembered) >= 1024:
+                self._remembered.clear()
+            found = self._remembered[facts] = (k[grid], config.kwargs)
+        launch, constexprs = found
+        launch(*args, stream=stream, **{**kwargs, **constexprs})
 
     def _launcher(self, grid, config: Config, values: tuple):
         """A function(stream) launching `config` on the bound arguments `values`."""
