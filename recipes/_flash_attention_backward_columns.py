@@ -56,8 +56,9 @@ class ColumnConsumer(Consumer):
             S = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(BQ), self.sK_w, sQ, accumulate=False)
             lk.sm90.wgmma_commit()
             lk.sm90.wgmma_wait(0)
-            P = lk.exp2(lk.fma(S, e.SCALE_LOG2, self.query_values("neg_lse2", s.stage)),
-                        ftz=True)
+            P = lk.exp2(lk.minimum(lk.fma(S, e.SCALE_LOG2,
+                                          self.query_values("neg_lse2", s.stage)), 0.0),
+                        ftz=True)                                   # P <= 1: the kernel module
             if masked:
                 P = self.mask(P, m)
             lk.store(sP.partition(self.s_layout), lk.cast(P, lk.bf16))

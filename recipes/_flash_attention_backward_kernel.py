@@ -29,11 +29,13 @@ Numerics: the scores' scale is applied once, at the end (dK *= scale here, dQ *=
 post-pass): dS above is the gradient with respect to the scaled scores. P is recomputed from
 the forward's lse (natural log, scaled into log2 units by the pre-pass), so it is the forward's
 P up to f32 rounding. Rows that see no key (causal, seqlen_q > seqlen_k) have lse = -inf
-(neg_lse2 = +inf); they lie only in masked blocks, where the mask picks 0 after the exp2 (so
-inf never reaches dS).
+(neg_lse2 = +inf); they lie only in masked blocks, where the mask picks 0 after the exp2.
 Query rows past seqlen_q (the last, ragged block: TMA fills Q and dO with zeros) read the pre-
 pass's padding neg_lse2 = -inf, D = 0, so P = 0 there without a mask; key rows past seqlen_k have
-K = V = 0, so they add nothing to dQ and their dK, dV rows are clipped by the TMA store.
+K = V = 0, so they add nothing to dQ and their dK, dV rows are clipped by the TMA store. The
+exponent is clamped at 0 (P <= 1, as it is in exact arithmetic): a zero key row's P = exp(-lse)
+would overflow for lse < -88 and make 0 * inf = NaN in dQ; the clamp also keeps the no-key
+rows' exp2 finite before their mask.
 
 Causal (bottom-right aligned, as the forward): query q sees key j <= q + seqlen_k - seqlen_q;
 query blocks wholly above the CTA's first key are skipped, the ones that cross its keys'
@@ -220,7 +222,7 @@ class Consumer:
 
     def mask(self, P, m):
         """P^T with 0 where key > query + seqlen_k - seqlen_q (after the exp2: rows that see no
-        key have neg_lse2 = +inf and an infinite exp2 here)."""
+        key have neg_lse2 = +inf, clamped to P = 1 there)."""
         e = self.e
         base = lk.cast(m * BQ + self.col0 + e.SK - e.SQ - self.first_key, lk.i32)
         keep = lk.RegisterTensor(lk.bool_, P.layout, [(base >= dr - dc).value
@@ -247,7 +249,7 @@ class Consumer:
         lk.sm90.wgmma_commit()
         lk.sm90.wgmma_wait(1)                               # S^T done, dP^T still running
         neg_lse2 = self.query_values("neg_lse2", s.stage)   # shared: loaded where used
-        P = lk.exp2(lk.fma(S, e.SCALE_LOG2, neg_lse2), ftz=True)
+        P = lk.exp2(lk.minimum(lk.fma(S, e.SCALE_LOG2, neg_lse2), 0.0), ftz=True)   # P <= 1
         if masked:
             P = self.mask(P, m)
         P16 = lk.cast(P, lk.bf16)

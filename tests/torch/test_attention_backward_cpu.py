@@ -40,3 +40,20 @@ def test_opcheck_with_gradients():
                                    (grad_o, q.detach(), k.detach(), v.detach(), o, lse, True,
                                     None, "bshd"))
     assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_very_negative_logits_stay_finite():
+    """Every score near -128 (lse < -88): the zero rows past seqlen_k in the last key block
+    would give P = exp(-lse) = inf without the kernel's clamp, and 0 * inf = NaN in dq."""
+    gen = torch.Generator().manual_seed(2)
+    noise = [torch.randn(1, n, 1, 64, generator=gen) for n in (8, 12, 12)]
+    q, k = (4.0 + 0.1 * noise[0]), (-4.0 + noise[1])       # scores -128 +- a few
+    q, k, v = (x.to(torch.bfloat16).requires_grad_() for x in (q, k, noise[2]))
+    grad_o = torch.randn(1, 8, 1, 64, generator=gen).to(torch.bfloat16)
+    o, lse = lkt.flash_attention(q, k, v)
+    assert lse.max().item() < -88
+    got = torch.autograd.grad(o, (q, k, v), grad_o)
+    for name, g, want in zip("qkv", got, reference_torch(q, k, v, grad_o, False, 64 ** -0.5)):
+        assert torch.isfinite(g).all(), f"d{name} is not finite"
+        err = ((g.double() - want).abs().max() / want.abs().max()).item()
+        assert err < 2 ** -6, f"d{name} off by {err:.3g} of its max"
