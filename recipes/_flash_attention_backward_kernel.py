@@ -47,7 +47,9 @@ Pipeline switches (constexprs, `Config` in the recipe file): BN keys per CTA (2 
 the Q/dO ring depth, DQ_SPLIT how the two consumer warpgroups share dQ = dS K: "head_dim"
 (each computes dQ for half of head_dim over all BN keys: one reduction per dQ element per CTA,
 needs head_dim / 2 a multiple of 64 and a 256-thread barrier per step) or "keys" (each computes
-the full head_dim over its own 64 keys: no cross-warpgroup barrier, twice the reductions), and
+the full head_dim over its own 64 keys: no cross-warpgroup barrier, twice the reductions) or
+"keys_summed" (as "keys", then the two partials summed through shared memory behind a 256-
+thread barrier, each warpgroup reducing half of the columns: one reduction per element), and
 the register budgets; DKV_SPLIT "head_dim" (head dim 256) replaces this file's consumers by
 recipes/_flash_attention_backward_columns.py's (64 keys per CTA, head_dim split for dK, dV).
 """
@@ -64,7 +66,8 @@ BN = CONSUMERS * WG_KEYS       # keys per CTA
 BQ = 64                        # query rows per ring step
 LOG2E = math.log2(math.e)
 DS_BARRIER, EPILOGUE_BARRIER = 1, 3      # named barrier ids (keys split, epilogue: + warpgroup)
-DQ_SPLITS = ("head_dim", "keys")
+DQ_SPLITS = ("head_dim", "keys", "keys_summed")
+DQ_BARRIER = 5                           # the keys_summed exchange (256 threads)
 
 
 def query_blocks(sq, sk, n_blk, causal: bool, keys: int = BN):
@@ -104,7 +107,7 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
     n_blk, hk, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     KEYS = BN if DKV_SPLIT == "keys" else WG_KEYS
     m_begin, n_masked, nq, nqb = query_blocks(SQ, SK, n_blk, CAUSAL, KEYS)
-    buffers = shared_buffers(D, STAGES, KEYS, DKV_SPLIT)
+    buffers = shared_buffers(D, STAGES, KEYS, DKV_SPLIT, DQ_SPLIT)
     e = Env(**buffers, **locals())
     if DKV_SPLIT == "head_dim":
         from recipes._flash_attention_backward_columns import ColumnConsumer as kind
@@ -119,7 +122,16 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
             kind(wg, e).run()
 
 
-def shared_buffers(D: int, STAGES: int, keys: int = BN, split: str = "keys") -> dict:
+def dq_halves_layout(D: int) -> lk.Layout:
+    """(64 queries, D/2 columns, warpgroup, buffer) f32 for the keys_summed exchange; rows 8
+    floats apart past D/2 so a half-warp's 8-byte accesses of an accumulator fragment hit 32
+    distinct banks."""
+    pitch = D // 2 + 8
+    return lk.Layout((BQ, D // 2, CONSUMERS, 2), (pitch, 1, BQ * pitch, CONSUMERS * BQ * pitch))
+
+
+def shared_buffers(D: int, STAGES: int, keys: int = BN, split: str = "keys",
+                   dq_split: str = "keys") -> dict:
     """K and V (`keys` rows, loaded once, reused for dK and dV), the Q and dO rings with their
     steps' neg_lse2 and D rows, the two dS^T buffers (and P^T's, DKV_SPLIT "head_dim") and the
     mbarriers, initialised: {name: tensor or barrier array}."""
@@ -130,6 +142,8 @@ def shared_buffers(D: int, STAGES: int, keys: int = BN, split: str = "keys") -> 
     sdS = lk.shared_tensor(tile_layout(keys, BQ, 2), lk.bf16, name="sdS")
     sP = lk.shared_tensor(tile_layout(keys, BQ, 2), lk.bf16, name="sP") \
         if split == "head_dim" else None
+    sdQ = lk.shared_tensor(dq_halves_layout(D), lk.f32, name="sdQ") if dq_split == \
+        "keys_summed" else None
     rows = lk.Layout((BQ, STAGES), (1, BQ))             # a step's 64 values of neg_lse2 / D
     sLSE = lk.shared_tensor(rows, lk.f32, name="sLSE", align=128)      # TMA boxes
     sDelta = lk.shared_tensor(rows, lk.f32, name="sDelta", align=128)
@@ -143,7 +157,7 @@ def shared_buffers(D: int, STAGES: int, keys: int = BN, split: str = "keys") -> 
         lk.sm90.mbarrier_init(k_full, v_full, q_full, do_full, q_empty, do_empty)
         lk.sm90.fence_mbarrier_init()
     lk.barrier()
-    return dict(sK=sK, sV=sV, sQ=sQ, sdO=sdO, sdS=sdS, sP=sP, sLSE=sLSE, sDelta=sDelta,
+    return dict(sK=sK, sV=sV, sQ=sQ, sdO=sdO, sdS=sdS, sP=sP, sdQ=sdQ, sLSE=sLSE, sDelta=sDelta,
                 k_full=k_full, v_full=v_full, q_full=q_full, do_full=do_full,
                 q_empty=q_empty, do_empty=do_empty)
 
@@ -273,9 +287,26 @@ class Consumer:
         release(e.do_empty, s.stage)
         row = (e.b * e.HQ + h) * e.nqb + m
         col = self.wg if e.DQ_SPLIT == "head_dim" else 0
-        rows = self.dq_acc.tile((BQ, self.dq_cols), (row, col))
-        lk.atomic_add(rows.partition(self.dq_layout), dQ)
+        if e.DQ_SPLIT == "keys_summed":
+            dQ, col = self.sum_halves(i, dQ), self.wg
+        rows = self.dq_acc.tile((BQ, dQ.layout.tile[1]), (row, col))
+        lk.atomic_add(rows.partition(dQ.layout), dQ)
         return dK, dV
+
+    def sum_halves(self, i, dQ):
+        """DQ_SPLIT "keys_summed": the two warpgroups' dQ over their own keys summed before the
+        reductions, through shared memory (buffer i % 2): warpgroup w keeps columns w*D/2 ..
+        of both, so each dQ element takes one reduction per CTA, as with the head_dim split.
+        Returns this warpgroup's half (an accumulator of D/2 columns)."""
+        e, wg = self.e, self.wg
+        half_layout = lk.sm90.wgmma_accumulator_layout(e.D // 2)
+        n = len(dQ.values) // 2          # value v's column is 8 (v // 4) + ...: halves split
+        halves = [lk.RegisterTensor(lk.f32, half_layout, dQ.values[k * n:(k + 1) * n])
+                  for k in range(2)]
+        buf = lk.sm90.consumer_state(i, 2).stage
+        lk.store(e.sdQ[:, :, wg, buf].partition(half_layout), halves[1 - wg])   # the other's
+        lk.sm90.named_barrier_sync(DQ_BARRIER, CONSUMERS * 128)
+        return halves[wg] + lk.load(e.sdQ[:, :, 1 - wg, buf].partition(half_layout))
 
     def share_ds(self, i, dS16):
         """dS^T to its shared buffer, visible to the async proxy and (DQ_SPLIT) to the other

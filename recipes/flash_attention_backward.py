@@ -49,8 +49,10 @@ class Config:
         """K, V, the Q and dO rings (64 rows, with their f32 neg_lse2 and D rows), two dS^T
         buffers (and two of P^T when splitting head_dim), bytes (less alignment padding)."""
         pt = 2 if self.DKV_SPLIT == "head_dim" else 1
+        dq = 4 * kernel_module.dq_halves_layout(head_dim).cosize() \
+            if self.DQ_SPLIT == "keys_summed" else 0
         return 2 * (2 * self.keys * head_dim + 2 * self.STAGES * BQ * head_dim +
-                    2 * pt * self.keys * BQ) + 2 * self.STAGES * BQ * 4
+                    2 * pt * self.keys * BQ) + 2 * self.STAGES * BQ * 4 + dq
 
     def check(self, head_dim: int) -> None:
         """ValueError naming the field when this config cannot run at head_dim."""
@@ -58,6 +60,9 @@ class Config:
         if self.DKV_SPLIT not in DKV_SPLITS or self.DQ_SPLIT not in kernel_module.DQ_SPLITS:
             raise ValueError(f"{what} {self}: DKV_SPLIT is one of {DKV_SPLITS} and DQ_SPLIT one "
                              f"of {kernel_module.DQ_SPLITS}")
+        if self.DKV_SPLIT == "head_dim" and self.DQ_SPLIT != "head_dim":
+            raise ValueError(f"{what} {self}: DKV_SPLIT='head_dim' splits dQ by head_dim too "
+                             "(DQ_SPLIT='head_dim')")
         if self.DKV_SPLIT == "keys" and head_dim == 256:
             raise ValueError(f"{what} {self}: DKV_SPLIT='keys' keeps dK and dV of 64 keys x "
                              "head_dim in each thread's registers, 256 f32 at head_dim 256; "
@@ -81,12 +86,11 @@ CONFIGS = {64: Config(DQ_SPLIT="keys"), 128: Config(DQ_SPLIT="head_dim"),
 
 def ablations(head_dim: int) -> dict[str, Config]:
     """The default config and one switched choice per entry (the benchmark's ablation rows):
-    the other dQ split where it can run, ring depths 1 and 3 where they fit."""
+    the other dQ splits where they can run, ring depths 1 and 3 where they fit."""
     base = CONFIGS[head_dim]
     rows = {"default": base}
-    other = "keys" if base.DQ_SPLIT == "head_dim" else "head_dim"
-    candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)} \
-        if base.DKV_SPLIT == "keys" else {}
+    candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)
+                  for other in kernel_module.DQ_SPLITS if other != base.DQ_SPLIT}
     candidates.update({f"STAGES={n}": replace(base, STAGES=n) for n in (1, 3)})
     for name, cfg in candidates.items():
         try:
@@ -255,9 +259,10 @@ CPU_CASES = ((1, 70, 150, 2, 1, 64, False), (1, 100, 130, 2, 2, 64, True),
 # batch, sq, sk, hq, hk, d, causal
 
 
-def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
+def check_cpu(seed: int = 0, cases=CPU_CASES, config: Config | None = None) -> float:
     """Run the three kernels on the CPU interpreter on small ragged problems (GQA, causal with
-    seqlen_q < and > seqlen_k, every split) against numpy in float64; returns the worst
+    seqlen_q < and > seqlen_k, every split; `config` instead of each head dim's default)
+    against numpy in float64; returns the worst
     error of dq, dk, dv relative to each one's largest reference entry (at least ERROR_FLOOR;
     AssertionError past 2**-6)."""
     import numpy as np
@@ -267,7 +272,7 @@ def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
     rng = np.random.default_rng(seed)
     worst = 0.0
     for batch, sq, sk, hq, hk, d, causal in cases:
-        cfg = CONFIGS[d]
+        cfg = config or CONFIGS[d]
         q, k, v, do = (to_bf16(rng.standard_normal((batch, n, h, d)))
                        for n, h in ((sq, hq), (sk, hk), (sk, hk), (sq, hq)))
         scale = d ** -0.5
