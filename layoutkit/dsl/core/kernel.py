@@ -429,9 +429,8 @@ class Kernel:
         sink = plan.sink
         if sink is not None:   # debug build: wait, and name a barrier that timed out
             sink.check_launch()
-        elif stream is None and not spec.has_hidden and self._fast is not None and \
-                not plan.assumptions:
-            self._fast.remember(key, grid, launcher)
+        elif stream is None and self._fast is not None and not plan.assumptions:
+            self._fast.remember(key, grid, launcher, spec if spec.has_hidden else None)
 
     # ---- introspection (no GPU) --------------------------------------------------------------
     def ir(self, *args, **kwargs) -> Function:

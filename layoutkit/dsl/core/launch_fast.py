@@ -17,10 +17,13 @@ grid. When every argument is the common case, that function computes the special
 ending in the debug flag (LAYOUTKIT_DEBUG read in two dict lookups where the kernel does not fix
 it) and the grid, and looks it up among the launchers the checked path has remembered
 (`FastLaunch.remember`, after a launch on torch's current stream of a specialization without
-hidden parameters and without a debug build's barrier-timeout sink, which is checked after each
+lk.assume facts and without a debug build's barrier-timeout sink, which is checked after each
 launch). On a hit it calls that configured launcher's `from_pointers` entry with the arguments (a
 tensor followed by its extents and strides, the PTX parameters it binds) and the pointers it
-read, which checks their tensor type, device and alignment and launches.
+read, which checks their tensor type, device and alignment and launches; for a specialization
+whose hidden parameters are TMA tensor maps, the entry in between (layoutkit.dsl.core.launch_maps)
+takes the maps from their resolvers' caches (encoding a new address's or new extents') and
+puts them in their places, or returns its MISS and the call goes on to the checked path.
 Anything else (numpy arrays, another dtype, a bool, an explicit stream, a first launch) goes
 through `Kernel.launch`, whose checks word every error: this path never decides that an argument
 is wrong.
@@ -32,18 +35,26 @@ is wrong.
 def make_launch(_lk_grid):
     def launch(x=_lk_NO, n=_lk_NO, V=_lk_NO, /, *_lk_more, stream=None, **_lk_kwargs):
         if stream is not None or _lk_kwargs or _lk_more or V is _lk_NO:
-            _lk_bound = _lk_keywords((x, n, V), _lk_kwargs) if stream is None and not _lk_more else None
-            if _lk_bound is None:
+            if stream is not None or _lk_more or not _lk_kwargs:
                 return _lk_other(_lk_grid, (x, n, V), _lk_more, stream, _lk_kwargs)
-            x, n, V = _lk_bound
+            try:
+                if V is not _lk_NO:
+                    x, n, V = _lk_bind(x, n, V, **_lk_kwargs)
+                elif n is not _lk_NO:
+                    x, n, V = _lk_bind(x, n, **_lk_kwargs)
+                elif x is not _lk_NO:
+                    x, n, V = _lk_bind(x, **_lk_kwargs)
+                else:
+                    x, n, V = _lk_bind(**_lk_kwargs)
+            except TypeError:   # a name that is no parameter, given twice or missing
+                return _lk_other(_lk_grid, (x, n, V), _lk_more, stream, _lk_kwargs)
         if _lk_type(x) is _lk_T and _lk_type(n) is _lk_int and x.dtype is _lk_D0 and -2147483648 <= n <= 2147483647:
             _lk_p0 = x.data_ptr()
             try:
                 _lk_launcher = _lk_launchers.get((not _lk_p0 & 15, '1' if n == 1 else ('+' if n & 15 else '16') if n > 0 else '', (_lk_type(V).__name__, V), _lk_flags.get(_lk_os.environ._data.get(_lk_debug_key)), _lk_grid))
             except (TypeError, AttributeError):   # an unhashable constexpr; os.environ replaced
                 _lk_launcher = None
-            if _lk_launcher is not None:
-                _lk_launcher(x, n, _lk_p0)
+            if _lk_launcher is not None and _lk_launcher(x, n, _lk_p0) is None:
                 return None
         return _lk_checked(_lk_grid, (x, n, V), None, {})
     return launch
@@ -149,8 +160,8 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
         f"except (TypeError, AttributeError{', ValueError' if unpacks else ''}):   "
         f"# an unhashable constexpr; os.environ replaced{'; a rank' if unpacks else ''}",
         "    _lk_launcher = None",
-        "if _lk_launcher is not None:",
-        f"    _lk_launcher({', '.join(runtime + pointers)})",
+        "if _lk_launcher is not None and "
+        f"_lk_launcher({', '.join(runtime + pointers)}) is None:",
         "    return None"]]
     given = f"({', '.join(names)}{',' if len(names) == 1 else ''})"
     signature = "".join(f"{a}=_lk_NO, " for a in names) + ("/, " if names else "")
@@ -281,16 +292,24 @@ class FastLaunch:
             self.namespace.update({f"_lk_D{i}": dtypes[d] for i, d in pointers.items()})
             self.namespace["_lk_T"] = torch.Tensor
 
-    def remember(self, key: tuple, grid, launcher) -> None:
+    def remember(self, key: tuple, grid, launcher, hidden=None) -> None:
         """Keep `launcher` (configured for `grid`, of the specialization of `key`, a checked key
-        ending in KernelOptions) for calls whose fast key matches."""
+        ending in KernelOptions) for calls whose fast key matches. `hidden`: the specialization
+        when it has hidden parameters (tensor maps: launch_maps.hidden_entry, made once per
+        fast key; any other kind: None is kept, which the fast path reads as a miss)."""
         torch = torch_module()
         if torch is not None and torch.Tensor is not self.torch_tensor:   # torch came (or changed)
             self.bind_torch(torch)
         entry = getattr(launcher, "from_pointers", None)
         if self.make is None or entry is None or not plain_grid(grid):
             return
+        fast_key = key[:-1] + (key[-1].debug, grid)
+        if hidden is not None:
+            if fast_key in self.launchers:
+                return
+            from .launch_maps import hidden_entry
+            entry = hidden_entry(self.params, hidden, entry)   # None: kept, a checked launch
         if len(self.launchers) >= MAX_REMEMBERED:
             self.launchers.clear()
-        self.launchers[key[:-1] + (key[-1].debug, grid)] = entry
+        self.launchers[fast_key] = entry
 

@@ -25,7 +25,7 @@ from .tensor_args import field_reader
 from .types import PointerType, TensorMapType
 
 __all__ = ["Assumption", "LaunchPlan", "plan_of", "plan_to_json", "plan_from_json",
-           "expression_json", "evaluate"]
+           "expression_json", "evaluate", "tensor_map_json"]
 
 # lk.assume's relations, by sympy class name, and their host test
 _RELATIONS = {"StrictLessThan": ("<", lambda a, b: a < b), "LessThan": ("<=", lambda a, b: a <= b),
@@ -291,16 +291,27 @@ def _hidden_json(ir, name: str, resolve) -> dict:
                        "which the specialization cache cannot rebuild in another process")
 
 
+def tensor_map_json(ir, name: str, resolve) -> dict:
+    """The JSON of tensor-map parameter `name` (its MapResolver `resolve`): its dims and
+    strides as expression_json trees, where each symbol is read (the readers' JSON), ... as the
+    specialization cache writes it; `ir` (the traced IR) is read only for a resolver made by a
+    trace. NotCacheable where it cannot be written down."""
+    written = getattr(resolve, "json", None)
+    return written if written is not None else _hidden_json(ir, name, resolve)
+
+
 def _hidden_from_json(data: dict):
     if data["kind"] == "tensor_map":
         from ..sm90.tma.tensor_map import MapResolver
         readers = {n: _reader(spec) for n, spec in data["readers"].items()}
         compiled = ([_compiled(t, readers) for t in data["dims"]],
                     [_compiled(t, readers) for t in data["strides"]])
-        return MapResolver(data["pointer"], data["pointer_index"], data["dtype"],
-                           data["element_bytes"], data["dims_text"], data["strides_text"],
-                           tuple(data["modes"]), tuple(data["box"]), data["swizzle"], {},
-                           compiled=compiled)
+        resolver = MapResolver(data["pointer"], data["pointer_index"], data["dtype"],
+                               data["element_bytes"], data["dims_text"], data["strides_text"],
+                               tuple(data["modes"]), tuple(data["box"]), data["swizzle"], {},
+                               compiled=compiled)
+        resolver.json = data           # what tensor_map_json gives (no IR to read it from)
+        return resolver
     if data["kind"] == "wait_errors":
         from layoutkit.ptx.builder import SourceLocation
         from layoutkit.sync.debug_record import WaitSite

@@ -51,7 +51,7 @@ class Specialization:
         self._compiled = None
         self._launchers: dict = {}
         self.source = source or ("traced" if ir is not None else "disk")
-        self.has_hidden = bool(self.plan.hidden)   # hidden parameters: no fast launch
+        self.has_hidden = bool(self.plan.hidden)   # the fast path: through launch_maps
 
     def __repr__(self) -> str:
         return f"<Specialization of {self.plan.name} ({self.source}) key={self.key}>"

@@ -89,6 +89,13 @@ class MapResolver:
         found = self.cache.get(key)
         if found is not None:
             return found
+        return self.encode(key)
+
+    def encode(self, key: tuple) -> TensorMap:
+        """The TensorMap of `key` (device ordinal, address, dims, strides; the cache's key),
+        its dims and strides checked, encoded and kept (the launch fast path's miss,
+        layoutkit.dsl.core.launch_maps, calls it directly)."""
+        ordinal, address, dims, strides = key
         self._check(dims, strides)
         try:
             encoding = encode_tiled_arguments(
