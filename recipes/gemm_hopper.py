@@ -49,6 +49,7 @@ import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _gemm_choice as choice
 from recipes import _gemm_host as host
+from recipes import _gemm_plans as plans
 from recipes._epilogues import ACTIVATIONS, Epilogue, from_parameters
 from recipes._gemm_kernel import (CONSUMERS, TILE_M, WARPS, WG_ROWS, Config, gemm_tiles,
                                   row_elements, warps)
@@ -292,8 +293,17 @@ def gemm(a, b, out=None, config: Config | None = None, *, bias=None, activation=
     read, then overwritten; with beta = 0 it is not read, so NaNs there do not propagate).
     All of it runs in f32 in the kernel's epilogue (or the split-K reduction's). Returns D
     (M x N, out_dtype: bf16 (the default) or f32), written into `out` when given (out may not
-    overlap a, b or bias). Arguments are checked first (check_inputs)."""
+    overlap a, b or bias). Arguments are checked first (check_inputs); a call of a signature
+    that launched before checks only what can differ between the two and launches its plan
+    (recipes/_gemm_plans.py)."""
     torch = require_torch("recipes.gemm_hopper.gemm")
+    key = plans.signature(torch.Tensor, a, b, out, config, bias, activation, residual, alpha,
+                          beta, out_dtype)
+    if key is not None:         # a call of this signature launched before: its plan
+        done = plans.launch(key, torch, a, b, out, bias, residual, alpha, beta)
+        if done is not None:
+            return done
+    out_given = out is not None
     m, n, k = check_inputs(a, b, out, config, bias, activation, residual, alpha, beta,
                            out_dtype)
     if out is None:
@@ -310,6 +320,7 @@ def gemm(a, b, out=None, config: Config | None = None, *, bias=None, activation=
         kernel[grid](*args, **constexprs)
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)
+    plans.remember(key, steps, c, a, b, out, out_given, bias, residual, epilogue)
     return out
 
 
@@ -345,19 +356,12 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
     c = _tma_ready(out) if out.stride(1) == 1 else _tma_ready(out.new_empty(m, n))
     cfg = config or config_for(m, n, k, sms)
     plan = host.schedule(m, n, k, cfg, lk.bf16, units(cfg, major), full_grid)
-    extra = []                                     # the epilogue's arguments, in its order
-    if epilogue.c is not None:
-        extra.append(out)
-    if bias is not None:
-        extra.append(bias.expand(m, n))            # strides (0, stride)
-    if residual is not None:
-        extra.append(residual)
-    extra += [float(alpha)] * epilogue.scaled + [float(beta)] * (epilogue.c is not None)
+    extra = plans.epilogue_arguments(epilogue, out, bias, residual, alpha, beta, m, n)
     constexprs = dict(GRID=plan.grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
                       GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
     if plan.split_k > 1:
-        ws = torch.empty(plan.split_k * plan.slab_rows, _round_up(n, F32_ALIGN),
-                         device=a.device, dtype=torch.float32)[:, :n]    # TMA-ready rows
+        ws = plans.workspace(torch, a.device, plan.split_k * plan.slab_rows,
+                             _round_up(n, F32_ALIGN), n)               # TMA-ready rows
         return [(kernel_for(cfg.BM, cfg.CLUSTER, True, lk.f32, Epilogue()), (plan.grid,),
                  (a, b_op, ws), dict(constexprs, SPLIT_K=plan.split_k)),
                 (reduce_kernel(c_type, epilogue), reduce_grid(m, n), (ws, c, *extra),

@@ -1,0 +1,176 @@
+"""gemm()'s host path for a repeated call (recipes/gemm_hopper.py): one Plan per call signature
+(shapes, strides and dtypes of every tensor, a's device, the config, the activation, alpha's
+and beta's types and whether they are 1 and 0, out_dtype, whether out was given), made after a
+call of that signature passed check_inputs and launched its operands as they are (no TMA copy,
+no copy of C into out). A later call of the signature checks what can differ between the two
+(the tensors' exact type, every tensor on a's CUDA device, the 16-byte alignment of a, b and
+out, out overlapping an input) and launches the remembered kernel[grid] functions with their
+constexprs, positionally. Any doubt gives None and gemm takes its checked path, which words
+every error; the epilogue's arguments and the split-K workspace come from the functions here,
+which gemm_hopper.launches uses too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from recipes import _gemm_host as host
+
+__all__ = ["MAX_PLANS", "Plan", "epilogue_arguments", "launch", "remember", "signature",
+           "workspace"]
+
+MAX_PLANS = 256
+_PLANS: dict = {}          # signature -> Plan
+
+
+def epilogue_arguments(epilogue, out, bias, residual, alpha, beta, m: int, n: int) -> list:
+    """The kernel arguments after a, b, c of `epilogue` (recipes._epilogues.Epilogue), in its
+    parameters' order: C (out itself), the bias as an (M, N) view of strides (0, stride), the
+    residual, then alpha and beta as floats."""
+    extra = []
+    if epilogue.c is not None:
+        extra.append(out)
+    if bias is not None:
+        extra.append(bias.expand(m, n))
+    if residual is not None:
+        extra.append(residual)
+    return extra + [float(alpha)] * epilogue.scaled + [float(beta)] * (epilogue.c is not None)
+
+
+def workspace(torch, device, rows: int, padded: int, n: int):
+    """The split-K f32 workspace: `rows` x n, its rows `padded` elements apart (TMA-ready)."""
+    return torch.empty(rows, padded, device=device, dtype=torch.float32)[:, :n]
+
+
+def _layout(tensor, x):
+    """(shape, strides, dtype) of an exact `tensor` (torch.Tensor), None for None; False for
+    anything else (no plan serves it)."""
+    if x is None:
+        return None
+    return type(x) is tensor and (x.shape, x.stride(), x.dtype)
+
+
+def signature(tensor, a, b, out, config, bias, activation, residual, alpha, beta, out_dtype):
+    """The plan key of a gemm call (module docstring), or None where no plan can serve it."""
+    if type(a) is not tensor or type(b) is not tensor:
+        return None
+    layouts = (_layout(tensor, out), _layout(tensor, bias), _layout(tensor, residual))
+    if False in layouts:
+        return None
+    return (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, *layouts, config,
+            activation, type(alpha), alpha == 1, type(beta), beta == 0, out_dtype,
+            a.get_device())
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a call of one signature launches: `steps` (kernel[grid], constexpr values) in order;
+    `kmajor`: b goes as b.t(); `split`: (rows, padded) of the workspace, or None; `spans`: the
+    bytes out, a, b, bias span (0: absent); `same_residual`: a residual at out's address is out
+    itself (equal strides and dtype); `out_dtype`: the dtype of an out gemm allocates."""
+
+    m: int
+    n: int
+    kmajor: bool
+    epilogue: object
+    steps: tuple
+    split: tuple | None
+    spans: tuple
+    same_residual: bool
+    out_dtype: object
+    device: int
+
+    def run(self, torch, a, b, out, bias, residual, alpha, beta):
+        """Launch for these tensors (of the plan's signature); returns out, or None where a
+        per-call fact differs (gemm's checked path then runs)."""
+        device = self.device
+        for x in (a, b, out, bias, residual):
+            if x is not None and (not x.is_cuda or x.get_device() != device):
+                return None
+        p_a, p_b = a.data_ptr(), b.data_ptr()
+        if (p_a | p_b) % host.TMA_ALIGN_BYTES:
+            return None
+        if out is None:
+            out = torch.empty(self.m, self.n, device=a.device, dtype=self.out_dtype)
+            if out.data_ptr() % host.TMA_ALIGN_BYTES:
+                return None
+        else:
+            lo = out.data_ptr()
+            if lo % host.TMA_ALIGN_BYTES or self._overlap(lo, p_a, p_b, bias, residual):
+                return None
+        b_op = b.t() if self.kmajor else b
+        extra = epilogue_arguments(self.epilogue, out, bias, residual, alpha, beta,
+                                   self.m, self.n)
+        if self.split is None:
+            (gemm_launch, constexprs), = self.steps
+            gemm_launch(a, b_op, out, *extra, *constexprs)
+        else:
+            (first, split), (reduce, splits) = self.steps
+            ws = workspace(torch, a.device, *self.split, self.n)
+            first(a, b_op, ws, *split)
+            reduce(ws, out, *extra, *splits)
+        return out
+
+    def _overlap(self, lo: int, p_a: int, p_b: int, bias, residual) -> bool:
+        """Whether out (at `lo`) may share bytes with an input (host.require_no_overlap's rule
+        on the signature's spans; a residual that is out itself is read where it is written)."""
+        out_span, a_span, b_span, bias_span, residual_span = self.spans
+        hi = lo + out_span
+        inputs = [(p_a, a_span), (p_b, b_span)]
+        if bias is not None:
+            inputs.append((bias.data_ptr(), bias_span))
+        if residual is not None:
+            start = residual.data_ptr()
+            if not (self.same_residual and start == lo):
+                inputs.append((start, residual_span))
+        return any(span and start < hi and lo < start + span for start, span in inputs)
+
+
+def _span(x) -> int:
+    """The bytes the elements of tensor `x` span (0 for None or no elements)."""
+    if x is None:
+        return 0
+    lo, hi = host._bytes(x)         # the overlap rule's span
+    return hi - lo
+
+
+def remember(key, steps: list, c, a, b, out, out_given: bool, bias, residual, epilogue) -> None:
+    """Keep the Plan of a checked call of signature `key` (None: none) that launched `steps`
+    ((kernel, grid, args, constexprs) per launch: gemm_hopper.launches) with C landing in `c`,
+    where it launched a, b (or b.t()) and out as they are and every kernel takes its
+    constexprs last, in their order."""
+    if key is None or c is not out:
+        return
+    first = steps[0][2]
+    b_op = first[1]
+    kmajor = b_op is not b
+    if first[0] is not a or (kmajor and not (
+            b_op.data_ptr() == b.data_ptr() and tuple(b_op.shape) == tuple(b.shape)[::-1]
+            and b_op.stride() == b.stride()[::-1])):
+        return
+    launches = []
+    for kernel, grid, args, constexprs in steps:
+        names = [p.name for p in kernel.params]
+        if names[len(names) - len(constexprs):] != list(constexprs):
+            return
+        launches.append((kernel[grid], tuple(constexprs.values())))
+    ws = first[2] if len(steps) == 2 else None
+    m, n = out.shape
+    same_residual = residual is not None and residual.stride() == out.stride() and \
+        residual.dtype == out.dtype
+    if len(_PLANS) >= MAX_PLANS:
+        _PLANS.clear()
+    _PLANS[key] = Plan(m, n, kmajor, epilogue, tuple(launches),
+                       None if ws is None else (ws.shape[0], ws.stride(0)),
+                       tuple(map(_span, (out, a, b, bias, residual))), same_residual,
+                       None if out_given else out.dtype, a.get_device())
+
+
+def launch(key, torch, a, b, out, bias, residual, alpha, beta):
+    """The call's result through its plan, or None (no plan, or a per-call fact differs)."""
+    try:
+        plan = _PLANS.get(key)
+    except TypeError:          # an unhashable config or activation
+        return None
+    if plan is None:
+        return None
+    return plan.run(torch, a, b, out, bias, residual, alpha, beta)
