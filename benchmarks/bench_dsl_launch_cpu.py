@@ -1,12 +1,16 @@
 """The DSL's Python work per launch, measured on the CPU: `kernel[grid](args)` end to end, its
-stages, and the recipes' wrappers (softmax, layernorm, transpose), with no GPU.
+stages, the recipes' wrappers (softmax, layernorm, transpose) and the Hopper GEMM's host path
+(a TMA kernel: its tensor maps on the fast path, and gemm()'s plans), with no GPU.
 
 What stands in for the GPU: the driver's ``cuLaunchKernel`` is a no-op of the same signature,
 ``load_function`` returns a fake loaded function on a fake device 0, torch's current-stream query
 is a dict lookup. The PTX is real (ptxas assembles it, as on the GPU). Tensors are real torch CPU
 tensors posing as CUDA tensors of device 0: ``torch.Tensor.get_device`` and ``is_cuda`` are
 overridden in Python for the run (each read costs ~0.05 µs more than torch's C getter), so every
-layer takes the path it takes for CUDA tensors. Needs torch (any build; CPU is enough).
+layer takes the path it takes for CUDA tensors. For the GEMM rows (measured last) the tensors'
+``device`` says cuda:0 too, ``torch.empty`` ignores its device, tensor maps are encoded by a fake
+``cuTensorMapEncodeTiled`` and cluster launches go to a no-op ``cuLaunchKernelEx``. Needs torch
+(any build; CPU is enough).
 
 Rows, in µs per call (best and median of repeats of a batch of calls; on a shared CPU the best
 is the steadier number): the configured launcher alone (the floor the DSL adds to), the DSL
@@ -206,6 +210,98 @@ def recipe_rows() -> dict:
     }
 
 
+class _FakeMap:
+    """Stands for a CUtensorMap: 128 bytes at an address."""
+
+    def __init__(self):
+        import ctypes
+        self.buffer = ctypes.create_string_buffer(128)
+
+    def getPtr(self) -> int:  # noqa: N802 - cuda-python's name
+        import ctypes
+        return ctypes.addressof(self.buffer)
+
+
+def install_hopper_fakes() -> None:
+    """install_fakes plus what the GEMM's launches need: tensor maps, cluster launches, the
+    device's opt-in shared memory, and tensors whose device is cuda:0 (torch.empty then
+    allocates on the CPU whatever device it is asked for)."""
+    import contextlib
+    cu = driver.bindings()
+    cu.cuTensorMapEncodeTiled = lambda *args: (0, _FakeMap())
+    cu.cuLaunchKernelEx = lambda config, f, params, extra: (0,)
+    cu.cuOccupancyMaxActiveClusters = lambda f, config: (0, 66)    # 132 SMs in 2-CTA clusters
+    driver.initialize = lambda: None
+    driver.device_count = lambda: 1
+    Device.activated = lambda self: contextlib.nullcontext(self)
+    handle = driver.bindings().CUfunction()
+    optin = DEVICE.max_dynamic_smem_optin
+    driver.load_function = lambda cubin, name, dev: LoadedFunction(
+        name, dev, handle, 0, 32, 1024, _dynamic_smem_limit=optin)
+    cuda = torch.device("cuda", 0)
+    torch.Tensor.device = property(lambda self: cuda)
+    empty = torch.empty
+    torch.empty = lambda *shape, device=None, dtype=None, **kw: empty(*shape, dtype=dtype, **kw)
+
+
+GEMM_SHAPES = ((2048, 2048, 2048, "N"), (2048, 2048, 2048, "K"), (16, 4096, 4096, "N"),
+               (128, 8192, 8192, "N"))
+
+
+def gemm_rows() -> dict:
+    """Per GEMM shape: gemm(a, b, out=out); the same call's host path as before the plans
+    (check_inputs, launches, kernel[grid]) and as before the tensor-map fast path too
+    (Kernel.launch, the checked path); the first launch's kernel[grid] and its configured
+    launcher alone (the floor: packing the arguments and 3 tensor maps)."""
+    from recipes import gemm_hopper as gh
+    install_hopper_fakes()
+    gh._SMS[torch.device("cuda", 0)] = 132
+
+    def host_path(a, b, out, checked: bool):
+        gh.check_inputs(a, b, out, None)
+        epilogue = gh.epilogue_of(out, None, None, None, 1.0, 0.0)
+        steps, _ = gh.launches(a, b, out, None, epilogue, None, None, 1.0, 0.0, 132,
+                               lambda cfg, major: gh._resident_units(a.device, cfg, major))
+        for kernel, grid, args, constexprs in steps:
+            if checked:
+                kernel.launch(grid, *args, **constexprs)
+            else:
+                kernel[grid](*args, **constexprs)
+    rows = {}
+    for m, n, k, major in GEMM_SHAPES:
+        a = torch.zeros(m, k, dtype=torch.bfloat16)
+        b = torch.zeros(k, n, dtype=torch.bfloat16) if major == "N" else \
+            torch.zeros(n, k, dtype=torch.bfloat16).t()
+        out = torch.zeros(m, n, dtype=torch.bfloat16)
+        gh.gemm(a, b, out=out)                               # specialize, configure, plan
+        epilogue = gh.epilogue_of(out, None, None, None, 1.0, 0.0)
+        steps, _ = gh.launches(a, b, out, None, epilogue, None, None, 1.0, 0.0, 132,
+                               lambda cfg, major: gh._resident_units(a.device, cfg, major))
+        kernel, grid, args, constexprs = steps[0]
+        positional = (*args, *constexprs.values())
+        spec = kernel.specialize(*positional)
+        bound = tuple(positional)
+        runtime = kernel._runtime_values(bound) + spec.plan.hidden_values(bound)
+        launcher = spec.launcher(grid, 32 * kernel.num_warps)
+        shape = f"{m}x{n}x{k} {major}-major"
+        rows.update({
+            f"gemm(a, b, out=out) {shape} ({len(steps)} launch{'es' * (len(steps) > 1)})":
+                lambda a=a, b=b, out=out: gh.gemm(a, b, out=out),
+            f"  {shape}: host path before the plans (check_inputs, launches, kernel[grid])":
+                lambda a=a, b=b, out=out: host_path(a, b, out, False),
+            f"  {shape}: and before the tensor-map fast path (Kernel.launch, checked)":
+                lambda a=a, b=b, out=out: host_path(a, b, out, True),
+            f"  {shape}: {kernel.name}[grid](a, b, c, *constexprs), its first launch":
+                lambda kernel=kernel, grid=grid, positional=positional:
+                    kernel[grid](*positional),
+            f"  {shape}: configured launcher (a, b, c, 12 fields, 3 tensor maps): the floor":
+                lambda launcher=launcher, runtime=runtime: launcher(*runtime),
+        })
+    for run in rows.values():
+        run()
+    return rows
+
+
 def measure(rows: dict, calls: int, repeats: int) -> dict[str, tuple[float, float]]:
     times = {name: [] for name in rows}
     for _ in range(repeats):
@@ -227,8 +323,8 @@ def main() -> None:
           f"median of {args.repeats} x {args.calls} calls\n")
     print("| row | µs best | µs median |")
     print("|---|---:|---:|")
-    for rows in (dsl_rows(), recipe_rows()):
-        for name, (best, median) in measure(rows, args.calls, args.repeats).items():
+    for make_rows in (dsl_rows, recipe_rows, gemm_rows):
+        for name, (best, median) in measure(make_rows(), args.calls, args.repeats).items():
             print(f"| {name} | {best:.2f} | {median:.2f} |")
 
 
