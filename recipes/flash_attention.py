@@ -31,8 +31,11 @@ BM, HEAD_DIMS, LOG2E = kernel_module.BM, kernel_module.HEAD_DIMS, kernel_module.
 # 3's choice there): 10% fewer instructions per key than 128 (the kernel module's budget) and the
 # SS wgmma's Q read amortized over 176 columns. Causal keeps BN dividing BM. Head dim 256 is
 # bound by shared memory (the 64 KB Q tile and two stages of K and V: 80 keys fill 224 KB) and
-# by registers (O alone is 128 f32 per consumer thread; S of 80 keys adds 40).
-CONFIGS = {(64, False): Config(BN=128), (64, True): Config(BN=128),
+# by registers (O alone is 128 f32 per consumer thread; S of 80 keys adds 40). Non-causal head
+# dim 64 takes three consumer warpgroups (192-row query tiles, THREE_CONSUMERS below): on the H200
+# 1.067x (2k) and 1.147x (8k) the two-consumer kernel in one run; causal it was 0.93x / 1.04x,
+# so causal keeps two (docs/PERFORMANCE.md, the three-consumer ablation).
+CONFIGS = {(64, False): Config(BN=128, CONSUMERS=3), (64, True): Config(BN=128),
            (128, False): Config(BN=176), (128, True): Config(BN=128),
            (256, False): Config(BN=80), (256, True): Config(BN=64)}
 # Where seqlen_k is not a multiple of BN, the last key block computes padding. Non-causal head
@@ -128,8 +131,11 @@ def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
     bn128 = replace(base, BN=128)
     if base.BN != 128 and bn128.smem_bytes(head_dim) <= SHARED_LIMIT:
         rows["BN=128"] = bn128
+    if base.CONSUMERS != 2:
+        rows["2 consumers"] = replace(base, CONSUMERS=2, PRODUCER_REGISTERS=None,
+                                      CONSUMER_REGISTERS=None)   # that count's budgets
     for name, cfg in THREE_CONSUMERS.get(head_dim, {}).items():
-        if not causal or causal_block_fits(cfg):
+        if (not causal or causal_block_fits(cfg)) and cfg != base:
             rows[name] = cfg
     return rows
 
@@ -171,9 +177,15 @@ def compile_default() -> dict[str, str]:
         t = lk.TensorSpec(lk.bf16, (4, 4096, 16, d))
         grid, args, constexprs = kernel_arguments(t, t, t, t, lk.TensorSpec(lk.f32, (64, 4096)),
                                                   causal, d ** -0.5, cfg)
-        name = f"attention_d{d}_bn{cfg.BN}_s{cfg.STAGES}{'_causal' if causal else ''}"
-        out[name] = kernel_for(cfg).ptx(*args, **constexprs)
+        out[default_name(d, causal)] = kernel_for(cfg).ptx(*args, **constexprs)
     return out
+
+
+def default_name(head_dim: int, causal: bool) -> str:
+    """compile_default's name of the default specialization of (head_dim, causal)."""
+    cfg = CONFIGS[head_dim, causal]
+    return (f"attention_d{head_dim}_bn{cfg.BN}_s{cfg.STAGES}"
+            f"{f'_c{cfg.CONSUMERS}' if cfg.CONSUMERS != 2 else ''}{'_causal' if causal else ''}")
 
 
 def _tma_ready(x):

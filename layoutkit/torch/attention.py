@@ -95,10 +95,10 @@ def attention_cpu(q, k, v, causal, softmax_scale, layout):
     scale = d ** -0.5 if softmax_scale is None else softmax_scale
     qs, ks, vs, o_run = (fa._tma_ready(t) for t in (qs, ks, vs, o))
     rows = lse.view(batch * hq, sq)
+    cfg = fa.default_config(d, causal, sk)
     grid, args, constexprs = fa.kernel_arguments(qs[:, dead:], ks, vs, o_run[:, dead:],
-                                                 rows[:, dead:], causal, scale,
-                                                 fa.default_config(d, causal, sk))
-    run(fa.attention_kernel, grid, *args, **constexprs)
+                                                 rows[:, dead:], causal, scale, cfg)
+    run(fa.kernel_for(cfg), grid, *args, **constexprs)
     if o_run.data_ptr() != o.data_ptr():
         o.copy_(o_run)
     return out, lse

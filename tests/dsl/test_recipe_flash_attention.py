@@ -23,7 +23,7 @@ def _spec(d: int, causal: bool, cfg):
     t = lk.TensorSpec(lk.bf16, (4, 4096, 16, d))
     _, args, constexprs = fa.kernel_arguments(t, t, t, t, lk.TensorSpec(lk.f32, (64, 4096)),
                                               causal, d ** -0.5, cfg)
-    return fa.attention_kernel.specialize(*args, **constexprs)
+    return fa.kernel_for(cfg).specialize(*args, **constexprs)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def compiled():
 def test_default_specializations_assemble_without_spills_or_wgmma_infos(compiled):
     assert sorted(compiled) == ["attention_d128_bn128_s2_causal", "attention_d128_bn176_s2",
                                 "attention_d256_bn64_s2_causal", "attention_d256_bn80_s2",
-                                "attention_d64_bn128_s2", "attention_d64_bn128_s2_causal"]
+                                "attention_d64_bn128_s2_c3", "attention_d64_bn128_s2_causal"]
     for name, (_, cubin) in compiled.items():
         usage = cubin.resources["attention_body"]
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, name
@@ -48,28 +48,33 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos(compiled
 @pytest.mark.parametrize("d", fa.HEAD_DIMS)
 def test_sass_is_hgmma_ss_and_rs_without_local_memory(compiled, d):
     for causal in (False, True):
-        bn = fa.CONFIGS[d, causal].BN
-        sass = disassemble(compiled[f"attention_d{d}_bn{bn}_s2{'_causal' if causal else ''}"][1])
+        cfg = fa.CONFIGS[d, causal]
+        bn, consumers = cfg.BN, cfg.CONSUMERS
+        sass = disassemble(compiled[fa.default_name(d, causal)][1])
         assert not re.search(r"\b(LDL|STL)\b", sass)
         ss = re.findall(rf"HGMMA\.64x{bn}x16\.F32\.BF16 R\d+, gdesc\[UR\d+\]", sass)
         rs = re.findall(rf"HGMMA\.64x{d}x16\.F32\.BF16 R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", sass)
         # per consumer warpgroup: prologue S, one S + P V per loop body, epilogue P V; the
         # masked loop runs past the first block only where causal tiles cross the diagonal
         loops = 2 if causal else 1
-        assert len(ss) == 2 * (1 + loops) * d // 16, (d, causal)
-        assert len(rs) == 2 * (loops + 1) * bn // 16, (d, causal)
+        assert len(ss) == consumers * (1 + loops) * d // 16, (d, causal)
+        assert len(rs) == consumers * (loops + 1) * bn // 16, (d, causal)
         assert "MUFU.EX2" in sass and "F2FP.BF16.F32.PACK_AB" in sass
 
 
 def test_pipeline_pieces_are_in_the_ptx(compiled):
-    for name, (ptx, _) in compiled.items():
-        assert "setmaxnreg.dec.sync.aligned.u32 24" in ptx, name
-        assert ptx.count("setmaxnreg.inc.sync.aligned.u32 240") == 2, name
+    for (d, causal), cfg in fa.CONFIGS.items():
+        name = fa.default_name(d, causal)
+        ptx, consumers = compiled[name][0], cfg.CONSUMERS
+        assert f"setmaxnreg.dec.sync.aligned.u32 {cfg.PRODUCER_REGISTERS}" in ptx, name
+        assert ptx.count(f"setmaxnreg.inc.sync.aligned.u32 {cfg.CONSUMER_REGISTERS}") == \
+            consumers, name
         assert "cp.async.bulk.tensor.4d.shared::cluster.global" in ptx, name    # Q, K, V loads
         assert "cp.async.bulk.tensor.4d.global.shared::cta" in ptx, name        # O store
         assert "mbarrier.arrive.expect_tx" in ptx and "mbarrier.try_wait.parity" in ptx, name
         assert "wgmma.wait_group.sync.aligned 1" in ptx, name           # intra-warpgroup overlap
-        for barrier in (3, 4):                                          # ping-pong
+        for wg in range(consumers):                                     # ping-pong ring
+            barrier = kernel_module.pingpong_barrier(consumers, wg)
             assert f"bar.sync {barrier}, 256" in ptx and f"bar.arrive {barrier}, 256" in ptx
         assert "ex2.approx" in ptx and "lg2.approx.f32" in ptx, name
         assert "fence.proxy.async.shared::cta" in ptx, name

@@ -20,7 +20,8 @@ fa = load_recipe("flash_attention")
 varlen = load_recipe("flash_attention_varlen")
 kernel_module = fa.kernel_module
 ROWS = [(d, causal, name) for d in sorted(fa.THREE_CONSUMERS) for causal in (False, True)
-        for name, cfg in fa.ablations(d, causal).items() if cfg.CONSUMERS == 3]
+        for name, cfg in fa.ablations(d, causal).items()
+        if cfg.CONSUMERS == 3 and (name in fa.THREE_CONSUMERS[d] or name == "default")]
 
 
 def _ptx(d: int, causal: bool, cfg) -> str:
@@ -38,9 +39,10 @@ def test_three_consumer_rows_are_ablations_and_in_the_autotune_space():
         assert cfg.BM == 192 and cfg in fa.autotune_space(d, causal)
         assert cfg.smem_bytes(d) <= fa.SHARED_LIMIT
         assert fa.kernel_for(cfg).num_warps == 16 and fa.kernel_for(cfg) is not fa.attention_kernel
-    # the defaults stay two-consumer configs on the 12-warp kernel
-    assert all(c.CONSUMERS == 2 and fa.kernel_for(c) is fa.attention_kernel
+    # each default runs on the kernel of its consumer count (non-causal head dim 64: three)
+    assert all(fa.kernel_for(c).num_warps == kernel_module.warps(c.CONSUMERS)
                for c in fa.CONFIGS.values())
+    assert fa.CONFIGS[64, False].CONSUMERS == 3 and fa.CONFIGS[64, True].CONSUMERS == 2
 
 
 @pytest.mark.parametrize("d, causal, name", ROWS, ids=[f"d{d}-{'causal' if c else 'full'}-{n}"
@@ -91,7 +93,7 @@ def test_barrier_ids_come_from_one_place():
 ], ids=["d64", "d64-causal", "d128-causal-sq>sk", "d128-bn80", "d64-3stages"])
 def test_interpreter_matches_numpy(case, name):
     d, causal = case[5], case[6]
-    assert fa.check_cpu(2, cases=(case,), config=fa.ablations(d, causal)[name]) < 2 ** -7
+    assert fa.check_cpu(2, cases=(case,), config=fa.THREE_CONSUMERS[d][name]) < 2 ** -7
 
 
 def test_no_ping_pong_three_consumers_matches_numpy():
@@ -138,7 +140,7 @@ def test_tuned_grid_follows_the_chosen_config():
     grid = fa.tuned_grid(1000, 8, 3)
     assert grid({"CONSUMERS": 2}) == (8, 8, 3) and grid({"CONSUMERS": 3}) == (6, 8, 3)
     assert fa._tuned(fa.THREE_CONSUMERS[64]["3 consumers"]).num_warps == 16
-    assert fa._tuned(fa.CONFIGS[64, False]).num_warps == 12
+    assert fa._tuned(fa.CONFIGS[64, True]).num_warps == 12
 
 
 class FakeTensor:

@@ -41,11 +41,13 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos(compiled
 
 
 def test_the_pipeline_is_the_padded_kernels_with_masked_o_stores(compiled):
-    for name, (ptx, _) in compiled.items():
-        assert "setmaxnreg.dec.sync.aligned.u32 24" in ptx, name
+    for cfg, (name, (ptx, _)) in zip(padded.CONFIGS.values(), compiled.items()):
+        consumers = cfg.CONSUMERS                 # compile_default follows CONFIGS' order
+        assert f"setmaxnreg.dec.sync.aligned.u32 {cfg.PRODUCER_REGISTERS}" in ptx, name
         assert "cp.async.bulk.tensor.4d.shared::cluster.global" in ptx, name   # Q, K, V
         assert "cp.async.bulk.tensor.4d.global.shared::cta" not in ptx, name   # no TMA store
-        for barrier in (3, 4):                                                 # ping-pong
+        for wg in range(consumers):                                            # ping-pong ring
+            barrier = padded.kernel_module.pingpong_barrier(consumers, wg)
             assert f"bar.sync {barrier}, 256" in ptx and f"bar.arrive {barrier}, 256" in ptx
         # O leaves in 16-byte masked stores; cu_seqlens are read once each, by every thread
         assert re.search(r"@%p\d+ st\.global\.v4\.b32", ptx), name
@@ -67,7 +69,8 @@ def test_the_protocol_check_walks_a_live_tile(causal):
     _, args, constexprs = _arguments((70, 0, 130), (150, 20, 0), causal=causal)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        protocol = extract(fv.attention_varlen_kernel.ir(*args, **constexprs))
+        kernel = fv.kernel_module.kernel_for(padded.default_config(64, causal, 150))
+        protocol = extract(kernel.ir(*args, **constexprs))
     chosen = dict(item.split("=") for item in protocol.assumed.split(", "))
     assert int(chosen["cu_q1"]) > int(chosen["cu_q0"])         # the tile's rows exist
     producer = next(c for c in protocol.classes if c.role == "producer")

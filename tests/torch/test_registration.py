@@ -14,7 +14,9 @@ import layoutkit.torch as lkt  # noqa: E402
 from layoutkit.torch.interpreted import CPU_ELEMENT_LIMIT  # noqa: E402
 
 SCHEMAS = {
-    "gemm": "layoutkit::gemm(Tensor a, Tensor b) -> Tensor",
+    "gemm": "layoutkit::gemm(Tensor a, Tensor b, Tensor? bias=None, str? activation=None, "
+            "Tensor? residual=None, float alpha=1., float beta=0., Tensor? c=None, "
+            "ScalarType? out_dtype=None) -> Tensor",
     "gemm_grouped": "layoutkit::gemm_grouped(Tensor a, Tensor b, Tensor offsets) -> Tensor",
     "flash_attention": "layoutkit::flash_attention(Tensor q, Tensor k, Tensor v, "
                        "bool causal=False, float? softmax_scale=None, str layout=\"bshd\") -> "
