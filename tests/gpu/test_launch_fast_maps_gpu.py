@@ -16,7 +16,9 @@ from recipes._gemm_kernel import Config  # noqa: E402
 from tests.dsl import spec_cache_kernels as K  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-copy = lk.kernel(K.tma_copy.fn, num_warps=4)    # maps over a's fields and over M, K (of c)
+# maps over a's fields and over M, K (of c); a release build whatever LAYOUTKIT_DEBUG says
+# (debug builds take the checked path at every launch, to check their barrier-timeout sink)
+copy = lk.kernel(K.tma_copy.fn, num_warps=4, debug=False)
 
 
 @pytest.fixture

@@ -103,10 +103,10 @@ def test_rows_past_the_last_sequence_are_left_alone():
     total, hq, d = q.shape
     o2 = torch.full((1, total, hq, d), 7.0, device="cuda", dtype=torch.bfloat16)
     lse2 = torch.full((hq, total), 7.0, device="cuda")
+    cfg = fa.default_config(64, False, 80)
     grid, args, constexprs = fv.kernel_arguments(q[None], k[None], v[None], o2, lse2, cu_q, cu_k,
-                                                 60, False, 64 ** -0.5,
-                                                 fa.default_config(64, False, 80))
-    fv.attention_varlen_kernel[grid](*args, **constexprs)
+                                                 60, False, 64 ** -0.5, cfg)
+    fv.kernel_module.kernel_for(cfg)[grid](*args, **constexprs)
     assert (o2[0, 90:] == 7.0).all() and (lse2[:, 90:] == 7.0).all()
     assert torch.equal(o2[0, :90], o[:90]) and torch.equal(lse2[:, :90], lse[:, :90])
 
