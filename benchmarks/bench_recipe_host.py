@@ -1,6 +1,9 @@
-"""Host time per call of the row recipes' Python entry points (softmax, layernorm) beside the
-torch op doing the same work, in one run: says whether a small shape's event-timed row in
-docs/PERFORMANCE.md measures the kernel or the Python that launches it.
+"""Host time per call of the row recipes' Python entry points (softmax, layernorm, rmsnorm)
+beside the torch op doing the same work, in one run: says whether a small shape's event-timed
+row in docs/PERFORMANCE.md measures the kernel or the Python that launches it. rmsnorm is
+called as benchmarks/bench_rows.py calls it (weight, rstd returned), and also through its
+checked path alone (check_forward, forward_launches, rw.launch: every call as before its
+per-shape plans), to A/B the plans in one run.
 
 For each shape, each candidate is called in batches (bench_launch.measure: candidates
 interleaved batch by batch after a warm-up); "host µs" is the wall time of the batch's calls
@@ -23,11 +26,11 @@ import torch  # noqa: E402
 from bench_launch import measure  # noqa: E402  (this folder is the script's sys.path[0])
 from layoutkit.tools.recipe_runner import load_recipe  # noqa: E402
 
-SHAPES = ((4096, 1024), (4096, 4096), (4096, 8192))
+SHAPES = ((1000, 3000), (4096, 1024), (4096, 4096), (4096, 8192))
 
 
-def candidates(softmax, layernorm, m: int, n: int) -> dict:
-    """The four calls on random bf16 (m, n) inputs: each recipe's entry point and its torch op."""
+def candidates(softmax, layernorm, rmsnorm, m: int, n: int) -> dict:
+    """The calls on random bf16 (m, n) inputs: each recipe's entry point and its torch op."""
     x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
     w, b = (torch.randn(n, device="cuda").to(torch.bfloat16) for _ in range(2))
     out = torch.empty_like(x)
@@ -35,7 +38,23 @@ def candidates(softmax, layernorm, m: int, n: int) -> dict:
     return {"layoutkit softmax(x, out)": lambda: softmax.softmax(x, out),
             "torch.softmax(x, -1)": lambda: torch.softmax(x, -1),
             "layoutkit layernorm(x, w, b, eps, out)": lambda: layernorm.layernorm(x, w, b, 1e-5, out),
-            "torch layer_norm(x, (n,), w, b, eps)": lambda: F.layer_norm(x, (n,), w, b, 1e-5)}
+            "torch layer_norm(x, (n,), w, b, eps)": lambda: F.layer_norm(x, (n,), w, b, 1e-5),
+            "layoutkit rmsnorm(x, w, return_rstd=True)":
+                lambda: rmsnorm.rmsnorm(x, w, return_rstd=True),
+            "  its checked path (every call as before the plans)":
+                lambda: rmsnorm_checked(rmsnorm, x, w),
+            "torch rms_norm(x, (n,), w, eps)": lambda: F.rms_norm(x, (n,), w, 1e-6)}
+
+
+def rmsnorm_checked(rmsnorm, x, w):
+    """rmsnorm(x, w, return_rstd=True) through check_forward, forward_launches and rw.launch."""
+    from recipes import _rowwise as rw
+    m, n = rmsnorm.check_forward(x, w, None, 1e-6)
+    y = torch.empty_like(x)
+    rstd = torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32)
+    rw.launch(rmsnorm.forward_launches(x, None, w, y, None, rstd, rw.cuda_floats(x.device), m, n,
+                                       1e-6, rmsnorm.dtypes_of(x, w)))
+    return y, rstd
 
 
 def main() -> None:
@@ -46,9 +65,10 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; µs per call, medians over "
           f"{args.batches} batches of {args.batch}\n")
     print("| (m, n) | call | host µs | total µs |\n|---|---|---:|---:|")
-    softmax, layernorm = load_recipe("softmax"), load_recipe("layernorm")
+    softmax, layernorm, rmsnorm = (load_recipe(r) for r in ("softmax", "layernorm", "rmsnorm"))
     for m, n in SHAPES:
-        times = measure(candidates(softmax, layernorm, m, n), args.batch * args.batches, args.batch)
+        times = measure(candidates(softmax, layernorm, rmsnorm, m, n), args.batch * args.batches,
+                        args.batch)
         for name, (total, host) in times.items():
             print(f"| ({m}, {n}) | {name} | {host:.1f} | {total:.1f} |", flush=True)
 

@@ -15,15 +15,21 @@ DTYPES = {"torch.bfloat16": lk.bf16, "torch.float16": lk.f16, "torch.float32": l
 
 def launch(launches) -> None:
     """Run a recipe's `launches(...)` ([(kernel, grid, args, constexprs)], in order) on the GPU,
-    the constexprs passed by position (the launch fast path) in the kernel's parameter order,
-    taken by name: the binding the interpreter's keyword call makes, whatever the dict order."""
+    the constexprs passed by position (the launch fast path): `positional_constexprs`."""
     for kernel, grid, args, constexprs in launches:
-        rest = kernel.params[len(args):]
-        if len(rest) != len(constexprs):
-            raise ValueError(f"{kernel.name}: {len(args)} arguments and constexprs "
-                             f"{sorted(constexprs)} for the parameters "
-                             f"{[p.name for p in kernel.params]}")
-        kernel[grid](*args, *(constexprs[p.name] for p in rest))
+        kernel[grid](*args, *positional_constexprs(kernel, args, constexprs))
+
+
+def positional_constexprs(kernel: lk.Kernel, args: tuple, constexprs: dict) -> tuple:
+    """The constexprs' values in the kernel's parameter order after `args`, taken by name (the
+    binding the interpreter's keyword call makes, whatever the dict order); ValueError unless
+    they name exactly the parameters left."""
+    rest = kernel.params[len(args):]
+    if len(rest) != len(constexprs) or any(p.name not in constexprs for p in rest):
+        raise ValueError(f"{kernel.name}: {len(args)} arguments and constexprs "
+                         f"{sorted(constexprs)} for the parameters "
+                         f"{[p.name for p in kernel.params]}")
+    return tuple(constexprs[p.name] for p in rest)
 
 
 def cuda_floats(device):

@@ -36,6 +36,11 @@ Constraints: x (and residual, dy) contiguous CUDA tensors of one dtype in bf16 /
 weight a contiguous vector of n in x's dtype or f32, or None; eps > 0. 16-byte accesses need
 n % 8 == 0 (bf16/fp16) or n % 4 == 0 (f32); other n use narrower accesses (correct, slower).
 
+Host side: rmsnorm() keeps a plan per (shape, dtypes, weight and residual presence, outputs,
+device): the kernel's launch for its grid, sizes and constexprs, made after check_forward;
+later calls test the per-call rules in a few attribute reads and launch it (any other call
+takes check_forward, whose errors name the rule).
+
 Benchmark interface (benchmarks/bench_rows.py): `benchmark_rows(shapes, reps)` times forward
 and backward against quack and torch (eager and torch.compile) on each (m, n) and returns
 (rows, skipped): one dict per (op, shape) with {candidate}_ms / {candidate}_gbps keys, and the
@@ -116,9 +121,19 @@ def forward_launches(x, residual, weight, y, h, rstd, floats, m: int, n: int, ep
     s = s or forward_split(n, xdt.nbytes, m)
     flags = {**s.constexprs(), "RESIDUAL": residual is not None, "WEIGHT": weight is not None,
              "STORE_RESIDUAL": h is not None, "STORE_RSTD": rstd is not None}
-    args = (x, x if residual is None else residual, x if weight is None else weight, y,
-            y if h is None else h, floats(1) if rstd is None else rstd, m, n // s.VEC, eps)
+    args = (*forward_tensors(x, residual, weight, y, h, floats(1) if rstd is None else rstd),
+            m, n // s.VEC, eps)
     return [(kernel_for("forward", xdt, wdt, s), s.CLUSTER * s.row_tiles(m), args, flags)]
+
+
+FORWARD_TENSORS = 6      # forward_launches' args: forward_tensors(...), then m, n // VEC, eps
+
+
+def forward_tensors(x, residual, weight, y, h, rstd) -> tuple:
+    """The forward kernel's tensor arguments in its order, an absent one (None) replaced by a
+    tensor its constexprs keep it from touching."""
+    return (x, x if residual is None else residual, x if weight is None else weight, y,
+            y if h is None else h, rstd)
 
 
 def dtypes_of(x, weight) -> tuple:
@@ -126,19 +141,73 @@ def dtypes_of(x, weight) -> tuple:
     return rw.lk_dtype(x), rw.lk_dtype(weight if weight is not None else x)
 
 
+_FORWARD: dict = {}   # (shape, dtype, weight's dtype, residual, h, rstd, device) -> plan
+MAX_PLANS = 256
+
+
+def _plainly_valid(x, weight, residual, eps, torch) -> bool:
+    """Whether the per-call rules of check_forward certainly hold (exact contiguous CUDA torch
+    tensors, residual of x's shape and dtype, weight a vector of x's last extent, both on x's
+    device, eps a positive float): the fast test before a plan is looked up. The rules a plan's
+    key fixes (dtypes, row length) were checked when the plan was made; False sends the call to
+    check_forward, which words the rule (or lets a valid call of another kind through)."""
+    if not (type(x) is torch.Tensor and x.is_cuda and x.is_contiguous() and x.dim() and
+            type(eps) is float and eps > 0):
+        return False
+    device = x.get_device()
+    if residual is not None and not (type(residual) is torch.Tensor and
+                                     residual.dtype is x.dtype and residual.shape == x.shape and
+                                     residual.is_contiguous() and
+                                     residual.get_device() == device):
+        return False
+    return weight is None or (type(weight) is torch.Tensor and weight.dim() == 1 and
+                              weight.shape[0] == x.shape[-1] and weight.is_contiguous() and
+                              weight.get_device() == device)
+
+
+def _forward_plan(key: tuple, x, weight, residual, y, h, rstd, eps: float) -> tuple:
+    """(kernel[grid] or None when x is empty, (m, n // VEC), the constexprs by position, the
+    f32 stand-in for an absent rstd or None): forward_launches' launch for checked arguments
+    with everything but the tensors and eps fixed, kept as _FORWARD[key]."""
+    m, n = rw.rows_and_columns("rmsnorm", x.shape)
+    plan = (None, (), (), None)
+    if m and n:
+        ((kernel, grid, args, constexprs),) = forward_launches(
+            x, residual, weight, y, h, rstd, rw.cuda_floats(x.device), m, n, eps,
+            dtypes_of(x, weight))
+        plan = (kernel[grid], args[FORWARD_TENSORS:FORWARD_TENSORS + 2],
+                rw.positional_constexprs(kernel, args, constexprs),
+                args[FORWARD_TENSORS - 1] if rstd is None else None)
+    if len(_FORWARD) >= MAX_PLANS:
+        _FORWARD.clear()
+    _FORWARD[key] = plan
+    return plan
+
+
 def rmsnorm(x, weight=None, residual=None, eps: float = 1e-6, return_residual: bool = False,
             return_rstd: bool = False):
     """RMSNorm of x over its last dim (see the module docstring): y, or the tuple (y,
     [h = x + residual], [rstd]) with the parts asked for; x's dtype in and out."""
     torch = require_torch("recipes.rmsnorm.rmsnorm")
-    m, n = check_forward(x, weight, residual, eps)
+    plain = _plainly_valid(x, weight, residual, eps, torch)
+    if not plain:
+        check_forward(x, weight, residual, eps)         # every rule, each worded
+    keep_h = bool(return_residual) and residual is not None
+    key = (x.shape, x.dtype, None if weight is None else weight.dtype, residual is not None,
+           keep_h, bool(return_rstd), x.get_device())
+    plan = _FORWARD.get(key)
+    if plan is None and plain:
+        check_forward(x, weight, residual, eps)         # the rules the key fixes
     y = torch.empty_like(x)
-    h = torch.empty_like(x) if return_residual and residual is not None else None
+    h = torch.empty_like(x) if keep_h else None
     rstd = torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32) \
         if return_rstd else None
-    if m and n:
-        rw.launch(forward_launches(x, residual, weight, y, h, rstd, rw.cuda_floats(x.device), m,
-                                   n, float(eps), dtypes_of(x, weight)))
+    if plan is None:
+        plan = _forward_plan(key, x, weight, residual, y, h, rstd, float(eps))
+    launch, sizes, constexprs, spare = plan
+    if launch is not None:
+        launch(*forward_tensors(x, residual, weight, y, h, spare if rstd is None else rstd),
+               *sizes, float(eps), *constexprs)
     if return_residual and h is None:
         h = x                                       # no residual: the stream is x itself
     extra = ((h,) if return_residual else ()) + ((rstd,) if return_rstd else ())
@@ -180,7 +249,6 @@ def backward_launches(dy, x, weight, rstd, dx, dweight, floats, m: int, n: int, 
 
 
 _CTAS: dict = {}           # (shape, dtypes, device) -> the persistent grid's clusters
-MAX_PLANS = 256
 
 
 def persistent_ctas(dy, x, weight, rstd, m: int, n: int) -> int:

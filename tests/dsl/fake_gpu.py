@@ -73,7 +73,8 @@ def fake_torch() -> types.SimpleNamespace:
     def empty_like(t):
         return Tensor(next(addresses), t.dtype.name, t.shape, t.dev)
 
-    def empty(shape, dtype, device):
+    def empty(shape, dtype, device):          # shape: a tuple or, as torch takes, an int
+        shape = (shape,) if isinstance(shape, int) else shape
         return Tensor(next(addresses), dtype.name, shape, int(device.split(":")[1]))
     return types.SimpleNamespace(Tensor=Tensor, empty_like=empty_like, empty=empty,
                                  _C=types.SimpleNamespace(_cuda_getCurrentRawStream={0: STREAM}.get),
