@@ -1,5 +1,5 @@
-"""Host time per call of the row recipes' Python entry points (softmax, layernorm, rmsnorm)
-beside the torch op doing the same work, in one run: says whether a small shape's event-timed
+"""Host time per call of the row recipes' Python entry points (softmax, layernorm, rmsnorm,
+softmax_backward) beside the torch op doing the same work, in one run: says whether a small shape's event-timed
 row in docs/PERFORMANCE.md measures the kernel or the Python that launches it. rmsnorm is
 called as benchmarks/bench_rows.py calls it (weight, rstd returned), and also through its
 checked path alone (check_forward, forward_launches, rw.launch: every call as before its
@@ -29,7 +29,7 @@ from layoutkit.tools.recipe_runner import load_recipe  # noqa: E402
 SHAPES = ((1000, 3000), (4096, 1024), (4096, 4096), (4096, 8192))
 
 
-def candidates(softmax, layernorm, rmsnorm, m: int, n: int) -> dict:
+def candidates(softmax, layernorm, rmsnorm, softmax_backward, m: int, n: int) -> dict:
     """The calls on random bf16 (m, n) inputs: each recipe's entry point and its torch op."""
     x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
     w, b = (torch.randn(n, device="cuda").to(torch.bfloat16) for _ in range(2))
@@ -43,7 +43,10 @@ def candidates(softmax, layernorm, rmsnorm, m: int, n: int) -> dict:
                 lambda: rmsnorm.rmsnorm(x, w, return_rstd=True),
             "  its checked path (every call as before the plans)":
                 lambda: rmsnorm_checked(rmsnorm, x, w),
-            "torch rms_norm(x, (n,), w, eps)": lambda: F.rms_norm(x, (n,), w, 1e-6)}
+            "torch rms_norm(x, (n,), w, eps)": lambda: F.rms_norm(x, (n,), w, 1e-6),
+            "layoutkit softmax_backward(dy, y)": lambda: softmax_backward.softmax_backward(out, x),
+            "torch _softmax_backward_data(dy, y, -1, bf16)":
+                lambda: torch._softmax_backward_data(out, x, -1, torch.bfloat16)}
 
 
 def rmsnorm_checked(rmsnorm, x, w):
@@ -65,10 +68,9 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; µs per call, medians over "
           f"{args.batches} batches of {args.batch}\n")
     print("| (m, n) | call | host µs | total µs |\n|---|---|---:|---:|")
-    softmax, layernorm, rmsnorm = (load_recipe(r) for r in ("softmax", "layernorm", "rmsnorm"))
+    recipes = [load_recipe(r) for r in ("softmax", "layernorm", "rmsnorm", "softmax_backward")]
     for m, n in SHAPES:
-        times = measure(candidates(softmax, layernorm, rmsnorm, m, n), args.batch * args.batches,
-                        args.batch)
+        times = measure(candidates(*recipes, m, n), args.batch * args.batches, args.batch)
         for name, (total, host) in times.items():
             print(f"| ({m}, {n}) | {name} | {host:.1f} | {total:.1f} |", flush=True)
 

@@ -86,13 +86,44 @@ def launches(dy, y, dx, floats, m: int, n: int, dtype, s: rs.RowSplit | None = N
              s.constexprs())]
 
 
+_PLANS: dict = {}   # (shape, dtype, device) -> (kernel[grid] or None, sizes, constexprs)
+MAX_PLANS = 256
+
+
+def _plan(key: tuple, dy, y, dx) -> tuple:
+    """What softmax_backward launches for checked arguments of this key: `launches`' kernel on
+    its grid, the sizes after the tensors and the constexprs by position (None: y is empty)."""
+    m, n = rw.rows_and_columns("softmax_backward", y.shape)
+    plan = (None, (), ())
+    if m and n:
+        ((kernel, grid, args, constexprs),) = launches(dy, y, dx, rw.cuda_floats(y.device), m, n,
+                                                       rw.lk_dtype(y))
+        sizes = args[3:]                        # after dy, y, dx: m, n // VEC
+        plan = (kernel[grid], sizes, rw.positional_constexprs(kernel, args, constexprs))
+    if len(_PLANS) >= MAX_PLANS:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
+
+
 def softmax_backward(dy, y):
     """dx of y = softmax(x, dim=-1) given the upstream gradient dy (y's shape and dtype)."""
     torch = require_torch("recipes.softmax_backward.softmax_backward")
-    m, n = check_arguments(dy, y)
+    plain = type(y) is torch.Tensor and type(dy) is torch.Tensor and y.is_cuda and \
+        y.is_contiguous() and dy.is_contiguous() and dy.dtype is y.dtype and \
+        dy.shape == y.shape and dy.get_device() == y.get_device()
+    if not plain:
+        check_arguments(dy, y)                  # every rule, each worded
+    key = (y.shape, y.dtype, y.get_device())
+    plan = _PLANS.get(key)
+    if plan is None and plain:
+        check_arguments(dy, y)                  # the rules the key fixes (dtype, row length)
     dx = torch.empty_like(y)
-    if m and n:
-        rw.launch(launches(dy, y, dx, rw.cuda_floats(y.device), m, n, rw.lk_dtype(y)))
+    if plan is None:
+        plan = _plan(key, dy, y, dx)
+    launch, sizes, constexprs = plan
+    if launch is not None:
+        launch(dy, y, dx, *sizes, *constexprs)
     return dx
 
 
