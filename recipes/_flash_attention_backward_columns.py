@@ -89,7 +89,7 @@ class ColumnConsumer(Consumer):
         lk.sm90.wgmma_wait(0)
         release(e.q_empty, s.stage)
         release(e.do_empty, s.stage)
-        row = (e.b * e.HQ + h) * e.nqb + m
+        row = e.query_row(h, m)
         lk.atomic_add(self.dq_acc.tile((BQ, self.cols), (row, wg)).partition(self.dq_layout), dQ)
         return dK, dV
 
@@ -103,9 +103,4 @@ class ColumnConsumer(Consumer):
             lk.store(buf.partition(self.kv_layout), lk.cast(acc, lk.bf16))
         lk.sm90.fence_proxy_async()
         lk.sm90.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)
-        with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
-            for out, buf in ((e.DK, e.sK), (e.DV, e.sV)):
-                lk.sm90.tma_store(out.tile((WG_KEYS, self.cols, 1, 1), (e.n_blk, wg, e.hk, e.b)),
-                                  buf.tile((WG_KEYS, self.cols, 1, 1), (0, wg, 0, 0)))
-            lk.sm90.tma_store_commit()
-            lk.sm90.tma_store_wait(0)
+        self.store_dkv((WG_KEYS, self.cols, 1, 1), (e.n_blk, wg, e.hk, e.b), (0, wg, 0, 0))

@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 
 import layoutkit as lk
-from recipes._flash_attention_kernel import Env, release, row_col, tile_layout
+from recipes._flash_attention_kernel import Env, _where, release, row_col, tile_layout
 
 WG_KEYS = 64                   # keys of one consumer warpgroup (one m64 wgmma)
 CONSUMERS = 2
@@ -108,18 +108,33 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
     KEYS = BN if DKV_SPLIT == "keys" else WG_KEYS
     m_begin, n_masked, nq, nqb = query_blocks(SQ, SK, n_blk, CAUSAL, KEYS)
     buffers = shared_buffers(D, STAGES, KEYS, DKV_SPLIT, DQ_SPLIT)
-    e = Env(**buffers, **locals())
-    if DKV_SPLIT == "head_dim":
-        from recipes._flash_attention_backward_columns import ColumnConsumer as kind
-    else:
-        kind = Consumer
-    with lk.sm90.warp_role("producer", warpgroups=(0,), registers=PRODUCER_REGISTERS):
-        with lk.if_(lk.eq(lk.warp_id(), 0)):
+
+    def query_row(h, m):
+        """Block row of query block m of head h in dq_acc, neg_lse2 and delta (64-row units)."""
+        return (b * HQ + h) * nqb + m
+    roles(Env(**buffers, **locals()), consumer_kind(DKV_SPLIT))
+
+
+def consumer_kind(split: str) -> type:
+    """The consumer class of DKV_SPLIT `split`."""
+    if split == "head_dim":
+        from recipes._flash_attention_backward_columns import ColumnConsumer
+        return ColumnConsumer
+    return Consumer
+
+
+def roles(e: Env, kind: type, live=None) -> None:
+    """The producer warp and the consumer warpgroups (of class `kind`) on the kernel's tensors,
+    buffers and block indices `e`, each doing its work only where `live` holds (None: always).
+    e.query_row(h, m) is query block m of head h's 64-row block in dq_acc, neg_lse2, delta."""
+    with lk.sm90.warp_role("producer", warpgroups=(0,), registers=e.PRODUCER_REGISTERS):
+        with _where(live), lk.if_(lk.eq(lk.warp_id(), 0)):
             produce(e)
     for wg in range(CONSUMERS):
         with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,),
-                               registers=CONSUMER_REGISTERS):
-            kind(wg, e).run()
+                               registers=e.CONSUMER_REGISTERS):
+            with _where(live):
+                kind(wg, e).run()
 
 
 def dq_halves_layout(D: int) -> lk.Layout:
@@ -175,7 +190,7 @@ def produce(e: Env) -> None:
         for j in lk.range(0, e.nq):
             m = e.m_begin + j
             p = lk.sm90.producer_state(g * e.nq + j, e.STAGES)
-            row = (e.b * e.HQ + h) * e.nqb + m
+            row = e.query_row(h, m)
             for ring, empty, full, tensor, sv, values in (
                     (e.sQ, e.q_empty, e.q_full, e.Q, e.sLSE, e.neg_lse2),
                     (e.sdO, e.do_empty, e.do_full, e.DO, e.sDelta, e.delta)):
@@ -223,9 +238,7 @@ class Consumer:
         heads = lk.range(0, e.GROUP, carry=(zero, zero))
         for g, (dK, dV) in heads:
             h = e.hk * e.GROUP + g
-            spans = ((True, 0, e.n_masked), (False, e.n_masked, e.nq)) if e.CAUSAL else \
-                ((False, 0, e.nq),)
-            for masked, start, stop in spans:
+            for masked, start, stop in self.spans():
                 loop = lk.range(start, stop, carry=(dK, dV))
                 for j, (dK_m, dV_m) in loop:
                     loop.next(*self.step(g * e.nq + j, h, e.m_begin + j, dK_m, dV_m, masked))
@@ -233,6 +246,13 @@ class Consumer:
             heads.next(dK, dV)
         dK, dV = heads.results
         self.epilogue(dK * e.SCALE, dV)
+
+    def spans(self) -> tuple:
+        """(masked, first, stop) runs of the ring steps j of one head: causal, the first
+        n_masked steps masked."""
+        e = self.e
+        return ((True, 0, e.n_masked), (False, e.n_masked, e.nq)) if e.CAUSAL else \
+            ((False, 0, e.nq),)
 
     def mask(self, P, m):
         """P^T with 0 where key > query + seqlen_k - seqlen_q (after the exp2: rows that see no
@@ -285,7 +305,7 @@ class Consumer:
         lk.sm90.wgmma_wait(0)
         release(e.q_empty, s.stage)
         release(e.do_empty, s.stage)
-        row = (e.b * e.HQ + h) * e.nqb + m
+        row = e.query_row(h, m)
         col = self.wg if e.DQ_SPLIT == "head_dim" else 0
         if e.DQ_SPLIT == "keys_summed":
             dQ, col = self.sum_halves(i, dQ), self.wg
@@ -334,11 +354,16 @@ class Consumer:
         lk.store(self.sV_w.partition(self.kv_layout), lk.cast(dV, lk.bf16))
         lk.sm90.fence_proxy_async()
         lk.sm90.named_barrier_sync(EPILOGUE_BARRIER + wg, 128)
+        self.store_dkv((WG_KEYS, e.D, 1, 1), (e.n_blk * CONSUMERS + wg, 0, e.hk, e.b),
+                       (wg, 0, 0, 0))
+
+    def store_dkv(self, box: tuple, out_at: tuple, buf_at: tuple) -> None:
+        """The `box` tiles of sK and sV at buf_at (this warpgroup's dK and dV, written and
+        fenced by its threads) to the tiles of DK and DV at out_at: one TMA store each."""
+        e = self.e
         with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
             for out, buf in ((e.DK, e.sK), (e.DV, e.sV)):
-                lk.sm90.tma_store(out.tile((WG_KEYS, e.D, 1, 1),
-                                           (e.n_blk * CONSUMERS + wg, 0, e.hk, e.b)),
-                                  buf.tile((WG_KEYS, e.D, 1, 1), (wg, 0, 0, 0)))
+                lk.sm90.tma_store(out.tile(box, out_at), buf.tile(box, buf_at))
             lk.sm90.tma_store_commit()
             lk.sm90.tma_store_wait(0)
 

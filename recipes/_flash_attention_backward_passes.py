@@ -55,24 +55,31 @@ def pre_pass_body(do: lk.Tensor[lk.bf16, 4], o: lk.Tensor[lk.bf16, 4], lse: lk.T
     SQ, HQ, B = do.shape[1], do.shape[2], do.shape[0]
     sqp = -(-SQ // BQ) * BQ
     m, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
-    tv = rows_layout(D)
-    slabs = BQ // tv.tile[0]
     # lse as (seqlen_q, 1, heads, batch): +inf past seqlen_q gives neg_lse2 = -inf there
     lse_rows = lk.global_tensor(lse.ptr, lk.Layout((SQ, 1, HQ, B), (lse.stride[2], 0,
                                                                    lse.stride[1], lse.stride[0])))
+    pre_pass_block(do.permute(1, 3, 2, 0), o.permute(1, 3, 2, 0), lse_rows,
+                   *(_padded(x, sqp, c, HQ, B) for x, c in ((delta, 1), (neg_lse2, 1),
+                                                            (dq_acc, D))), m, m, h, b, D)
+
+
+def pre_pass_block(DO, O, LSE, DELTA, NEG_LSE2, DQ_ACC, m, out_m, h, b, D: int) -> None:
+    """The pre-pass of one 64-row query block: rows of block m of DO, O (seqlen, D, heads,
+    batch) and LSE (seqlen, 1, heads, batch; +inf past its rows) give rows of block out_m of
+    DELTA, NEG_LSE2 (rows, 1, heads, batch) and zeroed DQ_ACC (rows, D, heads, batch)."""
+    tv = rows_layout(D)
+    slabs = BQ // tv.tile[0]
     for t in lk.range(0, slabs):
         where = (m * slabs + t, 0, h, b)
-        x, y = (lk.load(z.permute(1, 3, 2, 0).tile(tv.tile, where).partition(tv))
-                for z in (do, o))
+        at = where if out_m is m else (out_m * slabs + t, 0, h, b)
+        x, y = (lk.load(z.tile(tv.tile, where).partition(tv)) for z in (DO, O))
         sums = lk.reduce_sum(lk.cast(x, lk.f32) * lk.cast(y, lk.f32), 1)  # 0 on padding rows
         rows = sums.layout
-        neg = lk.load(lse_rows.tile(rows.tile, where).partition(rows), other=math.inf) * -LOG2E
+        neg = lk.load(LSE.tile(rows.tile, where).partition(rows), other=math.inf) * -LOG2E
         with lk.if_(lk.eq(lk.thread_id() % (D // COLUMNS), 0)):      # one thread per row
-            for values, out in ((sums, delta), (neg, neg_lse2)):
-                view = _padded(out, sqp, 1, HQ, B)
-                lk.store(view.tile(rows.tile, where).partition(rows), values)
-        lk.store(_padded(dq_acc, sqp, D, HQ, B).tile(tv.tile, where).partition(tv),
-                 lk.full(tv, 0.0))
+            for values, view in ((sums, DELTA), (neg, NEG_LSE2)):
+                lk.store(view.tile(rows.tile, at).partition(rows), values)
+        lk.store(DQ_ACC.tile(tv.tile, at).partition(tv), lk.full(tv, 0.0))
 
 
 def post_pass_body(dq_acc: lk.Tensor[lk.f32, 2], dq: lk.Tensor[lk.bf16, 4], SCALE: lk.f32,
@@ -82,13 +89,20 @@ def post_pass_body(dq_acc: lk.Tensor[lk.f32, 2], dq: lk.Tensor[lk.bf16, 4], SCAL
     SQ, HQ, B = dq.shape[1], dq.shape[2], dq.shape[0]
     sqp = -(-SQ // BQ) * BQ
     m, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    post_pass_block(_padded(dq_acc, sqp, D, HQ, B), dq.permute(1, 3, 2, 0), SCALE, m, m, h, b,
+                    D)
+
+
+def post_pass_block(DQ_ACC, DQ, SCALE, m, acc_m, h, b, D: int) -> None:
+    """The post-pass of one 64-row query block: rows of block m of DQ (seqlen, D, heads,
+    batch) = rows of block acc_m of DQ_ACC (rows, D, heads, batch) * SCALE as bf16."""
     tv = rows_layout(D)
     slabs = BQ // tv.tile[0]
     for t in lk.range(0, slabs):
         where = (m * slabs + t, 0, h, b)
-        acc = lk.load(_padded(dq_acc, sqp, D, HQ, B).tile(tv.tile, where).partition(tv))
-        lk.store(dq.permute(1, 3, 2, 0).tile(tv.tile, where).partition(tv),
-                 lk.cast(acc * SCALE, lk.bf16))
+        at = where if acc_m is m else (acc_m * slabs + t, 0, h, b)
+        acc = lk.load(DQ_ACC.tile(tv.tile, at).partition(tv))
+        lk.store(DQ.tile(tv.tile, where).partition(tv), lk.cast(acc * SCALE, lk.bf16))
 
 
 pre_pass = lk.kernel(pre_pass_body, num_warps=THREADS // 32)
