@@ -68,48 +68,48 @@ def compile_default() -> dict[str, str]:
     return out
 
 
-def _count(name: str, x) -> int:
+def _count(name: str, x, what: str = WHAT) -> int:
     if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-        raise ValueError(f"{WHAT}: {name} is a non-negative Python int (the longest sequence's "
+        raise ValueError(f"{what}: {name} is a non-negative Python int (the longest sequence's "
                          f"length, a promise the kernel relies on), got {x!r}")
     return x
 
 
 def check_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-                 softmax_scale, config) -> Config:
-    """Validate flash_attention_varlen's arguments (torch tensors); returns the config. Every
-    mistake is a ValueError naming the argument, value and rule. The contents of cu_seqlens are
-    not read on the host (that would synchronise); the kernel never reaches outside the tensors
-    whatever they hold."""
+                 softmax_scale, config, what: str = WHAT) -> Config:
+    """Validate flash_attention_varlen's arguments (torch tensors; `what` starts the errors,
+    the backward checks the same); returns the config. Every mistake is a ValueError naming the
+    argument, value and rule. The contents of cu_seqlens are not read on the host (that would
+    synchronise); the kernel never reaches outside the tensors whatever they hold."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not hasattr(x, "dim") or x.dim() != 3:
-            raise ValueError(f"{WHAT}: {name} is a 3-D tensor (total_tokens, heads, head_dim), "
+            raise ValueError(f"{what}: {name} is a 3-D tensor (total_tokens, heads, head_dim), "
                              f"got {type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))}")
         if str(x.dtype) != "torch.bfloat16":
-            raise ValueError(f"{WHAT}: {name} is a bf16 tensor, got {x.dtype}")
+            raise ValueError(f"{what}: {name} is a bf16 tensor, got {x.dtype}")
     (_, hq, d), (_, hk, dk) = tuple(q.shape), tuple(k.shape)
     if tuple(v.shape) != tuple(k.shape) or dk != d:
-        raise ValueError(f"{WHAT}: k and v are (total_k, heads_kv, head_dim) with q's head_dim "
+        raise ValueError(f"{what}: k and v are (total_k, heads_kv, head_dim) with q's head_dim "
                          f"{d}, got k {tuple(k.shape)} and v {tuple(v.shape)}")
     for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
         if not hasattr(cu, "dim") or cu.dim() != 1 or str(cu.dtype) != "torch.int32" or \
                 cu.shape[0] < 1:
-            raise ValueError(f"{WHAT}: {name} is a 1-D int32 tensor of batch + 1 offsets, got "
+            raise ValueError(f"{what}: {name} is a 1-D int32 tensor of batch + 1 offsets, got "
                              f"{type(cu).__name__} {getattr(cu, 'dtype', '')} of shape "
                              f"{tuple(getattr(cu, 'shape', ()))}")
     if cu_seqlens_q.shape[0] != cu_seqlens_k.shape[0]:
-        raise ValueError(f"{WHAT}: cu_seqlens_q and cu_seqlens_k hold batch + 1 offsets each, "
+        raise ValueError(f"{what}: cu_seqlens_q and cu_seqlens_k hold batch + 1 offsets each, "
                          f"got {cu_seqlens_q.shape[0]} and {cu_seqlens_k.shape[0]}")
     if cu_seqlens_q.shape[0] - 1 > MAX_BATCH:
-        raise ValueError(f"{WHAT}: batch = {cu_seqlens_q.shape[0] - 1} sequences is over "
+        raise ValueError(f"{what}: batch = {cu_seqlens_q.shape[0] - 1} sequences is over "
                          f"{MAX_BATCH} (one grid row of CTAs per sequence)")
-    _count("max_seqlen_q", max_seqlen_q)
-    cfg = padded.check_options(WHAT, d, hq, hk, causal, softmax_scale, config,
-                               _count("max_seqlen_k", max_seqlen_k))
+    _count("max_seqlen_q", max_seqlen_q, what)
+    cfg = padded.check_options(what, d, hq, hk, causal, softmax_scale, config,
+                               _count("max_seqlen_k", max_seqlen_k, what))
     for name, x in (("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                     ("cu_seqlens_k", cu_seqlens_k)):
         if not x.is_cuda or x.device != q.device:
-            raise ValueError(f"{WHAT}: {name} is a CUDA tensor on q's device ({q.device}), got "
+            raise ValueError(f"{what}: {name} is a CUDA tensor on q's device ({q.device}), got "
                              f"one on {x.device}")
     return cfg
 

@@ -1,0 +1,176 @@
+"""The kernels of recipes/flash_attention_varlen_backward.py: the attention backward of
+recipes/_flash_attention_backward_kernel.py (same roles, rings, consumers and numerics, reused
+from there) and its pre- and post-pass (recipes/_flash_attention_backward_passes.py) on packed
+variable-length batches.
+
+The backward kernel runs one CTA per (key block, kv head, sequence); the grid's x extent covers
+the longest key sequence. Each CTA reads its sequence's bounds from cu_seqlens_q and
+cu_seqlens_k (recipes/_flash_attention_varlen.py's sequence_bounds, then clamped to the packed
+tensors' rows), so a malformed cu_seqlens gives wrong rows, never an access outside a tensor.
+The sequence's rows are windows of the packed tensors; query-block counts, causal masks (bottom-
+right on the sequence's own lengths) and the ring are the padded kernel's. A CTA whose key
+block starts past its sequence's keys only initialises its barriers and exits.
+
+The f32 row buffers (dQ accumulator, -lse log2 e, D = rowsum(dO * O)) are per query head
+(heads_q, head_rows, ...), head_rows = 64 * (ceil(total_q / 64) + batch): sequence s's query
+block m is 64-row block cu_seqlens_q[s] // 64 + s + m of its head, so each sequence owns whole,
+disjoint 64-row blocks (block s starts at or past the end of block s-1's rows) without the host
+reading cu_seqlens; the pre-pass pads a sequence's last block with D = 0, neg_lse2 = -inf, as the
+padded passes pad seqlen_q.
+
+What differs from the padded backward, and why:
+- K, V rows past the sequence's end (the last key block) are the next sequence's, not TMA's
+  zeros: non-causal, that block's steps are masked to key < seqlen_k (`VarlenMixin.mask`);
+  causal, every step of that block is already masked (its last key is past the last query's
+  diagonal) and the causal mask drops those keys.
+- Q, dO rows past the sequence's end are the next sequence's: their neg_lse2 = -inf (the
+  padding of the sequence's own last block) gives P = 0 and dS = 0, and their dQ rows are that
+  padding's, never stored.
+- dK, dV are stored with masked 16-byte stores of the warpgroup's threads from shared memory,
+  rows below the sequence's end only (a TMA box would write the next sequence's first rows).
+"""
+from __future__ import annotations
+
+import layoutkit as lk
+
+from recipes import _flash_attention_backward_kernel as base
+from recipes import _flash_attention_backward_passes as passes
+from recipes._flash_attention_backward_columns import ColumnConsumer
+from recipes._flash_attention_varlen import row_chunks, sequence_bounds
+
+BQ, BN, WG_KEYS, CONSUMERS = base.BQ, base.BN, base.WG_KEYS, base.CONSUMERS
+
+
+def packed_bounds(cu, seq, rows, name: str, warps: int):
+    """(start, end) of sequence `seq` in cu (the varlen forward's sequence_bounds over a block
+    of `warps` warps), clamped to the packed tensor's `rows`."""
+    start, end = sequence_bounds(cu, seq, name, consumers=warps // 4 - 1)
+    start = lk.minimum(start, rows)
+    return start, lk.maximum(lk.minimum(end, rows), start)
+
+
+def first_block(q_start, seq):
+    """Sequence seq's first 64-row block in a head's rows of the f32 row buffers."""
+    return q_start // BQ + seq
+
+
+def backward_varlen_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4],
+                         v: lk.Tensor[lk.bf16, 4], do: lk.Tensor[lk.bf16, 4],
+                         dk: lk.Tensor[lk.bf16, 4], dv: lk.Tensor[lk.bf16, 4],
+                         dq_acc: lk.Tensor[lk.f32, 2], neg_lse2: lk.Tensor[lk.f32, 1],
+                         delta: lk.Tensor[lk.f32, 1], cu_seqlens_q: lk.Tensor[lk.i32, 1],
+                         cu_seqlens_k: lk.Tensor[lk.i32, 1], GROUP: lk.i32, SCALE: lk.f32,
+                         SCALE_LOG2: lk.f32, D: lk.constexpr, STAGES: lk.constexpr,
+                         CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr, DKV_SPLIT: lk.constexpr,
+                         PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
+    """The kernel (module docstring). q, do (1, total_q, heads_q, D); k, v, dk, dv (1, total_k,
+    heads_kv, D); dq_acc f32 (heads_q * head_rows, D) added into (zeroed by the pre-pass),
+    neg_lse2, delta (heads_q * head_rows,) in its row order. Grid (ceil(max_seqlen_k / KEYS),
+    heads_kv, batch), KEYS as the padded kernel's."""
+    n_blk, hk, seq = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    q_start, q_end = packed_bounds(cu_seqlens_q, seq, q.shape[1], "cu_q", base.WARPS)
+    k_start, k_end = packed_bounds(cu_seqlens_k, seq, k.shape[1], "cu_k", base.WARPS)
+    Q, DO = (x.permute(1, 3, 2, 0).window(0, q_start, q_end) for x in (q, do))
+    K, V, DK, DV = (x.permute(1, 3, 2, 0).window(0, k_start, k_end) for x in (k, v, dk, dv))
+    SQ, SK, HQ = q_end - q_start, k_end - k_start, q.shape[2]
+    b = 0                                   # the packed tensors' batch mode has extent 1
+    KEYS = BN if DKV_SPLIT == "keys" else WG_KEYS
+    m_begin, n_masked, nq, nqb = base.query_blocks(SQ, SK, n_blk, CAUSAL, KEYS)
+    if not CAUSAL:                          # the block that crosses seqlen_k: every step masked
+        nq = lk.maximum(nq, 0)              # (a count the tracer cannot see is >= 0 unclamped)
+        n_masked = nq * lk.minimum(lk.maximum((n_blk + 1) * KEYS - SK, 0), 1)
+    buffers = base.shared_buffers(D, STAGES, KEYS, DKV_SPLIT, DQ_SPLIT)
+    head_blocks = neg_lse2.shape[0] // (BQ * HQ)
+    first = first_block(q_start, seq)
+
+    def query_row(h, m):
+        """Block row of the sequence's query block m of head h in the f32 row buffers."""
+        return h * head_blocks + first + m
+    base.roles(base.Env(**buffers, **locals()), consumer_kind(DKV_SPLIT),
+               live=n_blk * KEYS < SK)
+
+
+class VarlenMixin:
+    """What a varlen consumer changes in the padded one (module docstring): the key bound of
+    the block that crosses seqlen_k (non-causal) and dK, dV stored with masked stores."""
+
+    def spans(self) -> tuple:
+        e = self.e
+        if e.CAUSAL:
+            return super().spans()
+        return ((True, 0, e.n_masked), (False, e.n_masked, e.nq))
+
+    def mask(self, P, m):
+        """Causal: the padded mask (which drops keys past seqlen_k too); otherwise P^T with 0
+        on keys at or past seqlen_k."""
+        if self.e.CAUSAL:
+            return super().mask(P, m)
+        bound = lk.cast(self.e.SK - 1 - self.first_key, lk.i32)
+        keep = lk.RegisterTensor(lk.bool_, P.layout, [(bound >= dr).value for dr in self.drow])
+        return lk.where(keep, P, 0.0)
+
+    def store_dkv(self, box: tuple, out_at: tuple, buf_at: tuple) -> None:
+        """The box tiles of sK and sV at buf_at to those of DK and DV at out_at by the
+        warpgroup's 128 threads, 16 bytes each, rows below the sequence's end only."""
+        e = self.e
+        tv = row_chunks(box[1])
+        slab = tv.tile[:2] + (1, 1)
+        for out, buf in ((e.DK, e.sK), (e.DV, e.sV)):
+            rows, mine = out.tile(box, out_at), buf.tile(box, buf_at)
+            for i in range(box[0] // slab[0]):
+                values = lk.load(mine.tile(slab, (i, 0, 0, 0)).partition(tv))
+                lk.store(rows.tile(slab, (i, 0, 0, 0)).partition(tv), values)
+
+
+class VarlenConsumer(VarlenMixin, base.Consumer):
+    """The padded kernel's consumer (keys split between the warpgroups), on a sequence."""
+
+
+class VarlenColumnConsumer(VarlenMixin, ColumnConsumer):
+    """The head_dim split's consumer (head dim 256), on a sequence."""
+
+
+def consumer_kind(split: str) -> type:
+    """The varlen consumer class of DKV_SPLIT `split`."""
+    return VarlenColumnConsumer if split == "head_dim" else VarlenConsumer
+
+
+def pre_pass_varlen_body(do: lk.Tensor[lk.bf16, 4], o: lk.Tensor[lk.bf16, 4],
+                         lse: lk.Tensor[lk.f32, 2], neg_lse2: lk.Tensor[lk.f32, 1],
+                         delta: lk.Tensor[lk.f32, 1], dq_acc: lk.Tensor[lk.f32, 2],
+                         cu_seqlens_q: lk.Tensor[lk.i32, 1], D: lk.constexpr):
+    """The padded pre-pass on sequences: do, o (1, total_q, heads_q, D), lse (heads_q,
+    total_q); neg_lse2, delta (heads_q * head_rows,) and dq_acc (that many rows, D) written in
+    the backward kernel's row order. Grid (ceil(max_seqlen_q / 64), heads_q, batch)."""
+    m, h, seq = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    total, HQ = do.shape[1], do.shape[2]
+    start, end = packed_bounds(cu_seqlens_q, seq, total, "cu_q", passes.THREADS // 32)
+    rows = lk.maximum(neg_lse2.shape[0] // HQ, 1)       # head_rows (>= 1 for the tracer)
+    lse_rows = lk.global_tensor(lse.ptr, lk.Layout((total, 1, HQ, 1),
+                                                   (lse.stride[1], 0, lse.stride[0], 0)))
+    with lk.if_(m * BQ < end - start):
+        passes.pre_pass_block(
+            *(x.permute(1, 3, 2, 0).window(0, start, end) for x in (do, o)),
+            lse_rows.window(0, start, end),
+            *(passes._padded(x, rows, c, HQ, 1) for x, c in ((delta, 1), (neg_lse2, 1),
+                                                            (dq_acc, D))),
+            m, first_block(start, seq) + m, h, 0, D)
+
+
+def post_pass_varlen_body(dq_acc: lk.Tensor[lk.f32, 2], dq: lk.Tensor[lk.bf16, 4],
+                          cu_seqlens_q: lk.Tensor[lk.i32, 1], SCALE: lk.f32, D: lk.constexpr):
+    """dq (1, total_q, heads_q, D) = the sequences' rows of dq_acc (the pre-pass's order) *
+    SCALE as bf16; rows of no sequence are not written. Grid as the pre-pass's."""
+    m, h, seq = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    total, HQ = dq.shape[1], dq.shape[2]
+    start, end = packed_bounds(cu_seqlens_q, seq, total, "cu_q", passes.THREADS // 32)
+    rows = lk.maximum(dq_acc.shape[0] // HQ, 1)
+    with lk.if_(m * BQ < end - start):
+        passes.post_pass_block(passes._padded(dq_acc, rows, D, HQ, 1),
+                               dq.permute(1, 3, 2, 0).window(0, start, end), SCALE, m,
+                               first_block(start, seq) + m, h, 0, D)
+
+
+backward_varlen_kernel = lk.kernel(backward_varlen_body, num_warps=base.WARPS)
+pre_pass_varlen = lk.kernel(pre_pass_varlen_body, num_warps=passes.THREADS // 32)
+post_pass_varlen = lk.kernel(post_pass_varlen_body, num_warps=passes.THREADS // 32)
