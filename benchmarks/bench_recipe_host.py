@@ -1,6 +1,7 @@
-"""Host time per call of the row recipes' Python entry points (softmax, layernorm, rmsnorm,
-softmax_backward) beside the torch op doing the same work, in one run: says whether a small shape's event-timed
-row in docs/PERFORMANCE.md measures the kernel or the Python that launches it. rmsnorm is
+"""Host time per call of the row recipes' Python entry points (softmax, layernorm, rmsnorm and
+its backward, softmax_backward) beside the torch op doing the same work, in one run: says
+whether a small shape's event-timed row in docs/PERFORMANCE.md measures the kernel or the
+Python that launches it. rmsnorm is
 called as benchmarks/bench_rows.py calls it (weight, rstd returned), and also through its
 checked path alone (check_forward, forward_launches, rw.launch: every call as before its
 per-shape plans), to A/B the plans in one run.
@@ -34,6 +35,7 @@ def candidates(softmax, layernorm, rmsnorm, softmax_backward, m: int, n: int) ->
     x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
     w, b = (torch.randn(n, device="cuda").to(torch.bfloat16) for _ in range(2))
     out = torch.empty_like(x)
+    rstd = torch.empty(m, device="cuda")
     F = torch.nn.functional
     return {"layoutkit softmax(x, out)": lambda: softmax.softmax(x, out),
             "torch.softmax(x, -1)": lambda: torch.softmax(x, -1),
@@ -44,6 +46,8 @@ def candidates(softmax, layernorm, rmsnorm, softmax_backward, m: int, n: int) ->
             "  its checked path (every call as before the plans)":
                 lambda: rmsnorm_checked(rmsnorm, x, w),
             "torch rms_norm(x, (n,), w, eps)": lambda: F.rms_norm(x, (n,), w, 1e-6),
+            "layoutkit rmsnorm_backward(dy, x, w, rstd) (2 launches)":
+                lambda: rmsnorm.rmsnorm_backward(out, x, w, rstd),
             "layoutkit softmax_backward(dy, y)": lambda: softmax_backward.softmax_backward(out, x),
             "torch _softmax_backward_data(dy, y, -1, bf16)":
                 lambda: torch._softmax_backward_data(out, x, -1, torch.bfloat16)}

@@ -20,6 +20,16 @@ def launch(launches) -> None:
         kernel[grid](*args, *positional_constexprs(kernel, args, constexprs))
 
 
+def planned(launches, tensors: tuple) -> tuple:
+    """A recipe's `launches(...)` kept for later calls with other tensors: per launch
+    (kernel[grid], its arguments after the first tensors[i] (the tensors each call brings),
+    its constexprs by position); a later call runs launch(*its tensors, *rest, *constexprs)."""
+    if len(launches) != len(tensors):
+        raise ValueError(f"planned: {len(launches)} launches, tensor counts {tensors}")
+    return tuple((kernel[grid], args[count:], positional_constexprs(kernel, args, constexprs))
+                 for (kernel, grid, args, constexprs), count in zip(launches, tensors))
+
+
 def positional_constexprs(kernel: lk.Kernel, args: tuple, constexprs: dict) -> tuple:
     """The constexprs' values in the kernel's parameter order after `args`, taken by name (the
     binding the interpreter's keyword call makes, whatever the dict order); ValueError unless

@@ -155,14 +155,21 @@ def _plainly_valid(x, weight, residual, eps, torch) -> bool:
             type(eps) is float and eps > 0):
         return False
     device = x.get_device()
-    if residual is not None and not (type(residual) is torch.Tensor and
-                                     residual.dtype is x.dtype and residual.shape == x.shape and
-                                     residual.is_contiguous() and
-                                     residual.get_device() == device):
-        return False
-    return weight is None or (type(weight) is torch.Tensor and weight.dim() == 1 and
-                              weight.shape[0] == x.shape[-1] and weight.is_contiguous() and
-                              weight.get_device() == device)
+    return (residual is None or _plain_like(residual, x.dtype, x.shape, device, torch)) and \
+        (weight is None or _plain_vector(weight, x.shape[-1], device, torch))
+
+
+def _plain_like(t, dtype, shape, device: int, torch) -> bool:
+    """Whether t is an exact contiguous torch tensor of this dtype and shape on this device."""
+    return type(t) is torch.Tensor and t.dtype is dtype and t.shape == shape and \
+        t.is_contiguous() and t.get_device() == device
+
+
+def _plain_vector(t, n: int, device: int, torch) -> bool:
+    """Whether t is an exact contiguous torch vector of n on this device (any dtype: a plan's
+    key holds the weight's dtype)."""
+    return type(t) is torch.Tensor and t.dim() == 1 and t.shape[0] == n and \
+        t.is_contiguous() and t.get_device() == device
 
 
 def _forward_plan(key: tuple, x, weight, residual, y, h, rstd, eps: float) -> tuple:
@@ -237,8 +244,8 @@ def backward_launches(dy, x, weight, rstd, dx, dweight, floats, m: int, n: int, 
     tensors and floats as forward_launches'; the split `s` or backward_split(n, itemsize)."""
     xdt, wdt = dtypes
     s = s or backward_split(n, xdt.nbytes)
-    partial = floats(ctas * n if weight is not None else 1)
-    args = (dy, x, x if weight is None else weight, rstd, dx, partial, m, n // s.VEC,
+    partial = floats(partial_floats(ctas, n, weight))
+    args = (*backward_tensors(dy, x, weight, rstd, dx, partial), m, n // s.VEC,
             -(-s.row_tiles(m) // ctas), ctas)
     launches = [(kernel_for("backward", xdt, wdt, s), s.CLUSTER * ctas, args,
                  {**s.constexprs(), "WEIGHT": weight is not None})]
@@ -246,6 +253,22 @@ def backward_launches(dy, x, weight, rstd, dx, dweight, floats, m: int, n: int, 
         kernel, grid, constexprs = rk.column_sum_launch(wdt, 1, ctas, n, sum_warps)
         launches.append((kernel, grid, (partial, dweight, 1, ctas, n), constexprs))
     return launches
+
+
+def partial_floats(ctas: int, n: int, weight) -> int:
+    """The f32 entries of the backward's dweight partials (one row of n per persistent CTA;
+    a stand-in of 1 without a weight)."""
+    return ctas * n if weight is not None else 1
+
+
+BACKWARD_TENSORS, SUM_TENSORS = 6, 2   # backward_launches' tensors: backward_tensors(...);
+                                       # the column sum's (partial, dweight)
+
+
+def backward_tensors(dy, x, weight, rstd, dx, partial) -> tuple:
+    """The backward kernel's tensor arguments in its order (no weight: x in its place, unread);
+    the column sum's are (partial, dweight)."""
+    return (dy, x, x if weight is None else weight, rstd, dx, partial)
 
 
 _CTAS: dict = {}           # (shape, dtypes, device) -> the persistent grid's clusters
@@ -257,7 +280,7 @@ def persistent_ctas(dy, x, weight, rstd, m: int, n: int) -> int:
     key = (x.shape, x.dtype, None if weight is None else weight.dtype, x.device)
     if key not in _CTAS:
         import torch
-        s = backward_split(n, x.element_size())
+        s = backward_split(n, rw.lk_dtype(x).nbytes)
         kernel = kernel_for("backward", *dtypes_of(x, weight), s)
         flags = {**s.constexprs(), "WEIGHT": weight is not None}
         probe = torch.empty(1, device=x.device, dtype=torch.float32)
@@ -275,15 +298,58 @@ def rmsnorm_backward(dy, x, weight, rstd):
     normalized input h = x + residual when a residual was added; dweight is None without a
     weight). dx in x's dtype, dweight in weight's."""
     torch = require_torch("recipes.rmsnorm.rmsnorm_backward")
-    m, n = check_backward(dy, x, weight, rstd)
+    plain = _plainly_valid_backward(dy, x, weight, rstd, torch)
+    if not plain:
+        check_backward(dy, x, weight, rstd)             # every rule, each worded
+    key = (x.shape, x.dtype, None if weight is None else weight.dtype, x.get_device())
+    plan = _BACKWARD.get(key)
+    if plan is None:
+        if plain:
+            check_backward(dy, x, weight, rstd)         # the rules the key fixes
+        plan = _backward_plan(key, dy, x, weight, rstd)
     dx = torch.empty_like(x)
-    if not (m and n):
+    count, steps = plan
+    if not steps:                                   # x is empty
         return dx, (torch.zeros_like(weight) if weight is not None else None)
     dw = torch.empty_like(weight) if weight is not None else None
-    rw.launch(backward_launches(dy, x, weight, rstd, dx, dw, rw.cuda_floats(x.device), m, n,
-                                dtypes_of(x, weight),
-                                persistent_ctas(dy, x, weight, rstd, m, n)))
+    partial = torch.empty(count, device=x.device, dtype=torch.float32)
+    for (launch, rest, constexprs), tensors in zip(
+            steps, (backward_tensors(dy, x, weight, rstd, dx, partial), (partial, dw))):
+        launch(*tensors, *rest, *constexprs)
     return dx, dw
+
+
+_BACKWARD: dict = {}   # (shape, dtype, weight's dtype, device) -> (partial floats, steps)
+
+
+def _plainly_valid_backward(dy, x, weight, rstd, torch) -> bool:
+    """Whether the per-call rules of check_backward certainly hold (as _plainly_valid: dy of
+    x's shape and dtype, rstd f32 of x's rows, all exact contiguous CUDA tensors on x's
+    device); False sends the call to check_backward."""
+    if not (type(x) is torch.Tensor and x.is_cuda and x.is_contiguous() and x.dim()):
+        return False
+    device = x.get_device()
+    return _plain_like(dy, x.dtype, x.shape, device, torch) and \
+        _plain_like(rstd, torch.float32, x.shape[:-1], device, torch) and \
+        (weight is None or _plain_vector(weight, x.shape[-1], device, torch))
+
+
+def _backward_plan(key: tuple, dy, x, weight, rstd) -> tuple:
+    """(the partials' f32 count, rw.planned steps of backward_launches: the backward kernel,
+    then the column sum with a weight; () when x is empty) for checked arguments, kept as
+    _BACKWARD[key]."""
+    m, n = rw.rows_and_columns("rmsnorm_backward", x.shape)
+    plan = (0, ())
+    if m and n:
+        ctas = persistent_ctas(dy, x, weight, rstd, m, n)
+        launches = backward_launches(dy, x, weight, rstd, x, weight, lambda count: x, m, n,
+                                     dtypes_of(x, weight), ctas)   # tensors: stand-ins
+        plan = (partial_floats(ctas, n, weight),
+                rw.planned(launches, (BACKWARD_TENSORS, SUM_TENSORS)[:len(launches)]))
+    if len(_BACKWARD) >= MAX_PLANS:
+        _BACKWARD.clear()
+    _BACKWARD[key] = plan
+    return plan
 
 
 # --- checks ---------------------------------------------------------------------------------

@@ -1,20 +1,26 @@
-"""recipes/rmsnorm.rmsnorm's per-shape plans on the CPU (fakes: tests/dsl/fake_gpu.py, real
-PTX assembled by ptxas): a plan launches exactly what forward_launches describes (the same
+"""recipes/rmsnorm.py's per-shape plans on the CPU (fakes: tests/dsl/fake_gpu.py, real PTX
+assembled by ptxas). rmsnorm: a plan launches exactly what forward_launches describes (the same
 packed parameters) for every mix of weight, residual and outputs; a changed shape, dtype,
-weight or residual presence, or output set takes the checked path (check_forward) and a plan of
-its own; and every rule is still checked on every call once a plan exists (the same worded
-errors, nothing launched)."""
+weight or residual presence, output set or device takes the checked path (check_forward) and a
+plan of its own; every rule is still checked on every call once a plan exists (the same worded
+errors, nothing launched). rmsnorm_backward: the same for backward_launches (the persistent
+kernel and the column sum) and check_backward."""
+import dataclasses
 import struct
 
 import pytest
 
 import layoutkit as lk
 from recipes import _rowwise as rw
+from recipes import _rowwise_kernel as rk
 from recipes import rmsnorm
 
-from .fake_gpu import BASE, STREAM, FakeGPU, Tensor
+from layoutkit.ptx import driver
+
+from .fake_gpu import BASE, DEVICE, STREAM, FakeGPU, Tensor
 
 MB = 1 << 20
+CTAS = 3                                              # the backward's persistent grid here
 SHAPES = ((4, 1000), (6, 256), (2, 3, 96))            # no cluster: the fake has no cuLaunchKernelEx
 DTYPES = (("bfloat16", "bfloat16"), ("bfloat16", "float32"), ("float32", "float32"),
           ("float16", "float16"))
@@ -36,10 +42,28 @@ def forward_kernels():
     return kernels
 
 
+def backward_kernels():
+    """Every backward kernel and column sum these tests launch."""
+    kernels = set()
+    for shape in SHAPES:
+        m, n = rw.rows_and_columns("test", shape)
+        for xdt, wdt in DTYPES:
+            s = rmsnorm.backward_split(n, LK[xdt].nbytes)
+            kernels |= {rmsnorm.kernel_for("backward", LK[xdt], LK[d], s) for d in (xdt, wdt)}
+            kernels |= {rk.column_sum_launch(LK[d], 1, CTAS, n)[0] for d in (xdt, wdt)}
+    return kernels
+
+
 @pytest.fixture
 def gpu(monkeypatch):
     monkeypatch.setattr(rmsnorm, "_FORWARD", {})
-    fake = FakeGPU(monkeypatch, forward_kernels())
+    monkeypatch.setattr(rmsnorm, "_BACKWARD", {})
+    monkeypatch.setattr(rmsnorm, "_CTAS", {})
+    monkeypatch.setattr(rw, "resident_ctas", lambda *args: CTAS)   # no occupancy query here
+    fake = FakeGPU(monkeypatch, forward_kernels() | backward_kernels())
+    monkeypatch.setattr(driver, "load_function", lambda cubin, name, dev: dataclasses.replace(
+        fake.load(cubin, name, dev), _dynamic_smem_limit=DEVICE.max_dynamic_smem_optin))
+    # (the backward's dweight partials take more than 48 KB of shared memory: opted in)
     yield fake
     fake.reset()
 
@@ -206,3 +230,128 @@ def test_plans_are_bounded(gpu, monkeypatch):
         rmsnorm.rmsnorm(tensor(shape, at=2 * i), tensor((shape[-1],), at=2 * i + 1))
         assert len(rmsnorm._FORWARD) <= 2
     assert len(gpu.calls) == 4
+
+
+# ---- rmsnorm_backward -------------------------------------------------------------------------
+@pytest.fixture
+def backward_checks(monkeypatch):
+    seen = []
+    check = rmsnorm.check_backward
+
+    def counted(*args):
+        seen.append(args)
+        return check(*args)
+    monkeypatch.setattr(rmsnorm, "check_backward", counted)
+    return seen
+
+
+def backward_arguments(shape, xdt="bfloat16", wdt="bfloat16", weight=True, at=0, device=0):
+    n = shape[-1]
+    return (tensor(shape, xdt, at, device=device), tensor(shape, xdt, at + 1, device=device),
+            tensor((n,), wdt, at + 2, device=device) if weight else None,
+            tensor(shape[:-1], "float32", at + 3, device=device))
+
+
+@pytest.mark.parametrize("shape, xdt, wdt, weight", [
+    ((4, 1000), "bfloat16", "bfloat16", True), ((6, 256), "bfloat16", "float32", True),
+    ((2, 3, 96), "float32", "float32", True), ((6, 256), "float16", "float16", False)])
+def test_a_backward_plan_launches_what_backward_launches_describes(gpu, backward_checks, shape,
+                                                                   xdt, wdt, weight):
+    m, n = rw.rows_and_columns("test", shape)
+    dy, x, w, rstd = backward_arguments(shape, xdt, wdt, weight)
+    for _ in range(3):
+        dx, dw = rmsnorm.rmsnorm_backward(dy, x, w, rstd)
+    steps = 2 if weight else 1                      # the column sum of the dweight partials
+    assert len(backward_checks) == 1 and len(gpu.calls) == 3 * steps
+    assert dx.shape == x.shape and dx.dtype is x.dtype
+    assert (dw is None) == (not weight)
+    assert dw is None or (dw.shape, dw.dtype) == (w.shape, w.dtype)
+    planned = gpu.calls[-steps:]
+    partial = struct.unpack_from("<6Q", planned[0].packed)[5]     # made by this call
+    (ctas,) = rmsnorm._CTAS.values()                # min(row tiles, CTAS resident)
+    count = rmsnorm.partial_floats(ctas, n, w)
+    rw.launch(rmsnorm.backward_launches(
+        dy, x, w, rstd, dx, dw, lambda c: Tensor(partial, "float32", (c,)) if c == count else None,
+        m, n, (LK[xdt], LK[wdt] if weight else LK[xdt]), ctas))
+    described = gpu.calls[-steps:]
+    for a, b in zip(planned, described):
+        assert a.packed == b.packed and a.spec is b.spec
+        assert (a.grid, a.block) == (b.grid, b.block)
+    if weight:
+        assert struct.unpack_from("<2Q", planned[1].packed) == (partial, dw.ptr)
+
+
+def test_a_changed_backward_key_takes_the_checked_path(gpu, backward_checks, monkeypatch):
+    import sys
+    monkeypatch.setattr(sys.modules["torch"]._C, "_cuda_getCurrentRawStream",
+                        {0: STREAM, 1: STREAM + 1}.get)
+    calls = [(backward_arguments((4, 1000)), 1), (backward_arguments((4, 1000), at=4), 0),
+             (backward_arguments((6, 256)), 1),
+             (backward_arguments((4, 1000), "float32", "float32"), 1),
+             (backward_arguments((4, 1000), wdt="float32"), 1),
+             (backward_arguments((4, 1000), weight=False), 1),
+             (backward_arguments((4, 1000), device=1), 1),
+             (backward_arguments((4, 1000)), 0)]
+    for args, checked in calls:
+        before = len(backward_checks)
+        rmsnorm.rmsnorm_backward(*args)
+        assert len(backward_checks) - before == checked, args
+    assert len(rmsnorm._BACKWARD) == 6
+
+
+def test_an_empty_backward_launches_nothing(gpu, backward_checks):
+    for _ in range(2):
+        dx, dw = rmsnorm.rmsnorm_backward(*backward_arguments((0, 1000), weight=False))
+    assert dx.shape == (0, 1000) and dw is None and gpu.calls == []  # (the fake has no zeros)
+    assert len(backward_checks) == 1
+
+
+def _bad(slot, value):
+    args = list(backward_arguments((4, 1000), at=8))
+    args[slot] = value
+    return tuple(args)
+
+
+@pytest.mark.parametrize("args, error, message", [
+    (_bad(0, tensor((4, 999), at=8)), ValueError,
+     r"rmsnorm_backward: dy has shape \(4, 999\); it must be \(4, 1000\)"),
+    (_bad(0, tensor((4, 1000), "float32", 8)), TypeError,
+     r"rmsnorm_backward: dy has dtype torch.float32; it must be one of torch.bfloat16"),
+    (_bad(0, tensor((4, 1000), at=8, contiguous=False)), ValueError,
+     r"rmsnorm_backward: dy must be a contiguous CUDA tensor"),
+    (_bad(0, tensor((4, 1000), at=8, device=1)), ValueError,
+     r"rmsnorm_backward: dy is on cuda:1; it must be on cuda:0"),
+    (_bad(1, tensor((4, 1000), at=9, contiguous=False)), ValueError,
+     r"rmsnorm_backward: x must be a contiguous CUDA tensor"),
+    (_bad(1, "x"), TypeError, r"rmsnorm_backward: x must be a torch tensor, got str"),
+    (_bad(2, tensor((999,), at=10)), ValueError,
+     r"rmsnorm_backward: weight has shape \(999,\); it must be \(1000,\)"),
+    (_bad(2, tensor((1000, 1), at=10)), ValueError,
+     r"rmsnorm_backward: weight has shape \(1000, 1\); it must be \(1000,\)"),
+    (_bad(2, tensor((1000,), at=10, device=1)), ValueError,
+     r"rmsnorm_backward: weight is on cuda:1; it must be on cuda:0"),
+    (_bad(2, tensor((1000,), at=10, contiguous=False)), ValueError,
+     r"rmsnorm_backward: weight must be a contiguous CUDA tensor"),
+    (_bad(3, tensor((3,), "float32", 11)), ValueError,
+     r"rmsnorm_backward: rstd has shape \(3,\); it must be \(4,\)"),
+    (_bad(3, tensor((4,), at=11)), TypeError,
+     r"rmsnorm_backward: rstd has dtype torch.bfloat16; it must be one of torch.float32"),
+    (_bad(3, tensor((4,), "float32", 11, device=1)), ValueError,
+     r"rmsnorm_backward: rstd is on cuda:1; it must be on cuda:0"),
+    (_bad(3, tensor((4,), "float32", 11, contiguous=False)), ValueError,
+     r"rmsnorm_backward: rstd must be a contiguous CUDA tensor"),
+    (_bad(3, None), TypeError, r"rmsnorm_backward: rstd must be a torch tensor, got NoneType"),
+])
+def test_every_backward_rule_is_checked_after_a_plan_exists(gpu, args, error, message):
+    rmsnorm.rmsnorm_backward(*backward_arguments((4, 1000)))
+    with pytest.raises(error, match=message):
+        rmsnorm.rmsnorm_backward(*args)
+    assert len(gpu.calls) == 2
+
+
+def test_backward_plans_are_bounded(gpu, monkeypatch):
+    monkeypatch.setattr(rmsnorm, "MAX_PLANS", 2)
+    for i, shape in enumerate(((4, 1000), (6, 256), (2, 3, 96), (4, 1000))):
+        rmsnorm.rmsnorm_backward(*backward_arguments(shape, at=4 * i))
+        assert len(rmsnorm._BACKWARD) <= 2
+    assert len(gpu.calls) == 8
