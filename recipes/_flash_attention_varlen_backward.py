@@ -20,9 +20,11 @@ padded passes pad seqlen_q.
 
 What differs from the padded backward, and why:
 - K, V rows past the sequence's end (the last key block) are the next sequence's, not TMA's
-  zeros: non-causal, that block's steps are masked to key < seqlen_k (`VarlenMixin.mask`);
-  causal, every step of that block is already masked (its last key is past the last query's
-  diagonal) and the causal mask drops those keys.
+  zeros: non-causal, the consumers zero those K rows in shared memory once, before the ring
+  (`VarlenMixin.zero_keys_past_end`: a zero K row adds nothing to dQ, as in the padded kernel,
+  and its P, dS only reach its own dK, dV rows, which are not stored); causal, every step of
+  that block is already masked (its last key is past the last query's diagonal) and the causal
+  mask drops those keys.
 - Q, dO rows past the sequence's end are the next sequence's: their neg_lse2 = -inf (the
   padding of the sequence's own last block) gives P = 0 and dS = 0, and their dQ rows are that
   padding's, never stored.
@@ -36,9 +38,11 @@ import layoutkit as lk
 from recipes import _flash_attention_backward_kernel as base
 from recipes import _flash_attention_backward_passes as passes
 from recipes._flash_attention_backward_columns import ColumnConsumer
+from recipes._flash_attention_kernel import row_col
 from recipes._flash_attention_varlen import row_chunks, sequence_bounds
 
 BQ, BN, WG_KEYS, CONSUMERS = base.BQ, base.BN, base.WG_KEYS, base.CONSUMERS
+ZERO_BARRIER = 6               # named barrier id past the padded kernel's (1 .. 5)
 
 
 def packed_bounds(cu, seq, rows, name: str, warps: int):
@@ -59,13 +63,16 @@ def backward_varlen_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4],
                          dk: lk.Tensor[lk.bf16, 4], dv: lk.Tensor[lk.bf16, 4],
                          dq_acc: lk.Tensor[lk.f32, 2], neg_lse2: lk.Tensor[lk.f32, 1],
                          delta: lk.Tensor[lk.f32, 1], cu_seqlens_q: lk.Tensor[lk.i32, 1],
-                         cu_seqlens_k: lk.Tensor[lk.i32, 1], GROUP: lk.i32, SCALE: lk.f32,
+                         cu_seqlens_k: lk.Tensor[lk.i32, 1], HEAD_BLOCKS: lk.i32,
+                         GROUP: lk.i32, SCALE: lk.f32,
                          SCALE_LOG2: lk.f32, D: lk.constexpr, STAGES: lk.constexpr,
                          CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr, DKV_SPLIT: lk.constexpr,
                          PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
     """The kernel (module docstring). q, do (1, total_q, heads_q, D); k, v, dk, dv (1, total_k,
     heads_kv, D); dq_acc f32 (heads_q * head_rows, D) added into (zeroed by the pre-pass),
-    neg_lse2, delta (heads_q * head_rows,) in its row order. Grid (ceil(max_seqlen_k / KEYS),
+    neg_lse2, delta (heads_q * head_rows,) in its row order; HEAD_BLOCKS = head_rows / 64 (a
+    parameter, not neg_lse2's extent / 64 heads_q: a quotient would take a register in the
+    main loop, a parameter is read from the constant bank). Grid (ceil(max_seqlen_k / KEYS),
     heads_kv, batch), KEYS as the padded kernel's."""
     n_blk, hk, seq = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     q_start, q_end = packed_bounds(cu_seqlens_q, seq, q.shape[1], "cu_q", base.WARPS)
@@ -76,38 +83,47 @@ def backward_varlen_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4],
     b = 0                                   # the packed tensors' batch mode has extent 1
     KEYS = BN if DKV_SPLIT == "keys" else WG_KEYS
     m_begin, n_masked, nq, nqb = base.query_blocks(SQ, SK, n_blk, CAUSAL, KEYS)
-    if not CAUSAL:                          # the block that crosses seqlen_k: every step masked
+    if not CAUSAL:
         nq = lk.maximum(nq, 0)              # (a count the tracer cannot see is >= 0 unclamped)
-        n_masked = nq * lk.minimum(lk.maximum((n_blk + 1) * KEYS - SK, 0), 1)
     buffers = base.shared_buffers(D, STAGES, KEYS, DKV_SPLIT, DQ_SPLIT)
-    head_blocks = neg_lse2.shape[0] // (BQ * HQ)
     first = first_block(q_start, seq)
 
     def query_row(h, m):
         """Block row of the sequence's query block m of head h in the f32 row buffers."""
-        return h * head_blocks + first + m
+        return h * HEAD_BLOCKS + first + m
     base.roles(base.Env(**buffers, **locals()), consumer_kind(DKV_SPLIT),
                live=n_blk * KEYS < SK)
 
 
 class VarlenMixin:
-    """What a varlen consumer changes in the padded one (module docstring): the key bound of
-    the block that crosses seqlen_k (non-causal) and dK, dV stored with masked stores."""
+    """What a varlen consumer changes in the padded one (module docstring): the K rows past
+    seqlen_k zeroed in shared memory (non-causal) and dK, dV stored with masked stores."""
 
-    def spans(self) -> tuple:
+    def run(self) -> None:
+        if not self.e.CAUSAL:
+            self.zero_keys_past_end()
+        super().run()
+
+    def zero_keys_past_end(self) -> None:
+        """In the key block that crosses seqlen_k, this warpgroup's part of the K tile (its
+        accumulator's rows and columns: its keys, or its columns of all keys) set to 0 on the
+        keys at or past seqlen_k, once, before the ring: those rows hold the next sequence's
+        keys, and with K = 0 there (as TMA's zero fill gives the padded kernel) they add
+        nothing to dQ; P is clamped to <= 1, and their dK, dV rows are never stored. A 256-
+        thread barrier, since either warpgroup's wgmmas may read the other's part."""
         e = self.e
-        if e.CAUSAL:
-            return super().spans()
-        return ((True, 0, e.n_masked), (False, e.n_masked, e.nq))
-
-    def mask(self, P, m):
-        """Causal: the padded mask (which drops keys past seqlen_k too); otherwise P^T with 0
-        on keys at or past seqlen_k."""
-        if self.e.CAUSAL:
-            return super().mask(P, m)
-        bound = lk.cast(self.e.SK - 1 - self.first_key, lk.i32)
-        keep = lk.RegisterTensor(lk.bool_, P.layout, [(bound >= dr).value for dr in self.drow])
-        return lk.where(keep, P, 0.0)
+        lk.sm90.mbarrier_wait(e.k_full[0], 0)
+        with lk.if_((e.n_blk + 1) * e.KEYS > e.SK):
+            layout = self.kv_layout
+            part = self.sK_w if layout.tile[1] == e.D else \
+                self.sK_w.tile(layout.tile, (0, self.wg))
+            row0, _, drow, _ = row_col(layout, lk.sm90.thread_id_in_warpgroup())
+            bound = lk.cast(e.SK - 1 - self.first_own_key() - row0, lk.i32)
+            keep = lk.RegisterTensor(lk.bool_, layout, [(bound >= dr).value for dr in drow])
+            values = lk.cast(lk.load(part.partition(layout)), lk.f32)
+            lk.store(part.partition(layout), lk.cast(lk.where(keep, values, 0.0), lk.bf16))
+            lk.sm90.fence_proxy_async()                  # generic stores, then wgmma reads
+            lk.sm90.named_barrier_sync(ZERO_BARRIER, CONSUMERS * 128)
 
     def store_dkv(self, box: tuple, out_at: tuple, buf_at: tuple) -> None:
         """The box tiles of sK and sV at buf_at to those of DK and DV at out_at by the

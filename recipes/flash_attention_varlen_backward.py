@@ -44,8 +44,8 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, cu_seqlens_q,
     interpreter) or lk.TensorSpecs."""
     _, _, hq, d = q.shape
     hk, batch = k.shape[2], cu_seqlens_q.shape[0] - 1
-    args = (q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, cu_seqlens_q, cu_seqlens_k, hq // hk,
-            float(scale), float(scale) * padded.LOG2E)
+    args = (q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, cu_seqlens_q, cu_seqlens_k,
+            neg_lse2.shape[0] // (hq * BQ), hq // hk, float(scale), float(scale) * padded.LOG2E)
     constexprs = dict(D=d, STAGES=cfg.STAGES, CAUSAL=bool(causal), DQ_SPLIT=cfg.DQ_SPLIT,
                       DKV_SPLIT=cfg.DKV_SPLIT, PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
