@@ -31,6 +31,7 @@ ENTRIES = {
     "flash_attention": {"flash_attention": 3},
     "flash_attention_backward": {"flash_attention_backward": 6},
     "flash_attention_varlen": {"flash_attention_varlen": 7},
+    "flash_attention_varlen_backward": {"flash_attention_varlen_backward": 10},
     "flash_attention_kvcache": {"flash_attention_with_kvcache": 4},
 }
 
