@@ -5,7 +5,7 @@ variable-length batches.
 
 The backward kernel runs one CTA per (key block, kv head, sequence); the grid's x extent covers
 the longest key sequence. Each CTA reads its sequence's bounds from cu_seqlens_q and
-cu_seqlens_k (recipes/_flash_attention_varlen.py's sequence_bounds, then clamped to the packed
+cu_seqlens_k (recipes/_flash_attention_varlen.py's sequence_bounds; what it stores is clamped to the
 tensors' rows), so a malformed cu_seqlens gives wrong rows, never an access outside a tensor.
 The sequence's rows are windows of the packed tensors; query-block counts, causal masks (bottom-
 right on the sequence's own lengths) and the ring are the padded kernel's. A CTA whose key
@@ -75,18 +75,23 @@ def backward_varlen_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4],
     main loop, a parameter is read from the constant bank). Grid (ceil(max_seqlen_k / KEYS),
     heads_kv, batch), KEYS as the padded kernel's."""
     n_blk, hk, seq = lk.block_id(0), lk.block_id(1), lk.block_id(2)
-    q_start, q_end = packed_bounds(cu_seqlens_q, seq, q.shape[1], "cu_q", base.WARPS)
-    k_start, k_end = packed_bounds(cu_seqlens_k, seq, k.shape[1], "cu_k", base.WARPS)
+    # the bounds as cu_seqlens says (TMA clips loads at the tensors' ends); what is stored
+    # is clamped to the tensors: dK, dV rows by their windows, dQ blocks by nq below
+    q_start, q_end = sequence_bounds(cu_seqlens_q, seq, "cu_q")
+    k_start, k_end = sequence_bounds(cu_seqlens_k, seq, "cu_k")
     Q, DO = (x.permute(1, 3, 2, 0).window(0, q_start, q_end) for x in (q, do))
-    K, V, DK, DV = (x.permute(1, 3, 2, 0).window(0, k_start, k_end) for x in (k, v, dk, dv))
+    K, V = (x.permute(1, 3, 2, 0).window(0, k_start, k_end) for x in (k, v))
+    stored_start = lk.minimum(k_start, k.shape[1])
+    stored_end = lk.maximum(lk.minimum(k_end, k.shape[1]), stored_start)
+    DK, DV = (x.permute(1, 3, 2, 0).window(0, stored_start, stored_end) for x in (dk, dv))
     SQ, SK, HQ = q_end - q_start, k_end - k_start, q.shape[2]
     b = 0                                   # the packed tensors' batch mode has extent 1
     KEYS = BN if DKV_SPLIT == "keys" else WG_KEYS
     m_begin, n_masked, nq, nqb = base.query_blocks(SQ, SK, n_blk, CAUSAL, KEYS)
-    if not CAUSAL:
-        nq = lk.maximum(nq, 0)              # (a count the tracer cannot see is >= 0 unclamped)
-    buffers = base.shared_buffers(D, STAGES, KEYS, DKV_SPLIT, DQ_SPLIT)
     first = first_block(q_start, seq)
+    nq = lk.minimum(lk.maximum(nq, 0), lk.maximum(HEAD_BLOCKS - first - m_begin, 0))
+    n_masked = lk.minimum(n_masked, nq)     # (both bind only where cu_seqlens is malformed)
+    buffers = base.shared_buffers(D, STAGES, KEYS, DKV_SPLIT, DQ_SPLIT)
 
     def query_row(h, m):
         """Block row of the sequence's query block m of head h in the f32 row buffers."""

@@ -229,3 +229,62 @@ def check_cpu(seed: int = 0, cases=CPU_CASES, config: Config | None = None) -> f
                                   f"{(lengths_q, lengths_k, hq, hk, d, causal)}"
             worst = max(worst, err)
     return worst
+
+
+# (sequences, longest q, longest k, heads_q, heads_kv, head_dim, causal) of check(): ragged,
+# empty sequences on either side, causal with seqlen_q <, = and > seqlen_k in one batch, GQA
+GPU_CASES = ((5, 300, 300, 4, 2, 64, False), (6, 257, 700, 4, 1, 128, True),
+             (4, 1000, 129, 2, 2, 128, False), (3, 130, 130, 8, 2, 256, True),
+             (7, 600, 600, 2, 1, 64, True), (3, 513, 300, 2, 1, 256, False),
+             (2, 1, 1000, 4, 4, 128, True))
+
+
+def check(seed: int = 0, cases=GPU_CASES, config: Config | None = None) -> float:
+    """Random packed batches on the GPU (GPU_CASES; lengths by the forward's random_lengths,
+    one sequence the longest and one empty) against torch autograd in float64 per sequence;
+    returns the worst error of dq, dk, dv relative to each one's largest reference entry (at
+    least padded.ERROR_FLOOR; AssertionError past 2**-7)."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    worst = 0.0
+    for i, (batch, longest_q, longest_k, hq, hk, d, causal) in enumerate(cases):
+        lengths_q = forward.random_lengths(gen, batch, longest_q)
+        lengths_k = forward.random_lengths(gen, batch, longest_k, empty=i % 2 == 0)
+        worst = max(worst, check_batch(gen, lengths_q, lengths_k, hq, hk, d, causal, config,
+                                       f"case {i}"))
+    return worst
+
+
+def check_batch(gen, lengths_q, lengths_k, hq: int, hk: int, d: int, causal: bool,
+                config: Config | None, what: str, scale: float | None = None) -> float:
+    """One packed batch on the GPU: the varlen forward, this backward, and each sequence's
+    gradients against padded.reference_torch on it alone (check())."""
+    import torch
+    cu_q, cu_k = (torch.tensor([0] + torch.tensor(n).cumsum(0).tolist(), dtype=torch.int32,
+                               device="cuda") for n in (lengths_q, lengths_k))
+    q, do = (torch.randn(sum(lengths_q), hq, d, generator=gen).to("cuda", torch.bfloat16)
+             for _ in range(2))
+    k, v = (torch.randn(sum(lengths_k), hk, d, generator=gen).to("cuda", torch.bfloat16)
+            for _ in range(2))
+    args = (cu_q, cu_k, max(lengths_q), max(lengths_k), causal, scale)
+    o, lse = forward.flash_attention_varlen(q, k, v, *args)
+    dq, dk, dv = flash_attention_varlen_backward(do, q, k, v, o, lse, *args, config=config)
+    scale = d ** -0.5 if scale is None else scale
+    worst = 0.0
+    for b, (nq, nk) in enumerate(zip(lengths_q, lengths_k)):
+        q0, k0 = int(cu_q[b]), int(cu_k[b])
+        rq, rk = slice(q0, q0 + nq), slice(k0, k0 + nk)
+        got = (dq[rq], dk[rk], dv[rk])
+        if nq == 0 or nk == 0:              # no score: every gradient of the sequence is 0
+            assert all(not g.any() for g in got), f"{what} sequence {b}: nonzero gradients"
+            continue
+        want = padded.reference_torch(q[None, rq], k[None, rk], v[None, rk], do[None, rq],
+                                      causal, scale)
+        for name, g, w in zip(("dq", "dk", "dv"), got, want):
+            err = ((g.double() - w[0]).abs().max() /
+                   w.abs().max().clamp_min(padded.ERROR_FLOOR)).item()
+            assert err < 2 ** -7, f"{name} off by {err:.3g} in {what} sequence {b} " \
+                                  f"({nq} queries, {nk} keys, {hq}/{hk} heads, d {d}, " \
+                                  f"causal {causal})"
+            worst = max(worst, err)
+    return worst
