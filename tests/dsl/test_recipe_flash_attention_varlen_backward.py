@@ -6,8 +6,9 @@ packed batches (ragged, empty query and key sequences, GQA, causal with seqlen_q
 seqlen_k in one batch, a key block crossing a sequence's end with the next sequence's keys
 behind it, every head dim, the other dQ splits) and matches numpy's float64 gradients per
 sequence; the sequences' 64-row blocks of the f32 row buffers are disjoint and inside them; a
-malformed cu_seqlens never reaches outside the tensors; every argument error is a ValueError
-naming the argument."""
+malformed cu_seqlens never reaches outside the tensors; the entry's host path (run_steps) runs
+end to end on torch CPU tensors with the interpreter as its launch; every argument error is a
+ValueError naming the argument."""
 import dataclasses
 import re
 import warnings
@@ -241,3 +242,37 @@ def test_argument_errors_name_the_argument(change, message):
 def test_valid_arguments_give_each_head_dims_default_config():
     assert fvb.check_inputs(**_inputs()) == fvb.CONFIGS[64]
     assert fvb.check_inputs(**_inputs(d=256)) == fvb.CONFIGS[256]
+
+
+def interpreting_launch(kernel, grid, *args, **constexprs):
+    """run_steps' launch on the CPU interpreter: torch CPU tensors as numpy views of their
+    memory (bf16 as its bits), so the kernels write the tensors run_steps returns."""
+    def as_numpy(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        return x.view(torch.int16).numpy().view(np.uint16) if x.dtype == torch.bfloat16 \
+            else x.numpy()
+    interpret(kernel, grid, *map(as_numpy, args), **constexprs)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_run_steps_end_to_end_on_the_interpreter(causal):
+    """The entry's host path (allocations, the three launches and their arguments) on torch
+    CPU tensors, against numpy's float64 gradients (an empty query sequence, a custom
+    scale, GQA)."""
+    from layoutkit.dsl.interpreter import from_bf16, to_bf16
+    lengths_q, lengths_k, hq, hk, d = (50, 0, 80), (100, 30, 70), 4, 2, 64
+    rng = np.random.default_rng(7)
+    q, k, v, cu_q, cu_k = fvb.forward.packed_batch(rng, lengths_q, lengths_k, hq, hk, d)
+    do = to_bf16(rng.standard_normal(q.shape))
+    o, lse = fvb.forward.reference(*map(from_bf16, (q, k, v)), cu_q, cu_k, causal, 0.3)
+    bits = [torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
+            for x in (do, q, k, v, to_bf16(o))]
+    lse = torch.from_numpy(np.nan_to_num(lse, nan=0.0, neginf=-np.inf).astype(np.float32))
+    got = fvb.run_steps(torch, *bits, lse, *map(torch.from_numpy, (cu_q, cu_k)), 80, 100,
+                        causal, 0.3, fvb.CONFIGS[d], interpreting_launch)
+    want = fvb.reference(*map(from_bf16, (q, k, v, do)), cu_q, cu_k, causal, 0.3)
+    for name, g, w in zip(("dq", "dk", "dv"), got, want):
+        g = g.float().numpy()
+        err = np.max(np.abs(g - w)) / max(np.max(np.abs(w)), fvb.padded.ERROR_FLOOR)
+        assert err < 2 ** -6, (name, err)
