@@ -1,10 +1,9 @@
 """Host time per call of the row recipes' Python entry points (softmax, layernorm, rmsnorm and
-its backward, softmax_backward) beside the torch op doing the same work, in one run: says
-whether a small shape's event-timed row in docs/PERFORMANCE.md measures the kernel or the
-Python that launches it. rmsnorm is
-called as benchmarks/bench_rows.py calls it (weight, rstd returned), and also through its
-checked path alone (check_forward, forward_launches, rw.launch: every call as before its
-per-shape plans), to A/B the plans in one run.
+the backward kernels) beside the torch op doing the same work, in one run: says whether a
+small shape's event-timed row in docs/PERFORMANCE.md measures the kernel or the Python that
+launches it. rmsnorm is called as benchmarks/bench_rows.py calls it (weight, rstd returned),
+and also through its checked path alone (check_forward, forward_launches, rw.launch: every
+call as before its per-shape plans), to A/B the plans in one run.
 
 For each shape, each candidate is called in batches (bench_launch.measure: candidates
 interleaved batch by batch after a warm-up); "host µs" is the wall time of the batch's calls
@@ -30,12 +29,13 @@ from layoutkit.tools.recipe_runner import load_recipe  # noqa: E402
 SHAPES = ((1000, 3000), (4096, 1024), (4096, 4096), (4096, 8192))
 
 
-def candidates(softmax, layernorm, rmsnorm, softmax_backward, m: int, n: int) -> dict:
+def candidates(softmax, layernorm, rmsnorm, softmax_backward, layernorm_backward, m: int,
+               n: int) -> dict:
     """The calls on random bf16 (m, n) inputs: each recipe's entry point and its torch op."""
     x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
     w, b = (torch.randn(n, device="cuda").to(torch.bfloat16) for _ in range(2))
     out = torch.empty_like(x)
-    rstd = torch.empty(m, device="cuda")
+    rstd, mean = torch.rand(m, device="cuda") + 0.5, torch.randn(m, device="cuda")
     F = torch.nn.functional
     return {"layoutkit softmax(x, out)": lambda: softmax.softmax(x, out),
             "torch.softmax(x, -1)": lambda: torch.softmax(x, -1),
@@ -48,6 +48,8 @@ def candidates(softmax, layernorm, rmsnorm, softmax_backward, m: int, n: int) ->
             "torch rms_norm(x, (n,), w, eps)": lambda: F.rms_norm(x, (n,), w, 1e-6),
             "layoutkit rmsnorm_backward(dy, x, w, rstd) (2 launches)":
                 lambda: rmsnorm.rmsnorm_backward(out, x, w, rstd),
+            "layoutkit layernorm_backward(dy, x, w, mean, rstd) (2 launches)":
+                lambda: layernorm_backward.layernorm_backward(out, x, w, mean, rstd),
             "layoutkit softmax_backward(dy, y)": lambda: softmax_backward.softmax_backward(out, x),
             "torch _softmax_backward_data(dy, y, -1, bf16)":
                 lambda: torch._softmax_backward_data(out, x, -1, torch.bfloat16)}
@@ -72,7 +74,8 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; µs per call, medians over "
           f"{args.batches} batches of {args.batch}\n")
     print("| (m, n) | call | host µs | total µs |\n|---|---|---:|---:|")
-    recipes = [load_recipe(r) for r in ("softmax", "layernorm", "rmsnorm", "softmax_backward")]
+    recipes = [load_recipe(r) for r in ("softmax", "layernorm", "rmsnorm", "softmax_backward",
+                                        "layernorm_backward")]
     for m, n in SHAPES:
         times = measure(candidates(*recipes, m, n), args.batch * args.batches, args.batch)
         for name, (total, host) in times.items():

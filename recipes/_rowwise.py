@@ -75,6 +75,20 @@ def check_tensor(what: str, name: str, t, shape=None, dtypes=DTYPES, device=None
         raise ValueError(f"{what}: {name} is on {t.device}; it must be on {device}")
 
 
+def plain_like(t, dtype, shape, device: int, torch) -> bool:
+    """Whether t is certainly an exact contiguous torch tensor of this dtype (a torch.dtype)
+    and shape on CUDA device `device` (get_device()): a plan's fast test, True only where
+    check_tensor would pass; False sends a call to the worded checks."""
+    return type(t) is torch.Tensor and t.dtype is dtype and t.shape == shape and \
+        t.is_contiguous() and t.get_device() == device
+
+
+def plain_vector(t, n: int, device: int, torch) -> bool:
+    """plain_like for a vector of n of any dtype (a plan's key holds the dtype)."""
+    return type(t) is torch.Tensor and t.dim() == 1 and t.shape[0] == n and \
+        t.is_contiguous() and t.get_device() == device
+
+
 def rows_and_columns(what: str, shape) -> tuple[int, int]:
     """(m, n) of a tensor normalized over its last dimension; ValueError for a 0-d one."""
     if len(shape) < 1:

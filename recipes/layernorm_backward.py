@@ -163,13 +163,29 @@ def launches(dy, x, weight, mean, rstd, dx, sums, floats, m: int, n: int, eps: f
     launch: the GPU path, check_cpu and layoutkit.torch all run it."""
     xdt, wdt = dtypes
     s = s or split_for(n, xdt.nbytes)
-    partial = floats(2 * ctas * n)
+    partial = floats(partial_floats(ctas, n))
     unused = floats(1) if mean is None else None      # the statistics' stand-in when absent
-    args = (dy, x, weight, unused if mean is None else mean, unused if rstd is None else rstd,
-            dx, partial, m, n // s.VEC, eps, -(-s.row_tiles(m) // ctas), ctas)
+    args = (*backward_tensors(dy, x, weight, mean, rstd, dx, partial, unused), m, n // s.VEC,
+            eps, -(-s.row_tiles(m) // ctas), ctas)
     column_sum, grid, sum_constexprs = rk.column_sum_launch(wdt, 2, ctas, n, sum_warps)
     return [(kernel_for(xdt, wdt, s), s.CLUSTER * ctas, args, constexprs(s, mean is not None)),
             (column_sum, grid, (partial, sums, 2, ctas, n), sum_constexprs)]
+
+
+MAIN_TENSORS, SUM_TENSORS = 7, 2   # launches' tensors: backward_tensors(...); the column
+                                   # sums' (partial, sums)
+
+
+def backward_tensors(dy, x, weight, mean, rstd, dx, partial, unused) -> tuple:
+    """The kernel's tensor arguments in its order (absent statistics: `unused` in their place,
+    unread)."""
+    return (dy, x, weight, unused if mean is None else mean, unused if rstd is None else rstd,
+            dx, partial)
+
+
+def partial_floats(ctas: int, n: int) -> int:
+    """The f32 entries of the partials: (2, ctas, n), dweight's and dbias'."""
+    return 2 * ctas * n
 
 
 _CTAS: dict = {}                 # (shape, dtypes, statistics given, device) -> clusters
@@ -182,7 +198,7 @@ def persistent_ctas(dy, x, weight, stats: bool, m: int, n: int) -> int:
     key = (x.shape, x.dtype, weight.dtype, stats, x.device)
     if key not in _CTAS:
         import torch
-        s = split_for(n, x.element_size())
+        s = split_for(n, rw.lk_dtype(x).nbytes)
         kernel = kernel_for(rw.lk_dtype(x), rw.lk_dtype(weight), s)
         probe = torch.empty(1, device=x.device, dtype=torch.float32)
         resident = rw.resident_ctas(kernel, (dy, x, weight, probe, probe, dy, probe, m,
@@ -198,15 +214,63 @@ def layernorm_backward(dy, x, weight, mean=None, rstd=None, eps: float = 1e-5):
     """(dx, dweight, dbias) of y = layer_norm(x, (n,), weight, bias, eps) given dy; mean and
     rstd are the forward's per-row statistics (f32) or None (recomputed from x and eps)."""
     torch = require_torch("recipes.layernorm_backward.layernorm_backward")
-    m, n = check_arguments(dy, x, weight, mean, rstd, eps)
+    plain = _plainly_valid(dy, x, weight, mean, rstd, eps, torch)
+    if not plain:
+        check_arguments(dy, x, weight, mean, rstd, eps)     # every rule, each worded
+    key = (x.shape, x.dtype, weight.dtype, mean is not None, float(eps), x.get_device())
+    plan = _PLANS.get(key)
+    if plan is None:
+        if plain:
+            check_arguments(dy, x, weight, mean, rstd, eps)  # the rules the key fixes
+        plan = _plan(key, dy, x, weight, mean, rstd, float(eps))
     dx = torch.empty_like(x)
-    if not (m and n):
+    count, unused, steps = plan
+    if not steps:                                   # x is empty
         return dx, torch.zeros_like(weight), torch.zeros_like(weight)
-    sums = torch.empty((2, n), device=x.device, dtype=weight.dtype)
-    rw.launch(launches(dy, x, weight, mean, rstd, dx, sums, rw.cuda_floats(x.device), m, n,
-                       float(eps), (rw.lk_dtype(x), rw.lk_dtype(weight)),
-                       persistent_ctas(dy, x, weight, mean is not None, m, n)))
+    sums = torch.empty((2, x.shape[-1]), device=x.device, dtype=weight.dtype)
+    partial = torch.empty(count, device=x.device, dtype=torch.float32)
+    (main, rest, constexprs), (column_sum, sum_rest, sum_constexprs) = steps
+    main(*backward_tensors(dy, x, weight, mean, rstd, dx, partial, unused), *rest, *constexprs)
+    column_sum(partial, sums, *sum_rest, *sum_constexprs)
     return dx, sums[0], sums[1]
+
+
+_PLANS: dict = {}   # (shape, dtypes, statistics given, eps, device) -> plan
+
+
+def _plainly_valid(dy, x, weight, mean, rstd, eps, torch) -> bool:
+    """Whether check_arguments' per-call rules certainly hold (exact contiguous CUDA torch
+    tensors on x's device: dy of x's shape and dtype, weight a vector of n, mean and rstd both
+    absent or both f32 of x's rows; eps a positive float); False sends the call to
+    check_arguments. The rules a plan's key fixes (dtypes, row length) were checked when it was
+    made."""
+    if not (type(x) is torch.Tensor and x.is_cuda and x.is_contiguous() and x.dim() and
+            type(eps) is float and eps > 0 and (mean is None) == (rstd is None)):
+        return False
+    device, rows = x.get_device(), x.shape[:-1]
+    return rw.plain_like(dy, x.dtype, x.shape, device, torch) and \
+        rw.plain_vector(weight, x.shape[-1], device, torch) and \
+        (mean is None or (rw.plain_like(mean, torch.float32, rows, device, torch) and
+                          rw.plain_like(rstd, torch.float32, rows, device, torch)))
+
+
+def _plan(key: tuple, dy, x, weight, mean, rstd, eps: float) -> tuple:
+    """(the partials' f32 count, the statistics' stand-in or None, rw.planned steps of
+    `launches`: the persistent kernel, the column sums; () when x is empty) for checked
+    arguments, kept as _PLANS[key]."""
+    m, n = rw.rows_and_columns("layernorm_backward", x.shape)
+    plan = (0, None, ())
+    if m and n:
+        ctas = persistent_ctas(dy, x, weight, mean is not None, m, n)
+        floats = rw.cuda_floats(x.device)
+        unused = floats(1) if mean is None else None
+        steps = launches(dy, x, weight, mean, rstd, x, weight, lambda count: unused, m, n, eps,
+                         (rw.lk_dtype(x), rw.lk_dtype(weight)), ctas)   # tensors: stand-ins
+        plan = (partial_floats(ctas, n), unused, rw.planned(steps, (MAIN_TENSORS, SUM_TENSORS)))
+    if len(_PLANS) >= MAX_PLANS:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
 
 
 def reference(dy, x, weight, eps=1e-5):

@@ -155,21 +155,8 @@ def _plainly_valid(x, weight, residual, eps, torch) -> bool:
             type(eps) is float and eps > 0):
         return False
     device = x.get_device()
-    return (residual is None or _plain_like(residual, x.dtype, x.shape, device, torch)) and \
-        (weight is None or _plain_vector(weight, x.shape[-1], device, torch))
-
-
-def _plain_like(t, dtype, shape, device: int, torch) -> bool:
-    """Whether t is an exact contiguous torch tensor of this dtype and shape on this device."""
-    return type(t) is torch.Tensor and t.dtype is dtype and t.shape == shape and \
-        t.is_contiguous() and t.get_device() == device
-
-
-def _plain_vector(t, n: int, device: int, torch) -> bool:
-    """Whether t is an exact contiguous torch vector of n on this device (any dtype: a plan's
-    key holds the weight's dtype)."""
-    return type(t) is torch.Tensor and t.dim() == 1 and t.shape[0] == n and \
-        t.is_contiguous() and t.get_device() == device
+    return (residual is None or rw.plain_like(residual, x.dtype, x.shape, device, torch)) and \
+        (weight is None or rw.plain_vector(weight, x.shape[-1], device, torch))
 
 
 def _forward_plan(key: tuple, x, weight, residual, y, h, rstd, eps: float) -> tuple:
@@ -329,9 +316,9 @@ def _plainly_valid_backward(dy, x, weight, rstd, torch) -> bool:
     if not (type(x) is torch.Tensor and x.is_cuda and x.is_contiguous() and x.dim()):
         return False
     device = x.get_device()
-    return _plain_like(dy, x.dtype, x.shape, device, torch) and \
-        _plain_like(rstd, torch.float32, x.shape[:-1], device, torch) and \
-        (weight is None or _plain_vector(weight, x.shape[-1], device, torch))
+    return rw.plain_like(dy, x.dtype, x.shape, device, torch) and \
+        rw.plain_like(rstd, torch.float32, x.shape[:-1], device, torch) and \
+        (weight is None or rw.plain_vector(weight, x.shape[-1], device, torch))
 
 
 def _backward_plan(key: tuple, dy, x, weight, rstd) -> tuple:
