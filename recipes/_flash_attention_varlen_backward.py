@@ -5,8 +5,9 @@ variable-length batches.
 
 The backward kernel runs one CTA per (key block, kv head, sequence); the grid's x extent covers
 the longest key sequence. Each CTA reads its sequence's bounds from cu_seqlens_q and
-cu_seqlens_k (recipes/_flash_attention_varlen.py's sequence_bounds; what it stores is clamped to the
-tensors' rows), so a malformed cu_seqlens gives wrong rows, never an access outside a tensor.
+cu_seqlens_k (recipes/_flash_attention_varlen.py's sequence_bounds; what it stores is clamped
+to the tensors' rows), so a malformed cu_seqlens gives wrong rows, never an access outside a
+tensor.
 The sequence's rows are windows of the packed tensors; query-block counts, causal masks (bottom-
 right on the sequence's own lengths) and the ring are the padded kernel's. A CTA whose key
 block starts past its sequence's keys only initialises its barriers and exits.
@@ -64,8 +65,8 @@ def backward_varlen_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4],
                          dq_acc: lk.Tensor[lk.f32, 2], neg_lse2: lk.Tensor[lk.f32, 1],
                          delta: lk.Tensor[lk.f32, 1], cu_seqlens_q: lk.Tensor[lk.i32, 1],
                          cu_seqlens_k: lk.Tensor[lk.i32, 1], HEAD_BLOCKS: lk.i32,
-                         GROUP: lk.i32, SCALE: lk.f32,
-                         SCALE_LOG2: lk.f32, D: lk.constexpr, STAGES: lk.constexpr,
+                         GROUP: lk.i32, SCALE: lk.f32, SCALE_LOG2: lk.f32,
+                         D: lk.constexpr, STAGES: lk.constexpr,
                          CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr, DKV_SPLIT: lk.constexpr,
                          PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
     """The kernel (module docstring). q, do (1, total_q, heads_q, D); k, v, dk, dv (1, total_k,
