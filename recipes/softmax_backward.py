@@ -109,9 +109,8 @@ def _plan(key: tuple, dy, y, dx) -> tuple:
 def softmax_backward(dy, y):
     """dx of y = softmax(x, dim=-1) given the upstream gradient dy (y's shape and dtype)."""
     torch = require_torch("recipes.softmax_backward.softmax_backward")
-    plain = type(y) is torch.Tensor and type(dy) is torch.Tensor and y.is_cuda and \
-        y.is_contiguous() and dy.is_contiguous() and dy.dtype is y.dtype and \
-        dy.shape == y.shape and dy.get_device() == y.get_device()
+    plain = type(y) is torch.Tensor and y.is_cuda and y.is_contiguous() and \
+        rw.plain_like(dy, y.dtype, y.shape, y.get_device(), torch)
     if not plain:
         check_arguments(dy, y)                  # every rule, each worded
     key = (y.shape, y.dtype, y.get_device())
