@@ -1,6 +1,6 @@
 """recipes/flash_attention_varlen_backward.py on the CPU: every default specialization (head
 dims 64, 128 and 256, causal and not) and its pre- and post-pass assemble for sm_90a with no
-spills and no ptxas C75xx infos, dQ by red.global.add.v2.f32 and dK, dV by plain stores (no TMA
+spills and no ptxas C75xx infos (and every ablation config without spills), dQ by red.global.add.v2.f32 and dK, dV by plain stores (no TMA
 store); the protocol check walks a live key block; the CPU interpreter runs the three kernels on
 packed batches (ragged, empty query and key sequences, GQA, causal with seqlen_q > and <
 seqlen_k in one batch, a key block crossing a sequence's end with the next sequence's keys
@@ -51,6 +51,27 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos(compiled
         assert "cp.async.bulk.tensor.4d.shared::cluster.global" in ptx, name   # TMA loads
         assert not re.search(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared", ptx), name
         assert re.search(r"st\.global\.v4\.b32", ptx), name          # masked dK, dV stores
+
+
+ABLATIONS = [(d, name) for d in fvb.HEAD_DIMS for name in fvb.padded.ablations(d)
+             if name != "default"]
+
+
+@pytest.mark.parametrize("d, name", ABLATIONS, ids=lambda x: str(x))
+def test_every_ablation_config_assembles_without_spills(d, name):
+    """The padded backward's ablation configs (the GPU tests run each on packed batches)."""
+    import layoutkit as lk
+    cfg = fvb.padded.ablations(d)[name]
+    t, tk = (lk.TensorSpec(lk.bf16, (1, 4096, h, d)) for h in (8, 4))
+    rows = 8 * fvb.head_rows(4096, 4)
+    acc, vector = lk.TensorSpec(lk.f32, (rows, d)), lk.TensorSpec(lk.f32, (rows,))
+    cu = lk.TensorSpec(lk.i32, (5,))
+    for causal in (False, True):
+        _, args, constexprs = fvb.kernel_arguments(t, tk, tk, t, tk, tk, acc, vector, vector,
+                                                   cu, cu, 4096, causal, 0.125, cfg)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")       # spills are warnings
+            assemble(fvb.backward_varlen_kernel.ptx(*args, **constexprs))
 
 
 def _batch(lengths_q, lengths_k, hq=2, hk=1, d=64, seed=0):
