@@ -40,6 +40,13 @@ if [[ $parts == *tests* ]]; then
   GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention_varlen tests/gpu/test_recipe_flash_attention_varlen_gpu.py
   # a decode specialization per (group, head dim, paged, causal, split) and tensor facts: minutes cold
   GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests flash_attention_kvcache tests/gpu/test_recipe_flash_attention_kvcache_gpu.py
+  GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests gemm_small_grouped tests/gpu/test_recipe_gemm_small_m_gpu.py \
+      tests/gpu/test_recipe_gemm_grouped_gpu.py
+  GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests attention_consumers tests/gpu/test_recipe_flash_attention_consumers_gpu.py
+  GPU_TIMEOUT=600 GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests attention_backward tests/gpu/test_recipe_flash_attention_backward_gpu.py \
+      tests/gpu/test_recipe_flash_attention_varlen_backward_gpu.py
+  GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests rows_cluster tests/gpu/test_recipe_rows_cluster_gpu.py
+  gpu_tests launch tests/gpu/test_spec_cache_gpu.py tests/gpu/test_launch_fast_maps_gpu.py
   gpu_tests misuse tests/gpu/test_misuse_gpu.py
   gpu_tests torch tests/gpu/test_torch_ops_gpu.py -k "not example"   # layoutkit.torch's ops
   echo "== examples/transformer_block.py"      # compiles the block (inductor): minutes
@@ -59,6 +66,12 @@ if [[ $parts == *bench* ]]; then
   timeout 420 python3 benchmarks/bench_attention_varlen.py --reps 15 2>&1 | tee "$OUT/bench_attention_varlen.md"
   echo "== benchmarks/bench_attention_kvcache.py"   # FA4's paged decode beside: needs the peers pack
   timeout 900 python3 benchmarks/bench_attention_kvcache.py --reps 15 2>&1 | tee "$OUT/bench_attention_kvcache.md"
+  echo "== benchmarks/bench_gemm_host.py"   # gemm()'s host path, its plans and the TMA fast path
+  timeout 300 python3 benchmarks/bench_gemm_host.py 2>&1 | tee "$OUT/bench_gemm_host.md"
+  echo "== benchmarks/bench_gemm_grouped.py"   # beside a torch.matmul loop and torch._grouped_mm
+  timeout 600 python3 benchmarks/bench_gemm_grouped.py --reps 20 2>&1 | tee "$OUT/bench_gemm_grouped.md"
+  echo "== benchmarks/bench_attention_backward.py"   # FA4's sm90 backward beside: the peers pack
+  timeout 600 python3 benchmarks/bench_attention_backward.py --quick 2>&1 | tee "$OUT/bench_attention_backward.md"
   echo "== benchmarks/bench_rows.py"   # quack beside: needs the peers pack (carry .peers)
   timeout 570 python3 benchmarks/bench_rows.py 2>&1 | tee "$OUT/bench_rows.md"
 fi
