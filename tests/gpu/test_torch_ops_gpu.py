@@ -19,7 +19,7 @@ require_gpu()
 torch = pytest.importorskip("torch")
 
 import layoutkit.torch as lkt  # noqa: E402
-from layoutkit.torch.attention import NO_BACKWARD, backward_kernel  # noqa: E402
+from layoutkit.torch.attention import backward_kernel  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 ops = torch.ops.layoutkit
@@ -159,22 +159,8 @@ def test_inductor_compile_of_every_op_matches_eager_forward_and_backward():
 
 
 # ---- attention's backward --------------------------------------------------------------------
-def test_attention_backward_says_it_is_pending():
-    if attention_backward_exists():
-        pytest.skip("recipes.flash_attention.flash_attention_backward exists: "
-                    "test_attention_gradients_match_sdpa covers it")
-    q = randn(1, 128, 2, 64, seed=26, grad=True)
-    o, _ = lkt.flash_attention(q, q, q)
-    with pytest.raises(NotImplementedError) as caught:
-        o.float().sum().backward()
-    assert str(caught.value) == NO_BACKWARD
-
-
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_gradients_match_sdpa(causal):
-    if not attention_backward_exists():
-        pytest.skip("recipes.flash_attention has no flash_attention_backward yet (issue 17, "
-                    "item 1): the op's backward is wired and waits for it")
     q, k, v = (randn(2, 300, h, 128, seed=27 + h, grad=True) for h in (4, 2, 2))
     do = randn(2, 300, 4, 128, seed=30)
 
