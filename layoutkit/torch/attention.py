@@ -133,25 +133,11 @@ def attention_backward_outputs(grad_o, q, k, v, o, lse, causal, softmax_scale, l
     return tuple(torch.empty(t.shape, dtype=torch.bfloat16, device=t.device) for t in (q, k, v))
 
 
-NO_BACKWARD = ("layoutkit.flash_attention_backward: recipes/flash_attention.py has no "
-               "flash_attention_backward kernel in this checkout, so attention through "
-               "layoutkit is forward-only: run it under torch.no_grad(), or train with "
-               "torch.nn.functional.scaled_dot_product_attention")
-
-
-def backward_kernel():
-    """recipes.flash_attention.flash_attention_backward, or None where it does not exist."""
-    return getattr(recipe("flash_attention", "flash_attention_backward"),
-                   "flash_attention_backward", None)
-
-
 def attention_backward_cuda(grad_o, q, k, v, o, lse, causal, softmax_scale, layout):
     outputs = attention_backward_outputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout)
-    kernel = backward_kernel()
-    if kernel is None:
-        raise NotImplementedError(NO_BACKWARD)
-    grads = kernel(grad_o, q, k, v, o, lse, causal=causal, softmax_scale=softmax_scale,
-                   layout=layout)
+    fb = recipe("flash_attention_backward", "flash_attention_backward")
+    grads = fb.flash_attention_backward(grad_o, q, k, v, o, lse, causal=causal,
+                                        softmax_scale=softmax_scale, layout=layout)
     for out, grad in zip(outputs, grads):
         out.copy_(grad)
     return outputs
@@ -161,8 +147,6 @@ def attention_backward_cpu(grad_o, q, k, v, o, lse, causal, softmax_scale, layou
     """The recipe's steps on CPU tensors (its checks but the device's), the kernel in the
     interpreter."""
     outputs = attention_backward_outputs(grad_o, q, k, v, o, lse, causal, softmax_scale, layout)
-    if backward_kernel() is None:
-        raise NotImplementedError(NO_BACKWARD)
     refuse_large("flash_attention_backward", grad_o=grad_o, q=q, k=k, v=v)
     fb = recipe("flash_attention_backward", "flash_attention_backward")
     d = _bshd(layout, q)[0].shape[-1]
