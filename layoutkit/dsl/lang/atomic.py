@@ -19,7 +19,6 @@ from ..core.tracer import current
 from ..core.types import f32
 from ..core.values import RegisterTensor
 from ..core.verifier import fail
-from ..interpreter.executor import Step
 from ..interpreter.memory import decode, encode
 from .global_tensor import GlobalTensor
 from .memory import _address, _mask, plan
@@ -84,20 +83,8 @@ class AtomicAdd(NoEffects, _GlobalAccess):
                    tuple(data) if vec > 1 else data[0], pred=None if mask is True else mask)
 
     def interpret(self, op, compiler):
-        vec, masked, disp = op.attrs["vec"], op.attrs["masked"], op.attrs["disp"]
         dtype = op.operands[0].type.dtype
-        ptr, offset = op.operands[0].id, op.operands[1].id
-        data = tuple(v.id for v in op.operands[2:2 + vec])
-        mask = op.operands[-1].id if masked else None
-        nbytes = vec * dtype.nbytes
-        what = f"the atomic add of {vec} x {dtype}"
 
-        def run(thread):
-            env = thread.env
-            if mask is not None and not env[mask]:
-                return
-            raw = thread.cta.machine.memory.access(env[ptr], (env[offset] + disp) * dtype.nbytes,
-                                                   nbytes, nbytes, what, op)
-            old = decode(raw.copy(), dtype)
-            raw[:] = encode([o + env[v] for o, v in zip(old, data)], dtype)
-        return Step(run, op, preempt=True)
+        def add(raw, values):
+            return encode([o + v for o, v in zip(decode(raw.copy(), dtype), values)], dtype)
+        return self.write_step(op, "the atomic add", add)

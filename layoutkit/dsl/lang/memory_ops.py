@@ -69,6 +69,27 @@ class _GlobalAccess(OpDef):
         if len(op.operands) != expected or (masked and op.operands[-1].type != bool_):
             fail(op, "operands are ptr, offset, values (store), then the bool mask when masked")
 
+    @staticmethod
+    def write_step(op, what: str, update) -> Step:
+        """The interpreter's step of a global write (a store, an atomic add): where the mask
+        holds, the bytes at ptr + offset + disp become update(raw bytes, values) in one step."""
+        vec, masked, disp = op.attrs["vec"], op.attrs["masked"], op.attrs["disp"]
+        dtype = op.operands[0].type.dtype
+        ptr, offset = op.operands[0].id, op.operands[1].id
+        data = tuple(v.id for v in op.operands[2:2 + vec])
+        mask = op.operands[-1].id if masked else None
+        nbytes = vec * dtype.nbytes
+        what = f"{what} of {vec} x {dtype}"
+
+        def run(thread):
+            env = thread.env
+            if mask is not None and not env[mask]:
+                return
+            raw = thread.cta.machine.memory.access(env[ptr], (env[offset] + disp) * dtype.nbytes,
+                                                   nbytes, nbytes, what, op)
+            raw[:] = update(raw, [env[v] for v in data])
+        return Step(run, op, preempt=True)
+
 
 class _SharedAccess(OpDef):
     """The rule shared loads and stores share: an i32 element offset, 1-8 values of one type in at
@@ -158,22 +179,8 @@ class Store(NoEffects, _GlobalAccess):
                   pred=None if mask is True else mask)
 
     def interpret(self, op, compiler):
-        vec, masked, disp = op.attrs["vec"], op.attrs["masked"], op.attrs["disp"]
         dtype = op.operands[0].type.dtype
-        ptr, offset = op.operands[0].id, op.operands[1].id
-        data = tuple(v.id for v in op.operands[2:2 + vec])
-        mask = op.operands[-1].id if masked else None
-        nbytes = vec * dtype.nbytes
-        what = f"the store of {vec} x {dtype}"
-
-        def run(thread):
-            env = thread.env
-            if mask is not None and not env[mask]:
-                return
-            raw = thread.cta.machine.memory.access(env[ptr], (env[offset] + disp) * dtype.nbytes,
-                                                   nbytes, nbytes, what, op)
-            raw[:] = encode([env[v] for v in data], dtype)
-        return Step(run, op, preempt=True)
+        return self.write_step(op, "the store", lambda raw, values: encode(values, dtype))
 
 
 class SharedLoad(_SharedAccess):
