@@ -306,13 +306,8 @@ def reference(q, k, v, causal: bool, scale: float):
     see no key give o = 0, lse = -inf."""
     import numpy as np
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
-    group = q.shape[2] // k.shape[2]
-    k, v = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
-    s = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
-    sq, sk = q.shape[1], k.shape[1]
-    if causal:
-        visible = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + sk - sq
-        s = np.where(visible, s, -np.inf)
+    s = reference_scores(q, k, causal, scale)
+    v = np.repeat(v, q.shape[2] // k.shape[2], axis=2)
     m = s.max(axis=-1, keepdims=True)
     m_use = np.where(np.isfinite(m), m, 0.0)
     p = np.exp(s - m_use)
@@ -321,6 +316,20 @@ def reference(q, k, v, causal: bool, scale: float):
         o = np.einsum("bhqk,bkhd->bqhd", np.where(l > 0, p / l, 0.0), v)
         lse = np.where(l > 0, m_use + np.log(l), -np.inf)[..., 0]
     return o, lse
+
+
+def reference_scores(q, k, causal: bool, scale: float):
+    """The references' float64 scores S = q k^T * scale, (batch, heads_q, seqlen_q, seqlen_k),
+    of float64 (batch, seqlen, heads, head_dim) arrays (query head h reads key head h // group),
+    -inf where bottom-right causal masking hides a key."""
+    import numpy as np
+    k = np.repeat(k, q.shape[2] // k.shape[2], axis=2)
+    s = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    sq, sk = q.shape[1], k.shape[1]
+    if causal:
+        visible = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + sk - sq
+        s = np.where(visible, s, -np.inf)
+    return s
 
 
 def _finite_error(got, want) -> float:

@@ -232,14 +232,12 @@ def reference(q, k, v, do, causal: bool, scale: float):
     """float64 numpy (dq, dk, dv) on (batch, seqlen, heads, head_dim) arrays (rows that see no
     key get dq = 0 and add nothing)."""
     import numpy as np
+
+    from recipes import flash_attention as fa
     q, k, v, do = (np.asarray(x, dtype=np.float64) for x in (q, k, v, do))
     group = q.shape[2] // k.shape[2]
     kr, vr = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
-    s = np.einsum("bqhd,bkhd->bhqk", q, kr) * scale
-    sq, sk = q.shape[1], k.shape[1]
-    if causal:
-        visible = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + sk - sq
-        s = np.where(visible, s, -np.inf)
+    s = fa.reference_scores(q, k, causal, scale)
     m = s.max(axis=-1, keepdims=True)
     p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
     l = p.sum(axis=-1, keepdims=True)
