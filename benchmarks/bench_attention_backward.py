@@ -26,6 +26,7 @@ import sys
 
 import torch
 
+from bench_attention import fa4_forward  # noqa: E402  (this folder is the script's sys.path[0])
 from layoutkit.tools.benchmarking import interleaved, tflops
 from layoutkit.tools.recipe_runner import load_recipe
 
@@ -37,19 +38,6 @@ BACKWARD_FLOPS = 2.5           # x the forward's FLOPs
 def _backends():
     from torch.nn.attention import SDPBackend
     return {"cuDNN": SDPBackend.CUDNN_ATTENTION, "Flash": SDPBackend.FLASH_ATTENTION}
-
-
-def fa4_forward(peers: str):
-    """(FA4's forward, None) from the peers folder, or (None, why it cannot run)."""
-    import os
-    if not os.path.isdir(peers):
-        return None, f"no {peers} folder (bash ../shared/peers/pack.sh fills it; carry it)"
-    sys.path.insert(0, peers)
-    try:
-        import peers_site
-        return peers_site.activate(), None
-    except Exception as exc:     # noqa: BLE001 - any reason the peer cannot run is reported
-        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
 
 
 def _grad_of(out, inputs, dout):

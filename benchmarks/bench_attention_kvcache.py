@@ -23,11 +23,11 @@ When FA4 cannot run, the table says why.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import torch
 
+from bench_attention import fa4_forward  # noqa: E402  (this folder is the script's sys.path[0])
 from layoutkit.tools.benchmarking import gbps, interleaved
 from layoutkit.tools.recipe_runner import load_recipe
 
@@ -39,12 +39,10 @@ MAX_KV_BYTES = 8 << 30
 def fa4_kvcache(peers: str):
     """(run(q, k, v, seqlens, table, causal) -> (o, lse), None) using FA4's varlen forward with
     seqused_k and page_table, or (None, why it cannot run)."""
-    if not os.path.isdir(peers):
-        return None, f"no {peers} folder (bash ../shared/peers/pack.sh fills it; carry it)"
-    sys.path.insert(0, peers)
+    fa4, why = fa4_forward(peers)              # the pack activated, or why it cannot be
+    if fa4 is None:
+        return None, why
     try:
-        import peers_site
-        peers_site.activate()
         from flash_attn.cute import flash_attn_varlen_func
     except Exception as exc:     # noqa: BLE001 - any reason the peer cannot run is reported
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"

@@ -27,6 +27,7 @@ import sys
 
 import torch
 
+from bench_attention import fa4_forward  # noqa: E402  (this folder is the script's sys.path[0])
 from layoutkit.tools.benchmarking import interleaved, tflops
 from layoutkit.tools.recipe_runner import load_recipe
 
@@ -47,13 +48,10 @@ def skewed_batches() -> dict[str, list[int]]:
 
 def fa4_varlen(peers: str):
     """(FA4's flash_attn_varlen_func, None), or (None, why it cannot run)."""
-    import os
-    if not os.path.isdir(peers):
-        return None, f"no {peers} folder (bash ../shared/peers/pack.sh fills it; carry it)"
-    sys.path.insert(0, peers)
+    fa4, why = fa4_forward(peers)              # the pack activated, or why it cannot be
+    if fa4 is None:
+        return None, why
     try:
-        import peers_site
-        peers_site.activate()
         from flash_attn.cute import flash_attn_varlen_func
     except Exception as exc:     # noqa: BLE001 - any reason the peer cannot run is reported
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"

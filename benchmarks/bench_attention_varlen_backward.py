@@ -21,7 +21,7 @@ import sys
 
 import torch
 
-from bench_attention_varlen import (CHANNELS, EQUAL_SEQLENS, TOKENS, fa4_varlen, packed,
+from bench_attention_varlen import (CHANNELS, EQUAL_SEQLENS, TOKENS, _ratio, fa4_varlen, packed,
                                     padded_copy, skewed_batches)
 from layoutkit.tools.benchmarking import interleaved, tflops
 from layoutkit.tools.recipe_runner import load_recipe
@@ -70,10 +70,6 @@ def case(recipe, lengths, d: int, causal: bool, reps: int, fa4, equal: bool, not
     times = interleaved(candidates, reps=reps)
     flops = 2.5 * sum(fwd.padded.attention_flops(1, heads, n, n, d, causal) for n in lengths)
     return {name: tflops(flops, t.median_ms) for name, t in times.items()}
-
-
-def _ratio(got: dict, other: str) -> str:
-    return f"{got['varlen'] / got[other]:.3f}" if other in got else "-"
 
 
 def main(argv=None) -> int:
