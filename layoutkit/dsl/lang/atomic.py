@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from layoutkit.ptx.isa import atomic
 
-from ..core.errors import LayoutMismatchError, TraceError
+from ..core.errors import TraceError
 from ..core.opdef import NoEffects
 from ..core.tracer import current
 from ..core.types import f32
@@ -21,7 +21,7 @@ from ..core.values import RegisterTensor
 from ..core.verifier import fail
 from ..interpreter.memory import decode, encode
 from .global_tensor import GlobalTensor
-from .memory import _address, _mask, plan
+from .memory import _address, _mask, check_written_value, plan
 from .memory_ops import _GlobalAccess
 
 DTYPES = (f32,)                        # the element types red.global.add takes here
@@ -41,14 +41,7 @@ def atomic_add(dst, value: RegisterTensor) -> None:
     if dst.dtype not in DTYPES:
         raise TraceError(f"{what}: the destination holds {dst.dtype}; atomic addition here is "
                          f"on {', '.join(str(t) for t in DTYPES)} memory")
-    if value.layout != dst.tv:
-        raise LayoutMismatchError(
-            f"{what}: the register tensor and the destination partition have different "
-            f"layouts\n      register tensor: {value.layout}\n      destination:     {dst.tv}\n"
-            "  layoutkit never converts layouts implicitly")
-    if value.dtype != dst.dtype:
-        raise TraceError(f"{what}: a {value.dtype} tensor into {dst.dtype} memory; cast it "
-                         f"explicitly with lk.cast(x, lk.{dst.dtype})")
+    check_written_value(what, dst, value)
     for chunk in plan(dst):
         if chunk.never:
             continue

@@ -197,6 +197,20 @@ def in_bounds(view: GlobalTensor) -> RegisterTensor:
     return RegisterTensor(bool_, view.tv, values)
 
 
+def check_written_value(what: str, dst, value: RegisterTensor) -> None:
+    """The rule of every op that writes a register tensor into a partition (lk.store,
+    lk.atomic_add, lk.sm90.dsmem_store*): the partition's TV layout (never converted
+    implicitly) and its element type (cast explicitly)."""
+    if value.layout != dst.tv:
+        raise LayoutMismatchError(
+            f"{what}: the register tensor and the destination partition have different "
+            f"layouts\n      register tensor: {value.layout}\n      destination:     {dst.tv}\n"
+            "  layoutkit never converts layouts implicitly")
+    if value.dtype != dst.dtype:
+        raise TraceError(f"{what}: a {value.dtype} tensor into {dst.dtype} memory; cast it "
+                         f"explicitly with lk.cast(x, lk.{dst.dtype})")
+
+
 def store(dst, value: RegisterTensor) -> None:
     """Write the register tensor `value` to this thread's partition `dst` of a global or shared
     tensor (same TV layout and dtype; elements outside a global tensor's bounds are not
@@ -205,15 +219,7 @@ def store(dst, value: RegisterTensor) -> None:
     trace = current("lk.store")
     if not isinstance(value, RegisterTensor):
         raise TraceError(f"lk.store writes a register tensor, got {value!r}")
-    if value.layout != dst.tv:
-        raise LayoutMismatchError(
-            "lk.store: the register tensor and the destination partition have different layouts\n"
-            f"      register tensor: {value.layout}\n"
-            f"      destination:     {dst.tv}\n"
-            "  layoutkit never converts layouts implicitly")
-    if value.dtype != dst.dtype:
-        raise TraceError(f"lk.store: a {value.dtype} tensor into {dst.dtype} memory; cast it "
-                         f"explicitly with lk.cast(x, lk.{dst.dtype})")
+    check_written_value("lk.store", dst, value)
     if isinstance(dst, SharedTensor):
         _shared_store(trace, dst, value)
         return

@@ -45,7 +45,7 @@ from layoutkit.ptx.isa import cluster as isa_cluster, convert, dsmem as isa_dsme
 from layoutkit.sync import kernel_model as km
 
 from ..core.bounds import within
-from ..core.errors import LayoutMismatchError, TraceError
+from ..core.errors import TraceError
 from ..core.opdef import SM90A_ONLY, OpDef
 from ..core.sync_trace import sync_state
 from ..core.tracer import current, is_int_expr
@@ -55,7 +55,7 @@ from ..core.verifier import fail
 from ..interpreter import dsmem_model
 from ..interpreter.executor import Step
 from ..interpreter.memory import decode, encode, shared_byte_offset
-from ..lang.memory import plan
+from ..lang.memory import check_written_value, plan
 from ..lang.memory_ops import VECTORS, _join, _split, words
 from ..lang.shared import SharedTensor, shared_access_attrs
 from ..interpreter.mbarrier_model import lookup
@@ -137,14 +137,7 @@ def dsmem_store_async(dst, value: RegisterTensor, *, cta, barrier) -> None:
 def _check_value(what: str, dst, value) -> None:
     if not isinstance(value, RegisterTensor):
         raise TraceError(f"{what} writes a register tensor, got {value!r}")
-    if value.layout != dst.tv:
-        raise LayoutMismatchError(
-            f"{what}: the register tensor and the destination partition have different "
-            f"layouts\n      register tensor: {value.layout}\n      destination:     {dst.tv}\n"
-            "  layoutkit never converts layouts implicitly")
-    if value.dtype != dst.dtype:
-        raise TraceError(f"{what}: a {value.dtype} tensor into {dst.dtype} memory; cast it "
-                         f"explicitly with lk.cast(x, lk.{dst.dtype})")
+    check_written_value(what, dst, value)
 
 
 # --- the op definitions -------------------------------------------------------------------
