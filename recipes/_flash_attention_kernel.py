@@ -405,6 +405,18 @@ class Consumer:
             carry = loop.results
         return carry
 
+    def normalized(self, O, m, l):
+        """(O / l, the rows' lse in natural log) from the running max m (score units) and the
+        per-thread row sums l; a row with l = 0 (no key seen) gets O = 0 and lse = -inf."""
+        l = lk.reduce_sum(l, 1)             # the quad's partial row sums, once
+        seen = l > 0.0
+        inv_l = lk.where(seen, 1.0 / lk.where(seen, l, 1.0), 0.0)
+        O = O * lk.broadcast(inv_l, self.o_layout)
+        m_use = lk.where(m > NEG_INF, m, 0.0)
+        row_lse = lk.where(seen, (m_use * self.c + lk.log2(lk.where(seen, l, 1.0))) * LN2,
+                           NEG_INF)
+        return O, row_lse
+
     def epilogue(self, carry) -> None:
         """The last P V, normalisation, lse, O through shared memory and a TMA store."""
         e, wg, o_layout = self.e, self.wg, self.o_layout
@@ -417,13 +429,7 @@ class Consumer:
         release(e.v_empty, v_stage)
         if e.PINGPONG and wg == 0:          # balances the last warpgroup's opening arrive
             lk.sm90.named_barrier_sync(pingpong_barrier(e.CONSUMERS, 0), 2 * WG_THREADS)
-        l = lk.reduce_sum(l, 1)             # the quad's partial row sums, once
-        seen = l > 0.0
-        inv_l = lk.where(seen, 1.0 / lk.where(seen, l, 1.0), 0.0)
-        O = O * lk.broadcast(inv_l, o_layout)
-        m_use = lk.where(m > NEG_INF, m, 0.0)
-        row_lse = lk.where(seen, (m_use * self.c + lk.log2(lk.where(seen, l, 1.0))) * LN2,
-                           NEG_INF)
+        O, row_lse = self.normalized(O, m, l)
         with lk.if_(lk.eq(lk.lane_id() % 4, 0)):        # one lane of each row's quad
             rows = e.LSE.tile((WG_ROWS, 1), (e.m_blk * e.CONSUMERS + wg, e.h + e.HQ * e.b))
             lk.store(rows.partition(row_lse.layout), row_lse)

@@ -312,14 +312,7 @@ class DecodeConsumer(base.Consumer):
     def epilogue(self, carry) -> None:
         """O / l and the lse of the packed rows, stored by masked plain stores."""
         e, o_layout = self.e, self.o_layout
-        O, m, l = carry
-        l = lk.reduce_sum(l, 1)             # the quad's partial row sums, once
-        seen = l > 0.0
-        inv_l = lk.where(seen, 1.0 / lk.where(seen, l, 1.0), 0.0)
-        O = O * lk.broadcast(inv_l, o_layout)
-        m_use = lk.where(m > NEG_INF, m, 0.0)
-        row_lse = lk.where(seen, (m_use * self.c + lk.log2(lk.where(seen, l, 1.0))) * LN2,
-                           NEG_INF)
+        O, row_lse = self.normalized(*carry)
         where = (e.m_tile, e.hk, e.b)
         if e.PARTIAL:
             rows = packed_view(e.o_part, e.GROUP, e.HK, 3, 2, (1, 0), True)
