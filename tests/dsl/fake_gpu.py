@@ -148,3 +148,15 @@ class FakeGPU:
             packed = ctypes.string_at(first, spec.compiled._state().packer.size)
         self.calls.append(Call(spec, (gx, gy, gz), bx, int(stream), packed))
         return (0,)
+
+
+def record_calls(monkeypatch, owner, name: str) -> list:
+    """The argument tuples of every call of owner.<name> from now on (each still made): a recipe's
+    checked path counted, e.g. record_calls(monkeypatch, rmsnorm, "check_forward")."""
+    seen, real = [], getattr(owner, name)
+
+    def recorded(*args):
+        seen.append(args)
+        return real(*args)
+    monkeypatch.setattr(owner, name, recorded)
+    return seen

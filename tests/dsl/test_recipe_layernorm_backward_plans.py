@@ -15,7 +15,7 @@ from recipes import _rowwise as rw
 from recipes import _rowwise_kernel as rk
 from recipes import layernorm_backward as lb
 
-from .fake_gpu import BASE, DEVICE, STREAM, FakeGPU, Tensor
+from .fake_gpu import BASE, DEVICE, STREAM, FakeGPU, Tensor, record_calls
 
 MB = 1 << 20
 CTAS = 3                                              # the persistent grid's resident CTAs here
@@ -56,14 +56,7 @@ def gpu(monkeypatch):
 
 @pytest.fixture
 def checks(monkeypatch):
-    seen = []
-    check = lb.check_arguments
-
-    def counted(*args):
-        seen.append(args)
-        return check(*args)
-    monkeypatch.setattr(lb, "check_arguments", counted)
-    return seen
+    return record_calls(monkeypatch, lb, "check_arguments")
 
 
 def arguments(shape, xdt="bfloat16", wdt="bfloat16", stats=True, at=0, device=0):

@@ -17,7 +17,7 @@ from recipes import rmsnorm
 
 from layoutkit.ptx import driver
 
-from .fake_gpu import BASE, DEVICE, STREAM, FakeGPU, Tensor
+from .fake_gpu import BASE, DEVICE, STREAM, FakeGPU, Tensor, record_calls
 
 MB = 1 << 20
 CTAS = 3                                              # the backward's persistent grid here
@@ -71,14 +71,7 @@ def gpu(monkeypatch):
 @pytest.fixture
 def checks(monkeypatch):
     """The arguments of every check_forward call rmsnorm makes (the checked path)."""
-    seen = []
-    check = rmsnorm.check_forward
-
-    def counted(*args):
-        seen.append(args)
-        return check(*args)
-    monkeypatch.setattr(rmsnorm, "check_forward", counted)
-    return seen
+    return record_calls(monkeypatch, rmsnorm, "check_forward")
 
 
 def outputs(result, return_residual, return_rstd):
@@ -235,14 +228,7 @@ def test_plans_are_bounded(gpu, monkeypatch):
 # ---- rmsnorm_backward -------------------------------------------------------------------------
 @pytest.fixture
 def backward_checks(monkeypatch):
-    seen = []
-    check = rmsnorm.check_backward
-
-    def counted(*args):
-        seen.append(args)
-        return check(*args)
-    monkeypatch.setattr(rmsnorm, "check_backward", counted)
-    return seen
+    return record_calls(monkeypatch, rmsnorm, "check_backward")
 
 
 def backward_arguments(shape, xdt="bfloat16", wdt="bfloat16", weight=True, at=0, device=0):

@@ -11,7 +11,7 @@ import layoutkit as lk
 from recipes import _rowwise as rw
 from recipes import softmax_backward as sb
 
-from .fake_gpu import BASE, STREAM, FakeGPU, Tensor
+from .fake_gpu import BASE, STREAM, FakeGPU, Tensor, record_calls
 
 MB = 1 << 20
 SHAPES = ((4, 1000), (6, 256), (2, 3, 96))            # no cluster: the fake has no cuLaunchKernelEx
@@ -37,14 +37,7 @@ def gpu(monkeypatch):
 @pytest.fixture
 def checks(monkeypatch):
     """The arguments of every check_arguments call softmax_backward makes."""
-    seen = []
-    check = sb.check_arguments
-
-    def counted(*args):
-        seen.append(args)
-        return check(*args)
-    monkeypatch.setattr(sb, "check_arguments", counted)
-    return seen
+    return record_calls(monkeypatch, sb, "check_arguments")
 
 
 @pytest.mark.parametrize("shape", SHAPES)
