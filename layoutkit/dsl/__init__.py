@@ -20,7 +20,7 @@ from .core import (Block, ConstexprError, DSLError, DType, Function, Kernel, Ker
                    Value, VerifierError, bf16, block_id, bool_, cast, constexpr, e4m3, e5m2,
                    exp2, f16, f32,
                    f64, fma, full, i32, i64, kernel, lane_id, log2, maximum, minimum, rsqrt,
-                   sqrt, thread_id, tv_layout, u32, verify, warp_id, where)
+                   sqrt, tanh, thread_id, tv_layout, u32, verify, warp_id, where)
 from .lang import (GlobalTensor, PointerArg, SharedTensor, atomic_add, barrier, broadcast,
                    convert_layout, eq,
                    assume, global_tensor, if_, in_bounds, index_value, load, ne,
@@ -41,7 +41,7 @@ __all__ = [
     "shared_tensor", "SharedTensor", "barrier",
     "reduce_max", "reduce_sum", "thread_sum", "broadcast", "convert_layout",
     "TVLayout", "tv_layout", "RegisterTensor", "Scalar", "full",
-    "cast", "exp2", "fma", "log2", "maximum", "minimum", "rsqrt", "sqrt", "where",
+    "cast", "exp2", "fma", "log2", "maximum", "minimum", "rsqrt", "sqrt", "tanh", "where",
     "Function", "Block", "Op", "Value", "verify",
     "DSLError", "KernelDefinitionError", "KernelArgumentError", "ConstexprError",
     "LayoutMismatchError", "TraceError", "SharedMemoryError", "VerifierError",

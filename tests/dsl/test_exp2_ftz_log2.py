@@ -1,6 +1,8 @@
-"""lk.exp2(x, ftz=True) and lk.log2(x): the PTX instruction, the interpreter's numerics (the
-SFU's flush of subnormal exp2 inputs and results, lg2's -inf at 0 and NaN below) and the
-argument error."""
+"""lk.exp2(x, ftz=True), lk.log2(x) and lk.tanh(x): the PTX instruction, the interpreter's
+numerics (the SFU's flush of subnormal exp2 inputs and results, lg2's -inf at 0 and NaN below,
+tanh rounded from the exact value) and the argument errors."""
+import math
+
 import numpy as np
 import pytest
 
@@ -44,3 +46,20 @@ def test_log2_matches_lg2():
 def test_exp2_ftz_must_be_a_bool():
     with pytest.raises(lk.TraceError, match=r"lk.exp2: ftz is True or False, got 1"):
         _unary(lambda v: lk.exp2(v, ftz=1)).ptx(lk.Pointer[lk.f32])
+
+
+def test_tanh_is_the_sfu_approximation():
+    k = _unary(lk.tanh)
+    assert "tanh.approx.f32" in k.ptx(lk.Pointer[lk.f32])
+    xs = [0.0, 0.5, -1.0, 3.0, -20.0, float("inf"), float("-inf")]
+    got = _run(k, xs)
+    assert got.tolist() == [float(np.float32(math.tanh(x))) for x in xs]     # rounded once
+
+
+def test_tanh_is_f32_only():
+    @lk.kernel(num_warps=1)
+    def k(x: lk.Pointer[lk.f16]):
+        X = lk.global_tensor(x, Layout(32)).partition(lk.tv_layout(Layout(32), Layout(1)))
+        lk.store(X, lk.tanh(lk.load(X)))
+    with pytest.raises(lk.TraceError, match=r"tanh on f16: PTX has it for f32 only"):
+        k.ptx(lk.Pointer[lk.f16])

@@ -11,7 +11,7 @@ from .tensor_args import TensorSpec
 from .ir import Block, Function, Op, Value
 from .tracer import block_id, lane_id, thread_id, warp_id
 from .values import (RegisterTensor, Scalar, TVLayout, cast, exp2, fma, full, log2, maximum,
-                     minimum, rsqrt, sqrt, tv_layout, where)
+                     minimum, rsqrt, sqrt, tanh, tv_layout, where)
 from .verifier import verify
 from .kernel import Kernel, Specialization, kernel
 
@@ -22,5 +22,5 @@ __all__ = ["ConstexprError", "DSLError", "KernelArgumentError", "KernelDefinitio
            "i32", "i64", "u32", "Block", "Function", "Op", "Value", "block_id", "thread_id",
            "warp_id", "lane_id",
            "RegisterTensor", "Scalar", "TVLayout", "cast", "exp2", "fma", "full", "log2",
-           "maximum", "minimum", "rsqrt", "sqrt", "tv_layout", "where", "verify",
+           "maximum", "minimum", "rsqrt", "sqrt", "tanh", "tv_layout", "where", "verify",
            "Kernel", "Specialization", "kernel"]

@@ -15,7 +15,7 @@ Op table (name: operands -> results; attrs):
   index:      syms... -> i32|i64         expr (sympy; operands bind expr's free symbols, `syms`)
   binary:     a, b -> v                  kind in add sub mul div max min
   fma:        a, b, c -> v
-  unary:      a -> v                     kind in neg abs exp2 log2 sqrt rsqrt rcp
+  unary:      a -> v                     kind in neg abs exp2 log2 sqrt rsqrt rcp tanh
   cast:       a -> v                     (the result type says the target)
   cmp:        a, b -> bool               kind in lt le gt ge eq ne
   logic:      a, b -> bool               kind in and or

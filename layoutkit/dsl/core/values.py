@@ -234,7 +234,7 @@ def _apply(op: str, kind, *args, result: DType | None = None, extra: dict | None
 
 # PTX has these forms only for some types (PTX ISA; ex2 bf16 needs .ftz, no f16/bf16 div).
 _FLOAT_ONLY = {"exp2": ("f32", "f16", "bf16"), "log2": ("f32",), "sqrt": ("f32", "f64"),
-               "rsqrt": ("f32", "f64"), "rcp": ("f32", "f64"), "div": ("f32", "f64", "i32", "i64"),
+               "rsqrt": ("f32", "f64"), "rcp": ("f32", "f64"), "tanh": ("f32",), "div": ("f32", "f64", "i32", "i64"),
                "fma": ("f32", "f64", "f16", "bf16")}
 
 
@@ -305,6 +305,12 @@ def sqrt(x):
 def rsqrt(x):
     """Elementwise 1/sqrt(x) (rsqrt.approx; f32, f64)."""
     return _apply("unary", "rsqrt", x)
+
+
+def tanh(x):
+    """Elementwise tanh(x) (the SFU approximation, tanh.approx.f32: one MUFU.TANH; maximum
+    relative error 2^-10.987, so 1 + tanh(x) near x = -inf keeps only ~2^-11 absolute)."""
+    return _apply("unary", "tanh", x)
 
 
 def where(cond, a, b):
@@ -385,4 +391,4 @@ def full(layout: TVLayout, value, dtype: DType = f32) -> RegisterTensor:
 
 
 __all__ = ["TVLayout", "tv_layout", "Scalar", "RegisterTensor", "maximum", "minimum", "fma",
-           "exp2", "log2", "sqrt", "rsqrt", "where", "cast", "full", "compare", "i32"]
+           "exp2", "log2", "sqrt", "rsqrt", "tanh", "where", "cast", "full", "compare", "i32"]

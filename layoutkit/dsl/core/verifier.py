@@ -11,7 +11,7 @@ from .errors import VerifierError
 from .ir import Block, Function, Op
 
 BINARY = ("add", "sub", "mul", "div", "max", "min")
-UNARY = ("neg", "abs", "exp2", "log2", "sqrt", "rsqrt", "rcp")
+UNARY = ("neg", "abs", "exp2", "log2", "sqrt", "rsqrt", "rcp", "tanh")
 CMP = ("lt", "le", "gt", "ge", "eq", "ne")
 
 

@@ -212,7 +212,7 @@ def int_div(a: int, b: int, dtype: DType) -> int:
 
 
 def unary(kind: str, a, dtype: DType, ftz: bool = False):
-    """The `unary` op (neg abs exp2 log2 sqrt rsqrt rcp) on a register value of dtype; `ftz`
+    """The `unary` op (neg abs exp2 log2 sqrt rsqrt rcp tanh) on a register value of dtype; `ftz`
     (exp2): subnormal input and result flushed to zero, as bf16 always is."""
     if not dtype.is_float:
         return wrap(-a, dtype) if kind == "neg" else wrap(abs(a), dtype)
@@ -235,6 +235,8 @@ def unary(kind: str, a, dtype: DType, ftz: bool = False):
         return round_float(r, dtype)
     if kind == "sqrt":
         return round_float(math.sqrt(x) if x >= 0 else (x if x == 0 else math.nan), dtype)
+    if kind == "tanh":              # tanh.approx: the exact value rounded (the SFU's 2^-11 aside)
+        return round_float(math.tanh(x), dtype)
     if kind == "rsqrt":
         r = math.inf if x == 0 else math.nan if x < 0 or math.isnan(x) else 1.0 / math.sqrt(x)
         return round_float(math.copysign(r, x) if x == 0 else r, dtype)

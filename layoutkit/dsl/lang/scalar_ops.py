@@ -271,6 +271,8 @@ class Unary(NoEffects, OpDef):
             d = sfu.sqrt(k, a, rounding="rn", dtype=t.ptx)
         elif kind == "rcp":
             d = sfu.rcp(k, a, rounding="rn", dtype=t.ptx)
+        elif kind == "tanh":
+            d = sfu.tanh(k, a, dtype=t.ptx)
         else:
             d = sfu.rsqrt(k, a, dtype=t.ptx)
         lw.define(op, d)

@@ -1,10 +1,11 @@
-"""Special-function-unit math: ex2, lg2, rcp, sqrt, rsqrt (approximate and IEEE-rounded).
+"""Special-function-unit math: ex2, lg2, rcp, sqrt, rsqrt, tanh (approximate and IEEE-rounded).
 
 Rules (PTX ISA "Floating-point instructions"): ex2.approx{.ftz}.f32, also ex2.approx.ftz
 .bf16/.bf16x2 (sm_90, PTX 7.8) and ex2.approx.f16/.f16x2; lg2.approx{.ftz}.f32;
 rcp.approx{.ftz}.{f32,f64} (f64 approx only with .ftz) and rcp.{rn,rz,rm,rp}{.ftz}.f32/.f64;
 sqrt.approx{.ftz}.f32 and sqrt.{rn,...}.f32/.f64; rsqrt.approx{.ftz}.f32/.f64. `.ftz` is
-never allowed on .f64 except rcp.approx.ftz.f64.
+never allowed on .f64 except rcp.approx.ftz.f64. tanh.approx.f32 (sm_75, PTX 7.0; maximum
+relative error 2^-10.987 per the ISA) has no .ftz.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ FORMS = {
     "rcp": {"f32": ("approx",) + IEEE, "f64": ("approx",) + IEEE},
     "sqrt": {"f32": ("approx",) + IEEE, "f64": IEEE},
     "rsqrt": {"f32": ("approx",), "f64": ("approx",)},
+    "tanh": {"f32": ("approx",)},
 }
 
 
@@ -40,7 +42,8 @@ def _sfu(k: KernelBuilder, instr: str, a, rounding, ftz, dtype, out, pred) -> Re
     if instr == "rcp" and t.name == "f64" and rounding == "approx" and not ftz:
         raise PTXBuildError("rcp.approx.f64 exists only with .ftz", instruction="rcp.f64",
                             operand="ftz", value=False)
-    requires = Requirement((7, 8), 90) if t.name.startswith("bf16") else Requirement()
+    requires = Requirement((7, 8), 90) if t.name.startswith("bf16") else \
+        Requirement((7, 0), 75) if instr == "tanh" else Requirement()
     s = source(k, instr, "a", a, t, imm=t.name in ("f32", "f64"))
     d = dest(k, instr, out, t) if out is not None else dest(k, instr, None, result_type(t, a))
     k.emit(mods(instr, rounding, "ftz" if ftz else "", t.name), (d, s), defs=(d,), pred=pred,
@@ -77,3 +80,14 @@ def sqrt(k: KernelBuilder, a, *, rounding="approx", ftz=False, dtype=None, out=N
 def rsqrt(k: KernelBuilder, a, *, ftz=False, dtype=None, out=None, pred=None) -> Reg:
     """d = 1/sqrt(a) (`rsqrt.approx{.ftz}.f32`, `rsqrt.approx.f64`)."""
     return _sfu(k, "rsqrt", a, "approx", ftz, dtype, out, pred)
+
+
+def tanh(k: KernelBuilder, a, *, dtype=None, out=None, pred=None) -> Reg:
+    """d = tanh(a) (`tanh.approx.f32`: one MUFU.TANH, maximum relative error 2^-10.987).
+
+    >>> from layoutkit.ptx.builder import Module
+    >>> k = Module().kernel("k"); x = k.reg("f32")
+    >>> _ = tanh(k, x); k.body_lines()[-1]
+    '    tanh.approx.f32 %f1, %f0;'
+    """
+    return _sfu(k, "tanh", a, "approx", False, dtype, out, pred)
