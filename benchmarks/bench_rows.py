@@ -3,7 +3,8 @@
 exist), bf16, over issue 19's shape grid M in {1, 7, 1000, 4096, 32768} x N in {1000, 3000,
 4096, 8192, 16384, 32768, 65536, 131072}. One markdown table per kernel.
 
-    PYTHONPATH=. python3 benchmarks/bench_rows.py [--quick] [--kernels softmax,layernorm]
+    PYTHONPATH=. python3 benchmarks/bench_rows.py [--grid full|quick] [--kernels softmax,...]
+    PYTHONPATH=. python3 benchmarks/bench_rows.py --shapes 4096x131072,1000x3000   # some shapes
     PYTHONPATH=. python3 benchmarks/bench_rows.py --sweep     # the split's alternatives
     PYTHONPATH=. python3 benchmarks/bench_rows.py --exchange sync ...   # the other DSMEM form
 
@@ -18,6 +19,11 @@ carried to the GPU machine); its layernorm takes f32 weight and bias, its softma
 bf16. A candidate that is missing or raises prints "-" and the reason under its table.
 "check" compares layoutkit's output with torch's on the first and last 64 rows (max
 |difference|, in output units).
+
+--grid full (the default) is issue 19's 40 shapes for all six ops (about 4 minutes on the
+H200), --grid quick 7 of them. Every table is printed row by row as it is measured (a run cut
+short keeps its rows), ends with its ratio summary and its seconds; a shape whose call raises
+(out of memory at 32768 x 131072, a peer's fault) prints a "failed" row and the run goes on.
 
 --sweep times, on a few shapes, the split the heuristic picks (recipes/_row_split.py) beside
 the splits other budgets give (values per thread, threads per row, CTA size), for tuning:
@@ -45,6 +51,7 @@ M_GRID = (1, 7, 1000, 4096, 32768)
 N_GRID = (1000, 3000, 4096, 8192, 16384, 32768, 65536, 131072)
 QUICK = ((7, 131072), (1000, 3000), (4096, 4096), (4096, 16384), (4096, 32768),
          (4096, 131072), (32768, 4096))
+GRIDS = {"full": tuple((m, n) for m in M_GRID for n in N_GRID), "quick": QUICK}
 SWEEP = ((4096, 1000), (1000, 3000), (4096, 4096), (4096, 8192), (4096, 16384), (4096, 32768),
          (4096, 65536), (4096, 131072), (32768, 4096), (7, 131072))
 SWEEP_BUDGETS = {                    # label -> choose_config keywords
@@ -164,8 +171,12 @@ ENTRY_POINTS = ("rmsnorm", "softmax_backward", "layernorm_backward")
 ENTRY_POINT_REPS = 20
 
 
+ENTRY_COLUMNS = ("layoutkit", "quack", "torch", "clone")     # their tables' candidates
+
+
 def run_entry_point(name: str, shapes, torch, title: str = "") -> None:
-    """Print recipes.<name>.benchmark_rows' table over `shapes`, or why it is skipped."""
+    """Print recipes.<name>.benchmark_rows' table over `shapes`, a shape at a time (each row
+    as it is measured; a shape that raises prints a failed row), or why it is skipped."""
     import importlib
     print(f"\n### {name}{title}\n", flush=True)
     try:
@@ -174,13 +185,44 @@ def run_entry_point(name: str, shapes, torch, title: str = "") -> None:
     except (ImportError, AttributeError) as exc:
         print(f"skipped: no recipes.{name}.benchmark_rows ({type(exc).__name__}: {exc})")
         return
-    try:
-        rows, skipped = entry(list(shapes), reps=ENTRY_POINT_REPS, torch_compile=False)
-    except Exception as exc:               # its failure is its table's, not the run's
-        print(f"failed: {type(exc).__name__}: {exc}")
-        return
-    print(markdown_table(rows, skipped), flush=True)
-    torch.cuda.empty_cache()
+    started = time.perf_counter()
+    print(markdown_table([], {}, ENTRY_COLUMNS), flush=True)
+    notes, ratios = {}, {}
+    for m, n in shapes:
+        try:
+            rows, skipped = entry([(m, n)], reps=ENTRY_POINT_REPS, torch_compile=False)
+        except Exception as exc:           # its failure is its row's, not the run's
+            print(f"| {name} | {m}x{n} | failed: {type(exc).__name__}: {str(exc)[:160]} |",
+                  flush=True)
+            torch.cuda.empty_cache()
+            continue
+        print(markdown_table(rows, {}, ENTRY_COLUMNS, header=False), flush=True)
+        for row in rows:
+            if row.get("quack_gbps"):
+                ratios.setdefault(row["op"], []).append(
+                    (row["layoutkit_gbps"] / row["quack_gbps"], m, n))
+        for who, why in skipped.items():
+            notes.setdefault(f"{who.split(' (')[0]}: {why}", []).append(f"{m}x{n}")
+        del rows
+        torch.cuda.empty_cache()
+    for op, found in ratios.items():
+        print(f"\n{op} {summary(found)}")
+    print_notes(notes)
+    print(f"\n({name}: {time.perf_counter() - started:.0f} s)", flush=True)
+
+
+def summary(ratios: list) -> str:
+    """'vs quack: geometric mean, shapes >= 1.00, worst' of [(ratio, m, n)]."""
+    worst = min(ratios)
+    mean = math.exp(statistics.fmean(math.log(r) for r, _, _ in ratios))
+    return (f"vs quack: geometric mean {mean:.2f}, {sum(r >= 1.0 for r, _, _ in ratios)}/"
+            f"{len(ratios)} shapes >= 1.00, worst {worst[0]:.2f} at {worst[1]}x{worst[2]}")
+
+
+def print_notes(notes: dict) -> None:
+    """The reasons candidates were missing ({reason: [shapes]}), a line each."""
+    for note, where in notes.items():
+        print(f"\n- {note} ({', '.join(where[:4])}{', ...' if len(where) > 4 else ''})")
 
 
 def repetitions(nbytes: int, candidates: int) -> int:
@@ -227,18 +269,29 @@ def time_kernel(kernel: RowKernel, shapes, torch, quack_missing, interleaved, gb
     print("| m x n | layoutkit GB/s | quack GB/s | torch GB/s | clone GB/s | vs quack | vs clone "
           "| split | check |\n|---|---:|---:|---:|---:|---:|---:|---|---|", flush=True)
     notes, ratios = {}, []
+    started = time.perf_counter()
     for m, n in shapes:
         try:
             case = kernel.make(m, n, torch, quack_missing)
         except (ImportError, AttributeError) as exc:
             print(f"\n{kernel.name}: skipped ({type(exc).__name__}: {exc})")
             return
-        copy = torch.empty(case.nbytes // 4, device="cuda", dtype=torch.bfloat16)
-        case.calls["clone"] = copy.clone              # moves case.nbytes: read + write
-        _warm(case, torch)
-        check = _check(case, m, torch)
-        times = interleaved(case.calls, reps=repetitions(case.nbytes, len(case.calls)),
-                            warmup=2)
+        except Exception as exc:           # out of memory: this row's failure, not the run's
+            print(f"| {m} x {n} | failed: {type(exc).__name__}: {str(exc)[:160]} |", flush=True)
+            torch.cuda.empty_cache()
+            continue
+        try:
+            copy = torch.empty(case.nbytes // 4, device="cuda", dtype=torch.bfloat16)
+            case.calls["clone"] = copy.clone              # moves case.nbytes: read + write
+            _warm(case, torch)
+            check = _check(case, m, torch)
+            times = interleaved(case.calls, reps=repetitions(case.nbytes, len(case.calls)),
+                                warmup=2)
+        except Exception as exc:
+            print(f"| {m} x {n} | failed: {type(exc).__name__}: {str(exc)[:160]} |", flush=True)
+            del case
+            torch.cuda.empty_cache()
+            continue
         rate = {name: gbps(case.nbytes, t.median_ms) for name, t in times.items()}
         for name, why in case.missing.items():
             notes.setdefault(f"{name}: {why}", []).append(f"{m}x{n}")
@@ -252,12 +305,9 @@ def time_kernel(kernel: RowKernel, shapes, torch, quack_missing, interleaved, gb
         del case, times, copy
         torch.cuda.empty_cache()
     if ratios:
-        worst = min(ratios)
-        mean = math.exp(statistics.fmean(math.log(r) for r, _, _ in ratios))
-        print(f"\nvs quack: geometric mean {mean:.2f}, {sum(r >= 1.0 for r, _, _ in ratios)}/"
-              f"{len(ratios)} shapes >= 1.00, worst {worst[0]:.2f} at {worst[1]}x{worst[2]}")
-    for note, where in notes.items():
-        print(f"\n- {note} ({', '.join(where[:4])}{', ...' if len(where) > 4 else ''})")
+        print(f"\n{summary(ratios)}")
+    print_notes(notes)
+    print(f"\n({kernel.name}: {time.perf_counter() - started:.0f} s)", flush=True)
 
 
 def sweep(torch, quack_missing, interleaved, gbps, shapes=SWEEP) -> None:
@@ -332,9 +382,25 @@ def sweep_backward(torch, quack_missing, interleaved, gbps, shapes=BACKWARD_SWEE
         torch.cuda.empty_cache()
 
 
+def shape_list(text: str) -> tuple:
+    """'4096x131072,7x3000' -> ((4096, 131072), (7, 3000)) (argparse's type: ValueError)."""
+    shapes = []
+    for item in text.split(","):
+        m, _, n = item.strip().lower().partition("x")
+        if not (m.isdigit() and n.isdigit() and int(m) > 0 and int(n) > 0):
+            raise ValueError(f"{item!r} is not MxN with positive integers")
+        shapes.append((int(m), int(n)))
+    return tuple(shapes)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"only {len(QUICK)} shapes")
+    parser.add_argument("--grid", choices=tuple(GRIDS), default="full",
+                        help=f"issue 19's {len(GRIDS['full'])} shapes (full) or "
+                             f"{len(QUICK)} of them (quick)")
+    parser.add_argument("--quick", action="store_true", help="the same as --grid quick")
+    parser.add_argument("--shapes", type=shape_list, default=None,
+                        help="comma-separated MxN instead of the grid (e.g. 4096x131072,7x3000)")
     parser.add_argument("--kernels", default=",".join((*KERNELS, *ENTRY_POINTS)),
                         help=f"comma-separated, from {', '.join((*KERNELS, *ENTRY_POINTS))}")
     parser.add_argument("--sweep", action="store_true",
@@ -359,10 +425,11 @@ def main() -> None:
           f"layoutkit {commit}; bf16, L2 flushed, medians; GB/s = bytes read + written; "
           f"cluster exchange {args.exchange}")
     if args.sweep:
-        sweep(torch, quack_missing, interleaved, gbps)
-        sweep_backward(torch, quack_missing, interleaved, gbps)
+        sweep(torch, quack_missing, interleaved, gbps, *([args.shapes] if args.shapes else []))
+        sweep_backward(torch, quack_missing, interleaved, gbps,
+                       *([args.shapes] if args.shapes else []))
     else:
-        shapes = QUICK if args.quick else [(m, n) for m in M_GRID for n in N_GRID]
+        shapes = args.shapes or GRIDS["quick" if args.quick else args.grid]
         names = args.kernels.split(",")
         for name in names:
             if name not in KERNELS and name not in ENTRY_POINTS:

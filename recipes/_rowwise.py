@@ -288,13 +288,16 @@ def time_row_op(op: str, x, candidates: dict, nbytes: int, reps: int,
     return row
 
 
-def markdown_table(rows: list, skipped: dict) -> str:
+def markdown_table(rows: list, skipped: dict, names=None, header: bool = True) -> str:
     """The benchmark rows as a markdown table of GB/s with layoutkit's ratio to quack, to the
-    best torch variant and to the clone; `skipped` ({candidate: reason}) is listed under it."""
-    names = list(dict.fromkeys(k[:-5] for r in rows for k in r if k.endswith("_gbps")))
+    best torch variant and to the clone; `skipped` ({candidate: reason}) is listed under it.
+    `names`: the candidate columns (default: every candidate of the rows, in order; fixed
+    columns let a table be printed row by row, `header=False` after its first row)."""
+    if names is None:
+        names = list(dict.fromkeys(k[:-5] for r in rows for k in r if k.endswith("_gbps")))
     lines = ["| op | shape | dtype | " + " | ".join(f"{n} GB/s" for n in names) +
              " | vs quack | vs best torch | vs clone |",
-             "|---|---|---|" + "---:|" * (len(names) + 3)]
+             "|---|---|---|" + "---:|" * (len(names) + 3)] if header else []
     for r in rows:
         torch_best = max((r[k] for k in r if k.startswith("torch") and k.endswith("_gbps")),
                          default=None)

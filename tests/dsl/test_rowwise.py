@@ -101,3 +101,15 @@ def test_markdown_table_shows_ratios_and_skipped_peers():
     assert "| rmsnorm fwd | 4096x4096 | bfloat16 | 3000 | 1500 | 3200 | - | 2.00 | 0.94 |" \
         in table
     assert table.endswith("quack skipped: quack.rmsnorm not importable (no pack)")
+
+
+def test_markdown_table_with_fixed_columns_prints_row_by_row():
+    row = {"op": "softmax bwd", "m": 7, "n": 3000, "dtype": "bfloat16", "layoutkit_gbps": 900.0,
+           "quack_gbps": 1000.0, "clone_gbps": 1200.0}
+    columns = ("layoutkit", "quack", "torch", "clone")
+    header = rw.markdown_table([], {}, columns).splitlines()
+    assert header[0] == ("| op | shape | dtype | layoutkit GB/s | quack GB/s | torch GB/s | "
+                         "clone GB/s | vs quack | vs best torch | vs clone |")
+    assert len(header) == 2 and header[1].count("---:") == 7
+    assert rw.markdown_table([row], {}, columns, header=False) == \
+        "| softmax bwd | 7x3000 | bfloat16 | 900 | 1000 | - | 1200 | 0.90 | - | 0.75 |"
