@@ -59,7 +59,7 @@ from ..check.protocol import check_kernel_protocol
 from ..sm90.roles import finish_sync
 from ..sm90.wgmma.accumulators import release_final_check
 from .tracer import tracing
-from . import constructs, rewrite
+from . import collector, constructs, rewrite
 from .tensor_args import runtime_values
 from .types import PointerType
 from .values import Scalar
@@ -237,10 +237,11 @@ class Kernel:
             spec = self._from_disk(key)
         if spec is None:
             timings: dict = {}
-            ir = self._trace(key, values, timings)
-            start = perf_counter()
-            ptx = lower(ir, definition_line(self.fn))
-            timings["lower"] = perf_counter() - start
+            with collector.paused():
+                ir = self._trace(key, values, timings)
+                start = perf_counter()
+                ptx = lower(ir, definition_line(self.fn))
+                timings["lower"] = perf_counter() - start
             spec = Specialization(key, ir, ptx, timings, arch=self.arch(),
                                   persist=self._persist)
         self._cache[key] = spec
@@ -280,7 +281,8 @@ class Kernel:
         trace reads only the constexprs' values, which the key holds."""
         values = tuple(entry[1] if p.kind == "constexpr" else None
                        for p, entry in zip(self.params, key))
-        return self._trace(key, values, {})
+        with collector.paused():
+            return self._trace(key, values, {})
 
     def describe_key(self, key: tuple) -> str:
         """Key `key` in words: one `name=facts` per parameter, then the options
