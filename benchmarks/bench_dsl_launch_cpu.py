@@ -256,6 +256,7 @@ def gemm_rows() -> dict:
     from recipes import gemm_hopper as gh
     install_hopper_fakes()
     gh._SMS[torch.device("cuda", 0)] = 132
+    gh._NAMES[torch.device("cuda", 0)] = "fake H200"
 
     def host_path(a, b, out, checked: bool):
         gh.check_inputs(a, b, out, None)

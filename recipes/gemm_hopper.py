@@ -30,7 +30,9 @@ partials summed by recipes/_gemm_splitk.py's second kernel); `autotune_space` li
 `BEST_CONFIGS` records the winners measured on the H200 (benchmarks/bench_gemm.py --sweep),
 `config_for(m, n, k)` picks one: those, else recipes/_gemm_choice.py's documented heuristic
 (the measured 128 x 256 default in 2-CTA clusters wherever it fills the GPU; for small M and
-few tiles a cost model over 64/128-row tiles, narrower BN and split-K). `gemm` checks its
+few tiles a cost model over 64/128-row tiles, narrower BN and split-K). gemm asks `TUNER` (an
+lk.ChoiceTuner): a shape's winner from `layoutkit tune gemm_hopper` (`tune()`, kept on disk),
+else config_for's choice. `gemm` checks its
 arguments first (`check_inputs`: types, ranks, dtypes, shapes, config, out and its overlap
 with the inputs, the epilogue's tensors and scalars, devices), each mistake a TypeError or
 ValueError naming it.
@@ -156,9 +158,15 @@ BEST_CONFIGS: dict[tuple[int, int, int], Config] = {
 }
 
 
-def autotune_space(m: int, n: int, k: int) -> list[Config]:
+def autotune_space(m: int, n: int, k: int, sms: int = 132) -> list[Config]:
     """The configs a sweep tries for this shape: CONFIGS, then the heuristic's choice."""
-    return list(dict.fromkeys(CONFIGS + (config_for(m, n, k),)))
+    return list(dict.fromkeys(CONFIGS + (config_for(m, n, k, sms),)))
+
+
+# The sweep's winners per (M, N, K, B major, SM count, device name), kept on disk by
+# `layoutkit tune gemm_hopper` (tune() below); a shape never swept takes config_for's choice.
+TUNER = lk.ChoiceTuner("recipes.gemm_hopper.gemm", Config, sources=(gemm_tiles, reduce_splits),
+                       default=lambda key: config_for(key[0], key[1], key[2], key[4]))
 
 
 def config_for(m: int, n: int, k: int, sms: int = 132) -> Config:
@@ -175,6 +183,7 @@ _chosen = functools.lru_cache(maxsize=4096)(choice.choose)     # per shape, once
 _round_up, _tma_ready = host.round_up, host.tma_ready
 _RESIDENT: dict = {}
 _SMS: dict = {}
+_NAMES: dict = {}
 F32_ALIGN = host.TMA_ALIGN_BYTES // lk.f32.nbytes      # f32 workspace rows: multiples of 4
 
 
@@ -184,6 +193,14 @@ def _sm_count(device) -> int:
         import torch
         _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
     return _SMS[device]
+
+
+def _device_name(device) -> str:
+    """The name of a CUDA device (remembered per device): part of the tuning key."""
+    if device not in _NAMES:
+        import torch
+        _NAMES[device] = torch.cuda.get_device_name(device)
+    return _NAMES[device]
 
 
 def _resident_units(device, cfg: Config, major: str) -> int:
@@ -354,7 +371,7 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
         major, b_op = "K", _tma_ready(b.t())       # N x K, K contiguous (b stored K-major)
     c_type = TYPES[_dtype_name(out.dtype)]
     c = _tma_ready(out) if out.stride(1) == 1 else _tma_ready(out.new_empty(m, n))
-    cfg = config or config_for(m, n, k, sms)
+    cfg = config or TUNER.choose((m, n, k, major, sms, _device_name(a.device)))
     plan = host.schedule(m, n, k, cfg, lk.bf16, units(cfg, major), full_grid)
     extra = plans.epilogue_arguments(epilogue, out, bias, residual, alpha, beta, m, n)
     constexprs = dict(GRID=plan.grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
@@ -441,6 +458,44 @@ def check_cpu(seed: int = 0) -> float:
             GROUP_M=plan.group, CLUSTER=cfg.CLUSTER, expect={"c": want[:, :n]},
             tolerance=2 ** -7))
     return worst
+
+
+# The shapes `layoutkit tune gemm_hopper` sweeps: issue 15's grid of M by the (N, K) of model
+# layers, and the square ones.
+TUNE_SHAPES = tuple((m, n, k) for m in (1, 16, 64, 128, 256, 512, 1024, 4096, 16384)
+                    for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))) + (
+    (1024, 1024, 1024), (2048, 2048, 2048), (8192, 8192, 8192))
+
+
+def tune(reps: int = 20, shapes=TUNE_SHAPES, majors=("N", "K")) -> list[dict]:
+    """`layoutkit tune gemm_hopper`: time autotune_space on the GPU for each shape and B major
+    (random bf16 inputs) and keep each winner on disk (TUNER), where gemm's later calls of that
+    shape, in any process, find it; a row per shape with the winner and the default's time."""
+    import torch
+    rows = []
+    sms = _sm_count(torch.device("cuda", torch.cuda.current_device()))
+    TUNER.reps = reps
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        for major in majors:
+            b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+            if major == "K":
+                b = b.t().contiguous().t()
+            out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            units = (lambda cfg, mj: _resident_units(a.device, cfg, mj))
+            space = autotune_space(m, n, k, sms)
+            candidates = {cfg: launches(a, b, out, cfg, Epilogue(), None, None, 1.0, 0.0, sms,
+                                        units)[0] for cfg in space}
+            key = (m, n, k, major, sms, _device_name(a.device))
+            best = TUNER.tune(key, candidates)
+            times = {c: ms for c, ms in TUNER.report.items() if isinstance(ms, float)}
+            default = str(config_for(m, n, k, sms))
+            rows.append({"case": f"{m}x{n}x{k} {major}-major", "best": str(best),
+                         "best_ms": times[str(best)],
+                         "default_ms": times.get(default, float("nan")),
+                         "configs": len(TUNER.report),
+                         "dropped": len(TUNER.report) - len(times)})
+    return rows
 
 
 def benchmark(reps: int = 30) -> list[dict]:

@@ -30,9 +30,10 @@ from . import sm80, sm90  # (the per-target namespaces: lk.sm80, lk.sm90)
 from .check import ProtocolError, ProtocolWarning, protocol_check_skipped
 from .core import BoundsWarning
 from .core.autotune import Config, autotune
+from .core.choice_tuner import ChoiceTuner
 
 __all__ = [
-    "kernel", "Kernel", "Specialization", "autotune", "Config",
+    "kernel", "Kernel", "Specialization", "autotune", "Config", "ChoiceTuner",
     "Pointer", "PointerType", "Tensor", "TensorType", "TensorSpec", "DType", "constexpr",
     "i32", "i64", "u32", "f16", "bf16", "f32", "f64", "bool_", "e4m3", "e5m2",
     "thread_id", "warp_id", "lane_id", "block_id", "range", "if_", "eq", "ne",

@@ -45,6 +45,7 @@ def gpu(monkeypatch):
         return run
     monkeypatch.setattr(lk.Kernel, "__getitem__", record)
     monkeypatch.setattr(gh, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(gh, "_device_name", lambda device: "fake H200")
     monkeypatch.setattr(gh, "_resident_units", lambda device, cfg, major: 132 // cfg.CLUSTER)
     monkeypatch.setattr(plans, "_PLANS", {})
     real = gh.check_inputs

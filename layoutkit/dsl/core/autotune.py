@@ -113,7 +113,7 @@ class Autotuner:
         self._variants = {(kernel.num_warps, kernel.cluster): kernel}
         self._best: dict = {}
         self._remembered: dict = {}          # launch_remembered's facts -> (launch, constexprs)
-        self._disk: dict | None = None
+        self._disk = WinnerTable(self._path)
         self.report: dict = {}
 
     def _check(self) -> None:
@@ -287,41 +287,57 @@ class Autotuner:
         return get_settings().cache_dir / "autotune" / f"{self.kernel.disk_cache().label}-" \
             f"{fingerprint[:24]}.json"
 
-    def _load_disk(self) -> dict:
-        if self._disk is None:
-            self._disk = {}
-            path = self._path()
-            if path is not None:
-                try:
-                    self._disk = json.loads(path.read_text())
-                except (OSError, ValueError):
-                    self._disk = {}
-        return self._disk
-
     def _from_disk(self, key: tuple) -> Config | None:
-        if not get_settings().spec_cache:
-            return None
-        entry = self._load_disk().get(_key_text(key))
-        if not isinstance(entry, dict):
-            return None
-        label = entry.get("config")
+        entry = self._disk.get(_key_text(key))
+        label = entry.get("config") if entry is not None else None
         return next((c for c in self.configs if str(c) == label), None)
 
     def _to_disk(self, key: tuple, winner: Config, times: dict) -> None:
-        path = self._path()
-        if path is None or not get_settings().spec_cache:
-            return
-        table = dict(self._load_disk())
-        table[_key_text(key)] = {"config": str(winner), "times_ms": times}
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(path, json.dumps(table, sort_keys=True, indent=1).encode())
-            self._disk = table
-        except OSError:
-            pass
+        self._disk.put(_key_text(key), {"config": str(winner), "times_ms": times})
 
     def __repr__(self) -> str:
         return f"<lk.autotune {self.name}: {len(self.configs)} configs, key {list(self.key)}>"
+
+
+class WinnerTable:
+    """A tuner's winners on disk: one JSON object {key text: entry dict} at `path()` (None: the
+    tuner cannot be written down), read once, written atomically; unreadable or malformed files
+    and entries read as absent, and nothing is read or written with the cache off
+    (LAYOUTKIT_SPEC_CACHE=0)."""
+
+    def __init__(self, path):
+        self._path, self._table = path, None
+
+    def _load(self) -> dict:
+        if self._table is None:
+            self._table = {}
+            path = self._path()
+            if path is not None:
+                try:
+                    found = json.loads(path.read_text())
+                    self._table = found if isinstance(found, dict) else {}
+                except (OSError, ValueError):
+                    pass
+        return self._table
+
+    def get(self, key: str) -> dict | None:
+        if not get_settings().spec_cache:
+            return None
+        entry = self._load().get(key)
+        return entry if isinstance(entry, dict) else None
+
+    def put(self, key: str, entry: dict) -> None:
+        path = self._path()
+        if path is None or not get_settings().spec_cache:
+            return
+        table = dict(self._load())
+        table[key] = entry
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, json.dumps(table, sort_keys=True, indent=1).encode())
+            self._table = table
+        except OSError:
+            pass
 
 
 def bind_partial(params, args, kwargs, name, tuned: set) -> tuple:

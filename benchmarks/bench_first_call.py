@@ -1,0 +1,174 @@
+"""What an author waits for in a new process: the first call of each recipe's entry point on the
+GPU, with an empty on-disk cache (cold) and again in a second fresh process with the cache the
+first one filled (warm), beside the same call repeated (what every call costs).
+
+Each case runs in fresh Python processes sharing one LAYOUTKIT_CACHE_DIR: process 1 finds the
+directory empty (every specialization traced, checked, lowered and assembled by ptxas), process 2
+finds process 1's entries (layoutkit.dsl.core.spec_cache: loaded, validated, launched without
+tracing). In each process torch and CUDA are initialised and the random inputs made before the
+clock starts; then "import" = importing the recipe (and layoutkit), "first" = the first call up
+to the synchronize after it, "again" = the median of 5 more identical calls, each to its
+synchronize, "above" = first - again. Cases that change a shape after the first call
+("then ...") time that call too: whether a new size costs a new specialization.
+
+Issue 14's figures: the first GEMM call took 11.9 s cold and 11.3 s warm (the cache then only
+saved ptxas); a warm first launch is to cost <= 50 ms above the launch itself.
+
+    PYTHONPATH=. python3 benchmarks/bench_first_call.py [--repeats 3] [--markdown] [CASE ...]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _gemm(torch, m, n, k):
+    from recipes import gemm_hopper
+    a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+    return lambda: gemm_hopper.gemm(a, b)
+
+
+def _attention(torch, batch, seqlen, heads, head_dim, causal):
+    from recipes import flash_attention
+    q, k, v = (torch.randn(batch, seqlen, heads, head_dim, device="cuda").to(torch.bfloat16)
+               for _ in range(3))
+    return lambda: flash_attention.flash_attention(q, k, v, causal=causal)
+
+
+def _softmax(torch, m, n):
+    from recipes import softmax
+    x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    return lambda: softmax.softmax(x)
+
+
+def _layernorm(torch, m, n):
+    from recipes import layernorm
+    x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    w, b = (torch.randn(n, device="cuda").to(torch.bfloat16) for _ in range(2))
+    return lambda: layernorm.layernorm(x, w, b)
+
+
+def _rmsnorm(torch, m, n):
+    from recipes import rmsnorm
+    x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    w = torch.randn(n, device="cuda").to(torch.bfloat16)
+    return lambda: rmsnorm.rmsnorm(x, w)
+
+
+# name -> (the recipe module, the first call's maker and arguments, then the later calls'
+# (label, maker, arguments))
+CASES = {
+    "gemm": ("recipes.gemm_hopper", (_gemm, (4096, 4096, 4096)),
+             (("then M = 3000", _gemm, (3000, 4096, 4096)),
+              ("then M = 16", _gemm, (16, 4096, 4096)))),
+    "flash_attention": ("recipes.flash_attention", (_attention, (4, 2048, 16, 128, False)),
+                        (("then causal", _attention, (4, 2048, 16, 128, True)),
+                         ("then seqlen 1000", _attention, (4, 1000, 16, 128, False)))),
+    "softmax": ("recipes.softmax", (_softmax, (4096, 4096)), (("then 1000 x 3000", _softmax, (1000, 3000)),)),
+    "layernorm": ("recipes.layernorm", (_layernorm, (4096, 4096)), (("then 1000 x 3000", _layernorm, (1000, 3000)),)),
+    "rmsnorm": ("recipes.rmsnorm", (_rmsnorm, (4096, 4096)), (("then 1000 x 3000", _rmsnorm, (1000, 3000)),)),
+}
+
+
+def _timed(torch, call) -> float:
+    start = time.perf_counter()
+    call()
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def child(case: str) -> None:
+    """In the fresh process: torch, CUDA and inputs first, then the clocked import and calls;
+    prints one JSON object (seconds)."""
+    import torch
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    sys.path.insert(0, str(ROOT))
+    module, (maker, arguments), later = CASES[case]
+    start = time.perf_counter()
+    importlib.import_module(module)
+    result = {"import": time.perf_counter() - start}
+    call = maker(torch, *arguments)
+    result["first"] = _timed(torch, call)
+    result["again"] = statistics.median(_timed(torch, call) for _ in range(5))
+    for label, maker_then, arguments_then in later:
+        then = maker_then(torch, *arguments_then)
+        result[label] = _timed(torch, then)
+        result[label + " again"] = statistics.median(_timed(torch, then) for _ in range(5))
+    print(json.dumps(result))
+
+
+def run(case: str, cache: str) -> dict:
+    env = dict(os.environ, LAYOUTKIT_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
+    env.pop("LAYOUTKIT_SPEC_CACHE", None)
+    env.pop("LAYOUTKIT_DEBUG", None)
+    done = subprocess.run([sys.executable, __file__, "--child", case], env=env, text=True,
+                          capture_output=True, timeout=600)
+    if done.returncode:
+        raise SystemExit(f"{case}: the child process failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(cases: list[str], repeats: int) -> list[tuple]:
+    """Rows (case, call, cold ms, warm ms) of medians over `repeats` (cold, warm) pairs."""
+    results: dict[str, dict[str, list]] = {}
+    for _ in range(repeats):
+        for case in cases:
+            with tempfile.TemporaryDirectory(prefix="lk_first_call_") as cache:
+                cold, warm = run(case, cache), run(case, cache)
+            for key in cold:
+                results.setdefault(case, {}).setdefault(key, []).append((cold[key], warm[key]))
+    rows = []
+    for case, per_key in results.items():
+        for key, pairs in per_key.items():
+            cold = statistics.median(p[0] for p in pairs) * 1e3
+            warm = statistics.median(p[1] for p in pairs) * 1e3
+            rows.append((case, key, cold, warm))
+        first = {k: v for k, v in ((r[1], r) for r in rows if r[0] == case)}
+        rows.append((case, "above (first - again)", first["first"][2] - first["again"][2],
+                     first["first"][3] - first["again"][3]))
+    return rows
+
+
+def _ms(x: float) -> str:
+    return f"{x:.0f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cases", nargs="*", help=f"cases (default: all of {', '.join(CASES)})")
+    parser.add_argument("--repeats", type=int, default=3, help="(cold, warm) process pairs")
+    parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(args.child)
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}: the cases are {list(CASES)}")
+    rows = measure(args.cases or list(CASES), args.repeats)
+    print(f"- Command: `python3 benchmarks/bench_first_call.py {' '.join(sys.argv[1:])}`"
+          f" (medians of {args.repeats} fresh-process pairs, ms)\n")
+    if args.markdown:
+        print("| case | call | cold ms | warm ms |\n|---|---|---:|---:|")
+        for case, key, cold, warm in rows:
+            print(f"| {case} | {key} | {_ms(cold)} | {_ms(warm)} |")
+    else:
+        for case, key, cold, warm in rows:
+            print(f"{case:16} {key:28} {_ms(cold):>9} {_ms(warm):>9}")
+
+
+if __name__ == "__main__":
+    main()
