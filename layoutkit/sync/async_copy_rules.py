@@ -114,7 +114,7 @@ def cp_async(rules) -> None:
     """The rule of the module docstring over `rules.p` (a kernel_rules.Rules), adding its
     findings to `rules`."""
     classes = rules.p.classes
-    if not any(isinstance(e, AsyncWrite) for c in classes for e in c.events):
+    if not any(c.select(AsyncWrite) for c in classes):
         return
     history = [walk(rules, c) for c in classes]
     named = [any(isinstance(e, ThreadBarrier) and e.ident not in (0, "cluster")

@@ -34,16 +34,16 @@ def cluster_memory_rules(rules, sim, order) -> None:
     touched: dict[tuple, list] = {}          # (cta, buffer) -> [(class, position, event)]
     remote: set = set()                      # the (cta, buffer) keys a peer touches
     for i, c in enumerate(classes):
-        events = c.events[:sim.positions[i]]
-        barriers = [p for p, e in enumerate(events) if _cluster_barrier(e)]
-        ordering = [p for p, e in enumerate(events) if _cluster_barrier(e, ordering=True)]
-        for position, e in enumerate(events):
-            if not isinstance(e, (SharedRead, SharedWrite)):
-                continue
-            key = (e.bytes.cta, e.bytes.buffer)
-            touched.setdefault(key, []).append((i, position, e))
+        reached = sim.positions[i]
+        syncs = c.select(ThreadBarrier)
+        barriers = [p for p, e in syncs if p < reached and _cluster_barrier(e)]
+        ordering = [p for p, e in syncs if p < reached and _cluster_barrier(e, ordering=True)]
+        for position, e in c.select(SharedRead, SharedWrite):
+            if position >= reached:
+                break
             if e.bytes.cta == c.cta:
                 continue
+            key = (e.bytes.cta, e.bytes.buffer)
             remote.add(key)
             verb = "writes" if isinstance(e, SharedWrite) else "reads"
             where = f"{c.who} {verb} {e.bytes.text()} of cluster rank {e.bytes.cta} at " \
@@ -64,6 +64,14 @@ def cluster_memory_rules(rules, sim, order) -> None:
                           f"{where} after the last lk.sm90.cluster_sync() of its threads: the "
                           "peer may exit before the access lands; end the exchange with "
                           "lk.sm90.cluster_sync()", e.site)
+    for i, c in enumerate(classes) if remote else ():     # every access of those bytes
+        reached = sim.positions[i]
+        for position, e in c.select(SharedRead, SharedWrite):
+            if position >= reached:
+                break
+            key = (e.bytes.cta, e.bytes.buffer)
+            if key in remote:
+                touched.setdefault(key, []).append((i, position, e))
     for key in remote:
         accesses = touched[key]
         for wi, wpos, w in accesses:

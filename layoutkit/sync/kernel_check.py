@@ -88,8 +88,7 @@ class Simulation:
         self.positions = [0] * len(protocol.classes)
         self.reported: set = set()      # (kind, barrier array): one finding per array
         self.waited: dict[tuple, set] = {}    # slot -> phases a wait passed on
-        self.watched = {e.slot for c in protocol.classes for e in c.events
-                        if isinstance(e, Wait)}
+        self.watched = {e.slot for c in protocol.classes for _, e in c.select(Wait)}
         # the run as it happened, for happens-before (layoutkit.sync.order): the (class, event)
         # of each step taken, the phase each arrive ((class, event)) and copy ((class, event),
         # cta) went into, the (barrier key, generation) of each thread-barrier arrival
@@ -240,31 +239,35 @@ class Simulation:
     def step(self, index: int, c: ThreadClass, position: int) -> bool:
         e = c.events[position]
         self.current = (index, position)
-        if isinstance(e, Init):
+        kind = type(e)
+        if kind is Init:
             for key, s in self.slots.items():
                 if key[0] == e.cta and key[1] == e.barrier:
                     s.initialised = True
             return True
-        if isinstance(e, Arrive):
+        if kind is Arrive:
             return self.arrive(c, e)
-        if isinstance(e, Copy):
+        if kind is Copy:
             return self.copy(c, e)
-        if isinstance(e, Wait):
+        if kind is Wait:
             return self.wait(index, position, e)
-        if isinstance(e, ThreadBarrier):
+        if kind is ThreadBarrier:
             return self.group(index, c, e)
         return True
 
     def run(self) -> None:
-        classes = self.p.classes
+        classes, order = self.p.classes, self.order
         progress = True
         while progress:
             progress = False
             for i, c in enumerate(classes):
-                while self.positions[i] < len(c.events) and self.step(i, c, self.positions[i]):
-                    self.order.append((i, self.positions[i]))
-                    self.positions[i] += 1
-                    progress = True
+                at, end = self.positions[i], len(c.events)
+                start = at
+                while at < end and self.step(i, c, at):
+                    order.append((i, at))
+                    at += 1
+                self.positions[i] = at
+                progress = progress or at > start
         blocked = [(i, c) for i, c in enumerate(classes) if self.positions[i] < len(c.events)]
         if blocked:
             self.deadlock(blocked)

@@ -244,6 +244,26 @@ class ThreadClass:
     def who(self) -> str:
         return describe_threads(self.role, self.cta if self.in_cluster else None, self.tids)
 
+    def select(self, *kinds) -> list:
+        """[(position, event)] of the events whose type is one of `kinds`, in program order:
+        what a rule reading only those kinds walks (remembered per kinds while the events stay
+        as many)."""
+        key = (kinds, len(self.events))
+        cache = self.__dict__.setdefault("_selected", {})
+        found = cache.get(key)
+        if found is None:
+            by_type = cache.get(("by type", key[1]))
+            if by_type is None:
+                by_type = cache[("by type", key[1])] = {}
+                for position, e in enumerate(self.events):
+                    by_type.setdefault(type(e), []).append(position)
+            positions = [p for kind in kinds for p in by_type.get(kind, ())]
+            if len(kinds) > 1:
+                positions.sort()
+            events = self.events
+            found = cache[key] = [(p, events[p]) for p in positions]
+        return found
+
 
 @dataclass(frozen=True)
 class Undecided:

@@ -58,10 +58,10 @@ class Rules:
         for c in self.p.classes:
             last: dict[tuple, Wait] = {}
             arrived: set = set()
-            for e in c.events:
-                if isinstance(e, Arrive):
+            for _, e in c.select(Arrive, Wait):
+                if type(e) is Arrive:
                     arrived = set(last)
-                elif isinstance(e, Wait):
+                else:
                     prev = last.get(e.slot)
                     if prev is not None and prev.parity == e.parity and e.slot in arrived:
                         self.add("wrong parity", (c.who, e.barrier),
@@ -82,14 +82,15 @@ class Rules:
         out: dict[tuple, list] = {}
         for c in self.p.classes:
             stores: list = []
-            for e in c.events:
-                if isinstance(e, Wait):
+            for _, e in c.select(Wait, SharedWrite, Arrive, Copy):
+                kind = type(e)
+                if kind is Wait:
                     stores = []
-                elif isinstance(e, SharedWrite):
+                elif kind is SharedWrite:
                     stores.append((e.bytes, c.who, e.site))
-                elif isinstance(e, Arrive):
+                elif kind is Arrive:
                     out.setdefault(e.slot, []).extend(stores)
-                elif isinstance(e, Copy) and e.dst is not None:
+                elif e.dst is not None:
                     for cta in e.ctas:
                         dst = type(e.dst)(cta, e.dst.buffer, e.dst.start, e.dst.stop)
                         out.setdefault(e.slot(cta), []).append((dst, c.who, e.site))
@@ -99,8 +100,8 @@ class Rules:
         """A ring member that reads what another class publishes on a barrier array it never
         waits on (it arrives on a barrier the writer waits on, so it is in the ring)."""
         classes = self.p.classes
-        waits_on = [{e.barrier for e in c.events if isinstance(e, Wait)} for c in classes]
-        arrives_on = [{e.barrier for e in c.events if isinstance(e, Arrive)} for c in classes]
+        waits_on = [{e.barrier for _, e in c.select(Wait)} for c in classes]
+        arrives_on = [{e.barrier for _, e in c.select(Arrive)} for c in classes]
         named: dict[str, list] = {}            # who -> indices of the classes so described
         for j, d in enumerate(classes):
             named.setdefault(d.who, []).append(j)
@@ -112,9 +113,7 @@ class Rules:
             foreign = [(slot, writes) for slot, writes in foreign if writes]
             if not foreign:
                 continue
-            for e in c.events:
-                if not isinstance(e, SharedRead):
-                    continue
+            for _, e in c.select(SharedRead):
                 for slot, writes in foreign:
                     hit = next((w for w in writes if w[0].overlaps(e.bytes)), None)
                     if hit is not None:
@@ -159,7 +158,7 @@ class Rules:
         for i, c in enumerate(self.p.classes):
             cta_epoch = cluster_epoch = 0
             pending: list = []
-            for e in c.events:
+            for _, e in c.select(Init, InitFence, ThreadBarrier):
                 if isinstance(e, Init):
                     pending.append((e.barrier, e.cta))
                     inits[(e.barrier, e.cta)] = (i, cta_epoch, cluster_epoch, e.site, False,
@@ -173,16 +172,20 @@ class Rules:
                     pending = []
         for i, c in enumerate(self.p.classes):
             cta_epoch = cluster_epoch = 0
-            for e in c.events:
-                if isinstance(e, ThreadBarrier) and e.waits and e.ident in (0, "cluster"):
-                    cta_epoch += 1
-                    cluster_epoch += e.ident == "cluster"
-                elif isinstance(e, (Arrive, Wait)):
-                    self.use(i, c, e, (e.cta,), inits, cta_epoch, cluster_epoch,
-                             remote=e.cta != c.cta)
-                elif isinstance(e, Copy):
-                    self.use(i, c, e, e.ctas, inits, cta_epoch, cluster_epoch,
-                             remote=e.ctas != (c.cta,))
+            asked: set = set()      # a use's answer depends only on these (add: once a key)
+            for _, e in c.select(ThreadBarrier, Arrive, Wait, Copy):
+                kind = type(e)
+                if kind is ThreadBarrier:
+                    if e.waits and e.ident in (0, "cluster"):
+                        cta_epoch += 1
+                        cluster_epoch += e.ident == "cluster"
+                    continue
+                ctas = e.ctas if kind is Copy else (e.cta,)
+                question = (e.barrier, ctas, cta_epoch, cluster_epoch)
+                if question not in asked:
+                    asked.add(question)
+                    self.use(i, c, e, ctas, inits, cta_epoch, cluster_epoch,
+                             remote=ctas != (c.cta,))
 
     def use(self, index, c, e, ctas, inits, cta_epoch, cluster_epoch, remote) -> None:
         for cta in ctas:
@@ -212,32 +215,44 @@ class Rules:
     def guarded_writes(self) -> dict:
         """slot -> {(cta, buffer): [(ByteRange, who, site, what)]}: the writes a class makes
         after waiting on slot, per buffer."""
-        out: dict[tuple, list] = {}
+        out: dict[tuple, dict] = {}
+
+        def flush(guards, written: dict) -> None:
+            for slot in guards if written else ():
+                table = out.setdefault(slot, {})
+                for key, items in written.items():
+                    table.setdefault(key, []).extend(items)
+
         for c in self.p.classes:
-            guards, wrote = set(), False
-            for e in c.events:
-                if isinstance(e, Wait):
-                    if wrote:
-                        guards, wrote = set(), False
+            # the guards stay fixed from a segment's first write until its next wait
+            guards, written = set(), {}
+            for _, e in c.select(Wait, Copy, SharedWrite):
+                if type(e) is Wait:
+                    if written:
+                        flush(guards, written)
+                        guards, written = set(), {}
                     guards.add(e.slot)
-                elif isinstance(e, (Copy, SharedWrite)):
-                    wrote = True
-                    ranges = [e.bytes] if isinstance(e, SharedWrite) else \
-                        [] if e.dst is None else [type(e.dst)(cta, e.dst.buffer, e.dst.start,
-                                                              e.dst.stop) for cta in e.ctas]
-                    what = "store" if isinstance(e, SharedWrite) else e.what
-                    for slot in guards:
-                        table = out.setdefault(slot, {})
-                        for r in ranges:
-                            table.setdefault((r.cta, r.buffer), []).append((r, c.who, e.site,
-                                                                            what))
+                    continue
+                if type(e) is SharedWrite:
+                    ranges, what = [e.bytes], "store"
+                else:
+                    ranges = [] if e.dst is None else [
+                        type(e.dst)(cta, e.dst.buffer, e.dst.start, e.dst.stop) for cta in e.ctas]
+                    what = e.what
+                    if not ranges:          # it still ends the segment's waits
+                        written.setdefault(None, [])
+                for r in ranges:
+                    written.setdefault((r.cta, r.buffer), []).append((r, c.who, e.site, what))
+            flush(guards, written)
+        for table in out.values():
+            table.pop(None, None)
         return out
 
     def in_flight(self) -> None:
         guarded = self.guarded_writes()
         for c in self.p.classes:
             groups = {"wgmma": [[]], "tma_store": [[]]}    # last list: uncommitted
-            for e in c.events:
+            for _, e in c.select(SharedRead, Commit, GroupWait, Arrive, SharedWrite):
                 if isinstance(e, SharedRead) and e.proxy in groups:
                     groups[e.proxy][-1].append(e)
                 elif isinstance(e, Commit) and e.kind in groups:
@@ -293,8 +308,8 @@ class Rules:
 
     # ---- proxy fence ------------------------------------------------------------------------
     def proxy_fence(self) -> None:
-        async_reads = [(c.who, e) for c in self.p.classes for e in c.events
-                       if isinstance(e, SharedRead) and e.proxy in PROXIES]
+        async_reads = [(c.who, e) for c in self.p.classes for _, e in c.select(SharedRead)
+                       if e.proxy in PROXIES]
         for c in self.p.classes:
             unfenced: list = []
 
@@ -312,7 +327,7 @@ class Rules:
                         report(write, who, read)
                         return
             published: set = set()          # ids of unfenced writes already published
-            for e in c.events:
+            for _, e in c.select(ProxyFence, SharedWrite, SharedRead, ThreadBarrier, Arrive):
                 if isinstance(e, ProxyFence):
                     unfenced, published = [], set()
                 elif isinstance(e, SharedWrite):

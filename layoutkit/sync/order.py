@@ -107,14 +107,16 @@ class Order:
             return clock
 
         phase_of, passes = sim.phase_of, sim.passes
+        events = [c.events for c in classes]
         for i, position in sim.order:
-            e = classes[i].events[position]
-            if isinstance(e, Arrive):
+            e = events[i][position]
+            kind = type(e)
+            if kind is Arrive:
                 publish(e.slot, phase_of.get((i, position)), i, position)
-            elif isinstance(e, Copy):
+            elif kind is Copy:
                 for cta in e.ctas:
                     publish(e.slot(cta), phase_of.get(((i, position), cta)), i, position)
-            elif isinstance(e, Wait):
+            elif kind is Wait:
                 k = self.slot_index.get(e.slot)
                 phase = passes.get((i, position))
                 if k is None or phase is None:
@@ -128,7 +130,7 @@ class Order:
                     clock[k] = phase
                 clock[i] = -1
                 learn(i, position + 1, clock)
-            elif isinstance(e, ThreadBarrier):
+            elif kind is ThreadBarrier:
                 round_ = sim.rounds.get((i, position))
                 if round_ is None or not e.orders:      # a relaxed rendezvous: no knowledge
                     continue

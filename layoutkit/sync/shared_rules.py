@@ -104,11 +104,16 @@ class SharedRules:
             reached = sim.positions[i]
             retired = None
             arrives = []
-            for position, e in enumerate(c.events[:reached]):
-                if isinstance(e, SharedRead):
+            for position, e in c.select(SharedRead, Copy, SharedWrite, AsyncWrite, Arrive):
+                if position >= reached:
+                    break
+                kind = type(e)
+                if kind is SharedRead:
                     self.reads.setdefault((e.bytes.cta, e.bytes.buffer), []).append(
                         (i, position, e))
-                elif isinstance(e, Copy) and e.dst is not None:
+                elif kind is Copy:
+                    if e.dst is None:
+                        continue
                     for cta in e.ctas:
                         phase = sim.phase_of.get(((i, position), cta))
                         if phase is None:
@@ -116,16 +121,16 @@ class SharedRules:
                         dst = ByteRange(cta, e.dst.buffer, e.dst.start, e.dst.stop)
                         self.loads.setdefault((cta, dst.buffer), []).append(
                             Load(i, position, e, dst, e.slot(cta), phase))
-                elif isinstance(e, SharedWrite):
+                elif kind is SharedWrite:
                     self.writes.setdefault((e.bytes.cta, e.bytes.buffer), []).append(
                         Write(i, position, e, e.bytes, position, "store"))
-                elif isinstance(e, AsyncWrite):
+                elif kind is AsyncWrite:
                     if retired is None:
                         retired = _retired(c.events)
                     self.writes.setdefault((e.bytes.cta, e.bytes.buffer), []).append(
                         Write(i, position, e, e.bytes, retired.get(position, len(c.events)),
                               "cp.async"))
-                elif isinstance(e, Arrive):
+                else:
                     arrives.append(position)
             self.arrives.append(arrives)
 
@@ -335,10 +340,10 @@ class SharedRules:
         written: dict[tuple, list] = {}      # (cta, buffer) -> [(start, stop)] of every write
         looped: set = set()                  # (cta, buffer) written inside a runtime loop
         for c in self.p.classes:
-            for e in c.events:
-                if isinstance(e, (SharedWrite, AsyncWrite)):
+            for _, e in c.select(SharedWrite, AsyncWrite, Copy):
+                if type(e) is not Copy:
                     spans = [e.bytes]
-                elif isinstance(e, Copy) and e.dst is not None:
+                elif e.dst is not None:
                     spans = [ByteRange(cta, e.dst.buffer, e.dst.start, e.dst.stop)
                              for cta in e.ctas]
                 else:
@@ -350,9 +355,7 @@ class SharedRules:
         merged = {key: union_of(spans) for key, spans in written.items()}
         unfollowed = self.p.unfollowed or (lambda buffer: None)
         for c in self.p.classes:
-            for e in c.events:
-                if not isinstance(e, SharedRead):
-                    continue
+            for _, e in c.select(SharedRead):
                 key = (e.bytes.cta, e.bytes.buffer)
                 spans = merged.get(key)
                 if spans is not None and covers_any(spans, e.bytes):

@@ -126,8 +126,8 @@ class _Report:
 def _warpgroups(report: _Report) -> None:
     seen: set = set()
     for c in report.p.classes:
-        for e in c.events:
-            if not isinstance(e, PartialWarpgroup) or (e.what, e.site.location) in seen:
+        for _, e in c.select(PartialWarpgroup):
+            if (e.what, e.site.location) in seen:
                 continue
             seen.add((e.what, e.site.location))
             parts = [warpgroup_part(group, tids, f" of CTA {cta}" if report.p.ctas > 1 else "")
@@ -153,7 +153,7 @@ def _at_exit(report: _Report, c: ThreadClass) -> None:
     uncommitted: list = []               # WgmmaIssues since the last commit
     groups: list = []                    # (Commit, [WgmmaIssue]) in flight, oldest first
     waits: list = []                     # (position, GroupWait) of each wgmma wait
-    for position, e in enumerate(c.events):
+    for position, e in c.select(WgmmaIssue, Commit, GroupWait):
         if isinstance(e, WgmmaIssue):
             uncommitted.append(e)
         elif isinstance(e, Commit) and e.kind == "wgmma":
