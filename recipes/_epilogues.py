@@ -7,11 +7,20 @@ N-vector, strides (0, 1): one load per column of the thread's fragment), C and a
 
     relu(x) = max(x, 0)
     silu(x) = x / (1 + 2^(-x log2 e))                       (x * sigmoid(x))
-    gelu(x) = x / (1 + 2^(-2 log2 e * u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
+    gelu(x) = h + h tanh(u),  h = x / 2,  u = sqrt(2/pi) (x + 0.044715 x^3)
             = 0.5 x (1 + tanh(u))                           (torch's approximate="tanh")
 
-2^y is the SFU's ex2.approx (lk.exp2); at the extremes it gives 0 or inf, and the quotients
-the exact limits (x or -0). Every step is f32.
+2^y is the SFU's ex2.approx (lk.exp2); at the extremes it gives 0 or inf, and silu's quotient
+the exact limits (x or -0). gelu's tanh is the SFU's tanh.approx.f32 (lk.tanh: one MUFU, no
+division), relative error <= 2^-10.987: gelu's error is <= |x| 2^-12 absolute, so where
+1 + tanh(u) cancels (x < -3, |gelu(x)| < 4e-3) it is absolute, not relative, as in other fast
+GEMM epilogues. torch's exact (erf) gelu differs from the tanh form by up to 4.7e-4 absolute;
+the recipe computes the tanh form. Every step is f32.
+
+A fused epilogue is split in two (FusedEpilogue): `load(fragment)` issues the chunk's global
+loads (C, bias, residual) and `apply(acc, loaded)` computes D, so the GEMM kernel can issue a
+tile's loads before its main loop (their latency and bandwidth then hide behind the MMAs;
+calling the epilogue does both in turn).
 """
 from __future__ import annotations
 
@@ -34,8 +43,9 @@ def silu(x):
 
 
 def gelu(x):
-    u = GELU_C * (x + GELU_CUBIC * x * x * x)
-    return x / (1.0 + lk.exp2(u * (-2 * LOG2E)))
+    half = x * 0.5
+    u = x * (GELU_C + (GELU_C * GELU_CUBIC) * (x * x))
+    return half + half * lk.tanh(u)
 
 
 ACTIVATIONS = {"relu": relu, "silu": silu, "gelu": gelu}      # the host's names for them
@@ -45,23 +55,54 @@ def _f32(x):
     return x if x.dtype == lk.f32 else lk.cast(x, lk.f32)
 
 
+class FusedEpilogue:
+    """acc -> act(alpha * acc + beta * C + bias) + residual (see fused), in two steps: `load`
+    the chunk's tensors, `apply` the arithmetic; calling it does both."""
+
+    def __init__(self, bias, act, alpha, c, beta, residual):
+        self.bias, self.act, self.alpha, self.c, self.beta, self.residual = \
+            bias, act, alpha, c, beta, residual
+
+    def tensors(self) -> tuple:
+        """The global tensors the epilogue reads, in `load`'s order (absent ones left out)."""
+        return tuple(t for t in (self.c, self.bias, self.residual) if t is not None)
+
+    def load_bytes(self, values: int) -> int:
+        """Register bytes per thread that `load` holds for a chunk of `values` accumulator
+        values (each tensor's element size per value; a bias's repeated rows count too)."""
+        return sum(t.dtype.nbytes for t in self.tensors()) * values
+
+    def load(self, at):
+        """The chunk's loaded tensors (register tensors in the chunk's layout, `tensors`'s
+        order) at Fragment `at`."""
+        return tuple(at.load(t) for t in self.tensors())
+
+    def apply(self, acc, loaded):
+        """D of the f32 chunk `acc` given `load`'s result for the same chunk."""
+        values = dict(zip((n for n in ("c", "bias", "residual") if getattr(self, n) is not None),
+                          loaded))
+        x = acc if self.alpha is None else acc * self.alpha
+        if "c" in values:
+            x = x + _f32(values["c"]) * self.beta
+        if "bias" in values:
+            x = x + _f32(values["bias"])
+        if self.act is not None:
+            x = self.act(x)
+        if "residual" in values:
+            x = x + _f32(values["residual"])
+        return x
+
+    def __call__(self, acc, at):
+        return self.apply(acc, self.load(at))
+
+
 def fused(bias=None, act=None, *, alpha=None, c=None, beta=None, residual=None):
     """The epilogue acc -> act(alpha * acc + beta * C + bias) + residual (each part optional):
     `bias` an (M, N) global tensor whose row mode has stride 0, `c` and `residual` (M, N)
     global tensors (bf16 or f32 each, any strides), `alpha` and `beta` f32 scalars (kernel
-    parameters; alpha None is 1, beta goes with c), `act` a function of ACTIVATIONS or None."""
-    def epilogue(acc, at):
-        x = acc if alpha is None else acc * alpha
-        if c is not None:
-            x = x + _f32(at.load(c)) * beta
-        if bias is not None:
-            x = x + _f32(at.load(bias))
-        if act is not None:
-            x = act(x)
-        if residual is not None:
-            x = x + _f32(at.load(residual))
-        return x
-    return epilogue
+    parameters; alpha None is 1, beta goes with c), `act` a function of ACTIVATIONS or None.
+    A FusedEpilogue: callable as epilogue(acc, fragment), or in its load / apply steps."""
+    return FusedEpilogue(bias, act, alpha, c, beta, residual)
 
 
 @dataclass(frozen=True)

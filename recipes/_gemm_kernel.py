@@ -158,27 +158,65 @@ def load_k_steps(sA, sB, full, empty, a_tile, b_tile, *, first, steps, STAGES, m
             lk.sm90.tma_load(sB[:, :, p.stage], b_tile(k), full[p.stage], multicast=multicast)
 
 
-def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MAJOR):
+def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MAJOR,
+                promote=0):
     """One consumer warpgroup's k-steps 0..steps-1 of one output tile (its 64 rows `wg` of the
     A tile), at ring counter first + k: wait full[s] -> wgmma 64 x BN x BK -> commit ->
     wait_group 1 -> release(previous stage); then wait_group 0 and release(last stage).
-    `release(stage)` hands a stage back to the producer(s). Returns the f32 accumulator."""
+    `release(stage)` hands a stage back to the producer(s). Returns the f32 accumulator.
+    promote > 0: the wgmma accumulator holds `promote` k-steps at a time, then is added into
+    an f32 register accumulator (fp8: the tensor cores sum with fewer bits than f32)."""
+    if promote:
+        return _promoted_k_steps(sA, sB, full, release, wg=wg, first=first, steps=steps,
+                                 STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR, promote=promote)
     loop = lk.range(0, steps, carry=(lk.sm90.wgmma_accumulator(BN),))
     for k, (acc,) in loop:
-        s = lk.sm90.consumer_state(first + k, STAGES)
-        lk.sm90.mbarrier_wait(full[s.stage], s.phase)
-        lk.sm90.wgmma_fence()
-        acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
-                            b_operand(sB, s.stage, B_MAJOR), accumulate=k > 0)
-        lk.sm90.wgmma_commit()
-        lk.sm90.wgmma_wait(1)          # the previous k-step's wgmma has finished:
-        with lk.if_(k > 0):            # its stage goes back to the producer(s)
-            release((s.stage + STAGES - 1) % STAGES)
+        acc = _mma_k_step(sA, sB, full, release, acc, k, k > 0, wg=wg, first=first,
+                          STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR)
         loop.next(acc)
     (acc,) = loop.results
     lk.sm90.wgmma_wait(0)
     release((lk.sm90.consumer_state(first, STAGES).stage + steps - 1) % STAGES)
     return acc
+
+
+def _mma_k_step(sA, sB, full, release, acc, k, accumulate, *, wg, first, STAGES, BK, B_MAJOR):
+    """k-step k of mma_k_steps: wait full[s] -> wgmma (acc + or, where `accumulate` is false,
+    in place of acc) -> commit -> wait_group 1 -> release(previous stage) when k > 0."""
+    s = lk.sm90.consumer_state(first + k, STAGES)
+    lk.sm90.mbarrier_wait(full[s.stage], s.phase)
+    lk.sm90.wgmma_fence()
+    acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
+                        b_operand(sB, s.stage, B_MAJOR), accumulate=accumulate)
+    lk.sm90.wgmma_commit()
+    lk.sm90.wgmma_wait(1)          # the previous k-step's wgmma has finished:
+    with lk.if_(k > 0):            # its stage goes back to the producer(s)
+        release((s.stage + STAGES - 1) % STAGES)
+    return acc
+
+
+def _promoted_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MAJOR,
+                      promote):
+    """mma_k_steps in groups of `promote` k-steps: each group's first wgmma starts the wgmma
+    accumulator afresh (scale-d 0); after the group, wait_group 0 and total += accumulator
+    (the other consumer warpgroup's wgmmas keep the tensor cores busy meanwhile). Returns
+    total, f32 in the accumulator layout."""
+    groups = (steps + promote - 1) // promote
+    total = lk.full(lk.sm90.wgmma_accumulator_layout(BN), 0.0)
+    outer = lk.range(0, groups, carry=(total, lk.sm90.wgmma_accumulator(BN)))
+    for g, (total, acc) in outer:
+        start = g * promote
+        inner = lk.range(start, lk.minimum(start + promote, steps), carry=(acc,))
+        for k, (acc,) in inner:
+            acc = _mma_k_step(sA, sB, full, release, acc, k, k > start, wg=wg, first=first,
+                              STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR)
+            inner.next(acc)
+        (acc,) = inner.results
+        lk.sm90.wgmma_wait(0)
+        outer.next(total + acc, acc)
+    (total, _) = outer.results
+    release((lk.sm90.consumer_state(first, STAGES).stage + steps - 1) % STAGES)
+    return total
 
 
 def accumulator_chunk(acc, chunk_layout, j: int):
@@ -206,8 +244,23 @@ def store_chunk(C, at, chunk, mine, chunk_layout, wg: int):
         lk.sm90.tma_store_commit()
 
 
+PREFETCH_BYTES = 128      # registers per consumer thread for epilogue loads held over a main loop
+
+
+def prefetched_chunks(epilogue, chunks: int, values: int) -> int:
+    """How many of a tile's `chunks` epilogue chunks (`values` accumulator values per thread
+    each) have their loads issued before the main loop: as many as fit PREFETCH_BYTES of
+    registers beside the accumulator (0 for an epilogue without a load / apply split, or one
+    whose chunk does not fit). The other chunks' loads are then issued one chunk ahead,
+    before the previous chunk's store."""
+    if epilogue is None or not hasattr(epilogue, "load_bytes"):
+        return 0
+    per_chunk = epilogue.load_bytes(values)
+    return min(chunks, PREFETCH_BYTES // per_chunk) if per_chunk else 0
+
+
 def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue=None,
-               BM=CONSUMERS * WG_ROWS, SPLIT_K=1):
+               BM=CONSUMERS * WG_ROWS, SPLIT_K=1, PROMOTE=0):
     """The pipeline (module docstring) inside a kernel of warps(BM) warps: C (M x N) =
     epilogue(A (M x K) @ B), B given as the N x K tensor B (B_MAJOR "K": B[n, k]) or the K x N
     tensor B (B_MAJOR "N": B[k, n], 16-bit types only), each with its last mode contiguous.
@@ -218,7 +271,8 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
     SPLIT_K > 1 (CLUSTER 1): output tile (tm, tn) is computed SPLIT_K times, split s over k-steps
     [s * KS, (s + 1) * KS) with KS = ceil(K_TILES / SPLIT_K) (steps past K load zeros), and
     its accumulator stored unchanged (no epilogue) at rows s * split_rows(...) + tm * BM of C,
-    the (SPLIT_K * split_rows, N) workspace recipes/_gemm_splitk.py sums."""
+    the (SPLIT_K * split_rows, N) workspace recipes/_gemm_splitk.py sums. PROMOTE > 0: the
+    wgmma accumulator is added into an f32 register one every PROMOTE k-steps (mma_k_steps)."""
     assert BM in TILE_M and (SPLIT_K == 1 or (epilogue is None and CLUSTER == 1)), (BM, SPLIT_K)
     consumers, BK = BM // WG_ROWS, row_elements(A.dtype)
     TILES_M, TILES_N, K_TILES = (-(-A.shape[0] // BM), -(-C.shape[1] // BN),
@@ -282,19 +336,31 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
                                registers=CONSUMER_REGISTERS):
             mine = sC.tile((WG_ROWS, EPI), (wg, 0))
             chunk_layout = lk.sm90.wgmma_accumulator_layout(EPI)
+            early = prefetched_chunks(epilogue, BN // EPI, chunk_layout.num_values)
+            split_loads = early > 0      # else each chunk loads where it is computed
             for t in lk.range(unit, SPLIT_K * tiles, units):
                 tm, tn, _ = tile_coords(t)
                 first = (t // units) * KS
+                row = tm if SPLIT_K == 1 else \
+                    t // tiles * (pair_rows * CLUSTER) + tm         # the split's slab
+                ats = [(consumers * row + wg, (BN // EPI) * tn + j) for j in range(BN // EPI)]
+                frags = [Fragment((WG_ROWS, EPI), at, chunk_layout) for at in ats]
+                # the first chunks' epilogue loads, issued before the main loop hides them
+                loaded = {j: epilogue.load(frags[j]) for j in range(early)}
                 acc = mma_k_steps(sA, sB, full, release, wg=wg, first=first, steps=KS,
-                                  STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR)
+                                  STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR,
+                                  promote=PROMOTE)
                 for j in range(BN // EPI):       # the epilogue, EPI columns at a time
                     chunk = accumulator_chunk(acc, chunk_layout, j)
-                    row = tm if SPLIT_K == 1 else \
-                        t // tiles * (pair_rows * CLUSTER) + tm     # the split's slab
-                    at = (consumers * row + wg, (BN // EPI) * tn + j)
-                    if epilogue is not None:
-                        chunk = epilogue(chunk, Fragment((WG_ROWS, EPI), at, chunk_layout))
-                    store_chunk(C, at, chunk, mine, chunk_layout, wg)
+                    if split_loads:
+                        if j not in loaded:
+                            loaded[j] = epilogue.load(frags[j])
+                        chunk = epilogue.apply(chunk, loaded.pop(j))
+                        if j + 1 < BN // EPI and j + 1 not in loaded:    # one chunk ahead:
+                            loaded[j + 1] = epilogue.load(frags[j + 1])  # behind this store
+                    elif epilogue is not None:
+                        chunk = epilogue(chunk, frags[j])
+                    store_chunk(C, ats[j], chunk, mine, chunk_layout, wg)
             with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
                 lk.sm90.tma_store_wait(0)
             if CLUSTER > 1:

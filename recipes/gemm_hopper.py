@@ -42,7 +42,11 @@ computes D = activation(alpha * (a @ b) + beta * C + bias) + residual in f32 on 
 accumulator chunk before the cast to out's type (bf16 or f32; recipes/_epilogues.py), C being
 out's contents (cuBLAS's in-place semantics; not read when beta = 0): one extra load per value
 of C or the residual, one per column of the thread's fragment for the bias, the activation's
-arithmetic, no extra pass over D. Under split-K the same epilogue runs in the reduction.
+arithmetic (gelu: torch's tanh form through tanh.approx.f32, absolute error <= |x| 2^-12),
+no extra pass over D. The first chunks' loads (as many as fit 128 bytes of registers per
+thread) are issued before the tile's main loop, the others one chunk ahead
+(recipes/_gemm_kernel.py's prefetched_chunks). Under split-K the same epilogue runs in the
+reduction.
 """
 import functools
 import inspect
