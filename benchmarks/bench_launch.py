@@ -33,6 +33,7 @@ import torch  # noqa: E402
 import layoutkit as lk  # noqa: E402
 from layoutkit.ptx import CompiledKernel, assemble  # noqa: E402
 from layoutkit.ptx import driver  # noqa: E402
+from layoutkit.ptx.launcher import LaunchParts  # noqa: E402
 
 EMPTY = """.version 8.0
 .target sm_90a
@@ -78,8 +79,8 @@ def empty_dsl_kernel(x: lk.Pointer[lk.f32], y: lk.Pointer[lk.f32], n: lk.i32):
 
 
 def layoutkit_dsl_launcher(a, b, n):
-    """`kernel[grid](x, y, n)` of an empty @lk.kernel: the DSL's specialization lookup, then its
-    configured launcher."""
+    """`kernel[grid](x, y, n)` of an empty @lk.kernel: the DSL's generated function, which tests
+    the arguments, the specialization's facts, packs and launches from the LaunchParts it holds."""
     launch = empty_dsl_kernel[1]
 
     def run():
@@ -171,10 +172,15 @@ def launcher_parts(a, b, n) -> dict:
         launcher(a, b, n)
         launcher(c, d, n)
     alternating.launches = 2
+    empty_dsl_kernel[1](a, b, n)   # (a checked first launch where none ran yet) the parts kept,
+    fast = empty_dsl_kernel._fast  # whose driver call is a no-op from now on
+    for key, entry in fast.launchers.items():
+        if isinstance(entry, LaunchParts):
+            fast.launchers[key] = entry._replace(launch=no_op_launch)
+        else:
+            entry.__globals__["launch"] = no_op_launch
+    empty_dsl_kernel._grids.clear()   # a new function for grid 1: it holds no parts yet
     dsl = empty_dsl_kernel[1]
-    dsl(a, b, n)   # (a checked first launch where none ran yet) the fast path's launcher, whose
-    for entry in empty_dsl_kernel._fast.launchers.values():    # driver call is a no-op from now on
-        entry.__globals__["launch"] = no_op_launch
     return {
         "floor's call with a no-op for cuLaunchKernel": lambda: no_op_launch(fn, 1, 1, 1, 32, 1, 1, 0, stream,
                                                                               names["params"], 0),

@@ -26,6 +26,12 @@ arguments followed by those pointers, in parameter order, and checks the pointer
 call), devices and alignment. The DSL's ``kernel[grid](...)`` launches through it, having read
 the pointers for its specialization key.
 
+``launcher.launch_parts()`` (None where the launcher has a cluster, a fixed stream, a free-threaded
+guard or a parameter other than a pointer, int or float) returns its launch in parts
+(:class:`LaunchParts`: the loaded function, the launch shape, a parameter buffer of the caller's own,
+the stream query), for generated code that tests the arguments itself and calls the driver without
+a second Python call (the DSL's ``kernel[grid]``, layoutkit.dsl.core.launch_fast).
+
 >>> from layoutkit.ptx.signature import parse_entry
 >>> from layoutkit.ptx.arguments import ArgumentPacker
 >>> sig = parse_entry(".entry k(.param .u64 .ptr.align 16 x, .param .u32 n) { ret; }")
@@ -100,6 +106,7 @@ import keyword
 import struct
 import sys
 import threading
+from typing import NamedTuple
 
 from . import driver
 from .arguments import ArgumentPacker, torch_tensor_type
@@ -107,7 +114,7 @@ from .fastpath import NeverATensor, argument_checks, compile_function, fast_name
 from .launch import _stream_handle, launch_dims, torch_stream_getter
 from .signature import ParamKind
 
-__all__ = ["configured_launcher", "launcher_source"]
+__all__ = ["LaunchParts", "PACK_ERRORS", "configured_launcher", "launcher_source"]
 
 # What pack_into raises for an exact int or float its format cannot hold; the checked path words it.
 PACK_ERRORS = (struct.error, OverflowError)
@@ -283,4 +290,61 @@ def configured_launcher(kernel, grid, block, smem_bytes: int = 0, stream=None, c
     launcher.kernel, launcher.device, launcher.source = kernel, ordinal, source
     launcher.grid, launcher.block, launcher.smem_bytes, launcher.cluster = grid, block, smem_bytes, cluster
     launcher.stream = raw_stream
+
+    def launch_parts() -> LaunchParts | None:
+        """What a caller needs to launch as this launcher does, in its own generated code, with a
+        parameter buffer of its own (see LaunchParts); None where the launcher is not of that kind
+        (a cluster, a fixed stream, free-threaded, a parameter other than a pointer, int or float,
+        or torch not imported yet)."""
+        if (config is not None or not torch_stream or not gil_guards_launches()
+                or namespace["T"] is NeverATensor or namespace["stream_of"] is None
+                or not all(p.kind in _PARTS_KINDS for p in packer.params)):
+            return None
+        own = ArgumentPacker(kernel.signature)
+
+        def own_failed(err, s):
+            kernel._launch_failed(err, fn, (fn.handle, *dims), config, own.kernel_params, s)
+        return LaunchParts(fn.handle, *dims, kernel._launch_kernel, own.kernel_params,
+                           own._struct.pack_into, own._storage, own._base, namespace["stream_of"],
+                           ordinal, streams, add_stream, own_failed, namespace["T"],
+                           tuple(p.pointer_align for p in packer.params if p.kind is ParamKind.POINTER),
+                           only_visible_device(), launcher)
+    launcher.launch_parts = launch_parts
     return launcher
+
+
+_PARTS_KINDS = (ParamKind.POINTER, ParamKind.INT, ParamKind.FLOAT)
+
+
+class LaunchParts(NamedTuple):
+    """A configured launcher's launch, in parts, for generated code that checks the arguments
+    itself (the DSL's kernel[grid]): `launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, 0)`
+    after `pack_into(storage, base, *values)` into a buffer no one else writes (its own, so that
+    its caller may remember what it last packed) and the stream `streams[stream_of(ordinal)]`
+    (`add_stream(raw)` for a new one); `failed(err, stream)` raises the worded launch error. The
+    caller keeps the launcher's rules: every pointer an exact `tensor_type` on device `ordinal`
+    (`is_cuda` where `only_device`) with `pointer_aligns[i]` dividing the i-th pointer, ints and
+    floats exact (PACK_ERRORS: the checked path), one call at a time per buffer."""
+
+    fn: object
+    gx: int
+    gy: int
+    gz: int
+    bx: int
+    by: int
+    bz: int
+    smem: int
+    launch: object
+    params: int
+    pack_into: object
+    storage: object
+    base: int
+    stream_of: object
+    ordinal: int
+    streams: dict
+    add_stream: object
+    failed: object
+    tensor_type: type
+    pointer_aligns: tuple
+    only_device: bool
+    launcher: object     # the configured launcher these are the parts of

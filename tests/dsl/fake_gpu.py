@@ -15,6 +15,7 @@ import zlib
 from dataclasses import dataclass
 
 from layoutkit.ptx import Device, LoadedFunction, arguments, driver, launch
+from layoutkit.ptx.launcher import LaunchParts
 
 BASE = 0x7F00_0000_0000
 STREAM = 0xAB0
@@ -131,6 +132,8 @@ class FakeGPU:
                     continue
                 buffers = [launcher.__globals__["params"] for launcher in spec._launchers.values()]
                 buffers += [state.params for state in compiled._states.values()]
+                buffers += [parts.params for parts in (k._fast.launchers.values() if k._fast else ())
+                            if isinstance(parts, LaunchParts) and parts.launcher in spec._launchers.values()]
                 if params and params in buffers:          # 0: no parameters, no buffer
                     return spec
                 if compiled._functions.get(0) is not None and\

@@ -12,7 +12,6 @@ import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
 from layoutkit.dsl.core.tensor_args import tensor_view
 from layoutkit.dsl.interpreter import ExecutionError, from_bf16, interpret, to_bf16
-from layoutkit.ptx import LaunchArgumentError
 
 from .fake_gpu import BASE, FakeGPU, Tensor
 from .test_tma_kernels import reader_tv, tile_layout
@@ -273,9 +272,8 @@ def test_new_facts_and_wrong_tensors_leave_the_fast_path(gpu):
                           "a tensor of f16 given for x")]:
         with pytest.raises(lk.KernelArgumentError, match=message):
             scale_rows[(2, 16)](bad, x, 1.0)
-    # a host tensor with known facts reaches the configured launcher, whose check words it
-    with pytest.raises(LaunchArgumentError, match="parameter 'x' .*: got a Tensor; the "
-                                                     "torch tensor is on cpu"):
+    # a host tensor with known facts fails the fast path's device test: the checked path words it
+    with pytest.raises(lk.KernelArgumentError, match=r"argument x: a Tensor in host memory \(cpu\)"):
         scale_rows[(2, 16)](Tensor(BASE, shape=(16, 256), strides=(256, 1), device=-1), x, 1.0)
     assert len(gpu.calls) == 2
 

@@ -18,9 +18,15 @@ ending in the debug flag (LAYOUTKIT_DEBUG read in two dict lookups where the ker
 it) and the grid, and looks it up among the launchers the checked path has remembered
 (`FastLaunch.remember`, after a launch on torch's current stream of a specialization without
 lk.assume facts and without a debug build's barrier-timeout sink, which is checked after each
-launch). On a hit it calls that configured launcher's `from_pointers` entry with the arguments (a
-tensor followed by its extents and strides, the PTX parameters it binds) and the pointers it
-read, which checks their tensor type, device and alignment and launches; for a specialization
+launch). What it keeps for a specialization is, where it can, the configured launcher's
+LaunchParts (layoutkit.ptx.launcher: its function, launch shape, a parameter buffer of its own and
+the stream query): the function then tests the tensors' device, packs what changed and calls
+cuLaunchKernel itself, and it keeps the last hit's facts and parts in its closure, so that a call
+with the same facts (each tested by identity) does no lookup at all. Otherwise (a cluster, a
+pointer alignment the key's facts do not imply) it calls the configured launcher's
+`from_pointers` entry with the arguments (a tensor followed by its extents and strides, the PTX
+parameters it binds) and the pointers it read, which checks their tensor type, device and
+alignment and launches; for a specialization
 whose hidden parameters are TMA tensor maps, the entry in between (layoutkit.dsl.core.launch_maps)
 takes the maps from their resolvers' caches (encoding a new address's or new extents') and
 puts them in their places, or returns its MISS and the call goes on to the checked path.
@@ -33,7 +39,12 @@ is wrong.
 >>> params = [parameter("x", Pointer[f32]), parameter("n", i32), parameter("V", constexpr)]
 >>> print(fast_launch_source(params, debug=None))
 def make_launch(_lk_grid):
+    _lk_c0 = _lk_c1 = _lk_c2 = _lk_cD = _lk_cT = _lk_NO   # the facts of the specialization held below
+    _lk_fn = _lk_g0 = _lk_g1 = _lk_g2 = _lk_g3 = _lk_g4 = _lk_g5 = _lk_g6 = _lk_call = _lk_params = _lk_pack = _lk_storage = _lk_base = _lk_stream_of = _lk_ordinal = _lk_streams = _lk_add = _lk_failed = _lk_aligns = _lk_one = _lk_from = _lk_last0 = _lk_last1 = None
+    _lk_busy = False
+<BLANKLINE>
     def launch(x=_lk_NO, n=_lk_NO, V=_lk_NO, /, *_lk_more, stream=None, **_lk_kwargs):
+        nonlocal _lk_c0, _lk_c1, _lk_c2, _lk_cD, _lk_cT, _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_aligns, _lk_one, _lk_from, _lk_last0, _lk_last1, _lk_busy
         if stream is not None or _lk_kwargs or _lk_more or V is _lk_NO:
             if stream is not None or _lk_more or not _lk_kwargs:
                 return _lk_other(_lk_grid, (x, n, V), _lk_more, stream, _lk_kwargs)
@@ -51,11 +62,47 @@ def make_launch(_lk_grid):
         if _lk_type(x) is _lk_T and _lk_type(n) is _lk_int and x.dtype is _lk_D0 and -2147483648 <= n <= 2147483647:
             _lk_p0 = x.data_ptr()
             try:
-                _lk_launcher = _lk_launchers.get((not _lk_p0 & 15, '1' if n == 1 else ('+' if n & 15 else '16') if n > 0 else '', (_lk_type(V).__name__, V), _lk_flags.get(_lk_os.environ._data.get(_lk_debug_key)), _lk_grid))
-            except (TypeError, AttributeError):   # an unhashable constexpr; os.environ replaced
-                _lk_launcher = None
-            if _lk_launcher is not None and _lk_launcher(x, n, _lk_p0) is None:
-                return None
+                _lk_f0 = not _lk_p0 & 15
+                _lk_f1 = '1' if n == 1 else ('+' if n & 15 else '16') if n > 0 else ''
+                _lk_f2 = (_lk_type(V).__name__, V)
+                _lk_fD = _lk_os.environ._data.get(_lk_debug_key)
+            except AttributeError:   # os.environ replaced
+                return _lk_checked(_lk_grid, (x, n, V), None, {})
+            if _lk_busy:   # another call of this function is launching
+                return _lk_checked(_lk_grid, (x, n, V), None, {})
+            _lk_busy = True
+            try:
+                if not (_lk_f0 is _lk_c0 and _lk_f1 is _lk_c1 and V is _lk_c2 and _lk_fD is _lk_cD and _lk_T is _lk_cT):
+                    try:
+                        _lk_e = _lk_launchers.get((_lk_f0, _lk_f1, _lk_f2, _lk_flags.get(_lk_fD), _lk_grid))
+                    except TypeError:   # an unhashable constexpr
+                        _lk_e = None
+                    if _lk_type(_lk_e) is not _lk_Parts:
+                        if _lk_e is not None and _lk_e(x, n, _lk_p0) is None:
+                            return None
+                        return _lk_checked(_lk_grid, (x, n, V), None, {})
+                    _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_cT, _lk_aligns, _lk_one, _lk_from = _lk_e
+                    _lk_last0 = None
+                    _lk_c0, _lk_c1, _lk_c2, _lk_cD = _lk_f0, _lk_f1, V, _lk_fD
+                if x.get_device() == _lk_ordinal:
+                    if not (_lk_p0 == _lk_last0 and n == _lk_last1):
+                        _lk_last0 = None   # the buffer is in doubt until the pack below completes
+                        try:
+                            _lk_pack(_lk_storage, _lk_base, _lk_p0, n)
+                        except _lk_PACK_ERRORS:
+                            return _lk_checked(_lk_grid, (x, n, V), None, {})
+                        _lk_last0, _lk_last1 = _lk_p0, n
+                    _lk_raw = _lk_stream_of(_lk_ordinal)
+                    try:
+                        _lk_s = _lk_streams[_lk_raw]
+                    except KeyError:
+                        _lk_s = _lk_add(_lk_raw)
+                    _lk_err = _lk_call(_lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_s, _lk_params, 0)[0]
+                    if _lk_err:
+                        _lk_failed(_lk_err, _lk_s)
+                    return None
+            finally:
+                _lk_busy = False
         return _lk_checked(_lk_grid, (x, n, V), None, {})
     return launch
 """
@@ -66,6 +113,7 @@ import sys
 
 from layoutkit.ptx import debug_raw_lookup
 from layoutkit.ptx.fastpath import NeverATensor
+from layoutkit.ptx.launcher import PACK_ERRORS, LaunchParts, only_visible_device
 
 from .arguments import INT_RANGE, Parameter
 from .tensor_args import NARROW_LIMIT, STRIDE_BYTES
@@ -101,26 +149,35 @@ def torch_dtypes(torch) -> dict[DType, object]:
 
 
 def fast_launch_source(params: list[Parameter], debug: bool | None,
-                       relaxed: dict | None = None) -> str:
+                       relaxed: dict | None = None, only_device: bool = False) -> str:
     """The source of `make_launch(_lk_grid)` (see the module docstring). `debug`: the kernel's
     fixed debug flag, or None to read LAYOUTKIT_DEBUG at each launch. `relaxed`: the kernel's
     do_not_specialize facts (layoutkit.dsl.core.nospec.relaxed_facts), computed as its key has
-    them (an integer: '+' or ''; a tensor extent: '+'). Its globals: _lk_T
-    (torch.Tensor), _lk_D<i> (torch dtype of pointer i), _lk_launchers (fast key -> from_pointers
-    launcher), _lk_checked(grid, args, stream, kwargs) (Kernel.launch), _lk_NO (the default of
-    an argument not given), _lk_bind (see bind_source), _lk_other (see other_call),
-    _lk_flags/_lk_os/_lk_debug_key (see layoutkit.ptx.debug_raw_lookup), _lk_type, _lk_int,
-    _lk_float.
+    them (an integer: '+' or ''; a tensor extent: '+'). `only_device`: the process sees one CUDA
+    device (a tensor's `is_cuda` names it). Its globals: _lk_T (torch.Tensor), _lk_D<i> (torch
+    dtype of pointer i), _lk_launchers (fast key -> LaunchParts, or a from_pointers launcher),
+    _lk_Parts (LaunchParts), _lk_PACK_ERRORS, _lk_checked(grid, args, stream, kwargs)
+    (Kernel.launch), _lk_NO (the default of an argument not given), _lk_bind (see bind_source),
+    _lk_other (see other_call), _lk_flags/_lk_os/_lk_debug_key (see
+    layoutkit.ptx.debug_raw_lookup), _lk_type, _lk_int, _lk_float.
 
     The parameters are positional-only with the default _lk_NO, so that a complete positional
     call binds in Python's own call; keywords, too few or too many arguments and a stream take
-    the first branch (keywords bound by _lk_bind, then the same checks)."""
+    the first branch (keywords bound by _lk_bind, then the same checks). The function keeps, in
+    its closure, the facts and LaunchParts of the specialization it last launched (`_lk_c<j>`,
+    `_lk_cT`): a call with the same facts (each tested by identity, a tuple of facts by
+    equality) packs and launches in place; other facts look up `_lk_launchers` (with the parsed
+    debug flag and the grid, the checked key's form). What it last packed (`_lk_last<j>`) is
+    compared as the configured launcher does (ints by value, floats by identity)."""
     names = [_local(i, p) for i, p in enumerate(params)]
-    checks, ranges, reads, facts, pointers, runtime, unpacks = [], [], [], [], [], [], []
+    checks, ranges, reads, unpacks, pointers, runtime = [], [], [], [], [], []
+    facts, tests, key, packed = [], [], [], []     # fact lines; hit tests; key items; pack values
     for i, p in enumerate(params):
         a = names[i]
         if p.kind == "constexpr":
-            facts.append(f"(_lk_type({a}).__name__, {a})")
+            facts.append(f"_lk_f{i} = (_lk_type({a}).__name__, {a})")
+            tests.append((f"{a} is _lk_c{i}", a))   # the same object (an equal one: the lookup)
+            key.append(f"_lk_f{i}")
             continue
         runtime.append(a)
         if p.kind == "tensor":
@@ -130,48 +187,116 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
             reads.append(f"_lk_p{i} = {a}.data_ptr()")
             unpacks.extend(tensor[0])
             pointers.append(f"_lk_p{i}")
-            facts.append(tensor[1])
+            facts.append(f"_lk_f{i} = {tensor[1]}")
+            tests.append((f"_lk_f{i} == _lk_c{i}", f"_lk_f{i}"))
             runtime.extend(tensor[2])
+            packed += [f"_lk_p{i}"] + tensor[2]
         elif p.kind == "pointer":
             checks.append(f"_lk_type({a}) is _lk_T")
             ranges.append(f"{a}.dtype is _lk_D{i}")
             reads.append(f"_lk_p{i} = {a}.data_ptr()")
             pointers.append(f"_lk_p{i}")
-            facts.append(f"not _lk_p{i} & 15")
+            facts.append(f"_lk_f{i} = not _lk_p{i} & 15")
+            tests.append((f"_lk_f{i} is _lk_c{i}", f"_lk_f{i}"))
+            packed.append(f"_lk_p{i}")
         elif p.annotation.is_int:
             lo, hi = INT_RANGE[p.annotation.name]
             checks.append(f"_lk_type({a}) is _lk_int")
             ranges.append(f"{lo} <= {a} <= {hi}")
-            facts.append(f"'+' if {a} > 0 else ''" if i in (relaxed or {}) else
-                         f"'1' if {a} == 1 else ('+' if {a} & 15 else '16') if {a} > 0 else ''")
+            facts.append(f"_lk_f{i} = " + (
+                f"'+' if {a} > 0 else ''" if i in (relaxed or {}) else
+                f"'1' if {a} == 1 else ('+' if {a} & 15 else '16') if {a} > 0 else ''"))
+            tests.append((f"_lk_f{i} is _lk_c{i}", f"_lk_f{i}"))
+            packed.append(a)
         else:
             checks.append(f"_lk_type({a}) is _lk_float")
-            facts.append("None")
-    facts.append(repr(debug) if debug is not None else "_lk_flags.get(_lk_os.environ._data.get(_lk_debug_key))")
-    facts.append("_lk_grid")
-    body, indent = [], "        "
-    conditions = checks + ranges
-    if conditions:
-        body.append(f"if {' and '.join(conditions)}:")
-        indent += "    "
-    body += [indent[8:] + line for line in reads + [
-        "try:"] + ["    " + line for line in unpacks] + [
-        f"    _lk_launcher = _lk_launchers.get(({', '.join(facts)}))",
-        f"except (TypeError, AttributeError{', ValueError' if unpacks else ''}):   "
-        f"# an unhashable constexpr; os.environ replaced{'; a rank' if unpacks else ''}",
-        "    _lk_launcher = None",
-        "if _lk_launcher is not None and "
-        f"_lk_launcher({', '.join(runtime + pointers)}) is None:",
-        "    return None"]]
+            key.append("None")
+            packed.append(a)
+            continue
+        key.append(f"_lk_f{i}")
+    if debug is None:
+        facts.append("_lk_fD = _lk_os.environ._data.get(_lk_debug_key)")
+        tests.append(("_lk_fD is _lk_cD", "_lk_fD"))
+        key.append("_lk_flags.get(_lk_fD)")
+    else:
+        key.append(repr(debug))
+    key.append("_lk_grid")
+    cells = [t.split()[-1] for t, _ in tests] + ["_lk_cT"]      # _lk_c<j>, _lk_cD, _lk_cT
+    held = [value for _, value in tests]
+    tests = [t for t, _ in tests] + ["_lk_T is _lk_cT"]
+    floats = {f"{names[i]}" for i, p in enumerate(params)
+              if p.kind not in ("constexpr", "tensor", "pointer") and not p.annotation.is_int}
+    lasts = [f"_lk_last{j}" for j in range(len(packed))]
+    dims = [f"_lk_g{j}" for j in range(7)]     # grid, block, dynamic shared bytes
+    parts = ["_lk_fn", *dims, "_lk_call", "_lk_params", "_lk_pack",
+             "_lk_storage", "_lk_base", "_lk_stream_of", "_lk_ordinal", "_lk_streams", "_lk_add",
+             "_lk_failed", "_lk_cT", "_lk_aligns", "_lk_one", "_lk_from"]
     given = f"({', '.join(names)}{',' if len(names) == 1 else ''})"
+    checked = f"return _lk_checked(_lk_grid, {given}, None, {{}})"
+    device = [f"{names[i]}.is_cuda" if only_device else f"{names[i]}.get_device() == _lk_ordinal"
+              for i, p in enumerate(params) if p.kind in ("pointer", "tensor")]
+    same = [f"{v} {'is' if v in floats else '=='} {last}" for v, last in zip(packed, lasts)]
+    launch = [
+        f"if {' and '.join(device) or 'True'}:",
+        *([f"    if not ({' and '.join(same)}):",
+           f"        {lasts[0]} = None   # the buffer is in doubt until the pack below completes",
+           "        try:",
+           f"            _lk_pack(_lk_storage, _lk_base, {', '.join(packed)})",
+           "        except _lk_PACK_ERRORS:",
+           f"            {checked}",
+           f"        {', '.join(lasts)}{',' if len(lasts) == 1 else ''} = {', '.join(packed)}"]
+          if packed else []),
+        "    _lk_raw = _lk_stream_of(_lk_ordinal)",
+        "    try:",
+        "        _lk_s = _lk_streams[_lk_raw]",
+        "    except KeyError:",
+        "        _lk_s = _lk_add(_lk_raw)",
+        f"    _lk_err = _lk_call(_lk_fn, {', '.join(dims)}, _lk_s, _lk_params, 0)[0]",
+        "    if _lk_err:",
+        "        _lk_failed(_lk_err, _lk_s)",
+        "    return None"]
+    lookup = [
+        f"if not ({' and '.join(tests)}):",
+        "    try:",
+        f"        _lk_e = _lk_launchers.get(({', '.join(key)}))",
+        "    except TypeError:   # an unhashable constexpr",
+        "        _lk_e = None",
+        "    if _lk_type(_lk_e) is not _lk_Parts:",
+        f"        if _lk_e is not None and _lk_e({', '.join(runtime + pointers)}) is None:",
+        "            return None",
+        f"        {checked}",
+        f"    {', '.join(parts)} = _lk_e",
+        *([f"    {lasts[0]} = None"] if lasts else []),
+        *([f"    {', '.join(cells[:-1])}{',' if len(held) == 1 else ''} = {', '.join(held)}"]
+          if held else [])]
+    body = reads + ["try:"] + ["    " + line for line in unpacks + facts] + [
+        f"except {'(AttributeError, ValueError)' if unpacks else 'AttributeError'}:   "
+        f"# os.environ replaced{'; a rank' if unpacks else ''}",
+        f"    {checked}",
+        "if _lk_busy:   # another call of this function is launching",
+        f"    {checked}",
+        "_lk_busy = True",
+        "try:"] + ["    " + line for line in lookup + launch] + [
+        "finally:",
+        "    _lk_busy = False"]
+    conditions = checks + ranges
+    indent = "        "
+    if conditions:
+        body = [f"if {' and '.join(conditions)}:"] + ["    " + line for line in body]
     signature = "".join(f"{a}=_lk_NO, " for a in names) + ("/, " if names else "")
+    state = cells + [c for c in parts if c not in cells] + lasts + ["_lk_busy"]
     lines = ["def make_launch(_lk_grid):",
+             f"    {' = '.join(cells)} = _lk_NO   # the facts of the specialization held below",
+             f"    {' = '.join([c for c in parts if c not in cells] + lasts)} = None",
+             "    _lk_busy = False",
+             "",
              f"    def launch({signature}*_lk_more, stream=None, **_lk_kwargs):",
+             f"        nonlocal {', '.join(state)}",
              f"        if stream is not None or _lk_kwargs or _lk_more"
              f"{f' or {names[-1]} is _lk_NO' if names else ''}:"]
     lines += ["            " + line for line in _keyword_lines(params, names, given)]
-    lines += ["        " + line for line in body]
-    lines += [f"        return _lk_checked(_lk_grid, {given}, None, {{}})", "    return launch"]
+    lines += [indent + line for line in body]
+    lines += [f"        {checked}", "    return launch"]
     return "\n".join(lines)
 
 
@@ -269,11 +394,13 @@ class FastLaunch:
         lookup = debug_raw_lookup()
         if debug is None and lookup is None:   # no encoded environment: only the checked path
             return
+        self.only_device = only_visible_device()
         self.namespace = {"__name__": __name__,     # its frames are layoutkit's, not the user's
                           "_lk_T": NeverATensor, "_lk_launchers": self.launchers, "_lk_checked": checked,
                           "_lk_type": type, "_lk_int": int, "_lk_float": float, "_lk_NO": NO,
+                          "_lk_Parts": LaunchParts, "_lk_PACK_ERRORS": PACK_ERRORS,
                           "_lk_os": os, "_lk_debug_key": lookup and lookup[0], "_lk_flags": lookup and lookup[1]}
-        source = fast_launch_source(params, debug, relaxed) + "\n\n\n" + bind_source(params)
+        source = fast_launch_source(params, debug, relaxed, self.only_device) + "\n\n\n" + bind_source(params)
         exec(compile(source, f"<layoutkit fast launch of {name}>", "exec"), self.namespace)
         self.namespace["_lk_other"] = other_call(checked)
         self.make = self.namespace["make_launch"]
@@ -309,7 +436,27 @@ class FastLaunch:
                 return
             from .launch_maps import hidden_entry
             entry = hidden_entry(self.params, hidden, entry)   # None: kept, a checked launch
+        elif not isinstance(self.launchers.get(fast_key), LaunchParts):
+            entry = self.launch_parts(fast_key, launcher) or entry
         if len(self.launchers) >= MAX_REMEMBERED:
             self.launchers.clear()
         self.launchers[fast_key] = entry
+
+    def launch_parts(self, fast_key: tuple, launcher) -> LaunchParts | None:
+        """The launcher's LaunchParts for the generated function to launch in place, where its
+        rules are the ones that function tests: pointers of this torch's tensor type, the device
+        test it was generated with, and every alignment the PTX requires implied by the key's
+        16-byte facts (else None: it calls from_pointers, which tests them)."""
+        make = getattr(launcher, "launch_parts", None)
+        parts = make() if make is not None else None
+        if parts is None or parts.tensor_type is not self.torch_tensor or \
+                (self.only_device and not parts.only_device):
+            return None
+        aligned = [fast_key[i] if p.kind == "pointer" else fast_key[i][0]
+                   for i, p in enumerate(self.params) if p.kind in ("pointer", "tensor")]
+        if len(aligned) != len(parts.pointer_aligns) or any(
+                align > 16 or (align > 1 and not fact)
+                for align, fact in zip(parts.pointer_aligns, aligned)):
+            return None
+        return parts
 
