@@ -1,0 +1,83 @@
+"""Small-M bf16 GEMM: which tile and split-K the shapes of decode want, measured, against the
+choice of recipes/_gemm_choice.py's model and cuBLAS, same run.
+
+    PYTHONPATH=. python3 benchmarks/bench_gemm_small_m.py [--reps 20] [--shapes 1x4096x4096 ...]
+
+Per shape (B K-major: x @ w.t()), one interleaved group (layoutkit.tools.benchmarking: CUDA
+events, L2 flushed before each call, medians): gemm(a, b, config=...) for every cluster-1 tile
+of the 64-row candidates (64 x 64, 64 x 128, 64 x 256, the ring as deep as shared memory
+allows) at SPLIT_K in SPLITS (those the k-steps allow), the config config_for chooses, its
+kernels' bare launches (prepared once: kernel time plus the launches' own host cost) and cuBLAS.
+Each config's output is checked against cuBLAS first. Prints a markdown table: ratio = cuBLAS
+time / layoutkit time, B stream = N * K * 2 bytes / time (the target at M <= 16: ~3 TB/s),
+launches (1 or 2: split-K adds the reduction kernel); the chosen row marked.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+import torch
+
+from layoutkit.tools.benchmarking import interleaved
+from layoutkit.tools.recipe_runner import load_recipe
+
+SHAPES = ("1x4096x4096", "16x4096x4096", "1x4096x14336", "16x4096x14336")
+SPLITS = (1, 2, 4, 8)
+TILES = ((64, 64), (64, 128), (64, 256))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES))
+    args = parser.parse_args(argv)
+    recipe = load_recipe("gemm_hopper")
+    from recipes import _gemm_choice as choice
+    from benchmarks.bench_gemm import bare, checked, short
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print("| M | N | K | config | launches | ratio | B stream TB/s | |")
+    print("|---:|---:|---:|---|---:|---:|---:|---|")
+    for shape in args.shapes:
+        m, n, k = map(int, shape.split("x"))
+        torch.manual_seed(0)
+        a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        w = torch.randn(n, k, device="cuda").to(torch.bfloat16)
+        b = w.t()
+
+        def reference():
+            return a @ w.t()
+        chosen = recipe.config_for(m, n, k, sms)
+        configs = [chosen]
+        for bm, bn in TILES:
+            tile = choice.Config(BM=bm, BN=bn, CLUSTER=1, STAGES=choice.max_stages(bm, bn))
+            for split in SPLITS:
+                if split == 1 or -(-k // choice.BK) >= choice.MIN_SPLIT_STEPS * split:
+                    configs.append(dataclasses.replace(tile, SPLIT_K=split))
+        configs = list(dict.fromkeys(configs))
+        runs = {}
+        for i, cfg in enumerate(configs):
+            checked(recipe, a, b, reference, cfg)
+            runs[str(i)] = (lambda cfg: lambda: recipe.gemm(a, b, config=cfg))(cfg)
+        runs["bare"] = bare(recipe, a, b, None)
+        runs["cuBLAS"] = reference
+        times = interleaved(runs, reps=args.reps, warmup=3)
+        theirs = times["cuBLAS"].median_ms
+        for i, cfg in enumerate(configs):
+            t = times[str(i)].median_ms
+            print(f"| {m} | {n} | {k} | {short(cfg)} | {2 if cfg.SPLIT_K > 1 else 1} | "
+                  f"{theirs / t:.3f} | {n * k * 2 / (t * 1e-3) / 1e12:.2f} | "
+                  f"{'chosen' if i == 0 else ''} |", flush=True)
+        t = times["bare"].median_ms
+        print(f"| {m} | {n} | {k} | {short(chosen)}, bare launches | "
+              f"{2 if chosen.SPLIT_K > 1 else 1} | {theirs / t:.3f} | "
+              f"{n * k * 2 / (t * 1e-3) / 1e12:.2f} | |", flush=True)
+        print(f"| {m} | {n} | {k} | cuBLAS ({theirs * 1e3:.1f} us) | | 1.000 | "
+              f"{n * k * 2 / (theirs * 1e-3) / 1e12:.2f} | |", flush=True)
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
