@@ -99,31 +99,47 @@ def test_the_protocol_check_walks_a_live_key_block(causal):
     assert sum(type(e).__name__ == "Copy" for e in producer.events) >= 2 + 4   # K, V, a step
 
 
+# The kernel's work is a (key block, query block, query head) step per live CTA, so each case
+# below takes the fewest steps that still reach its paths: two key blocks of one sequence (a
+# block crossing the sequence's end, dQ accumulated from two CTAs), a second query block only
+# where the causal diagonal needs one, and query heads only where GQA or a second kv head is
+# the subject. The sequences (CPU_CASES, what `layoutkit run --cpu` runs) are the same shapes
+# with more blocks and heads.
 def test_interpreter_non_causal_gqa_empty_sequences_and_a_crossing_key_block():
-    assert fvb.check_cpu(0, cases=fvb.CPU_CASES[:1]) < 2 ** -6
+    # an empty query sequence, an empty key sequence, sequence 0's second key block past its
+    # end with sequence 1's keys behind it; dk, dv summed over two query heads
+    assert fvb.check_cpu(0, cases=(((40, 0, 50), (150, 20, 0), 2, 1, 64, False),)) < 2 ** -6
 
 
 def test_interpreter_causal_seqlen_q_above_and_below_seqlen_k():
+    # seqlen_q > (two query blocks, the first partly masked), < and = seqlen_k; two kv heads
     assert fvb.check_cpu(1, cases=fvb.CPU_CASES[1:2]) < 2 ** -6
 
 
 def test_interpreter_head_dim_128_causal():
-    assert fvb.check_cpu(2, cases=fvb.CPU_CASES[2:3]) < 2 ** -6
+    # seqlen_q < seqlen_k over two key blocks; seqlen_q > seqlen_k over two query blocks
+    assert fvb.check_cpu(2, cases=(((20, 70), (130, 50), 1, 1, 128, True),)) < 2 ** -6
 
 
 def test_interpreter_head_dim_256_split_by_columns():
-    assert fvb.check_cpu(3, cases=fvb.CPU_CASES[3:4]) < 2 ** -6
+    # 64-key blocks (the consumers split the head dim): two of sequence 0, the second ragged
+    assert fvb.check_cpu(3, cases=(((30, 40), (70, 20), 1, 1, 256, False),)) < 2 ** -6
 
 
 def test_interpreter_head_dim_256_causal_gqa():
-    assert fvb.check_cpu(4, cases=(((50, 90), (80, 30), 4, 2, 256, True),)) < 2 ** -6
+    # two kv heads of two query heads each (the group's heads summed into the second kv
+    # head's dk, dv); causal seqlen_q < seqlen_k, then seqlen_q > seqlen_k (rows that see no
+    # key), one block each (two query blocks of a causal tile: the cases above)
+    assert fvb.check_cpu(4, cases=(((50, 30), (60, 20), 4, 2, 256, True),)) < 2 ** -6
 
 
-@pytest.mark.parametrize("split", ["head_dim", "keys_summed"])
-def test_interpreter_other_dq_splits(split):
-    d = 128 if split == "head_dim" else 64
+@pytest.mark.parametrize("d, split", [(128, "keys"), (64, "keys_summed")])
+def test_interpreter_other_dq_splits(d, split):
+    """The dQ splits that are no head dim's default (head_dim is 128's and 256's, keys 64's):
+    two key blocks of sequence 0 add into the same dQ rows."""
     cfg = dataclasses.replace(fvb.CONFIGS[d], DQ_SPLIT=split)
-    case = ((90, 40), (200, 30), 2, 1, d, False)
+    assert cfg in fvb.padded.ablations(d).values()
+    case = ((50, 40), (200, 30), 1, 1, d, False)
     assert fvb.check_cpu(5, cases=(case,), config=cfg) < 2 ** -6
 
 
@@ -142,19 +158,21 @@ def test_each_sequence_owns_disjoint_blocks_inside_the_buffers(lengths):
 def test_a_malformed_cu_seqlens_stays_inside_the_tensors():
     """Offsets that decrease, go negative or pass the tensors' ends compute garbage rows but
     never reach outside an argument (the interpreter faults on any such access)."""
-    q, k, v, cu_q, cu_k, buf = _batch((40, 30), (50, 20))
+    q, k, v, cu_q, cu_k, buf = _batch((40, 30), (50, 20), hq=1)
     bad_q = np.array([-5, 90, 10], np.int32)     # negative, past total_q = 70, then decreasing
-    bad_k = np.array([0, 500, 1000], np.int32)   # past total_k = 70
+    # past total_k = 70: sequence 0's first 128-key block crosses the tensor's end, its second
+    # lies past it, as do all of sequence 1's keys
+    bad_k = np.array([0, 250, 500], np.int32)
     do, o = q.copy(), q.copy()
-    lse = np.zeros((2, q.shape[0]), np.float32)
-    grid_q = fvb.pass_grid(200, 2, 2)
+    lse = np.zeros((1, q.shape[0]), np.float32)
+    grid_q = fvb.pass_grid(200, 1, 2)
     interpret(km.pre_pass_varlen, grid_q, do[None], o[None], lse, buf["neg_lse2"], buf["delta"],
               buf["dq_acc"], bad_q, D=64)
     grads = [np.zeros((1,) + x.shape, np.uint16) for x in (k, v)]
     for causal in (False, True):
         grid, args, constexprs = fvb.kernel_arguments(
             q[None], k[None], v[None], do[None], *grads, buf["dq_acc"], buf["neg_lse2"],
-            buf["delta"], bad_q, bad_k, 600, causal, 0.125, fvb.CONFIGS[64])
+            buf["delta"], bad_q, bad_k, 250, causal, 0.125, fvb.CONFIGS[64])
         interpret(fvb.backward_varlen_kernel, grid, *args, **constexprs)
     dq = np.zeros((1,) + q.shape, np.uint16)
     interpret(km.post_pass_varlen, grid_q, buf["dq_acc"], dq, bad_q, 0.125, D=64)
@@ -282,7 +300,7 @@ def test_run_steps_end_to_end_on_the_interpreter(causal):
     CPU tensors, against numpy's float64 gradients (an empty query sequence, a custom
     scale, GQA)."""
     from layoutkit.dsl.interpreter import from_bf16, to_bf16
-    lengths_q, lengths_k, hq, hk, d = (50, 0, 80), (100, 30, 70), 4, 2, 64
+    lengths_q, lengths_k, hq, hk, d = (50, 0, 30), (100, 30, 40), 4, 2, 64
     rng = np.random.default_rng(7)
     q, k, v, cu_q, cu_k = fvb.forward.packed_batch(rng, lengths_q, lengths_k, hq, hk, d)
     do = to_bf16(rng.standard_normal(q.shape))
@@ -290,7 +308,7 @@ def test_run_steps_end_to_end_on_the_interpreter(causal):
     bits = [torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
             for x in (do, q, k, v, to_bf16(o))]
     lse = torch.from_numpy(np.nan_to_num(lse, nan=0.0, neginf=-np.inf).astype(np.float32))
-    got = fvb.run_steps(torch, *bits, lse, *map(torch.from_numpy, (cu_q, cu_k)), 80, 100,
+    got = fvb.run_steps(torch, *bits, lse, *map(torch.from_numpy, (cu_q, cu_k)), 50, 100,
                         causal, 0.3, fvb.CONFIGS[d], interpreting_launch)
     want = fvb.reference(*map(from_bf16, (q, k, v, do)), cu_q, cu_k, causal, 0.3)
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
