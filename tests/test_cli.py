@@ -1,21 +1,58 @@
 """The command line: the README's main job and the cache commands."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 from layoutkit.tools.cli import main
 
 
-def test_tour_prints_and_checks_every_step_and_compiles_every_recipe(capsys):
+def test_tour_prints_and_checks_every_step_and_compiles_the_recipes(capsys, monkeypatch):
+    """The steps, then a recipe assembled for real (softmax: the others' default
+    specializations are assembled by their own tests, see the next two tests)."""
+    from layoutkit.tools import recipe_runner
+    monkeypatch.setattr(recipe_runner, "recipe_names", lambda: ["softmax"])
     assert main(["tour"]) == 0
     out = capsys.readouterr().out
     assert "((2,2),3):((24,2),8)" in out
     assert "WRONG" not in out
     assert out.count("[ok]") >= 7
     assert "Recipes, assembled for sm_90a" in out
-    assert "softmax: softmax n=4096:" in out and "registers" in out
-    assert "gemm_hopper: gemm_Nmajor" in out
+    assert re.search(r"softmax: softmax n=4096: \d+ registers, \d+ B dynamic smem, 0 B spilled",
+                     out)
+
+
+def test_tour_compiles_every_recipe_in_order(capsys, monkeypatch):
+    from layoutkit.tools import recipe_runner
+
+    class Compiled:
+        def __init__(self, name):
+            self.recipe, self.name = name, f"{name}_default"
+
+        def resource_line(self):
+            return "(resources)"
+    names = recipe_runner.recipe_names()
+    assert "gemm_hopper" in names and "flash_attention" in names
+    monkeypatch.setattr(recipe_runner, "compile_recipe", lambda name: [Compiled(name)])
+    assert main(["tour"]) == 0
+    out = capsys.readouterr().out
+    listed = re.findall(r"^   (\w+): \1_default: \(resources\)$", out, re.MULTILINE)
+    assert listed == names
+
+
+def test_every_recipes_default_specializations_are_assembled_by_a_test():
+    """What the tour's compile step does for each recipe, each recipe's test file does (with
+    its own checks of the PTX and resources): its compile_default() assembled for sm_90a."""
+    from pathlib import Path
+
+    from layoutkit.tools.recipe_runner import recipe_names
+    files = [path.read_text() for path in (Path(__file__).parent / "dsl").glob("test_recipe*.py")]
+    for name in recipe_names():
+        loads = re.compile(rf'load_recipe\("(recipes/)?{name}(\.py)?"\)|'
+                           rf'from recipes import {name}\b')
+        assert any(loads.search(text) and "compile_default()" in text and "assemble(" in text
+                   for text in files), f"no tests/dsl/test_recipe*.py assembles {name}'s defaults"
 
 
 def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
