@@ -20,22 +20,46 @@ TMA-ready buffers on the host first (a documented cost).
 Every argument is checked before anything reaches the GPU (`check_inputs`): each mistake a
 TypeError or ValueError naming the argument, its value and the rule. Numerics: the tensor cores
 add fp8 products with fewer bits than f32 (NVIDIA does not document how many), as cuBLASLt's
-do; the interpreter (`check_cpu`) rounds each k32 sum to f32 once.
+do (about 14 significant bits): the consumers add the wgmma accumulator into an f32 register
+accumulator every PROMOTE k-steps (Config.PROMOTE, default 4 = 512 K elements) and restart it,
+as cuBLASLt's default does; PROMOTE = 0 keeps all of K in the fp8 accumulator (cuBLASLt's
+use_fast_accum). The interpreter (`check_cpu`) models the 14-bit accumulator
+(layoutkit.dsl.interpreter.wgmma_math).
 """
 import functools
+from dataclasses import dataclass
 
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _gemm_host as host
-from recipes._gemm_kernel import WARPS, Config, gemm_tiles, row_elements
+from recipes._gemm_kernel import WARPS, gemm_tiles, row_elements
+from recipes._gemm_kernel import Config as TileConfig
 
 ATOM_K = row_elements(lk.e4m3)     # BK: fp8 elements in one 128-byte swizzled row (128)
-CONFIGS = (Config(BN=256, STAGES=4), Config(BN=256, STAGES=4, CLUSTER=1),
-           Config(BN=128, STAGES=6), Config(BN=256, STAGES=3),
-           Config(BN=128, STAGES=6, CLUSTER=1))
+PROMOTE = 4                        # k-steps (4 x 128 = 512 K elements) per promotion
+
+
+@dataclass(frozen=True)
+class Config(TileConfig):
+    """A tile config (recipes._gemm_kernel.Config) and PROMOTE: the k-steps the fp8 wgmma
+    accumulator sums before it is added into the f32 register accumulator (0: all of K in the
+    wgmma accumulator, as cuBLASLt's use_fast_accum). Promotion keeps two 64 x BN f32
+    accumulators per consumer warpgroup: 2 * BN / 2 registers a thread, so BN <= 128."""
+
+    PROMOTE: int = PROMOTE
+
+
+CONFIGS = (Config(BN=128, STAGES=6), Config(BN=128, STAGES=6, CLUSTER=1),
+           Config(BN=128, STAGES=5), Config(BN=128, STAGES=6, PROMOTE=8),
+           Config(BN=256, STAGES=4, PROMOTE=0), Config(BN=256, STAGES=4, CLUSTER=1, PROMOTE=0))
 # No H200 sweep has been recorded yet (benchmarks/bench_gemm_fp8.py --sweep): every shape takes
-# CONFIGS[0], the bf16 recipe's winner (the ring has the same bytes per stage).
+# CONFIGS[0]. The PROMOTE=0 configs are the fast-accumulation kernel (BN 256).
 BEST_CONFIGS: dict = {}
+
+
+def promotion(cfg) -> int:
+    """The PROMOTE of `cfg` (a plain recipes._gemm_kernel.Config: the default PROMOTE)."""
+    return getattr(cfg, "PROMOTE", PROMOTE)
 
 
 def scaled(scale_a, scale_b):
@@ -53,12 +77,12 @@ def kernel(a_type, b_type, c_type, cluster: int):
     def gemm_fp8(a: lk.Tensor[a_type, 2], b: lk.Tensor[b_type, 2], c: lk.Tensor[c_type, 2],
                  scale_a: lk.Tensor[lk.f32, 2], scale_b: lk.Tensor[lk.f32, 2],
                  GRID: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr, GROUP_M: lk.constexpr,
-                 CLUSTER: lk.constexpr):
+                 CLUSTER: lk.constexpr, PROMOTE: lk.constexpr):
         """D (M x N, c) = scale_a * scale_b * (A (M x K) @ B), B given as the N x K tensor b
         (b[n, k], K contiguous); scale_a and scale_b are M x N views (module docstring)."""
         gemm_tiles(a, b, c, GRID=GRID, B_MAJOR="K", BN=BN,
                    STAGES=STAGES, GROUP_M=GROUP_M, CLUSTER=CLUSTER,
-                   epilogue=scaled(scale_a, scale_b))
+                   epilogue=scaled(scale_a, scale_b), PROMOTE=PROMOTE)
     options = {"cluster": (cluster, 1, 1)} if cluster > 1 else {}
     return lk.kernel(gemm_fp8, num_warps=WARPS, **options)
 
@@ -97,7 +121,7 @@ def _resident_units(device, cfg: Config, types: tuple) -> int:
                  lk.TensorSpec(lk.f32, (4096, 4096), (0, 0)))
         _RESIDENT[key] = host.resident_units(
             kernel(*types, cfg.CLUSTER), cfg, sms, *specs, GRID=sms, BN=cfg.BN,
-            STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
+            STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER, PROMOTE=promotion(cfg))
     return _RESIDENT[key]
 
 
@@ -109,6 +133,21 @@ def _check_scale(what: str, name: str, s, per: str, shape: tuple) -> None:
     if not (s.numel() == 1 and all(d == 1 for d in s.shape)) and tuple(s.shape) != shape:
         raise ValueError(f"{what}: {name} has shape {tuple(s.shape)}; it is one f32 (shape (), "
                          f"(1,) or (1, 1): per tensor) or one per {per} of shape {shape}")
+
+
+def check_promotion(what: str, config) -> None:
+    """A ValueError unless config's PROMOTE is an int >= 0, and BN <= 128 where it is > 0 (two
+    accumulators of BN / 2 registers a thread each fit beside the pipeline's, not at 256)."""
+    if config is None:
+        return
+    p = promotion(config)
+    if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+        raise ValueError(f"{what}: config.PROMOTE = {p!r}; it is an int >= 0 (k-steps per "
+                         "promotion to the f32 accumulator; 0: none)")
+    if p > 0 and config.BN > 128:
+        raise ValueError(f"{what}: config.BN = {config.BN} with PROMOTE = {p}; promotion keeps "
+                         "two 64 x BN f32 accumulators per warpgroup, which fit the registers "
+                         "for BN <= 128 (or take PROMOTE = 0: all of K in the fp8 accumulator)")
 
 
 def check_inputs(a, b, scale_a, scale_b, out, out_dtype, config):
@@ -140,6 +179,7 @@ def check_inputs(a, b, scale_a, scale_b, out, out_dtype, config):
         raise ValueError(f"{what}: out has dtype {getattr(out, 'dtype', None)} but out_dtype is "
                          f"{out_dtype}; give one of them, or the same")
     host.check_config(what, config)
+    check_promotion(what, config)
     inputs = {"a": a, "b": b, **{name: s for name, s in (("scale_a", scale_a),
                                                           ("scale_b", scale_b)) if s is not None}}
     if out is not None:
@@ -192,7 +232,7 @@ def gemm_fp8(a, b, scale_a=None, scale_b=None, out=None, *, out_dtype=None,
     kernel(*key, cfg.CLUSTER)[(plan.grid,)](
         a_op, b_op, c, _broadcast(scale_a, m, n, a.device),
         _broadcast(scale_b, m, n, a.device), GRID=plan.grid, BN=cfg.BN, STAGES=cfg.STAGES,
-        GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
+        GROUP_M=plan.group, CLUSTER=cfg.CLUSTER, PROMOTE=promotion(cfg))
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)
     return out
@@ -214,7 +254,8 @@ def compile_default() -> dict[str, str]:
                 f"_c{cfg.CLUSTER}")
         out[name] = kernel(lk.e4m3, lk.e4m3, c_type, cfg.CLUSTER).ptx(
             T, T, lk.TensorSpec(c_type, (4096, 4096)), sa, sb, GRID=132,
-            BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER)
+            BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M, CLUSTER=cfg.CLUSTER,
+            PROMOTE=promotion(cfg))
     return out
 
 
@@ -257,42 +298,60 @@ def check(seed: int = 0) -> float:
     return worst
 
 
+CPU_CASES = (    # (M, N, K), (A, B, C types), scales, grid, config
+    ((130, 72, 200), (lk.e4m3, lk.e4m3, lk.bf16), "rowwise", 1, CONFIGS[1]),
+    ((64, 136, 96), (lk.e4m3, lk.e5m2, lk.f32), "tensorwise", 2, CONFIGS[0]),
+    ((70, 64, 300), (lk.e5m2, lk.e4m3, lk.f32), "rowwise", 1,       # groups of 2 k-steps, the
+     Config(BN=64, STAGES=2, CLUSTER=1, PROMOTE=2)))                # last one short
+
+
 def check_cpu(seed: int = 0) -> float:
     """Run the kernel on the CPU interpreter (TMA, fp8 wgmma, the ring and roles with race
-    checking) on small ragged problems: e4m3 x e4m3 with per-row / per-column scales into bf16,
-    e4m3 x e5m2 with per-tensor scales into f32 on a 2-CTA cluster; rows padded to 16 bytes as
-    gemm_fp8 pads them. Compares with float64 of the dequantized inputs; returns the worst
-    error relative to max |D| (AssertionError past 2**-7 for bf16, 2**-20 for f32)."""
+    checking) on small ragged problems (CPU_CASES): e4m3 x e4m3 with per-row / per-column
+    scales into bf16, e4m3 x e5m2 with per-tensor scales into f32 on a 2-CTA cluster, e5m2 x
+    e4m3 promoted every 2 of 3 k-steps; rows padded to 16 bytes as gemm_fp8 pads them.
+    Compares with float64 of the dequantized inputs; returns the worst error relative to max
+    |D| (AssertionError past 2**-7 for bf16, 2**-11 for f32: the interpreter's 14-bit fp8
+    accumulator within a promotion group)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    return max(cpu_error(*case, rng=rng) for case in CPU_CASES)
+
+
+def cpu_error(shape, types, scales, grid, cfg, *, rng, tolerance=None, seeds=(0, 1),
+              positive=False) -> float:
+    """The error relative to max |D| of the kernel on the interpreter for one problem (random
+    normal inputs, A times 4; `positive`: their absolute values) against float64 of the
+    dequantized inputs (layoutkit.dsl.interpreter.check_on_cpu, once per seed); tolerance
+    None: 2**-7 for bf16 out, 2**-11 for f32."""
     import numpy as np
 
     from layoutkit.dsl.interpreter import check_on_cpu, from_fp8, to_fp8
-    rng = np.random.default_rng(seed)
 
     def padded(x):                       # TMA rows: 16-byte multiples (as tma_ready pads)
         out = np.zeros((x.shape[0], host.round_up(x.shape[1], host.TMA_ALIGN_BYTES)),
                        np.uint8)
         out[:, :x.shape[1]] = x
         return out[:, :x.shape[1]]
-    worst = 0.0
-    for (m, n, k), (a_type, b_type, c_type), scales, grid, cfg in (
-            ((130, 72, 200), (lk.e4m3, lk.e4m3, lk.bf16), "rowwise", 1, CONFIGS[1]),
-            ((64, 136, 96), (lk.e4m3, lk.e5m2, lk.f32), "tensorwise", 2, CONFIGS[0])):
-        a = to_fp8(rng.standard_normal((m, k)) * 4, a_type)
-        b_t = to_fp8(rng.standard_normal((n, k)), b_type)           # N x K, K contiguous
-        rowwise = scales == "rowwise"
-        sa = (rng.random((m, 1) if rowwise else (1, 1)) + 0.5).astype(np.float32)
-        sb = (rng.random((1, n) if rowwise else (1, 1)) + 0.5).astype(np.float32)
-        want = (sa.astype(np.float64) * sb) * (from_fp8(a, a_type).astype(np.float64) @
-                                               from_fp8(b_t, b_type).astype(np.float64).T)
-        c_bits = np.uint16 if c_type == lk.bf16 else np.float32
-        c = np.zeros((m, host.round_up(n, 8)), c_bits)[:, :n]
-        plan = host.schedule(m, n, k, cfg, a_type, grid // cfg.CLUSTER)
-        worst = max(worst, check_on_cpu(
-            kernel(a_type, b_type, c_type, cfg.CLUSTER), (grid,), padded(a), padded(b_t), c,
-            np.broadcast_to(sa, (m, n)), np.broadcast_to(sb, (m, n)), GRID=grid, BN=cfg.BN, STAGES=cfg.STAGES,
-            GROUP_M=plan.group, CLUSTER=cfg.CLUSTER, expect={"c": want},
-            tolerance=2 ** -7 if c_type == lk.bf16 else 2 ** -20))
-    return worst
+    (m, n, k), (a_type, b_type, c_type) = shape, types
+    sign = np.abs if positive else (lambda x: x)
+    a = to_fp8(sign(rng.standard_normal((m, k))) * 4, a_type)
+    b_t = to_fp8(sign(rng.standard_normal((n, k))), b_type)           # N x K, K contiguous
+    rowwise = scales == "rowwise"
+    sa = (rng.random((m, 1) if rowwise else (1, 1)) + 0.5).astype(np.float32)
+    sb = (rng.random((1, n) if rowwise else (1, 1)) + 0.5).astype(np.float32)
+    want = (sa.astype(np.float64) * sb) * (from_fp8(a, a_type).astype(np.float64) @
+                                           from_fp8(b_t, b_type).astype(np.float64).T)
+    c_bits = np.uint16 if c_type == lk.bf16 else np.float32
+    c = np.zeros((m, host.round_up(n, 8)), c_bits)[:, :n]
+    plan = host.schedule(m, n, k, cfg, a_type, grid // cfg.CLUSTER)
+    if tolerance is None:
+        tolerance = 2 ** -7 if c_type == lk.bf16 else 2 ** -11
+    return check_on_cpu(
+        kernel(a_type, b_type, c_type, cfg.CLUSTER), (grid,), padded(a), padded(b_t), c,
+        np.broadcast_to(sa, (m, n)), np.broadcast_to(sb, (m, n)), GRID=grid, BN=cfg.BN,
+        STAGES=cfg.STAGES, GROUP_M=plan.group, CLUSTER=cfg.CLUSTER, PROMOTE=promotion(cfg),
+        expect={"c": want}, tolerance=tolerance, seeds=seeds)
 
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048), (8192, 8192, 1024),
@@ -306,7 +365,7 @@ def benchmark(reps: int = 30, shapes=None, configs=None) -> list[dict]:
     """fp8 GEMM TFLOP/s against torch._scaled_mm (cuBLASLt), e4m3 x e4m3 -> bf16, per-tensor and
     per-row scales, interleaved with the L2 flushed per call (layoutkit.tools.benchmarking).
     cuBLASLt runs twice: its default (partial sums promoted to f32 every so often) and
-    use_fast_accum=True (all of K in the tensor cores' accumulator, as this kernel does).
+    use_fast_accum=True (all of K in the tensor cores' accumulator, as a PROMOTE = 0 config).
     `shapes`: (M, N, K) triples (None: 4096^3 and 8192^3; SHAPES has issue 15's whole list);
     `configs`: the configs to time per shape (None: the shipped choice). Prints a markdown table
     of TFLOP/s and ratios (layoutkit's TFLOP/s over the peer's: > 1 is faster), a case torch

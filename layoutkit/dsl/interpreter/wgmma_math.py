@@ -22,9 +22,10 @@ LBO/SBO the descriptor's byte offsets; fp8 is K-major only):
 then the swizzle moves 16-byte chunks by the address bits, exactly as TMA writes them
 (layoutkit.ptx.isa.smem_swizzle). Products of bf16/f16/fp8 values are exact; each instruction
 adds its 16 (32) products to the f32 accumulator in float64 and rounds the sum to f32 once.
-(For fp8 the tensor cores keep fewer bits of that sum than f32 has: NVIDIA does not document
-how many; about 14 is reported (DeepSeek-V3 report, section 3.3). So GPU fp8 results differ
-from these in the low bits, more so for long K.)
+For fp8 the tensor cores keep fewer bits of that sum than f32 has (NVIDIA does not document
+how many; about 14 significant bits is reported, DeepSeek-V3 report section 3.3): the model
+truncates each fp8 instruction's sum toward zero to FP8_ACCUMULATOR_BITS significant bits, so
+an error that grows with K, as on the GPU, shows here too (the exact GPU bits differ).
 
 >>> rows, cols = fragment(64, 8)
 >>> rows[5].tolist(), cols[5].tolist()       # thread 5: g = 1, t = 1
@@ -44,6 +45,7 @@ from ..core.types import DTYPES
 from . import float8
 
 M_BLOCK = isa.M
+FP8_ACCUMULATOR_BITS = 14     # significant bits of the modelled fp8 accumulator (f32: 24)
 
 
 def k_step(dtype: str) -> int:
@@ -104,18 +106,30 @@ def read_elements(shared: np.ndarray, addresses: np.ndarray, dtype: str) -> np.n
     return bits.view(np.float16).astype(np.float64)
 
 
+def truncated(values: np.ndarray, bits: int) -> np.ndarray:
+    """float32 `values` rounded toward zero to `bits` significant bits (24: unchanged)."""
+    drop = np.uint32((1 << (24 - bits)) - 1)
+    return (np.asarray(values, np.float32).view(np.uint32) & ~drop).view(np.float32)
+
+
 def multiply(d: np.ndarray | None, a_blocks: dict, b_steps: dict, blocks: int,
-             ksteps: int) -> np.ndarray:
+             ksteps: int, bits: int = 24) -> np.ndarray:
     """The accumulator after the op's instructions, in the lowering's order (k-step outer,
     row block inner): D_b = fl32(D_b + A(b, j) @ B(j)^T) with D_b taken as 0 for the first
-    k-step when `d` is None (scale-d = 0). a_blocks[(b, j)]: (64, k); b_steps[j]: (N, k)."""
+    k-step when `d` is None (scale-d = 0), each sum then truncated to `bits` significant
+    bits (module docstring). a_blocks[(b, j)]: (64, k); b_steps[j]: (N, k)."""
     n = b_steps[0].shape[0]
     out = np.zeros((blocks * M_BLOCK, n), dtype=np.float64) if d is None else d.copy()
     for j in range(ksteps):
         for b in range(blocks):
             rows = slice(M_BLOCK * b, M_BLOCK * (b + 1))
-            out[rows] = (out[rows] + a_blocks[(b, j)] @ b_steps[j].T).astype(np.float32)
+            out[rows] = truncated(out[rows] + a_blocks[(b, j)] @ b_steps[j].T, bits)
     return out
+
+
+def accumulator_bits(dtype: str) -> int:
+    """Significant bits the accumulator of a wgmma on `dtype` operands keeps (the model)."""
+    return FP8_ACCUMULATOR_BITS if dtype in float8.FORMATS else 24
 
 
 def byte_runs(addresses, element_bytes: int = 2) -> list[tuple[int, int]]:

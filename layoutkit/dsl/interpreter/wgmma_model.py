@@ -29,8 +29,8 @@ from .machine import Wait, WaitQueue, location_text
 from .unavailable import Pending, Undefined
 from .warpgroup_model import run_at_exit
 from ..core.types import DTYPES
-from .wgmma_math import (M_BLOCK, WARPGROUP, byte_runs, fragment, k_step, multiply,
-                         operand_addresses, read_elements)
+from .wgmma_math import (M_BLOCK, WARPGROUP, accumulator_bits, byte_runs, fragment, k_step,
+                         multiply, operand_addresses, read_elements)
 
 
 class WgmmaExecution:
@@ -189,7 +189,7 @@ def compute(execution: WgmmaExecution, rendezvous) -> None:
                     for key, x in execution.addresses["a"].items()}
     b_steps = {j: read_elements(shared, x, a["b_dtype"])
                for (_, j), x in execution.addresses["b"].items()}
-    out = multiply(d, a_blocks, b_steps, blocks, ksteps)
+    out = multiply(d, a_blocks, b_steps, blocks, ksteps, accumulator_bits(a["dtype"]))
     per_thread = out[rows, cols].astype(np.float32)
     for i, t in enumerate(tids):
         execution.results[t] = list(per_thread[i])

@@ -1,5 +1,6 @@
 """fp8 wgmma (lk.sm90.wgmma on e4m3/e5m2 shared tiles): every K-major swizzle form read through
-its derived descriptor on the interpreter against numpy in float64, e4m3/e5m2 mixed, the PTX
+its derived descriptor on the interpreter against numpy in float64 (with the modelled 14-bit
+accumulator, and a worked example of that model), e4m3/e5m2 mixed, the PTX
 (m64nNk32) and SASS (QGMMA ... E4M3) forms, and the errors the author can cause."""
 import numpy as np
 import pytest
@@ -7,6 +8,7 @@ import pytest
 import layoutkit as lk
 from layoutkit.algebra import ComposedLayout, Layout, Swizzle
 from layoutkit.dsl.interpreter import from_fp8, interpret, to_fp8
+from layoutkit.dsl.interpreter.wgmma_math import FP8_ACCUMULATOR_BITS, truncated
 from layoutkit.ptx import disassemble
 from tests.ptx.ptxas_helper import assemble, requires_ptxas
 
@@ -65,8 +67,30 @@ def test_every_k_major_form_and_type_pair(form, pair):
     b = to_fp8(rng.standard_normal((n, k)), pair[1])
     c = np.full((64, n), np.nan, np.float32)
     interpret(KERNELS[pair], 1, a, b, c, make(64), make(n), k, n)
-    want = from_fp8(a, pair[0]).astype(np.float64) @ from_fp8(b, pair[1]).astype(np.float64).T
+    want = modelled_product(from_fp8(a, pair[0]), from_fp8(b, pair[1]))
     assert np.abs(c - want).max() <= 2 ** -20 * np.abs(want).max()
+
+
+def modelled_product(a, b):
+    """a (64 x K) @ b (N x K)^T as the interpreter models fp8 wgmma: the float64 sum of each
+    k32 instruction's products added to the accumulator, then truncated to 14 bits."""
+    acc = np.zeros((a.shape[0], b.shape[0]), np.float32)
+    for j in range(0, a.shape[1], 32):
+        step = a[:, j:j + 32].astype(np.float64) @ b[:, j:j + 32].astype(np.float64).T
+        acc = truncated(acc + step, FP8_ACCUMULATOR_BITS)
+    return acc
+
+
+@pytest.mark.parametrize("tail, kept", [(2.0 ** -6, 1 + 2.0 ** -13), (2.0 ** -7, 1.0)])
+def test_accumulator_keeps_14_bits(tail, kept):
+    """1 * 1 + tail * 2^-7: 1 + 2^-13 fits 14 significant bits, 1 + 2^-14 is truncated to 1
+    (f32 would keep both)."""
+    a, b = np.zeros((64, 128)), np.zeros((64, 128))
+    a[:, 0], a[:, 1], b[:, 0], b[:, 1] = 1.0, tail, 1.0, 2.0 ** -7
+    c = np.full((64, 64), np.nan, np.float32)
+    interpret(KERNELS[("e4m3", "e4m3")], 1, to_fp8(a, lk.e4m3), to_fp8(b, lk.e4m3), c,
+              k_major(64, 128, 3), k_major(64, 128, 3), 128, 64)
+    assert FP8_ACCUMULATOR_BITS == 14 and np.all(c == np.float32(kept))
 
 
 @requires_ptxas
