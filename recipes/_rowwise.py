@@ -7,6 +7,7 @@ table (benchmarks/bench_rows.py prints the recipes' `benchmark_rows` with `markd
 from __future__ import annotations
 
 import math
+import os
 
 import layoutkit as lk
 
@@ -22,12 +23,67 @@ def launch(launches) -> None:
 
 def planned(launches, tensors: tuple) -> tuple:
     """A recipe's `launches(...)` kept for later calls with other tensors: per launch
-    (kernel[grid], its arguments after the first tensors[i] (the tensors each call brings),
-    its constexprs by position); a later call runs launch(*its tensors, *rest, *constexprs)."""
+    (PlannedLaunch, its arguments after the first tensors[i] (the tensors each call brings));
+    a later call runs launch(*its tensors, *rest)."""
     if len(launches) != len(tensors):
         raise ValueError(f"planned: {len(launches)} launches, tensor counts {tensors}")
-    return tuple((kernel[grid], args[count:], positional_constexprs(kernel, args, constexprs))
+    return tuple((PlannedLaunch(kernel, grid, positional_constexprs(kernel, args, constexprs)),
+                  args[count:])
                  for (kernel, grid, args, constexprs), count in zip(launches, tensors))
+
+
+_DEBUG_LOOKUP = lk.ptx.debug_raw_lookup()      # (key, flags) of LAYOUTKIT_DEBUG, or None
+
+
+class PlannedLaunch:
+    """One launch a recipe's plan keeps: kernel[grid] with its constexprs fixed, called with the
+    kernel's pointer and scalar arguments (`launch(*args)`, the pointers first). The first call
+    goes through kernel[grid] (its checked path: traced, protocol-checked, loaded). After it,
+    a call whose pointers are all 16-byte aligned, under the LAYOUTKIT_DEBUG it saw, calls that
+    specialization's configured launcher (layoutkit.ptx.launcher: it checks each tensor's type,
+    device and alignment, packs and launches on torch's current stream): a plan's key fixes
+    every other fact the fast path's per-call key reads (the dtypes, the integers, the
+    constexprs, the grid), so this skips only that key. Any other call, and a kernel with
+    lk.Tensor parameters, lk.assume facts, hidden parameters or a debug build's sink, takes
+    kernel[grid]."""
+
+    __slots__ = ("kernel", "grid", "launch", "constexprs", "pointers", "direct", "debug")
+
+    def __init__(self, kernel: lk.Kernel, grid, constexprs: tuple):
+        self.kernel, self.grid, self.constexprs = kernel, grid, tuple(constexprs)
+        self.launch = kernel[grid]
+        kinds = [p.kind for p in kernel.params]
+        self.pointers = kinds.count("pointer")
+        order = ("pointer", "scalar", "constexpr")
+        plain = set(kinds) <= set(order) and kinds == sorted(kinds, key=order.index)
+        self.direct = None if plain and _DEBUG_LOOKUP is not None else False
+        self.debug = None
+
+    def __call__(self, *args) -> None:
+        direct = self.direct
+        if direct:
+            if os.environ._data.get(_DEBUG_LOOKUP[0]) == self.debug:
+                address = 0
+                for t in args[:self.pointers]:
+                    address |= t.data_ptr()
+                if not address & 15:
+                    direct(*args)
+                    return
+        self.launch(*args, *self.constexprs)
+        if direct is None:
+            self.direct = self._configured(args) or False
+
+    def _configured(self, args: tuple):
+        """The configured launcher of the specialization just launched for `args`, or None
+        where kernel[grid] must stay (see the class docstring)."""
+        if any(t.data_ptr() & 15 for t in args[:self.pointers]) or self.kernel.debug is not None:
+            return None
+        spec = self.kernel.specialize(*args, *self.constexprs)
+        plan = spec.plan
+        if plan.sink is not None or plan.assumptions or plan.hidden:
+            return None
+        self.debug = os.environ._data.get(_DEBUG_LOOKUP[0])
+        return spec.launcher(self.grid, 32 * self.kernel.num_warps)
 
 
 def positional_constexprs(kernel: lk.Kernel, args: tuple, constexprs: dict) -> tuple:

@@ -224,14 +224,14 @@ def layernorm_backward(dy, x, weight, mean=None, rstd=None, eps: float = 1e-5):
             check_arguments(dy, x, weight, mean, rstd, eps)  # the rules the key fixes
         plan = _plan(key, dy, x, weight, mean, rstd, float(eps))
     dx = torch.empty_like(x)
-    count, unused, steps = plan
+    count, unused, steps, device = plan
     if not steps:                                   # x is empty
         return dx, torch.zeros_like(weight), torch.zeros_like(weight)
-    sums = torch.empty((2, x.shape[-1]), device=x.device, dtype=weight.dtype)
-    partial = torch.empty(count, device=x.device, dtype=torch.float32)
-    (main, rest, constexprs), (column_sum, sum_rest, sum_constexprs) = steps
-    main(*backward_tensors(dy, x, weight, mean, rstd, dx, partial, unused), *rest, *constexprs)
-    column_sum(partial, sums, *sum_rest, *sum_constexprs)
+    sums = torch.empty((2, x.shape[-1]), device=device, dtype=weight.dtype)
+    partial = torch.empty(count, device=device, dtype=torch.float32)
+    (main, rest), (column_sum, sum_rest) = steps
+    main(*backward_tensors(dy, x, weight, mean, rstd, dx, partial, unused), *rest)
+    column_sum(partial, sums, *sum_rest)
     return dx, sums[0], sums[1]
 
 
@@ -256,17 +256,18 @@ def _plainly_valid(dy, x, weight, mean, rstd, eps, torch) -> bool:
 
 def _plan(key: tuple, dy, x, weight, mean, rstd, eps: float) -> tuple:
     """(the partials' f32 count, the statistics' stand-in or None, rw.planned steps of
-    `launches`: the persistent kernel, the column sums; () when x is empty) for checked
-    arguments, kept as _PLANS[key]."""
+    `launches`: the persistent kernel, the column sums, () when x is empty; x's device) for
+    checked arguments, kept as _PLANS[key]."""
     m, n = rw.rows_and_columns("layernorm_backward", x.shape)
-    plan = (0, None, ())
+    plan = (0, None, (), x.device)
     if m and n:
         ctas = persistent_ctas(dy, x, weight, mean is not None, m, n)
         floats = rw.cuda_floats(x.device)
         unused = floats(1) if mean is None else None
         steps = launches(dy, x, weight, mean, rstd, x, weight, lambda count: unused, m, n, eps,
                          (rw.lk_dtype(x), rw.lk_dtype(weight)), ctas)   # tensors: stand-ins
-        plan = (partial_floats(ctas, n), unused, rw.planned(steps, (MAIN_TENSORS, SUM_TENSORS)))
+        plan = (partial_floats(ctas, n), unused, rw.planned(steps, (MAIN_TENSORS, SUM_TENSORS)),
+                x.device)
     if len(_PLANS) >= MAX_PLANS:
         _PLANS.clear()
     _PLANS[key] = plan

@@ -160,18 +160,19 @@ def _plainly_valid(x, weight, residual, eps, torch) -> bool:
 
 
 def _forward_plan(key: tuple, x, weight, residual, y, h, rstd, eps: float) -> tuple:
-    """(kernel[grid] or None when x is empty, (m, n // VEC), the constexprs by position, the
-    f32 stand-in for an absent rstd or None): forward_launches' launch for checked arguments
+    """(rw.PlannedLaunch or None when x is empty, (m, n // VEC), the f32 stand-in for an absent
+    rstd or None, rstd's shape, x's device): forward_launches' launch for checked arguments
     with everything but the tensors and eps fixed, kept as _FORWARD[key]."""
     m, n = rw.rows_and_columns("rmsnorm", x.shape)
-    plan = (None, (), (), None)
+    rows = tuple(x.shape[:-1])                  # torch.empty parses a tuple faster than a Size
+    plan = (None, (), None, rows, x.device)
     if m and n:
         ((kernel, grid, args, constexprs),) = forward_launches(
             x, residual, weight, y, h, rstd, rw.cuda_floats(x.device), m, n, eps,
             dtypes_of(x, weight))
-        plan = (kernel[grid], args[FORWARD_TENSORS:FORWARD_TENSORS + 2],
-                rw.positional_constexprs(kernel, args, constexprs),
-                args[FORWARD_TENSORS - 1] if rstd is None else None)
+        plan = (rw.PlannedLaunch(kernel, grid, rw.positional_constexprs(kernel, args, constexprs)),
+                args[FORWARD_TENSORS:FORWARD_TENSORS + 2],
+                args[FORWARD_TENSORS - 1] if rstd is None else None, rows, x.device)
     if len(_FORWARD) >= MAX_PLANS:
         _FORWARD.clear()
     _FORWARD[key] = plan
@@ -194,14 +195,14 @@ def rmsnorm(x, weight=None, residual=None, eps: float = 1e-6, return_residual: b
         check_forward(x, weight, residual, eps)         # the rules the key fixes
     y = torch.empty_like(x)
     h = torch.empty_like(x) if keep_h else None
-    rstd = torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32) \
-        if return_rstd else None
-    if plan is None:
-        plan = _forward_plan(key, x, weight, residual, y, h, rstd, float(eps))
-    launch, sizes, constexprs, spare = plan
+    if plan is None:                                # y stands in for rstd: only its presence
+        plan = _forward_plan(key, x, weight, residual, y, h, y if return_rstd else None,
+                             float(eps))
+    launch, sizes, spare, rows, device = plan
+    rstd = torch.empty(rows, device=device, dtype=torch.float32) if return_rstd else None
     if launch is not None:
         launch(*forward_tensors(x, residual, weight, y, h, spare if rstd is None else rstd),
-               *sizes, float(eps), *constexprs)
+               *sizes, float(eps))
     if return_residual and h is None:
         h = x                                       # no residual: the stream is x itself
     extra = ((h,) if return_residual else ()) + ((rstd,) if return_rstd else ())
@@ -295,14 +296,14 @@ def rmsnorm_backward(dy, x, weight, rstd):
             check_backward(dy, x, weight, rstd)         # the rules the key fixes
         plan = _backward_plan(key, dy, x, weight, rstd)
     dx = torch.empty_like(x)
-    count, steps = plan
+    count, steps, device = plan
     if not steps:                                   # x is empty
         return dx, (torch.zeros_like(weight) if weight is not None else None)
     dw = torch.empty_like(weight) if weight is not None else None
-    partial = torch.empty(count, device=x.device, dtype=torch.float32)
-    for (launch, rest, constexprs), tensors in zip(
+    partial = torch.empty(count, device=device, dtype=torch.float32)
+    for (launch, rest), tensors in zip(
             steps, (backward_tensors(dy, x, weight, rstd, dx, partial), (partial, dw))):
-        launch(*tensors, *rest, *constexprs)
+        launch(*tensors, *rest)
     return dx, dw
 
 
@@ -323,16 +324,17 @@ def _plainly_valid_backward(dy, x, weight, rstd, torch) -> bool:
 
 def _backward_plan(key: tuple, dy, x, weight, rstd) -> tuple:
     """(the partials' f32 count, rw.planned steps of backward_launches: the backward kernel,
-    then the column sum with a weight; () when x is empty) for checked arguments, kept as
-    _BACKWARD[key]."""
+    then the column sum with a weight, () when x is empty; x's device) for checked arguments,
+    kept as _BACKWARD[key]."""
     m, n = rw.rows_and_columns("rmsnorm_backward", x.shape)
-    plan = (0, ())
+    plan = (0, (), x.device)
     if m and n:
         ctas = persistent_ctas(dy, x, weight, rstd, m, n)
         launches = backward_launches(dy, x, weight, rstd, x, weight, lambda count: x, m, n,
                                      dtypes_of(x, weight), ctas)   # tensors: stand-ins
         plan = (partial_floats(ctas, n, weight),
-                rw.planned(launches, (BACKWARD_TENSORS, SUM_TENSORS)[:len(launches)]))
+                rw.planned(launches, (BACKWARD_TENSORS, SUM_TENSORS)[:len(launches)]),
+                x.device)
     if len(_BACKWARD) >= MAX_PLANS:
         _BACKWARD.clear()
     _BACKWARD[key] = plan

@@ -86,20 +86,22 @@ def launches(dy, y, dx, floats, m: int, n: int, dtype, s: rs.RowSplit | None = N
              s.constexprs())]
 
 
-_PLANS: dict = {}   # (shape, dtype, device) -> (kernel[grid] or None, sizes, constexprs)
+_PLANS: dict = {}   # (shape, dtype, device) -> (rw.PlannedLaunch or None, sizes)
 MAX_PLANS = 256
 
 
 def _plan(key: tuple, dy, y, dx) -> tuple:
     """What softmax_backward launches for checked arguments of this key: `launches`' kernel on
-    its grid, the sizes after the tensors and the constexprs by position (None: y is empty)."""
+    its grid with its constexprs (rw.PlannedLaunch; None: y is empty) and the sizes after the
+    tensors."""
     m, n = rw.rows_and_columns("softmax_backward", y.shape)
-    plan = (None, (), ())
+    plan = (None, ())
     if m and n:
         ((kernel, grid, args, constexprs),) = launches(dy, y, dx, rw.cuda_floats(y.device), m, n,
                                                        rw.lk_dtype(y))
         sizes = args[3:]                        # after dy, y, dx: m, n // VEC
-        plan = (kernel[grid], sizes, rw.positional_constexprs(kernel, args, constexprs))
+        plan = (rw.PlannedLaunch(kernel, grid, rw.positional_constexprs(kernel, args, constexprs)),
+                sizes)
     if len(_PLANS) >= MAX_PLANS:
         _PLANS.clear()
     _PLANS[key] = plan
@@ -120,9 +122,9 @@ def softmax_backward(dy, y):
     dx = torch.empty_like(y)
     if plan is None:
         plan = _plan(key, dy, y, dx)
-    launch, sizes, constexprs = plan
+    launch, sizes = plan
     if launch is not None:
-        launch(dy, y, dx, *sizes, *constexprs)
+        launch(dy, y, dx, *sizes)
     return dx
 
 

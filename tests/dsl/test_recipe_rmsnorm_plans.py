@@ -114,7 +114,7 @@ def test_a_plan_launches_what_forward_launches_describes(gpu, checks, shape, xdt
         assert h.shape == x.shape and h.ptr not in (x.ptr, y.ptr)
     if return_rstd:
         assert rstd.shape == tuple(shape[:-1]) and rstd.dtype.name == "float32"
-    spare = next(iter(rmsnorm._FORWARD.values()))[3]
+    spare = next(iter(rmsnorm._FORWARD.values()))[2]
     assert (spare is None) == return_rstd           # an absent rstd: one stand-in per plan
     planned = gpu.calls[-1]
     rw.launch(rmsnorm.forward_launches(x, res, w, y, h if res is not None else None,
@@ -341,3 +341,32 @@ def test_backward_plans_are_bounded(gpu, monkeypatch):
         rmsnorm.rmsnorm_backward(*backward_arguments(shape, at=4 * i))
         assert len(rmsnorm._BACKWARD) <= 2
     assert len(gpu.calls) == 8
+
+
+def test_a_planned_launch_skips_the_fast_paths_key_only_while_nothing_it_reads_changed(
+        gpu, monkeypatch):
+    monkeypatch.delenv("LAYOUTKIT_DEBUG", raising=False)
+    x, w = tensor((4, 1000)), tensor((1000,), at=1)
+    rmsnorm.rmsnorm(x, w)                           # the plan, launched through kernel[grid]
+    ((launch, *_),) = rmsnorm._FORWARD.values()
+    through = record_calls(monkeypatch, launch, "launch")
+    other = tensor((4, 1000), at=5)
+    rmsnorm.rmsnorm(other, tensor((1000,), at=6))   # aligned: the configured launcher itself
+    assert through == [] and gpu.calls[-1].spec is gpu.calls[0].spec
+    assert struct.unpack_from("<Q", gpu.calls[-1].packed)[0] == other.ptr
+    odd = Tensor(BASE + 5 * MB + 8, "bfloat16", (4, 1000))    # 8-byte aligned only
+    rmsnorm.rmsnorm(odd, w)                         # kernel[grid]: the unaligned specialization
+    assert len(through) == 1 and gpu.calls[-1].spec is not gpu.calls[0].spec
+    assert struct.unpack_from("<Q", gpu.calls[-1].packed)[0] == odd.ptr
+    rmsnorm.rmsnorm(x, w)
+    assert len(through) == 1 and gpu.calls[-1].spec is gpu.calls[0].spec
+    launch.debug = b"1"                             # LAYOUTKIT_DEBUG other than it saw
+    rmsnorm.rmsnorm(x, w)
+    assert len(through) == 2 and len(gpu.calls) == 5
+
+
+def test_a_planned_launch_of_a_kernel_with_tensor_parameters_stays_on_kernel_grid(gpu):
+    @lk.kernel(num_warps=1)
+    def copy_rows(x: lk.Tensor[lk.f32, 1], y: lk.Pointer[lk.f32], N: lk.constexpr):
+        pass
+    assert rw.PlannedLaunch(copy_rows, 1, (4,)).direct is False

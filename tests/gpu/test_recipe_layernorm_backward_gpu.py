@@ -72,3 +72,20 @@ def test_f32_weight_with_bf16_rows_and_batched_input():
 
 def test_recipe_check_runs():
     assert lb.check(shapes=((3, 7), (64, 1000), (2, 65537)), seed=1) <= 2 ** -7
+
+
+@pytest.mark.parametrize("m, n", [(1000, 3000), (3, 131072)])
+def test_planned_calls_on_fresh_and_misaligned_tensors(m, n):
+    """After a shape's first call (its plan), calls on other tensors (the plan's configured
+    launchers) and on 8-byte-aligned views (kernel[grid]: another specialization) match
+    float64."""
+    w = torch.randn(n, device="cuda").bfloat16()
+    for offset in (0, 0, 0, 4, 0):
+        buffers = [torch.empty(m * n + 8, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+        x, dy = (b[offset:offset + m * n].view(m, n) for b in buffers)
+        x.copy_(torch.randn(m, n, device="cuda") * 2 + 3)
+        dy.copy_(torch.randn(m, n, device="cuda"))
+        got = lb.layernorm_backward(dy, x, w)
+        want = lb.reference(*(t.double().cpu().numpy() for t in (dy, x, w)))
+        for g, expect in zip(got, want):
+            assert error(g, torch.from_numpy(expect)) <= 2 ** -7

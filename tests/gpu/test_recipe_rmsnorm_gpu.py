@@ -139,3 +139,27 @@ def test_empty_rows():
 
 def test_recipe_check_runs():
     assert rmsnorm.check(shapes=((3, 7), (64, 1000), (2, 65537)), seed=1) <= 2 ** -7
+
+
+def offset_rows(m, n, offset, dtype=torch.bfloat16):
+    """A random contiguous (m, n) view `offset` elements into its buffer (4 bf16: 8-byte
+    aligned only)."""
+    return torch.randn(m * n + 8, device="cuda").to(dtype)[offset:offset + m * n].view(m, n)
+
+
+@pytest.mark.parametrize("m, n", [(1000, 3000), (3, 131072)])
+def test_planned_calls_on_fresh_and_misaligned_tensors(m, n):
+    """After a shape's first call (its plan), calls on other tensors (the plan's configured
+    launcher) and on an 8-byte-aligned view (kernel[grid]: another specialization) match
+    float64, forward and backward."""
+    w = torch.randn(n, device="cuda").bfloat16()
+    for offset in (0, 0, 0, 4, 0):
+        x, dy = offset_rows(m, n, offset), offset_rows(m, n, offset)
+        y, rstd = rmsnorm.rmsnorm(x, w, return_rstd=True)
+        assert error(y, float64_rmsnorm(x.double(), w.double())) <= tolerance(torch.bfloat16)
+        dx, dw = rmsnorm.rmsnorm_backward(dy, x, w, rstd)
+        want_dx, want_dw = rmsnorm.reference_backward(*(t.double().cpu().numpy()
+                                                        for t in (dy, x, w, rstd)))
+        scale = float((dy.double() * w.double() * rstd.double()[:, None]).abs().max())
+        assert dx_error(dx, torch.from_numpy(want_dx), scale) <= tolerance(torch.bfloat16)
+        assert error(dw, torch.from_numpy(want_dw)) <= tolerance(torch.bfloat16)

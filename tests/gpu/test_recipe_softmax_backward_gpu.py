@@ -51,3 +51,17 @@ def test_batched_input_and_more_row_tiles_than_a_grid_y_extent():
 
 def test_recipe_check_runs():
     assert sb.check(shapes=((3, 7), (64, 1000), (2, 65537)), seed=1) <= 2 ** -7
+
+
+@pytest.mark.parametrize("m, n", [(1000, 3000), (3, 131072)])
+def test_planned_calls_on_fresh_and_misaligned_tensors(m, n):
+    """After a shape's first call (its plan), calls on other tensors (the plan's configured
+    launcher) and on 8-byte-aligned views (kernel[grid]: another specialization) match
+    float64."""
+    for offset in (0, 0, 0, 4, 0):
+        buffers = [torch.empty(m * n + 8, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+        y, dy = (b[offset:offset + m * n].view(m, n) for b in buffers)
+        y.copy_(torch.softmax(torch.randn(m, n, device="cuda") * 3, -1))
+        dy.copy_(torch.randn(m, n, device="cuda"))
+        want = sb.reference(dy.double().cpu().numpy(), y.double().cpu().numpy())
+        assert error(sb.softmax_backward(dy, y), torch.from_numpy(want)) <= 2 ** -7
