@@ -22,14 +22,21 @@ from ..core.ir import Op
 from .errors import RaceError
 from .machine import location_text
 
+# A clock component every clock has seen: the last column of every clock row, which a byte's
+# accessor -1 (nobody) indexes, so `clock[me][accessor] >= stamp` holds for unaccessed bytes.
+_SEEN_BY_ALL = np.iinfo(np.int64).max
+
+
 class CtaClocks:
-    """The clocks of one CTA's threads and agents, and its shared bytes' last accesses."""
+    """The clocks of one CTA's threads and agents (a row each, one component per thread and
+    agent, then the _SEEN_BY_ALL column), and its shared bytes' last accesses."""
 
     def __init__(self, threads: int, shared_bytes: int, agents: int = 0):
         size = threads + agents
         self.threads = threads
-        self.clock = np.zeros((size, size), dtype=np.int64)
+        self.clock = np.zeros((size, size + 1), dtype=np.int64)
         self.clock[np.arange(size), np.arange(size)] = 1
+        self.clock[:, size] = _SEEN_BY_ALL
         self.writer = np.full(shared_bytes, -1, dtype=np.int32)
         self.write_clock = np.zeros(shared_bytes, dtype=np.int64)
         self.write_op = np.zeros(shared_bytes, dtype=np.int32)
@@ -140,7 +147,9 @@ class HappensBefore:
         """Raise on the first racing byte; returns the mask of unordered but benign bytes
         (or None when there are none)."""
         others = owner[start:end]
-        if not (others >= 0).any():
+        # the common case first: every earlier accessor's access is in `mine`'s past (a
+        # thread has seen its own accesses, and every clock has seen nobody's: -1)
+        if 1 not in np.less(mine.take(others), stamp[start:end]).tobytes():
             return None
         seen = mine[np.maximum(others, 0)]
         racing = (others >= 0) & (others != me) & (seen < stamp[start:end])

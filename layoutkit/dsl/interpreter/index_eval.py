@@ -23,33 +23,50 @@ from .errors import ExecutionError
 
 
 class _Source:
-    """Python source text of an expression, with wrapping at `bits`."""
+    """Python source text of an expression, with wrapping at `bits`.
+
+    Wrapping is a ring homomorphism (wrap(wrap(a) + wrap(b)) == wrap(a + b), the same for *), so
+    `ring_text` leaves sums, products, constants and symbols unwrapped and `text` wraps once
+    where a value leaves the ring: the operands of divisions, Min and Max, and the result.
+    The wrap is inline arithmetic, ((v + 2**(bits-1)) & (2**bits - 1)) - 2**(bits-1)."""
 
     def __init__(self, names: dict, bits: int):
         self.names, self.bits = names, bits
 
     def wrap(self, text: str) -> str:
-        return f"_wrap({text}, {self.bits})"
+        half = 1 << (self.bits - 1)
+        return f"((({text}) + {half}) & {2 * half - 1}) - {half}"
 
     def text(self, expr) -> str:
+        """The value wrapped to `bits`."""
+        if isinstance(expr, (sympy.Min, sympy.Max)):
+            fn = "min" if isinstance(expr, sympy.Min) else "max"
+            return f"{fn}({', '.join(self.text(a) for a in expr.args)})"
+        if isinstance(expr, (sympy.floor, sympy.ceiling, sympy.Mod)):
+            return self.ring_text(expr)                 # already in range: no wrap needed
         if expr.is_Integer:
-            return self.wrap(str(int(expr)))
+            return str(_wrap(int(expr), self.bits))
+        return self.wrap(self.ring_text(expr))
+
+    def ring_text(self, expr) -> str:
+        """The value up to a multiple of 2**bits (wrap the text to get the register's)."""
+        if expr.is_Integer:
+            return str(int(expr))
         if isinstance(expr, sympy.Symbol):
             if expr not in self.names:
                 raise TraceError(f"index symbol {expr} has no runtime value in this kernel")
-            return self.wrap(self.names[expr])
+            return self.names[expr]
         if isinstance(expr, sympy.Add):
-            return self.wrap(" + ".join(f"({self.text(a)})" for a in sympy.Add.make_args(expr)))
+            return " + ".join(f"({self.ring_text(a)})" for a in sympy.Add.make_args(expr))
         if isinstance(expr, sympy.Mul):
             coeff, rest = expr.as_coeff_Mul()
             if not coeff.is_Integer:
                 raise TraceError(f"the index expression {expr} has a fractional coefficient; "
                                  "use floor division")
-            factors = [f"({self.text(f)})" for f in sympy.Mul.make_args(rest)]
-            return self.wrap(" * ".join([str(int(coeff))] + factors))
+            factors = [f"({self.ring_text(f)})" for f in sympy.Mul.make_args(rest)]
+            return " * ".join([str(int(coeff))] + factors)
         if isinstance(expr, (sympy.Min, sympy.Max)):
-            fn = "min" if isinstance(expr, sympy.Min) else "max"
-            return f"{fn}({', '.join(self.text(a) for a in expr.args)})"
+            return self.text(expr)
         if isinstance(expr, sympy.floor):
             num, den = sympy.fraction(sympy.together(expr.args[0]))
             return self._divide(expr, num, den, "floor")
@@ -98,7 +115,7 @@ def compile_index(expr, symbols, bits: int):
     names = {s: f"v{i}" for i, s in enumerate(symbols)}
     body = _Source(names, bits).text(expr)
     args = ", ".join(names[s] for s in symbols)
-    scope = {"_wrap": _wrap, "_tdiv": _tdiv, "_trem": _trem}
+    scope = {"_tdiv": _tdiv, "_trem": _trem}
     return eval(f"lambda {args}: {body}", scope)   # noqa: S307 - text built from the IR above
 
 

@@ -18,6 +18,8 @@ return the non-NaN operand (PTX ISA "setp", "max").
 from __future__ import annotations
 
 import math
+import operator
+import struct
 
 import numpy as np
 
@@ -71,7 +73,7 @@ def to_dtype(value, dtype: DType):
     """The register value of `dtype` nearest (even) to the Python/numpy number `value`."""
     name = dtype.name
     if name == "f32":
-        return value if isinstance(value, np.float32) else _make(float(value), name)
+        return value if type(value) is _FLOAT32 else _make(float(value), name)
     if name == "bf16":
         return _round_pair(float(value), 0.0, BF16)
     if name == "f16":
@@ -117,17 +119,40 @@ def _round_pair(hi: float, lo: float, dtype: DType):
     return _make(result, name)
 
 
+_F32_MAX, _F16_MAX = _MAX["f32"], _MAX["f16"]
+
+
+_FLOAT32 = np.float32
+_F32_BITS, _U32_BITS = struct.Struct("<f"), struct.Struct("<I")
+
+
+def _bf16_of_f32(a):
+    """The bf16 value nearest (even) to a finite float32 `a`, as a float32: the bf16 rounding
+    of its bit pattern (bf16_from_f32_bits, one value; equal to _round_pair(a, 0, BF16))."""
+    (bits,) = _U32_BITS.unpack(_F32_BITS.pack(a))
+    rounded = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16) & 0xFFFFFFFF
+    if rounded == 0x80000000 and bits != rounded:
+        rounded = 0                 # a negative value rounding to zero: +0, as _round_pair gives
+    return _FLOAT32(_F32_BITS.unpack(_U32_BITS.pack(rounded))[0])
+
+
 def _make(value: float, name: str):
+    if name == "f16":
+        if -_F16_MAX <= value <= _F16_MAX:          # no overflow to silence (NaN fails both)
+            return np.float16(value)
+    elif -_F32_MAX <= value <= _F32_MAX:
+        return np.float32(value)
     with np.errstate(over="ignore"):
         return np.float16(value) if name == "f16" else np.float32(value)
 
 
 def round_float(value: float, dtype: DType):
     """`value` (a float64 result of one operation on `dtype` operands) rounded to dtype."""
-    if dtype.name == "f64":
+    name = dtype.name
+    if name == "f32" or name == "f16":
+        return _make(value, name)
+    if name == "f64":
         return value
-    if dtype.name in ("f16", "f32"):
-        return _make(value, dtype.name)
     return _round_pair(value, 0.0, BF16)
 
 
@@ -164,10 +189,19 @@ def _two_product(a: float, b: float) -> tuple[float, float]:
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
+_ARITH = {"add": operator.add, "sub": operator.sub, "mul": operator.mul}
+
+
 def binary(kind: str, a, b, dtype: DType):
     """The `binary` op (add sub mul div max min) on register values of dtype."""
-    if dtype.is_float:
+    if dtype.kind == "float":
         x, y = float(a), float(b)
+        arith = _ARITH.get(kind)
+        if arith is not None:
+            r = arith(x, y)
+            if dtype.name == "f32" and -_F32_MAX <= r <= _F32_MAX:
+                return _FLOAT32(r)              # round_float's common case
+            return round_float(r, dtype)
         if kind == "max" or kind == "min":
             if math.isnan(x):
                 return b
@@ -179,13 +213,7 @@ def binary(kind: str, a, b, dtype: DType):
                 zero = 0.0 if (kind == "max" and pos) or (kind == "min" and not neg) else -0.0
                 return to_dtype(zero, dtype)
             return a if (x > y) == (kind == "max") else b
-        if kind == "add":
-            r = x + y
-        elif kind == "sub":
-            r = x - y
-        elif kind == "mul":
-            r = x * y
-        elif y == 0.0:
+        if y == 0.0:                                    # div
             r = math.nan if x == 0.0 or math.isnan(x) else math.copysign(math.inf, x) * \
                 math.copysign(1.0, y)
         else:
@@ -248,21 +276,29 @@ def _subnormal(x: float, dtype: DType) -> bool:
     return x != 0.0 and abs(x) < math.ldexp(1.0, _MIN_EXP[dtype.name])
 
 
+_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+            "eq": operator.eq, "ne": operator.ne}
+
+
 def compare(kind: str, a, b, dtype: DType) -> bool:
     """setp.<kind>: ordered for floats (false when either is NaN)."""
-    if dtype.is_float:
+    if dtype.kind == "float":
         x, y = float(a), float(b)
-        if math.isnan(x) or math.isnan(y):
+        if x != x or y != y:
             return False
         a, b = x, y
-    return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b, "eq": a == b,
-            "ne": a != b}[kind]
+    return _COMPARE[kind](a, b)
 
 
 def cast(a, src: DType, dst: DType):
     """cvt as the lowering emits it: float narrowing and int -> float round to nearest even,
     float -> int truncates toward zero and saturates (NaN -> 0), int -> int wraps."""
-    if src.is_float and dst.is_float:
+    if src.kind == "float" and dst.kind == "float":
+        if type(a) is _FLOAT32 and a == a:      # an f32 register (also bf16, fp8): not NaN
+            if dst.name == "f32":
+                return a                        # exact
+            if dst.name == "bf16":
+                return _bf16_of_f32(a)
         return to_dtype(float(a), dst)
     if dst.is_float:
         hi = float(a)

@@ -24,6 +24,16 @@ DEFAULT_MAX_STEPS = 20_000_000
 EAGERNESS = (0.01, 0.1, 0.5)
 
 
+def _below(getrandbits, n: int) -> int:
+    """A uniform random int in [0, n), n > 0: random.Random.randrange(n)'s draw (the same
+    numbers from the same generator state), without its argument checks."""
+    k = n.bit_length()
+    r = getrandbits(k)
+    while r >= n:
+        r = getrandbits(k)
+    return r
+
+
 class AsyncOperation:
     """A pending asynchronous operation: `complete()` applies its effect (it may notify
     waiters); `describe()` names it for reports; `ready()` says whether it may complete now
@@ -78,18 +88,20 @@ class Scheduler:
     # ---- running ----------------------------------------------------------------------------
     def run(self, threads: list[Thread]) -> None:
         """Run `threads` (already started) until all finish; DeadlockError when stuck."""
-        rng, runnable = self.rng, self.runnable
+        rng, runnable, pending = self.rng, self.runnable, self.pending
+        getrandbits, record = rng.getrandbits, self.schedule.append
+        resume, limit = self._resume, self.max_steps
         while True:
             self.steps += 1
-            if self.steps > self.max_steps:
+            if self.steps > limit:
                 raise ExecutionError(f"the kernel ran more than {self.max_steps} scheduler steps "
                                      "(an endless loop, or a spin that never sees its flag?)",
                                      None)
-            ready = [p for p in self.pending if p.ready()] if self.pending else ()
+            ready = [p for p in pending if p.ready()] if pending else ()
             if ready and (not runnable or rng.random() < self.eagerness):
-                operation = ready[rng.randrange(len(ready))]
-                self.pending.remove(operation)
-                self.schedule.append(-1 - self.completed)
+                operation = ready[_below(getrandbits, len(ready))]
+                pending.remove(operation)
+                record(-1 - self.completed)
                 self.completed += 1
                 operation.complete()
                 continue
@@ -98,11 +110,11 @@ class Scheduler:
                     return
                 if self._recheck(threads):
                     continue
-                raise DeadlockError(deadlock_report(threads, self.pending), None)
-            at = rng.randrange(len(runnable))
+                raise DeadlockError(deadlock_report(threads, pending), None)
+            at = _below(getrandbits, len(runnable))
             thread = runnable[at]
-            self.schedule.append(thread.uid)
-            self._resume(thread, at)
+            record(thread.uid)
+            resume(thread, at)
 
     def _recheck(self, threads: list[Thread]) -> bool:
         """Wake blocked threads whose condition holds (a sync object that changed state
