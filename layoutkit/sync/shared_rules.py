@@ -99,7 +99,10 @@ class SharedRules:
         self.reads: dict[tuple, list] = {}                # (cta, buffer) -> (cls, pos, read)
         self.arrives: list[list[int]] = []                # per class: indices of its arrives
         self.instances: dict | None = None                # a read -> its (class, event)s
+        self.groups: dict = {}                            # _group's answers by (class, event)
+        self.overlapping: dict = {}       # _read's loads of class j overlapping a read's bytes
         self.warps = [frozenset(t // 32 for t in c.tids) for c in self.p.classes]
+        written: dict[tuple, list] = {}   # (cta, buffer) -> Write's fields, made where loaded
         for i, c in enumerate(self.p.classes):
             reached = sim.positions[i]
             retired = None
@@ -118,21 +121,24 @@ class SharedRules:
                         phase = sim.phase_of.get(((i, position), cta))
                         if phase is None:
                             continue
-                        dst = ByteRange(cta, e.dst.buffer, e.dst.start, e.dst.stop)
+                        dst = e.dst if e.dst.cta == cta else \
+                            ByteRange(cta, e.dst.buffer, e.dst.start, e.dst.stop)
                         self.loads.setdefault((cta, dst.buffer), []).append(
                             Load(i, position, e, dst, e.slot(cta), phase))
                 elif kind is SharedWrite:
-                    self.writes.setdefault((e.bytes.cta, e.bytes.buffer), []).append(
-                        Write(i, position, e, e.bytes, position, "store"))
+                    written.setdefault((e.bytes.cta, e.bytes.buffer), []).append(
+                        (i, position, e, e.bytes, position, "store"))
                 elif kind is AsyncWrite:
                     if retired is None:
                         retired = _retired(c.events)
-                    self.writes.setdefault((e.bytes.cta, e.bytes.buffer), []).append(
-                        Write(i, position, e, e.bytes, retired.get(position, len(c.events)),
-                              "cp.async"))
+                    written.setdefault((e.bytes.cta, e.bytes.buffer), []).append(
+                        (i, position, e, e.bytes, retired.get(position, len(c.events)),
+                         "cp.async"))
                 else:
                     arrives.append(position)
             self.arrives.append(arrives)
+        self.writes = {key: [Write(*fields) for fields in writes]      # overlap reads them
+                       for key, writes in written.items() if key in self.loads}
 
     def name(self, slot) -> str:
         return self.rules.name(slot)
@@ -205,13 +211,18 @@ class SharedRules:
                     (x.dst.start, x.dst.stop), ([], []))
                 positions.append(x.pos)
                 found.append(x)
+            self.overlapping = {}                 # (class j, read's bytes) -> of this buffer
             for i, position, read in reads:
                 for j, ranges in index.items():
                     self._read(i, position, read, j, ranges)
 
     def _read(self, i: int, position: int, read: SharedRead, j: int, ranges: dict) -> None:
-        overlapping = [(positions, found) for (start, stop), (positions, found) in ranges.items()
-                       if start < read.bytes.stop and read.bytes.start < stop]
+        key = (j, read.bytes.start, read.bytes.stop)
+        overlapping = self.overlapping.get(key)
+        if overlapping is None:
+            overlapping = self.overlapping[key] = [
+                (positions, found) for (start, stop), (positions, found) in ranges.items()
+                if start < read.bytes.stop and read.bytes.start < stop]
         if not overlapping:
             return
         group = [(i, position)]
@@ -266,24 +277,28 @@ class SharedRules:
             for reads in self.reads.values():
                 for x, p, e in reads:
                     self.instances.setdefault(e, []).append((x, p))
-        mine = self.warps[i]
-        return [(i, position)] + [(x, p) for x, p in self.instances.get(read, ())
-                                  if x != i and self.warps[x] & mine]
+        found = self.groups.get((i, position))
+        if found is None:
+            mine = self.warps[i]
+            found = self.groups[(i, position)] = [(i, position)] + [
+                (x, p) for x, p in self.instances.get(read, ()) if x != i and self.warps[x] & mine]
+        return found
 
     def _after(self, j: int, i: int, group: list) -> int:
         """The first event of class j that every warp of class i's read (`group`) happened
         before (a warp's read: through the first of its lanes' classes that j hears from)."""
         if len(group) == 1:
             return self.order.first_seeing(j, *group[0])
-        return max(min(self.order.first_seeing(j, x, p) for x, p in group
-                       if w in self.warps[x]) for w in self.warps[i])
+        seeing = [(self.warps[x], self.order.first_seeing(j, x, p)) for x, p in group]
+        return max(min(f for warps, f in seeing if w in warps) for w in self.warps[i])
 
     def _knows(self, i: int, group: list, load: Load) -> bool:
         """Whether every warp of class i's read (`group`) knows `load` complete."""
         if len(group) == 1:
             return self.order.knows(*group[0], load.slot, load.phase)
-        return all(any(self.order.knows(x, p, load.slot, load.phase) for x, p in group
-                       if w in self.warps[x]) for w in self.warps[i])
+        knowing = [self.warps[x] for x, p in group if self.order.knows(x, p, load.slot,
+                                                                        load.phase)]
+        return all(any(w in warps for warps in knowing) for w in self.warps[i])
 
     def _report_unwaited(self, i: int, position: int, read: SharedRead, load: Load) -> None:
         who = self.who(i)
@@ -339,8 +354,12 @@ class SharedRules:
     def unwritten(self) -> None:
         written: dict[tuple, list] = {}      # (cta, buffer) -> [(start, stop)] of every write
         looped: set = set()                  # (cta, buffer) written inside a runtime loop
+        seen: set = set()                    # the events taken (classes share event objects)
         for c in self.p.classes:
             for _, e in c.select(SharedWrite, AsyncWrite, Copy):
+                if id(e) in seen:
+                    continue
+                seen.add(id(e))
                 if type(e) is not Copy:
                     spans = [e.bytes]
                 elif e.dst is not None:
@@ -354,11 +373,15 @@ class SharedRules:
                         looped.add((r.cta, r.buffer))
         merged = {key: union_of(spans) for key, spans in written.items()}
         unfollowed = self.p.unfollowed or (lambda buffer: None)
+        covered: set = set()                 # the reads found covered
         for c in self.p.classes:
             for _, e in c.select(SharedRead):
+                if id(e) in covered:
+                    continue
                 key = (e.bytes.cta, e.bytes.buffer)
                 spans = merged.get(key)
                 if spans is not None and covers_any(spans, e.bytes):
+                    covered.add(id(e))
                     continue
                 self._report_unwritten(c, e, spans, key in looped,
                                        unfollowed(e.bytes.buffer))

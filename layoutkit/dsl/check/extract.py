@@ -73,7 +73,9 @@ def _split_key(mask, columns):
     """A key fixing Extractor.split's answer (the mask and each column's values), or None."""
     key = [mask.tobytes()]
     for c in columns:
-        if np.ndim(c) == 0:
+        if type(c) is np.ndarray and c.ndim:
+            key.append((c.dtype, c.shape, c.tobytes()))
+        elif np.ndim(c) == 0:
             if not isinstance(c, (int, np.integer)):
                 return None
             key.append(int(c))
@@ -81,6 +83,10 @@ def _split_key(mask, columns):
             c = np.asarray(c)
             key.append((c.dtype.str, c.shape, c.tobytes()))
     return tuple(key)
+
+
+# the event kinds whose fields depend on the class executing them (instantiate)
+PER_CLASS = (km.Init, km.Arrive, km.ThreadBarrier)
 
 
 class Proto:
@@ -111,6 +117,8 @@ class Extractor:
         self._splits: dict = {}             # split's rows by (mask, columns): iterations repeat
         self._cta_parts: dict = {}          # cta_parts' answers by mask
         self._defined: dict = {}            # defined_in's answers by block
+        self._sites: dict = {}              # site's answers by (op, loop context)
+        self._context = None                # (the loops list site saw last, its context)
         self.undecided: list = []
         self.barriers: dict = {}
         self.by_offset: dict[int, tuple[str, int]] = {}
@@ -189,16 +197,27 @@ class Extractor:
 
     # ---- helpers ------------------------------------------------------------------------------
     def site(self, op, loops) -> km.Site:
-        context = ", ".join(f"iteration {i} of the lk.range at line "
-                            f"{loop.location.line if loop.location else '?'}"
-                            for loop, i in reversed(loops))
-        return km.Site(op.location, context)
+        last = self._context
+        if last is not None and last[0] is loops:     # the loops of one iteration: one list
+            context = last[1]
+        else:
+            context = ", ".join(f"iteration {i} of the lk.range at line "
+                                f"{loop.location.line if loop.location else '?'}"
+                                for loop, i in reversed(loops))
+            self._context = (loops, context)
+        key = (id(op), context)
+        found = self._sites.get(key)
+        if found is None:
+            found = self._sites[key] = km.Site(op.location, context)
+        return found
 
     def per_thread(self, value, mask):
         """The value at the threads of `mask` (an int64 array), or None when unknown."""
         v = self.values(value)
         if v is UNKNOWN:
             return None
+        if type(v) is int:               # one value at every thread (the common case)
+            return np.full(np.count_nonzero(mask), v, dtype=np.int64)
         v = np.asarray(v, dtype=np.int64)
         if v.shape == mask.shape:
             return v[mask]
@@ -304,7 +323,7 @@ class Extractor:
             return bar, stage
         return found
 
-    def defined_in(self, block) -> tuple:
+    def defined_in(self, block) -> frozenset:
         """The ids of the values `block` defines (its arguments, its ops' results, nested
         blocks' too): what an iteration of a loop over it must recompute."""
         found = self._defined.get(id(block))
@@ -312,7 +331,7 @@ class Extractor:
             ids = {a.id for a in block.args}
             for inner in walk_ops(block):
                 ids.update(r.id for r in inner.results)
-            found = self._defined[id(block)] = tuple(ids)
+            found = self._defined[id(block)] = frozenset(ids)
         return found
 
     def undecidable(self, op, loops, what: str) -> None:
@@ -361,8 +380,10 @@ class Extractor:
 
         for vid in tunable:
             self.values.fixed[vid] = self._candidates(vid)[0]
-        best = score()
+        best, most = score(), (len(loops), self.trips * len(loops))
         for _ in range(SEARCH_ROUNDS):
+            if best == most:            # nothing can score higher: the values stay
+                break
             improved = False
             for vid in tunable:
                 keep = self.values.fixed[vid]
@@ -371,8 +392,12 @@ class Extractor:
                     got = score()
                     if got > best:
                         best, keep, improved = got, value, True
+                        if best == most:
+                            break
                 self.values.fixed[vid] = keep
-            if not improved or best == (len(loops), self.trips * len(loops)):
+                if best == most:
+                    break
+            if not improved:
                 break
         if best == (-1, -1):
             text = "; ".join(op.attrs["text"] for op in walk_ops(self.fn.body)
@@ -438,19 +463,21 @@ class Extractor:
         masks = np.array([p.mask for p in self.log], dtype=bool).reshape(len(self.log), n)
         splits = np.array([p.kind not in prologue for p in self.log], dtype=bool)
         # a thread's class: its CTA, its role and the events it executed (one bit each)
-        signature = np.ascontiguousarray(np.packbits(masks[splits], axis=0).T)
+        signature = np.packbits(np.ascontiguousarray(masks[splits].T), axis=1)
         start = self.cta * (len(self.roles) + 1) + self.role + 1
         groups: dict = {}
         for thread, (first, bits) in enumerate(zip(start.tolist(), signature)):
             groups.setdefault((first, bits.tobytes()), []).append(thread)
         inits = np.nonzero(~splits)[0]
         classes, made = [], {}           # an event of a proto is made once for equal fields
+        # the events whose fields do not depend on the class, made once for every class
+        shared = [None if p.kind in PER_CLASS else p.kind(**p.fields) for p in self.log]
         for members in groups.values():
             threads = np.array(members)
             rep, size = members[0], len(members)
             chosen = masks[:, rep].copy()
             chosen[inits] = masks[inits][:, threads].any(axis=1)
-            events = [self._event(i, size, threads, made)
+            events = [shared[i] or self._event(i, size, threads, made)
                       for i in np.nonzero(chosen)[0].tolist()]
             if events:
                 role = int(self.role[rep])

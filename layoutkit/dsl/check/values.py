@@ -19,6 +19,7 @@ import sympy
 
 UNKNOWN = None
 _COMPILED: dict = {}
+_ABSENT = object()          # a value id with no entry (UNKNOWN is a value: None)
 
 
 class Unevaluable(Exception):
@@ -104,16 +105,23 @@ class Values:
         self.memo: dict = {}
 
     def forget(self, ids) -> None:
-        pop = self.memo.pop
+        memo = self.memo
+        if isinstance(ids, (set, frozenset)) and len(memo) < len(ids):   # the fewer keys
+            for vid in [vid for vid in memo if vid in ids]:
+                del memo[vid]
+            return
+        pop = memo.pop
         for vid in ids:
             pop(vid, None)
 
     def __call__(self, value):
         vid = value.id
-        if vid in self.fixed:
-            return self.fixed[vid]
-        if vid in self.memo:
-            return self.memo[vid]
+        found = self.fixed.get(vid, _ABSENT)
+        if found is not _ABSENT:
+            return found
+        found = self.memo.get(vid, _ABSENT)
+        if found is not _ABSENT:
+            return found
         op = self.defs.get(vid)
         result = UNKNOWN if op is None else self._compute(op, value)
         self.memo[vid] = result
