@@ -47,13 +47,15 @@ def test_interpreter_head_dim_128_causal_seqlen_q_past_seqlen_k():
     assert fb.check_cpu(seed=1, cases=((1, 130, 60, 2, 1, 128, True),)) < 2 ** -6
 
 
+# one head each below (the interpreter's cost is a step per key block, query block and head):
+# GQA and a second kv head are the subject of the first test's cases
 def test_interpreter_dq_partials_summed_in_shared_memory():
     cfg = fb.ablations(64)["DQ_SPLIT=keys_summed"]
-    assert fb.check_cpu(seed=4, cases=((1, 100, 130, 2, 2, 64, True),), config=cfg) < 2 ** -6
+    assert fb.check_cpu(seed=4, cases=((1, 100, 130, 1, 1, 64, True),), config=cfg) < 2 ** -6
 
 
 def test_interpreter_head_dim_256_split_by_columns():
-    assert fb.check_cpu(seed=2, cases=((1, 70, 100, 2, 1, 256, True),)) < 2 ** -6
+    assert fb.check_cpu(seed=2, cases=((1, 70, 100, 1, 1, 256, True),)) < 2 ** -6
 
 
 @settings(max_examples=200, deadline=None)

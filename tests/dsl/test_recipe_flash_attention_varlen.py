@@ -83,7 +83,7 @@ def test_interpreter_matches_numpy():
 
 
 def test_interpreter_matches_numpy_with_176_key_blocks():
-    case = ((90, 40), (300, 77), 2, 2, 128, False)
+    case = ((90, 40), (300, 77), 1, 1, 128, False)     # one head: GQA is CPU_CASES' subject
     assert fv.check_cpu(1, cases=(case,), config=padded.Config(BN=176)) < 2 ** -7
 
 
@@ -93,7 +93,7 @@ def test_a_malformed_cu_seqlens_stays_inside_the_tensors():
     grid, args, constexprs = _arguments((40, 30), (50, 20))
     q, k, v, o, lse, cu_q, cu_k, *rest = args
     bad_q = np.array([-5, 90, 10], np.int32)     # negative, past total_q = 70, then decreasing
-    bad_k = np.array([0, 500, 1000], np.int32)   # past total_k = 70
+    bad_k = np.array([0, 250, 500], np.int32)    # past total_k = 70: a crossing block, then past
     interpret(fv.attention_varlen_kernel, (2, 2, 2), q, k, v, o, lse, bad_q, bad_k, *rest,
               **constexprs)
     assert np.isfinite(lse).all()                # every row was sequence 0's, stored once

@@ -32,10 +32,11 @@ def test_layernorm_matches_numpy(m, n, config):
 
 @pytest.mark.parametrize("name, tolerance", [("softmax", 2 ** -7), ("layernorm", 2 ** -7),
                                              ("transpose", 0.0), ("mma_gemm", 2 ** -7),
-                                             ("gemm_hopper", 2 ** -7),
-                                             ("flash_attention", 2 ** -7)])
+                                             ("gemm_hopper", 2 ** -7)])
 def test_recipe_check_cpu(name, tolerance):
-    """Each recipe's check_cpu() (what `layoutkit run RECIPE --cpu` runs) passes on seed 0."""
+    """Each recipe's check_cpu() (what `layoutkit run RECIPE --cpu` runs) passes on seed 0
+    (flash_attention's: tests/dsl/test_recipe_flash_attention.py::test_interpreter_matches_numpy,
+    and each attention recipe's test file runs its own)."""
     recipe = load_recipe(name)           # registers the module (gemm_hopper's dataclass needs it)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # protocol-check notes are not this test's subject
