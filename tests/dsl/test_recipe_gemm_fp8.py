@@ -63,7 +63,7 @@ def test_pipeline_pieces_are_in_the_ptx(compiled):
 
 
 def test_configs_fit_in_shared_memory():
-    for config in gemm_fp8.CONFIGS:
+    for config in gemm_fp8.CONFIGS + gemm_fp8.FAST_ACCUM_CONFIGS:
         for c in (lk.bf16, lk.f32):
             assert config.smem_bytes(c) <= 232448 - 1024, (config, c)
 
@@ -103,4 +103,6 @@ def test_promotion_defaults():
     from recipes._gemm_kernel import Config as TileConfig
     assert gemm_fp8.promotion(TileConfig(BN=128)) == gemm_fp8.PROMOTE == 4
     assert gemm_fp8.CONFIGS[0].PROMOTE == 4 and gemm_fp8.CONFIGS[0].BN == 128
+    assert all(c.PROMOTE > 0 for c in gemm_fp8.CONFIGS)            # the autotuning space
+    assert all(c.PROMOTE == 0 for c in gemm_fp8.FAST_ACCUM_CONFIGS)
     gemm_fp8.check_promotion("gemm_fp8", gemm_fp8.Config(BN=256, PROMOTE=0))    # no error

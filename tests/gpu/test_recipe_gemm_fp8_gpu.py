@@ -78,7 +78,7 @@ def test_scales_default_to_one():
     assert _error(gemm_fp8.gemm_fp8(a, b, sa), gemm_fp8.reference(a, b, sa)) < TOLERANCE
 
 
-@pytest.mark.parametrize("config", gemm_fp8.CONFIGS, ids=str)
+@pytest.mark.parametrize("config", gemm_fp8.CONFIGS + gemm_fp8.FAST_ACCUM_CONFIGS, ids=str)
 def test_every_config_is_correct(config):
     a, b, sa, sb = _problem(700, 900, 600, torch.float8_e4m3fn, True, 7)
     got = gemm_fp8.gemm_fp8(a, b, sa, sb, config=config)
@@ -114,9 +114,9 @@ def test_as_accurate_as_cublaslt_default_at_deep_k(m, n, k, rowwise):
 
 
 @pytest.mark.parametrize("m, n, k", [(1024, 1024, 4096), (16, 4096, 14336)])
-def test_unpromoted_config_as_accurate_as_cublaslt_fast_accumulation(m, n, k):
+@pytest.mark.parametrize("config", gemm_fp8.FAST_ACCUM_CONFIGS, ids=str)
+def test_unpromoted_config_as_accurate_as_cublaslt_fast_accumulation(m, n, k, config):
     """PROMOTE = 0 (all of K in the fp8 accumulator): cuBLASLt's use_fast_accum=True scale."""
-    config = next(c for c in gemm_fp8.CONFIGS if c.PROMOTE == 0)
     mine, cublaslt = _errors(m, n, k, False, True, config)
     assert mine <= 2 * cublaslt + 2 ** -16, f"error {mine:.3g} vs cuBLASLt {cublaslt:.3g}"
 
