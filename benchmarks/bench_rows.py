@@ -27,8 +27,9 @@ short keeps its rows), ends with its ratio summary and its seconds; a shape whos
 
 --sweep times, on a few shapes, the split the heuristic picks (recipes/_row_split.py) beside
 the splits other budgets give (values per thread, threads per row, CTA size), for tuning:
-softmax and layernorm (recipes/_row_split.choose_config's budgets) and softmax_backward
-(recipes/_row_split.split's). `--exchange sync` builds the single-exchange kernels' cluster
+softmax and layernorm (recipes/_row_split.choose_config's budgets), softmax_backward
+(recipes/_row_split.split's) and layernorm_backward (persistent CTAs of 1024, 512 or 256
+threads); `--sweep layernorm_backward` (comma-separated names) times only those. `--exchange sync` builds the single-exchange kernels' cluster
 exchange with st.shared::cluster and a cluster barrier instead of st.async on an mbarrier
 (recipes/_rowwise_kernel.ASYNC_EXCHANGE), to compare the two forms run against run.
 """
@@ -72,6 +73,15 @@ BACKWARD_BUDGETS = {                 # label -> (values a thread, threads a row,
     "V<=32, 256-thread CTAs": (32, 512, 256),
     "V<=8": (8, 1024, 128),
 }
+LAYERNORM_BACKWARD_SWEEP = ((32768, 4096), (4096, 4096), (1000, 3000), (4096, 16384),
+                            (4096, 32768))
+LAYERNORM_BACKWARD_BUDGETS = {       # label -> (values a thread, CTA threads = threads a row cap)
+    "heuristic": None,
+    "512-thread CTAs": (16, 512),
+    "256-thread CTAs": (16, 256),
+    "V<=32, 512-thread CTAs": (32, 512),
+}
+SWEEPS = ("softmax", "layernorm", "softmax_backward", "layernorm_backward")
 CHECK_ROWS = 64
 TIME_PER_SHAPE_S = 0.15             # GPU time aimed at per shape: sets the repetitions
 
@@ -310,11 +320,13 @@ def time_kernel(kernel: RowKernel, shapes, torch, quack_missing, interleaved, gb
     print(f"\n({kernel.name}: {time.perf_counter() - started:.0f} s)", flush=True)
 
 
-def sweep(torch, quack_missing, interleaved, gbps, shapes=SWEEP) -> None:
-    """Per shape, GB/s of softmax and layernorm with each budget's split (SWEEP_BUDGETS)."""
+def sweep(torch, quack_missing, interleaved, gbps, shapes=SWEEP,
+          kernels=("softmax", "layernorm")) -> None:
+    """Per shape, GB/s of softmax and layernorm (`kernels`) with each budget's split
+    (SWEEP_BUDGETS)."""
     from recipes import _row_split as rs
     from recipes import layernorm, softmax
-    for name in ("softmax", "layernorm"):
+    for name in kernels:
         print(f"\n### {name}: splits by budget (GB/s; the split under each)\n")
         print("| m x n | quack | " + " | ".join(SWEEP_BUDGETS) + " |\n|---|---:|" +
               "---:|" * len(SWEEP_BUDGETS), flush=True)
@@ -393,6 +405,72 @@ def shape_list(text: str) -> tuple:
     return tuple(shapes)
 
 
+def layernorm_backward_split(n: int, budget):
+    """layernorm_backward's split for a budget of LAYERNORM_BACKWARD_BUDGETS (None: its own):
+    rs.split with that many values a thread and threads a CTA, sub-tiled as split_for does."""
+    import dataclasses
+
+    from recipes import _row_split as rs
+    from recipes import layernorm_backward as lb
+    if budget is None:
+        return lb.split_for(n, 2)
+    values, threads = budget
+    s = rs.split(n, 2, values, threads, "sweep", threads, min_threads=rs.PERSISTENT_MIN_THREADS)
+    return dataclasses.replace(s, K=s.K // 2, SUBS=2) if s.K % 2 == 0 else s
+
+
+def sweep_layernorm_backward(torch, quack_missing, interleaved, gbps,
+                             shapes=LAYERNORM_BACKWARD_SWEEP) -> None:
+    """Per shape, GB/s of layernorm_backward (statistics given, as bench_rows' table) with
+    each budget's split (LAYERNORM_BACKWARD_BUDGETS), on as many persistent CTAs as are
+    resident for it, beside quack's layernorm_bwd."""
+    from recipes import _rowwise as rw
+    from recipes import layernorm_backward as lb
+    import layoutkit as lk
+    print("\n### layernorm_backward: splits by budget (GB/s; threads x ROWS, C x K x SUBS, "
+          "cluster, CTAs)\n")
+    print("| m x n | quack | " + " | ".join(LAYERNORM_BACKWARD_BUDGETS) + " |\n|---|---:|" +
+          "---:|" * len(LAYERNORM_BACKWARD_BUDGETS), flush=True)
+    for m, n in shapes:
+        x = (torch.randn(m, n, device="cuda") + 3).to(torch.bfloat16)
+        dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+        w = torch.randn(n, device="cuda").to(torch.bfloat16)
+        mean, rstd = x.float().mean(-1), torch.rand(m, device="cuda") + 0.5
+        dx, sums = torch.empty_like(x), torch.empty(2, n, device="cuda", dtype=torch.bfloat16)
+        calls, splits = {}, {}
+        for label, budget in LAYERNORM_BACKWARD_BUDGETS.items():
+            try:
+                s = layernorm_backward_split(n, budget)
+                kernel = lb.kernel_for(lk.bf16, lk.bf16, s)
+                probe = torch.empty(1, device="cuda")
+                resident = rw.resident_ctas(kernel, (dy, x, w, probe, probe, dy, probe, m,
+                                                     n // s.VEC, 1e-5, 2, 3),
+                                            lb.constexprs(s, True), s.CLUSTER, x.device)
+                ctas = max(1, min(s.row_tiles(m), resident // s.CLUSTER))
+                launch = lb.launches(dy, x, w, mean, rstd, dx, sums, rw.cuda_floats(x.device), m,
+                                     n, 1e-5, (lk.bf16, lk.bf16), ctas, s)
+                rw.launch(launch)
+                torch.cuda.synchronize()
+            except Exception as exc:           # a split that does not build or launch
+                splits[label] = f"({type(exc).__name__}: {str(exc)[:60]})"
+                continue
+            splits[label] = (f"{s.P * s.ROWS}x{s.ROWS}, C{s.C} K{s.K} S{s.SUBS}, "
+                             f"cl{s.CLUSTER}, {ctas}")
+            calls[label] = lambda launch=launch: rw.launch(launch)
+        if quack_missing is None:
+            from quack.rmsnorm import layernorm_bwd
+            w32 = w.float()
+            calls["quack"] = lambda: layernorm_bwd(x, w32, dy, rstd, mean)
+        nbytes = 3 * m * n * 2 + 3 * n * 2 + 8 * m
+        times = interleaved(calls, reps=repetitions(nbytes, len(calls)))
+        cells = [f"{gbps(nbytes, times[label].median_ms):.0f} ({splits[label]})"
+                 if label in times else splits[label] for label in LAYERNORM_BACKWARD_BUDGETS]
+        quack = f"{gbps(nbytes, times['quack'].median_ms):.0f}" if "quack" in times else "-"
+        print(f"| {m} x {n} | {quack} | " + " | ".join(cells) + " |", flush=True)
+        del x, dy, dx
+        torch.cuda.empty_cache()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", choices=tuple(GRIDS), default="full",
@@ -403,9 +481,9 @@ def main() -> None:
                         help="comma-separated MxN instead of the grid (e.g. 4096x131072,7x3000)")
     parser.add_argument("--kernels", default=",".join((*KERNELS, *ENTRY_POINTS)),
                         help=f"comma-separated, from {', '.join((*KERNELS, *ENTRY_POINTS))}")
-    parser.add_argument("--sweep", action="store_true",
-                        help="time the split's alternatives instead (softmax, layernorm, "
-                             "softmax_backward)")
+    parser.add_argument("--sweep", nargs="?", const=",".join(SWEEPS), default=None,
+                        help="time the split's alternatives instead (comma-separated, from "
+                             f"{', '.join(SWEEPS)}; default all)")
     parser.add_argument("--exchange", choices=("async", "sync"), default="async",
                         help="the single-exchange kernels' cluster exchange: st.async on an "
                              "mbarrier (default) or st.shared::cluster and a cluster barrier")
@@ -425,9 +503,18 @@ def main() -> None:
           f"layoutkit {commit}; bf16, L2 flushed, medians; GB/s = bytes read + written; "
           f"cluster exchange {args.exchange}")
     if args.sweep:
-        sweep(torch, quack_missing, interleaved, gbps, *([args.shapes] if args.shapes else []))
-        sweep_backward(torch, quack_missing, interleaved, gbps,
-                       *([args.shapes] if args.shapes else []))
+        chosen = args.sweep.split(",")
+        for name in chosen:
+            if name not in SWEEPS:
+                parser.error(f"--sweep: {name!r} is not one of {', '.join(SWEEPS)}")
+        given = [args.shapes] if args.shapes else []
+        forward = [k for k in ("softmax", "layernorm") if k in chosen]
+        if forward:
+            sweep(torch, quack_missing, interleaved, gbps, *given, kernels=forward)
+        if "softmax_backward" in chosen:
+            sweep_backward(torch, quack_missing, interleaved, gbps, *given)
+        if "layernorm_backward" in chosen:
+            sweep_layernorm_backward(torch, quack_missing, interleaved, gbps, *given)
     else:
         shapes = args.shapes or GRIDS["quick" if args.quick else args.grid]
         names = args.kernels.split(",")
