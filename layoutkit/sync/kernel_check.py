@@ -24,6 +24,10 @@ from .kernel_model import (Arrive, Copy, Finding, Init, KernelProtocol, SharedRe
                            SharedWrite, ThreadBarrier, ThreadClass, Wait, describe_threads)
 
 
+# the events step() decides (any other event passes at once and changes no state)
+STEPPED = frozenset((Init, Arrive, Copy, Wait, ThreadBarrier))
+
+
 def slot_text(slot: tuple, ctas: int) -> str:
     cta, name, stage = slot
     return f"{name}[{stage}]" + (f" of CTA {cta}" if ctas > 1 else "")
@@ -261,9 +265,10 @@ class Simulation:
         while progress:
             progress = False
             for i, c in enumerate(classes):
-                at, end = self.positions[i], len(c.events)
+                events = c.events
+                at, end = self.positions[i], len(events)
                 start = at
-                while at < end and self.step(i, c, at):
+                while at < end and (type(events[at]) not in STEPPED or self.step(i, c, at)):
                     order.append((i, at))
                     at += 1
                 self.positions[i] = at

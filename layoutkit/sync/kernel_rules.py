@@ -262,8 +262,11 @@ class Rules:
                     kept = kept[len(kept) - e.pending:] if e.pending else []
                     groups[e.kind] = kept + [groups[e.kind][-1]]
                 elif isinstance(e, Arrive):
-                    self.release(c, e, [r for g in groups["wgmma"] for r in g], guarded)
+                    if guarded.get(e.slot):
+                        self.release(c, e, [r for g in groups["wgmma"] for r in g], guarded)
                 elif isinstance(e, SharedWrite):
+                    if len(groups["tma_store"]) == 1 and not groups["tma_store"][0]:
+                        continue                    # no TMA store in flight
                     for read in (r for g in groups["tma_store"] for r in g):
                         if read.bytes.overlaps(e.bytes):
                             self.add("TMA store", (c.who, read.bytes.buffer),
