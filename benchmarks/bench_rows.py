@@ -31,7 +31,9 @@ softmax and layernorm (recipes/_row_split.choose_config's budgets), softmax_back
 (recipes/_row_split.split's) and layernorm_backward (persistent CTAs of 1024, 512 or 256
 threads); `--sweep layernorm_backward` (comma-separated names) times only those. `--exchange sync` builds the single-exchange kernels' cluster
 exchange with st.shared::cluster and a cluster barrier instead of st.async on an mbarrier
-(recipes/_rowwise_kernel.ASYNC_EXCHANGE), to compare the two forms run against run.
+(recipes/_rowwise_kernel.ASYNC_EXCHANGE), to compare the two forms run against run;
+`--peers late` moves the single-exchange kernels' relaxed cluster barrier from right after
+their loads to right before their exchange (recipes/_rowwise_kernel.PEERS_STARTED_LATE).
 """
 from __future__ import annotations
 
@@ -487,9 +489,13 @@ def main() -> None:
     parser.add_argument("--exchange", choices=("async", "sync"), default="async",
                         help="the single-exchange kernels' cluster exchange: st.async on an "
                              "mbarrier (default) or st.shared::cluster and a cluster barrier")
+    parser.add_argument("--peers", choices=("early", "late"), default="early",
+                        help="the single-exchange kernels' relaxed cluster barrier: right after "
+                             "the loads (default) or right before the exchange")
     args = parser.parse_args()
     from recipes import _rowwise_kernel
     _rowwise_kernel.ASYNC_EXCHANGE = args.exchange == "async"     # before any kernel is built
+    _rowwise_kernel.PEERS_STARTED_LATE = args.peers == "late"
     started = time.perf_counter()
     quack_missing = activate_peers()
     import torch
@@ -501,7 +507,7 @@ def main() -> None:
         getattr(sys.modules.get("quack"), "__version__", "?")
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, quack {quack_version}, "
           f"layoutkit {commit}; bf16, L2 flushed, medians; GB/s = bytes read + written; "
-          f"cluster exchange {args.exchange}")
+          f"cluster exchange {args.exchange}, peers' barrier {args.peers}")
     if args.sweep:
         chosen = args.sweep.split(",")
         for name in chosen:

@@ -23,7 +23,7 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
         return rk.rows_view(ptr, m, n, tv, row, CLUSTER)
 
     raw = [lk.load(rows_of(x))] + ([lk.load(rows_of(res))] if RESIDUAL else [])
-    rk.peers_started(CLUSTER)                      # a cluster's peers, while x is in flight
+    rk.loads_issued(CLUSTER)                       # a cluster's peers, while x is in flight
     h = lk.cast(raw[0], lk.f32)                    # (its first use: after the barrier)
     if RESIDUAL:
         h = h + lk.cast(raw[1], lk.f32)

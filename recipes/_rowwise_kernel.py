@@ -113,6 +113,9 @@ def first_of_row(P: int, CLUSTER: int):
 
 ASYNC_EXCHANGE = True     # single-exchange kernels: st.async + mbarrier; False: st.shared::cluster
                           # and a cluster barrier (the form ptx-snippets/14 ran on the H200)
+PEERS_STARTED_LATE = False  # single-exchange kernels: their relaxed cluster barrier right before
+                            # the exchange instead of right after the loads (an A/B of where the
+                            # wait costs less: benchmarks/bench_rows.py --peers late)
 
 
 def exchange_barrier(CLUSTER: int, ROWS: int, name: str):
@@ -157,6 +160,8 @@ def cluster_exchange(parts: list, P: int, ROWS: int, CLUSTER: int, name: str,
     rank = column_slice(CLUSTER)
     if start:
         lk.sm90.cluster_sync()
+    elif barrier is not None and PEERS_STARTED_LATE:
+        peers_started(CLUSTER)                          # deferred by loads_issued()
     leader = lk.eq(lk.thread_id() % P, 0)
     with lk.if_(leader):                                # one store per row and CTA
         for q, part in enumerate(parts):
@@ -188,6 +193,15 @@ def peers_started(CLUSTER: int) -> None:
     waits while they are in flight."""
     if CLUSTER > 1:
         lk.sm90.cluster_sync(relaxed=True)
+
+
+def loads_issued(CLUSTER: int) -> None:
+    """In a single-exchange cluster kernel (one asynchronous exchange on exchange_barrier's
+    mbarrier), right after its loads are issued: `peers_started`, or nothing where
+    PEERS_STARTED_LATE defers it to the asynchronous exchange (cluster_exchange with a
+    barrier; ASYNC_EXCHANGE)."""
+    if not (PEERS_STARTED_LATE and ASYNC_EXCHANGE):
+        peers_started(CLUSTER)
 
 
 def row_sums(values: list, row_tile, P: int, ROWS: int, CLUSTER: int, first: int = 0,
@@ -233,7 +247,7 @@ class RowTiles:
         """`peers_started` (a relaxed cluster barrier), right after the row's loads: the
         exchange then leaves out its own first barrier and is asynchronous (on the barrier
         initialised when the tiles were made)."""
-        peers_started(self.cluster)
+        loads_issued(self.cluster)
         self.started = self.cluster > 1
 
     def rows_of(self, ptr):

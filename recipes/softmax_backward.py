@@ -51,7 +51,7 @@ def _body(dy: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], dx: lk.Pointer[lk.bf1
     row = rk.row_block(CLUSTER)
     full = rk.exchange_barrier(CLUSTER, ROWS, "row_sums_full")
     raw = [lk.load(rk.rows_view(t, m, n, tv, row, CLUSTER)) for t in (y, dy)]
-    rk.peers_started(CLUSTER)                      # a cluster's peers, while y, dy are in flight
+    rk.loads_issued(CLUSTER)                       # a cluster's peers, while y, dy are in flight
     yv, dyv = (lk.cast(t, lk.f32) for t in raw)    # (their first use: after the barrier)
     (dot,) = rk.row_sums([dyv * yv], row, P, ROWS, CLUSTER, start=False, barrier=full)
     lk.store(rk.rows_view(dx, m, n, tv, row, CLUSTER),

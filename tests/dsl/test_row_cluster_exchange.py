@@ -54,3 +54,23 @@ def test_an_exchange_without_its_first_barrier_races_with_the_previous_round():
     with protocol_check_skipped(), pytest.raises(RaceError, match="no lk.sm90.cluster_sync"):
         for seed in range(4):                            # some interleaving shows it
             interpret(kernel, CLUSTER * 2, x, np.zeros(5, np.float32), 5, 3, 2, seed=seed)
+
+
+@pytest.fixture
+def late_peers_barrier(monkeypatch):
+    """rk.PEERS_STARTED_LATE on, every row kernel built afresh (make_kernel's cache holds
+    kernels traced with the flag off), and afresh again after the test."""
+    monkeypatch.setattr(rk, "PEERS_STARTED_LATE", True)
+    rk.make_kernel.cache_clear()
+    yield
+    rk.make_kernel.cache_clear()
+
+
+@pytest.mark.parametrize("recipe", ["softmax", "layernorm", "rmsnorm", "softmax_backward"])
+def test_the_late_peers_barrier_is_ordered_and_correct(late_peers_barrier, recipe):
+    """The single-exchange kernels with their relaxed cluster barrier right before the
+    exchange (bench_rows --peers late): the static check passes their cluster cases and the
+    interpreter matches float64 (each recipe's check_cpu has a row split over a cluster)."""
+    import importlib
+    module = importlib.import_module(f"recipes.{recipe}")
+    assert module.check_cpu() <= 2 ** -7
