@@ -12,6 +12,7 @@ medians over batches. When host µs is close to total µs, the GPU waited for th
 is host-bound.
 
     PYTHONPATH=. python3 benchmarks/bench_recipe_host.py [--batch 200] [--batches 25]
+                                                     [--shapes 1000x3000,4096x4096]
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from bench_launch import measure  # noqa: E402  (this folder is the script's sys.path[0])
+from bench_rows import shape_list  # noqa: E402
 from layoutkit.tools.recipe_runner import load_recipe  # noqa: E402
 
 SHAPES = ((1000, 3000), (4096, 1024), (4096, 4096), (4096, 8192))
@@ -70,13 +72,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--batches", type=int, default=25)
+    parser.add_argument("--shapes", type=shape_list, default=SHAPES,
+                        help="comma-separated MxN (default: " +
+                             ",".join(f"{m}x{n}" for m, n in SHAPES) + ")")
     args = parser.parse_args()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; µs per call, medians over "
           f"{args.batches} batches of {args.batch}\n")
     print("| (m, n) | call | host µs | total µs |\n|---|---|---:|---:|")
     recipes = [load_recipe(r) for r in ("softmax", "layernorm", "rmsnorm", "softmax_backward",
                                         "layernorm_backward")]
-    for m, n in SHAPES:
+    for m, n in args.shapes:
         times = measure(candidates(*recipes, m, n), args.batch * args.batches, args.batch)
         for name, (total, host) in times.items():
             print(f"| ({m}, {n}) | {name} | {host:.1f} | {total:.1f} |", flush=True)
