@@ -1,7 +1,8 @@
 """Where the fused epilogue's cost goes at 4096^3: gemm_hopper's epilogue kernels against the
-same kernels with their loads issued where each chunk is computed (no prefetch before the main
-loop) and with the earlier gelu (x / (1 + 2^(-2 log2 e u)): an IEEE div.rn.f32 per value),
-beside the plain GEMM and cuBLAS, same run.
+same kernels with C / the residual by registers only (no TMA staging), with every load issued
+where its chunk is computed (the kernel before this change) and with the earlier gelu
+(x / (1 + 2^(-2 log2 e u)): an IEEE div.rn.f32 per value), beside the plain GEMM and cuBLAS,
+same run.
 
     PYTHONPATH=. python3 benchmarks/bench_gemm_epilogue_ablation.py [--reps 30] [--m 4096 ...]
 
@@ -32,16 +33,26 @@ def gelu_divide(x):
     return x / (1.0 + lk.exp2(u * (-2 * _epilogues.LOG2E)))
 
 
-def variant_kernel(recipe, epilogue, act, prefetch: bool, name: str):
+class Unstaged(_epilogues.FusedEpilogue):
+    """The fused epilogue with its loads split from its arithmetic, but no input staged by TMA
+    (every chunk's C / residual by registers)."""
+
+    def staged(self, out_dtype):
+        return None
+
+
+def variant_kernel(recipe, epilogue, act, prefetch, name: str):
     """gemm_hopper.kernel_for(128, 2, False, bf16, epilogue)'s kernel with activation `act`;
     prefetch False hides the epilogue's load / apply split (a plain function: each chunk
-    loads where it is computed)."""
+    loads where it is computed), "registers" keeps the split but stages nothing by TMA."""
     params = ((("a", lk.Tensor[lk.bf16, 2]), ("b", lk.Tensor[lk.bf16, 2]),
                ("c", lk.Tensor[lk.bf16, 2])) + tuple(epilogue.parameters())
               + tuple((x, lk.constexpr) for x in recipe.CONSTEXPRS))
 
     def body(v):
         fused = _epilogues.from_parameters(v, act)
+        if prefetch == "registers":
+            fused = Unstaged(fused.bias, act, fused.alpha, fused.c, fused.beta, fused.residual)
         gemm_tiles(v["a"], v["b"], v["c"], GRID=v["GRID"], B_MAJOR=v["B_MAJOR"], BN=v["BN"],
                    STAGES=v["STAGES"], GROUP_M=v["GROUP_M"], CLUSTER=v["CLUSTER"], BM=128,
                    epilogue=fused if prefetch else (lambda acc, at: fused(acc, at)))
@@ -98,13 +109,19 @@ def main(argv=None) -> int:
             ("bias + gelu", "exp2 + div.rn, loads at the chunk (before)",
              variant_kernel(recipe, bias_gelu, gelu_divide, False, "ablation_gelu_divide"),
              dict(bias=bias, activation="gelu"), gelu64),
-            ("residual", "recipe (prefetched)", None, dict(residual=residual),
-             x + residual.double()),
+            ("residual", "recipe (chunk 0 by TMA in the main loop, chunk 1 one ahead)", None,
+             dict(residual=residual), x + residual.double()),
+            ("residual", "registers only (chunk 0 before the main loop)",
+             variant_kernel(recipe, res, None, "registers", "ablation_residual_registers"),
+             dict(residual=residual), x + residual.double()),
             ("residual", "loads at the chunk (before)",
              variant_kernel(recipe, res, None, False, "ablation_residual_noprefetch"),
              dict(residual=residual), x + residual.double()),
-            ("alpha, beta * C", "recipe (prefetched)", None, dict(alpha=0.5, beta=1.0),
-             0.5 * x + c.double()),
+            ("alpha, beta * C", "recipe (chunk 0 by TMA in the main loop, chunk 1 one ahead)",
+             None, dict(alpha=0.5, beta=1.0), 0.5 * x + c.double()),
+            ("alpha, beta * C", "registers only (chunk 0 before the main loop)",
+             variant_kernel(recipe, beta_c, None, "registers", "ablation_beta_registers"),
+             dict(alpha=0.5, beta=1.0), 0.5 * x + c.double()),
             ("alpha, beta * C", "loads at the chunk (before)",
              variant_kernel(recipe, beta_c, None, False, "ablation_beta_noprefetch"),
              dict(alpha=0.5, beta=1.0), 0.5 * x + c.double()),

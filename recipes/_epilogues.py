@@ -20,7 +20,9 @@ the recipe computes the tanh form. Every step is f32.
 A fused epilogue is split in two (FusedEpilogue): `load(fragment)` issues the chunk's global
 loads (C, bias, residual) and `apply(acc, loaded)` computes D, so the GEMM kernel can issue a
 tile's loads before its main loop (their latency and bandwidth then hide behind the MMAs;
-calling the epilogue does both in turn).
+calling the epilogue does both in turn). One input, `staged_operand`'s, the kernel may instead
+bring into shared memory by TMA (its tile's first chunk, into the C buffer, during the main
+loop); the host then hands it over TMA-ready.
 """
 from __future__ import annotations
 
@@ -55,6 +57,19 @@ def _f32(x):
     return x if x.dtype == lk.f32 else lk.cast(x, lk.f32)
 
 
+NAMES = ("c", "bias", "residual")          # the epilogue's tensors, in load order
+
+
+def staged_operand(c, residual, out) -> str | None:
+    """The epilogue input the GEMM kernel stages through shared memory by TMA, given the
+    element types of C (`c`, None when beta = 0), the residual and the output: C when present
+    (it is the output's type), else a residual of the output's type (the C buffer holds one
+    chunk of it); None."""
+    if c is not None:
+        return "c"
+    return "residual" if residual is not None and residual == out else None
+
+
 class FusedEpilogue:
     """acc -> act(alpha * acc + beta * C + bias) + residual (see fused), in two steps: `load`
     the chunk's tensors, `apply` the arithmetic; calling it does both."""
@@ -63,24 +78,27 @@ class FusedEpilogue:
         self.bias, self.act, self.alpha, self.c, self.beta, self.residual = \
             bias, act, alpha, c, beta, residual
 
-    def tensors(self) -> tuple:
-        """The global tensors the epilogue reads, in `load`'s order (absent ones left out)."""
-        return tuple(t for t in (self.c, self.bias, self.residual) if t is not None)
+    def tensors(self) -> dict:
+        """The global tensors the epilogue reads by name (NAMES' order, absent ones left out)."""
+        return {n: getattr(self, n) for n in NAMES if getattr(self, n) is not None}
+
+    def staged(self, out_dtype) -> str | None:
+        """staged_operand of this epilogue's tensors for an output of `out_dtype`."""
+        return staged_operand(*(None if t is None else t.dtype for t in (self.c, self.residual)),
+                              out_dtype)
 
     def load_bytes(self, values: int) -> int:
         """Register bytes per thread that `load` holds for a chunk of `values` accumulator
         values (each tensor's element size per value; a bias's repeated rows count too)."""
-        return sum(t.dtype.nbytes for t in self.tensors()) * values
+        return sum(t.dtype.nbytes for t in self.tensors().values()) * values
 
-    def load(self, at):
-        """The chunk's loaded tensors (register tensors in the chunk's layout, `tensors`'s
-        order) at Fragment `at`."""
-        return tuple(at.load(t) for t in self.tensors())
+    def load(self, at, skip=()) -> dict:
+        """The chunk's loaded tensors by name (register tensors in the chunk's layout) at
+        Fragment `at`, but for the names in `skip` (given to apply by their loader)."""
+        return {n: at.load(t) for n, t in self.tensors().items() if n not in skip}
 
-    def apply(self, acc, loaded):
-        """D of the f32 chunk `acc` given `load`'s result for the same chunk."""
-        values = dict(zip((n for n in ("c", "bias", "residual") if getattr(self, n) is not None),
-                          loaded))
+    def apply(self, acc, values: dict):
+        """D of the f32 chunk `acc` given the chunk's loaded tensors by name (`load`'s)."""
         x = acc if self.alpha is None else acc * self.alpha
         if "c" in values:
             x = x + _f32(values["c"]) * self.beta
@@ -130,6 +148,11 @@ class Epilogue:
                   if t is not None]
         return params + [(name, lk.f32) for name, present in
                          (("alpha", self.scaled), ("beta", self.c is not None)) if present]
+
+    def staged(self, out_type) -> str | None:
+        """staged_operand of this epilogue for an output of `out_type` (the host hands that
+        tensor to the kernel TMA-ready)."""
+        return staged_operand(self.c, self.residual, out_type)
 
     def function(self, values: dict):
         """The epilogue (see fused) over the kernel's parameter `values` by name; None when

@@ -16,6 +16,11 @@ body at trace time, with the element types taken from the tensors and the epilog
                     chunk's layout), cast to C's type into the warpgroup's swizzled half of the
                     C tile in shared memory; fence.proxy.async; named barrier over the
                     warpgroup; one thread TMA-stores it (clipped at M, N)
+        a fused epilogue's loads (recipes/_epilogues.py FusedEpilogue): before the tile's
+                    main loop, thread 0 TMAs chunk 0 of C / a residual of C's type into its
+                    half of the C tile (staged_full[wg], read after the loop) and the first
+                    chunks' other loads are issued into registers; later chunks' loads go one
+                    chunk ahead, before the previous chunk's store
 
 Every shared tile is made of 128-byte swizzled rows: a k-step is one such row of A and of B
 (BK = 128 bytes = 64 bf16 or 128 fp8 elements, 4 wgmma instructions either way) and an
@@ -259,6 +264,27 @@ def prefetched_chunks(epilogue, chunks: int, values: int) -> int:
     return min(chunks, PREFETCH_BYTES // per_chunk) if per_chunk else 0
 
 
+def staged_input(epilogue, c_dtype, split_k: int, chunks: int, values: int) -> str | None:
+    """The name of the epilogue input gemm_tiles stages by TMA (recipes/_epilogues.py's
+    staged_operand: C, or a residual of C's type), or None: only for a FusedEpilogue whose
+    loads are split from its arithmetic (prefetched_chunks of its `chunks` chunks of `values`
+    values > 0), and not under split-K (the reduction runs the epilogue)."""
+    if split_k > 1 or not hasattr(epilogue, "staged") or \
+            not prefetched_chunks(epilogue, chunks, values):
+        return None
+    return epilogue.staged(c_dtype)
+
+
+def stage_chunk(t, tile: tuple, at, mine, bar) -> None:
+    """Thread 0 of the warpgroup: once the previous tile's last store has read `mine`, TMA the
+    `tile`-shaped tile `at` of the global tensor t into it, completing on `bar`; the warpgroup
+    reads it after the main loop (mbarrier_wait(bar, tile iteration % 2))."""
+    with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
+        lk.sm90.tma_store_wait(0)
+        with lk.sm90.expect_tx(bar):
+            lk.sm90.tma_load(mine, t.tile(tile, at), bar)
+
+
 def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue=None,
                BM=CONSUMERS * WG_ROWS, SPLIT_K=1, PROMOTE=0):
     """The pipeline (module docstring) inside a kernel of warps(BM) warps: C (M x N) =
@@ -287,8 +313,12 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
     empty = lk.sm90.mbarrier_array(STAGES, CLUSTER * consumers * 4, name="empty")
     # cluster kernels: every consumer warp of the cluster arrives once when it is done
     finished = lk.sm90.mbarrier_array(1, CLUSTER * consumers * 4, name="finished")
+    # the epilogue input staged by TMA into each consumer's part of sC (staged_input)
+    staged = staged_input(epilogue, C.dtype, SPLIT_K, BN // EPI,
+                          lk.sm90.wgmma_accumulator_layout(EPI).num_values)
+    staged_full = [lk.sm90.mbarrier_array(consumers, 1, name="staged_full")] if staged else []
     with lk.if_(lk.eq(lk.thread_id(), 0)):
-        lk.sm90.mbarrier_init(full, empty, finished)
+        lk.sm90.mbarrier_init(full, empty, finished, *staged_full)
         lk.sm90.fence_mbarrier_init()
     if CLUSTER == 1:
         lk.barrier()
@@ -345,8 +375,12 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
                     t // tiles * (pair_rows * CLUSTER) + tm         # the split's slab
                 ats = [(consumers * row + wg, (BN // EPI) * tn + j) for j in range(BN // EPI)]
                 frags = [Fragment((WG_ROWS, EPI), at, chunk_layout) for at in ats]
+                if staged:      # chunk 0 of the staged input, by TMA into `mine`
+                    stage_chunk(getattr(epilogue, staged), (WG_ROWS, EPI), ats[0], mine,
+                                staged_full[0][wg])
                 # the first chunks' epilogue loads, issued before the main loop hides them
-                loaded = {j: epilogue.load(frags[j]) for j in range(early)}
+                loaded = {j: epilogue.load(frags[j], skip=(staged,) if j == 0 else ())
+                          for j in range(early)}
                 acc = mma_k_steps(sA, sB, full, release, wg=wg, first=first, steps=KS,
                                   STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR,
                                   promote=PROMOTE)
@@ -354,7 +388,11 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
                     chunk = accumulator_chunk(acc, chunk_layout, j)
                     if split_loads:
                         if j not in loaded:
-                            loaded[j] = epilogue.load(frags[j])
+                            loaded[j] = epilogue.load(frags[j],
+                                                      skip=(staged,) if j == 0 else ())
+                        if staged and j == 0:       # the TMA has landed: read it from `mine`
+                            lk.sm90.mbarrier_wait(staged_full[0][wg], (t // units) % 2)
+                            loaded[j][staged] = lk.load(mine.partition(chunk_layout))
                         chunk = epilogue.apply(chunk, loaded.pop(j))
                         if j + 1 < BN // EPI and j + 1 not in loaded:    # one chunk ahead:
                             loaded[j + 1] = epilogue.load(frags[j + 1])  # behind this store
@@ -363,6 +401,10 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
                     store_chunk(C, ats[j], chunk, mine, chunk_layout, wg)
             with lk.if_(lk.eq(lk.sm90.thread_id_in_warpgroup(), 0)):
                 lk.sm90.tma_store_wait(0)
+            if staged:     # the last staged TMA has landed (it completed before its chunk was
+                # read; parity of the last of the CTA's n tiles, 1 - a completed phase - if none)
+                n = (SPLIT_K * tiles - unit + units - 1) // units
+                lk.sm90.mbarrier_wait(staged_full[0][wg], (n + 1) % 2)
             if CLUSTER > 1:
                 with lk.sm90.elect_one():
                     for peer in range(CLUSTER):

@@ -3,11 +3,11 @@
 and beta's types and whether they are 1 and 0, out_dtype, whether out was given), made after a
 call of that signature passed check_inputs and launched its operands as they are (no TMA copy,
 no copy of C into out). A later call of the signature checks what can differ between the two
-(the tensors' exact type, every tensor on a's CUDA device, the 16-byte alignment of a, b and
-out, out overlapping an input) and launches the remembered kernel[grid] functions with their
-constexprs, positionally. Any doubt gives None and gemm takes its checked path, which words
-every error; the epilogue's arguments and the split-K workspace come from the functions here,
-which gemm_hopper.launches uses too.
+(the tensors' exact type, every tensor on a's CUDA device, the 16-byte alignment of a, b,
+out and the residual, out overlapping an input) and launches the remembered kernel[grid]
+functions with their constexprs, positionally. Any doubt gives None and gemm takes its
+checked path, which words every error; the epilogue's arguments and the split-K workspace
+come from the functions here, which gemm_hopper.launches uses too.
 """
 from __future__ import annotations
 
@@ -87,7 +87,8 @@ class Plan:
             if x is not None and (not x.is_cuda or x.get_device() != device):
                 return None
         p_a, p_b = a.data_ptr(), b.data_ptr()
-        if (p_a | p_b) % host.TMA_ALIGN_BYTES:
+        p_r = 0 if residual is None else residual.data_ptr()   # the kernel may TMA it
+        if (p_a | p_b | p_r) % host.TMA_ALIGN_BYTES:
             return None
         if out is None:
             out = torch.empty(self.m, self.n, device=a.device, dtype=self.out_dtype)
@@ -147,6 +148,8 @@ def remember(key, steps: list, c, a, b, out, out_given: bool, bias, residual, ep
             b_op.data_ptr() == b.data_ptr() and tuple(b_op.shape) == tuple(b.shape)[::-1]
             and b_op.stride() == b.stride()[::-1])):
         return
+    if residual is not None and not any(x is residual for *_, args, _ in steps for x in args):
+        return                  # launched a TMA-ready copy of it
     launches = []
     for kernel, grid, args, constexprs in steps:
         names = [p.name for p in kernel.params]

@@ -377,7 +377,13 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
     c = _tma_ready(out) if out.stride(1) == 1 else _tma_ready(out.new_empty(m, n))
     cfg = config or TUNER.choose((m, n, k, major, sms, _device_name(a.device)))
     plan = host.schedule(m, n, k, cfg, lk.bf16, units(cfg, major), full_grid)
-    extra = plans.epilogue_arguments(epilogue, out, bias, residual, alpha, beta, m, n)
+    c_in = out
+    if plan.split_k == 1 and epilogue.staged(c_type) is not None:   # the kernel TMAs it
+        if epilogue.c is not None and c is not out:
+            c_in = c if out.stride(1) == 1 else c.copy_(out)       # out's contents, TMA-ready
+        if epilogue.staged(c_type) == "residual":
+            residual = _tma_ready(residual)
+    extra = plans.epilogue_arguments(epilogue, c_in, bias, residual, alpha, beta, m, n)
     constexprs = dict(GRID=plan.grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
                       GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
     if plan.split_k > 1:

@@ -13,6 +13,7 @@ from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
 from layoutkit.ptx import assemble
 from recipes import _epilogues, gemm_hopper
 from recipes import _gemm_host as host
+from recipes._epilogues import Epilogue
 
 REFERENCE = {
     None: lambda x: x,
@@ -91,3 +92,36 @@ def meta(*shape, dtype=torch.bfloat16):
 def test_gemm_refuses_a_bad_epilogue(kwargs, error, message):
     with pytest.raises(error, match=message):
         gemm_hopper.gemm(meta(4, 8), meta(8, 4), **kwargs)
+
+
+@pytest.mark.parametrize("staged, cluster", [("residual", 2), ("c", 1)])
+def test_staged_input_on_the_interpreter(staged, cluster):
+    """A residual of the output's type (or C with beta) goes by TMA into the C buffer during
+    the main loop for each tile's first chunk, by registers for the second: D = acc +
+    residual (or 0.5 * acc + 2 * C) on a ragged 200 x 304 x 72 problem whose CTAs take two
+    tiles each (the staging barrier's phases alternate), clusters of 2 and 1."""
+    rng = np.random.default_rng(11)
+    m, n, k = 200, 304, 72
+    a, b = to_bf16(rng.standard_normal((m, k))), to_bf16(rng.standard_normal((k, n)))
+    x = from_bf16(a).astype(np.float64) @ from_bf16(b).astype(np.float64)
+    other = to_bf16(rng.standard_normal((m, n)))
+    out = padded(other.copy() if staged == "c" else np.zeros((m, n), np.uint16))
+    if staged == "c":
+        epi, args, scalars = Epilogue(c=lk.bf16, scaled=True), (out,), (0.5, 2.0)
+        want = 0.5 * x + 2.0 * from_bf16(other)
+    else:
+        epi, args, scalars = Epilogue(residual=lk.bf16), (padded(other),), ()
+        want = x + from_bf16(other)
+    cfg = gemm_hopper.Config(BN=256, STAGES=4, CLUSTER=cluster)
+    units = 1                                   # one CTA (or cluster): every tile in turn
+    plan = host.schedule(m, n, k, cfg, lk.bf16, units)
+    kernel = gemm_hopper.kernel_for(128, cluster, False, lk.bf16, epi)
+    spec = lk.TensorSpec(lk.bf16, (m, n))
+    ptx = kernel.ptx(spec, spec, spec, spec, *scalars, GRID=plan.grid, B_MAJOR="N", BN=256,
+                     STAGES=4, GROUP_M=plan.group, CLUSTER=cluster)
+    # per consumer: chunk 1's 64 values in 32 bf16 pairs by ld.global; chunk 0 by TMA
+    assert sum("ld.global" in line for line in ptx.splitlines()) == 2 * 32
+    err = check_on_cpu(kernel, (plan.grid,), padded(a), padded(b), out, *args, *scalars,
+                       GRID=plan.grid, B_MAJOR="N", BN=256, STAGES=4, GROUP_M=plan.group,
+                       CLUSTER=cluster, expect={"c": want}, tolerance=2 ** -7, seeds=(0,))
+    assert err < 2 ** -7

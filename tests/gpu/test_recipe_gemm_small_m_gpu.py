@@ -116,6 +116,24 @@ def test_residual_in_place_and_strided_out(m, n, k):
     assert _error(got, want) < 2 ** -7
 
 
+@pytest.mark.parametrize("m, n, k", [(300, 264, 136), (2048, 2048, 512)])
+def test_staged_residual_that_tma_cannot_read(m, n, k):
+    """The kernel TMAs a residual of out's type into shared memory (recipes/_gemm_kernel.py
+    stage_chunk): a transposed residual and one 2 bytes off alignment are copied TMA-ready
+    first; a planned call (same signature as an aligned one) with a misaligned residual takes
+    the checked path, not a TMA of the misaligned address."""
+    a, b = _problem(m, n, k, True, 3)
+    x = a.double() @ b.double()
+    transposed = torch.randn(n, m, device="cuda").to(torch.bfloat16).t()
+    got = gemm_hopper.gemm(a, b, out=_poisoned(m, n), residual=transposed)
+    assert _error(got, x + transposed.double()) < 2 ** -7
+    flat = torch.randn(m * n + 1, device="cuda").to(torch.bfloat16)
+    aligned, shifted = flat[:-1].view(m, n), flat[1:].view(m, n)
+    for residual in (aligned, aligned, shifted):       # the second call runs its plan
+        got = gemm_hopper.gemm(a, b, out=_poisoned(m, n), residual=residual)
+        assert _error(got, x + residual.double()) < 2 ** -7
+
+
 def test_torch_op_epilogue_and_gradients():
     m, n, k = 100, 72, 136
     a, b = _problem(m, n, k, True, 11)
