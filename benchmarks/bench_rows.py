@@ -301,7 +301,7 @@ def time_kernel(kernel: RowKernel, shapes, torch, quack_missing, interleaved, gb
                                 warmup=2)
         except Exception as exc:
             print(f"| {m} x {n} | failed: {type(exc).__name__}: {str(exc)[:160]} |", flush=True)
-            del case
+            case = copy = None                      # its tensors, before the cache is emptied
             torch.cuda.empty_cache()
             continue
         rate = {name: gbps(case.nbytes, t.median_ms) for name, t in times.items()}
@@ -469,7 +469,7 @@ def sweep_layernorm_backward(torch, quack_missing, interleaved, gbps,
                  if label in times else splits[label] for label in LAYERNORM_BACKWARD_BUDGETS]
         quack = f"{gbps(nbytes, times['quack'].median_ms):.0f}" if "quack" in times else "-"
         print(f"| {m} x {n} | {quack} | " + " | ".join(cells) + " |", flush=True)
-        del x, dy, dx
+        calls = times = None
         torch.cuda.empty_cache()
 
 
