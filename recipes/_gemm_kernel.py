@@ -164,17 +164,27 @@ def load_k_steps(sA, sB, full, empty, a_tile, b_tile, *, first, steps, STAGES, m
 
 
 def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MAJOR,
-                promote=0):
+                promote=0, after_first=None):
     """One consumer warpgroup's k-steps 0..steps-1 of one output tile (its 64 rows `wg` of the
     A tile), at ring counter first + k: wait full[s] -> wgmma 64 x BN x BK -> commit ->
     wait_group 1 -> release(previous stage); then wait_group 0 and release(last stage).
     `release(stage)` hands a stage back to the producer(s). Returns the f32 accumulator.
     promote > 0: the wgmma accumulator holds `promote` k-steps at a time, then is added into
-    an f32 register accumulator (fp8: the tensor cores sum with fewer bits than f32)."""
+    an f32 register accumulator (fp8: the tensor cores sum with fewer bits than f32).
+    `after_first()` (promote 0) runs once k-step 0's wgmma is issued, outside the loop: work
+    whose waits the tensor cores hide (the epilogue's loads)."""
     if promote:
+        assert after_first is None
         return _promoted_k_steps(sA, sB, full, release, wg=wg, first=first, steps=steps,
                                  STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR, promote=promote)
-    loop = lk.range(0, steps, carry=(lk.sm90.wgmma_accumulator(BN),))
+    start, acc = 0, lk.sm90.wgmma_accumulator(BN)
+    if after_first is not None:          # k-step 0 peeled off the loop
+        acc = _mma_k_step(sA, sB, full, release, acc, 0, False, wg=wg, first=first,
+                          STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR, pending=None)
+        after_first()                    # (its waits overlap k-step 0's wgmma)
+        lk.sm90.wgmma_wait(0)
+        start = 1
+    loop = lk.range(start, steps, carry=(acc,))
     for k, (acc,) in loop:
         acc = _mma_k_step(sA, sB, full, release, acc, k, k > 0, wg=wg, first=first,
                           STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR)
@@ -185,18 +195,21 @@ def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MA
     return acc
 
 
-def _mma_k_step(sA, sB, full, release, acc, k, accumulate, *, wg, first, STAGES, BK, B_MAJOR):
+def _mma_k_step(sA, sB, full, release, acc, k, accumulate, *, wg, first, STAGES, BK, B_MAJOR,
+                pending=1):
     """k-step k of mma_k_steps: wait full[s] -> wgmma (acc + or, where `accumulate` is false,
-    in place of acc) -> commit -> wait_group 1 -> release(previous stage) when k > 0."""
+    in place of acc) -> commit -> wait_group 1 -> release(previous stage) when k > 0
+    (pending None: no wait_group, no release; k-step 0 peeled, its caller waits)."""
     s = lk.sm90.consumer_state(first + k, STAGES)
     lk.sm90.mbarrier_wait(full[s.stage], s.phase)
     lk.sm90.wgmma_fence()
     acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
                         b_operand(sB, s.stage, B_MAJOR), accumulate=accumulate)
     lk.sm90.wgmma_commit()
-    lk.sm90.wgmma_wait(1)          # the previous k-step's wgmma has finished:
-    with lk.if_(k > 0):            # its stage goes back to the producer(s)
-        release((s.stage + STAGES - 1) % STAGES)
+    if pending is not None:
+        lk.sm90.wgmma_wait(pending)    # the previous k-step's wgmma has finished:
+        with lk.if_(k > 0):            # its stage goes back to the producer(s)
+            release((s.stage + STAGES - 1) % STAGES)
     return acc
 
 
@@ -375,15 +388,20 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
                     t // tiles * (pair_rows * CLUSTER) + tm         # the split's slab
                 ats = [(consumers * row + wg, (BN // EPI) * tn + j) for j in range(BN // EPI)]
                 frags = [Fragment((WG_ROWS, EPI), at, chunk_layout) for at in ats]
-                if staged:      # chunk 0 of the staged input, by TMA into `mine`
-                    stage_chunk(getattr(epilogue, staged), (WG_ROWS, EPI), ats[0], mine,
-                                staged_full[0][wg])
-                # the first chunks' epilogue loads, issued before the main loop hides them
-                loaded = {j: epilogue.load(frags[j], skip=(staged,) if j == 0 else ())
-                          for j in range(early)}
+                loaded = {}
+
+                def prefetch():
+                    """Once k-step 0's wgmma runs: chunk 0 of the staged input by TMA into
+                    `mine`, the first chunks' other loads into registers (the main loop
+                    hides their latency)."""
+                    if staged:
+                        stage_chunk(getattr(epilogue, staged), (WG_ROWS, EPI), ats[0], mine,
+                                    staged_full[0][wg])
+                    loaded.update({j: epilogue.load(frags[j], skip=(staged,) if j == 0 else ())
+                                   for j in range(early)})
                 acc = mma_k_steps(sA, sB, full, release, wg=wg, first=first, steps=KS,
                                   STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR,
-                                  promote=PROMOTE)
+                                  promote=PROMOTE, after_first=prefetch if early else None)
                 for j in range(BN // EPI):       # the epilogue, EPI columns at a time
                     chunk = accumulator_chunk(acc, chunk_layout, j)
                     if split_loads:
