@@ -93,6 +93,7 @@ def main(argv=None) -> int:
         bias = torch.randn(n, device="cuda").to(torch.bfloat16)
         residual = torch.randn(m, n, device="cuda").to(torch.bfloat16)
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        out32 = torch.empty(m, n, device="cuda", dtype=torch.float32)
         c = torch.randn(m, n, device="cuda").to(torch.bfloat16)
         x = a.double() @ w.double().t()
         gelu = _epilogues.ACTIVATIONS["gelu"]
@@ -125,13 +126,20 @@ def main(argv=None) -> int:
             ("alpha, beta * C", "loads at the chunk (before)",
              variant_kernel(recipe, beta_c, None, False, "ablation_beta_noprefetch"),
              dict(alpha=0.5, beta=1.0), 0.5 * x + c.double()),
+            ("f32 out", "recipe", None, dict(out=out32), x),
+            ("all (bias, silu, residual, alpha, beta, f32 out)", "recipe", None,
+             dict(out=out32, bias=bias, activation="silu", residual=residual, alpha=0.5,
+                  beta=1.0),
+             torch.nn.functional.silu(0.5 * x + c.double() + bias.double())
+             + residual.double()),
         ]
         runs = {}
         for i, (epi_name, variant, kernel, epi, want) in enumerate(cases):
-            out.copy_(c)                    # C for beta: out's contents
-            run = launcher(recipe, a, b, out, kernel, **epi)
+            dst = epi.pop("out", out)
+            dst.copy_(c)                    # C for beta: out's contents
+            run = launcher(recipe, a, b, dst, kernel, **epi)
             run()
-            err = ((out.double() - want).abs().max() / want.abs().max()).item()
+            err = ((dst.double() - want).abs().max() / want.abs().max()).item()
             if not err < 2 ** -7:
                 print(f"{m}x{n}x{k} {epi_name} ({variant}): error {err:.3g}", file=sys.stderr)
                 return 1
