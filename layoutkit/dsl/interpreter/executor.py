@@ -33,20 +33,29 @@ class Compiler:
         self.cluster_memory = False     # set by an op touching a peer CTA's shared memory
         self.body = self.block(fn.body)
 
-    def block(self, block: Block) -> list[Step]:
-        steps = []
-        for op in block.ops:
-            steps.append(op.defn.interpret(op, self))
-        return steps
+    def block(self, block: Block) -> "Steps":
+        return Steps(op.defn.interpret(op, self) for op in block.ops)
+
+
+class Steps(list):
+    """A block's compiled Steps (a list, not changed after compilation), with `plan`: their
+    (run, op, preempt) triples, what run_steps iterates."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, steps):
+        super().__init__(steps)
+        self.plan = tuple((s.run, s.op, s.preempt) for s in self)
 
 
 def run_steps(thread, steps: list[Step]):
     """Run compiled steps for `thread`, yielding Waits and preemption points."""
-    for step in steps:
-        if step.preempt:
+    plan = steps.plan if isinstance(steps, Steps) else [(s.run, s.op, s.preempt) for s in steps]
+    for run, op, preempt in plan:
+        if preempt:
             yield PREEMPT
-        thread.last_op = step.op
-        result = step.run(thread)
+        thread.last_op = op
+        result = run(thread)
         if result is None:
             continue
         if isinstance(result, Wait):
@@ -58,4 +67,4 @@ def run_steps(thread, steps: list[Step]):
             yield from result
 
 
-__all__ = ["Step", "Compiler", "run_steps"]
+__all__ = ["Step", "Steps", "Compiler", "run_steps"]

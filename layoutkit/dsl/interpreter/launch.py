@@ -65,13 +65,14 @@ class Unresolved:
 class Machine:
     """One kernel run: global memory, the compiled kernel, the scheduler and the CTAs."""
 
-    def __init__(self, fn, values: tuple, params, scheduler: Scheduler, race_check: bool):
+    def __init__(self, fn, values: tuple, params, scheduler: Scheduler, race_check: bool,
+                 compiled: Compiler | None = None):
         self.fn = fn
         self.scheduler = scheduler
         self.memory = GlobalMemory()
         self.values = values         # the bound arguments (hidden parameters' resolvers read them)
         self.params = self._bind_params(fn, values, params)
-        self.compiled = Compiler(fn)
+        self.compiled = compiled or Compiler(fn)
         self.agents = async_agents(fn)
         self.hb = HappensBefore(tuple(self.agents.values())) if race_check else None
         self.state: dict = {}        # per-family machine-wide state
@@ -214,17 +215,32 @@ def interpret(kernel: Kernel, grid, *args, seed: int = 0, max_steps: int = DEFAU
     values = bind(kernel.params, args, kwargs, kernel.name)
     spec = kernel.specialize(*values)
     return run_ir(spec.ir, grid, values, [p.name for p in kernel.params], seed=seed,
-                  max_steps=max_steps, race_check=race_check)
+                  max_steps=max_steps, race_check=race_check, compiled=_compiled(spec.ir))
+
+
+# id(IR) -> (IR, its Compiler): a specialization's IR is immutable once traced, so its compiled
+# steps serve every run of it (seeds, cases); the last few are kept
+_COMPILED: dict = {}
+
+
+def _compiled(fn) -> Compiler:
+    known = _COMPILED.get(id(fn))
+    if known is None or known[0] is not fn:
+        if len(_COMPILED) >= 8:
+            del _COMPILED[next(iter(_COMPILED))]
+        known = _COMPILED[id(fn)] = (fn, Compiler(fn))
+    return known[1]
 
 
 def run_ir(fn, grid, values, names=None, *, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS,
-           race_check: bool = True) -> Execution:
+           race_check: bool = True, compiled: Compiler | None = None) -> Execution:
     """Run a verified IR Function on `grid`: `values` are the arguments by parameter index
-    (pointer arguments numpy arrays), `names` their names (for messages)."""
+    (pointer arguments numpy arrays), `names` their names (for messages); `compiled`: its
+    Compiler, when already built."""
     dims = _grid(grid)
     names = names or [f"arg{i}" for i in range(len(values))]
     scheduler = Scheduler(seed, max_steps)
-    machine = Machine(fn, tuple(values), names, scheduler, race_check)
+    machine = Machine(fn, tuple(values), names, scheduler, race_check, compiled)
     shape = tuple(getattr(fn, "cluster", None) or (1, 1, 1))
     if any(d % s for d, s in zip(dims, shape)):
         raise ExecutionError(f"grid {dims} is not a whole number of clusters of shape {shape}",

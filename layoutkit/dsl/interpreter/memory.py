@@ -39,7 +39,7 @@ def decode(raw: np.ndarray, dtype: DType) -> list:
     """Register values of the little-endian bytes `raw` (uint8) read as dtype elements."""
     name = dtype.name
     if name == "bf16":
-        return list((raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32))
+        return list(_BF16_VALUES[raw.view(np.uint16)])
     if name in float8.FORMATS:
         return list(float8.from_bits(raw, name))
     values = raw.view(_NUMPY[name])
@@ -70,6 +70,8 @@ def encode(values, dtype: DType) -> np.ndarray:
 
 
 _PACKS: dict = {}
+# the float32 register value of every bf16 bit pattern (its high half)
+_BF16_VALUES = (np.arange(1 << 16, dtype=np.uint32) << 16).view(np.float32)
 
 
 def _bf16_bytes(values) -> np.ndarray:

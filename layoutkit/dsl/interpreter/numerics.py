@@ -124,6 +124,8 @@ _F32_MAX, _F16_MAX = _MAX["f32"], _MAX["f16"]
 
 _FLOAT32 = np.float32
 _F32_BITS, _U32_BITS = struct.Struct("<f"), struct.Struct("<I")
+_F64_BITS, _F64_PACK = struct.Struct("<Q"), struct.Struct("<d").pack
+_F32_MIN_NORMAL = 2.0 ** _MIN_EXP["f32"]
 
 
 def _bf16_of_f32(a):
@@ -137,11 +139,12 @@ def _bf16_of_f32(a):
 
 
 def _make(value: float, name: str):
+    # numpy warns only of a finite value past the type's range (not of NaN or an infinity)
     if name == "f16":
-        if -_F16_MAX <= value <= _F16_MAX:          # no overflow to silence (NaN fails both)
+        if not _F16_MAX < abs(value) < math.inf:
             return np.float16(value)
-    elif -_F32_MAX <= value <= _F32_MAX:
-        return np.float32(value)
+    elif not _F32_MAX < abs(value) < math.inf:
+        return _FLOAT32(value)
     with np.errstate(over="ignore"):
         return np.float16(value) if name == "f16" else np.float32(value)
 
@@ -168,10 +171,17 @@ def fma(a, b, c, dtype: DType):
         hi, lo = _two_product(float(a), float(b))
         s, e = _two_sum(hi, float(c))
         return s + (e + lo)
-    product = float(a) * float(b)                       # exact: 2p <= 53 bits
-    if not math.isfinite(product) or not math.isfinite(float(c)):
-        return round_float(product + float(c), dtype)
-    s, e = _two_sum(product, float(c))
+    product, z = float(a) * float(b), float(c)         # exact: 2p <= 53 bits
+    if not math.isfinite(product) or not math.isfinite(z):
+        return round_float(product + z, dtype)
+    s = product + z
+    bb = s - product
+    e = (product - (s - bb)) + (z - bb)                 # _two_sum: s + e is exact
+    if dtype.name == "f32" and _F32_MIN_NORMAL <= abs(s) <= _F32_MAX and (
+            e == 0.0 or _F64_BITS.unpack(_F64_PACK(s))[0] & 0x1FFFFFFF != 0x10000000):
+        # s + e and s round alike unless s is a float32 midpoint (a double nearer to s + e
+        # than s would lie between them otherwise); the normal range has no zero results
+        return _FLOAT32(s)
     return _round_pair(s, e, dtype)
 
 

@@ -135,8 +135,11 @@ def accumulator_bits(dtype: str) -> int:
 def byte_runs(addresses, element_bytes: int = 2) -> list[tuple[int, int]]:
     """(start, nbytes) runs covering the `element_bytes`-byte elements at `addresses` (any
     shape)."""
-    touched = np.unique(np.concatenate([np.ravel(a) for a in addresses]))
-    touched = np.unique(np.concatenate([touched + i for i in range(element_bytes)]))
+    first = np.concatenate([np.ravel(a) for a in addresses])
+    covered = np.zeros(int(first.max()) + element_bytes, dtype=bool)
+    for i in range(element_bytes):
+        covered[first + i] = True
+    touched = np.flatnonzero(covered)
     breaks = np.flatnonzero(np.diff(touched) != 1)
     starts = np.concatenate([[0], breaks + 1])
     ends = np.concatenate([breaks, [touched.size - 1]])
