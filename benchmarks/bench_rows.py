@@ -57,8 +57,9 @@ QUICK = ((7, 131072), (1000, 3000), (4096, 4096), (4096, 16384), (4096, 32768),
 GRIDS = {"full": tuple((m, n) for m in M_GRID for n in N_GRID), "quick": QUICK}
 SWEEP = ((4096, 1000), (1000, 3000), (4096, 4096), (4096, 8192), (4096, 16384), (4096, 32768),
          (4096, 65536), (4096, 131072), (32768, 4096), (7, 131072))
-SWEEP_BUDGETS = {                    # label -> choose_config keywords
-    "heuristic": {},
+SWEEP_BUDGETS = {                    # label -> choose_config keywords (narrow: its rule for
+    "heuristic": {},                 # n % 8 != 0, halving the values a thread of every budget)
+    "without the narrow-access rule": {"narrow": False},
     "V<=32": {"max_values": 32, "max_threads_per_row": 512},
     "V<=32, 1024-thread rows": {"max_values": 32, "max_threads_per_row": 1024},
     "V<=128, <=128 threads a row": {"max_values": 128, "max_threads_per_row": 128},

@@ -39,6 +39,9 @@ the measured split of issue 19 (docs/PERFORMANCE.md):
     power of two >= MIN_THREADS_PER_ROW that holds the CTA's columns in V <= 64.
   * A CTA holds at most MAX_CTA_COLUMNS = 256 threads * 64 = 16384 columns; longer rows are
     split over cluster = ceil(n / 16384) CTAs (2 at 32k, 4 at 64k, 8 at 128k = MAX_COLUMNS).
+  * When n forbids 16-byte accesses (n % 8 != 0), each narrower access has its own address
+    and predicate registers: half the values a thread (32) over up to twice the threads a row
+    (512), the same columns a CTA (layernorm at n = 32767: 229 -> 108 registers).
   * Rows per CTA fill 128 threads unless the grid would then have fewer than TARGET_CTAS
     CTAs (small m): fewer rows per CTA spread a small matrix over more SMs.
 
@@ -153,10 +156,11 @@ def _next_power_of_two(x: int) -> int:
 @functools.lru_cache(maxsize=4096)
 def choose_config(m: int, n: int, dtype=lk.bf16, *, max_values: int = MAX_VALUES,
                   max_threads_per_row: int = MAX_THREADS_PER_ROW,
-                  cta_threads: int = CTA_THREADS) -> Config:
+                  cta_threads: int = CTA_THREADS, narrow: bool = True) -> Config:
     """The split for an (m, n) row-major matrix of `dtype` (bf16): see the module docstring.
     The keywords are the heuristic's budgets (defaults: the module's constants), for sweeps
-    (benchmarks/bench_rows.py --sweep)."""
+    (benchmarks/bench_rows.py --sweep); `narrow`: half the values a thread over twice the
+    threads a row when n forbids 16-byte accesses."""
     if dtype != lk.bf16:
         raise ValueError(f"row kernels: dtype {dtype} is not supported (bf16 only)")
     for name, value, low in (("m", m, 1), ("n", n, 1)):
@@ -167,6 +171,8 @@ def choose_config(m: int, n: int, dtype=lk.bf16, *, max_values: int = MAX_VALUES
         raise ValueError(f"row kernels: the row length n = {n} must be in "
                          f"1..{MAX_CLUSTER * cta_max} ({MAX_CLUSTER} CTAs of {cta_max} columns)")
     vector = vector_width(n, dtype.nbytes)
+    if narrow and vector < ACCESS_BYTES // dtype.nbytes:
+        max_values, max_threads_per_row = max_values // 2, 2 * max_threads_per_row
     cluster = -(-n // cta_max)
     cta_columns = -(-n // cluster)
     per_row = min(max_threads_per_row,

@@ -26,9 +26,9 @@ def test_default_specializations_assemble_without_spills():
 
 @pytest.mark.parametrize("m, n, threads, rows, cluster, barriers", [
     (4096, 1, 64, 8, 1, 0), (4096, 100, 64, 8, 1, 0), (4096, 1024, 128, 8, 1, 0),
-    (1000, 3000, 128, 2, 1, 2), (4096, 4096, 128, 2, 1, 2), (4096, 8191, 128, 1, 1, 2),
+    (1000, 3000, 128, 2, 1, 2), (4096, 4096, 128, 2, 1, 2), (4096, 8191, 256, 1, 1, 2),
     (4096, 16384, 256, 1, 1, 2), (4096, 16392, 256, 1, 2, 2), (4096, 32768, 256, 1, 2, 2),
-    (3, 131071, 256, 1, 8, 2)])
+    (3, 131071, 512, 1, 8, 2)])                     # n % 8 != 0: twice the threads a row
 def test_work_split_by_shape(m, n, threads, rows, cluster, barriers):
     cfg = layernorm.config(m, n)
     assert (cfg.threads, cfg.rows, cfg.cluster) == (threads, rows, cluster)

@@ -33,7 +33,7 @@ def test_softmax_default_specializations_assemble_without_spills():
 
 @pytest.mark.parametrize("m, n, threads, rows, vector, cluster, barriers", [
     (4096, 1, 64, 8, 1, 1, 0), (4096, 100, 64, 8, 4, 1, 0), (4096, 1000, 128, 8, 8, 1, 0),
-    (1000, 3000, 128, 2, 8, 1, 2), (4096, 4096, 128, 2, 8, 1, 2), (4096, 8191, 128, 1, 1, 1, 2),
+    (1000, 3000, 128, 2, 8, 1, 2), (4096, 4096, 128, 2, 8, 1, 2), (4096, 8191, 256, 1, 1, 1, 2),
     (4096, 16384, 256, 1, 8, 1, 2), (4096, 32768, 256, 1, 8, 2, 2),
     (7, 131072, 256, 1, 8, 8, 2)])
 def test_softmax_splits_rows_by_shape(m, n, threads, rows, vector, cluster, barriers):
