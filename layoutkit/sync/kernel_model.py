@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
+from operator import itemgetter
 
 from layoutkit.ptx.builder import SourceLocation
 
@@ -257,11 +259,13 @@ class ThreadClass:
                 by_type = cache[("by type", key[1])] = {}
                 for position, e in enumerate(self.events):
                     by_type.setdefault(type(e), []).append(position)
-            positions = [p for kind in kinds for p in by_type.get(kind, ())]
-            if len(kinds) > 1:
-                positions.sort()
-            events = self.events
-            found = cache[key] = [(p, events[p]) for p in positions]
+            lists = [by_type[kind] for kind in kinds if kind in by_type]
+            positions = lists[0] if len(lists) == 1 else sorted(chain.from_iterable(lists))
+            if len(positions) > 1:
+                found = list(zip(positions, itemgetter(*positions)(self.events)))
+            else:
+                found = [(p, self.events[p]) for p in positions]
+            cache[key] = found
         return found
 
 

@@ -225,10 +225,10 @@ class SharedRules:
                 if start < read.bytes.stop and read.bytes.start < stop]
         if not overlapping:
             return
-        group = [(i, position)]
-        hi = self._after(j, i, group)
+        order = self.order
+        hi = order.first_seeing(j, i, position)     # _after / _knows of the class alone
         latest = self._latest(overlapping, hi)
-        if latest is None or self._knows(i, group, latest):
+        if latest is None or order.knows(i, position, latest.slot, latest.phase):
             return
         group = self._group(i, position, read)      # the warps' threads read together
         if len(group) > 1:

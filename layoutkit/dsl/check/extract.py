@@ -325,13 +325,19 @@ class Extractor:
 
     def defined_in(self, block) -> frozenset:
         """The ids of the values `block` defines (its arguments, its ops' results, nested
-        blocks' too): what an iteration of a loop over it must recompute."""
+        blocks' too) that an iteration of a loop over it must recompute: those depending on a
+        block argument (a loop counter, a carried value) or on a region op's results; the
+        others are functions of values defined outside the block, the same every iteration."""
         found = self._defined.get(id(block))
         if found is None:
-            ids = {a.id for a in block.args}
-            for inner in walk_ops(block):
-                ids.update(r.id for r in inner.results)
-            found = self._defined[id(block)] = frozenset(ids)
+            variant = {a.id for a in block.args}
+            for inner in walk_ops(block):       # program order: operands before their uses
+                if inner.blocks:
+                    variant.update(a.id for b in inner.blocks for a in b.args)
+                    variant.update(r.id for r in inner.results)
+                elif any(v.id in variant for v in inner.operands):
+                    variant.update(r.id for r in inner.results)
+            found = self._defined[id(block)] = frozenset(variant)
         return found
 
     def undecidable(self, op, loops, what: str) -> None:
