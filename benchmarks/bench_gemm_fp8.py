@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python3 benchmarks/bench_gemm_fp8.py [--reps 30] [--shapes main|issue|all]
                                                       [--part I/N] [--sweep] [--fast-accum]
+                                                      [--promote P,Q] [--accuracy]
 
 For each shape (M, N, K): random e4m3 A (M x K, row-major) and B (K x N, column-major), per-tensor
 and per-row/per-column f32 scales, bf16 out; the output checked against float64 of the
@@ -10,7 +11,11 @@ same accumulation as layoutkit's) timed interleaved with the L2 flushed before e
 (layoutkit.tools.benchmarking). Prints a markdown table of TFLOP/s (2*M*N*K / time) and ratios
 (> 1: layoutkit is faster) and both errors against float64. `--sweep` times every config of
 the recipe's autotuning space (CONFIGS, all promoted), `--fast-accum` adds the unpromoted
-kernels (FAST_ACCUM_CONFIGS: compare them with the fast-accum column).
+kernels (FAST_ACCUM_CONFIGS: compare them with the fast-accum column), `--promote 1,8` the
+shipped config with those PROMOTE values (k-steps per promotion: speed against accuracy).
+`--accuracy` times nothing: the error (f32 out, per-tensor scales, relative to max |D| of
+float64) of the shipped config at each --promote value (default 0,1,2,4,8) beside cuBLASLt's
+default and fast-accum, on the chosen shapes and 16 x 4096 x 14336.
 Shape sets: main = 4096^3 and 8192^3; issue = the rows of issue 15's table and its small-M grid
 (M in 1..16384 x (N, K) in (4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)).
 `--part I/N` runs every N-th shape from the I-th (1-based), so a long set splits over runs.
@@ -18,6 +23,7 @@ Shape sets: main = 4096^3 and 8192^3; issue = the rows of issue 15's table and i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 import torch
@@ -33,6 +39,10 @@ def main(argv=None) -> int:
     parser.add_argument("--part", default="1/1", help="I/N: every N-th shape from the I-th")
     parser.add_argument("--fast-accum", action="store_true",
                         help="also time the unpromoted configs (FAST_ACCUM_CONFIGS)")
+    parser.add_argument("--accuracy", action="store_true",
+                        help="errors per PROMOTE (f32 out) beside cuBLASLt's; no timing")
+    parser.add_argument("--promote", default=None,
+                        help="P,Q,...: also time CONFIGS[0] with PROMOTE = P, Q, ... (>= 1)")
     args = parser.parse_args(argv)
     part, parts = (int(x) for x in args.part.split("/"))
     if not 1 <= part <= parts:
@@ -45,8 +55,40 @@ def main(argv=None) -> int:
     configs = list(recipe.CONFIGS) if args.sweep else None
     if args.fast_accum:
         configs = (configs or [None]) + list(recipe.FAST_ACCUM_CONFIGS)
+    if args.accuracy:
+        values = [int(x) for x in (args.promote or "0,1,2,4,8").split(",")]
+        accuracy(recipe, [(16, 4096, 14336)] + shapes, values)
+        return 0
+    if args.promote:
+        values = [int(x) for x in args.promote.split(",")]
+        if min(values) < 1:
+            parser.error(f"--promote {args.promote}: k-steps per promotion, each >= 1")
+        configs = (configs or [None]) + [dataclasses.replace(recipe.CONFIGS[0], PROMOTE=p)
+                                         for p in values]
     recipe.benchmark(reps=args.reps, shapes=shapes, configs=configs)
     return 0
+
+
+def accuracy(recipe, shapes, promotes) -> None:
+    """Print a markdown table: per shape, the f32-out error of CONFIGS[0] at each PROMOTE and of
+    torch._scaled_mm default and use_fast_accum=True (random e4m3 data as benchmark())."""
+    print("| M x N x K | " + " | ".join(f"PROMOTE {p}" for p in promotes) +
+          " | cuBLASLt | fast-accum |")
+    print("|---|" + "---:|" * (len(promotes) + 2))
+    for m, n, k in shapes:
+        a = (torch.randn(m, k, device="cuda") * 2).to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()
+        sa, sb = torch.rand((), device="cuda") + 0.5, torch.rand((), device="cuda") + 0.5
+        want = recipe.reference(a, b, sa, sb)
+        cells = []
+        for p in promotes:
+            cfg = dataclasses.replace(recipe.CONFIGS[0], PROMOTE=p)
+            got = recipe.gemm_fp8(a, b, sa, sb, out_dtype=torch.float32, config=cfg)
+            cells.append(recipe.relative_error(got, want))
+        for fast in (False, True):
+            got = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float32, use_fast_accum=fast)
+            cells.append(recipe.relative_error(got, want))
+        print(f"| {m}x{n}x{k} | " + " | ".join(f"{e:.2e}" for e in cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
