@@ -1,6 +1,7 @@
 """What each import loads, in a fresh process: `import layoutkit.algebra` for integer layouts
 loads neither sympy, numpy nor the DSL; a symbol loads sympy; the first DSL name loads the DSL
-and installs lk.autotune's timer (layoutkit/__init__.py, layoutkit/algebra/sympy_gate.py)."""
+and installs lk.autotune's timer (layoutkit/__init__.py, layoutkit/algebra/sympy_gate.py); the
+DSL and a recipe load sympy at the first trace, not at import (sympy_gate's stand-in)."""
 from __future__ import annotations
 
 import json
@@ -72,3 +73,25 @@ def test_the_first_dsl_name_loads_the_dsl_and_installs_the_autotune_timer():
     assert "lk.sm90.tma_load" in out["moved"]
     assert out["missing"] == "AttributeError"
     assert out["star"] and out["dir"]
+
+
+def test_the_dsl_and_a_recipe_load_sympy_at_the_first_trace_not_at_import():
+    out = loaded_after("""
+        import layoutkit.dsl as lk
+        from layoutkit.algebra import Layout
+        import recipes.softmax
+        @lk.kernel(num_warps=1)
+        def copy(x: lk.Pointer[lk.f32], y: lk.Pointer[lk.f32], n: lk.i32):
+            tv = lk.tv_layout(Layout(32), Layout(4))
+            X = lk.global_tensor(x, Layout(n)).tile((128,), (lk.block_id(0),)).partition(tv)
+            Y = lk.global_tensor(y, Layout(n)).tile((128,), (lk.block_id(0),)).partition(tv)
+            lk.store(Y, lk.load(X))
+        out["at_import"] = "sympy" in sys.modules
+        bounds, kernel = (sys.modules[f"layoutkit.dsl.core.{m}"] for m in ("bounds", "kernel"))
+        out["stand_in"] = type(bounds.sympy).__name__
+        ir = str(copy.ir(lk.Pointer[lk.f32], lk.Pointer[lk.f32], 4096))
+        out["traced"] = "sympy" in sys.modules and "load" in ir
+        out["bound"] = [m.sympy is sys.modules["sympy"] for m in (bounds, kernel)]
+    """)
+    assert out["at_import"] is False and out["stand_in"] == "_SympyStandIn"
+    assert out["traced"] is True and out["bound"] == [True, True]

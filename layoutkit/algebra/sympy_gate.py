@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib
 import sys
+import types
 
-__all__ = ["is_sympy", "is_symbolic", "is_sympy_integer", "deferred_module", "memoized"]
+__all__ = ["is_sympy", "is_symbolic", "is_sympy_integer", "deferred_module", "memoized",
+           "sympy"]
 
 
 def _sympy():
@@ -73,3 +75,22 @@ def memoized(prove):
 
     ask.__doc__, ask.__name__, ask.__wrapped__ = prove.__doc__, prove.__name__, prove
     return ask
+
+
+class _SympyStandIn(types.ModuleType):
+    """Stands for the sympy module in the modules that import it as
+    `from layoutkit.algebra.sympy_gate import sympy` (the DSL's): its first attribute read
+    imports sympy and binds the module in place of the stand-in wherever a module holds the
+    stand-in as `sympy`, so that later reads are the module's own, at no cost. `import
+    layoutkit.dsl` and decorating kernels then load no sympy (~170 ms); the first trace does."""
+
+    def __getattr__(self, attr: str):
+        module = importlib.import_module("sympy")
+        for holder in list(sys.modules.values()):
+            names = getattr(holder, "__dict__", None)
+            if type(names) is dict and names.get("sympy") is self:
+                names["sympy"] = module
+        return getattr(module, attr)
+
+
+sympy = _SympyStandIn("sympy")

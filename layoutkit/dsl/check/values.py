@@ -15,7 +15,8 @@ them); the values the check uses are small, so the lowering's register wrap neve
 from __future__ import annotations
 
 import numpy as np
-import sympy
+
+from layoutkit.algebra.sympy_gate import sympy
 
 UNKNOWN = None
 _COMPILED: dict = {}

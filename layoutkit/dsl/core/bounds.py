@@ -25,9 +25,8 @@ from __future__ import annotations
 import warnings
 import weakref
 
-import sympy
-
 from layoutkit.algebra import cosize, less, less_equal
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.launch import MAX_GRID
 
 from .arguments import INT_RANGE

@@ -6,15 +6,20 @@ tracing it is fixed, typically a structural `==` of two expressions.
 """
 from __future__ import annotations
 
-import sympy
+import functools
+from layoutkit.algebra.sympy_gate import sympy
 
 from .errors import TraceError
 from .types import bool_, i32, i64
 from .values import Scalar
 
 
-_RELATIONS = {sympy.StrictLessThan: "lt", sympy.LessThan: "le", sympy.StrictGreaterThan: "gt",
-              sympy.GreaterThan: "ge", sympy.Equality: "eq", sympy.Unequality: "ne"}
+@functools.cache
+def _relations() -> dict:
+    """{sympy relation class: the cmp op's kind}, made at the first condition (sympy is imported
+    then, not at the DSL's import)."""
+    return {sympy.StrictLessThan: "lt", sympy.LessThan: "le", sympy.StrictGreaterThan: "gt",
+            sympy.GreaterThan: "ge", sympy.Equality: "eq", sympy.Unequality: "ne"}
 
 
 def condition(trace, cond, what: str = "lk.if_"):
@@ -31,12 +36,12 @@ def condition(trace, cond, what: str = "lk.if_"):
                          ">=), and use a plain Python `if` for a trace-time condition")
     if isinstance(cond, sympy.logic.boolalg.BooleanAtom):     # a relation sympy decided
         return trace.constant(bool(cond), bool_)
-    if type(cond) in _RELATIONS:
+    if type(cond) in _relations():
         lhs, rhs = cond.args
         wide = (lhs.free_symbols | rhs.free_symbols) & trace.wide
         dtype = i64 if wide else i32
         (p,) = trace.emit("cmp", [trace.index(lhs, dtype), trace.index(rhs, dtype)], [bool_],
-                          {"kind": _RELATIONS[type(cond)]})
+                          {"kind": _relations()[type(cond)]})
         return p
     if isinstance(cond, (sympy.And, sympy.Or)):      # (a < b) & (c < d), (a < b) | (c < d)
         kind = "and" if isinstance(cond, sympy.And) else "or"

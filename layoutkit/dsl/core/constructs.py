@@ -23,9 +23,7 @@ import linecache
 import numbers
 import re
 
-import sympy
-from sympy.logic.boolalg import BooleanAtom
-
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.builder import SourceLocation
 
 from .errors import TraceError
@@ -83,7 +81,7 @@ def is_runtime(x) -> bool:
     from .values import _Arith
     if isinstance(x, _Arith):
         return True
-    if isinstance(x, sympy.Basic) and not isinstance(x, BooleanAtom):
+    if isinstance(x, sympy.Basic) and not isinstance(x, sympy.logic.boolalg.BooleanAtom):
         return bool(x.free_symbols & _runtime_symbols())
     return False
 
@@ -208,7 +206,7 @@ def _decide_eq(a, b):
         rel = sympy.Eq(sympy.sympify(a, strict=True), sympy.sympify(b, strict=True))
     except (sympy.SympifyError, TypeError, ValueError):
         return False           # not a number: never equal to a kernel integer
-    return bool(rel) if isinstance(rel, BooleanAtom) else None
+    return bool(rel) if isinstance(rel, sympy.logic.boolalg.BooleanAtom) else None
 
 
 # ---- recognising the error where it happened (helpers the rewrite does not see) -------------

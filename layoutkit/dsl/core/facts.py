@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import sympy
-
 from layoutkit.algebra import divides, less
+from layoutkit.algebra.sympy_gate import sympy
 
 
 def provably_divisible(expr, d: int) -> bool:

@@ -35,9 +35,8 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import NamedTuple
 
-import sympy
-
-from layoutkit.algebra import LayoutError, symbol
+from layoutkit.algebra import LayoutError
+from layoutkit.algebra.sympy_gate import deferred_module, sympy
 from layoutkit.ptx import PTXBuildError, debug_enabled, disassemble
 from layoutkit.ptx.builder import Requirement, SourceLocation
 from layoutkit.ptx.builder.directives import MAXNREG_RANGE, Directives
@@ -69,6 +68,8 @@ MAX_WARPS = 32   # 1024 threads per block
 MAX_GRIDS = 64      # kernel[grid] functions a kernel keeps (one per plain grid)
 MAX_CLUSTER_CTAS = 8   # the portable cluster size of sm_90 (CUDA programming guide, clusters)
 REGISTERS_PER_SM = 65536   # 32-bit registers of an SM's register file (sm_80, sm_90)
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")   # (sympy: at a trace, not at import)
 
 
 class KernelOptions(NamedTuple):
@@ -371,7 +372,7 @@ class Kernel:
         if fact == "1":
             return 1
         if fact in ("16", "+"):
-            sym = symbol(p.name, 16 if fact == "16" else 1)
+            sym = symbolic.symbol(p.name, 16 if fact == "16" else 1)
         else:
             sym = sympy.Symbol(p.name, integer=True)
         return trace.bind(sym, result)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-import sympy
+from layoutkit.algebra.sympy_gate import sympy
 
 from .errors import TraceError, here
 

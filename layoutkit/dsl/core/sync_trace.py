@@ -12,8 +12,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
-import sympy
-
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.builder import Requirement, Target
 from layoutkit.ptx.isa.warp import WARP_SIZE as WARP_THREADS
 from layoutkit.sync import WARPGROUP_THREADS

@@ -11,8 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-import sympy
-
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.isa.warp import WARP_SIZE
 
 from .errors import TraceError, here

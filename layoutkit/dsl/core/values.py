@@ -10,9 +10,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-import sympy
-
 from layoutkit.algebra import Layout, make_layout_tv, size
+from layoutkit.algebra.sympy_gate import sympy
 
 from .bounds import check_tv, require_tv
 from .errors import LayoutMismatchError, TraceError

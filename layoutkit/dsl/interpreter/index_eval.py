@@ -15,7 +15,7 @@ Each expression compiles once into a Python function of the bound values.
 """
 from __future__ import annotations
 
-import sympy
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.errors import TraceError
 from ..core.facts import positive_division

@@ -24,7 +24,8 @@ lowers to nothing.
 """
 from __future__ import annotations
 
-import sympy
+import functools
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.bounds import add_fact, value_range
 from ..core.conditions import condition
@@ -38,9 +39,12 @@ from ..core.verifier import fail
 from ..interpreter.errors import ExecutionError
 from ..interpreter.executor import Step
 
-# (kind, lo, hi) of `lhs - rhs` for a relation lhs REL rhs
-_SIDES = {sympy.GreaterThan: (0, None), sympy.StrictGreaterThan: (1, None),
-          sympy.LessThan: (None, 0), sympy.StrictLessThan: (None, -1), sympy.Equality: (0, 0)}
+@functools.cache
+def _sides() -> dict:
+    """{sympy relation class: (lo, hi) of `lhs - rhs` for lhs REL rhs}, made at the first
+    lk.assume (sympy is imported then, not at the DSL's import)."""
+    return {sympy.GreaterThan: (0, None), sympy.StrictGreaterThan: (1, None),
+            sympy.LessThan: (None, 0), sympy.StrictLessThan: (None, -1), sympy.Equality: (0, 0)}
 
 
 def _relations(what: str, cond) -> list:
@@ -92,7 +96,7 @@ def assume(cond) -> None:
     for rel in relations:
         if rel is sympy.true or isinstance(rel, sympy.Unequality):
             continue
-        lo, hi = _SIDES[type(rel)]
+        lo, hi = _sides()[type(rel)]
         diff = sympy.expand(rel.lhs - rel.rhs)
         const, rest = diff.as_coeff_Add()
         lo = None if lo is None else lo - int(const)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 
-import sympy
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.errors import LayoutMismatchError, TraceError
 from ..core.facts import provably_less

@@ -12,9 +12,8 @@ Both are derived from the two TV layouts by enumerating who owns which tile coor
 """
 from __future__ import annotations
 
-import sympy
-
 from layoutkit.algebra import Layout
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.errors import LayoutMismatchError, TraceError
 from .memory import load, store

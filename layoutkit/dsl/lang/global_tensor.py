@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from layoutkit.algebra import (ComposedLayout, Layout, LayoutError, composition, local_tile, size,
-                               symbol)
+from layoutkit.algebra import ComposedLayout, Layout, LayoutError, composition, local_tile, size
+from layoutkit.algebra.sympy_gate import deferred_module
 
 from ..core.errors import TraceError
 from ..core.facts import within_block
@@ -27,6 +27,7 @@ from ..core.types import DType, i32, i64
 from ..core.values import TVLayout
 
 DEFAULT = object()
+symbolic = deferred_module("layoutkit.algebra.symbolic")   # (sympy: at a trace, not at import)
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,7 @@ def tensor_parameter(trace, index: int, p, fact: tuple, ptr: PointerArg,
             fields[k >= rank].append(int(f))
         else:
             divisor = 1 if f == "+" else 16 if field == "shape" else unit
-            fields[k >= rank].append(trace.bind(symbol(name, divisor), value))
+            fields[k >= rank].append(trace.bind(symbolic.symbol(name, divisor), value))
     shape, strides = fields
     if rank == 1:
         return global_tensor(ptr, Layout(shape[0], strides[0]))

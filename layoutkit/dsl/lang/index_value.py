@@ -18,7 +18,7 @@ loops checked with ..." line. Lowering: the register itself (IR op `index_value`
 """
 from __future__ import annotations
 
-import sympy
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.errors import TraceError
 from ..core.tracer import current

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sympy
-
 from layoutkit.algebra import Layout, LayoutError, max_common_vector
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.bounds import needs_64_bits
 from ..core.errors import LayoutMismatchError, TraceError

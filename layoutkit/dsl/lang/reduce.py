@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import math
 
-import sympy
-
 from layoutkit.algebra import Layout, composition, flatten, make_layout
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.errors import TraceError
 from .ownership import broadcast_map, plan_reduction

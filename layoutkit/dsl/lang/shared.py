@@ -20,10 +20,9 @@ every allocation.
 """
 from __future__ import annotations
 
-import sympy
-
 from layoutkit.algebra import ComposedLayout, Layout, LayoutError, Swizzle, composition
 from layoutkit.algebra import cosize, local_tile, size
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core import bounds
 from ..core.errors import SharedMemoryError, TraceError, here

@@ -22,8 +22,7 @@ run-time q, p must be provably non-negative).
 """
 from __future__ import annotations
 
-import sympy
-
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.builder import KernelBuilder, Reg
 from layoutkit.ptx.isa import arith, bits, convert
 

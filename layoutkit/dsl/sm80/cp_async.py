@@ -24,9 +24,8 @@ IR ops:
 """
 from __future__ import annotations
 
-import sympy
-
 from layoutkit.algebra import LayoutError, composition
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.errors import LayoutMismatchError, TraceError
 from ..lang.global_tensor import GlobalTensor

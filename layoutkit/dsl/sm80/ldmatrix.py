@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sympy
-
 from layoutkit.algebra import LayoutError, composition
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.errors import LayoutMismatchError, TraceError
 from ..core.facts import provably_divisible

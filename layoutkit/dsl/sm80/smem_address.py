@@ -15,7 +15,7 @@ displacement): address = Sw(inner) + outer + disp.
 """
 from __future__ import annotations
 
-import sympy
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.facts import provably_divisible
 

@@ -17,7 +17,7 @@ layoutkit.dsl.sm90.role_ops.
 """
 from __future__ import annotations
 
-import sympy
+from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.errors import TraceError
 from ..core.ir import Op

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import contextlib
 
-import sympy
-
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.isa.mbarrier import ARRIVE_COUNT, MAX_COUNT, MBARRIER_ALIGN
 from layoutkit.sync import MBARRIER_BYTES, MbarrierLayoutError
 from layoutkit.sync import MbarrierPlacement

@@ -32,8 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sympy
-
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.sync import PipelineState, PipelineStateError
 
 from ..core.errors import TraceError

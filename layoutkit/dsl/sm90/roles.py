@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import contextlib
 
-import sympy
-
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.isa import setmaxnreg
 from layoutkit.ptx.isa.warp import WARP_SIZE as WARP_THREADS
 from layoutkit.sync import (NAMED_BARRIER_COUNT, WARPGROUP_THREADS, WHOLE_CTA_ID, NamedBarrier,

@@ -44,9 +44,8 @@ into (load: each receiving CTA's) shared memory:
 """
 from __future__ import annotations
 
-import sympy
-
 from layoutkit.algebra import Layout, size
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.isa.tma import MAX_PENDING_BULK_GROUPS
 
 from ..cluster import block_rank_in_cluster

@@ -27,9 +27,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-import sympy
-
 from layoutkit.algebra import Layout, LayoutError, Swizzle, coalesce, composition, flatten, size
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.isa import smem_swizzle
 from layoutkit.ptx.isa.tma import SHARED_ALIGN as SMEM_ALIGN
 from layoutkit.ptx.tensormap import INNER_BOX_MULTIPLE as INNER_MULTIPLE

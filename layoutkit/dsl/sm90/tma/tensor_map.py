@@ -5,8 +5,7 @@ encoding per (device, address, dims, strides) kept in a small cache.
 """
 from __future__ import annotations
 
-import sympy
-
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx import TensorMap, device_address
 from layoutkit.ptx.tensormap import (MAX_DIM, STRIDE_MULTIPLE, TensorMapError,
                                      encode_tiled_arguments)

@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import sympy
 
 from layoutkit.algebra import Layout, Swizzle, size
+from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.isa import smem_swizzle, wgmma_descriptor
 
 from ...core.errors import SharedMemoryError, TraceError
