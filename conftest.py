@@ -47,11 +47,15 @@ def pytest_configure(config):
     count_facet_calls()
 
 
+def full_suite(config) -> bool:
+    """Whether this run is the whole default suite (no paths, -k or -m given)."""
+    everything = not config.args or list(config.args) == list(config.getini("testpaths"))
+    return everything and not config.option.keyword and not config.option.markexpr
+
+
 def pytest_collection_modifyitems(config, items):
-    # the whole default suite (no paths, -k or -m given): the facet coverage test runs last
-    config.stash[FULL_SUITE] = not config.args or list(config.args) == \
-        list(config.getini("testpaths"))
-    config.stash[FULL_SUITE] &= not config.option.keyword and not config.option.markexpr
+    # the whole default suite: the facet coverage test runs last
+    config.stash[FULL_SUITE] = full_suite(config)
     last = [item for item in items if item.name == FACET_COVERAGE_TEST]
     items[:] = [item for item in items if item.name != FACET_COVERAGE_TEST] + last
     gpu_items = [item for item in items if "gpu" in item.keywords]
@@ -69,3 +73,32 @@ def pytest_collection_modifyitems(config, items):
 collect_ignore = ["layoutkit/__main__.py"]
 if importlib.util.find_spec("torch") is None:   # layoutkit.torch needs torch ([torch] extra)
     collect_ignore.append("layoutkit/torch")
+
+
+# Under pytest-xdist each worker counts the facet calls of the tests it ran; the coverage test
+# cannot see the others' counts, so the workers hand theirs to the controller, which checks
+# their union when the run ends and fails the run, naming the facets, if one never ran.
+WORKER_FACET_CALLS: dict[tuple[str, str], int] = {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """(xdist controller) Add a finished worker's facet counts to WORKER_FACET_CALLS."""
+    for name, facet, count in getattr(node, "workeroutput", {}).get("facet_calls", ()):
+        WORKER_FACET_CALLS[name, facet] = WORKER_FACET_CALLS.get((name, facet), 0) + count
+
+
+def pytest_sessionfinish(session):
+    config = session.config
+    if hasattr(config, "workerinput"):       # an xdist worker: its counts go to the controller
+        from layoutkit.dsl.core.opdef import FACET_CALLS
+        config.workeroutput["facet_calls"] = [[name, facet, count] for (name, facet), count
+                                              in FACET_CALLS.items()]
+    elif WORKER_FACET_CALLS and full_suite(config):
+        from tests.dsl.test_op_definitions import missing_facets
+        missing = missing_facets(WORKER_FACET_CALLS)
+        if missing:
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            reporter.write_line(f"\nFAILED {FACET_COVERAGE_TEST} (all workers): no test ran these "
+                                f"facets: {', '.join(missing)}", red=True, bold=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
