@@ -263,6 +263,20 @@ def store_chunk(C, at, chunk, mine, chunk_layout, wg: int):
 
 
 PREFETCH_BYTES = 128      # registers per consumer thread for epilogue loads held over a main loop
+CHUNK_LOAD_BYTES = 256    # at most, per thread and chunk, beside the accumulator (more spilled)
+
+
+def chunk_columns(epilogue, bn: int, c_dtype) -> int:
+    """The epilogue chunk's columns (epilogue_columns), halved while a fused epilogue's loads
+    of one chunk would take more than CHUNK_LOAD_BYTES of registers per thread (C, bias and
+    an f32 residual beside a bf16 output: 512 bytes at 128 columns, which spilled), down to
+    one 128-byte row of C."""
+    epi = epilogue_columns(bn, c_dtype)
+    if hasattr(epilogue, "load_bytes"):
+        while epi > row_elements(c_dtype) and epilogue.load_bytes(
+                lk.sm90.wgmma_accumulator_layout(epi).num_values) > CHUNK_LOAD_BYTES:
+            epi //= 2
+    return epi
 
 
 def prefetched_chunks(epilogue, chunks: int, values: int) -> int:
@@ -320,7 +334,7 @@ def gemm_tiles(A, B, C, *, GRID, B_MAJOR, BN, STAGES, GROUP_M, CLUSTER, epilogue
     sB = lk.shared_tensor(k_major(BN, STAGES, B.dtype) if B_MAJOR == "K" else
                           n_major(BN, STAGES, B.dtype), B.dtype, name="sB")
     sA = lk.shared_tensor(k_major(BM, STAGES, A.dtype), A.dtype, name="sA")
-    EPI = epilogue_columns(BN, C.dtype)              # C leaves through smem in EPI-wide chunks
+    EPI = chunk_columns(epilogue, BN, C.dtype)       # C leaves through smem in EPI-wide chunks
     sC = lk.shared_tensor(c_tile(BM, EPI, C.dtype), C.dtype, name="sC")
     full = lk.sm90.mbarrier_array(STAGES, 1, name="full")     # own producer's arrive + TMA bytes
     empty = lk.sm90.mbarrier_array(STAGES, CLUSTER * consumers * 4, name="empty")

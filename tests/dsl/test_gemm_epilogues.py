@@ -71,6 +71,32 @@ def test_bias_and_gelu_compile_without_spills():
     assert "div.rn" not in ptx and "ex2" not in ptx      # gelu's tanh form divides nothing
 
 
+@pytest.mark.parametrize("epi, extra, staged", [
+    (Epilogue(residual=lk.bf16), (), True), (Epilogue(c=lk.bf16, scaled=True), (0.5, 1.0), True),
+    (Epilogue(c=lk.bf16, bias=lk.bf16, activation=_epilogues.gelu, residual=lk.f32), (1.0,),
+     False)], ids=["residual", "beta_c", "c_bias_gelu_f32_residual"])
+def test_staged_epilogues_compile_without_spills(epi, extra, staged):
+    """The default 128 x 256 cluster-2 kernel with a staged input (C or a bf16 residual by TMA,
+    the other loads by registers after k-step 0): no spills, and the staging TMA is there.
+    C, bias and an f32 residual (8 bytes a value) exceed the prefetch budget: they load at
+    their chunk, in 64-column chunks (chunk_columns; at 128 columns this spilled)."""
+    T = lk.TensorSpec(lk.bf16, (4096, 4096))
+    tensors = {"c_in": T, "bias": lk.TensorSpec(lk.bf16, (4096, 4096), (0, 1)), "residual":
+               lk.TensorSpec(lk.f32 if epi.residual == lk.f32 else lk.bf16, (4096, 4096))}
+    args = [tensors[name] for name, ann in epi.parameters() if name in tensors]
+    kernel = gemm_hopper.kernel_for(128, 2, False, lk.bf16, epi)
+    ptx = kernel.ptx(T, T, T, *args, *extra, GRID=132, B_MAJOR="K", BN=256, STAGES=4,
+                     GROUP_M=8, CLUSTER=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        usage = assemble(ptx).resources["gemm_bm128_fused"]
+    assert usage.spill_store_bytes == usage.spill_load_bytes == 0
+    plain = gemm_hopper.kernel_for(128, 2, False, lk.bf16, Epilogue(scaled=True)).ptx(
+        T, T, T, 1.0, GRID=132, B_MAJOR="K", BN=256, STAGES=4, GROUP_M=8, CLUSTER=2)
+    # two consumers, each chunk 0 of 64 x 128 bf16 in two boxes of 128-byte rows
+    assert ptx.count("cp.async.bulk.tensor") == plain.count("cp.async.bulk.tensor") + 4 * staged
+
+
 torch = pytest.importorskip("torch")
 
 

@@ -367,3 +367,37 @@ def test_generated_kernels_have_distinct_cacheable_fingerprints():
                gemm_hopper.reduce_kernel(lk.bf16, Epilogue(residual=lk.bf16, scaled=True))]
     prints = [function_fingerprint(k.fn) for k in kernels]
     assert len(set(prints)) == len(prints)
+
+
+def test_heavy_epilogue_runs_in_narrower_chunks():
+    """C (f32), an f32 bias and a bf16 residual beside an f32 output load 10 bytes per value:
+    the kernel takes 32-column chunks (recipes/_gemm_kernel.py chunk_columns) so they fit the
+    registers; D = gelu(0.5 * acc + 2 * C + bias) + residual on a ragged 130 x 200 x 72
+    problem, one CTA taking all four tiles, against float64."""
+    rng = np.random.default_rng(5)
+    m, n, k = 130, 200, 72
+    a, b, x = problem(m, n, k, "K", 4)
+    (c, bias, residual), (c64, bias64, res64) = epilogue_operands(m, n, rng)
+    c = from_bf16(c).astype(np.float32)
+    out = padded(c, 4)
+    epi = Epilogue(c=lk.f32, bias=lk.f32, activation=_epilogues.gelu, residual=lk.bf16,
+                   scaled=True)
+    def gelu(v):
+        return 0.5 * v * (1.0 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+    want = epilogue_reference(x, c64, bias64, gelu, res64, 0.5, 2.0)
+    cfg = Config(BM=128, BN=128, STAGES=3, CLUSTER=1)
+    plan = host.schedule(m, n, k, cfg, lk.bf16, 1, full_grid=True)
+    kernel = gemm_hopper.kernel_for(128, 1, False, lk.f32, epi)
+    F = lk.TensorSpec(lk.f32, (m, n))
+    ptx = kernel.ptx(lk.TensorSpec(lk.bf16, (m, k)), lk.TensorSpec(lk.bf16, (n, k)), F, F,
+                     lk.TensorSpec(lk.f32, (m, n), (0, 1)), lk.TensorSpec(lk.bf16, (m, n)),
+                     0.5, 2.0, GRID=plan.grid, B_MAJOR="K", BN=cfg.BN, STAGES=cfg.STAGES,
+                     GROUP_M=plan.group, CLUSTER=1)
+    # 2 consumers x 4 chunks of 32 columns, one TMA store each
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared") == 2 * 4
+    err = check_on_cpu(kernel, (plan.grid,), a, b,
+                       out, out, np.broadcast_to(bias, (m, n)), residual, 0.5, 2.0,
+                       GRID=plan.grid, B_MAJOR="K", BN=cfg.BN, STAGES=cfg.STAGES,
+                       GROUP_M=plan.group, CLUSTER=1, expect={"c": want}, tolerance=2 ** -7,
+                       seeds=(0,))
+    assert err < 2 ** -7
