@@ -1,7 +1,7 @@
 """What each import loads, in a fresh process: `import layoutkit.algebra` for integer layouts
 loads neither sympy, numpy nor the DSL; a symbol loads sympy; the first DSL name loads the DSL
 and installs lk.autotune's timer (layoutkit/__init__.py, layoutkit/algebra/sympy_gate.py); the
-DSL and a recipe load sympy at the first trace, not at import (sympy_gate's stand-in)."""
+DSL and every recipe load sympy at the first trace, not at import (sympy_gate's stand-in)."""
 from __future__ import annotations
 
 import json
@@ -75,11 +75,15 @@ def test_the_first_dsl_name_loads_the_dsl_and_installs_the_autotune_timer():
     assert out["star"] and out["dir"]
 
 
-def test_the_dsl_and_a_recipe_load_sympy_at_the_first_trace_not_at_import():
+def test_the_dsl_and_the_recipes_load_sympy_at_the_first_trace_not_at_import():
+    """No sympy before a trace means no trace: importing a recipe does no compile work."""
     out = loaded_after("""
+        import importlib, pkgutil
         import layoutkit.dsl as lk
         from layoutkit.algebra import Layout
-        import recipes.softmax
+        import recipes
+        for module in pkgutil.iter_modules(recipes.__path__):
+            importlib.import_module(f"recipes.{module.name}")
         @lk.kernel(num_warps=1)
         def copy(x: lk.Pointer[lk.f32], y: lk.Pointer[lk.f32], n: lk.i32):
             tv = lk.tv_layout(Layout(32), Layout(4))
