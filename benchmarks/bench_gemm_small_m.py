@@ -6,11 +6,12 @@ choice of recipes/_gemm_choice.py's model and cuBLAS, same run.
 Per shape (B K-major: x @ w.t()), one interleaved group (layoutkit.tools.benchmarking: CUDA
 events, L2 flushed before each call, medians): gemm(a, b, config=...) for every cluster-1 tile
 of the 64-row candidates (64 x 64, 64 x 128, 64 x 256, the ring as deep as shared memory
-allows) at SPLIT_K in SPLITS (those the k-steps allow), the config config_for chooses, its
-kernels' bare launches (prepared once: kernel time plus the launches' own host cost) and cuBLAS.
-Each config's output is checked against cuBLAS first. Prints a markdown table: ratio = cuBLAS
-time / layoutkit time, B stream = N * K * 2 bytes / time (the target at M <= 16: ~3 TB/s),
-launches (1 or 2: split-K adds the reduction kernel); the chosen row marked.
+allows) at SPLIT_K in SPLITS (those the k-steps allow) and the config config_for chooses,
+each config's bare launches (prepared once: kernel time plus the launches' own host cost) and
+cuBLAS. Each config's output is checked against cuBLAS first. Prints a markdown table: ratio =
+cuBLAS time / layoutkit time, B stream = N * K * 2 bytes / time (the target at M <= 16: ~3
+TB/s), launches (1 or 2: split-K adds the reduction kernel), the bare launches' ratio and time
+(cuBLAS's time in its row); the chosen row marked.
 """
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def main(argv=None) -> int:
     from recipes import _gemm_choice as choice
     from benchmarks.bench_gemm import bare, checked, short
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    print("| M | N | K | config | launches | ratio | B stream TB/s | |")
-    print("|---:|---:|---:|---|---:|---:|---:|---|")
+    print("| M | N | K | config | launches | ratio | B stream TB/s | bare ratio | bare us | |")
+    print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---|")
     for shape in args.shapes:
         m, n, k = map(int, shape.split("x"))
         torch.manual_seed(0)
@@ -60,21 +61,18 @@ def main(argv=None) -> int:
         for i, cfg in enumerate(configs):
             checked(recipe, a, b, reference, cfg)
             runs[str(i)] = (lambda cfg: lambda: recipe.gemm(a, b, config=cfg))(cfg)
-        runs["bare"] = bare(recipe, a, b, None)
+            runs[f"bare{i}"] = bare(recipe, a, b, cfg)
         runs["cuBLAS"] = reference
         times = interleaved(runs, reps=args.reps, warmup=3)
         theirs = times["cuBLAS"].median_ms
         for i, cfg in enumerate(configs):
-            t = times[str(i)].median_ms
+            t, t_bare = times[str(i)].median_ms, times[f"bare{i}"].median_ms
             print(f"| {m} | {n} | {k} | {short(cfg)} | {2 if cfg.SPLIT_K > 1 else 1} | "
                   f"{theirs / t:.3f} | {n * k * 2 / (t * 1e-3) / 1e12:.2f} | "
+                  f"{theirs / t_bare:.3f} | {t_bare * 1e3:.1f} | "
                   f"{'chosen' if i == 0 else ''} |", flush=True)
-        t = times["bare"].median_ms
-        print(f"| {m} | {n} | {k} | {short(chosen)}, bare launches | "
-              f"{2 if chosen.SPLIT_K > 1 else 1} | {theirs / t:.3f} | "
-              f"{n * k * 2 / (t * 1e-3) / 1e12:.2f} | |", flush=True)
-        print(f"| {m} | {n} | {k} | cuBLAS ({theirs * 1e3:.1f} us) | | 1.000 | "
-              f"{n * k * 2 / (theirs * 1e-3) / 1e12:.2f} | |", flush=True)
+        print(f"| {m} | {n} | {k} | cuBLAS | 1 | 1.000 | "
+              f"{n * k * 2 / (theirs * 1e-3) / 1e12:.2f} | | {theirs * 1e3:.1f} | |", flush=True)
         torch.cuda.empty_cache()
     return 0
 
