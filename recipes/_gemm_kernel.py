@@ -217,14 +217,16 @@ def _promoted_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK
                       promote):
     """mma_k_steps in groups of `promote` k-steps: each group's first wgmma starts the wgmma
     accumulator afresh (scale-d 0); after the group, wait_group 0 and total += accumulator
-    (the other consumer warpgroup's wgmmas keep the tensor cores busy meanwhile). Returns
-    total, f32 in the accumulator layout."""
-    groups = (steps + promote - 1) // promote
+    while the other consumer warpgroup's wgmmas keep the tensor cores busy: consumer wg's
+    groups are shifted by wg * promote // 2 k-steps (its first group that much shorter), so
+    the two never drain at once. Returns total, f32 in the accumulator layout."""
+    shift = wg * promote // 2 % promote
+    groups = (steps + shift + promote - 1) // promote
     total = lk.full(lk.sm90.wgmma_accumulator_layout(BN), 0.0)
     outer = lk.range(0, groups, carry=(total, lk.sm90.wgmma_accumulator(BN)))
     for g, (total, acc) in outer:
-        start = g * promote
-        inner = lk.range(start, lk.minimum(start + promote, steps), carry=(acc,))
+        start = lk.maximum(g * promote - shift, 0) if shift else g * promote
+        inner = lk.range(start, lk.minimum(g * promote - shift + promote, steps), carry=(acc,))
         for k, (acc,) in inner:
             acc = _mma_k_step(sA, sB, full, release, acc, k, k > start, wg=wg, first=first,
                               STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR)
