@@ -184,3 +184,13 @@ def test_a_failed_pack_leaves_no_stale_parameters(gpu, checked):
         axpy[2](X2, Y2, 4096, 1e39)                 # pack_into fails after writing x and y
     axpy[2](X, Y, 4096, 2.0)
     assert [c.packed for c in gpu.calls] == [packed(X, Y, 4096, 2.0)] * 3
+
+
+def test_a_checked_launch_of_a_remembered_specialization_keeps_its_parts(gpu, checked):
+    axpy[2](X, Y, 4096, 2.0)
+    (parts,) = axpy._fast.launchers.values()
+    axpy[2](X, Y, 4096, 5)                           # an int for a: the checked path
+    axpy[2](X, Y, 4096, 2.0, stream=0xAB0)           # an explicit stream: the checked path
+    assert list(axpy._fast.launchers.values()) == [parts]
+    axpy[2](X, Y, 4096, 2.0)
+    assert checked == ["axpy"] * 3 and len(gpu.calls) == 4

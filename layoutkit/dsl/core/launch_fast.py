@@ -436,7 +436,10 @@ class FastLaunch:
                 return
             from .launch_maps import hidden_entry
             entry = hidden_entry(self.params, hidden, entry)   # None: kept, a checked launch
-        elif not isinstance(self.launchers.get(fast_key), LaunchParts):
+        else:
+            held = self.launchers.get(fast_key)
+            if isinstance(held, LaunchParts) and held.launcher is launcher:
+                return                       # (a checked launch of a remembered specialization)
             entry = self.launch_parts(fast_key, launcher) or entry
         if len(self.launchers) >= MAX_REMEMBERED:
             self.launchers.clear()
