@@ -194,3 +194,15 @@ def test_a_checked_launch_of_a_remembered_specialization_keeps_its_parts(gpu, ch
     assert list(axpy._fast.launchers.values()) == [parts]
     axpy[2](X, Y, 4096, 2.0)
     assert checked == ["axpy"] * 3 and len(gpu.calls) == 4
+
+
+def test_with_one_visible_device_is_cuda_is_the_device_test(gpu, checked, monkeypatch):
+    monkeypatch.setattr(driver, "device_count", lambda: 1)
+    monkeypatch.setattr(driver, "initialize", lambda: None)
+    axpy[2](X, Y, 4096, 2.0)
+    (parts,) = axpy._fast.launchers.values()
+    assert parts.only_device is True
+    axpy[2](X, Y, 4096, 2.0)
+    with pytest.raises(LaunchArgumentError, match="the torch tensor is on cpu, not on a CUDA device"):
+        axpy[2](Tensor(BASE + 0x20000, device=-1), Y, 4096, 2.0)    # worded by the checked path
+    assert checked == ["axpy", "axpy"] and len(gpu.calls) == 2

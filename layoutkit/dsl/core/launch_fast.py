@@ -84,7 +84,7 @@ def make_launch(_lk_grid):
                     _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_cT, _lk_aligns, _lk_one, _lk_from = _lk_e
                     _lk_last0 = None
                     _lk_c0, _lk_c1, _lk_c2, _lk_cD = _lk_f0, _lk_f1, V, _lk_fD
-                if x.get_device() == _lk_ordinal:
+                if (x.is_cuda) if _lk_one else (x.get_device() == _lk_ordinal):
                     if not (_lk_p0 == _lk_last0 and n == _lk_last1):
                         _lk_last0 = None   # the buffer is in doubt until the pack below completes
                         try:
@@ -113,7 +113,7 @@ import sys
 
 from layoutkit.ptx import debug_raw_lookup
 from layoutkit.ptx.fastpath import NeverATensor
-from layoutkit.ptx.launcher import PACK_ERRORS, LaunchParts, only_visible_device
+from layoutkit.ptx.launcher import PACK_ERRORS, LaunchParts
 
 from .arguments import INT_RANGE, Parameter
 from .tensor_args import NARROW_LIMIT, STRIDE_BYTES
@@ -149,12 +149,11 @@ def torch_dtypes(torch) -> dict[DType, object]:
 
 
 def fast_launch_source(params: list[Parameter], debug: bool | None,
-                       relaxed: dict | None = None, only_device: bool = False) -> str:
+                       relaxed: dict | None = None) -> str:
     """The source of `make_launch(_lk_grid)` (see the module docstring). `debug`: the kernel's
     fixed debug flag, or None to read LAYOUTKIT_DEBUG at each launch. `relaxed`: the kernel's
     do_not_specialize facts (layoutkit.dsl.core.nospec.relaxed_facts), computed as its key has
-    them (an integer: '+' or ''; a tensor extent: '+'). `only_device`: the process sees one CUDA
-    device (a tensor's `is_cuda` names it). Its globals: _lk_T (torch.Tensor), _lk_D<i> (torch
+    them (an integer: '+' or ''; a tensor extent: '+'). Its globals: _lk_T (torch.Tensor), _lk_D<i> (torch
     dtype of pointer i), _lk_launchers (fast key -> LaunchParts, or a from_pointers launcher),
     _lk_Parts (LaunchParts), _lk_PACK_ERRORS, _lk_checked(grid, args, stream, kwargs)
     (Kernel.launch), _lk_NO (the default of an argument not given), _lk_bind (see bind_source),
@@ -233,11 +232,12 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
              "_lk_failed", "_lk_cT", "_lk_aligns", "_lk_one", "_lk_from"]
     given = f"({', '.join(names)}{',' if len(names) == 1 else ''})"
     checked = f"return _lk_checked(_lk_grid, {given}, None, {{}})"
-    device = [f"{names[i]}.is_cuda" if only_device else f"{names[i]}.get_device() == _lk_ordinal"
-              for i, p in enumerate(params) if p.kind in ("pointer", "tensor")]
+    tensors = [names[i] for i, p in enumerate(params) if p.kind in ("pointer", "tensor")]
+    device = (f"({' and '.join(f'{t}.is_cuda' for t in tensors)}) if _lk_one else "   # one device
+              f"({' and '.join(f'{t}.get_device() == _lk_ordinal' for t in tensors)})") if tensors else "True"
     same = [f"{v} {'is' if v in floats else '=='} {last}" for v, last in zip(packed, lasts)]
     launch = [
-        f"if {' and '.join(device) or 'True'}:",
+        f"if {device}:",
         *([f"    if not ({' and '.join(same)}):",
            f"        {lasts[0]} = None   # the buffer is in doubt until the pack below completes",
            "        try:",
@@ -394,13 +394,12 @@ class FastLaunch:
         lookup = debug_raw_lookup()
         if debug is None and lookup is None:   # no encoded environment: only the checked path
             return
-        self.only_device = only_visible_device()
         self.namespace = {"__name__": __name__,     # its frames are layoutkit's, not the user's
                           "_lk_T": NeverATensor, "_lk_launchers": self.launchers, "_lk_checked": checked,
                           "_lk_type": type, "_lk_int": int, "_lk_float": float, "_lk_NO": NO,
                           "_lk_Parts": LaunchParts, "_lk_PACK_ERRORS": PACK_ERRORS,
                           "_lk_os": os, "_lk_debug_key": lookup and lookup[0], "_lk_flags": lookup and lookup[1]}
-        source = fast_launch_source(params, debug, relaxed, self.only_device) + "\n\n\n" + bind_source(params)
+        source = fast_launch_source(params, debug, relaxed) + "\n\n\n" + bind_source(params)
         exec(compile(source, f"<layoutkit fast launch of {name}>", "exec"), self.namespace)
         self.namespace["_lk_other"] = other_call(checked)
         self.make = self.namespace["make_launch"]
@@ -447,13 +446,12 @@ class FastLaunch:
 
     def launch_parts(self, fast_key: tuple, launcher) -> LaunchParts | None:
         """The launcher's LaunchParts for the generated function to launch in place, where its
-        rules are the ones that function tests: pointers of this torch's tensor type, the device
-        test it was generated with, and every alignment the PTX requires implied by the key's
-        16-byte facts (else None: it calls from_pointers, which tests them)."""
+        rules are the ones that function tests: pointers of this torch's tensor type and every
+        alignment the PTX requires implied by the key's 16-byte facts (else None: it calls
+        from_pointers, which tests them)."""
         make = getattr(launcher, "launch_parts", None)
         parts = make() if make is not None else None
-        if parts is None or parts.tensor_type is not self.torch_tensor or \
-                (self.only_device and not parts.only_device):
+        if parts is None or parts.tensor_type is not self.torch_tensor:
             return None
         aligned = [fast_key[i] if p.kind == "pointer" else fast_key[i][0]
                    for i, p in enumerate(self.params) if p.kind in ("pointer", "tensor")]
