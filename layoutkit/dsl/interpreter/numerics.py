@@ -297,6 +297,9 @@ def compare(kind: str, a, b, dtype: DType) -> bool:
         if x != x or y != y:
             return False
         a, b = x, y
+    elif type(a) is not int or type(b) is not int:      # bools; an unavailable value refuses
+        return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b, "eq": a == b,
+                "ne": a != b}[kind]
     return _COMPARE[kind](a, b)
 
 

@@ -37,6 +37,7 @@ class WarpgroupLog:
         self.positions: dict[int, dict] = {}
         self.decided = 0
         self.exited = {t.tid for t in self.members if t.done}
+        self._exited_cache: tuple = (None, 0)
 
     def execute(self, thread, op, what: str) -> None:
         n = self.count[thread.tid]
@@ -55,13 +56,21 @@ class WarpgroupLog:
             ran = self.positions[n]
             arrived = sum(len(tids) for _, _, tids in ran.values())
             if arrived < len(self.members):
-                if arrived + len(self.exited) < len(self.members) or arrived + sum(
-                        self.count[t] <= n for t in self.exited) < len(self.members):
+                if arrived + len(self.exited) < len(self.members) or \
+                        arrived + self._exited_at_or_before(n) < len(self.members):
                     return
             if len(ran) > 1 or arrived < WARPGROUP:
                 self._partial(ran)
             del self.positions[n]
             self.decided += 1
+
+    def _exited_at_or_before(self, n: int) -> int:
+        """How many exited threads exited without passing position n (their counts are
+        final, so the number is kept until n or the exited set changes)."""
+        key = (n, len(self.exited))
+        if self._exited_cache[0] != key:
+            self._exited_cache = (key, sum(self.count[t] <= n for t in self.exited))
+        return self._exited_cache[1]
 
     def _partial(self, ran: dict):
         op, what, tids = min(ran.values(), key=lambda x: (

@@ -211,13 +211,70 @@ class ExecutionWait(Wait):
                "thread of the warpgroup has issued"
 
 
+# ops whose results are computed from their operands' values, which a Pending refuses: no
+# result of theirs holds a copy of one
+_COMPUTING = frozenset({"binary", "fma", "unary", "cast", "cmp", "index", "const", "load",
+                        "shared_load", "ldmatrix", "dsmem_load", "thread_idx", "block_idx",
+                        "special_reg"})
+
+
+def _forwarding(machine) -> list:
+    """(inputs, outputs) of every op that may copy a value: its operands and its blocks' yields'
+    operands; its results and its blocks' arguments (once per run)."""
+    known = machine.state.get("wgmma_forwarding")
+    if known is None:
+        known = machine.state["wgmma_forwarding"] = []
+
+        def walk(block):
+            for op in block.ops:
+                if op.name not in _COMPUTING:
+                    inputs = {v.id for v in op.operands}
+                    outputs = {r.id for r in op.results}
+                    for inner in op.blocks:
+                        outputs.update(a.id for a in inner.args)
+                        for end in inner.ops:
+                            if end.name == "yield":
+                                inputs.update(v.id for v in end.operands)
+                    if outputs:
+                        known.append((inputs, outputs))
+                for inner in op.blocks:
+                    walk(inner)
+        walk(machine.fn.body)
+    return known
+
+
+def copy_targets(machine, op) -> tuple:
+    """The value ids that may hold a result of the wgmma `op` (its results, and what copies
+    them: a fixpoint over _forwarding), once per op and run."""
+    cache = machine.state.setdefault("wgmma_copy_targets", {})
+    known = cache.get(id(op))
+    if known is None:
+        tainted = {r.id for r in op.results}
+        changed = True
+        while changed:
+            changed = False
+            for inputs, outputs in _forwarding(machine):
+                if not outputs <= tainted and not tainted.isdisjoint(inputs):
+                    tainted |= outputs
+                    changed = True
+        known = cache[id(op)] = tuple(tainted)
+    return known
+
+
 def _retire(thread, execution: WgmmaExecution) -> None:
     """The thread's registers take the results; the last thread of the warpgroup frees the
     shared operands."""
     values, env = execution.results[thread.tid], thread.env
-    for key, x in env.items():
-        if type(x) is Pending and x.instance is execution:
-            env[key] = values[x.index]
+    targets = copy_targets(thread.cta.machine, execution.op)
+    if len(targets) < len(env):
+        for key in targets:
+            x = env.get(key)
+            if type(x) is Pending and x.instance is execution:
+                env[key] = values[x.index]
+    else:
+        for key, x in env.items():
+            if type(x) is Pending and x.instance is execution:
+                env[key] = values[x.index]
     if thread.yielded:
         thread.yielded = [values[x.index] if type(x) is Pending and x.instance is execution
                           else x for x in thread.yielded]
