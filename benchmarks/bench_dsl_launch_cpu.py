@@ -149,13 +149,16 @@ def dsl_rows() -> dict:
 
 def stage_rows(kernel, grid, args) -> dict:
     """The DSL call's stages one by one (what each costs alone), for this code's internals:
-    `kernel[grid]` (kept per plain grid), the generated launch function (facts, key, lookup,
-    and the configured launcher's from_pointers call, here a no-op), the debug flag read inside it."""
+    `kernel[grid]` (kept per plain grid), a generated launch function holding no parts (its
+    checks, facts, key and lookup, answered by a no-op launcher), the debug flag read inside it."""
     import os
 
     from layoutkit.ptx import debug_raw_lookup
     fast = kernel._fast
-    launch = kernel[grid]
+    kept = kernel[grid]
+    kernel._grids.pop(grid)
+    launch = kernel[grid]         # a new function: it holds no parts, so each call looks up
+    kernel._grids[grid] = kept
     no_op = type("NoOpLaunchers", (dict,), {"get": lambda self, key: lambda *a: None})()
     real = fast.namespace["_lk_launchers"]
     key, flags = debug_raw_lookup()
@@ -168,7 +171,7 @@ def stage_rows(kernel, grid, args) -> dict:
             fast.namespace["_lk_launchers"] = real
     return {
         "  stage: kernel[grid] (kept per plain grid)": lambda: kernel[grid],
-        "  stage: kernel[grid](...), the configured launcher a no-op (+2 item sets)":
+        "  stage: kernel[grid](...) holding no parts: checks, facts, lookup, a no-op launcher (+2 item sets)":
             launch_without_launcher,
         "  stage: the debug flag (inside the row above)": lambda: flags.get(os.environ._data.get(key)),
         "  stage: kernel.options() (the checked path's)": kernel.options,
