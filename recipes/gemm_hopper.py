@@ -200,10 +200,12 @@ def _sm_count(device) -> int:
 
 
 def _device_name(device) -> str:
-    """The name of a CUDA device (remembered per device): part of the tuning key."""
+    """The name of a CUDA device (remembered per device): part of the tuning key; a CPU
+    device (the interpreter's launches through layoutkit.torch) is its type."""
     if device not in _NAMES:
         import torch
-        _NAMES[device] = torch.cuda.get_device_name(device)
+        _NAMES[device] = torch.cuda.get_device_name(device) if device.type == "cuda" else \
+            device.type
     return _NAMES[device]
 
 
