@@ -11,6 +11,7 @@ import sys
 import pytest
 
 import layoutkit.dsl as lk
+from layoutkit.dsl.core.launch_fast import plain_grid
 from layoutkit.ptx import CudaDriverError, LaunchArgumentError, driver
 from layoutkit.ptx.launcher import LaunchParts
 
@@ -206,3 +207,11 @@ def test_with_one_visible_device_is_cuda_is_the_device_test(gpu, checked, monkey
     with pytest.raises(LaunchArgumentError, match="the torch tensor is on cpu, not on a CUDA device"):
         axpy[2](Tensor(BASE + 0x20000, device=-1), Y, 4096, 2.0)    # worded by the checked path
     assert checked == ["axpy", "axpy"] and len(gpu.calls) == 2
+
+
+@pytest.mark.parametrize("grid, plain", [
+    (1, True), (0, True), ((4,), True), ((1, 2), True), ((1, 2, 3), True), ((), False),
+    ((1, 2, 3, 4), False), (1.0, False), (True, False), ((True,), False), ((1, 2.0), False),
+    ((1, 2, True), False), ([1], False), ((1, (2,)), False), (None, False), ("1", False)])
+def test_plain_grids_are_exact_ints_or_tuples_of_one_to_three(grid, plain):
+    assert plain_grid(grid) is plain

@@ -123,13 +123,22 @@ __all__ = ["FastLaunch", "bind_source", "fast_launch_source", "plain_grid", "tor
 
 PREFIX = "_lk_"   # the generated code's own names; a kernel parameter may not start with it
 MAX_REMEMBERED = 256   # launchers a kernel's fast path keeps (one per specialization and grid)
-PLAIN_GRID_TYPES = {(int,), (int, int), (int, int, int)}
 
 
 def plain_grid(grid) -> bool:
     """Whether `grid` is an exact int or a tuple of 1-3 exact ints: the grids the fast path takes
-    (1.0 == 1 and True == 1 as dict keys; those grids go through the checked path)."""
-    return type(grid) is int or (type(grid) is tuple and tuple(map(type, grid)) in PLAIN_GRID_TYPES)
+    (1.0 == 1 and True == 1 as dict keys; those grids go through the checked path). Written out
+    per length: `kernel[x, y]` asks it at every launch."""
+    if type(grid) is int:
+        return True
+    if type(grid) is not tuple:
+        return False
+    n = len(grid)
+    if n == 2:
+        return type(grid[0]) is int and type(grid[1]) is int
+    if n == 3:
+        return type(grid[0]) is int and type(grid[1]) is int and type(grid[2]) is int
+    return n == 1 and type(grid[0]) is int
 
 
 def torch_module():
