@@ -247,7 +247,7 @@ class Extractor:
         if parts is None:
             ctas, idx = self.cta[mask], np.flatnonzero(mask)
             parts = []
-            for cta in (np.unique(ctas).tolist() if ctas.size else ()):
+            for cta in (np.flatnonzero(np.bincount(ctas)).tolist() if ctas.size else ()):
                 chosen = ctas == cta
                 sub = np.zeros_like(mask)
                 sub[idx[chosen]] = True
