@@ -89,6 +89,7 @@ def to_dtype(value, dtype: DType):
 
 _MANTISSA = {"f32": 24, "bf16": 8, "f16": 11}
 _MIN_EXP = {"f32": -126, "bf16": -126, "f16": -14}
+_TINY = {name: math.ldexp(1.0, e) for name, e in _MIN_EXP.items()}   # the smallest normal
 _MAX = {"f32": float(np.finfo(np.float32).max), "f16": 65504.0,
         "bf16": float(np.float32(np.uint32(0x7F7F0000).view(np.float32)))}
 
@@ -125,7 +126,7 @@ _F32_MAX, _F16_MAX = _MAX["f32"], _MAX["f16"]
 _FLOAT32 = np.float32
 _F32_BITS, _U32_BITS = struct.Struct("<f"), struct.Struct("<I")
 _F64_BITS, _F64_PACK = struct.Struct("<Q"), struct.Struct("<d").pack
-_F32_MIN_NORMAL = 2.0 ** _MIN_EXP["f32"]
+_F32_MIN_NORMAL = _TINY["f32"]
 
 
 def _bf16_of_f32(a):
@@ -252,7 +253,7 @@ def int_div(a: int, b: int, dtype: DType) -> int:
 def unary(kind: str, a, dtype: DType, ftz: bool = False):
     """The `unary` op (neg abs exp2 log2 sqrt rsqrt rcp tanh) on a register value of dtype; `ftz`
     (exp2): subnormal input and result flushed to zero, as bf16 always is."""
-    if not dtype.is_float:
+    if dtype.kind != "float":
         return wrap(-a, dtype) if kind == "neg" else wrap(abs(a), dtype)
     x = float(a)
     if kind == "neg":
@@ -261,13 +262,18 @@ def unary(kind: str, a, dtype: DType, ftz: bool = False):
         return to_dtype(abs(x), dtype)
     if kind == "exp2":
         flush = ftz or dtype.name == "bf16"                    # ex2.approx.ftz
-        if flush and _subnormal(x, dtype):
-            x = 0.0
+        if flush:
+            tiny = _TINY[dtype.name]
+            if x != 0.0 and abs(x) < tiny:                     # subnormal
+                x = 0.0
         r = math.inf if x > 1024 else 0.0 if x < -1100 else (
-            math.nan if math.isnan(x) else 2.0 ** x)
+            math.nan if x != x else 2.0 ** x)
         out = round_float(r, dtype)
-        return to_dtype(0.0, dtype) if flush and _subnormal(float(out), dtype) \
-            else out
+        if flush:
+            y = float(out)
+            if y != 0.0 and abs(y) < tiny:
+                return to_dtype(0.0, dtype)
+        return out
     if kind == "log2":              # lg2.approx: -inf at +-0, NaN below 0
         r = -math.inf if x == 0 else math.nan if x < 0 or math.isnan(x) else math.log2(x)
         return round_float(r, dtype)
@@ -280,10 +286,6 @@ def unary(kind: str, a, dtype: DType, ftz: bool = False):
         return round_float(math.copysign(r, x) if x == 0 else r, dtype)
     r = math.copysign(math.inf, x) if x == 0 else 1.0 / x     # rcp.rn
     return round_float(r, dtype)
-
-
-def _subnormal(x: float, dtype: DType) -> bool:
-    return x != 0.0 and abs(x) < math.ldexp(1.0, _MIN_EXP[dtype.name])
 
 
 _COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,

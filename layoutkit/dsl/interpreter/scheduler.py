@@ -67,6 +67,8 @@ class Scheduler:
         self.eagerness = self.rng.choice(EAGERNESS)
         self.runnable: list[Thread] = []
         self.pending: list[AsyncOperation] = []
+        self.conditional = 0    # >= the pending operations whose ready() may be False (one
+        #                         removed from `pending` elsewhere stays counted)
         self.schedule = array("q")
         self.max_steps = max_steps
         self.steps = 0
@@ -84,6 +86,8 @@ class Scheduler:
     def post(self, operation: AsyncOperation) -> None:
         """Register an asynchronous operation to complete at a later step of our choosing."""
         self.pending.append(operation)
+        if type(operation).ready is not AsyncOperation.ready:
+            self.conditional += 1
 
     # ---- running ----------------------------------------------------------------------------
     def run(self, threads: list[Thread]) -> None:
@@ -97,10 +101,17 @@ class Scheduler:
                 raise ExecutionError(f"the kernel ran more than {self.max_steps} scheduler steps "
                                      "(an endless loop, or a spin that never sees its flag?)",
                                      None)
-            ready = [p for p in pending if p.ready()] if pending else ()
+            if not pending:
+                ready = ()
+            elif self.conditional:
+                ready = [p for p in pending if p.ready()]
+            else:
+                ready = pending                 # every one is ready (AsyncOperation.ready)
             if ready and (not runnable or rng.random() < self.eagerness):
                 operation = ready[_below(getrandbits, len(ready))]
                 pending.remove(operation)
+                if type(operation).ready is not AsyncOperation.ready:
+                    self.conditional -= 1
                 record(-1 - self.completed)
                 self.completed += 1
                 operation.complete()

@@ -220,14 +220,20 @@ _COMPUTING = frozenset({"binary", "fma", "unary", "cast", "cmp", "index", "const
 
 def _forwarding(machine) -> list:
     """(inputs, outputs) of every op that may copy a value: its operands and its blocks' yields'
-    operands; its results and its blocks' arguments (once per run)."""
+    operands; its results and its blocks' arguments (a loop: per carried value; once per
+    run)."""
     known = machine.state.get("wgmma_forwarding")
     if known is None:
         known = machine.state["wgmma_forwarding"] = []
 
         def walk(block):
             for op in block.ops:
-                if op.name not in _COMPUTING:
+                if op.name == "for":        # carried value i: init i, yield i -> arg i, result i
+                    body, inits = op.blocks[0], op.operands[3:]
+                    nexts = body.ops[-1].operands
+                    for init, arg, out, nxt in zip(inits, body.args[1:], op.results, nexts):
+                        known.append(({init.id, nxt.id}, {arg.id, out.id}))
+                elif op.name not in _COMPUTING:
                     inputs = {v.id for v in op.operands}
                     outputs = {r.id for r in op.results}
                     for inner in op.blocks:
