@@ -25,7 +25,8 @@ class Step:
 
 
 class Compiler:
-    """Compiles a verified `Function`'s blocks into Steps (once per run)."""
+    """Compiles a verified `Function`'s blocks into Steps (the steps keep no run's state: one
+    Compiler serves every run of the IR; `interpret` reuses it)."""
 
     def __init__(self, fn: Function):
         self.fn = fn
