@@ -45,9 +45,9 @@ class ProtocolWarning(UserWarning):
     """Something the static protocol check could not prove (it says what it assumed)."""
 
 
-def _header(protocol, errors: int) -> str:
-    ran = f" (runtime loops checked with {protocol.assumed})" if protocol.assumed else ""
-    return (f"kernel {protocol.kernel}: the static protocol check found {errors} "
+def _header(kernel: str, assumed: str, errors: int) -> str:
+    ran = f" (runtime loops checked with {assumed})" if assumed else ""
+    return (f"kernel {kernel}: the static protocol check found {errors} "
             f"error{'s' if errors != 1 else ''}{ran}:")
 
 
@@ -90,18 +90,23 @@ def check_kernel_protocol(fn):
             return fn
         protocol.unfollowed = unfollowed(fn, protocol)
         findings = check_kernel(protocol)
+        # the lookup closes over the protocol: without this cycle the protocol's events go
+        # with it here, not in a collection during the next kernel's trace or lowering
+        protocol.unfollowed = None
+        kernel, assumed = protocol.kernel, protocol.assumed
+        del protocol
     for finding in findings:
         if not finding.error:
             location = finding.site.location
             warnings.warn_explicit(
-                ProtocolWarning(f"kernel {protocol.kernel}: the static protocol check could not "
+                ProtocolWarning(f"kernel {kernel}: the static protocol check could not "
                                 f"decide: {finding.message}"),
                 ProtocolWarning, location.file if location else "<kernel>",
                 location.line if location else 0)
     errors = [f for f in findings if f.error]
     if errors:
         body = "\n".join(f"  - {f.text()}" for f in errors)
-        error = ProtocolError(f"{_header(protocol, len(errors))}\n{body}",
+        error = ProtocolError(f"{_header(kernel, assumed, len(errors))}\n{body}",
                               errors[0].site.location, errors, fn)
         if not getattr(fn, "debug", False):
             raise error
