@@ -39,7 +39,9 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos():
 
 
 def test_interpreter_matches_float64_gradients():
-    assert fb.check_cpu(cases=((1, 70, 150, 2, 1, 64, False), (1, 100, 130, 2, 2, 64, True))) \
+    # non-causal GQA over two key blocks (one query block: a key block's loop over several is
+    # the causal case's and the head dim 128 test's); causal seqlen_q < seqlen_k, 2 kv heads
+    assert fb.check_cpu(cases=((1, 50, 150, 2, 1, 64, False), (1, 100, 130, 2, 2, 64, True))) \
         < 2 ** -6
 
 
