@@ -105,6 +105,7 @@ class GlobalMemory:
     def __init__(self):
         self.regions: list[Region] = []
         self._starts: list[int] = []
+        self._found: dict = {}          # pointer -> its region (region() is a pure lookup)
 
     def add(self, name: str, array: np.ndarray, dtype: DType) -> int:
         """Map a C-contiguous array; returns its address (the pointer argument's value)."""
@@ -114,14 +115,19 @@ class GlobalMemory:
         at = bisect.bisect_right(self._starts, start)
         self._starts.insert(at, start)
         self.regions.insert(at, region)
+        self._found.clear()
         return start
 
     def region(self, pointer: int, what: str, op) -> Region:
         """The argument array that `pointer` (a pointer argument's value) points into."""
+        found = self._found.get(pointer)
+        if found is not None:
+            return found
         at = bisect.bisect_right(self._starts, pointer) - 1
         while at >= 0:
             region = self.regions[at]
             if region.start <= pointer < region.start + max(region.nbytes, 1):
+                self._found[pointer] = region
                 return region
             at -= 1
         raise MemoryFaultError(f"{what}: the pointer {pointer:#x} is not inside any argument "

@@ -29,16 +29,17 @@ from .float8 import round_fp8
 
 BF16, F16, F32, F64, I32, I64, U32, BOOL = bf16, f16, f32, f64, i32, i64, u32, bool_
 
-_BITS = {"i32": 32, "i64": 64, "u32": 32}
+_BITS = {t.name: 8 * t.nbytes for t in (I32, I64, U32)}
+# name -> (mask, the sign bit or 0 for an unsigned type, 2**bits)
+_WRAP = {t.name: ((1 << _BITS[t.name]) - 1, (1 << (_BITS[t.name] - 1)) * (t.kind == "int"),
+                  1 << _BITS[t.name]) for t in (I32, I64, U32)}
 
 
 def wrap(value: int, dtype: DType) -> int:
     """`value` reduced to `dtype`'s width (two's complement for signed types)."""
-    bits = _BITS[dtype.name]
-    value &= (1 << bits) - 1
-    if dtype.kind == "int" and value >> (bits - 1):
-        value -= 1 << bits
-    return value
+    mask, sign, size = _WRAP[dtype.name]
+    value &= mask
+    return value - size if value & sign else value
 
 
 def trunc_div(a: int, b: int) -> int:
