@@ -37,7 +37,10 @@ class Rendezvous(Wait):
 def arrive(thread, key, members: list, op, kind: str, payload, finish) -> Rendezvous:
     """Contribute `payload` to the rendezvous `key` (per CTA) at `op`; the last of `members`
     to arrive calls `finish(rendezvous)` and wakes the others."""
-    table = thread.cta.state.setdefault("rendezvous", {})
+    state = thread.cta.state
+    table = state.get("rendezvous")
+    if table is None:
+        table = state["rendezvous"] = {}
     open_one = table.get(key)
     if open_one is None:
         open_one = table[key] = Rendezvous(op, members, kind,
