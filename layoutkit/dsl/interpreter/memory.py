@@ -189,12 +189,14 @@ class SharedMemory:
                     buffer: str | None = None) -> None:
         """Raise unless [start, start + nbytes) lies inside `buffer` (or the whole dynamic
         shared array) and is `align`-aligned."""
-        if buffer is not None and buffer in self.allocations:
-            alloc = self.allocations[buffer]
-            lo, hi, name = alloc.offset, alloc.offset + alloc.nbytes, f"buffer {alloc.name}"
+        alloc = self.allocations.get(buffer) if buffer is not None else None
+        if alloc is not None:
+            lo, hi = alloc.offset, alloc.offset + alloc.nbytes
         else:
-            lo, hi, name = 0, self.data.size, "the kernel's dynamic shared memory"
+            lo, hi = 0, self.data.size
         if start < lo or start + nbytes > hi:
+            name = f"buffer {alloc.name}" if alloc is not None else \
+                "the kernel's dynamic shared memory"
             raise MemoryFaultError(
                 f"{what} touches shared bytes {start}..{start + nbytes - 1}, outside {name} "
                 f"(bytes {lo}..{hi - 1}): the GPU would fault or corrupt another buffer",

@@ -122,7 +122,11 @@ class Scheduler:
                 if self._recheck(threads):
                     continue
                 raise DeadlockError(deadlock_report(threads, pending), None)
-            at = _below(getrandbits, len(runnable))
+            n = len(runnable)                   # _below(getrandbits, n), inline
+            k = n.bit_length()
+            at = getrandbits(k)
+            while at >= n:
+                at = getrandbits(k)
             thread = runnable[at]
             record(thread.uid)
             resume(thread, at)
