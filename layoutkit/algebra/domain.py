@@ -277,7 +277,8 @@ def _size(s):
 
 def entry(c, s, op, arg: str, path=(), whole=None, top: bool = False, note: str = ""):
     """One coordinate entry c of the (sub-)shape s, checked and normalized: an integer in
-    0 .. size(s) - 1 (``top``: any index >= 0, CuTe's extension past the size)."""
+    0 .. size(s) - 1 (``top``: any index >= 0, CuTe's extension past the size). ``note`` (text,
+    or a function making it, called only for the message) is added to a range error."""
     if type(c) is not int:
         c = integer(c, op, arg, path, whole)
         if type(c) is not int:
@@ -291,6 +292,7 @@ def entry(c, s, op, arg: str, path=(), whole=None, top: bool = False, note: str 
         n = _size(s)
         if type(n) is int and c >= n:
             what = "the extent" if type(s) is int else f"the size of shape {show(s)}"
+            note = note() if callable(note) else note
             fail(op, arg, c, f"must be in 0..{n - 1} ({what} is {n}){note}", path, whole)
     return c
 
@@ -299,8 +301,9 @@ def coordinate(crd, shp, op: str, arg: str = "coord", slicing: bool = False, not
                bounded: bool = True):
     """crd checked as a coordinate of the shape shp (see the module's rules); returns it with
     lists as tuples and numpy integers as ints. ``slicing``: None entries (CuTe's ``_``) allowed;
-    ``note`` is added to a range error (``; the grid is (2,2)``); ``bounded=False`` lets every
-    entry go past its mode (>= 0 still), CuTe's linear extension of the layout function.
+    ``note`` (as for ``entry``) is added to a range error (``; the grid is (2,2)``);
+    ``bounded=False`` lets every entry go past its mode (>= 0 still), CuTe's linear extension of
+    the layout function.
     """
     if type(crd) is int:
         if crd >= 0:

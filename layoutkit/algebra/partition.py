@@ -44,15 +44,20 @@ def _select(layout, crd_tile, crd_rest, op: str, arg: str, bounded: bool = True)
                 domain.fail(op, arg, crd, f"has {len(crd)} entries but the grid "
                             f"{it.fmt(part.shape)} has {len(modes)} modes")
             crd = domain.coordinate(tuple(crd), tuple(m.shape for m in modes[:len(crd)]), op, arg,
-                                    note=f"; the grid is {it.fmt(part.shape)}", bounded=bounded)
+                                    note=_grid_note(part), bounded=bounded)
             crd = crd + (None,) * (len(modes) - len(crd))
             sub, off = slice_offset(make_layout(*modes), crd)
             kept += _modes(sub) if len(sub) else []
         else:
             off = part(domain.entry(crd, part.shape, op, arg, top=not bounded,
-                                    note=f"; the grid is {it.fmt(part.shape)}"))
+                                    note=_grid_note(part)))
         offset = off if offset == 0 else it.add(offset, off)
     return make_layout(*kept), offset
+
+
+def _grid_note(part):
+    """The range error's note naming the tile grid, made only for a message."""
+    return lambda: f"; the grid is {it.fmt(part.shape)}"
 
 
 def _split(layout, op: str):
@@ -121,7 +126,7 @@ def local_partition(layout, tile: Layout, index, proj=None):
         tile = make_layout(*_dice(proj, tuple(tile), "local_partition", "tile"))
     inner, composed = _split(layout, "local_partition")
     index = domain.entry(index, tile.shape, "local_partition", "index",
-                         note=f": a thread of the tile {tile}")
+                         note=lambda: f": a thread of the tile {tile}")
     hier = it.idx2crd(index, tile.shape, tile.stride)
     if type(tile.shape) is tuple:
         flat = tuple(it.crd2idx(c, s) for c, s in zip(hier, tile.shape))

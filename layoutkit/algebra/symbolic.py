@@ -133,9 +133,59 @@ def _bounds(expr):
     return None
 
 
+# ---- an extent against an int: the answers below in closed form ------------------------------
+# Every tensor extent meets a constant (is it 1? <= the tile? a multiple of it?) once per view:
+# E = d*q (q >= 1) against c decides on d and c alone, which _bounds finds the long way round
+# (a Poly of the shifted difference). Each closed form is what that general path returns.
+
+def _extent_and_int(a, b):
+    """(E, c, E first) when one operand is an extent and the other an int, else None."""
+    if type(b) is int and type(a) is Extent:
+        return a, b, True
+    if type(a) is int and type(b) is Extent:
+        return b, a, False
+    return None
+
+
+def _extent_le(pair):
+    """le(a, b) of _extent_and_int's pair: c <= E holds when d >= c; E <= c fails when c < d."""
+    e, c, first = pair
+    if first:
+        return False if c < e.divisor else None
+    return True if e.divisor >= c else None
+
+
+def _extent_lt(pair):
+    """lt(a, b) of the pair: c < E holds when d > c; E < c fails when c <= d."""
+    e, c, first = pair
+    if first:
+        return False if c <= e.divisor else None
+    return True if e.divisor > c else None
+
+
+def _ceiling_takes(x, c) -> bool:
+    """x is ceiling(E/n) (E an extent, n an int) and takes the int value c at some E = k*d: x
+    then takes c and, E growing, other values, so that no sound answer to x == c is True or
+    False (each tile count of a tensor view, asked whether it is 1)."""
+    if type(x) is not sympy.ceiling or type(c) is not int or not 1 <= c <= 1024:
+        return False
+    arg = x.args[0]
+    if not (arg.is_Mul and len(arg.args) == 2 and arg.args[0].is_Rational
+            and arg.args[0].p == 1 and type(arg.args[1]) is Extent):
+        return False
+    n, d = int(arg.args[0].q), arg.args[1].divisor
+    return any(-(-k * d // n) == c for k in range(1, c * n // d + 2))
+
+
 @_memoized
 def le(a, b):
     """True/False when a <= b is provable/refutable for all symbol values, else None."""
+    pair = _extent_and_int(a, b)
+    return _extent_le(pair) if pair is not None else _le_by_bounds(a, b)
+
+
+def _le_by_bounds(a, b):
+    """le's general path: the sign of b - a with each extent written d*q."""
     f = _bounds(_hidden(sympy.sympify(b) - a))
     if isinstance(f, sympy.Basic):
         return bool(f >= 0)
@@ -145,6 +195,12 @@ def le(a, b):
 @_memoized
 def lt(a, b):
     """True/False when a < b is provable/refutable for all symbol values, else None."""
+    pair = _extent_and_int(a, b)
+    return _extent_lt(pair) if pair is not None else _lt_by_bounds(a, b)
+
+
+def _lt_by_bounds(a, b):
+    """lt's general path (see _le_by_bounds)."""
     f = _bounds(_hidden(sympy.sympify(b) - a))
     if isinstance(f, sympy.Basic):
         return bool(f > 0)
@@ -154,6 +210,16 @@ def lt(a, b):
 @_memoized
 def eq(a, b):
     """True/False when a == b is provable/refutable for all symbol values, else None."""
+    pair = _extent_and_int(a, b)
+    if pair is not None:            # E = d*q never equals c < d; may or may not when c >= d
+        return False if pair[1] < pair[0].divisor else None
+    if _ceiling_takes(a, b) or _ceiling_takes(b, a):
+        return None
+    return _eq_by_bounds(a, b)
+
+
+def _eq_by_bounds(a, b):
+    """eq's general path (see _le_by_bounds)."""
     d = sympy.expand(_hidden(sympy.sympify(a) - b))
     if d == 0:
         return True
@@ -348,6 +414,13 @@ def exact_div(n, d, context: str):
 @_memoized
 def ceil_div(a, b):
     """ceiling(a / b) for positive b, simplified."""
+    if type(a) is Extent and type(b) is int and b > 0:   # E/b is exact exactly when b | d
+        return a / b if a.divisor % b == 0 else sympy.ceiling(a / b)
+    return _ceil_div_general(a, b)
+
+
+def _ceil_div_general(a, b):
+    """ceil_div's general path: the quotient when b provably divides a, 1 when 0 < a <= b."""
     q = sympy.cancel(sympy.sympify(a) / b)
     if divides(b, a):
         return norm(q)
