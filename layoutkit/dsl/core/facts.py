@@ -7,6 +7,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from layoutkit.algebra import divides, less
+from layoutkit.algebra.sympy_gate import memoized
 from layoutkit.algebra.sympy_gate import sympy
 
 
@@ -21,8 +22,62 @@ def provably_divisible(expr, d: int) -> bool:
     return d == 1 or divides(d, expr) is True
 
 
+def integer_by_form(expr) -> bool:
+    """True when the sympy expression is an integer by its form alone: integers and integer
+    symbols combined by +, integer multiples and products, non-negative integer powers, Mod (by
+    a known nonzero divisor), Min and Max, and floor/ceiling of rational combinations of those
+    (sympy's assumptions then say the same: each rule is one of theirs, without the assumption
+    system's search, which takes |x| of every factor of a product). False means "not seen this
+    way", not "not an integer".
+
+    >>> t = sympy.Symbol("t", integer=True, nonnegative=True)
+    >>> integer_by_form(4 * sympy.Mod(t, 8) + sympy.floor(t / 3) - 1), integer_by_form(t / 2)
+    (True, False)
+    """
+    if expr.is_Integer:
+        return True
+    if expr.is_Symbol:
+        return expr.is_integer is True
+    if isinstance(expr, (sympy.floor, sympy.ceiling)):
+        return _rational_by_form(expr.args[0])
+    if isinstance(expr, (sympy.Add, sympy.Mul, sympy.Min, sympy.Max)):
+        return all(integer_by_form(a) for a in expr.args)
+    if isinstance(expr, sympy.Mod):         # sympy's rule: p, q integers, q known nonzero
+        p, q = expr.args
+        return integer_by_form(p) and integer_by_form(q) and q.is_zero is False
+    if isinstance(expr, sympy.Pow):
+        return expr.exp.is_Integer and expr.exp >= 0 and integer_by_form(expr.base)
+    return False
+
+
+def _rational_by_form(expr) -> bool:
+    """expr is a rational combination (sums, products, rational coefficients) of integers by
+    form: a real number, so floor/ceiling of it is an integer."""
+    if expr.is_Rational:
+        return True
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        return all(_rational_by_form(a) for a in expr.args)
+    return integer_by_form(expr)
+
+
+@memoized
+def fraction_of(arg) -> tuple:
+    """(numerator, denominator) of a floor's or ceiling's argument over one denominator
+    (sympy.fraction of sympy.together), remembered per argument: the trace, its bounds and the
+    lowering ask it of the same few dozen arguments hundreds of times."""
+    return sympy.fraction(sympy.together(arg))
+
+
 def provably_less(a, b) -> bool | None:
-    """True / False when a < b holds / fails for every value of the symbols, None when unknown."""
+    """True / False when a < b holds / fails for every value of the symbols, None when unknown.
+    A constant a below the low end of b's interval under the symbols' declared signs
+    (`interval`) is decided at once (a loop start or ring counter Max(1, ...) > -1): the
+    prover's rewriting of each extent as a multiple of its divisor re-evaluates every Max, Min
+    and floor of b (~70 ms for a causal attention tile's key-block count)."""
+    if type(a) is int and isinstance(b, sympy.Basic):
+        low = interval(b, sign_range)[0]
+        if low is not None and a < low:
+            return True
     return less(a, b)
 
 
@@ -63,7 +118,7 @@ def within_block(expr, tid, threads: int):
     8*tid + floor(tid/32)
     """
     def floor_(arg):
-        num, den = sympy.fraction(sympy.together(arg))
+        num, den = fraction_of(arg)
         if num == tid and den.is_Integer and den >= threads:
             return sympy.Integer(0)
         return sympy.floor(arg)
@@ -159,7 +214,7 @@ def _interval_plain(expr, ranges):
             acc = _times(acc, base)
         return acc
     if isinstance(expr, (sympy.floor, sympy.ceiling)):
-        num, den = sympy.fraction(sympy.together(expr.args[0]))
+        num, den = fraction_of(expr.args[0])
         n_lo, n_hi = _interval(num, ranges)
         d_lo, d_hi = _interval(den, ranges)
         if d_lo is None or d_lo < 1:

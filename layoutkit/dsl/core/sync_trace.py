@@ -18,6 +18,7 @@ from layoutkit.ptx.isa.warp import WARP_SIZE as WARP_THREADS
 from layoutkit.sync import WARPGROUP_THREADS
 
 from .errors import TraceError
+from .facts import fraction_of
 from .ir import Op
 from .opdef import SM90A
 from .types import i32
@@ -139,7 +140,7 @@ def warp_uniform(expr, tid) -> bool:
     marker = sympy.Dummy("warp", integer=True)
 
     def floor_(arg):
-        num, den = sympy.fraction(sympy.together(arg))
+        num, den = fraction_of(arg)
         if num == tid and den.is_Integer and den % WARP_THREADS == 0:
             return marker
         return sympy.floor(arg)

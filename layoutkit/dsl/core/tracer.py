@@ -15,6 +15,7 @@ from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.isa.warp import WARP_SIZE
 
 from .errors import TraceError, here
+from .facts import integer_by_form
 from .scoping import escaped
 from .ir import Block, Function, Op, Value
 from .opdef import SM90A, definition
@@ -204,7 +205,7 @@ class Trace:
             raise TraceError(f"the integer expression {expr} uses {', '.join(map(str, unknown))}, "
                              "which is not a kernel parameter, thread_id(), block_id() or loop "
                              "index of this kernel")
-        if not expr.is_integer:
+        if not (integer_by_form(expr) or expr.is_integer):
             raise TraceError(f"the index expression {expr} is not provably an integer; use "
                              "floor division (//) or declare divisibility")
         if dtype is None:
@@ -275,7 +276,8 @@ def is_int_expr(x) -> bool:
     """A Python int or an integer sympy expression (the kernel's integers)."""
     if isinstance(x, bool):
         return False
-    return isinstance(x, int) or (isinstance(x, sympy.Basic) and bool(x.is_integer))
+    return isinstance(x, int) or (isinstance(x, sympy.Basic) and
+                                  (integer_by_form(x) or bool(x.is_integer)))
 
 
 __all__ = ["Trace", "current", "tracing", "thread_id", "warp_id", "lane_id", "block_id",

@@ -27,7 +27,7 @@ from layoutkit.ptx.builder import KernelBuilder, Reg
 from layoutkit.ptx.isa import arith, bits, convert
 
 from ..core.errors import TraceError
-from ..core.facts import positive_division, provably_nonnegative
+from ..core.facts import fraction_of, positive_division, provably_nonnegative
 
 
 def _power_of_two(n: int) -> bool:
@@ -120,10 +120,10 @@ class IndexLowering:
                 acc = pick(self.k, acc, self.emit(a, ptype), dtype=ptype)
             return acc
         if isinstance(expr, sympy.floor):
-            num, den = sympy.fraction(sympy.together(expr.args[0]))
+            num, den = fraction_of(expr.args[0])
             return self._divide(expr, num, den, ptype, "floor")
         if isinstance(expr, sympy.ceiling):     # ceil(p/q) = floor((p + q - 1) / q)
-            num, den = sympy.fraction(sympy.together(expr.args[0]))
+            num, den = fraction_of(expr.args[0])
             return self.emit(sympy.floor((num + den - 1) / den), ptype)
         if isinstance(expr, sympy.Mod):
             num, den = expr.args
