@@ -261,6 +261,8 @@ class KernelBuilder:
         line. A mutable register (`var`) may be read before any write: its value is then
         deliberately undefined (a wgmma accumulator whose first use has scale-d = 0)."""
         written = self._defined | self._raw_registers
+        if self._owned <= written:      # every register of this kernel is written somewhere
+            return
         for line in self.lines:
             if not isinstance(line, Instruction):
                 continue

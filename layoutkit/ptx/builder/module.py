@@ -55,6 +55,7 @@ class Module:
         self._module_decls: list[str] = []
         self._static_shared = 0
         self._needed = max(DEFAULT_VERSION, self.target.min_version)
+        self._accepted: set[Requirement] = set()    # require() passed them (target, version fixed)
 
     @property
     def version(self) -> tuple[int, int]:
@@ -63,6 +64,8 @@ class Module:
 
     def require(self, requirement: Requirement, instruction: str) -> None:
         """Check an instruction form against the target and version; raise the version if allowed."""
+        if requirement in self._accepted:
+            return
         problem = requirement.problem(self.target)
         if problem:
             raise PTXTargetError(problem, instruction=instruction)
@@ -75,6 +78,7 @@ class Module:
                                  f"module fixes .version {format_version(self.fixed_version)}",
                                  instruction=instruction)
         self._needed = max(self._needed, requirement.version)
+        self._accepted.add(requirement)
 
     def kernel(self, name: str, *, maxntid=None, reqntid=None, minnctapersm=None, maxnreg=None,
                reqnctapercluster=None, explicitcluster=False, maxclusterrank=None) -> KernelBuilder:

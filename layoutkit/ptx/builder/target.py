@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 DEFAULT_VERSION = (8, 0)
 MAX_VERSION = (9, 0)
@@ -46,7 +47,7 @@ class Target:
 
     name: str
 
-    @property
+    @cached_property
     def sm(self) -> int:
         return int(re.fullmatch(r"sm_(\d+)a?", self.name)[1])
 

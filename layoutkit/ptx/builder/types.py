@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+_INT_KINDS = ("unsigned", "signed")
+
 
 @dataclass(frozen=True)
 class PTXType:
@@ -27,7 +29,7 @@ class PTXType:
     @property
     def is_int(self) -> bool:
         """Unsigned or signed integer (not .bN)."""
-        return self.kind in ("unsigned", "signed")
+        return self.kind in _INT_KINDS
 
     @property
     def is_float(self) -> bool:
@@ -85,12 +87,13 @@ def reg_compatible(instr: PTXType, reg: PTXType) -> bool:
     >>> reg_compatible(TYPES["u32"], TYPES["s32"]), reg_compatible(TYPES["u32"], TYPES["f32"])
     (True, False)
     """
-    if instr.is_pred or reg.is_pred:
-        return instr.is_pred and reg.is_pred
+    instr_kind, reg_kind = instr.kind, reg.kind      # (the lowering asks this per operand)
+    if instr_kind == "pred" or reg_kind == "pred":
+        return instr_kind == reg_kind
     if instr.bits != reg.bits:
         return False
-    if instr.kind == "bits":
+    if instr_kind == "bits":
         return True
-    if instr.is_int:
-        return reg.is_int or reg.kind == "bits"
-    return instr == reg or reg.kind == "bits"
+    if instr_kind in _INT_KINDS:
+        return reg_kind in _INT_KINDS or reg_kind == "bits"
+    return instr is reg or instr == reg or reg_kind == "bits"
