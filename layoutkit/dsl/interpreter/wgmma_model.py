@@ -19,6 +19,8 @@ instructions wrote.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from layoutkit.sync.wgmma_rules import in_flight_text, uncommitted_text
@@ -160,6 +162,15 @@ def _value(x, tid: int, op, accumulating: bool):
     return x
 
 
+def _all_registers(rows: list) -> bool:
+    """Whether every value of the threads' `rows` is a float register value (numpy converts
+    them at once: no Pending to resolve, no Undefined to refuse)."""
+    return set(map(type, itertools.chain.from_iterable(rows))) <= _REGISTER_FLOATS
+
+
+_REGISTER_FLOATS = {np.float32, np.float16}
+
+
 def compute(execution: WgmmaExecution, rendezvous) -> None:
     """Run the instructions of the op for the whole warpgroup (the last arrival does it)."""
     op, a = execution.op, execution.op.attrs
@@ -173,15 +184,18 @@ def compute(execution: WgmmaExecution, rendezvous) -> None:
     d = None
     if accumulating:
         d = np.zeros((m, n), dtype=np.float64)
-        values = np.array([[_value(x, t, op, True) for x in rendezvous.arrivals[t][0]]
-                           for t in tids], dtype=np.float64)
-        d[rows, cols] = values
+        given = [rendezvous.arrivals[t][0] for t in tids]
+        if not _all_registers(given):            # a Pending or Undefined among them
+            given = [[_value(x, t, op, True) for x in row] for t, row in zip(tids, given)]
+        d[rows, cols] = np.array(given, dtype=np.float64)
     shared = execution.cta.shared.data
     if a["a"]["kind"] == "registers":
         tile = np.zeros((m, kdim), dtype=np.float64)
         arows, acols = fragment(m, kdim)
-        tile[arows, acols] = np.array([[float(x) for x in rendezvous.arrivals[t][1]]
-                                       for t in tids], dtype=np.float64)
+        given = [rendezvous.arrivals[t][1] for t in tids]
+        if not _all_registers(given):
+            given = [[float(x) for x in row] for row in given]    # an unavailable one refuses
+        tile[arows, acols] = np.array(given, dtype=np.float64)
         a_blocks = {(b, j): tile[M_BLOCK * b:M_BLOCK * (b + 1), kstep * j:kstep * (j + 1)]
                     for b in range(blocks) for j in range(ksteps)}
     else:
