@@ -1,13 +1,13 @@
-"""facts.integer_by_form says "an integer" only where sympy's assumptions say so, and
-facts.provably_less's interval decision of `constant < b` only adds True where the prover has
-no answer (never contradicts it)."""
+"""facts.integer_by_form says "an integer" only where sympy's assumptions say so; facts.
+provably_less's interval decision of `constant < b` only adds True where the prover has no
+answer (never contradicts it), and its two-sided values give the prover's None."""
 from __future__ import annotations
 
 import sympy
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from layoutkit.algebra import less, symbol
-from layoutkit.dsl.core.facts import integer_by_form, provably_less
+from layoutkit.dsl.core.facts import _both_ways, integer_by_form, provably_less
 
 t = sympy.Symbol("t", integer=True, nonnegative=True)
 u = sympy.Symbol("u", integer=True, positive=True)
@@ -47,6 +47,21 @@ def test_provably_less_of_a_constant_never_contradicts_the_prover(c, b):
     proven = provably_less(c, b)
     assert proven in (less(c, b), True)
     assert not (proven is True and less(c, b) is False)
+
+
+@SETTINGS
+@given(expressions, st.sampled_from((M, M + t, 64 * u, n + 3)))
+def test_provably_less_of_a_coordinate_answers_as_the_prover(a, bound):
+    # values of the symbols on both sides of the bound decide None without the prover
+    assert provably_less(a, bound) is less(a, bound)
+
+
+def test_a_bounds_check_seen_both_ways_is_unknown():
+    coordinate = 192 * t + sympy.Mod(sympy.floor(u / 4), 8) + 16 * sympy.floor(u / 32) + 128
+    assert _both_ways(coordinate, M) and provably_less(coordinate, M) is None
+    assert not _both_ways(127, symbol("E", 128))       # 127 < E always: the prover says True
+    assert provably_less(127, symbol("E", 128)) is True
+    assert not _both_ways(n, M)                         # n's sign is unknown: the prover decides
 
 
 def test_integer_by_form_worked_examples():

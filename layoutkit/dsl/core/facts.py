@@ -78,7 +78,49 @@ def provably_less(a, b) -> bool | None:
         low = interval(b, sign_range)[0]
         if low is not None and a < low:
             return True
+    if _both_ways(a, b):
+        return None
     return less(a, b)
+
+
+_LARGE = 1 << 20
+
+
+def _both_ways(a, b) -> bool:
+    """Whether two values of the symbols that their declared facts allow (an extent any multiple
+    of its divisor, a positive or non-negative integer any such) give a < b at one and a >= b at
+    the other: then neither a < b nor a >= b holds for every value, and the prover's answer is
+    None (a bounds check of a coordinate against a tensor's extent, asked per chunk of every
+    view; the prover's rewriting takes ms where two evaluations take us)."""
+    symbols = set()
+    for x in (a, b):
+        if isinstance(x, sympy.Basic):
+            symbols |= x.free_symbols
+        elif type(x) is not int:
+            return False
+    if not symbols:
+        return False
+    low, high = {}, {}
+    for s in symbols:
+        divisor = getattr(s, "divisor", None)
+        if divisor is not None:
+            low[s], high[s] = divisor, divisor * _LARGE
+        elif s.is_integer and (s.is_positive or s.is_nonnegative):
+            low[s], high[s] = (1 if s.is_positive else 0), _LARGE
+        else:
+            return False
+    extents = {s for s in symbols if getattr(s, "divisor", None) is not None}
+    signs = set()
+    for point in (low, high, {s: (high if s in extents else low)[s] for s in symbols},
+                  {s: (low if s in extents else high)[s] for s in symbols}):
+        ranges = {s: (v, v) for s, v in point.items()}.get
+        values = [_interval(sympy.sympify(x), ranges) for x in (a, b)]
+        if any(lo is None or lo != hi for lo, hi in values):
+            return False
+        signs.add(values[0][0] < values[1][0])
+        if len(signs) == 2:
+            return True
+    return False
 
 
 def sign_range(sym) -> tuple:
