@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import datetime
+import os
 import statistics
 import sys
 import threading
@@ -32,7 +33,7 @@ import torch  # noqa: E402
 
 import layoutkit as lk  # noqa: E402
 from layoutkit.ptx import CompiledKernel, assemble  # noqa: E402
-from layoutkit.ptx import driver  # noqa: E402
+from layoutkit.ptx import debug_raw_lookup, driver  # noqa: E402
 from layoutkit.ptx.launcher import LaunchParts  # noqa: E402
 
 EMPTY = """.version 8.0
@@ -181,6 +182,13 @@ def launcher_parts(a, b, n) -> dict:
             entry.__globals__["launch"] = no_op_launch
     empty_dsl_kernel._grids.clear()   # a new function for grid 1: it holds no parts yet
     dsl = empty_dsl_kernel[1]
+    f32, (debug_key, _) = torch.float32, debug_raw_lookup()
+
+    def dsl_signature(x=None, y=None, n=None, /, *more, stream=None, **kwargs):
+        """The DSL function's signature, nothing done: what its call costs alone."""
+
+    def positional(x, y, n, /):
+        """The configured launcher's signature, nothing done."""
     return {
         "floor's call with a no-op for cuLaunchKernel": lambda: no_op_launch(fn, 1, 1, 1, 32, 1, 1, 0, stream,
                                                                               names["params"], 0),
@@ -194,6 +202,10 @@ def launcher_parts(a, b, n) -> dict:
         f"current stream query ({getattr(stream_of, '__name__', stream_of)})": lambda: stream_of(index),
         "struct pack_into of (a, b, n) into the parameter buffer": lambda: pack_into(storage, base, pa, pb, n),
         "threading.get_ident() (the owner check of free-threaded builds)": lambda: get_ident(),
+        "tensor.dtype is torch.float32 (the DSL's dtype test)": lambda: a.dtype is f32,
+        "os.environ._data.get(key) (the DSL's read of LAYOUTKIT_DEBUG)": lambda: os.environ._data.get(debug_key),
+        "a call of f(x, y, n, /, *more, stream=None, **kwargs) (the DSL's signature)": lambda: dsl_signature(a, b, n),
+        "a call of f(x, y, n, /) (the configured launcher's signature)": lambda: positional(a, b, n),
         "an empty Python call (the lambda around each part)": lambda: None,
     }
 
