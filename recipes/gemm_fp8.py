@@ -19,11 +19,12 @@ TMA-ready buffers on the host first (a documented cost).
 
 Every argument is checked before anything reaches the GPU (`check_inputs`): each mistake a
 TypeError or ValueError naming the argument, its value and the rule. Numerics: the tensor cores
-add fp8 products with fewer bits than f32 (NVIDIA does not document how many), as cuBLASLt's
-do (about 14 significant bits): the consumers add the wgmma accumulator into an f32 register
-accumulator every PROMOTE k-steps (Config.PROMOTE, default 4 = 512 K elements) and restart it,
-as cuBLASLt's default does; PROMOTE = 0 keeps all of K in the fp8 accumulator (cuBLASLt's
-use_fast_accum). The interpreter (`check_cpu`) models the 14-bit accumulator
+add fp8 products with fewer bits than f32 (NVIDIA does not document how many; about 14
+significant bits): the consumers add the wgmma accumulator into an f32 register accumulator
+every PROMOTE k-steps (Config.PROMOTE, default 2 = 256 K elements) and restart it, as
+cuBLASLt's default does (H200, 2026-12-01: PROMOTE 1 gives cuBLASLt's default error to three
+digits, 2 about 1.7x it, 4 about 3x, 0 -- all of K in the fp8 accumulator, cuBLASLt's
+use_fast_accum -- 20-50x at K >= 4096; docs/PERFORMANCE.md). The interpreter (`check_cpu`) models the 14-bit accumulator
 (layoutkit.dsl.interpreter.wgmma_math).
 """
 import functools
@@ -36,7 +37,7 @@ from recipes._gemm_kernel import WARPS, gemm_tiles, row_elements
 from recipes._gemm_kernel import Config as TileConfig
 
 ATOM_K = row_elements(lk.e4m3)     # BK: fp8 elements in one 128-byte swizzled row (128)
-PROMOTE = 4                        # k-steps (4 x 128 = 512 K elements) per promotion
+PROMOTE = 2                        # k-steps (2 x 128 = 256 K elements) per promotion
 
 
 @dataclass(frozen=True)
@@ -49,14 +50,15 @@ class Config(TileConfig):
     PROMOTE: int = PROMOTE
 
 
-CONFIGS = (Config(BN=128, STAGES=6), Config(BN=128, STAGES=6, CLUSTER=1),
-           Config(BN=128, STAGES=6, GROUP_M=16), Config(BN=128, STAGES=4))
+CONFIGS = (Config(BN=128, STAGES=4), Config(BN=128, STAGES=4, CLUSTER=1),
+           Config(BN=128, STAGES=3), Config(BN=128, STAGES=6),
+           Config(BN=128, STAGES=4, GROUP_M=16))
 # The fast-accumulation kernels (cuBLASLt's use_fast_accum: less accurate at deep K), given
 # only as an explicit config, never chosen: the unpromoted BN 256 pipeline and BN 128's.
 FAST_ACCUM_CONFIGS = (Config(BN=256, STAGES=4, PROMOTE=0),
                       Config(BN=128, STAGES=6, PROMOTE=0))
-# No H200 sweep has been recorded yet (benchmarks/bench_gemm_fp8.py --sweep): every shape takes
-# CONFIGS[0].
+# Every shape takes CONFIGS[0]: the H200 sweep of 2026-12-01 at 4096^3 (docs/PERFORMANCE.md) had
+# 4 stages ahead of 6 by 12-14% (PROMOTE 4); no per-shape table yet.
 BEST_CONFIGS: dict = {}
 
 

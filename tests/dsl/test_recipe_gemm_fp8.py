@@ -23,8 +23,8 @@ def compiled():
 
 
 def test_both_specializations_assemble_without_spills(compiled):
-    assert sorted(compiled) == ["gemm_fp8_e4m3_bf16_rowwise_128x128x128_s6_c2",
-                                "gemm_fp8_e4m3_f32_tensorwise_128x128x128_s6_c2"]
+    assert sorted(compiled) == ["gemm_fp8_e4m3_bf16_rowwise_128x128x128_s4_c2",
+                                "gemm_fp8_e4m3_f32_tensorwise_128x128x128_s4_c2"]
     for name, (_, cubin) in compiled.items():
         usage = cubin.resources["gemm_fp8"]
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, name
@@ -42,13 +42,13 @@ def test_sass_main_loop_is_fp8_qgmma_without_local_memory(compiled):
 
 
 def test_scales_are_read_once_per_distinct_element(compiled):
-    ptx, _ = compiled["gemm_fp8_e4m3_bf16_rowwise_128x128x128_s6_c2"]
+    ptx, _ = compiled["gemm_fp8_e4m3_bf16_rowwise_128x128x128_s4_c2"]
     loads = [x.split()[1] for x in ptx.splitlines() if "ld.global" in x]
     # per consumer (2) and 128-column chunk (BN 128: 1): its thread's 2 rows of scale_a, and
     # scale_b's 32 columns of the chunk in 16 pairs
     assert loads.count("ld.global.f32") == 2 * 1 * 2
     assert loads.count("ld.global.v2.f32") == 2 * 1 * 16
-    ptx, _ = compiled["gemm_fp8_e4m3_f32_tensorwise_128x128x128_s6_c2"]
+    ptx, _ = compiled["gemm_fp8_e4m3_f32_tensorwise_128x128x128_s4_c2"]
     # f32 out: 64-column chunks, 2 per consumer; one load of each per-tensor scale per chunk
     assert sum("ld.global" in x for x in ptx.splitlines()) == 2 * 2 * 2
 
@@ -101,8 +101,8 @@ def test_promotion_config_errors(config, message):
 
 def test_promotion_defaults():
     from recipes._gemm_kernel import Config as TileConfig
-    assert gemm_fp8.promotion(TileConfig(BN=128)) == gemm_fp8.PROMOTE == 4
-    assert gemm_fp8.CONFIGS[0].PROMOTE == 4 and gemm_fp8.CONFIGS[0].BN == 128
+    assert gemm_fp8.promotion(TileConfig(BN=128)) == gemm_fp8.PROMOTE == 2
+    assert gemm_fp8.CONFIGS[0].PROMOTE == 2 and gemm_fp8.CONFIGS[0].BN == 128
     assert all(c.PROMOTE > 0 for c in gemm_fp8.CONFIGS)            # the autotuning space
     assert all(c.PROMOTE == 0 for c in gemm_fp8.FAST_ACCUM_CONFIGS)
     gemm_fp8.check_promotion("gemm_fp8", gemm_fp8.Config(BN=256, PROMOTE=0))    # no error
