@@ -125,21 +125,37 @@ def test_unpromoted_config_as_accurate_as_cublaslt_fast_accumulation(m, n, k, co
     assert mine <= 2 * cublaslt + 2 ** -16, f"error {mine:.3g} vs cuBLASLt {cublaslt:.3g}"
 
 
+@pytest.mark.parametrize("debug", ["0", "1"], ids=["release", "debug"])
 @pytest.mark.parametrize("config", gemm_fp8.CONFIGS + gemm_fp8.FAST_ACCUM_CONFIGS, ids=str)
-def test_every_config_writes_every_element_and_no_input(config):
+def test_every_config_writes_every_element_and_no_input(config, debug, monkeypatch):
     """4096^3, per-tensor scales, bf16 out, as bench_gemm_fp8 runs it (its H200 run of
     2026-12-01 saw NaN outputs for some 128 x 128 configs here, and inputs changed at 8192^3,
-    not seen by the debug-build tests): a NaN-poisoned out is fully written, twice (the second
-    launch takes the fast path), and A, B and the scales are unchanged."""
-    a, b, sa, sb = _problem(4096, 4096, 4096, torch.float8_e4m3fn, False, 13)
+    not seen by the debug-build tests), in a release build too (LAYOUTKIT_DEBUG=0 whatever the
+    run's setting: no barrier timeouts, the launch fast path): a NaN-poisoned out is fully
+    written, then a fresh out (torch.empty, as the benchmark's), then the poisoned one again
+    (a remembered launch); A, B and the scales are unchanged."""
+    monkeypatch.setenv("LAYOUTKIT_DEBUG", debug)
+    _writes_every_element_and_no_input(4096, config)
+
+
+@pytest.mark.parametrize("config", [gemm_fp8.CONFIGS[0], gemm_fp8.FAST_ACCUM_CONFIGS[0]], ids=str)
+def test_8192_cubed_writes_every_element_and_no_input_in_a_release_build(config, monkeypatch):
+    """The benchmark's 8192^3 per-tensor case (every row NaN on 2026-12-01), release build."""
+    monkeypatch.setenv("LAYOUTKIT_DEBUG", "0")
+    _writes_every_element_and_no_input(8192, config)
+
+
+def _writes_every_element_and_no_input(m, config):
+    a, b, sa, sb = _problem(m, m, m, torch.float8_e4m3fn, False, 13)
     before = [x.view(torch.uint8).clone() if x.dtype != torch.float32 else x.clone()
               for x in (a, b.t(), sa, sb)]
     want = gemm_fp8.reference(a, b, sa, sb)
-    for _ in range(2):
-        out = torch.full((4096, 4096), float("nan"), device="cuda", dtype=torch.bfloat16)
+    poisoned = torch.empty((m, m), device="cuda", dtype=torch.bfloat16)
+    for fresh in (False, True, False):
+        out = None if fresh else poisoned.fill_(float("nan"))
         got = gemm_fp8.gemm_fp8(a, b, sa, sb, out=out, config=config)
         torch.cuda.synchronize()
-        assert not got.isnan().any(), f"{int(got.isnan().sum())} elements not written"
+        assert not got.isnan().any(), f"{int(got.isnan().sum())} elements NaN"
         assert _error(got, want) < TOLERANCE
     after = [x.view(torch.uint8) if x.dtype != torch.float32 else x for x in (a, b.t(), sa, sb)]
     assert all(torch.equal(x, y) for x, y in zip(before, after)), "an input was written"
