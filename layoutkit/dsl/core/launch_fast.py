@@ -162,11 +162,11 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
     """The source of `make_launch(_lk_grid)` (see the module docstring). `debug`: the kernel's
     fixed debug flag, or None to read LAYOUTKIT_DEBUG at each launch. `relaxed`: the kernel's
     do_not_specialize facts (layoutkit.dsl.core.nospec.relaxed_facts), computed as its key has
-    them (an integer: '+' or ''; a tensor extent: '+'). Its globals: _lk_T (torch.Tensor), _lk_D<i> (torch
-    dtype of pointer i), _lk_launchers (fast key -> LaunchParts, or a from_pointers launcher),
-    _lk_Parts (LaunchParts), _lk_PACK_ERRORS, _lk_checked(grid, args, stream, kwargs)
-    (Kernel.launch), _lk_NO (the default of an argument not given), _lk_bind (see bind_source),
-    _lk_other (see other_call), _lk_flags/_lk_os/_lk_debug_key (see
+    them (an integer: '+' or ''; a tensor extent: '+'). Its globals: _lk_T (torch.Tensor),
+    _lk_D<i> (torch dtype of pointer i), _lk_launchers (fast key -> LaunchParts, or a
+    from_pointers launcher), _lk_Parts (LaunchParts), _lk_PACK_ERRORS, _lk_checked(grid, args,
+    stream, kwargs) (Kernel.launch), _lk_NO (the default of an argument not given), _lk_bind
+    (see bind_source), _lk_other (see other_call), _lk_flags/_lk_os/_lk_debug_key (see
     layoutkit.ptx.debug_raw_lookup), _lk_type, _lk_int, _lk_float.
 
     The parameters are positional-only with the default _lk_NO, so that a complete positional
@@ -242,8 +242,9 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
     given = f"({', '.join(names)}{',' if len(names) == 1 else ''})"
     checked = f"return _lk_checked(_lk_grid, {given}, None, {{}})"
     tensors = [names[i] for i, p in enumerate(params) if p.kind in ("pointer", "tensor")]
-    device = (f"({' and '.join(f'{t}.is_cuda' for t in tensors)}) if _lk_one else "   # one device
-              f"({' and '.join(f'{t}.get_device() == _lk_ordinal' for t in tensors)})") if tensors else "True"
+    one_device = " and ".join(f"{t}.is_cuda" for t in tensors)      # the launcher saw one device
+    on_ordinal = " and ".join(f"{t}.get_device() == _lk_ordinal" for t in tensors)
+    device = f"({one_device}) if _lk_one else ({on_ordinal})" if tensors else "True"
     same = [f"{v} {'is' if v in floats else '=='} {last}" for v, last in zip(packed, lasts)]
     launch = [
         f"if {device}:",
