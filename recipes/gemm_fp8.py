@@ -51,7 +51,7 @@ class Config(TileConfig):
 
 
 CONFIGS = (Config(BN=128, STAGES=4), Config(BN=128, STAGES=4, CLUSTER=1),
-           Config(BN=128, STAGES=3), Config(BN=128, STAGES=6),
+           Config(BN=128, STAGES=3), Config(BN=128, STAGES=5), Config(BN=128, STAGES=6),
            Config(BN=128, STAGES=4, GROUP_M=16))
 # The fast-accumulation kernels (cuBLASLt's use_fast_accum: less accurate at deep K), given
 # only as an explicit config, never chosen: the unpromoted BN 256 pipeline and BN 128's.
