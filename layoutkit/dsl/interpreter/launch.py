@@ -118,7 +118,7 @@ class Machine:
                          op, same=None) -> None:
         """Race-check an access (`same`: per byte, whether a write leaves it unchanged)."""
         if self.hb is not None:
-            self.hb.access(thread, start, nbytes, writes, what, op, same=same)
+            self.hb.access_at(thread.cta, thread.tid, start, nbytes, writes, what, op, same)
             dsmem_model.access(thread, thread.cta, start, nbytes, writes, what, op)
 
     def on_thread_exit(self, thread) -> None:
