@@ -357,7 +357,7 @@ def test_producer_ring_restarting_every_tile():
     err = diagnose(k, I32, 8, 8, error=lk.ProtocolError, num_warps=8)
     check(err, __file__, "# RESTART WAIT",
           "kernel k: the static protocol check found 3 errors (runtime loops checked with "
-          "tiles=5, k_tiles=5):\n "
+          "tiles=3, k_tiles=5):\n "
           " - wrong parity: role 'producer' (threads 0-127) waits on empty[0] for parity 1 at "
           f"line {L('# RESTART WAIT')} (iteration 0 of the lk.range at line {L('# M7')}, "
           f"iteration 1 of the lk.range at line {L('# M8')}), the parity of its previous wait "

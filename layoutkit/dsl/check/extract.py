@@ -13,7 +13,12 @@ Approximations, stated: the integer parameters and the runtime integers made ker
 any kernel arithmetic: min, max, floor division of sequence lengths, ...) are chosen before the
 walk, together, by a coordinate search over multiples of their declared divisors that gives
 as many loops as it can `2 * STAGES + 1` iterations (STAGES: the largest mbarrier array; that
-covers every stage/phase residue of the rings), preferring small values; a loop counts for
+covers every stage/phase residue of the rings), except that a loop around loops that reach
+theirs (those whose trips the parameters move) needs only `2 * depth + 1`, depth the deepest ring
+its own ops use outside them (an mbarrier array's stages, a group wait's pending + 1; at least
+1): the inner loops cover the residues, outer iterations add the state carried between them;
+among values that cover as much it takes those walking the fewest trips (each chosen value
+refined to the smallest multiple of its divisor that covers as well); a loop counts for
 the threads whose enclosing `lk.if_` conditions hold (a loop under a branch the chosen values
 close runs for none); other integer parameters take 16 times their divisor (clamped to a
 stated range); block indices are 0 (the CTA's position in its
@@ -22,6 +27,8 @@ kernel whose loops would need more than MAX_TRIPS iterations of one loop or MAX_
 walks in all is not checked (`TooLong`; the caller warns).
 """
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 
@@ -122,6 +129,7 @@ class Extractor:
         self.undecided: list = []
         self.barriers: dict = {}
         self.by_offset: dict[int, tuple[str, int]] = {}
+        self.barrier_stages: dict[str, int] = {}
         defs, self.params, self.divisors, self.ranges = {}, {}, {}, {}
         for op in walk_ops(fn.body):
             for r in op.results:
@@ -133,6 +141,7 @@ class Extractor:
                 for v, s in zip(op.operands, op.attrs["syms"]):
                     self.divisors[v.id] = getattr(s, "divisor", 1)
             if op.name == "mbarrier_init":
+                self.barrier_stages[op.attrs["barrier"]] = op.attrs["stages"]
                 for stage in range(op.attrs["stages"]):
                     self.by_offset[op.attrs["offset"] + MBARRIER_BYTES * stage] = \
                         (op.attrs["barrier"], stage)
@@ -368,50 +377,95 @@ class Extractor:
         if not tunable:
             return []
 
+        tuned = set(tunable)
+        nested = {id(op): [inner for inner in loops if op in enclosing[id(inner)][0]
+                           and any(self.depends(v) & tuned for v in inner.operands[:2])]
+                  for op in loops}       # the loops inside op whose trips the search moves
+        direct = {id(op): 2 * self._direct_depth(op.blocks[0]) + 1 for op in loops}
+
+        def wanted(op, trips: dict) -> int:
+            """self.trips, or, for a loop around loops that each reach theirs (of those whose
+            trips the parameters move), 2 * the deepest ring its own ops use + 1: those inner
+            loops cover every stage/phase residue of the rings they use, and outer iterations
+            only add the state carried between them."""
+            inner = nested[id(op)]
+            if inner and all(trips[id(i)] >= wanted(i, trips) for i in inner):
+                return direct[id(op)]
+            return self.trips
+
         def score():
             self.values.memo.clear()
             if not all(self._holds(f) for f in facts):
                 return -1, -1
-            running = total = 0
+            trips = {}
             for op in loops:
                 for outer in enclosing[id(op)][0]:
                     self.values.fixed[outer.blocks[0].args[0].id] = self.values(outer.operands[0])
-                trips = self._most_trips(op, self._taken(guards[id(op)]))
-                running, total = running + (trips > 0), total + min(trips, self.trips)
+                trips[id(op)] = self._most_trips(op, self._taken(guards[id(op)]))
             for op in loops:
                 for outer in enclosing[id(op)][0]:
                     self.values.fixed.pop(outer.blocks[0].args[0].id, None)
             self.values.memo.clear()
-            return running, total
+            running = sum(t > 0 for t in trips.values())
+            covered = sum(Fraction(min(trips[id(op)], w), w) for op in loops
+                          for w in (wanted(op, trips),))
+            return running, covered, -sum(trips.values())     # then the fewest trips walked
 
         for vid in tunable:
             self.values.fixed[vid] = self._candidates(vid)[0]
-        best, most = score(), (len(loops), self.trips * len(loops))
+        best, most = score(), (len(loops), len(loops))
         for _ in range(SEARCH_ROUNDS):
-            if best == most:            # nothing can score higher: the values stay
-                break
             improved = False
             for vid in tunable:
-                keep = self.values.fixed[vid]
-                for value in self._candidates(vid):
+                keep, below = self.values.fixed[vid], None
+                candidates = self._candidates(vid)
+                for i, value in enumerate(candidates):
                     self.values.fixed[vid] = value
                     got = score()
                     if got > best:
                         best, keep, improved = got, value, True
-                        if best == most:
-                            break
+                        below = candidates[i - 1] if i else None
+                    elif got[:2] == most and best[:2] == most:
+                        break           # every loop covered: larger values only walk more
+                if below is not None:    # the smallest multiple in (below, keep) as good
+                    divisor = self.divisors.get(vid, 1)
+                    lo, hi = below // divisor, keep // divisor
+                    while hi - lo > 1:
+                        mid = (lo + hi) // 2
+                        self.values.fixed[vid] = mid * divisor
+                        got = score()
+                        if got[:2] >= best[:2]:
+                            hi = mid
+                            if got > best:
+                                best, keep = got, mid * divisor
+                        else:
+                            lo = mid
                 self.values.fixed[vid] = keep
-                if best == most:
-                    break
             if not improved:
                 break
-        if best == (-1, -1):
+        if best[0] == -1:
             text = "; ".join(op.attrs["text"] for op in walk_ops(self.fn.body)
                              if op.name == "assume")
             self.undecided.append(km.Undecided(
                 f"no parameter values the check tried satisfy lk.assume ({text}); it walked the "
                 "kernel with values that break them", km.Site(None, "")))
         return tunable
+
+    def _direct_depth(self, block) -> int:
+        """The deepest ring the ops of `block` use outside its nested loops (at least 1): an
+        mbarrier op's array's stages, a group wait's `pending` + 1."""
+        depth = 1
+        for op in block.ops:
+            name = op.attrs.get("barrier") if op.name.startswith("mbarrier_") else None
+            if name is not None:
+                depth = max(depth, self.barrier_stages.get(name, self.stages))
+            pending = op.attrs.get("pending")
+            if isinstance(pending, int):
+                depth = max(depth, pending + 1)
+            if op.name != "for":
+                for inner in op.blocks:
+                    depth = max(depth, self._direct_depth(inner))
+        return depth
 
     def _holds(self, fact) -> bool:
         value = self.values(fact)
