@@ -16,6 +16,7 @@ plain / variant time (issue 15's budget: >= 0.97).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 import torch
@@ -30,7 +31,7 @@ from recipes._gemm_kernel import gemm_tiles, warps
 def gelu_divide(x):
     """The earlier gelu: x * sigmoid(2u) through an IEEE division."""
     u = _epilogues.GELU_C * (x + _epilogues.GELU_CUBIC * x * x * x)
-    return x / (1.0 + lk.exp2(u * (-2 * _epilogues.LOG2E)))
+    return x / (1.0 + lk.exp2(u * (-2 * math.log2(math.e))))
 
 
 class Unstaged(_epilogues.FusedEpilogue):
@@ -39,6 +40,11 @@ class Unstaged(_epilogues.FusedEpilogue):
 
     def staged(self, out_dtype):
         return None
+
+
+def silu_divide(x):
+    """The earlier silu: x / (1 + 2^(-x log2 e)), an IEEE division."""
+    return x / (1.0 + lk.exp2(x * -math.log2(math.e)))
 
 
 def variant_kernel(recipe, epilogue, act, prefetch, name: str):
@@ -100,6 +106,8 @@ def main(argv=None) -> int:
         bias_gelu = Epilogue(bias=lk.bf16, activation=gelu)
         res, beta_c = Epilogue(residual=lk.bf16), Epilogue(c=lk.bf16, scaled=True)
         gelu64 = torch.nn.functional.gelu(x + bias.double(), approximate="tanh")
+        silu64 = torch.nn.functional.silu(x + bias.double())
+        bias_silu = Epilogue(bias=lk.bf16, activation=_epilogues.ACTIVATIONS["silu"])
         cases = [   # (epilogue, variant, kernel or None, gemm's epilogue arguments, float64)
             ("none", "plain", None, {}, x),
             ("bias + gelu", "recipe (tanh, prefetched)", None,
@@ -110,6 +118,10 @@ def main(argv=None) -> int:
             ("bias + gelu", "exp2 + div.rn, loads at the chunk (before)",
              variant_kernel(recipe, bias_gelu, gelu_divide, False, "ablation_gelu_divide"),
              dict(bias=bias, activation="gelu"), gelu64),
+            ("bias + silu", "recipe (tanh)", None, dict(bias=bias, activation="silu"), silu64),
+            ("bias + silu", "exp2 + div.rn, loads at the chunk (before)",
+             variant_kernel(recipe, bias_silu, silu_divide, False, "ablation_silu_divide"),
+             dict(bias=bias, activation="silu"), silu64),
             ("residual", "recipe (chunk 0 by TMA in the main loop, chunk 1 one ahead)", None,
              dict(residual=residual), x + residual.double()),
             ("residual", "registers only (chunk 0 before the main loop)",

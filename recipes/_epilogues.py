@@ -6,16 +6,17 @@ N-vector, strides (0, 1): one load per column of the thread's fragment), C and a
 ((M, N) tensors, one load per value), alpha and beta (f32 parameters) and an activation:
 
     relu(x) = max(x, 0)
-    silu(x) = x / (1 + 2^(-x log2 e))                       (x * sigmoid(x))
+    silu(x) = h + h tanh(h),  h = x / 2                     (x * sigmoid(x))
     gelu(x) = h + h tanh(u),  h = x / 2,  u = sqrt(2/pi) (x + 0.044715 x^3)
             = 0.5 x (1 + tanh(u))                           (torch's approximate="tanh")
 
-2^y is the SFU's ex2.approx (lk.exp2); at the extremes it gives 0 or inf, and silu's quotient
-the exact limits (x or -0). gelu's tanh is the SFU's tanh.approx.f32 (lk.tanh: one MUFU, no
-division), relative error <= 2^-10.987: gelu's error is <= |x| 2^-12 absolute, so where
-1 + tanh(u) cancels (x < -3, |gelu(x)| < 4e-3) it is absolute, not relative, as in other fast
-GEMM epilogues. torch's exact (erf) gelu differs from the tanh form by up to 4.7e-4 absolute;
-the recipe computes the tanh form. Every step is f32.
+tanh is the SFU's tanh.approx.f32 (lk.tanh: one MUFU, no division; its error <= 2^-10.987), so
+silu's and gelu's errors are <= |x| 2^-12 absolute: where 1 + tanh cancels (x < -3, |gelu(x)|
+< 4e-3; silu(x) < 0.15) it is absolute, not relative, as in other fast GEMM epilogues. (The
+forms x / (1 + 2^(...)) divided by IEEE div.rn.f32, whose slow path ran wherever 2^(...)
+overflowed: a 4096^3 gelu epilogue took 1.56x the plain GEMM's time.) torch's exact (erf) gelu
+differs from the tanh form by up to 4.7e-4 absolute; the recipe computes the tanh form. Every
+step is f32.
 
 A fused epilogue is split in two (FusedEpilogue): `load(fragment)` issues the chunk's global
 loads (C, bias, residual) and `apply(acc, loaded)` computes D, so the GEMM kernel can issue a
@@ -31,7 +32,6 @@ from dataclasses import dataclass
 
 import layoutkit as lk
 
-LOG2E = math.log2(math.e)
 GELU_C = math.sqrt(2 / math.pi)
 GELU_CUBIC = 0.044715
 
@@ -41,7 +41,8 @@ def relu(x):
 
 
 def silu(x):
-    return x / (1.0 + lk.exp2(x * -LOG2E))
+    half = x * 0.5
+    return half + half * lk.tanh(half)
 
 
 def gelu(x):

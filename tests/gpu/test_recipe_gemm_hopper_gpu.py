@@ -89,19 +89,20 @@ def test_fused_bias_and_activation_match_float64(m, n, k, bias_dtype, activation
     assert err < 2 ** -7, f"error {err:.3g} relative to max |C|"
 
 
+@pytest.mark.parametrize("activation", ["gelu", "silu"])
 @pytest.mark.parametrize("m, n, k", [(333, 257, 129), (2048, 2048, 512)])
-def test_gelu_error_is_within_its_documented_bound(m, n, k):
-    """gelu is torch's tanh form through tanh.approx.f32 (recipes/_epilogues.py): per element,
-    |D - gelu_tanh(x)| <= |x| 2^-12 (the SFU's relative 2^-10.987 on tanh, halved) and a few
-    f32 roundings. A @ B and the bias are multiples of 1/16 below 2^12 (exact in f32), so x
+def test_gelu_error_is_within_its_documented_bound(m, n, k, activation):
+    """gelu is torch's tanh form and silu x/2 (1 + tanh(x/2)), both through tanh.approx.f32
+    (recipes/_epilogues.py): per element, |D - act(x)| <= |x| 2^-12 (the SFU's 2^-10.987 on
+    tanh, halved) and a few f32 roundings. A @ B and the bias are multiples of 1/16 below 2^12 (exact in f32), so x
     is exact and all the error is the epilogue's; f32 out, so no bf16 rounding hides it."""
     gen = torch.Generator(device="cuda").manual_seed(m)
     a = (torch.randint(-2, 3, (m, k), device="cuda", generator=gen) / 4).to(torch.bfloat16)
     b = (torch.randint(-2, 3, (n, k), device="cuda", generator=gen) / 4).to(torch.bfloat16).t()
     bias = (torch.randint(-160, 161, (n,), device="cuda", generator=gen) / 16).to(torch.bfloat16)
-    got = gemm_hopper.gemm(a, b, bias=bias, activation="gelu", out_dtype=torch.float32)
+    got = gemm_hopper.gemm(a, b, bias=bias, activation=activation, out_dtype=torch.float32)
     x = a.double() @ b.double() + bias.double()
-    want = torch.nn.functional.gelu(x, approximate="tanh")
+    want = TORCH_ACTIVATIONS[activation](x)
     assert x.min() < -6 and x.max() > 6          # the tail where 1 + tanh cancels, and beyond
     bound = x.abs() * (2 ** -11.98 + 2 ** -20) + 2 ** -24
     excess = ((got.double() - want).abs() - bound).max().item()
