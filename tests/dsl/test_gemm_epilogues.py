@@ -71,6 +71,18 @@ def test_bias_and_gelu_compile_without_spills():
     assert "div.rn" not in ptx and "ex2" not in ptx      # gelu's tanh form divides nothing
 
 
+def test_staged_operand_worked_examples():
+    """Which input the kernel stages by TMA (recipes/_epilogues.py staged_operand): C when beta
+    != 0 (it is out's type), else a residual of out's type; the host's Epilogue agrees."""
+    rule = _epilogues.staged_operand
+    assert rule(lk.bf16, None, lk.bf16) == "c" and rule(lk.f32, lk.bf16, lk.f32) == "c"
+    assert rule(None, lk.bf16, lk.bf16) == "residual" and rule(None, lk.f32, lk.f32) == "residual"
+    assert rule(None, lk.f32, lk.bf16) is None and rule(None, None, lk.bf16) is None
+    assert Epilogue(residual=lk.bf16, bias=lk.f32).staged(lk.bf16) == "residual"
+    assert Epilogue(c=lk.f32, residual=lk.f32, scaled=True).staged(lk.f32) == "c"
+    assert Epilogue(bias=lk.bf16, activation=_epilogues.gelu).staged(lk.bf16) is None
+
+
 @pytest.mark.parametrize("epi, extra, staged", [
     (Epilogue(residual=lk.bf16), (), True), (Epilogue(c=lk.bf16, scaled=True), (0.5, 1.0), True),
     (Epilogue(c=lk.bf16, bias=lk.bf16, activation=_epilogues.gelu, residual=lk.f32), (1.0,),
