@@ -28,8 +28,9 @@ short keeps its rows), ends with its ratio summary and its seconds; a shape whos
 --sweep times, on a few shapes, the split the heuristic picks (recipes/_row_split.py) beside
 the splits other budgets give (values per thread, threads per row, CTA size), for tuning:
 softmax and layernorm (recipes/_row_split.choose_config's budgets), softmax_backward
-(recipes/_row_split.split's) and layernorm_backward (persistent CTAs of 1024, 512 or 256
-threads); `--sweep layernorm_backward` (comma-separated names) times only those. `--exchange sync` builds the single-exchange kernels' cluster
+(recipes/_row_split.split's) and layernorm_backward (persistent CTAs of 512 threads, 1024 as
+before, or rows of at most 512 or 256 threads); `--sweep layernorm_backward` (comma-separated
+names) times only those. `--exchange sync` builds the single-exchange kernels' cluster
 exchange with st.shared::cluster and a cluster barrier instead of st.async on an mbarrier
 (recipes/_rowwise_kernel.ASYNC_EXCHANGE), to compare the two forms run against run;
 `--peers late` moves the single-exchange kernels' relaxed cluster barrier from right after
@@ -80,7 +81,8 @@ LAYERNORM_BACKWARD_SWEEP = ((32768, 4096), (4096, 4096), (1000, 3000), (4096, 16
                             (4096, 32768))
 LAYERNORM_BACKWARD_BUDGETS = {       # label -> (values a thread, CTA threads = threads a row cap)
     "heuristic": None,
-    "512-thread CTAs": (16, 512),
+    "1024-thread CTAs (before 512)": (16, 1024),
+    "512-thread CTAs, rows too": (16, 512),
     "256-thread CTAs": (16, 256),
     "V<=32, 512-thread CTAs": (32, 512),
 }

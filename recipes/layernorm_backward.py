@@ -20,10 +20,11 @@ exchange and the sums):
       dx = rstd * (g - (sum(g) + xhat * sum(g * xhat)) / n) --st 16 B--> global
     then partials (2, G, n) f32 --column sum in a fixed order--> dweight, dbias.
 
-Work split as recipes/rmsnorm.py's backward (rs.persistent_split: 16 values a thread, CTAs of
-1024 threads holding 16384 columns, clusters of up to 8 CTAs: n <= 131072), each CTA walking
-its columns in two sub-tiles (SUBS) where K is even: every pass loads, uses and drops half its
-values before the next half, so x, dy, weight and the running sums fit 64 registers.
+Work split (`split_for`) as recipes/rmsnorm.py's backward (16 values a thread, up to 1024
+threads a row holding 16384 columns, clusters of up to 8 CTAs: n <= 131072) but with rows
+sharing CTAs of 512 threads (two an SM), each CTA walking its columns in two sub-tiles (SUBS)
+where K is even: every pass loads, uses and drops half its values before the next half, so x,
+dy, weight and the running sums fit 64 registers.
 
 Constraints: dy and x contiguous CUDA tensors of one shape and dtype (bf16, fp16, f32); weight
 a contiguous vector of n in x's dtype or f32; mean and rstd both f32 vectors of x's rows, or
@@ -46,11 +47,18 @@ from recipes import _rowwise_kernel as rk
 
 
 
+CTA_THREADS = 512    # rows share CTAs of 512 threads: two CTAs an SM, out of phase
+
+
 def split_for(n: int, itemsize: int) -> rs.RowSplit:
-    """The work split of rows of n columns: rs.persistent_split, its columns walked in two
-    sub-tiles where K allows (half the values live at once: x, dy, weight and the two running
-    sums fit 64 registers at 1024 threads)."""
-    s = rs.persistent_split(n, itemsize, "layernorm_backward")
+    """The work split of rows of n columns: rs.persistent_split's (16 values a thread, up to
+    1024 threads a row) with rows sharing CTAs of CTA_THREADS = 512 threads (up to 8192
+    16-byte columns a row): two CTAs an SM, so one's accumulator traffic in shared memory and
+    barriers overlap the other's loads (one 1024-thread CTA an SM ran 32768x4096 at 0.76 of
+    quack); its columns walked in two sub-tiles where K allows (half the values live at once:
+    x, dy, weight and the two running sums fit 64 registers)."""
+    s = rs.split(n, itemsize, rs.PERSISTENT_VALUES, CTA_THREADS, "layernorm_backward",
+                 rs.PERSISTENT_THREADS, min_threads=rs.PERSISTENT_MIN_THREADS)
     return dataclasses.replace(s, K=s.K // 2, SUBS=2) if s.K % 2 == 0 else s
 
 

@@ -42,6 +42,10 @@ def test_splits_fit_the_register_file_without_spills(n, itemsize, stats):
     assert usage.spill_store_bytes == 0
     assert usage.registers * 32 * s.num_warps <= 65536
     assert spec.ir.shared_bytes < 227 * 1024
+    if s.P <= lb.CTA_THREADS:                       # rows share 512-thread CTAs: two an SM
+        assert 32 * s.num_warps == lb.CTA_THREADS
+        assert 2 * -(-usage.registers // 8) * 8 * lb.CTA_THREADS <= 65536
+        assert 2 * spec.ir.shared_bytes < 227 * 1024
 
 
 @pytest.mark.parametrize("dtype, m, n, s, ctas, stats", lb.cpu_cases())
