@@ -96,3 +96,17 @@ def test_every_config_of_the_shape_grid_assembles_without_spills(recipe):
         assert not usage.spills and usage.stack_frame_bytes == 0, (cfg, m, n)
         if cfg.vector == 8:                          # 16-byte accesses of x and y
             assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx, (cfg, m, n)
+
+
+@pytest.mark.parametrize("n", [16385, 24577, 32767, 98303, 131071])
+@pytest.mark.parametrize("recipe", [softmax, layernorm], ids=["softmax", "layernorm"])
+def test_ragged_rows_assemble_without_spills_on_twice_the_threads(recipe, n):
+    """n % 8 != 0: scalar accesses, each with its own address and predicate registers; the
+    narrow-access rule halves the values a thread (layernorm at 32767 took 229 registers
+    with 64)."""
+    cfg = rs.choose_config(4096, n)
+    assert cfg.values <= rs.MAX_VALUES // 2 and cfg.vector == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RegisterSpillWarning)
+        usage = assemble(recipe.ptx_for(cfg, 4096, n)).resources[recipe.kernel_for(cfg).name]
+    assert not usage.spills and usage.registers <= 128, (cfg, usage.registers)
