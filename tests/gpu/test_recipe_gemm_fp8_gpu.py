@@ -156,7 +156,9 @@ def _writes_every_element_and_no_input(m, config):
         got = gemm_fp8.gemm_fp8(a, b, sa, sb, out=out, config=config)
         torch.cuda.synchronize()
         assert not got.isnan().any(), f"{int(got.isnan().sum())} elements NaN"
-        assert _error(got, want) < TOLERANCE
+        # an unpromoted config accumulates all of K in the wgmma's narrower accumulator: its
+        # error at deep K is cuBLASLt fast-accum's (test_unpromoted_config_as_accurate_...)
+        assert _error(got, want) < (TOLERANCE if config.PROMOTE else 4 * TOLERANCE)
     after = [x.view(torch.uint8) if x.dtype != torch.float32 else x for x in (a, b.t(), sa, sb)]
     assert all(torch.equal(x, y) for x, y in zip(before, after)), "an input was written"
 
