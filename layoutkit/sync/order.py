@@ -37,12 +37,11 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-import numpy as np
-
 from .kernel_model import Arrive, Copy, ThreadBarrier, Wait
 
 
-_join = np.maximum     # of two clocks (int64 vectors while the run is replayed; lists after)
+def _join(a: list, b: list) -> list:
+    return [x if x >= y else y for x, y in zip(a, b)]
 
 
 class Order:
@@ -58,7 +57,7 @@ class Order:
         self.columns: dict[tuple, list] = {}      # (class, entry) -> that entry of its clocks
         self.slot_index = {key: n + k for k, key in enumerate(sim.slots)}
         width = n + len(self.slot_index)
-        start = np.full(width, -1, dtype=np.int64)
+        start = [-1] * width
         current = [start] * n
         # per class: positions where its knowledge changed (from that event on) and the clocks
         self.starts: list[list[int]] = [[0] for _ in range(n)]
@@ -102,8 +101,8 @@ class Order:
             self.starts[i].append(position)
             self.clocks[i].append(clock)
 
-        def own(i: int, position: int):
-            clock = current[i].copy()
+        def own(i: int, position: int) -> list:
+            clock = list(current[i])
             clock[i] = position
             return clock
 
@@ -122,10 +121,11 @@ class Order:
                 phase = passes.get((i, position))
                 if k is None or phase is None:
                     continue
-                clock = current[i]
+                clock = list(current[i])
                 phases, known, _ = published.get(k, ((), (), ()))
                 at = bisect_right(phases, phase) - 1
-                clock = _join(clock, known[at]) if at >= 0 else clock.copy()
+                if at >= 0:
+                    clock = _join(clock, known[at])
                 if clock[k] < phase:
                     clock[k] = phase
                 clock[i] = -1
@@ -139,18 +139,17 @@ class Order:
                     continue
                 joined = gathered.get(round_)
                 if joined is None:
-                    joined = start
+                    joined = list(start)
                     for j, at in members.get(round_, ()):
                         theirs = given.get((j, at))
                         if theirs is None:
-                            theirs = current[j].copy()
+                            theirs = list(current[j])
                             theirs[j] = at
                         joined = _join(joined, theirs)
                     gathered[round_] = joined
                 clock = _join(current[i], joined)
                 clock[i] = -1
                 learn(i, position + 1, clock)
-        self.clocks = [[c.tolist() for c in clocks] for clocks in self.clocks]
 
     # ---- queries ------------------------------------------------------------------------------
     def clock(self, i: int, position: int) -> list:
