@@ -230,7 +230,13 @@ class Kernel:
         values = bind(self.params, args, kwargs, self.name)
         return self._specialization(self._key(values), values)
 
-    def _specialization(self, key: tuple, values: tuple) -> Specialization:
+    def specialize_unlowered(self, *args, **kwargs) -> Specialization:
+        """specialize(), but a specialization made now is lowered to PTX only when its PTX (or
+        cubin) is first asked for: what the CPU interpreter runs, which needs the IR alone."""
+        values = bind(self.params, args, kwargs, self.name)
+        return self._specialization(self._key(values), values, lowered=False)
+
+    def _specialization(self, key: tuple, values: tuple, lowered: bool = True) -> Specialization:
         spec = self._cache.get(key)
         if spec is not None and not spec.protocol_checked:
             check_kernel_protocol(spec.ir)      # traced under lk.protocol_check_skipped()
@@ -240,15 +246,22 @@ class Kernel:
             timings: dict = {}
             with collector.paused():
                 ir = self._trace(key, values, timings)
-                start = perf_counter()
-                ptx = lower(ir, definition_line(self.fn))
-                timings["lower"] = perf_counter() - start
-            spec = Specialization(key, ir, ptx, timings, arch=self.arch(),
-                                  persist=self._persist)
+            spec = Specialization(key, ir, None, timings, arch=self.arch(),
+                                  persist=self._persist,
+                                  lower=lambda: self._lower(ir, timings))
+        if lowered:
+            spec.ptx            # lowering errors surface here, as before
         self._cache[key] = spec
         for made in _COLLECTORS.get():     # Specialization.collected() blocks, if any
             made.append(spec)
         return spec
+
+    def _lower(self, ir, timings: dict) -> str:
+        with collector.paused():
+            start = perf_counter()
+            ptx = lower(ir, definition_line(self.fn))
+            timings["lower"] = perf_counter() - start
+        return ptx
 
     def arch(self) -> str:
         """The ptxas -arch of this kernel's cubins (see cubin_arch), found once."""

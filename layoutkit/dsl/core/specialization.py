@@ -41,10 +41,10 @@ class Specialization:
     trace; its `ir` answers the plan's facts, name, num_warps, shared_bytes, cluster, debug and
     target, and traces the kernel the first time anything else of it is asked)."""
 
-    def __init__(self, key: tuple, ir, ptx: str, timings: dict | None = None, *,
+    def __init__(self, key: tuple, ir, ptx: str | None, timings: dict | None = None, *,
                  arch: str = SM90A, plan: LaunchPlan | None = None, cubin=None,
-                 retrace=None, persist=None, source: str | None = None):
-        self.key, self.ptx, self.arch = key, ptx, arch
+                 retrace=None, persist=None, source: str | None = None, lower=None):
+        self.key, self._ptx, self._lower, self.arch = key, ptx, lower, arch
         self.timings = {} if timings is None else timings
         self._traced, self._plan, self._cubin = ir, plan, cubin
         self._retrace, self._persist = retrace, persist
@@ -55,6 +55,14 @@ class Specialization:
 
     def __repr__(self) -> str:
         return f"<Specialization of {self.plan.name} ({self.source}) key={self.key}>"
+
+    @property
+    def ptx(self) -> str:
+        """The PTX text (lowered now if the specialization was made unlowered:
+        Kernel.specialize_unlowered)."""
+        if self._ptx is None:
+            self._ptx = self._lower()
+        return self._ptx
 
     @property
     def ir(self):

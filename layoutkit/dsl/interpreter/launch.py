@@ -213,7 +213,7 @@ def interpret(kernel: Kernel, grid, *args, seed: int = 0, max_steps: int = DEFAU
     if not isinstance(kernel, Kernel):
         raise ExecutionError(f"interpret runs an @lk.kernel, got {kernel!r}", None)
     values = bind(kernel.params, args, kwargs, kernel.name)
-    spec = kernel.specialize(*values)
+    spec = kernel.specialize_unlowered(*values)     # the IR is what runs here, not PTX
     return run_ir(spec.ir, grid, values, [p.name for p in kernel.params], seed=seed,
                   max_steps=max_steps, race_check=race_check, compiled=_compiled(spec.ir))
 
