@@ -11,7 +11,7 @@ def test_lowering_waits_for_the_ptx_and_specialize_forces_it():
     kernel = lk.kernel(K.axpy_body, num_warps=4)
     spec = kernel.specialize_unlowered(P, P, 4096, 2.0, BLOCK=256)
     assert spec._ptx is None and "lower" not in spec.timings and "trace" in spec.timings
-    assert spec.ir.ops                                      # the IR is all there is
+    assert spec.ir.body.ops                                 # the IR is all there is
     again = kernel.specialize(P, P, 4096, 2.0, BLOCK=256)   # the same key: lowered now
     assert again is spec and spec._ptx is not None and "lower" in spec.timings
     assert spec.ptx == lk.kernel(K.axpy_body, num_warps=4).specialize(
