@@ -13,13 +13,13 @@ for how to read each diagnostic.
 from __future__ import annotations
 
 import contextlib
-import gc
 import contextvars
 import warnings
 
 from layoutkit.sync import ProtocolViolation
 from layoutkit.sync.kernel_check import check_kernel
 
+from ..core import collector
 from ..core.errors import DSLError
 from .coverage import unfollowed
 from .extract import TooLong, extract, has_sync
@@ -62,26 +62,12 @@ def protocol_check_skipped():
         _SKIPPED.reset(token)
 
 
-@contextlib.contextmanager
-def _collector_paused():
-    """No cyclic garbage collection while the check runs: it allocates tens of thousands of
-    small acyclic objects (events, clocks), which refcounting frees, and the collections they
-    would trigger scan every object of the process (a Hopper GEMM's check: -0.3 s a kernel)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def check_kernel_protocol(fn):
     """Check the verified IR `fn`; return it unchanged, raise ProtocolError, or warn."""
     if _SKIPPED.get() or not has_sync(fn):
         fn.protocol_checked = not _SKIPPED.get()
         return fn
-    with _collector_paused():
+    with collector.paused():     # its acyclic events are freed by refcounting
         try:
             protocol = extract(fn)
         except TooLong as exc:

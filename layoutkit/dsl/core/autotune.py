@@ -258,21 +258,8 @@ class Autotuner:
                 self.report[str(c)] = failure
                 continue
             candidates[str(c)] = self._launcher(grid, c, values)
-        if not candidates:
-            raise DSLError(f"autotune {self.name}: no config compiles:\n" + "\n".join(
-                f"  {c}: {e}" for c, e in self.report.items()))
-        timer = self.timer or _DEFAULT_TIMER[0]
-        if timer is None:
-            raise DSLError(f"autotune {self.name}: no timer (pass timer=, or import layoutkit, "
-                           "which installs the CUDA-event timer)")
-        bar = Progress(1, f"autotune {self.name}: timing {len(candidates)} configs",
-                       self.progress)
-        times = {label: _ms(t) for label, t in timer(candidates, reps=self.reps,
-                                                       warmup=self.warmup).items()}
-        winner_label = min(times, key=times.get)
-        bar.update(f"best {winner_label}: {times[winner_label]:.4g} ms")
-        bar.close()
-        self.report.update(times)
+        times, winner_label = time_candidates(f"autotune {self.name}", candidates, self.report,
+                                              self.timer, self.reps, self.warmup, self.progress)
         winner = next(c for c in self.configs if str(c) == winner_label)
         self._to_disk(key, winner, times)
         return winner
@@ -297,6 +284,27 @@ class Autotuner:
 
     def __repr__(self) -> str:
         return f"<lk.autotune {self.name}: {len(self.configs)} configs, key {list(self.key)}>"
+
+
+def time_candidates(what: str, candidates: dict, report: dict, timer, reps: int, warmup: int,
+                    progress) -> tuple[dict, str]:
+    """Time `candidates` ({label: zero-argument launch}, those that compiled; `report` holds
+    the others' errors and gains the times) with `timer` (else the default timer), showing a
+    progress line; ({label: median ms}, the fastest's label). `what` names the tuner."""
+    if not candidates:
+        raise DSLError(f"{what}: no config compiles:\n" + "\n".join(
+            f"  {c}: {e}" for c, e in report.items()))
+    timer = timer or _DEFAULT_TIMER[0]
+    if timer is None:
+        raise DSLError(f"{what}: no timer (pass timer=, or import layoutkit, "
+                       "which installs the CUDA-event timer)")
+    bar = Progress(1, f"{what}: timing {len(candidates)} configs", progress)
+    times = {label: _ms(t) for label, t in timer(candidates, reps=reps, warmup=warmup).items()}
+    fastest = min(times, key=times.get)
+    bar.update(f"best {fastest}: {times[fastest]:.4g} ms")
+    bar.close()
+    report.update(times)
+    return times, fastest
 
 
 class WinnerTable:

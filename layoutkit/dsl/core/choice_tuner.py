@@ -26,11 +26,10 @@ import types
 from layoutkit.ptx.settings import get_settings
 
 from .arguments import bind
-from .autotune import WinnerTable, _DEFAULT_TIMER, _key_text, _ms
+from .autotune import WinnerTable, _key_text, time_candidates
 from .errors import DSLError, KernelDefinitionError
 from .fingerprint import NotCacheable, digest, function_fingerprint
 from .precompile import build
-from .progress import Progress
 
 __all__ = ["ChoiceTuner"]
 
@@ -99,20 +98,8 @@ class ChoiceTuner:
                 dropped.setdefault(i, failure)
         self.report = {str(configs[i]): error for i, error in dropped.items()}
         runs = {str(c): _runner(candidates[c]) for i, c in enumerate(configs) if i not in dropped}
-        if not runs:
-            raise DSLError(f"tune {self.name}: no config compiles:\n" + "\n".join(
-                f"  {c}: {e}" for c, e in self.report.items()))
-        timer = self.timer or _DEFAULT_TIMER[0]
-        if timer is None:
-            raise DSLError(f"tune {self.name}: no timer (pass timer=, or import layoutkit, "
-                           "which installs the CUDA-event timer)")
-        bar = Progress(1, f"tune {self.name}: timing {len(runs)} configs", self.progress)
-        times = {label: _ms(t) for label, t in
-                 timer(runs, reps=self.reps, warmup=self.warmup).items()}
-        label = min(times, key=times.get)
-        bar.update(f"best {label}: {times[label]:.4g} ms")
-        bar.close()
-        self.report.update(times)
+        times, label = time_candidates(f"tune {self.name}", runs, self.report, self.timer,
+                                       self.reps, self.warmup, self.progress)
         winner = next(c for c in configs if str(c) == label)
         self._best[key] = winner
         self._disk.put(_key_text(key), {"config": dataclasses.asdict(winner),
