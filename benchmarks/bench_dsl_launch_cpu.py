@@ -247,30 +247,16 @@ def install_hopper_fakes() -> None:
     torch.empty = lambda *shape, device=None, dtype=None, **kw: empty(*shape, dtype=dtype, **kw)
 
 
-GEMM_SHAPES = ((2048, 2048, 2048, "N"), (2048, 2048, 2048, "K"), (16, 4096, 4096, "N"),
-               (128, 8192, 8192, "N"))
-
-
 def gemm_rows() -> dict:
     """Per GEMM shape: gemm(a, b, out=out); the same call's host path as before the plans
     (check_inputs, launches, kernel[grid]) and as before the tensor-map fast path too
     (Kernel.launch, the checked path); the first launch's kernel[grid] and its configured
     launcher alone (the floor: packing the arguments and 3 tensor maps)."""
+    from bench_gemm_host import SHAPES as GEMM_SHAPES, host_path   # the GPU script's shapes
     from recipes import gemm_hopper as gh
     install_hopper_fakes()
     gh._SMS[torch.device("cuda", 0)] = 132
     gh._NAMES[torch.device("cuda", 0)] = "fake H200"
-
-    def host_path(a, b, out, checked: bool):
-        gh.check_inputs(a, b, out, None)
-        epilogue = gh.epilogue_of(out, None, None, None, 1.0, 0.0)
-        steps, _ = gh.launches(a, b, out, None, epilogue, None, None, 1.0, 0.0, 132,
-                               lambda cfg, major: gh._resident_units(a.device, cfg, major))
-        for kernel, grid, args, constexprs in steps:
-            if checked:
-                kernel.launch(grid, *args, **constexprs)
-            else:
-                kernel[grid](*args, **constexprs)
     rows = {}
     for m, n, k, major in GEMM_SHAPES:
         a = torch.zeros(m, k, dtype=torch.bfloat16)
