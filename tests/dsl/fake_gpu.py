@@ -9,6 +9,7 @@ handle per cubin) on a fake device 0, and a recording cuLaunchKernel. ptxas asse
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import sys
 import types
 import zlib
@@ -118,6 +119,12 @@ class FakeGPU:
     @staticmethod
     def load(cubin: bytes, name: str, dev) -> LoadedFunction:
         return LoadedFunction(name, dev, f"{name}#{zlib.crc32(cubin):08x}", 0, 32, 1024)
+
+    def opt_in_shared_memory(self, monkeypatch) -> None:
+        """Loaded functions take the device's opt-in dynamic shared memory (for kernels past
+        48 KB), as the driver's attribute call gives them."""
+        monkeypatch.setattr(driver, "load_function", lambda cubin, name, dev: dataclasses.replace(
+            self.load(cubin, name, dev), _dynamic_smem_limit=DEVICE.max_dynamic_smem_optin))
 
     def spec_of(self, handle, params: int):
         """The specialization whose parameter buffer (a configured launcher's, or its checked

@@ -3,19 +3,17 @@ tests/dsl/fake_gpu.py, real PTX assembled by ptxas): the planned launches (the p
 kernel, the column sums) pack exactly what `launches` describes, with the statistics given or
 recomputed; a changed shape, dtype, weight dtype, statistics, eps or device takes the checked
 path (check_arguments); every rule is still checked on every call once a plan exists."""
-import dataclasses
 import struct
 import sys
 
 import pytest
 
 import layoutkit as lk
-from layoutkit.ptx import driver
 from recipes import _rowwise as rw
 from recipes import _rowwise_kernel as rk
 from recipes import layernorm_backward as lb
 
-from .fake_gpu import BASE, DEVICE, STREAM, FakeGPU, Tensor, record_calls
+from .fake_gpu import BASE, STREAM, FakeGPU, Tensor, record_calls
 
 MB = 1 << 20
 CTAS = 3                                              # the persistent grid's resident CTAs here
@@ -47,9 +45,7 @@ def gpu(monkeypatch):
             kernels.add(rk.column_sum_launch(LK[wdt], 2, CTAS, n)[0])
     fake = FakeGPU(monkeypatch, kernels)
     monkeypatch.setattr(Tensor, "__getitem__", row_of, raising=False)   # sums[0], sums[1]
-    monkeypatch.setattr(driver, "load_function", lambda cubin, name, dev: dataclasses.replace(
-        fake.load(cubin, name, dev), _dynamic_smem_limit=DEVICE.max_dynamic_smem_optin))
-    # (the partials take more than 48 KB of shared memory: opted in)
+    fake.opt_in_shared_memory(monkeypatch)       # the partials: past 48 KB
     yield fake
     fake.reset()
 

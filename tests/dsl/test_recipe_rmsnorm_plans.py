@@ -5,7 +5,6 @@ weight or residual presence, output set or device takes the checked path (check_
 plan of its own; every rule is still checked on every call once a plan exists (the same worded
 errors, nothing launched). rmsnorm_backward: the same for backward_launches (the persistent
 kernel and the column sum) and check_backward."""
-import dataclasses
 import struct
 
 import pytest
@@ -15,9 +14,7 @@ from recipes import _rowwise as rw
 from recipes import _rowwise_kernel as rk
 from recipes import rmsnorm
 
-from layoutkit.ptx import driver
-
-from .fake_gpu import BASE, DEVICE, STREAM, FakeGPU, Tensor, record_calls
+from .fake_gpu import BASE, STREAM, FakeGPU, Tensor, record_calls
 
 MB = 1 << 20
 CTAS = 3                                              # the backward's persistent grid here
@@ -61,9 +58,7 @@ def gpu(monkeypatch):
     monkeypatch.setattr(rmsnorm, "_CTAS", {})
     monkeypatch.setattr(rw, "resident_ctas", lambda *args: CTAS)   # no occupancy query here
     fake = FakeGPU(monkeypatch, forward_kernels() | backward_kernels())
-    monkeypatch.setattr(driver, "load_function", lambda cubin, name, dev: dataclasses.replace(
-        fake.load(cubin, name, dev), _dynamic_smem_limit=DEVICE.max_dynamic_smem_optin))
-    # (the backward's dweight partials take more than 48 KB of shared memory: opted in)
+    fake.opt_in_shared_memory(monkeypatch)       # the backward's dweight partials: past 48 KB
     yield fake
     fake.reset()
 
