@@ -28,9 +28,10 @@ short keeps its rows), ends with its ratio summary and its seconds; a shape whos
 --sweep times, on a few shapes, the split the heuristic picks (recipes/_row_split.py) beside
 the splits other budgets give (values per thread, threads per row, CTA size), for tuning:
 softmax and layernorm (recipes/_row_split.choose_config's budgets), softmax_backward
-(recipes/_row_split.split's) and layernorm_backward (persistent CTAs of 512 threads, 1024 as
-before, or rows of at most 512 or 256 threads); `--sweep layernorm_backward` (comma-separated
-names) times only those. `--exchange sync` builds the single-exchange kernels' cluster
+(recipes/_row_split.split's), layernorm_backward (persistent CTAs of 512 threads, 1024 as
+before, or rows of at most 512 or 256 threads) and rmsnorm forward (rows held in registers or
+staged in shared memory, recipes/rmsnorm.forward_staged; other budgets); `--sweep
+layernorm_backward` (comma-separated names) times only those. `--exchange sync` builds the single-exchange kernels' cluster
 exchange with st.shared::cluster and a cluster barrier instead of st.async on an mbarrier
 (recipes/_rowwise_kernel.ASYNC_EXCHANGE), to compare the two forms run against run;
 `--peers late` moves the single-exchange kernels' relaxed cluster barrier from right after
@@ -86,7 +87,17 @@ LAYERNORM_BACKWARD_BUDGETS = {       # label -> (values a thread, CTA threads = 
     "256-thread CTAs": (16, 256),
     "V<=32, 512-thread CTAs": (32, 512),
 }
-SWEEPS = ("softmax", "layernorm", "softmax_backward", "layernorm_backward")
+RMSNORM_SWEEP = ((1000, 32768), (1000, 65536), (1000, 131072), (4096, 32768), (4096, 65536),
+                 (4096, 131072), (32768, 32768), (1000, 16384), (4096, 16384), (4096, 8192),
+                 (4096, 4096), (4096, 3000), (1000, 4096), (32768, 4096))
+RMSNORM_BUDGETS = {                  # label -> (values a thread, threads a row, staged)
+    "heuristic": None,               # (None: rmsnorm.forward_split and forward_staged)
+    "rows in registers": (64, 256, False),
+    "staged in shared memory": (64, 256, True),
+    "staged, V<=32, <=512 threads a row": (32, 512, True),
+    "staged, V<=32, <=256 threads a row (2x the cluster)": (32, 256, True),
+}
+SWEEPS = ("softmax", "layernorm", "softmax_backward", "layernorm_backward", "rmsnorm")
 CHECK_ROWS = 64
 TIME_PER_SHAPE_S = 0.15             # GPU time aimed at per shape: sets the repetitions
 
@@ -399,6 +410,56 @@ def sweep_backward(torch, quack_missing, interleaved, gbps, shapes=BACKWARD_SWEE
         torch.cuda.empty_cache()
 
 
+def sweep_rmsnorm(torch, quack_missing, interleaved, gbps, shapes=RMSNORM_SWEEP) -> None:
+    """Per shape, GB/s of rmsnorm forward (weight, rstd stored: bench_rows' table) with each
+    budget's split and staging (RMSNORM_BUDGETS), through the plans' direct launch
+    (recipes/_rowwise.planned), beside quack's rmsnorm_fwd."""
+    import layoutkit as lk
+    from recipes import _row_split as rs
+    from recipes import _rowwise as rw
+    from recipes import rmsnorm
+    print("\n### rmsnorm forward: splits by budget (GB/s; P x ROWS, C x K, cluster, staged)\n")
+    print("| m x n | quack | " + " | ".join(RMSNORM_BUDGETS) + " |\n|---|---:|" +
+          "---:|" * len(RMSNORM_BUDGETS), flush=True)
+    for m, n in shapes:
+        x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+        w = torch.randn(n, device="cuda").to(torch.bfloat16)
+        y, rstd = torch.empty_like(x), torch.empty(m, device="cuda")
+        calls, splits = {}, {}
+        for label, budget in RMSNORM_BUDGETS.items():
+            try:
+                if budget is None:
+                    s, staged = rmsnorm.forward_split(n, 2, m), None
+                else:
+                    s = rs.split(n, 2, budget[0], rmsnorm.FWD_CTA_THREADS, "sweep", budget[1],
+                                 m=m, target_ctas=rs.TARGET_CTAS)
+                    staged = budget[2]
+                launches = rmsnorm.forward_launches(x, None, w, y, None, rstd,
+                                                    rw.cuda_floats(x.device), m, n, 1e-6,
+                                                    (lk.bf16, lk.bf16), s, staged)
+                flag = launches[0][3]["STAGED"]
+                ((launch, rest),) = rw.planned(launches, (rmsnorm.FORWARD_TENSORS,))
+                launch(x, x, w, y, y, rstd, *rest)
+                torch.cuda.synchronize()
+            except Exception as exc:           # a split that does not build or launch
+                splits[label] = f"({type(exc).__name__}: {str(exc)[:60]})"
+                continue
+            splits[label] = f"{s.P}x{s.ROWS}, C{s.C} K{s.K}, cl{s.CLUSTER}" + \
+                (", staged" if flag else "")
+            calls[label] = lambda launch=launch, rest=rest: launch(x, x, w, y, y, rstd, *rest)
+        if quack_missing is None:
+            from quack.rmsnorm import rmsnorm_fwd
+            calls["quack"] = lambda: rmsnorm_fwd(x, w, eps=1e-6, store_rstd=True)
+        nbytes = 2 * m * n * 2 + n * 2 + 4 * m
+        times = interleaved(calls, reps=repetitions(nbytes, len(calls)))
+        cells = [f"{gbps(nbytes, times[label].median_ms):.0f} ({splits[label]})"
+                 if label in times else splits[label] for label in RMSNORM_BUDGETS]
+        quack = f"{gbps(nbytes, times['quack'].median_ms):.0f}" if "quack" in times else "-"
+        print(f"| {m} x {n} | {quack} | " + " | ".join(cells) + " |", flush=True)
+        calls = times = None
+        torch.cuda.empty_cache()
+
+
 def shape_list(text: str) -> tuple:
     """'4096x131072,7x3000' -> ((4096, 131072), (7, 3000)) (argparse's type: ValueError)."""
     shapes = []
@@ -524,6 +585,8 @@ def main() -> None:
             sweep_backward(torch, quack_missing, interleaved, gbps, *given)
         if "layernorm_backward" in chosen:
             sweep_layernorm_backward(torch, quack_missing, interleaved, gbps, *given)
+        if "rmsnorm" in chosen:
+            sweep_rmsnorm(torch, quack_missing, interleaved, gbps, *given)
     else:
         shapes = args.shapes or GRIDS["quick" if args.quick else args.grid]
         names = args.kernels.split(",")

@@ -13,7 +13,7 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
                   P: lk.constexpr, ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr,
                   CLUSTER: lk.constexpr, VEC: lk.constexpr,
                   RESIDUAL: lk.constexpr, WEIGHT: lk.constexpr, STORE_RESIDUAL: lk.constexpr,
-                  STORE_RSTD: lk.constexpr):
+                  STORE_RSTD: lk.constexpr, STAGED: lk.constexpr):
     tv = rk.row_layout(P, ROWS, C, K)
     n = nv * VEC
     row = rk.row_block(CLUSTER)
@@ -22,15 +22,33 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
     def rows_of(ptr):
         return rk.rows_view(ptr, m, n, tv, row, CLUSTER)
 
-    raw = [lk.load(rows_of(x))] + ([lk.load(rows_of(res))] if RESIDUAL else [])
-    rk.loads_issued(CLUSTER)                       # a cluster's peers, while x is in flight
-    h = lk.cast(raw[0], lk.f32)                    # (its first use: after the barrier)
-    if RESIDUAL:
-        h = h + lk.cast(raw[1], lk.f32)
+    inputs = [x] + ([res] if RESIDUAL else [])
+    if STAGED:                                     # x (and res) -> shared memory by cp.async
+        staged = [rk.staged_rows(rows_of(t), tv, f"rows_staged{i}") for i, t in enumerate(inputs)]
+        lk.sm80.cp_async_commit()
+        rk.loads_issued(CLUSTER)
+        lk.sm80.cp_async_wait(0)
+        lk.barrier()                               # (the row sums wait for every thread anyway)
+
+        def sums_input():
+            return [lk.load(t) for t in staged]
+    else:
+        raw = [lk.load(rows_of(t)) for t in inputs]
+        rk.loads_issued(CLUSTER)                   # a cluster's peers, while x is in flight
+
+        def sums_input():                          # (its first use: after the barrier)
+            return raw
+
+    def h_of(values):
+        h = lk.cast(values[0], lk.f32)
+        return h + lk.cast(values[1], lk.f32) if RESIDUAL else h
+    h = h_of(sums_input())
     if STORE_RESIDUAL:
         lk.store(rows_of(res_out), lk.cast(h, res_out.dtype))
     (squares,) = rk.row_sums([h * h], row, P, ROWS, CLUSTER, start=False, barrier=full)
     r = lk.rsqrt(squares * (1.0 / lk.cast(n, lk.f32)) + eps)
+    if STAGED:                                     # read again: no row held across the sums
+        h = h_of(sums_input())
     out = h * lk.broadcast(r, tv)
     if WEIGHT:
         out = out * lk.cast(lk.load(rk.columns_view(w, m, n, tv, row, CLUSTER)), lk.f32)

@@ -186,6 +186,21 @@ def cluster_exchange(parts: list, P: int, ROWS: int, CLUSTER: int, name: str,
     return [lk.load(table.tile((ROWS, CLUSTER), (0, q)).partition(peers)) for q in range(count)]
 
 
+def staged_rows(rows, tv: lk.TVLayout, name: str):
+    """This thread's values of the global partition `rows` (over tv) copied into the same
+    partition of a new shared tile of tv.tile, row-major (lk.sm80.cp_async, 16 bytes a copy
+    where rows allows; zeros past the bounds), in the caller's open commit group; returns the
+    shared partition (read it after lk.sm80.cp_async_wait and lk.barrier()). Shared memory
+    instead of registers holds the row between its loads and its last use: more CTAs
+    resident per SM, more bytes in flight."""
+    rows_tile, columns = tv.tile
+    tile = lk.shared_tensor(lk.Layout((rows_tile, columns), (columns, 1)), rows.dtype,
+                            name=name, align=16)
+    part = tile.partition(tv)
+    lk.sm80.cp_async(part, rows)
+    return part
+
+
 def peers_started(CLUSTER: int) -> None:
     """In a cluster kernel, a relaxed cluster barrier (lk.sm90.cluster_sync(relaxed=True)):
     every peer has started, so a first exchange may leave out its own first barrier
@@ -366,12 +381,15 @@ def _name(dtype) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def make_kernel(body, name: str, num_warps: int, cluster: int, dtypes: tuple) -> lk.Kernel:
+def make_kernel(body, name: str, num_warps: int, cluster: int, dtypes: tuple,
+                max_registers: int | None = None) -> lk.Kernel:
     """`body` as an lk.Kernel named `name` of num_warps warps, in clusters of `cluster` CTAs
     along x (none for 1), with the Pointer parameters named in `dtypes` ((param, lk dtype)
-    pairs) retyped (the body is written once for every dtype)."""
+    pairs) retyped (the body is written once for every dtype); `max_registers` caps a
+    thread's registers (lk.kernel's .maxnreg: more CTAs resident per SM)."""
     fn = type(body)(body.__code__, body.__globals__, name, body.__defaults__, body.__closure__)
     fn.__annotations__ = dict(body.__annotations__)
     for param, dtype in dtypes:
         fn.__annotations__[param] = lk.Pointer[dtype]
-    return lk.kernel(fn, num_warps=num_warps, cluster=(cluster, 1, 1) if cluster > 1 else None)
+    return lk.kernel(fn, num_warps=num_warps, cluster=(cluster, 1, 1) if cluster > 1 else None,
+                     max_registers=max_registers)

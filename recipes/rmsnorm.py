@@ -73,6 +73,20 @@ def forward_split(n: int, itemsize: int, m: int | None = None) -> rs.RowSplit:
     return s
 
 
+STAGED_FROM_CLUSTER = 2        # the forward stages its rows in shared memory from this cluster
+
+
+def forward_staged(s: rs.RowSplit) -> bool:
+    """Whether the forward of split `s` stages x (and the residual) in shared memory by
+    cp.async and reads it back there twice (before and after the row sum) instead of holding
+    the row in registers across the sum: rows split over a cluster (CLUSTER >=
+    STAGED_FROM_CLUSTER) with 16-byte accesses. There the register-held row took 103
+    registers at 256 threads (152 with a residual): 2 CTAs an SM (1), 64 KB of loads in
+    flight, idle through each cluster exchange (0.83-0.93 of quack); staged, 58 registers
+    (114) and 32 KB of shared memory a CTA: 4 CTAs an SM (2)."""
+    return s.CLUSTER >= STAGED_FROM_CLUSTER and s.VEC == s.C
+
+
 def backward_split(n: int, itemsize: int) -> rs.RowSplit:
     """The backward's split of rows of n columns (rs.persistent_split)."""
     return rs.persistent_split(n, itemsize, "rmsnorm_backward")
@@ -84,12 +98,16 @@ def _dtypes(kind: str, xdt, wdt) -> tuple:
     return (("dy", xdt), ("x", xdt), ("w", wdt), ("dx", xdt))
 
 
-def kernel_for(kind: str, xdt, wdt, s: rs.RowSplit) -> lk.Kernel:
+def kernel_for(kind: str, xdt, wdt, s: rs.RowSplit, max_registers: int | None = None
+               ) -> lk.Kernel:
     """The forward or backward kernel for x's and weight's dtypes and the split's block size
-    and cluster (one Kernel per combination; constexprs specialize it further)."""
+    and cluster, its threads capped at max_registers if given (one Kernel per combination;
+    constexprs specialize it further)."""
     body = kernels.forward_body if kind == "forward" else kernels.backward_body
-    name = f"rmsnorm_{kind}_{rk._name(xdt)}_{rk._name(wdt)}_w{s.num_warps}_c{s.CLUSTER}"
-    return rk.make_kernel(body, name, s.num_warps, s.CLUSTER, _dtypes(kind, xdt, wdt))
+    name = f"rmsnorm_{kind}_{rk._name(xdt)}_{rk._name(wdt)}_w{s.num_warps}_c{s.CLUSTER}" + \
+        (f"_r{max_registers}" if max_registers else "")
+    return rk.make_kernel(body, name, s.num_warps, s.CLUSTER, _dtypes(kind, xdt, wdt),
+                          max_registers)
 
 
 # --- host side ------------------------------------------------------------------------------
@@ -109,18 +127,21 @@ def check_forward(x, weight, residual, eps) -> tuple[int, int]:
 
 
 def forward_launches(x, residual, weight, y, h, rstd, floats, m: int, n: int, eps: float,
-                     dtypes: tuple, s: rs.RowSplit | None = None) -> list:
+                     dtypes: tuple, s: rs.RowSplit | None = None,
+                     staged: bool | None = None) -> list:
     """[(kernel, grid, args, constexprs)]: y = rmsnorm(x (+ residual)) (* weight) over (m, n)
     rows, h = x + residual stored where h is given, rstd where rstd is given (residual,
     weight, h, rstd: None when absent); dtypes = (x's, weight's) lk dtypes; tensors of any kind
     the launcher takes (CUDA torch tensors, the interpreter's arrays), f32 buffers from
     floats(count) (rstd's stand-in when absent); the split `s` or forward_split(n, x's
-    itemsize, m). The one description of the launch: the GPU path, check_cpu and
+    itemsize, m), its rows staged in shared memory where `staged` says (default:
+    forward_staged(s)). The one description of the launch: the GPU path, check_cpu and
     layoutkit.torch all run it."""
     xdt, wdt = dtypes
     s = s or forward_split(n, xdt.nbytes, m)
     flags = {**s.constexprs(), "RESIDUAL": residual is not None, "WEIGHT": weight is not None,
-             "STORE_RESIDUAL": h is not None, "STORE_RSTD": rstd is not None}
+             "STORE_RESIDUAL": h is not None, "STORE_RSTD": rstd is not None,
+             "STAGED": forward_staged(s) if staged is None else bool(staged)}
     args = (*forward_tensors(x, residual, weight, y, h, floats(1) if rstd is None else rstd),
             m, n // s.VEC, eps)
     return [(kernel_for("forward", xdt, wdt, s), s.CLUSTER * s.row_tiles(m), args, flags)]
@@ -372,7 +393,8 @@ def compile_default() -> dict:
         k = kernel_for("forward", lk.bf16, lk.bf16, s)
         result[f"rmsnorm n={n}"] = k.ptx(ptr, ptr, ptr, ptr, ptr, f32p, 4096, n // s.VEC, 1e-6,
                                          **s.constexprs(), RESIDUAL=True, WEIGHT=True,
-                                         STORE_RESIDUAL=True, STORE_RSTD=True)
+                                         STORE_RESIDUAL=True, STORE_RSTD=True,
+                                         STAGED=forward_staged(s))
         s = backward_split(n, 2)
         k = kernel_for("backward", lk.bf16, lk.bf16, s)
         result[f"rmsnorm_backward n={n}"] = k.ptx(ptr, ptr, ptr, f32p, ptr, f32p, 4096,
@@ -383,7 +405,8 @@ def compile_default() -> dict:
     return result
 
 
-def _cpu_forward(rng, dtype, m, n, s, residual: bool, weight: bool) -> float:
+def _cpu_forward(rng, dtype, m, n, s, residual: bool, weight: bool,
+                 staged: bool | None = None) -> float:
     import numpy as np
     xs = rng.standard_normal((m, n)) * 2
     rs = rng.standard_normal((m, n)) if residual else None
@@ -393,7 +416,8 @@ def _cpu_forward(rng, dtype, m, n, s, residual: bool, weight: bool) -> float:
     y, h = rw.host_array(np.zeros((m, n)), dtype), rw.host_array(np.zeros((m, n)), dtype)
     rstd = np.zeros(m, np.float32)
     got = rw.run_on_cpu(forward_launches(x, res, w, y, h if residual else None, rstd,
-                                         rw.host_floats, m, n, 1e-6, (dtype, dtype), s),
+                                         rw.host_floats, m, n, 1e-6, (dtype, dtype), s,
+                                         staged),
                         {"y": y, "h": h, "rstd": rstd})
     want_y, want_h, want_rstd = reference(rw.float64_of(x, dtype),
                                           rw.float64_of(w, dtype) if weight else None,
@@ -405,8 +429,8 @@ def _cpu_forward(rng, dtype, m, n, s, residual: bool, weight: bool) -> float:
     if residual:
         errors["h"] = rw.relative_to_max(rw.float64_of(got["h"], dtype), want_h) / \
             rw.tolerance(dtype)
-    assert max(errors.values()) <= 1, f"rmsnorm {dtype} ({m}, {n}) {s}: errors / tolerance " \
-                                      f"{errors}"
+    assert max(errors.values()) <= 1, f"rmsnorm {dtype} ({m}, {n}) {s} staged={staged}: " \
+                                      f"errors / tolerance {errors}"
     worst = max(errors.values()) * rw.tolerance(dtype)
     return worst
 
@@ -440,12 +464,17 @@ def small_cluster_split(n: int, itemsize: int) -> rs.RowSplit:
 
 
 def cpu_cases() -> tuple[list, list]:
-    """The interpreter's cases (forward: dtype, m, n, split, residual, weight; backward: dtype,
-    m, n, split, ctas, weight): every work split at sizes it runs in about a second."""
-    forward = [(lk.bf16, 5, 100, forward_split(100, 2), True, True),    # 16 rows of 8 threads
-               (lk.f32, 2, 1501, forward_split(1501, 4), False, True),  # odd n: scalar accesses
-               (lk.bf16, 3, 700, small_cluster_split(700, 2), True, False),  # a cluster of 2
-               (lk.f16, 1, 37, forward_split(37, 2), False, False)]
+    """The interpreter's cases (forward: dtype, m, n, split, residual, weight, staged (None:
+    forward_staged's choice); backward: dtype, m, n, split, ctas, weight): every work split
+    at sizes it runs in about a second, rows held in registers and staged in shared memory."""
+    forward = [(lk.bf16, 5, 100, forward_split(100, 2), True, True, None),  # 16 rows, 8 threads
+               (lk.f32, 2, 1501, forward_split(1501, 4), False, True, None),  # odd n: scalar
+               (lk.bf16, 3, 700, small_cluster_split(700, 2), True, False, None),  # cluster of 2
+               (lk.f16, 1, 37, forward_split(37, 2), False, False, None),
+               (lk.bf16, 3, 704, small_cluster_split(704, 2), True, True, True),   # staged:
+               (lk.bf16, 3, 704, small_cluster_split(704, 2), False, True, False),  # and not
+               (lk.bf16, 5, 100, forward_split(100, 2), False, True, True),  # 8-byte cp.async
+               (lk.f32, 2, 601, small_cluster_split(601, 4), True, True, True)]  # 4-byte
     backward = [(lk.bf16, 9, 100, rs.split(100, 2, 16, 128, "t"), 2, True),  # 2 rounds
                 (lk.f32, 3, 601, rs.split(601, 4, 16, 128, "t"), 2, True),   # odd n
                 (lk.bf16, 3, 700, small_cluster_split(700, 2), 2, True),     # a cluster of 2

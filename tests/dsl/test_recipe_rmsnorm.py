@@ -47,14 +47,37 @@ def test_forward_splits_assemble_without_spills(n, itemsize):
     s = rmsnorm.forward_split(n, itemsize)
     kernel = rmsnorm.kernel_for("forward", DT[itemsize], DT[itemsize], s)
     ptr = lk.Pointer[DT[itemsize]]
-    ptx = kernel.ptx(ptr, ptr, ptr, ptr, ptr, F32, 4096, n // s.VEC, 1e-6,
-                     **s.constexprs(), RESIDUAL=True, WEIGHT=True, STORE_RESIDUAL=True,
-                     STORE_RSTD=True)
+    spec = kernel.specialize(ptr, ptr, ptr, ptr, ptr, F32, 4096, n // s.VEC, 1e-6,
+                             **s.constexprs(), RESIDUAL=True, WEIGHT=True, STORE_RESIDUAL=True,
+                             STORE_RSTD=True, STAGED=rmsnorm.forward_staged(s))
+    ptx = spec.ptx
     usage = assemble_quietly(kernel, ptx)
     assert s.num_warps <= (8 if s.VEC == s.C else 16)          # CTAs of <= 256 (512) threads
     assert usage.spill_store_bytes == 0
+    assert spec.ir.shared_bytes <= 227 * 1024
+    assert ("cp.async" in ptx) == rmsnorm.forward_staged(s)
     if n % 8 == 0:
         assert f"ld.global.v4.{'b32' if itemsize == 2 else 'f32'}" in ptx
+
+
+@pytest.mark.parametrize("n", [32768, 131072])
+def test_wide_rows_staged_in_shared_memory_take_fewer_registers(n):
+    """Past one CTA a row (a cluster), the forward stages x in shared memory by cp.async and
+    reads it there before and after the row sum: <= 64 registers a thread (4 CTAs of 256
+    threads an SM) where holding the row in registers took more than 96 (2 CTAs)."""
+    s = rmsnorm.forward_split(n, 2, 4096)
+    assert s.CLUSTER > 1 and rmsnorm.forward_staged(s)
+    kernel = rmsnorm.kernel_for("forward", lk.bf16, lk.bf16, s)
+    usage = {}
+    for staged in (False, True):
+        ptx = kernel.ptx(PTR, PTR, PTR, PTR, PTR, F32, 4096, n // s.VEC, 1e-6,
+                         **s.constexprs(), RESIDUAL=False, WEIGHT=True, STORE_RESIDUAL=False,
+                         STORE_RSTD=True, STAGED=staged)
+        usage[staged] = assemble_quietly(kernel, ptx)
+        # x: K 16-byte copies into shared memory or K 16-byte loads; the weight: K loads
+        assert ptx.count("cp.async.cg.shared.global") == (s.K if staged else 0)
+        assert ptx.count("ld.global.v4.b32") == (s.K if staged else 2 * s.K)
+    assert usage[True].registers <= 64 < 96 < usage[False].registers
 
 
 @pytest.mark.parametrize("itemsize", [2, 4])
@@ -85,10 +108,11 @@ def test_backward_reloads_after_the_row_sum():
 CPU_FORWARD, CPU_BACKWARD = rmsnorm.cpu_cases()
 
 
-@pytest.mark.parametrize("dtype, m, n, s, residual, weight", CPU_FORWARD)
-def test_forward_matches_float64_on_the_interpreter(dtype, m, n, s, residual, weight):
+@pytest.mark.parametrize("dtype, m, n, s, residual, weight, staged", CPU_FORWARD)
+def test_forward_matches_float64_on_the_interpreter(dtype, m, n, s, residual, weight, staged):
     rng = np.random.default_rng(m * n)
-    assert rmsnorm._cpu_forward(rng, dtype, m, n, s, residual, weight) <= rw.tolerance(dtype)
+    assert rmsnorm._cpu_forward(rng, dtype, m, n, s, residual, weight, staged) <= \
+        rw.tolerance(dtype)
 
 
 @pytest.mark.parametrize("dtype, m, n, s, ctas, weight", CPU_BACKWARD)

@@ -110,6 +110,26 @@ def test_nothing_is_written_past_the_outputs(m, n):
     assert torch.equal(y, want) and torch.isnan(y_guard).all()
 
 
+@pytest.mark.parametrize("m, n", [(5, 32776), (3, 131072), (1000, 65536), (4, 16384)])
+@pytest.mark.parametrize("staged", [False, True])
+def test_rows_staged_in_shared_memory_or_held_in_registers(m, n, staged):
+    """Either place a row waits out its sum (rmsnorm.forward_staged's choice, forced both
+    ways; 32776: a ragged last CTA of 3) gives y, h and rstd within the tolerance of
+    float64, with a residual and a weight."""
+    x, res = (torch.randn(m, n, device="cuda").bfloat16() for _ in range(2))
+    w = torch.randn(n, device="cuda").bfloat16()
+    y, h = torch.empty_like(x), torch.empty_like(x)
+    rstd = torch.empty(m, device="cuda")
+    launches = rmsnorm.forward_launches(x, res, w, y, h, rstd, rw.cuda_floats(x.device), m, n,
+                                        1e-6, rmsnorm.dtypes_of(x, w), staged=staged)
+    assert launches[0][3]["STAGED"] == staged
+    rw.launch(launches)
+    want_y, want_h, want_rstd = rmsnorm.reference(*(t.double().cpu().numpy() for t in (x, w, res)))
+    assert rw.relative_to_max(y.double().cpu().numpy(), want_y) <= tolerance(torch.bfloat16)
+    assert rw.relative_to_max(h.double().cpu().numpy(), want_h) <= tolerance(torch.bfloat16)
+    assert rw.relative_to_max(rstd.double().cpu().numpy(), want_rstd) <= 2 ** -16
+
+
 def test_weight_gradient_is_deterministic():
     x, dy = (torch.randn(20000, 1000, device="cuda").bfloat16() for _ in range(2))
     w = torch.randn(1000, device="cuda").bfloat16()
