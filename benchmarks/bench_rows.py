@@ -29,8 +29,9 @@ short keeps its rows), ends with its ratio summary and its seconds; a shape whos
 the splits other budgets give (values per thread, threads per row, CTA size), for tuning:
 softmax and layernorm (recipes/_row_split.choose_config's budgets), softmax_backward
 (recipes/_row_split.split's), layernorm_backward (persistent CTAs of 512 threads, 1024 as
-before, or rows of at most 512 or 256 threads) and rmsnorm forward (rows held in registers or
-staged in shared memory, recipes/rmsnorm.forward_staged; other budgets); `--sweep
+before, or rows of at most 512 or 256 threads), rmsnorm forward (rows held in registers or
+staged in shared memory, recipes/rmsnorm.forward_staged; other budgets) and softmax_staged
+(the heuristic's split, rows in registers or staged: recipes/softmax.staged); `--sweep
 layernorm_backward` (comma-separated names) times only those. `--exchange sync` builds the single-exchange kernels' cluster
 exchange with st.shared::cluster and a cluster barrier instead of st.async on an mbarrier
 (recipes/_rowwise_kernel.ASYNC_EXCHANGE), to compare the two forms run against run;
@@ -95,9 +96,12 @@ RMSNORM_BUDGETS = {                  # label -> (values a thread, threads a row,
     "rows in registers": (64, 256, False),
     "staged in shared memory": (64, 256, True),
     "staged, V<=32, <=512 threads a row": (32, 512, True),
-    "staged, V<=32, <=256 threads a row (2x the cluster)": (32, 256, True),
 }
-SWEEPS = ("softmax", "layernorm", "softmax_backward", "layernorm_backward", "rmsnorm")
+SOFTMAX_STAGED_SWEEP = ((1000, 32768), (1000, 65536), (1000, 131072), (4096, 32768),
+                        (4096, 65536), (4096, 131072), (32768, 32768), (1000, 16384),
+                        (4096, 16384), (4096, 8192), (4096, 4096), (1000, 4096), (32768, 4096))
+SWEEPS = ("softmax", "layernorm", "softmax_backward", "layernorm_backward", "rmsnorm",
+          "softmax_staged")
 CHECK_ROWS = 64
 TIME_PER_SHAPE_S = 0.15             # GPU time aimed at per shape: sets the repetitions
 
@@ -460,6 +464,39 @@ def sweep_rmsnorm(torch, quack_missing, interleaved, gbps, shapes=RMSNORM_SWEEP)
         torch.cuda.empty_cache()
 
 
+def sweep_softmax_staged(torch, quack_missing, interleaved, gbps,
+                         shapes=SOFTMAX_STAGED_SWEEP) -> None:
+    """Per shape, GB/s of softmax with the heuristic's split, its rows held in registers and
+    staged in shared memory (recipes/softmax.kernel_for's staged_rows), beside quack."""
+    from recipes import softmax
+    labels = {"heuristic": None, "rows in registers": False, "staged in shared memory": True}
+    print("\n### softmax: rows in registers or staged in shared memory (GB/s)\n")
+    print("| m x n | split | quack | " + " | ".join(labels) + " |\n|---|---|---:|" +
+          "---:|" * len(labels), flush=True)
+    for m, n in shapes:
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * 4
+        out = torch.empty_like(x)
+        cfg = softmax.config(m, n)
+        calls = {}
+        for label, staged in labels.items():
+            kernel, grid, ints, constexprs = softmax.launch_arguments(cfg, m, n, staged)
+            launch, rest = kernel[grid], (*ints, *constexprs.values())
+            calls[label] = lambda launch=launch, rest=rest: launch(x, out, *rest)
+            calls[label]()
+        torch.cuda.synchronize()
+        if quack_missing is None:
+            from quack.softmax import softmax as quack_softmax
+            calls["quack"] = lambda: quack_softmax(x)
+        nbytes = 2 * x.numel() * 2
+        times = interleaved(calls, reps=repetitions(nbytes, len(calls)))
+        cells = [f"{gbps(nbytes, times[label].median_ms):.0f}" for label in labels]
+        quack = f"{gbps(nbytes, times['quack'].median_ms):.0f}" if "quack" in times else "-"
+        print(f"| {m} x {n} | {_split_text(cfg)} | {quack} | " + " | ".join(cells) + " |",
+              flush=True)
+        calls = times = None
+        torch.cuda.empty_cache()
+
+
 def shape_list(text: str) -> tuple:
     """'4096x131072,7x3000' -> ((4096, 131072), (7, 3000)) (argparse's type: ValueError)."""
     shapes = []
@@ -587,6 +624,8 @@ def main() -> None:
             sweep_layernorm_backward(torch, quack_missing, interleaved, gbps, *given)
         if "rmsnorm" in chosen:
             sweep_rmsnorm(torch, quack_missing, interleaved, gbps, *given)
+        if "softmax_staged" in chosen:
+            sweep_softmax_staged(torch, quack_missing, interleaved, gbps, *given)
     else:
         shapes = args.shapes or GRIDS["quick" if args.quick else args.grid]
         names = args.kernels.split(",")

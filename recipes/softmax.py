@@ -43,24 +43,48 @@ def config(m: int, n: int) -> rs.Config:
         raise ValueError(f"softmax: {exc}".replace("row kernels: ", "")) from None
 
 
-def _softmax_rows(x, y, m, n_vectors, WARPS, ROWS, C, K, CLUSTER):
-    """The kernel body: this CTA's ROWS rows (its part of them in a cluster)."""
+def _softmax_rows(x, y, m, n_vectors, WARPS, ROWS, C, K, CLUSTER, staged: bool = False):
+    """The kernel body: this CTA's ROWS rows (its part of them in a cluster). `staged`: x is
+    copied into shared memory (cp.async) and read there twice, its exponentials computed
+    again after the statistics, instead of held in registers (f32) across them."""
     rows = rk.RowTiles(m, n_vectors * C, WARPS, ROWS, C, K, CLUSTER)
     tv = rows.tv
-    raw = lk.load(rows.rows_of(x), other=float("-inf"))
-    rows.peers_started()                            # a cluster's peers, while x is in flight
-    v = lk.cast(raw, lk.f32)                        # (its first use: after the barrier)
+    X = rows.rows_of(x)
+    if staged:
+        kept = rk.staged_rows(X, tv, "rows_staged")
+        lk.sm80.cp_async_commit()
+        rows.peers_started()
+        lk.sm80.cp_async_wait(0)
+        lk.barrier()
+        inside = lk.in_bounds(X)                    # the copies zero-fill: -inf past n
+
+        def values():
+            return lk.where(inside, lk.cast(lk.load(kept), lk.f32), float("-inf"))
+        v = values()
+    else:
+        raw = lk.load(X, other=float("-inf"))
+        rows.peers_started()                        # a cluster's peers, while x is in flight
+        v = lk.cast(raw, lk.f32)                    # (its first use: after the barrier)
+
+    def exponentials(v, shift):
+        return lk.exp2(lk.fma(v, LOG2E, lk.broadcast(shift * (-LOG2E), tv)), ftz=True)
     part_max = lk.reduce_max(v, 1)
-    e = lk.exp2(lk.fma(v, LOG2E, lk.broadcast(part_max * (-LOG2E), tv)), ftz=True)
+    e = exponentials(values() if staged else v, part_max)    # (staged: read after the max)
     part_sum = lk.reduce_sum(e, 1)
+    shift = part_max
     if CLUSTER == 1:
         scale = 1.0 / part_sum
     else:
         maxes, sums = rows.exchange([part_max, part_sum])
         row_max = lk.reduce_max(maxes, 1)
         weights = lk.exp2((maxes - lk.broadcast(row_max, maxes.layout)) * LOG2E, ftz=True)
-        scale = lk.exp2((part_max - row_max) * LOG2E, ftz=True) / \
-            lk.reduce_sum(sums * weights, 1)
+        total = lk.reduce_sum(sums * weights, 1)
+        if staged:
+            shift, scale = row_max, 1.0 / total
+        else:
+            scale = lk.exp2((part_max - row_max) * LOG2E, ftz=True) / total
+    if staged:
+        e = exponentials(values(), shift)
     lk.store(rows.rows_of(y), lk.cast(e * lk.broadcast(scale, tv), lk.bf16))
 
 
@@ -75,27 +99,58 @@ def _softmax_cluster_body(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], m: lk.
     _softmax_rows(x, y, m, n_vectors, WARPS, ROWS, C, K, lk.sm90.cluster_size())
 
 
-def kernel_for(cfg: rs.Config) -> lk.Kernel:
-    """The softmax kernel for cfg's block size and cluster (one lk.Kernel per pair)."""
-    body = _softmax_body if cfg.cluster == 1 else _softmax_cluster_body
-    return rk.make_kernel(body, rs.kernel_name("softmax", cfg), cfg.warps, cfg.cluster, ())
+def _softmax_staged_body(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], m: lk.i32,
+                         n_vectors: lk.i32, WARPS: lk.constexpr, ROWS: lk.constexpr,
+                         C: lk.constexpr, K: lk.constexpr):
+    _softmax_rows(x, y, m, n_vectors, WARPS, ROWS, C, K, 1, staged=True)
 
 
-def launch_arguments(cfg: rs.Config, m: int, n: int):
+def _softmax_staged_cluster_body(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16], m: lk.i32,
+                                 n_vectors: lk.i32, WARPS: lk.constexpr, ROWS: lk.constexpr,
+                                 C: lk.constexpr, K: lk.constexpr):
+    _softmax_rows(x, y, m, n_vectors, WARPS, ROWS, C, K, lk.sm90.cluster_size(), staged=True)
+
+
+STAGED_FROM_CLUSTER = 0     # rows staged in shared memory from this cluster size (0: never)
+
+
+def staged(cfg: rs.Config) -> bool:
+    """Whether softmax stages x in shared memory for split `cfg` (_softmax_rows' `staged`):
+    a cluster of at least STAGED_FROM_CLUSTER CTAs with 16-byte accesses. Held in registers,
+    x and its exponentials take ~100 registers at 256 threads: 2 CTAs an SM, idle through each
+    cluster exchange (0.82-0.93 of quack past 16k columns); staged, the exponentials are
+    computed twice (two ex2 an element) on fewer registers. Off until the H200 says
+    (benchmarks/bench_rows.py --sweep softmax)."""
+    return 0 < STAGED_FROM_CLUSTER <= cfg.cluster and cfg.vector == 8
+
+
+def kernel_for(cfg: rs.Config, staged_rows: bool | None = None) -> lk.Kernel:
+    """The softmax kernel for cfg's block size and cluster (one lk.Kernel per pair), its rows
+    staged in shared memory where `staged_rows` says (default: staged(cfg))."""
+    stage = staged(cfg) if staged_rows is None else staged_rows
+    bodies = ((_softmax_body, _softmax_cluster_body),
+              (_softmax_staged_body, _softmax_staged_cluster_body))[stage]
+    return rk.make_kernel(bodies[cfg.cluster > 1],
+                          rs.kernel_name("softmax", cfg) + ("_staged" if stage else ""),
+                          cfg.warps, cfg.cluster, ())
+
+
+def launch_arguments(cfg: rs.Config, m: int, n: int, staged_rows: bool | None = None):
     """(kernel, grid, integer arguments after the tensors, constexprs) of a softmax launch of
-    `cfg` over an (m, n) x."""
+    `cfg` over an (m, n) x (rows staged as kernel_for's `staged_rows` says)."""
     cfg.check(n)
-    return kernel_for(cfg), cfg.grid(m), (m, n // cfg.vector), cfg.constexprs()
+    return kernel_for(cfg, staged_rows), cfg.grid(m), (m, n // cfg.vector), cfg.constexprs()
 
 
-def launches(x, y, floats, m: int, n: int, cfg: rs.Config | None = None) -> list:
+def launches(x, y, floats, m: int, n: int, cfg: rs.Config | None = None,
+             staged_rows: bool | None = None) -> list:
     """[(kernel, grid, args, constexprs)]: y = softmax(x) over (m, n) bf16 rows with `cfg` or
     the heuristic's split (tensors of any kind the launcher takes: CUDA torch tensors, the
     interpreter's arrays; `floats`, the f32 buffers of the other row recipes' launches, is
     not called: a cluster exchanges through distributed shared memory): the
     launch_arguments the GPU path keeps per shape, with the tensors (check_cpu and
-    layoutkit.torch run it)."""
-    kernel, grid, ints, constexprs = launch_arguments(cfg or config(m, n), m, n)
+    layoutkit.torch run it); `staged_rows` as kernel_for's."""
+    kernel, grid, ints, constexprs = launch_arguments(cfg or config(m, n), m, n, staged_rows)
     return [(kernel, grid, (x, y, *ints), constexprs)]
 
 
@@ -201,11 +256,11 @@ CPU_CASES = ((3, 7, None), (5, 100, None), (2, 1500, None),
              (2, 300, rs.Config(threads=64, rows=1, vector=2, chunks=1, cluster=3)))
 
 
-def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
+def check_cpu(seed: int = 0, cases=CPU_CASES, staged_rows: bool | None = None) -> float:
     """Run the kernel on the CPU interpreter (layoutkit.dsl.interpreter.check_on_cpu, race
-    checking on) for `cases` (m, n, config or None: the heuristic's) and compare with numpy in
-    float64; returns the worst error relative to each row's largest output (AssertionError
-    beyond 2**-7)."""
+    checking on) for `cases` (m, n, config or None: the heuristic's), its rows staged as
+    kernel_for's `staged_rows` says, and compare with numpy in float64; returns the worst
+    error relative to each row's largest output (AssertionError beyond 2**-7)."""
     import numpy as np
 
     from layoutkit.dsl.interpreter import check_on_cpu, from_bf16, to_bf16
@@ -217,7 +272,8 @@ def check_cpu(seed: int = 0, cases=CPU_CASES) -> float:
         want = np.exp(xf - xf.max(axis=1, keepdims=True))
         want /= want.sum(axis=1, keepdims=True)
         ((kernel, grid, args, constexprs),) = launches(
-            x, np.zeros((m, n), np.uint16), lambda count: np.zeros(count, np.float32), m, n, cfg)
+            x, np.zeros((m, n), np.uint16), lambda count: np.zeros(count, np.float32), m, n, cfg,
+            staged_rows)
         worst = max(worst, check_on_cpu(kernel, grid, *args, expect={"y": want},
                                         tolerance=2 ** -7, error=_row_relative, **constexprs))
     return worst
