@@ -125,6 +125,7 @@ class Extractor:
         self._cta_parts: dict = {}          # cta_parts' answers by mask
         self._defined: dict = {}            # defined_in's answers by block
         self._sites: dict = {}              # site's answers by (op, loop context)
+        self._effects: dict = {}            # leaf_effects' events by _effect_key (False: not kept)
         self._context = None                # (the loops list site saw last, its context)
         self.undecided: list = []
         self.barriers: dict = {}
@@ -357,7 +358,61 @@ class Extractor:
         if not self.relevant[id(block)] or not mask.any():   # effects never change mask
             return
         for op in block.ops:
-            op.defn.effects(op, self, mask, loops)
+            if loops and not op.blocks and op.defn.emits_events:
+                self.leaf_effects(op, mask, loops)
+            else:
+                op.defn.effects(op, self, mask, loops)
+
+    def leaf_effects(self, op, mask, loops) -> None:
+        """op.defn.effects of a region-free op inside a loop, remembered: an op's events are a
+        function of its threads and its operands' values (the check reads no float values) but
+        for their Site, so a later trip that gives them the same values replays the events
+        made the first time with this trip's Site (a ring's stage and phase repeat every
+        2 * STAGES trips). Not remembered: an op whose effects left something undecided (said
+        once each) or put any other Site in an event."""
+        key = self._effect_key(op, mask)
+        found = self._effects.get(key) if key is not None else False
+        site = self.site(op, loops)
+        if found:
+            for sub, kind, fields, per_thread, sited in found:
+                if sited:
+                    fields = dict(fields)
+                    for name in sited:
+                        fields[name] = site
+                self.log.append(Proto(sub, kind, fields, per_thread))
+            return
+        logged, undecided = len(self.log), len(self.undecided)
+        op.defn.effects(op, self, mask, loops)
+        if found is False:
+            return
+        made = []
+        if len(self.undecided) == undecided:
+            for p in self.log[logged:]:
+                sited = tuple(name for name, v in p.fields.items() if type(v) is km.Site)
+                if any(p.fields[name] is not site for name in sited):
+                    made = None
+                    break
+                made.append((p.mask, p.kind, p.fields, p.per_thread, sited))
+        else:
+            made = None
+        self._effects[key] = made if made else False
+
+    def _effect_key(self, op, mask):
+        """(op, its threads, the values of its operands but float ones), or None."""
+        parts = [id(op), mask.tobytes()]
+        for v in op.operands:
+            if getattr(v.type, "kind", None) == "float":
+                continue
+            x = self.values(v)
+            kind = type(x)
+            if kind is np.ndarray:
+                parts.append((x.dtype.str, x.shape, x.tobytes()))
+            elif x is None or kind is int or kind is bool or isinstance(x, (np.integer,
+                                                                            np.bool_)):
+                parts.append((kind, x))
+            else:
+                return None
+        return tuple(parts)
 
     def choose_loop_params(self) -> list:
         """Fix the parameters that bound loops with events (see the module docstring): a

@@ -20,6 +20,7 @@ from layoutkit.algebra.sympy_gate import sympy
 
 UNKNOWN = None
 _COMPILED: dict = {}
+_BY_ID: dict = {}           # id(expr) -> (expr, symbols, its function): compile_expr's fast path
 _ABSENT = object()          # a value id with no entry (UNKNOWN is a value: None)
 
 
@@ -77,15 +78,28 @@ def _min(*args):
 def compile_expr(expr, symbols):
     """A function of the symbols' values (ints or int64 arrays) computing the integer
     expression `expr` exactly; raises Unevaluable for forms it does not know."""
-    key = (expr, tuple(symbols))
-    fn = _COMPILED.get(key)
-    if fn is None:
-        names = {s: f"v{i}" for i, s in enumerate(symbols)}
-        body = _text(sympy.sympify(expr), names)
-        args = ", ".join(names[s] for s in symbols)
-        fn = eval(f"lambda {args}: {body}",  # noqa: S307 - text built from the IR's sympy
-                  {"_max": _max, "_min": _min})
-        _COMPILED[key] = fn
+    known = _BY_ID.get(id(expr))     # the IR's own objects: no sympy hash or comparison
+    if known is not None and known[0] is expr and known[1] is symbols:
+        fn = known[2]
+    else:
+        key = (expr, tuple(symbols))
+        fn = _COMPILED.get(key)
+        if fn is None:
+            names = {s: f"v{i}" for i, s in enumerate(symbols)}
+            try:
+                body = _text(sympy.sympify(expr), names)
+            except Unevaluable as exc:          # remembered too: the form stays unknown
+                fn = exc
+            else:
+                args = ", ".join(names[s] for s in symbols)
+                fn = eval(f"lambda {args}: {body}",  # noqa: S307 - text from the IR's sympy
+                          {"_max": _max, "_min": _min})
+            _COMPILED[key] = fn
+        if len(_BY_ID) > 8192:       # a long-lived process: keep the fast path bounded
+            _BY_ID.clear()
+        _BY_ID[id(expr)] = (expr, symbols, fn)      # holds expr: its id stays its own
+    if isinstance(fn, Unevaluable):
+        raise Unevaluable(*fn.args)
     return fn
 
 
@@ -95,6 +109,20 @@ CHECK_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np
         "min": np.minimum}
 
 
+class Fixed(dict):
+    """value id -> int / int64 array over the threads; an array holding one value at every
+    thread (a loop counter from 0 for all threads) is kept as that int, so that what is
+    computed from it is computed once, not per thread."""
+
+    def __setitem__(self, vid, value) -> None:
+        if type(value) is np.ndarray and value.ndim == 1 and value.size and \
+                value.dtype.kind == "i":
+            first = value[0]
+            if (value == first).all():
+                value = int(first)
+        dict.__setitem__(self, vid, value)
+
+
 class Values:
     """Evaluates IR Values over all threads: `fixed` maps value ids to their known values
     (parameters, thread and block indices, loop counters); others are computed from their
@@ -102,7 +130,7 @@ class Values:
 
     def __init__(self, defs: dict, fixed: dict):
         self.defs = defs            # value id -> defining Op
-        self.fixed = fixed          # value id -> int / array (set by the walker)
+        self.fixed = Fixed(fixed)   # value id -> int / array (set by the walker)
         self.memo: dict = {}
 
     def forget(self, ids) -> None:
