@@ -90,12 +90,14 @@ LAYERNORM_BACKWARD_BUDGETS = {       # label -> (values a thread, CTA threads = 
 }
 RMSNORM_SWEEP = ((1000, 32768), (1000, 65536), (1000, 131072), (4096, 32768), (4096, 65536),
                  (4096, 131072), (32768, 32768), (1000, 16384), (4096, 16384), (4096, 8192),
-                 (4096, 4096), (4096, 3000), (1000, 4096), (32768, 4096))
-RMSNORM_BUDGETS = {                  # label -> (values a thread, threads a row, staged)
-    "heuristic": None,               # (None: rmsnorm.forward_split and forward_staged)
-    "rows in registers": (64, 256, False),
-    "staged in shared memory": (64, 256, True),
-    "staged, V<=32, <=512 threads a row": (32, 512, True),
+                 (4096, 4096), (4096, 3000), (1000, 4096), (32768, 4096), (1, 4096),
+                 (7, 8192), (1, 65536), (7, 131072), (1000, 1000))
+RMSNORM_BUDGETS = {        # label -> (values a thread, threads a row, staged, early weight)
+    "heuristic": None,     # (None: rmsnorm.forward_split, forward_staged, forward_early_weight)
+    "rows in registers, weight late": (64, 256, False, False),
+    "staged in shared memory, weight late": (64, 256, True, False),
+    "weight early, rows as the heuristic": (64, 256, None, True),
+    "staged, V<=32, <=512 threads a row": (32, 512, True, None),
 }
 SOFTMAX_STAGED_SWEEP = ((1000, 32768), (1000, 65536), (1000, 131072), (4096, 32768),
                         (4096, 65536), (4096, 131072), (32768, 32768), (1000, 16384),
@@ -422,7 +424,8 @@ def sweep_rmsnorm(torch, quack_missing, interleaved, gbps, shapes=RMSNORM_SWEEP)
     from recipes import _row_split as rs
     from recipes import _rowwise as rw
     from recipes import rmsnorm
-    print("\n### rmsnorm forward: splits by budget (GB/s; P x ROWS, C x K, cluster, staged)\n")
+    print("\n### rmsnorm forward: splits by budget (GB/s; P x ROWS, C x K, cluster, staged, "
+          "weight early)\n")
     print("| m x n | quack | " + " | ".join(RMSNORM_BUDGETS) + " |\n|---|---:|" +
           "---:|" * len(RMSNORM_BUDGETS), flush=True)
     for m, n in shapes:
@@ -433,15 +436,15 @@ def sweep_rmsnorm(torch, quack_missing, interleaved, gbps, shapes=RMSNORM_SWEEP)
         for label, budget in RMSNORM_BUDGETS.items():
             try:
                 if budget is None:
-                    s, staged = rmsnorm.forward_split(n, 2, m), None
+                    s, staged, early = rmsnorm.forward_split(n, 2, m), None, None
                 else:
                     s = rs.split(n, 2, budget[0], rmsnorm.FWD_CTA_THREADS, "sweep", budget[1],
                                  m=m, target_ctas=rs.TARGET_CTAS)
-                    staged = budget[2]
+                    staged, early = budget[2:]
                 launches = rmsnorm.forward_launches(x, None, w, y, None, rstd,
                                                     rw.cuda_floats(x.device), m, n, 1e-6,
-                                                    (lk.bf16, lk.bf16), s, staged)
-                flag = launches[0][3]["STAGED"]
+                                                    (lk.bf16, lk.bf16), s, staged, early)
+                flags = launches[0][3]
                 ((launch, rest),) = rw.planned(launches, (rmsnorm.FORWARD_TENSORS,))
                 launch(x, x, w, y, y, rstd, *rest)
                 torch.cuda.synchronize()
@@ -449,7 +452,8 @@ def sweep_rmsnorm(torch, quack_missing, interleaved, gbps, shapes=RMSNORM_SWEEP)
                 splits[label] = f"({type(exc).__name__}: {str(exc)[:60]})"
                 continue
             splits[label] = f"{s.P}x{s.ROWS}, C{s.C} K{s.K}, cl{s.CLUSTER}" + \
-                (", staged" if flag else "")
+                (", staged" if flags["STAGED"] else "") + (", w early" if flags["EARLY_WEIGHT"]
+                                                          else "")
             calls[label] = lambda launch=launch, rest=rest: launch(x, x, w, y, y, rstd, *rest)
         if quack_missing is None:
             from quack.rmsnorm import rmsnorm_fwd

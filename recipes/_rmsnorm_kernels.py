@@ -13,7 +13,8 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
                   P: lk.constexpr, ROWS: lk.constexpr, C: lk.constexpr, K: lk.constexpr,
                   CLUSTER: lk.constexpr, VEC: lk.constexpr,
                   RESIDUAL: lk.constexpr, WEIGHT: lk.constexpr, STORE_RESIDUAL: lk.constexpr,
-                  STORE_RSTD: lk.constexpr, STAGED: lk.constexpr):
+                  STORE_RSTD: lk.constexpr, STAGED: lk.constexpr,
+                  EARLY_WEIGHT: lk.constexpr):
     tv = rk.row_layout(P, ROWS, C, K)
     n = nv * VEC
     row = rk.row_block(CLUSTER)
@@ -23,9 +24,13 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
         return rk.rows_view(ptr, m, n, tv, row, CLUSTER)
 
     inputs = [x] + ([res] if RESIDUAL else [])
+
+    def weight():
+        return lk.load(rk.columns_view(w, m, n, tv, row, CLUSTER))
     if STAGED:                                     # x (and res) -> shared memory by cp.async
         staged = [rk.staged_rows(rows_of(t), tv, f"rows_staged{i}") for i, t in enumerate(inputs)]
         lk.sm80.cp_async_commit()
+        early = weight() if WEIGHT and EARLY_WEIGHT else None
         rk.loads_issued(CLUSTER)
         lk.sm80.cp_async_wait(0)
         lk.barrier()                               # (the row sums wait for every thread anyway)
@@ -34,6 +39,7 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
             return [lk.load(t) for t in staged]
     else:
         raw = [lk.load(rows_of(t)) for t in inputs]
+        early = weight() if WEIGHT and EARLY_WEIGHT else None   # beside x: one memory latency
         rk.loads_issued(CLUSTER)                   # a cluster's peers, while x is in flight
 
         def sums_input():                          # (its first use: after the barrier)
@@ -50,8 +56,8 @@ def forward_body(x: lk.Pointer[lk.bf16], res: lk.Pointer[lk.bf16], w: lk.Pointer
     if STAGED:                                     # read again: no row held across the sums
         h = h_of(sums_input())
     out = h * lk.broadcast(r, tv)
-    if WEIGHT:
-        out = out * lk.cast(lk.load(rk.columns_view(w, m, n, tv, row, CLUSTER)), lk.f32)
+    if WEIGHT:                                     # late: after the statistics, a short life
+        out = out * lk.cast(weight() if early is None else early, lk.f32)
     lk.store(rows_of(y), lk.cast(out, y.dtype))
     if STORE_RSTD:
         with lk.if_(rk.first_of_row(P, CLUSTER)):

@@ -87,6 +87,19 @@ def forward_staged(s: rs.RowSplit) -> bool:
     return s.CLUSTER >= STAGED_FROM_CLUSTER and s.VEC == s.C
 
 
+EARLY_WEIGHT_CTAS = rs.SMS      # grids of at most this many CTAs load the weight beside x
+
+
+def forward_early_weight(s: rs.RowSplit, m: int) -> bool:
+    """Whether the forward loads the weight beside x, before the row sum, instead of after it
+    (short register lifetimes: more CTAs an SM): grids of at most EARLY_WEIGHT_CTAS CTAs (one
+    an SM or fewer: no occupancy to lose; a few rows, where the weight's load after the
+    statistics is a second memory latency on the kernel's critical path: 1 x 4096 ran at 0.65
+    of quack) with 16-byte accesses (the narrow splits' 512 threads cap ptxas at 128
+    registers: 65537 columns with a residual spilled)."""
+    return s.CLUSTER * s.row_tiles(m) <= EARLY_WEIGHT_CTAS and s.VEC == s.C
+
+
 def backward_split(n: int, itemsize: int) -> rs.RowSplit:
     """The backward's split of rows of n columns (rs.persistent_split)."""
     return rs.persistent_split(n, itemsize, "rmsnorm_backward")
@@ -128,20 +141,23 @@ def check_forward(x, weight, residual, eps) -> tuple[int, int]:
 
 def forward_launches(x, residual, weight, y, h, rstd, floats, m: int, n: int, eps: float,
                      dtypes: tuple, s: rs.RowSplit | None = None,
-                     staged: bool | None = None) -> list:
+                     staged: bool | None = None, early_weight: bool | None = None) -> list:
     """[(kernel, grid, args, constexprs)]: y = rmsnorm(x (+ residual)) (* weight) over (m, n)
     rows, h = x + residual stored where h is given, rstd where rstd is given (residual,
     weight, h, rstd: None when absent); dtypes = (x's, weight's) lk dtypes; tensors of any kind
     the launcher takes (CUDA torch tensors, the interpreter's arrays), f32 buffers from
     floats(count) (rstd's stand-in when absent); the split `s` or forward_split(n, x's
     itemsize, m), its rows staged in shared memory where `staged` says (default:
-    forward_staged(s)). The one description of the launch: the GPU path, check_cpu and
-    layoutkit.torch all run it."""
+    forward_staged(s)), the weight loaded beside x where `early_weight` says (default:
+    forward_early_weight(s, m)). The one description of the launch: the GPU path, check_cpu
+    and layoutkit.torch all run it."""
     xdt, wdt = dtypes
     s = s or forward_split(n, xdt.nbytes, m)
     flags = {**s.constexprs(), "RESIDUAL": residual is not None, "WEIGHT": weight is not None,
              "STORE_RESIDUAL": h is not None, "STORE_RSTD": rstd is not None,
-             "STAGED": forward_staged(s) if staged is None else bool(staged)}
+             "STAGED": forward_staged(s) if staged is None else bool(staged),
+             "EARLY_WEIGHT": forward_early_weight(s, m) if early_weight is None else
+             bool(early_weight)}
     args = (*forward_tensors(x, residual, weight, y, h, floats(1) if rstd is None else rstd),
             m, n // s.VEC, eps)
     return [(kernel_for("forward", xdt, wdt, s), s.CLUSTER * s.row_tiles(m), args, flags)]
@@ -394,7 +410,7 @@ def compile_default() -> dict:
         result[f"rmsnorm n={n}"] = k.ptx(ptr, ptr, ptr, ptr, ptr, f32p, 4096, n // s.VEC, 1e-6,
                                          **s.constexprs(), RESIDUAL=True, WEIGHT=True,
                                          STORE_RESIDUAL=True, STORE_RSTD=True,
-                                         STAGED=forward_staged(s))
+                                         STAGED=forward_staged(s), EARLY_WEIGHT=False)
         s = backward_split(n, 2)
         k = kernel_for("backward", lk.bf16, lk.bf16, s)
         result[f"rmsnorm_backward n={n}"] = k.ptx(ptr, ptr, ptr, f32p, ptr, f32p, 4096,
@@ -406,7 +422,7 @@ def compile_default() -> dict:
 
 
 def _cpu_forward(rng, dtype, m, n, s, residual: bool, weight: bool,
-                 staged: bool | None = None) -> float:
+                 staged: bool | None = None, early: bool | None = None) -> float:
     import numpy as np
     xs = rng.standard_normal((m, n)) * 2
     rs = rng.standard_normal((m, n)) if residual else None
@@ -417,7 +433,7 @@ def _cpu_forward(rng, dtype, m, n, s, residual: bool, weight: bool,
     rstd = np.zeros(m, np.float32)
     got = rw.run_on_cpu(forward_launches(x, res, w, y, h if residual else None, rstd,
                                          rw.host_floats, m, n, 1e-6, (dtype, dtype), s,
-                                         staged),
+                                         staged, early),
                         {"y": y, "h": h, "rstd": rstd})
     want_y, want_h, want_rstd = reference(rw.float64_of(x, dtype),
                                           rw.float64_of(w, dtype) if weight else None,
@@ -429,8 +445,8 @@ def _cpu_forward(rng, dtype, m, n, s, residual: bool, weight: bool,
     if residual:
         errors["h"] = rw.relative_to_max(rw.float64_of(got["h"], dtype), want_h) / \
             rw.tolerance(dtype)
-    assert max(errors.values()) <= 1, f"rmsnorm {dtype} ({m}, {n}) {s} staged={staged}: " \
-                                      f"errors / tolerance {errors}"
+    assert max(errors.values()) <= 1, f"rmsnorm {dtype} ({m}, {n}) {s} staged={staged} " \
+                                      f"early={early}: errors / tolerance {errors}"
     worst = max(errors.values()) * rw.tolerance(dtype)
     return worst
 
@@ -464,17 +480,19 @@ def small_cluster_split(n: int, itemsize: int) -> rs.RowSplit:
 
 
 def cpu_cases() -> tuple[list, list]:
-    """The interpreter's cases (forward: dtype, m, n, split, residual, weight, staged (None:
-    forward_staged's choice); backward: dtype, m, n, split, ctas, weight): every work split
-    at sizes it runs in about a second, rows held in registers and staged in shared memory."""
-    forward = [(lk.bf16, 5, 100, forward_split(100, 2), True, True, None),  # 16 rows, 8 threads
-               (lk.f32, 2, 1501, forward_split(1501, 4), False, True, None),  # odd n: scalar
-               (lk.bf16, 3, 700, small_cluster_split(700, 2), True, False, None),  # cluster of 2
-               (lk.f16, 1, 37, forward_split(37, 2), False, False, None),
-               (lk.bf16, 3, 704, small_cluster_split(704, 2), True, True, True),   # staged:
-               (lk.bf16, 3, 704, small_cluster_split(704, 2), False, True, False),  # and not
-               (lk.bf16, 5, 100, forward_split(100, 2), False, True, True),  # 8-byte cp.async
-               (lk.f32, 2, 601, small_cluster_split(601, 4), True, True, True)]  # 4-byte
+    """The interpreter's cases (forward: dtype, m, n, split, residual, weight, staged, early
+    weight (None: forward_staged's, forward_early_weight's choice); backward: dtype, m, n,
+    split, ctas, weight): every work split at sizes it runs in about a second, rows held in
+    registers and staged in shared memory, the weight loaded before and after the row sum."""
+    split = forward_split
+    forward = [(lk.bf16, 5, 100, split(100, 2), True, True, None, None),  # 16 rows, 8 threads
+               (lk.f32, 2, 1501, split(1501, 4), False, True, None, False),  # odd n: scalar
+               (lk.bf16, 3, 700, small_cluster_split(700, 2), True, False, None, None),
+               (lk.f16, 1, 37, split(37, 2), False, False, None, None),   # a cluster of 2 ^
+               (lk.bf16, 3, 704, small_cluster_split(704, 2), True, True, True, False),  # staged
+               (lk.bf16, 3, 704, small_cluster_split(704, 2), False, True, False, True),  # or not
+               (lk.bf16, 5, 100, split(100, 2), False, True, True, True),  # 8-byte cp.async
+               (lk.f32, 2, 601, small_cluster_split(601, 4), True, True, True, None)]  # 4-byte
     backward = [(lk.bf16, 9, 100, rs.split(100, 2, 16, 128, "t"), 2, True),  # 2 rounds
                 (lk.f32, 3, 601, rs.split(601, 4, 16, 128, "t"), 2, True),   # odd n
                 (lk.bf16, 3, 700, small_cluster_split(700, 2), 2, True),     # a cluster of 2

@@ -41,15 +41,17 @@ def test_default_specializations_assemble_without_spills():
             assemble(ptx)
 
 
+@pytest.mark.parametrize("m", [1, 4096])          # the weight loaded early (where it may), late
 @pytest.mark.parametrize("itemsize", [2, 4])
 @pytest.mark.parametrize("n", [1, 100, 1000, 3000, 4096, 8191, 16384, 32768, 65537, 131072])
-def test_forward_splits_assemble_without_spills(n, itemsize):
-    s = rmsnorm.forward_split(n, itemsize)
+def test_forward_splits_assemble_without_spills(n, itemsize, m):
+    s = rmsnorm.forward_split(n, itemsize, m)
     kernel = rmsnorm.kernel_for("forward", DT[itemsize], DT[itemsize], s)
     ptr = lk.Pointer[DT[itemsize]]
     spec = kernel.specialize(ptr, ptr, ptr, ptr, ptr, F32, 4096, n // s.VEC, 1e-6,
                              **s.constexprs(), RESIDUAL=True, WEIGHT=True, STORE_RESIDUAL=True,
-                             STORE_RSTD=True, STAGED=rmsnorm.forward_staged(s))
+                             STORE_RSTD=True, STAGED=rmsnorm.forward_staged(s),
+                             EARLY_WEIGHT=rmsnorm.forward_early_weight(s, m))
     ptx = spec.ptx
     usage = assemble_quietly(kernel, ptx)
     assert s.num_warps <= (8 if s.VEC == s.C else 16)          # CTAs of <= 256 (512) threads
@@ -72,7 +74,7 @@ def test_wide_rows_staged_in_shared_memory_take_fewer_registers(n):
     for staged in (False, True):
         ptx = kernel.ptx(PTR, PTR, PTR, PTR, PTR, F32, 4096, n // s.VEC, 1e-6,
                          **s.constexprs(), RESIDUAL=False, WEIGHT=True, STORE_RESIDUAL=False,
-                         STORE_RSTD=True, STAGED=staged)
+                         STORE_RSTD=True, STAGED=staged, EARLY_WEIGHT=False)
         usage[staged] = assemble_quietly(kernel, ptx)
         # x: K 16-byte copies into shared memory or K 16-byte loads; the weight: K loads
         assert ptx.count("cp.async.cg.shared.global") == (s.K if staged else 0)
@@ -108,11 +110,27 @@ def test_backward_reloads_after_the_row_sum():
 CPU_FORWARD, CPU_BACKWARD = rmsnorm.cpu_cases()
 
 
-@pytest.mark.parametrize("dtype, m, n, s, residual, weight, staged", CPU_FORWARD)
-def test_forward_matches_float64_on_the_interpreter(dtype, m, n, s, residual, weight, staged):
+@pytest.mark.parametrize("dtype, m, n, s, residual, weight, staged, early", CPU_FORWARD)
+def test_forward_matches_float64_on_the_interpreter(dtype, m, n, s, residual, weight, staged,
+                                                    early):
     rng = np.random.default_rng(m * n)
-    assert rmsnorm._cpu_forward(rng, dtype, m, n, s, residual, weight, staged) <= \
+    assert rmsnorm._cpu_forward(rng, dtype, m, n, s, residual, weight, staged, early) <= \
         rw.tolerance(dtype)
+
+
+@pytest.mark.parametrize("m, n, early", [(1, 4096, True), (7, 131072, True),
+                                         (132, 4096, True), (133 * 2, 4096, False),
+                                         (1000, 32768, False), (4096, 1000, False),
+                                         (1, 65537, False)])
+def test_small_grids_load_the_weight_beside_x(m, n, early):
+    """Grids of at most one CTA an SM (132) with 16-byte accesses load the weight with x,
+    before the row sum."""
+    s = rmsnorm.forward_split(n, 2, m)
+    assert rmsnorm.forward_early_weight(s, m) == early
+    ((kernel, grid, args, constexprs),) = rmsnorm.forward_launches(
+        *(FakeTensor((m, n)),) * 6, lambda count: FakeTensor((count,)), m, n, 1e-6,
+        (lk.bf16, lk.bf16))
+    assert constexprs["EARLY_WEIGHT"] == early and grid == s.CLUSTER * s.row_tiles(m)
 
 
 @pytest.mark.parametrize("dtype, m, n, s, ctas, weight", CPU_BACKWARD)
