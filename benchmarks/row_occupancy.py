@@ -4,7 +4,8 @@ registers ptxas gave a thread, the clusters the driver can keep resident at once
 registers hold (threads x registers rounded up to 8), the CTA slots that leaves idle (no whole
 cluster fits in them: a cluster's CTAs run on the SMs of one GPC), and the bytes of loads in
 flight per SM while every resident CTA is in its load phase (CTAs x threads x values a thread x
-2 bytes: the row lives in registers). Arithmetic for the split, not a timing:
+2 bytes: the row lives in registers, or in shared memory where it is staged: each split
+both ways). Arithmetic for the split, not a timing:
 benchmarks/bench_rows.py --sweep times the alternatives.
 
     PYTHONPATH=. python3 benchmarks/row_occupancy.py      # on the GPU machine (seconds)
@@ -29,10 +30,12 @@ def softmax_rows(m: int, n: int, torch):
     x = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     for label, budget in SOFTMAX_BUDGETS.items():
         cfg = rs.choose_config(m, n, **budget)
-        kernel, _, ints, constexprs = softmax.launch_arguments(cfg, m, n)
-        yield (f"softmax {label} ({cfg.threads}t C{cfg.vector} K{cfg.chunks} cl{cfg.cluster})",
-               kernel.specialize(x, x, *ints, **constexprs), cfg.threads, cfg.values,
-               cfg.cluster)
+        for staged in (False, True):
+            kernel, _, ints, constexprs = softmax.launch_arguments(cfg, m, n, staged)
+            yield (f"softmax {label} ({cfg.threads}t C{cfg.vector} K{cfg.chunks} "
+                   f"cl{cfg.cluster}{', staged' if staged else ''})",
+                   kernel.specialize(x, x, *ints, **constexprs), cfg.threads, cfg.values,
+                   cfg.cluster)
 
 
 def rmsnorm_rows(m: int, n: int, torch):
@@ -41,12 +44,14 @@ def rmsnorm_rows(m: int, n: int, torch):
     from recipes import rmsnorm
     x = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     w, rstd = torch.empty(n, device="cuda", dtype=torch.bfloat16), torch.empty(m, device="cuda")
-    ((kernel, _, args, constexprs),) = rmsnorm.forward_launches(
-        x, None, w, x, None, rstd, rw.cuda_floats(x.device), m, n, 1e-6,
-        rmsnorm.dtypes_of(x, w))
     s = rmsnorm.forward_split(n, 2, m)
-    yield (f"rmsnorm fwd ({s.P * s.ROWS}t C{s.C} K{s.K} cl{s.CLUSTER})",
-           kernel.specialize(*args, **constexprs), s.P * s.ROWS, s.C * s.K, s.CLUSTER)
+    for staged in (False, True):
+        ((kernel, _, args, constexprs),) = rmsnorm.forward_launches(
+            x, None, w, x, None, rstd, rw.cuda_floats(x.device), m, n, 1e-6,
+            rmsnorm.dtypes_of(x, w), s, staged)
+        yield (f"rmsnorm fwd ({s.P * s.ROWS}t C{s.C} K{s.K} cl{s.CLUSTER}"
+               f"{', staged' if staged else ''})",
+               kernel.specialize(*args, **constexprs), s.P * s.ROWS, s.C * s.K, s.CLUSTER)
 
 
 def main() -> None:
