@@ -13,9 +13,12 @@ work split, recipes/_rowwise_kernel.py the cluster exchange and the column sum):
 
   forward, one row tile per CTA (a cluster per row past 16k columns):
     global --ld 16 B--> registers (-> f32), + residual  [--st--> residual out]
+      (past 16k columns, forward_staged: global --cp.async 16 B--> shared memory, read into
+      registers here and again after the sums: no row held in registers across them)
       sum(h^2): in-thread tree -> shfl.bfly -> [smem across warps] -> [cluster: st.async into
       every CTA's shared memory, on its mbarrier]   rstd = rsqrt(sum / n + eps)
-      weight --ld--> (after the statistics: short register lifetimes)
+      weight --ld--> (after the statistics: short register lifetimes; beside x for grids of
+      at most one CTA an SM, forward_early_weight: one memory latency, not two)
       y = h * rstd * w --st 16 B--> global   [rstd --st--> global]
   backward, persistent CTAs (as many as are resident), each over rows g, g + G, ...:
       x, dy, weight, rstd --ld--> registers; acc += dy * xhat (the CTA's dweight partial, f32
