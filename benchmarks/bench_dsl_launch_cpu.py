@@ -17,7 +17,7 @@ is the steadier number): the configured launcher alone (the floor the DSL adds t
 call, the stages of the DSL call timed one by one, and each recipe wrapper beside the DSL call
 it makes. "above" is the row minus the row it builds on.
 
-    python benchmarks/bench_dsl_launch_cpu.py [--calls 5000] [--repeats 15]
+    python benchmarks/bench_dsl_launch_cpu.py [--calls 5000] [--repeats 15] [--rows dsl recipes gemm]
 """
 from __future__ import annotations
 
@@ -127,6 +127,15 @@ def dsl_rows() -> dict:
         "scale_by[16](x, y, n, a, VALUES=4)": lambda: scale_by[grid](x, y, 4096, 2.0, VALUES=4),
     }
     launcher_of(scale_by, grid, x, y, 4096, 2.0, 4)
+    from bench_launch import empty_dsl_kernel as empty           # the GPU script's DSL kernel
+    launcher_e, runtime_e = launcher_of(empty, 1, x, y, 4096)
+    launch_e = empty[1]
+    rows.update({
+        "bench_launch.py's kernel: configured launcher (x, y, n)": lambda: launcher_e(*runtime_e),
+        "  its launch(x, y, n), launch = kernel[1] kept (bench_launch.py's DSL row)":
+            lambda: launch_e(x, y, 4096),
+        "  an empty call (the lambda around each row)": lambda: None,
+    })
     x2, y2 = x.view(16, 256), y.view(16, 256)
     launcher_t, runtime_t = launcher_of(scale_t, grid, x, y, 2.0)
     launcher_2d, runtime_2d = launcher_of(scale_2d, (1, 16), x2, y2, 2.0)
@@ -307,15 +316,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--rows", nargs="+", choices=["dsl", "recipes", "gemm"],
+                        default=["dsl", "recipes", "gemm"], help="which tables (default: all)")
     args = parser.parse_args()
     install_fakes()
     print(f"Python {sys.version.split()[0]}, torch {torch.__version__}; µs per call, best and "
           f"median of {args.repeats} x {args.calls} calls\n")
     print("| row | µs best | µs median |")
     print("|---|---:|---:|")
-    for make_rows in (dsl_rows, recipe_rows, gemm_rows):
-        for name, (best, median) in measure(make_rows(), args.calls, args.repeats).items():
+    ratios = {}
+    tables = {"dsl": dsl_rows, "recipes": recipe_rows, "gemm": gemm_rows}
+    for make_rows in (tables[name] for name in args.rows):
+        results = measure(make_rows(), args.calls, args.repeats)
+        for name, (best, median) in results.items():
             print(f"| {name} | {best:.2f} | {median:.2f} |")
+        ratios.update(dsl_ratios(results) if make_rows is dsl_rows else {})
+    print("\nThe DSL's Python over the configured launcher's (best, less an empty call):")
+    for name, ratio in ratios.items():
+        print(f"- {name}: {ratio:.3f}x")
+
+
+def dsl_ratios(results: dict) -> dict[str, float]:
+    """{DSL row: its best over its configured launcher's best, each less an empty call's}."""
+    empty = results["  an empty call (the lambda around each row)"][0]
+    pairs = {"launch(x, y, n, a), launch = scale[16] kept (as bench_launch.py calls it)":
+             "configured launcher (x, y, n, a): the floor",
+             "  its launch(x, y, n), launch = kernel[1] kept (bench_launch.py's DSL row)":
+             "bench_launch.py's kernel: configured launcher (x, y, n)"}
+    return {dsl.strip(): (results[dsl][0] - empty) / (results[floor][0] - empty)
+            for dsl, floor in pairs.items()}
 
 
 if __name__ == "__main__":

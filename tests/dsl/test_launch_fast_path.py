@@ -170,6 +170,14 @@ def test_an_explicit_stream_or_a_list_grid_launches_through_the_checked_path(gpu
     assert len({c.packed for c in gpu.calls}) == 1
 
 
+def test_stream_none_given_by_name_is_torchs_current_stream_on_the_fast_path(gpu, checked):
+    scale[4](X, Y, 4096, 2.0)
+    scale[4](X, Y, 4096, 2.0, stream=None)
+    scale[4](X, Y, n=4096, a=2.0, stream=None)
+    assert checked == ["scale"] and [c.stream for c in gpu.calls] == [STREAM] * 3
+    assert {c.packed for c in gpu.calls} == {packed(X, Y, 4096, 2.0)}
+
+
 def test_layoutkit_debug_is_read_at_every_launch(gpu, checked, monkeypatch):
     """A value of LAYOUTKIT_DEBUG not seen before is parsed by the checked path, then known."""
     monkeypatch.delitem(settings._DEBUG_BY_RAW, os.environ.encodevalue("off"), raising=False)
@@ -222,7 +230,7 @@ def test_no_fast_path_for_parameters_named_like_its_own_names(gpu, checked):
     def odd(_lk_x: lk.Pointer[lk.f32], n: lk.i32):
         pass
     assert FastLaunch("odd", odd.params, None, None).make is None
-    assert "def make_launch(_lk_grid):" in fast_launch_source(scale.params, debug=True)
+    assert "def launch(x=_lk_NO, y=_lk_NO, n=_lk_NO, a=_lk_NO, /," in fast_launch_source(scale.params, debug=True)
     assert "_lk_flags" not in fast_launch_source(scale.params, debug=True)
 
 

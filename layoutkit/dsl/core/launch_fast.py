@@ -1,10 +1,11 @@
 """The launch fast path: `kernel[grid](args)` with plain arguments reaches the configured launcher
 in one generated function, reading each pointer's address once.
 
-For each kernel one factory `make_launch(grid)` is generated from its parameters (the way
-layoutkit.ptx writes one launcher per PTX signature); `kernel[grid]` returns its function for the
-grid. When every argument is the common case, that function computes the specialization key that
-`Kernel.key` would, from the same facts:
+For each kernel one function `launch` is generated from its parameters (the way layoutkit.ptx
+writes one launcher per PTX signature) and run once per grid, in globals of that grid's own that
+hold the grid and the specialization it launched last (FastLaunch.make_launch); `kernel[grid]`
+returns the grid's function. When every argument is the common case, that function computes the
+specialization key that `Kernel.key` would, from the same facts:
 
     pointer     an exact torch.Tensor of the annotated dtype      -> 16-byte aligned: data_ptr & 15
     tensor      an exact torch.Tensor of the annotated dtype      -> (aligned, narrow, extents'
@@ -20,9 +21,10 @@ it) and the grid, and looks it up among the launchers the checked path has remem
 lk.assume facts and without a debug build's barrier-timeout sink, which is checked after each
 launch). What it keeps for a specialization is, where it can, the configured launcher's
 LaunchParts (layoutkit.ptx.launcher: its function, launch shape, a parameter buffer of its own and
-the stream query): the function then tests the tensors' device, packs what changed and calls
-cuLaunchKernel itself, and it keeps the last hit's facts and parts in its closure, so that a call
-with the same facts (each tested by identity) does no lookup at all. Otherwise (a cluster, a
+the stream query): the function then tests the tensors' device, packs and calls cuLaunchKernel
+itself, and it holds the last hit's facts, parts and packed values, so that a call with the
+values its buffer holds computes no facts and packs nothing, and one with other values of the
+same facts (each tested by identity) packs them without a lookup. Otherwise (a cluster, a
 pointer alignment the key's facts do not imply) it calls the configured launcher's
 `from_pointers` entry with the arguments (a tensor followed by its extents and strides, the PTX
 parameters it binds) and the pointers it read, which checks their tensor type, device and
@@ -38,40 +40,44 @@ is wrong.
 >>> from layoutkit.dsl.core.types import Pointer, f32, i32, constexpr
 >>> params = [parameter("x", Pointer[f32]), parameter("n", i32), parameter("V", constexpr)]
 >>> print(fast_launch_source(params, debug=None))
-def make_launch(_lk_grid):
-    _lk_c0 = _lk_c1 = _lk_c2 = _lk_cD = _lk_cT = _lk_NO   # the facts of the specialization held below
-    _lk_fn = _lk_g0 = _lk_g1 = _lk_g2 = _lk_g3 = _lk_g4 = _lk_g5 = _lk_g6 = _lk_call = _lk_params = _lk_pack = _lk_storage = _lk_base = _lk_stream_of = _lk_ordinal = _lk_streams = _lk_add = _lk_failed = _lk_aligns = _lk_one = _lk_from = _lk_last0 = _lk_last1 = None
-    _lk_busy = False
+_lk_c0 = _lk_c1 = _lk_c2 = _lk_cD = _lk_cT = _lk_NO   # the facts of the specialization held
+_lk_fn = _lk_g0 = _lk_g1 = _lk_g2 = _lk_g3 = _lk_g4 = _lk_g5 = _lk_g6 = _lk_call = _lk_params = _lk_pack = _lk_storage = _lk_base = _lk_stream_of = _lk_ordinal = _lk_streams = _lk_add = _lk_failed = _lk_aligns = _lk_one = _lk_from = _lk_last0 = _lk_last1 = None
+_lk_busy = False
 <BLANKLINE>
-    def launch(x=_lk_NO, n=_lk_NO, V=_lk_NO, /, *_lk_more, stream=None, **_lk_kwargs):
-        nonlocal _lk_c0, _lk_c1, _lk_c2, _lk_cD, _lk_cT, _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_aligns, _lk_one, _lk_from, _lk_last0, _lk_last1, _lk_busy
-        if stream is not None or _lk_kwargs or _lk_more or V is _lk_NO:
-            if stream is not None or _lk_more or not _lk_kwargs:
-                return _lk_other(_lk_grid, (x, n, V), _lk_more, stream, _lk_kwargs)
-            try:
-                if V is not _lk_NO:
-                    x, n, V = _lk_bind(x, n, V, **_lk_kwargs)
-                elif n is not _lk_NO:
-                    x, n, V = _lk_bind(x, n, **_lk_kwargs)
-                elif x is not _lk_NO:
-                    x, n, V = _lk_bind(x, **_lk_kwargs)
-                else:
-                    x, n, V = _lk_bind(**_lk_kwargs)
-            except TypeError:   # a name that is no parameter, given twice or missing
-                return _lk_other(_lk_grid, (x, n, V), _lk_more, stream, _lk_kwargs)
-        if _lk_type(x) is _lk_T and _lk_type(n) is _lk_int and x.dtype is _lk_D0 and -2147483648 <= n <= 2147483647:
+<BLANKLINE>
+def launch(x=_lk_NO, n=_lk_NO, V=_lk_NO, /, *_lk_more, **_lk_kwargs):
+    global _lk_c0, _lk_c1, _lk_c2, _lk_cD, _lk_cT, _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_aligns, _lk_one, _lk_from, _lk_last0, _lk_last1, _lk_busy
+    if _lk_kwargs or _lk_more:
+        _lk_stream = _lk_kwargs.pop('stream', None)
+        if _lk_stream is not None or _lk_more:
+            return _lk_other(_lk_grid, (x, n, V), _lk_more, _lk_stream, _lk_kwargs)
+        try:
+            if V is not _lk_NO:
+                x, n, V = _lk_bind(x, n, V, **_lk_kwargs)
+            elif n is not _lk_NO:
+                x, n, V = _lk_bind(x, n, **_lk_kwargs)
+            elif x is not _lk_NO:
+                x, n, V = _lk_bind(x, **_lk_kwargs)
+            else:
+                x, n, V = _lk_bind(**_lk_kwargs)
+        except TypeError:   # a name that is no parameter, given twice or missing
+            return _lk_other(_lk_grid, (x, n, V), _lk_more, _lk_stream, _lk_kwargs)
+    if _lk_type(x) is _lk_T and x.dtype is _lk_D0 and _lk_type(n) is _lk_int and V is not _lk_NO:
+        try:
             _lk_p0 = x.data_ptr()
-            try:
+            _lk_fD = _lk_os.environ._data.get(_lk_debug_key)
+        except AttributeError:   # os.environ replaced
+            return _lk_checked(_lk_grid, (x, n, V), None, {})
+        if _lk_busy:   # another call of this function is launching
+            return _lk_checked(_lk_grid, (x, n, V), None, {})
+        _lk_busy = True
+        try:
+            if not (_lk_p0 == _lk_last0 and n == _lk_last1 and V is _lk_c2 and _lk_fD is _lk_cD and _lk_T is _lk_cT):   # other values than the held buffer's
+                if not (-2147483648 <= n <= 2147483647):
+                    return _lk_checked(_lk_grid, (x, n, V), None, {})
                 _lk_f0 = not _lk_p0 & 15
                 _lk_f1 = '1' if n == 1 else ('+' if n & 15 else '16') if n > 0 else ''
                 _lk_f2 = (_lk_type(V).__name__, V)
-                _lk_fD = _lk_os.environ._data.get(_lk_debug_key)
-            except AttributeError:   # os.environ replaced
-                return _lk_checked(_lk_grid, (x, n, V), None, {})
-            if _lk_busy:   # another call of this function is launching
-                return _lk_checked(_lk_grid, (x, n, V), None, {})
-            _lk_busy = True
-            try:
                 if not (_lk_f0 is _lk_c0 and _lk_f1 is _lk_c1 and V is _lk_c2 and _lk_fD is _lk_cD and _lk_T is _lk_cT):
                     try:
                         _lk_e = _lk_launchers.get((_lk_f0, _lk_f1, _lk_f2, _lk_flags.get(_lk_fD), _lk_grid))
@@ -82,32 +88,30 @@ def make_launch(_lk_grid):
                             return None
                         return _lk_checked(_lk_grid, (x, n, V), None, {})
                     _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_cT, _lk_aligns, _lk_one, _lk_from = _lk_e
-                    _lk_last0 = None
                     _lk_c0, _lk_c1, _lk_c2, _lk_cD = _lk_f0, _lk_f1, V, _lk_fD
-                if (x.is_cuda) if _lk_one else (x.get_device() == _lk_ordinal):
-                    if not (_lk_p0 == _lk_last0 and n == _lk_last1):
-                        _lk_last0 = None   # the buffer is in doubt until the pack below completes
-                        try:
-                            _lk_pack(_lk_storage, _lk_base, _lk_p0, n)
-                        except _lk_PACK_ERRORS:
-                            return _lk_checked(_lk_grid, (x, n, V), None, {})
-                        _lk_last0, _lk_last1 = _lk_p0, n
-                    _lk_raw = _lk_stream_of(_lk_ordinal)
-                    try:
-                        _lk_s = _lk_streams[_lk_raw]
-                    except KeyError:
-                        _lk_s = _lk_add(_lk_raw)
-                    _lk_err = _lk_call(_lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_s, _lk_params, 0)[0]
-                    if _lk_err:
-                        _lk_failed(_lk_err, _lk_s)
-                    return None
-            finally:
-                _lk_busy = False
-        return _lk_checked(_lk_grid, (x, n, V), None, {})
-    return launch
+                _lk_last0 = None   # the buffer is in doubt until the pack below completes
+                try:
+                    _lk_pack(_lk_storage, _lk_base, _lk_p0, n)
+                except _lk_PACK_ERRORS:
+                    return _lk_checked(_lk_grid, (x, n, V), None, {})
+                _lk_last0, _lk_last1 = _lk_p0, n
+            if (x.is_cuda) if _lk_one else (x.get_device() == _lk_ordinal):
+                _lk_raw = _lk_stream_of(_lk_ordinal)
+                try:
+                    _lk_s = _lk_streams[_lk_raw]
+                except KeyError:
+                    _lk_s = _lk_add(_lk_raw)
+                _lk_err = _lk_call(_lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_s, _lk_params, 0)[0]
+                if _lk_err:
+                    _lk_failed(_lk_err, _lk_s)
+                return None
+        finally:
+            _lk_busy = False
+    return _lk_other(_lk_grid, (x, n, V), (), None, {})
 """
 from __future__ import annotations
 
+import builtins
 import os
 import sys
 
@@ -159,10 +163,12 @@ def torch_dtypes(torch) -> dict[DType, object]:
 
 def fast_launch_source(params: list[Parameter], debug: bool | None,
                        relaxed: dict | None = None) -> str:
-    """The source of `make_launch(_lk_grid)` (see the module docstring). `debug`: the kernel's
-    fixed debug flag, or None to read LAYOUTKIT_DEBUG at each launch. `relaxed`: the kernel's
+    """The source of `launch(<the kernel's parameters>)` and its held state (see the module
+    docstring), which FastLaunch.make_launch runs once per grid, in globals of the grid's own (`_lk_grid`
+    and the held state) whose builtins are the kernel's namespace. `debug`: the kernel's fixed
+    debug flag, or None to read LAYOUTKIT_DEBUG at each launch. `relaxed`: the kernel's
     do_not_specialize facts (layoutkit.dsl.core.nospec.relaxed_facts), computed as its key has
-    them (an integer: '+' or ''; a tensor extent: '+'). Its globals: _lk_T (torch.Tensor),
+    them (an integer: '+' or ''; a tensor extent: '+'). The namespace: _lk_T (torch.Tensor),
     _lk_D<i> (torch dtype of pointer i), _lk_launchers (fast key -> LaunchParts, or a
     from_pointers launcher), _lk_Parts (LaunchParts), _lk_PACK_ERRORS, _lk_checked(grid, args,
     stream, kwargs) (Kernel.launch), _lk_NO (the default of an argument not given), _lk_bind
@@ -170,16 +176,18 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
     layoutkit.ptx.debug_raw_lookup), _lk_type, _lk_int, _lk_float.
 
     The parameters are positional-only with the default _lk_NO, so that a complete positional
-    call binds in Python's own call; keywords, too few or too many arguments and a stream take
-    the first branch (keywords bound by _lk_bind, then the same checks). The function keeps, in
-    its closure, the facts and LaunchParts of the specialization it last launched (`_lk_c<j>`,
-    `_lk_cT`): a call with the same facts (each tested by identity, a tuple of facts by
-    equality) packs and launches in place; other facts look up `_lk_launchers` (with the parsed
-    debug flag and the grid, the checked key's form). What it last packed (`_lk_last<j>`) is
-    compared as the configured launcher does (ints by value, floats by identity)."""
+    call binds in Python's own call; keywords and surplus arguments take the first branch
+    (keywords bound by _lk_bind, then the same checks; a stream, a surplus argument or a bad
+    name: _lk_other), a missing argument fails the type tests and ends in _lk_other. The held
+    state is the specialization last launched: its LaunchParts, facts (`_lk_c<j>`, `_lk_cD`,
+    `_lk_cT`) and what its buffer was last packed with (`_lk_last<j>`, ints compared by value,
+    floats by identity, as the configured launcher does). A call whose values are the packed
+    ones (and the same debug value and tensor type) launches at once; other values have their
+    facts computed, a lookup of `_lk_launchers` where they are not the held ones (with the parsed
+    debug flag and the grid, the checked key's form), and are packed."""
     names = [_local(i, p) for i, p in enumerate(params)]
-    checks, ranges, reads, unpacks, pointers, runtime = [], [], [], [], [], []
-    facts, tests, key, packed = [], [], [], []     # fact lines; hit tests; key items; pack values
+    checks, ranges, reads, pointers, runtime = [], [], [], [], []
+    facts, tests, key, packed = [], [], [], []     # fact lines; fact tests; key items; packed values
     for i, p in enumerate(params):
         a = names[i]
         if p.kind == "constexpr":
@@ -190,18 +198,15 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
         runtime.append(a)
         if p.kind == "tensor":
             tensor = _tensor_code(i, p, (relaxed or {}).get(i, ()))
-            checks.append(f"_lk_type({a}) is _lk_T")
-            ranges.append(f"{a}.dtype is _lk_D{i}")
-            reads.append(f"_lk_p{i} = {a}.data_ptr()")
-            unpacks.extend(tensor[0])
+            checks += [f"_lk_type({a}) is _lk_T", f"{a}.dtype is _lk_D{i}"]
+            reads += [f"_lk_p{i} = {a}.data_ptr()", *tensor[0]]
             pointers.append(f"_lk_p{i}")
             facts.append(f"_lk_f{i} = {tensor[1]}")
             tests.append((f"_lk_f{i} == _lk_c{i}", f"_lk_f{i}"))
             runtime.extend(tensor[2])
             packed += [f"_lk_p{i}"] + tensor[2]
         elif p.kind == "pointer":
-            checks.append(f"_lk_type({a}) is _lk_T")
-            ranges.append(f"{a}.dtype is _lk_D{i}")
+            checks += [f"_lk_type({a}) is _lk_T", f"{a}.dtype is _lk_D{i}"]
             reads.append(f"_lk_p{i} = {a}.data_ptr()")
             pointers.append(f"_lk_p{i}")
             facts.append(f"_lk_f{i} = not _lk_p{i} & 15")
@@ -222,23 +227,24 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
             packed.append(a)
             continue
         key.append(f"_lk_f{i}")
+    if params and params[-1].kind == "constexpr":
+        checks.append(f"{names[-1]} is not _lk_NO")     # (given, then so is every one before it)
+    unpacked = [f"{a} is _lk_c{i}" for i, (p, a) in enumerate(zip(params, names))
+                if p.kind == "constexpr"]     # held facts that are no packed value
     if debug is None:
-        facts.append("_lk_fD = _lk_os.environ._data.get(_lk_debug_key)")
+        reads.append("_lk_fD = _lk_os.environ._data.get(_lk_debug_key)")
         tests.append(("_lk_fD is _lk_cD", "_lk_fD"))
+        unpacked.append("_lk_fD is _lk_cD")
         key.append("_lk_flags.get(_lk_fD)")
     else:
         key.append(repr(debug))
     key.append("_lk_grid")
-    cells = [t.split()[-1] for t, _ in tests] + ["_lk_cT"]      # _lk_c<j>, _lk_cD, _lk_cT
-    held = [value for _, value in tests]
-    tests = [t for t, _ in tests] + ["_lk_T is _lk_cT"]
-    floats = {f"{names[i]}" for i, p in enumerate(params)
+    held_facts = [t.split()[-1] for t, _ in tests]       # _lk_c<j>, _lk_cD
+    fact_values = [value for _, value in tests]
+    floats = {names[i] for i, p in enumerate(params)
               if p.kind not in ("constexpr", "tensor", "pointer") and not p.annotation.is_int}
     lasts = [f"_lk_last{j}" for j in range(len(packed))]
     dims = [f"_lk_g{j}" for j in range(7)]     # grid, block, dynamic shared bytes
-    parts = ["_lk_fn", *dims, "_lk_call", "_lk_params", "_lk_pack",
-             "_lk_storage", "_lk_base", "_lk_stream_of", "_lk_ordinal", "_lk_streams", "_lk_add",
-             "_lk_failed", "_lk_cT", "_lk_aligns", "_lk_one", "_lk_from"]
     given = f"({', '.join(names)}{',' if len(names) == 1 else ''})"
     checked = f"return _lk_checked(_lk_grid, {given}, None, {{}})"
     tensors = [names[i] for i, p in enumerate(params) if p.kind in ("pointer", "tensor")]
@@ -246,16 +252,32 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
     on_ordinal = " and ".join(f"{t}.get_device() == _lk_ordinal" for t in tensors)
     device = f"({one_device}) if _lk_one else ({on_ordinal})" if tensors else "True"
     same = [f"{v} {'is' if v in floats else '=='} {last}" for v, last in zip(packed, lasts)]
+    same += unpacked + ["_lk_T is _lk_cT"]
+    lookup = [
+        f"if not ({' and '.join([t for t, _ in tests] + ['_lk_T is _lk_cT'])}):",
+        "    try:",
+        f"        _lk_e = _lk_launchers.get(({', '.join(key)}))",
+        "    except TypeError:   # an unhashable constexpr",
+        "        _lk_e = None",
+        "    if _lk_type(_lk_e) is not _lk_Parts:",
+        f"        if _lk_e is not None and _lk_e({', '.join(runtime + pointers)}) is None:",
+        "            return None",
+        f"        {checked}",
+        f"    {', '.join(PARTS)} = _lk_e",
+        *([f"    {', '.join(held_facts)}{',' if len(held_facts) == 1 else ''} = "
+           f"{', '.join(fact_values)}"] if held_facts else [])]
+    pack = [f"{lasts[0]} = None   # the buffer is in doubt until the pack below completes",
+            "try:",
+            f"    _lk_pack(_lk_storage, _lk_base, {', '.join(packed)})",
+            "except _lk_PACK_ERRORS:",
+            f"    {checked}",
+            f"{', '.join(lasts)}{',' if len(lasts) == 1 else ''} = {', '.join(packed)}"] if packed else []
+    other_values = ([f"if not ({' and '.join(ranges)}):", f"    {checked}"] if ranges else []) + \
+        facts + lookup + pack
     launch = [
+        f"if not ({' and '.join(same)}):   # other values than the held buffer's",
+        *["    " + line for line in other_values],
         f"if {device}:",
-        *([f"    if not ({' and '.join(same)}):",
-           f"        {lasts[0]} = None   # the buffer is in doubt until the pack below completes",
-           "        try:",
-           f"            _lk_pack(_lk_storage, _lk_base, {', '.join(packed)})",
-           "        except _lk_PACK_ERRORS:",
-           f"            {checked}",
-           f"        {', '.join(lasts)}{',' if len(lasts) == 1 else ''} = {', '.join(packed)}"]
-          if packed else []),
         "    _lk_raw = _lk_stream_of(_lk_ordinal)",
         "    try:",
         "        _lk_s = _lk_streams[_lk_raw]",
@@ -265,49 +287,44 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
         "    if _lk_err:",
         "        _lk_failed(_lk_err, _lk_s)",
         "    return None"]
-    lookup = [
-        f"if not ({' and '.join(tests)}):",
-        "    try:",
-        f"        _lk_e = _lk_launchers.get(({', '.join(key)}))",
-        "    except TypeError:   # an unhashable constexpr",
-        "        _lk_e = None",
-        "    if _lk_type(_lk_e) is not _lk_Parts:",
-        f"        if _lk_e is not None and _lk_e({', '.join(runtime + pointers)}) is None:",
-        "            return None",
-        f"        {checked}",
-        f"    {', '.join(parts)} = _lk_e",
-        *([f"    {lasts[0]} = None"] if lasts else []),
-        *([f"    {', '.join(cells[:-1])}{',' if len(held) == 1 else ''} = {', '.join(held)}"]
-          if held else [])]
-    body = reads + ["try:"] + ["    " + line for line in unpacks + facts] + [
-        f"except {'(AttributeError, ValueError)' if unpacks else 'AttributeError'}:   "
-        f"# os.environ replaced{'; a rank' if unpacks else ''}",
-        f"    {checked}",
+    errors = {name: why for name, why, where in (
+        ("AttributeError", "os.environ replaced", debug is None),
+        ("ValueError", "a tensor of another rank", any(p.kind == "tensor" for p in params))) if where}
+    caught = next(iter(errors)) if len(errors) == 1 else f"({', '.join(errors)})"
+    body = (["try:"] + ["    " + line for line in reads] +
+            [f"except {caught}:   # {'; '.join(errors.values())}", f"    {checked}"]
+            if errors else reads) + [
         "if _lk_busy:   # another call of this function is launching",
         f"    {checked}",
         "_lk_busy = True",
-        "try:"] + ["    " + line for line in lookup + launch] + [
+        "try:"] + ["    " + line for line in launch] + [
         "finally:",
         "    _lk_busy = False"]
-    conditions = checks + ranges
-    indent = "        "
-    if conditions:
-        body = [f"if {' and '.join(conditions)}:"] + ["    " + line for line in body]
+    if checks:
+        body = [f"if {' and '.join(checks)}:"] + ["    " + line for line in body]
     signature = "".join(f"{a}=_lk_NO, " for a in names) + ("/, " if names else "")
-    state = cells + [c for c in parts if c not in cells] + lasts + ["_lk_busy"]
-    lines = ["def make_launch(_lk_grid):",
-             f"    {' = '.join(cells)} = _lk_NO   # the facts of the specialization held below",
-             f"    {' = '.join([c for c in parts if c not in cells] + lasts)} = None",
-             "    _lk_busy = False",
+    facts_held = held_facts + ["_lk_cT"]
+    parts = [c for c in PARTS if c != "_lk_cT"]
+    lines = [f"{' = '.join(facts_held)} = _lk_NO   # the facts of the specialization held",
+             f"{' = '.join(parts + lasts)} = None",
+             "_lk_busy = False",
              "",
-             f"    def launch({signature}*_lk_more, stream=None, **_lk_kwargs):",
-             f"        nonlocal {', '.join(state)}",
-             f"        if stream is not None or _lk_kwargs or _lk_more"
-             f"{f' or {names[-1]} is _lk_NO' if names else ''}:"]
-    lines += ["            " + line for line in _keyword_lines(params, names, given)]
-    lines += [indent + line for line in body]
-    lines += [f"        {checked}", "    return launch"]
+             "",
+             f"def launch({signature}*_lk_more, **_lk_kwargs):",
+             f"    global {', '.join(facts_held + parts + lasts + ['_lk_busy'])}",
+             "    if _lk_kwargs or _lk_more:"]
+    lines += ["        " + line for line in _keyword_lines(names, given)]
+    lines += ["    " + line for line in body]
+    lines += [f"    return _lk_other(_lk_grid, {given}, (), None, {{}})"]
     return "\n".join(lines)
+
+
+# The held LaunchParts' fields, in LaunchParts' order, as the generated function's globals.
+PARTS = ("_lk_fn", "_lk_g0", "_lk_g1", "_lk_g2", "_lk_g3", "_lk_g4", "_lk_g5", "_lk_g6",
+         "_lk_call", "_lk_params", "_lk_pack", "_lk_storage", "_lk_base", "_lk_stream_of",
+         "_lk_ordinal", "_lk_streams", "_lk_add", "_lk_failed", "_lk_cT", "_lk_aligns", "_lk_one",
+         "_lk_from")
+
 
 
 def _local(i: int, p: Parameter) -> str:
@@ -316,13 +333,15 @@ def _local(i: int, p: Parameter) -> str:
     return p.name if p.name != "stream" else f"{PREFIX}arg{i}"
 
 
-def _keyword_lines(params: list[Parameter], names: list[str], given: str) -> list[str]:
-    """The first branch of the generated function (fast_launch_source): a call with keywords
-    (and no stream, no surplus argument) binds them in Python's own call of `_lk_bind` (the
-    positional ones given, up to the first _lk_NO, then the keywords) and goes on; anything else,
-    and a name that is no parameter, given twice or missing, goes to `_lk_other`."""
-    other = f"return _lk_other(_lk_grid, {given}, _lk_more, stream, _lk_kwargs)"
-    lines = ["if stream is not None or _lk_more or not _lk_kwargs:", f"    {other}", "try:"]
+def _keyword_lines(names: list[str], given: str) -> list[str]:
+    """The first branch of the generated function (fast_launch_source), for a call with keywords
+    or surplus arguments: a stream (one that is not None) or a surplus argument goes to
+    `_lk_other`; other keywords are bound in Python's own call of `_lk_bind` (the positional
+    arguments given, up to the first _lk_NO, then the keywords) and the call goes on; a name that
+    is no parameter, given twice or missing goes to `_lk_other`."""
+    other = f"return _lk_other(_lk_grid, {given}, _lk_more, _lk_stream, _lk_kwargs)"
+    lines = ["_lk_stream = _lk_kwargs.pop('stream', None)",
+             "if _lk_stream is not None or _lk_more:", f"    {other}", "try:"]
     target = f"{given[1:-1]} = " if names else ""
     for count in range(len(names), 0, -1):
         lines.append(f"    {'if' if count == len(names) else 'elif'} {names[count - 1]} is not _lk_NO:")
@@ -404,15 +423,24 @@ class FastLaunch:
         lookup = debug_raw_lookup()
         if debug is None and lookup is None:   # no encoded environment: only the checked path
             return
-        self.namespace = {"__name__": __name__,     # its frames are layoutkit's, not the user's
+        self.namespace = {**vars(builtins), "__name__": __name__,
                           "_lk_T": NeverATensor, "_lk_launchers": self.launchers, "_lk_checked": checked,
                           "_lk_type": type, "_lk_int": int, "_lk_float": float, "_lk_NO": NO,
                           "_lk_Parts": LaunchParts, "_lk_PACK_ERRORS": PACK_ERRORS,
                           "_lk_os": os, "_lk_debug_key": lookup and lookup[0], "_lk_flags": lookup and lookup[1]}
-        source = fast_launch_source(params, debug, relaxed) + "\n\n\n" + bind_source(params)
-        exec(compile(source, f"<layoutkit fast launch of {name}>", "exec"), self.namespace)
+        exec(bind_source(params), self.namespace)
         self.namespace["_lk_other"] = other_call(checked)
-        self.make = self.namespace["make_launch"]
+        self.code = compile(fast_launch_source(params, debug, relaxed),
+                            f"<layoutkit fast launch of {name}>", "exec")
+        self.make = self.make_launch
+
+    def make_launch(self, grid):
+        """The function `kernel[grid]` returns: the generated code run in globals of its own (the
+        grid and the held state; its frames' module is layoutkit's, not the user's) whose
+        builtins are the kernel's namespace, so that the state costs no closure per call."""
+        held = {"__builtins__": self.namespace, "__name__": __name__, "_lk_grid": grid}
+        exec(self.code, held)
+        return held["launch"]
 
     def bind_torch(self, torch) -> None:
         """Let tensors of `torch` (the imported module) take the fast path, where it names every
