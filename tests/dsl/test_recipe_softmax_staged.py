@@ -42,9 +42,14 @@ def test_wide_rows_staged_take_fewer_registers(n):
     assert usage[True].registers <= 48 < 96 < usage[False].registers
 
 
-def test_the_default_is_the_register_held_row():
-    """STAGED_FROM_CLUSTER = 0: staging is off until measured (bench_rows --sweep softmax)."""
-    if softmax.STAGED_FROM_CLUSTER:
-        pytest.skip(f"staging is on from clusters of {softmax.STAGED_FROM_CLUSTER}")
-    assert not softmax.staged(softmax.config(4096, 131072))
-    assert softmax.kernel_for(softmax.config(4096, 131072)).name == "softmax_w8_c8"
+@pytest.mark.parametrize("from_cluster, m, n, staged", [
+    (2, 4096, 131072, True), (2, 4096, 32768, True), (2, 4096, 16384, False),
+    (2, 4096, 32775, False), (8, 4096, 65536, False), (0, 4096, 131072, False)])
+def test_staging_follows_the_rule(monkeypatch, from_cluster, m, n, staged):
+    """Clusters of at least STAGED_FROM_CLUSTER CTAs (0: none) with 16-byte accesses (32775:
+    scalar) stage their rows; the default launch takes that kernel."""
+    monkeypatch.setattr(softmax, "STAGED_FROM_CLUSTER", from_cluster)
+    cfg = softmax.config(m, n)
+    assert softmax.staged(cfg) == staged
+    ((kernel, _, _, _),) = softmax.launches(None, None, None, m, n)
+    assert kernel is softmax.kernel_for(cfg, staged)
