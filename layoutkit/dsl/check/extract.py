@@ -448,8 +448,10 @@ class Extractor:
                 return direct[id(op)]
             return self.trips
 
+        moved = self._moved_by(tuned)
+
         def score():
-            self.values.memo.clear()
+            self.values.forget(moved)
             if not all(self._holds(f) for f in facts):
                 return -1, -1
             trips = {}
@@ -460,7 +462,7 @@ class Extractor:
             for op in loops:
                 for outer in enclosing[id(op)][0]:
                     self.values.fixed.pop(outer.blocks[0].args[0].id, None)
-            self.values.memo.clear()
+            self.values.forget(moved)
             running = sum(t > 0 for t in trips.values())
             covered = sum(Fraction(min(trips[id(op)], w), w) for op in loops
                           for w in (wanted(op, trips),))
@@ -506,6 +508,19 @@ class Extractor:
                 "kernel with values that break them", km.Site(None, "")))
         return tunable
 
+    def _moved_by(self, tuned: set) -> frozenset:
+        """The ids of the values a score of the search may change: those depending on a tuned
+        parameter, a block argument (a loop counter fixed at its start) or a region op's
+        results; the others keep their values from one score to the next."""
+        moved = set(tuned)
+        for op in walk_ops(self.fn.body):         # program order: operands before their uses
+            if op.blocks:
+                moved.update(a.id for b in op.blocks for a in b.args)
+                moved.update(r.id for r in op.results)
+            elif any(v.id in moved for v in op.operands):
+                moved.update(r.id for r in op.results)
+        return frozenset(moved)
+
     def _direct_depth(self, block) -> int:
         """The deepest ring the ops of `block` use outside its nested loops (at least 1): an
         mbarrier op's array's stages, a group wait's `pending` + 1."""
@@ -550,6 +565,8 @@ class Extractor:
         if any(x is UNKNOWN for x in (lo, hi, step)) or not mask.any():
             return 0
         step = int(np.asarray(step).reshape(-1)[0])
+        if type(lo) is int and type(hi) is int:      # one value at every thread
+            return max(-((lo - hi) // step) if step > 0 else -((hi - lo) // -step), 0)
         lo, hi = (np.broadcast_to(np.asarray(x, dtype=np.int64), mask.shape)[mask]
                   for x in (lo, hi))
         trips = -((lo - hi) // step) if step > 0 else -((hi - lo) // -step)
@@ -575,10 +592,12 @@ class Extractor:
         """Walk the kernel and group the threads into classes (see the module docstring)."""
         self.block(self.fn.body, self.all, [])
         n, prologue = len(self.all), (km.Init, km.InitFence)   # one thread's: no new class
-        masks = np.array([p.mask for p in self.log], dtype=bool).reshape(len(self.log), n)
+        masks, which = self._distinct_masks(n)        # log entry i ran at masks[which[i]]
         splits = np.array([p.kind not in prologue for p in self.log], dtype=bool)
-        # a thread's class: its CTA, its role and the events it executed (one bit each)
-        signature = np.packbits(np.ascontiguousarray(masks[splits].T), axis=1)
+        # a thread's class: its CTA, its role and the events it executed (the same partition
+        # as one bit per event: one bit per distinct thread mask of those events)
+        signature = np.packbits(np.ascontiguousarray(masks[np.unique(which[splits])].T),
+                                axis=1)
         start = self.cta * (len(self.roles) + 1) + self.role + 1
         groups: dict = {}
         for thread, (first, bits) in enumerate(zip(start.tolist(), signature)):
@@ -590,8 +609,8 @@ class Extractor:
         for members in groups.values():
             threads = np.array(members)
             rep, size = members[0], len(members)
-            chosen = masks[:, rep].copy()
-            chosen[inits] = masks[inits][:, threads].any(axis=1)
+            chosen = masks[which, rep]
+            chosen[inits] = masks[which[inits]][:, threads].any(axis=1)
             events = [shared[i] or self._event(i, size, threads, made)
                       for i in np.nonzero(chosen)[0].tolist()]
             if events:
@@ -604,6 +623,23 @@ class Extractor:
                             for vid in self.searched)
         return km.KernelProtocol(self.fn.name, dict(self.barriers), [c for _, c in classes],
                                  self.ctas, assumed, self.undecided)
+
+    def _distinct_masks(self, n: int):
+        """(the distinct thread masks of the log as rows, each entry's row index): replayed
+        events share their masks, and few masks recur across many events."""
+        rows, which, by_id, by_bytes = [], [], {}, {}
+        for p in self.log:
+            row = by_id.get(id(p.mask))       # the log holds every mask: ids stay unique
+            if row is None:
+                key = p.mask.tobytes()
+                row = by_bytes.get(key)
+                if row is None:
+                    row = by_bytes[key] = len(rows)
+                    rows.append(p.mask)
+                by_id[id(p.mask)] = row
+            which.append(row)
+        return (np.array(rows, dtype=bool).reshape(len(rows), n),
+                np.array(which, dtype=np.intp))
 
     def _event(self, i: int, size: int, threads, made: dict):
         """instantiate(self.log[i], size, threads), shared by the classes whose fields of it are

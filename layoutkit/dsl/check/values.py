@@ -20,7 +20,7 @@ from layoutkit.algebra.sympy_gate import sympy
 
 UNKNOWN = None
 _COMPILED: dict = {}
-_BY_ID: dict = {}           # id(expr) -> (expr, symbols, its function): compile_expr's fast path
+_BY_ID: dict = {}           # (id(expr), id(symbols)) -> (expr, symbols, function)
 _ABSENT = object()          # a value id with no entry (UNKNOWN is a value: None)
 
 
@@ -78,7 +78,7 @@ def _min(*args):
 def compile_expr(expr, symbols):
     """A function of the symbols' values (ints or int64 arrays) computing the integer
     expression `expr` exactly; raises Unevaluable for forms it does not know."""
-    known = _BY_ID.get(id(expr))     # the IR's own objects: no sympy hash or comparison
+    known = _BY_ID.get((id(expr), id(symbols)))     # the IR's own objects: no sympy hash
     if known is not None and known[0] is expr and known[1] is symbols:
         fn = known[2]
     else:
@@ -97,7 +97,7 @@ def compile_expr(expr, symbols):
             _COMPILED[key] = fn
         if len(_BY_ID) > 8192:       # a long-lived process: keep the fast path bounded
             _BY_ID.clear()
-        _BY_ID[id(expr)] = (expr, symbols, fn)      # holds expr: its id stays its own
+        _BY_ID[(id(expr), id(symbols))] = (expr, symbols, fn)   # held: the ids stay theirs
     if isinstance(fn, Unevaluable):
         raise Unevaluable(*fn.args)
     return fn
