@@ -17,7 +17,8 @@ each call (layoutkit.tools.benchmarking). TFLOP/s count the backward as 2.5 x th
 FLOPs (4 B H Sq Sk D, halved for causal): 5 matmuls against the forward's 2. Ratios are
 layoutkit / FA4 and layoutkit / best SDPA backend. layoutkit's dq is checked against SDPA's
 first (max error under 2e-2 of max |dq|). Then the ablation rows (seqlen 8k, each head dim):
-recipes/flash_attention_backward.ablations, each pipeline choice switched in turn.
+recipes/flash_attention_backward.ablations, each pipeline choice switched in turn
+(--ablations TEXT ...: only the rows naming one of them; --no-table: only the ablations).
 """
 from __future__ import annotations
 
@@ -105,6 +106,11 @@ def main(argv=None) -> int:
     parser.add_argument("--head-dims", type=int, nargs="+", default=(64, 128, 256))
     parser.add_argument("--peers", default=".peers", help="the peers pack folder (FA4)")
     parser.add_argument("--no-ablations", action="store_true")
+    parser.add_argument("--no-table", action="store_true",
+                        help="skip the table against the peers (ablation rows only)")
+    parser.add_argument("--ablations", nargs="+", metavar="TEXT",
+                        help="only the ablation rows whose name contains one of these (and the "
+                             "default)")
     args = parser.parse_args(argv)
     fa4, why = fa4_forward(args.peers)     # before anything else imports the CuTe DSL
     fa, fb = load_recipe("flash_attention"), load_recipe("flash_attention_backward")
@@ -122,6 +128,7 @@ def main(argv=None) -> int:
     rows = [(d, causal, seqlen, 1) for d in args.head_dims for causal in (False, True)
             for seqlen in seqlens]
     rows += [(128, causal, 8192, 4) for causal in (False, True) if 128 in args.head_dims]
+    rows = [] if args.no_table else rows
     notes = []
     for d, causal, seqlen, gqa in rows:
         got, skipped, (b, h) = case(fa, fb, d, seqlen, causal, args.reps, fa4, gqa)
@@ -141,7 +148,9 @@ def main(argv=None) -> int:
         print("| hd | causal | config | TFLOP/s | ratio |\n|---|---|---|---|---|")
         for d in [d for d in (64, 128, 256) if d in args.head_dims]:
             for causal in (False, True):
-                configs = fb.ablations(d)
+                configs = {name: cfg for name, cfg in fb.ablations(d).items()
+                           if name == "default" or not args.ablations or
+                           any(text in name for text in args.ablations)}
                 got, _, _ = case(fa, fb, d, 8192, causal, args.reps, configs=configs,
                                  peers=False)
                 for name in configs:

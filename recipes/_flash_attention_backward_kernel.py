@@ -49,7 +49,10 @@ the Q/dO ring depth, DQ_SPLIT how the two consumer warpgroups share dQ = dS K: "
 needs head_dim / 2 a multiple of 64 and a 256-thread barrier per step) or "keys" (each computes
 the full head_dim over its own 64 keys: no cross-warpgroup barrier, twice the reductions) or
 "keys_summed" (as "keys", then the two partials summed through shared memory behind a 256-
-thread barrier, each warpgroup reducing half of the columns: one reduction per element), and
+thread barrier, each warpgroup reducing half of the columns: one reduction per element), DQ_WRITE
+who issues the dQ reductions: "consumers" (each warpgroup its own, as above) or
+"producer_warps" (the consumers hand dQ over through shared memory to warps 1-3 of the producer
+warpgroup, which reduce it: recipes/_flash_attention_backward_dq_writer.py), and
 the register budgets; DKV_SPLIT "head_dim" (head dim 256) replaces this file's consumers by
 recipes/_flash_attention_backward_columns.py's (64 keys per CTA, head_dim split for dK, dV).
 """
@@ -58,6 +61,7 @@ from __future__ import annotations
 import math
 
 import layoutkit as lk
+from recipes import _flash_attention_backward_dq_writer as dq_writer
 from recipes._flash_attention_kernel import Env, _where, release, row_col, tile_layout
 
 WG_KEYS = 64                   # keys of one consumer warpgroup (one m64 wgmma)
@@ -67,6 +71,7 @@ BQ = 64                        # query rows per ring step
 LOG2E = math.log2(math.e)
 DS_BARRIER, EPILOGUE_BARRIER = 1, 3      # named barrier ids (keys split, epilogue: + warpgroup)
 DQ_SPLITS = ("head_dim", "keys", "keys_summed")
+DQ_WRITES = ("consumers", "producer_warps")     # who reduces dQ into the global accumulator
 DQ_BARRIER = 5                           # the keys_summed exchange (256 threads)
 
 
@@ -94,7 +99,8 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
                   neg_lse2: lk.Tensor[lk.f32, 1], delta: lk.Tensor[lk.f32, 1], GROUP: lk.i32,
                   SCALE: lk.f32, SCALE_LOG2: lk.f32, D: lk.constexpr, STAGES: lk.constexpr,
                   CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr, DKV_SPLIT: lk.constexpr,
-                  PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
+                  DQ_WRITE: lk.constexpr, PRODUCER_REGISTERS: lk.constexpr,
+                  CONSUMER_REGISTERS: lk.constexpr):
     """The kernel (module docstring). q, do (batch, seqlen_q, heads_q, D); k, v, dk, dv (batch,
     seqlen_k, heads_kv, D), D contiguous; dq_acc f32 (batch * heads_q * nqb * 64, D), row
     (b * heads_q + h) * nqb * 64 + q, nqb = ceil(seqlen_q / 64), added into (zeroed by the
@@ -107,7 +113,7 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
     n_blk, hk, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     KEYS = BN if DKV_SPLIT == "keys" else WG_KEYS
     m_begin, n_masked, nq, nqb = query_blocks(SQ, SK, n_blk, CAUSAL, KEYS)
-    buffers = shared_buffers(D, STAGES, KEYS, DKV_SPLIT, DQ_SPLIT)
+    buffers = shared_buffers(D, STAGES, KEYS, DKV_SPLIT, DQ_SPLIT, DQ_WRITE)
 
     def query_row(h, m):
         """Block row of query block m of head h in dq_acc, neg_lse2 and delta (64-row units)."""
@@ -130,6 +136,9 @@ def roles(e: Env, kind: type, live=None) -> None:
     with lk.sm90.warp_role("producer", warpgroups=(0,), registers=e.PRODUCER_REGISTERS):
         with _where(live), lk.if_(lk.eq(lk.warp_id(), 0)):
             produce(e)
+        if e.DQ_WRITE == "producer_warps":
+            with _where(live), lk.if_(lk.ne(lk.warp_id(), 0)):
+                dq_writer.write_dq(e)
     for wg in range(CONSUMERS):
         with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,),
                                registers=e.CONSUMER_REGISTERS):
@@ -146,7 +155,7 @@ def dq_halves_layout(D: int) -> lk.Layout:
 
 
 def shared_buffers(D: int, STAGES: int, keys: int = BN, split: str = "keys",
-                   dq_split: str = "keys") -> dict:
+                   dq_split: str = "keys", dq_write: str = "consumers") -> dict:
     """K and V (`keys` rows, loaded once, reused for dK and dV), the Q and dO rings with their
     steps' neg_lse2 and D rows, the two dS^T buffers (and P^T's, DKV_SPLIT "head_dim") and the
     mbarriers, initialised: {name: tensor or barrier array}."""
@@ -159,6 +168,8 @@ def shared_buffers(D: int, STAGES: int, keys: int = BN, split: str = "keys",
         if split == "head_dim" else None
     sdQ = lk.shared_tensor(dq_halves_layout(D), lk.f32, name="sdQ") if dq_split == \
         "keys_summed" else None
+    if dq_write == "producer_warps":
+        sdQ = lk.shared_tensor(dq_writer.sdq_layout(D, dq_split), lk.f32, name="sdQ")
     rows = lk.Layout((BQ, STAGES), (1, BQ))             # a step's 64 values of neg_lse2 / D
     sLSE = lk.shared_tensor(rows, lk.f32, name="sLSE", align=128)      # TMA boxes
     sDelta = lk.shared_tensor(rows, lk.f32, name="sDelta", align=128)
@@ -307,6 +318,10 @@ class Consumer:
         release(e.do_empty, s.stage)
         row = e.query_row(h, m)
         col = self.wg if e.DQ_SPLIT == "head_dim" else 0
+        if e.DQ_WRITE == "producer_warps":
+            part = self.wg if e.DQ_SPLIT == "keys" else 0
+            dq_writer.consumer_hand_off(e, dQ, part, col)
+            return dK, dV
         if e.DQ_SPLIT == "keys_summed":
             dQ, col = self.sum_halves(i, dQ), self.wg
         rows = self.dq_acc.tile((BQ, dQ.layout.tile[1]), (row, col))

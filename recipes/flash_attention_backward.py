@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_backward_kernel as kernel_module
+from recipes import _flash_attention_backward_dq_writer as dq_writer
 from recipes import _flash_attention_backward_passes as passes
 
 backward_kernel, BN, BQ = kernel_module.backward_kernel, kernel_module.BN, kernel_module.BQ
@@ -37,6 +38,7 @@ class Config:
     STAGES: int = 2
     DQ_SPLIT: str = "head_dim"
     DKV_SPLIT: str = "keys"
+    DQ_WRITE: str = "consumers"
     PRODUCER_REGISTERS: int = 24
     CONSUMER_REGISTERS: int = 240
 
@@ -51,6 +53,8 @@ class Config:
         pt = 2 if self.DKV_SPLIT == "head_dim" else 1
         dq = 4 * kernel_module.dq_halves_layout(head_dim).cosize() \
             if self.DQ_SPLIT == "keys_summed" else 0
+        if self.DQ_WRITE == "producer_warps":
+            dq = 4 * dq_writer.sdq_layout(head_dim, self.DQ_SPLIT).cosize()
         return 2 * (2 * self.keys * head_dim + 2 * self.STAGES * BQ * head_dim +
                     2 * pt * self.keys * BQ) + 2 * self.STAGES * BQ * 4 + dq
 
@@ -60,6 +64,13 @@ class Config:
         if self.DKV_SPLIT not in DKV_SPLITS or self.DQ_SPLIT not in kernel_module.DQ_SPLITS:
             raise ValueError(f"{what} {self}: DKV_SPLIT is one of {DKV_SPLITS} and DQ_SPLIT one "
                              f"of {kernel_module.DQ_SPLITS}")
+        if self.DQ_WRITE not in kernel_module.DQ_WRITES:
+            raise ValueError(f"{what} {self}: DQ_WRITE is one of {kernel_module.DQ_WRITES}")
+        if self.DQ_WRITE == "producer_warps" and (self.DKV_SPLIT != "keys" or
+                                                  self.DQ_SPLIT == "keys_summed"):
+            raise ValueError(f"{what} {self}: DQ_WRITE='producer_warps' hands dQ to the writer "
+                             "warps from the DKV_SPLIT='keys' consumers with DQ_SPLIT 'head_dim' "
+                             "or 'keys' (the writers sum the keys partials themselves)")
         if self.DKV_SPLIT == "head_dim" and self.DQ_SPLIT != "head_dim":
             raise ValueError(f"{what} {self}: DKV_SPLIT='head_dim' splits dQ by head_dim too "
                              "(DQ_SPLIT='head_dim')")
@@ -92,6 +103,8 @@ def ablations(head_dim: int) -> dict[str, Config]:
     candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)
                   for other in kernel_module.DQ_SPLITS if other != base.DQ_SPLIT}
     candidates.update({f"STAGES={n}": replace(base, STAGES=n) for n in (1, 3)})
+    candidates.update({f"DQ_WRITE=producer_warps DQ_SPLIT={split}": replace(
+        base, DQ_WRITE="producer_warps", DQ_SPLIT=split) for split in ("head_dim", "keys")})
     for name, cfg in candidates.items():
         try:
             cfg.check(head_dim)
@@ -117,7 +130,7 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool,
     args = (q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, hq // hk, float(scale),
             float(scale) * LOG2E)
     constexprs = dict(D=d, STAGES=cfg.STAGES, CAUSAL=bool(causal), DQ_SPLIT=cfg.DQ_SPLIT,
-                      DKV_SPLIT=cfg.DKV_SPLIT,
+                      DKV_SPLIT=cfg.DKV_SPLIT, DQ_WRITE=cfg.DQ_WRITE,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
     return (-(-sk // cfg.keys), hk, batch), args, constexprs

@@ -56,6 +56,45 @@ def test_interpreter_dq_partials_summed_in_shared_memory():
     assert fb.check_cpu(seed=4, cases=((1, 100, 130, 1, 1, 64, True),), config=cfg) < 2 ** -6
 
 
+WRITER_ABLATIONS = [(d, name) for d in (64, 128) for name in fb.ablations(d)
+                    if "producer_warps" in name]
+
+
+def test_every_writer_split_is_an_ablation_row():
+    assert WRITER_ABLATIONS == [(64, "DQ_WRITE=producer_warps DQ_SPLIT=keys"),
+                                (128, "DQ_WRITE=producer_warps DQ_SPLIT=head_dim"),
+                                (128, "DQ_WRITE=producer_warps DQ_SPLIT=keys")]
+
+
+@pytest.mark.parametrize("d, name", WRITER_ABLATIONS)
+def test_interpreter_dq_reduced_by_the_producer_warps(d, name):
+    # causal: masked and unmasked steps, several steps per head through the one sdQ tile
+    cfg = fb.ablations(d)[name]
+    case = (1, 100, 130, 1, 1, 64, True) if d == 64 else (1, 130, 60, 1, 1, 128, True)
+    assert fb.check_cpu(seed=5, cases=(case,), config=cfg) < 2 ** -6
+
+
+@pytest.mark.parametrize("d, split", [(64, "keys"), (128, "head_dim"), (128, "keys")])
+def test_writer_warps_assemble_without_spills_with_16_byte_reductions(d, split):
+    import layoutkit as lk
+    cfg = fb.Config(DQ_SPLIT=split, DQ_WRITE="producer_warps")
+    t, tk = (lk.TensorSpec(lk.bf16, (2, 1024, h, d)) for h in (4, 2))
+    rows = fb.padded_rows(2, 4, 1024)
+    for causal in (False, True):
+        _, args, constexprs = fb.kernel_arguments(
+            t, tk, tk, t, tk, tk, lk.TensorSpec(lk.f32, (rows, d)), lk.TensorSpec(lk.f32, (rows,)),
+            lk.TensorSpec(lk.f32, (rows,)), causal, d ** -0.5, cfg)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ptx = fb.backward_kernel.ptx(*args, **constexprs)
+            (usage,) = assemble(ptx).resources.values()
+        assert usage.spill_store_bytes == usage.spill_load_bytes == 0, (d, causal)
+        assert not usage.performance_notes, (d, causal, usage.performance_notes)
+        # the consumers hand over, the writer warps reduce 16 bytes at a time and nothing else
+        assert "red.global.add.v4.f32" in ptx and "red.global.add.v2.f32" not in ptx
+        assert re.search(r"bar\.arrive 8, 352", ptx) and re.search(r"bar\.sync 7, 352", ptx)
+
+
 def test_interpreter_head_dim_256_split_by_columns():
     assert fb.check_cpu(seed=2, cases=((1, 70, 100, 1, 1, 256, True),)) < 2 ** -6
 
@@ -123,6 +162,15 @@ def _args(**change):
     ({}, dict(config=fb.Config(DQ_SPLIT="head_dim")), "head_dim / 2 = 32 dQ columns"),
     ({}, dict(config=fb.Config(STAGES=12, DQ_SPLIT="keys")), "at most 231424 bytes of shared"),
     ({}, dict(config=fb.Config(STAGES=0, DQ_SPLIT="keys")), "STAGES >= 1"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="keys", DQ_WRITE="tma")), "DQ_WRITE is one of"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="keys_summed", DQ_WRITE="producer_warps")),
+     "DQ_WRITE='producer_warps' hands dQ"),
+    (dict(q=Cuda(1, 8, 4, 256), k=Cuda(1, 9, 2, 256), v=Cuda(1, 9, 2, 256),
+          grad_o=Cuda(1, 8, 4, 256), o=Cuda(1, 8, 4, 256)),
+     dict(config=fb.Config(DKV_SPLIT="head_dim", DQ_WRITE="producer_warps")),
+     "DQ_WRITE='producer_warps' hands dQ"),
+    ({}, dict(config=fb.Config(STAGES=8, DQ_SPLIT="keys", DQ_WRITE="producer_warps")),
+     "it needs 233472 at head_dim 64"),      # 8 stages fit without the writer's sdQ
     (dict(q=Cuda(1, 8, 4, 256), k=Cuda(1, 9, 2, 256), v=Cuda(1, 9, 2, 256),
           grad_o=Cuda(1, 8, 4, 256), o=Cuda(1, 8, 4, 256)), dict(config=fb.Config()),
      "use DKV_SPLIT='head_dim'"),
