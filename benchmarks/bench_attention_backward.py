@@ -112,7 +112,8 @@ def main(argv=None) -> int:
                         help="only the ablation rows whose name contains one of these (and the "
                              "default)")
     args = parser.parse_args(argv)
-    fa4, why = fa4_forward(args.peers)     # before anything else imports the CuTe DSL
+    fa4, why = (None, "--no-table") if args.no_table else \
+        fa4_forward(args.peers)            # before anything else imports the CuTe DSL
     fa, fb = load_recipe("flash_attention"), load_recipe("flash_attention_backward")
     torch.manual_seed(0)
     seqlens = (2048, 16384) if args.quick else SEQLENS
