@@ -25,6 +25,7 @@ from layoutkit.algebra.sympy_gate import sympy
 
 from ..core.errors import LayoutMismatchError, TraceError
 from ..core.facts import provably_divisible
+from ..core.sync_trace import partition_threads
 from .mma_layouts import LDMATRIX_FRAGMENT
 from ..lang.shared import SharedTensor
 from .smem_address import bank_ways, bit_expr, bit_fit, split_swizzled
@@ -181,8 +182,11 @@ def matrix_instructions(what: str, part: SharedTensor, num: int, trans):
         matrices = plan_matrices(part, trans, what)
     except LayoutError as exc:
         raise TraceError(f"{what}: cannot enumerate {part.tv} on {tile.layout}: {exc}") from None
-    tid = trace.special("thread_idx", 0)
     threads = part.tv.num_threads
+    # the thread index the partition was taken by (lang/shared.check_partition): inside a warp
+    # role, the role's own (bit_expr assumes 0 <= tid < threads)
+    tid = trace.special("thread_idx", 0) if threads == 32 * trace.fn.num_warps else \
+        partition_threads(trace)[0]
     for group in _groups(matrices, num):
         table = _lane_table(group, threads)
         fit = bit_fit(table)
