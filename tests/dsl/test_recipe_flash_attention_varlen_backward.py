@@ -104,18 +104,8 @@ def test_the_protocol_check_walks_a_live_key_block(causal):
 # block crossing the sequence's end, dQ accumulated from two CTAs), a second query block only
 # where the causal diagonal needs one, and query heads only where GQA or a second kv head is
 # the subject. The sequences (CPU_CASES, what `layoutkit run --cpu` runs) are the same shapes
-# with more blocks and heads.
-def test_interpreter_non_causal_gqa_empty_sequences_and_a_crossing_key_block():
-    # an empty query sequence, an empty key sequence, sequence 0's second key block past its
-    # end with sequence 1's keys behind it; dk, dv summed over two query heads
-    assert fvb.check_cpu(0, cases=(((40, 0, 50), (150, 20, 0), 2, 1, 64, False),)) < 2 ** -6
-
-
-def test_interpreter_causal_seqlen_q_above_and_below_seqlen_k():
-    # seqlen_q > (two query blocks, the first partly masked), < and = seqlen_k; two kv heads
-    assert fvb.check_cpu(1, cases=fvb.CPU_CASES[1:2]) < 2 ** -6
-
-
+# with more blocks and heads. Head dim 64's default kernels, causal and not, run through the
+# entry's host path (test_run_steps_end_to_end_on_the_interpreter below).
 def test_interpreter_head_dim_128_causal():
     # seqlen_q < seqlen_k over two key blocks; seqlen_q > seqlen_k over two query blocks
     assert fvb.check_cpu(2, cases=(((20, 70), (130, 50), 1, 1, 128, True),)) < 2 ** -6
@@ -139,7 +129,7 @@ def test_interpreter_other_dq_splits(d, split):
     two key blocks of sequence 0 add into the same dQ rows."""
     cfg = dataclasses.replace(fvb.CONFIGS[d], DQ_SPLIT=split)
     assert cfg in fvb.padded.ablations(d).values()
-    case = ((50, 40), (200, 30), 1, 1, d, False)
+    case = ((50,), (200,), 1, 1, d, False)      # a second sequence: the default splits' cases
     assert fvb.check_cpu(5, cases=(case,), config=cfg) < 2 ** -6
 
 
@@ -294,14 +284,20 @@ def interpreting_launch(kernel, grid, *args, **constexprs):
     interpret(kernel, grid, *map(as_numpy, args), **constexprs)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_run_steps_end_to_end_on_the_interpreter(causal):
+@pytest.mark.parametrize("lengths_q, lengths_k, hq, hk, causal", [
+    # an empty query sequence, an empty key sequence, sequence 0's second key block past its
+    # end with sequence 1's keys behind it; dk, dv summed over two query heads (GQA)
+    ((40, 0, 50), (150, 20, 0), 2, 1, False),
+    # seqlen_q > (two query blocks, the first partly masked), < and = seqlen_k; two kv heads
+    # (a second kv head's group, q head = kv head x group + g: the head dim 256 causal case)
+    ((100, 1, 40), (60, 90, 40), 2, 2, True),
+], ids=["non-causal-gqa-empty-crossing", "causal-sq-above-and-below-sk"])
+def test_run_steps_end_to_end_on_the_interpreter(lengths_q, lengths_k, hq, hk, causal):
     """The entry's host path (allocations, the three launches and their arguments) on torch
-    CPU tensors, against numpy's float64 gradients (an empty query sequence, a custom
-    scale, GQA: two query heads of one kv head; a second kv head's group is the head dim 256
-    causal case's)."""
+    CPU tensors with a custom scale, against numpy's float64 gradients: head dim 64's default
+    kernels on the paths of each case."""
     from layoutkit.dsl.interpreter import from_bf16, to_bf16
-    lengths_q, lengths_k, hq, hk, d = (50, 0, 30), (100, 30, 40), 2, 1, 64
+    d = 64
     rng = np.random.default_rng(7)
     q, k, v, cu_q, cu_k = fvb.forward.packed_batch(rng, lengths_q, lengths_k, hq, hk, d)
     do = to_bf16(rng.standard_normal(q.shape))
@@ -309,8 +305,9 @@ def test_run_steps_end_to_end_on_the_interpreter(causal):
     bits = [torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
             for x in (do, q, k, v, to_bf16(o))]
     lse = torch.from_numpy(np.nan_to_num(lse, nan=0.0, neginf=-np.inf).astype(np.float32))
-    got = fvb.run_steps(torch, *bits, lse, *map(torch.from_numpy, (cu_q, cu_k)), 50, 100,
-                        causal, 0.3, fvb.CONFIGS[d], interpreting_launch)
+    got = fvb.run_steps(torch, *bits, lse, *map(torch.from_numpy, (cu_q, cu_k)),
+                        max(lengths_q), max(lengths_k), causal, 0.3, fvb.CONFIGS[d],
+                        interpreting_launch)
     want = fvb.reference(*map(from_bf16, (q, k, v, do)), cu_q, cu_k, causal, 0.3)
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
         g = g.float().numpy()
