@@ -331,7 +331,8 @@ def main() -> None:
         for name, (best, median) in results.items():
             print(f"| {name} | {best:.2f} | {median:.2f} |")
         ratios.update(dsl_ratios(results) if make_rows is dsl_rows else {})
-    print("\nThe DSL's Python over the configured launcher's (best, less an empty call):")
+    if ratios:
+        print("\nThe DSL's Python over the configured launcher's (best, less an empty call):")
     for name, ratio in ratios.items():
         print(f"- {name}: {ratio:.3f}x")
 

@@ -28,6 +28,11 @@ def tagged(x: lk.Pointer[lk.f32], n: lk.i32, V: lk.constexpr):
     """A constexpr of any value."""
 
 
+@lk.kernel(num_warps=1)
+def touch(x: lk.Pointer[lk.f32]):
+    """One parameter: one packed value."""
+
+
 X, Y = Tensor(BASE), Tensor(BASE + 0x10000)
 
 
@@ -37,7 +42,7 @@ def packed(x, y, n, a) -> bytes:
 
 @pytest.fixture
 def gpu(monkeypatch):
-    fake = FakeGPU(monkeypatch, [axpy, tagged])
+    fake = FakeGPU(monkeypatch, [axpy, tagged, touch])
     yield fake
     fake.reset()
 
@@ -46,7 +51,7 @@ def gpu(monkeypatch):
 def checked(monkeypatch):
     """The calls that went through Kernel.launch (the checked path), per kernel name."""
     calls = []
-    for k in (axpy, tagged):
+    for k in (axpy, tagged, touch):
         def spy(grid, *args, _real=k.launch, _name=k.name, **kwargs):
             calls.append(_name)
             return _real(grid, *args, **kwargs)
@@ -109,6 +114,28 @@ def test_an_alignment_the_facts_do_not_imply_is_tested_by_from_pointers(gpu, che
     with pytest.raises(LaunchArgumentError, match="align"):
         axpy[2](x2, Y, 4096, 2.0)
     assert checked == ["axpy"] and [c.packed for c in gpu.calls] == [packed(x4, Y, 4096, 2.0)] * 2
+
+
+def test_a_kernel_of_one_parameter_launches_from_its_parts(gpu, checked):
+    for x in (X, X, Tensor(BASE + 0x20000), X):
+        touch[3](x)
+    assert checked == ["touch"] and isinstance(next(iter(touch._fast.launchers.values())), LaunchParts)
+    assert [c.packed for c in gpu.calls] == [struct.pack("<Q", x.ptr) for x in
+                                             (X, X, Tensor(BASE + 0x20000), X)]
+
+
+def test_a_held_from_pointers_entry_is_called_without_a_lookup_for_the_same_facts(gpu, checked):
+    x4 = Tensor(BASE + 4)                            # its launcher's from_pointers tests alignment
+    for x in (X, X, x4):
+        axpy[2](x, Y, 4096, 2.0)                     # both specializations remembered
+    lookups = axpy._fast.namespace["_lk_launchers"] = Lookups(axpy._fast.launchers)
+    calls = [(x4, 4096), (x4, 4096), (Tensor(BASE + 0x20004), 8192), (x4, 4096), (X, 4096),
+             (X, 4096), (x4, 4096)]
+    for x, n in calls:
+        axpy[2](x, Y, n, 2.0)
+    assert [key[0] for key in lookups.keys] == [False, True, False]     # at each change of facts
+    assert checked == ["axpy", "axpy"]
+    assert [c.packed for c in gpu.calls[3:]] == [packed(x, Y, n, 2.0) for x, n in calls]
 
 
 def test_an_equal_constexpr_that_is_another_object_is_looked_up(gpu, checked):

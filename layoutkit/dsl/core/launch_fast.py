@@ -25,7 +25,7 @@ the stream query): the function then tests the tensors' device, packs and calls 
 itself, and it holds the last hit's facts, parts and packed values, so that a call with the
 values its buffer holds computes no facts and packs nothing, and one with other values of the
 same facts (each tested by identity) packs them without a lookup. Otherwise (a cluster, a
-pointer alignment the key's facts do not imply) it calls the configured launcher's
+pointer alignment the key's facts do not imply) it holds and calls the configured launcher's
 `from_pointers` entry with the arguments (a tensor followed by its extents and strides, the PTX
 parameters it binds) and the pointers it read, which checks their tensor type, device and
 alignment and launches; for a specialization
@@ -41,12 +41,12 @@ is wrong.
 >>> params = [parameter("x", Pointer[f32]), parameter("n", i32), parameter("V", constexpr)]
 >>> print(fast_launch_source(params, debug=None))
 _lk_c0 = _lk_c1 = _lk_c2 = _lk_cD = _lk_cT = _lk_NO   # the facts of the specialization held
-_lk_fn = _lk_g0 = _lk_g1 = _lk_g2 = _lk_g3 = _lk_g4 = _lk_g5 = _lk_g6 = _lk_call = _lk_params = _lk_pack = _lk_storage = _lk_base = _lk_stream_of = _lk_ordinal = _lk_streams = _lk_add = _lk_failed = _lk_aligns = _lk_one = _lk_from = _lk_last0 = _lk_last1 = None
+_lk_fn = _lk_g0 = _lk_g1 = _lk_g2 = _lk_g3 = _lk_g4 = _lk_g5 = _lk_g6 = _lk_call = _lk_params = _lk_pack = _lk_storage = _lk_base = _lk_stream_of = _lk_ordinal = _lk_streams = _lk_add = _lk_failed = _lk_aligns = _lk_one = _lk_from = _lk_last0 = _lk_last1 = _lk_entry = None
 _lk_busy = False
 <BLANKLINE>
 <BLANKLINE>
 def launch(x=_lk_NO, n=_lk_NO, V=_lk_NO, /, *_lk_more, **_lk_kwargs):
-    global _lk_c0, _lk_c1, _lk_c2, _lk_cD, _lk_cT, _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_aligns, _lk_one, _lk_from, _lk_last0, _lk_last1, _lk_busy
+    global _lk_c0, _lk_c1, _lk_c2, _lk_cD, _lk_cT, _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_aligns, _lk_one, _lk_from, _lk_last0, _lk_last1, _lk_entry, _lk_busy
     if _lk_kwargs or _lk_more:
         _lk_stream = _lk_kwargs.pop('stream', None)
         if _lk_stream is not None or _lk_more:
@@ -72,7 +72,7 @@ def launch(x=_lk_NO, n=_lk_NO, V=_lk_NO, /, *_lk_more, **_lk_kwargs):
             return _lk_checked(_lk_grid, (x, n, V), None, {})
         _lk_busy = True
         try:
-            if not (_lk_p0 == _lk_last0 and n == _lk_last1 and V is _lk_c2 and _lk_fD is _lk_cD and _lk_T is _lk_cT):   # other values than the held buffer's
+            if not (_lk_p0 == _lk_last0 and n == _lk_last1 and V is _lk_c2 and _lk_fD is _lk_cD and _lk_T is _lk_cT):   # other values than the last call's
                 if not (-2147483648 <= n <= 2147483647):
                     return _lk_checked(_lk_grid, (x, n, V), None, {})
                 _lk_f0 = not _lk_p0 & 15
@@ -83,18 +83,25 @@ def launch(x=_lk_NO, n=_lk_NO, V=_lk_NO, /, *_lk_more, **_lk_kwargs):
                         _lk_e = _lk_launchers.get((_lk_f0, _lk_f1, _lk_f2, _lk_flags.get(_lk_fD), _lk_grid))
                     except TypeError:   # an unhashable constexpr
                         _lk_e = None
-                    if _lk_type(_lk_e) is not _lk_Parts:
-                        if _lk_e is not None and _lk_e(x, n, _lk_p0) is None:
-                            return None
+                    if _lk_type(_lk_e) is _lk_Parts:
+                        _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_cT, _lk_aligns, _lk_one, _lk_from = _lk_e
+                        _lk_entry = None
+                    elif _lk_e is None:
                         return _lk_checked(_lk_grid, (x, n, V), None, {})
-                    _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_cT, _lk_aligns, _lk_one, _lk_from = _lk_e
+                    else:   # a from_pointers launcher or a tensor-map entry, which packs and launches
+                        _lk_entry, _lk_cT = _lk_e, _lk_T
                     _lk_c0, _lk_c1, _lk_c2, _lk_cD = _lk_f0, _lk_f1, V, _lk_fD
                 _lk_last0 = None   # the buffer is in doubt until the pack below completes
-                try:
-                    _lk_pack(_lk_storage, _lk_base, _lk_p0, n)
-                except _lk_PACK_ERRORS:
-                    return _lk_checked(_lk_grid, (x, n, V), None, {})
+                if _lk_entry is None:
+                    try:
+                        _lk_pack(_lk_storage, _lk_base, _lk_p0, n)
+                    except _lk_PACK_ERRORS:
+                        return _lk_checked(_lk_grid, (x, n, V), None, {})
                 _lk_last0, _lk_last1 = _lk_p0, n
+            if _lk_entry is not None:
+                if _lk_entry(x, n, _lk_p0) is None:
+                    return None
+                return _lk_checked(_lk_grid, (x, n, V), None, {})
             if (x.is_cuda) if _lk_one else (x.get_device() == _lk_ordinal):
                 _lk_raw = _lk_stream_of(_lk_ordinal)
                 try:
@@ -179,11 +186,12 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
     call binds in Python's own call; keywords and surplus arguments take the first branch
     (keywords bound by _lk_bind, then the same checks; a stream, a surplus argument or a bad
     name: _lk_other), a missing argument fails the type tests and ends in _lk_other. The held
-    state is the specialization last launched: its LaunchParts, facts (`_lk_c<j>`, `_lk_cD`,
-    `_lk_cT`) and what its buffer was last packed with (`_lk_last<j>`, ints compared by value,
-    floats by identity, as the configured launcher does). A call whose values are the packed
-    ones (and the same debug value and tensor type) launches at once; other values have their
-    facts computed, a lookup of `_lk_launchers` where they are not the held ones (with the parsed
+    state is the specialization last launched: its LaunchParts (or `_lk_entry`, the launcher
+    entry of one the function does not launch itself), facts (`_lk_c<j>`, `_lk_cD`, `_lk_cT`)
+    and the last call's values (`_lk_last<j>`, what the parts' buffer holds; ints compared by
+    value, floats by identity, as the configured launcher does). A call with those values (and
+    the same debug value and tensor type) launches at once; other values have their facts
+    computed, a lookup of `_lk_launchers` where they are not the held ones (with the parsed
     debug flag and the grid, the checked key's form), and are packed."""
     names = [_local(i, p) for i, p in enumerate(params)]
     checks, ranges, reads, pointers, runtime = [], [], [], [], []
@@ -259,24 +267,30 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
         f"        _lk_e = _lk_launchers.get(({', '.join(key)}))",
         "    except TypeError:   # an unhashable constexpr",
         "        _lk_e = None",
-        "    if _lk_type(_lk_e) is not _lk_Parts:",
-        f"        if _lk_e is not None and _lk_e({', '.join(runtime + pointers)}) is None:",
-        "            return None",
+        "    if _lk_type(_lk_e) is _lk_Parts:",
+        f"        {', '.join(PARTS)} = _lk_e",
+        "        _lk_entry = None",
+        "    elif _lk_e is None:",
         f"        {checked}",
-        f"    {', '.join(PARTS)} = _lk_e",
-        *([f"    {', '.join(held_facts)}{',' if len(held_facts) == 1 else ''} = "
-           f"{', '.join(fact_values)}"] if held_facts else [])]
+        "    else:   # a from_pointers launcher or a tensor-map entry, which packs and launches",
+        "        _lk_entry, _lk_cT = _lk_e, _lk_T",
+        *([f"    {', '.join(held_facts)} = {', '.join(fact_values)}"] if held_facts else [])]
     pack = [f"{lasts[0]} = None   # the buffer is in doubt until the pack below completes",
-            "try:",
-            f"    _lk_pack(_lk_storage, _lk_base, {', '.join(packed)})",
-            "except _lk_PACK_ERRORS:",
-            f"    {checked}",
-            f"{', '.join(lasts)}{',' if len(lasts) == 1 else ''} = {', '.join(packed)}"] if packed else []
+            "if _lk_entry is None:",
+            "    try:",
+            f"        _lk_pack(_lk_storage, _lk_base, {', '.join(packed)})",
+            "    except _lk_PACK_ERRORS:",
+            f"        {checked}",
+            f"{', '.join(lasts)} = {', '.join(packed)}"] if packed else []
     other_values = ([f"if not ({' and '.join(ranges)}):", f"    {checked}"] if ranges else []) + \
         facts + lookup + pack
     launch = [
-        f"if not ({' and '.join(same)}):   # other values than the held buffer's",
+        f"if not ({' and '.join(same)}):   # other values than the last call's",
         *["    " + line for line in other_values],
+        "if _lk_entry is not None:",
+        f"    if _lk_entry({', '.join(runtime + pointers)}) is None:",
+        "        return None",
+        f"    {checked}",
         f"if {device}:",
         "    _lk_raw = _lk_stream_of(_lk_ordinal)",
         "    try:",
@@ -306,12 +320,12 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
     facts_held = held_facts + ["_lk_cT"]
     parts = [c for c in PARTS if c != "_lk_cT"]
     lines = [f"{' = '.join(facts_held)} = _lk_NO   # the facts of the specialization held",
-             f"{' = '.join(parts + lasts)} = None",
+             f"{' = '.join(parts + lasts + ['_lk_entry'])} = None",
              "_lk_busy = False",
              "",
              "",
              f"def launch({signature}*_lk_more, **_lk_kwargs):",
-             f"    global {', '.join(facts_held + parts + lasts + ['_lk_busy'])}",
+             f"    global {', '.join(facts_held + parts + lasts + ['_lk_entry', '_lk_busy'])}",
              "    if _lk_kwargs or _lk_more:"]
     lines += ["        " + line for line in _keyword_lines(names, given)]
     lines += ["    " + line for line in body]
