@@ -52,7 +52,9 @@ the full head_dim over its own 64 keys: no cross-warpgroup barrier, twice the re
 thread barrier, each warpgroup reducing half of the columns: one reduction per element), DQ_WRITE
 who issues the dQ reductions: "consumers" (each warpgroup its own, as above) or
 "producer_warps" (the consumers hand dQ over through shared memory to warps 1-3 of the producer
-warpgroup, which reduce it: recipes/_flash_attention_backward_dq_writer.py), and
+warpgroup, which reduce it: recipes/_flash_attention_backward_dq_writer.py), DS_STORE how
+each step's dS^T reaches sdS ("st": 4-byte st.shared per value pair, 16 per thread; "stmatrix":
+4 stmatrix.x4 per thread), and
 the register budgets; DKV_SPLIT "head_dim" (head dim 256) replaces this file's consumers by
 recipes/_flash_attention_backward_columns.py's (64 keys per CTA, head_dim split for dK, dV).
 """
@@ -72,6 +74,7 @@ LOG2E = math.log2(math.e)
 DS_BARRIER, EPILOGUE_BARRIER = 1, 3      # named barrier ids (keys split, epilogue: + warpgroup)
 DQ_SPLITS = ("head_dim", "keys", "keys_summed")
 DQ_WRITES = ("consumers", "producer_warps")     # who reduces dQ into the global accumulator
+DS_STORES = ("st", "stmatrix")                  # how dS^T goes to shared memory
 DQ_BARRIER = 5                           # the keys_summed exchange (256 threads)
 
 
@@ -99,8 +102,8 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
                   neg_lse2: lk.Tensor[lk.f32, 1], delta: lk.Tensor[lk.f32, 1], GROUP: lk.i32,
                   SCALE: lk.f32, SCALE_LOG2: lk.f32, D: lk.constexpr, STAGES: lk.constexpr,
                   CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr, DKV_SPLIT: lk.constexpr,
-                  DQ_WRITE: lk.constexpr, PRODUCER_REGISTERS: lk.constexpr,
-                  CONSUMER_REGISTERS: lk.constexpr):
+                  DQ_WRITE: lk.constexpr, DS_STORE: lk.constexpr,
+                  PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
     """The kernel (module docstring). q, do (batch, seqlen_q, heads_q, D); k, v, dk, dv (batch,
     seqlen_k, heads_kv, D), D contiguous; dq_acc f32 (batch * heads_q * nqb * 64, D), row
     (b * heads_q + h) * nqb * 64 + q, nqb = ceil(seqlen_q / 64), added into (zeroed by the
@@ -349,7 +352,8 @@ class Consumer:
         each per 64 keys (one wgmma each: 4 + 4 k-step descriptors live, not 8 + 8)."""
         e, wg = self.e, self.wg
         buf = e.sdS[:, :, 0, 0, lk.sm90.consumer_state(i, 2).stage]
-        lk.store(buf.tile((WG_KEYS, BQ), (wg, 0)).partition(self.s_layout), dS16)
+        store = lk.sm90.stmatrix if e.DS_STORE == "stmatrix" else lk.store
+        store(buf.tile((WG_KEYS, BQ), (wg, 0)).partition(self.s_layout), dS16)
         lk.sm90.fence_proxy_async()                     # generic stores, then wgmma reads
         if e.DQ_SPLIT == "head_dim":
             lk.sm90.named_barrier_sync(DS_BARRIER, CONSUMERS * 128)

@@ -39,6 +39,7 @@ class Config:
     DQ_SPLIT: str = "head_dim"
     DKV_SPLIT: str = "keys"
     DQ_WRITE: str = "consumers"
+    DS_STORE: str = "st"
     PRODUCER_REGISTERS: int = 24
     CONSUMER_REGISTERS: int = 240
 
@@ -66,6 +67,11 @@ class Config:
                              f"of {kernel_module.DQ_SPLITS}")
         if self.DQ_WRITE not in kernel_module.DQ_WRITES:
             raise ValueError(f"{what} {self}: DQ_WRITE is one of {kernel_module.DQ_WRITES}")
+        if self.DS_STORE not in kernel_module.DS_STORES:
+            raise ValueError(f"{what} {self}: DS_STORE is one of {kernel_module.DS_STORES}")
+        if self.DS_STORE == "stmatrix" and self.DKV_SPLIT != "keys":
+            raise ValueError(f"{what} {self}: DS_STORE='stmatrix' is the DKV_SPLIT='keys' "
+                             "consumers' (head dim 256's store P^T and dS^T as they are)")
         if self.DQ_WRITE == "producer_warps" and (self.DKV_SPLIT != "keys" or
                                                   self.DQ_SPLIT == "keys_summed"):
             raise ValueError(f"{what} {self}: DQ_WRITE='producer_warps' hands dQ to the writer "
@@ -97,7 +103,9 @@ CONFIGS = {64: Config(DQ_SPLIT="keys"), 128: Config(DQ_SPLIT="head_dim"),
 
 def ablations(head_dim: int) -> dict[str, Config]:
     """The default config and one switched choice per entry (the benchmark's ablation rows):
-    the other dQ splits where they can run, ring depths 1 and 3 where they fit."""
+    the other dQ splits where they can run, ring depths 1 and 3 where they fit, dQ reduced by
+    the producer warps (DQ_WRITE, with DQ_SPLIT head_dim and keys) and dS^T stored by
+    stmatrix (DS_STORE)."""
     base = CONFIGS[head_dim]
     rows = {"default": base}
     candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)
@@ -105,6 +113,7 @@ def ablations(head_dim: int) -> dict[str, Config]:
     candidates.update({f"STAGES={n}": replace(base, STAGES=n) for n in (1, 3)})
     candidates.update({f"DQ_WRITE=producer_warps DQ_SPLIT={split}": replace(
         base, DQ_WRITE="producer_warps", DQ_SPLIT=split) for split in ("head_dim", "keys")})
+    candidates["DS_STORE=stmatrix"] = replace(base, DS_STORE="stmatrix")
     for name, cfg in candidates.items():
         try:
             cfg.check(head_dim)
@@ -130,7 +139,7 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool,
     args = (q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, hq // hk, float(scale),
             float(scale) * LOG2E)
     constexprs = dict(D=d, STAGES=cfg.STAGES, CAUSAL=bool(causal), DQ_SPLIT=cfg.DQ_SPLIT,
-                      DKV_SPLIT=cfg.DKV_SPLIT, DQ_WRITE=cfg.DQ_WRITE,
+                      DKV_SPLIT=cfg.DKV_SPLIT, DQ_WRITE=cfg.DQ_WRITE, DS_STORE=cfg.DS_STORE,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
     return (-(-sk // cfg.keys), hk, batch), args, constexprs

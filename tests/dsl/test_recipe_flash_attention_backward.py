@@ -2,7 +2,8 @@
 128 and 256, causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos, using
 red.global.add.v2.f32 for dQ (and the pre- and post-pass with 16-byte loads); the CPU
 interpreter runs all three kernels and matches numpy's float64 gradients (ragged, GQA,
-causal with seqlen_q < and > seqlen_k, every split), the causal query-block counts are exact
+causal with seqlen_q < and > seqlen_k, every split, dQ reduced by the producer warps, dS stored
+by stmatrix; those configs assemble without spills too), the causal query-block counts are exact
 against a brute-force walk, and every argument error of flash_attention_backward is a
 ValueError naming the argument (stand-in CUDA tensors: the checks run before anything reaches
 a GPU)."""
@@ -76,14 +77,9 @@ def test_interpreter_dq_reduced_by_the_producer_warps(d, name):
 
 @pytest.mark.parametrize("d, split", [(64, "keys"), (128, "head_dim"), (128, "keys")])
 def test_writer_warps_assemble_without_spills_with_16_byte_reductions(d, split):
-    import layoutkit as lk
     cfg = fb.Config(DQ_SPLIT=split, DQ_WRITE="producer_warps")
-    t, tk = (lk.TensorSpec(lk.bf16, (2, 1024, h, d)) for h in (4, 2))
-    rows = fb.padded_rows(2, 4, 1024)
     for causal in (False, True):
-        _, args, constexprs = fb.kernel_arguments(
-            t, tk, tk, t, tk, tk, lk.TensorSpec(lk.f32, (rows, d)), lk.TensorSpec(lk.f32, (rows,)),
-            lk.TensorSpec(lk.f32, (rows,)), causal, d ** -0.5, cfg)
+        _, args, constexprs = fb.kernel_arguments(*_specs(d), causal, d ** -0.5, cfg)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             ptx = fb.backward_kernel.ptx(*args, **constexprs)
@@ -93,6 +89,31 @@ def test_writer_warps_assemble_without_spills_with_16_byte_reductions(d, split):
         # the consumers hand over, the writer warps reduce 16 bytes at a time and nothing else
         assert "red.global.add.v4.f32" in ptx and "red.global.add.v2.f32" not in ptx
         assert re.search(r"bar\.arrive 8, 352", ptx) and re.search(r"bar\.sync 7, 352", ptx)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_interpreter_ds_stored_by_stmatrix(d):
+    # consumer warpgroup 1 (threads 256..) stores its own rows: stmatrix addresses by the
+    # role's thread index (a CTA-index address raced with the other warpgroup's wgmma)
+    cfg = fb.ablations(d)["DS_STORE=stmatrix"]
+    case = (1, 100, 130, 1, 1, 64, True) if d == 64 else (1, 130, 60, 1, 1, 128, True)
+    assert fb.check_cpu(seed=6, cases=(case,), config=cfg) < 2 ** -6
+    _, args, constexprs = fb.kernel_arguments(*_specs(d), True, d ** -0.5, cfg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # spills are warnings
+        ptx = fb.backward_kernel.ptx(*args, **constexprs)
+        assemble(ptx)
+    # 4 per warpgroup and span (masked, unmasked), nothing else
+    assert ptx.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 * 2 * 2
+
+
+def _specs(d):
+    """TensorSpecs of kernel_arguments' tensors: (2, 1024, 4 / 2 heads, d), GQA."""
+    import layoutkit as lk
+    t, tk = (lk.TensorSpec(lk.bf16, (2, 1024, h, d)) for h in (4, 2))
+    rows = fb.padded_rows(2, 4, 1024)
+    return (t, tk, tk, t, tk, tk, lk.TensorSpec(lk.f32, (rows, d)),
+            lk.TensorSpec(lk.f32, (rows,)), lk.TensorSpec(lk.f32, (rows,)))
 
 
 def test_interpreter_head_dim_256_split_by_columns():
@@ -163,6 +184,11 @@ def _args(**change):
     ({}, dict(config=fb.Config(STAGES=12, DQ_SPLIT="keys")), "at most 231424 bytes of shared"),
     ({}, dict(config=fb.Config(STAGES=0, DQ_SPLIT="keys")), "STAGES >= 1"),
     ({}, dict(config=fb.Config(DQ_SPLIT="keys", DQ_WRITE="tma")), "DQ_WRITE is one of"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="keys", DS_STORE="stsm")), "DS_STORE is one of"),
+    (dict(q=Cuda(1, 8, 4, 256), k=Cuda(1, 9, 2, 256), v=Cuda(1, 9, 2, 256),
+          grad_o=Cuda(1, 8, 4, 256), o=Cuda(1, 8, 4, 256)),
+     dict(config=fb.Config(DKV_SPLIT="head_dim", DS_STORE="stmatrix")),
+     "DS_STORE='stmatrix' is the DKV_SPLIT='keys'"),
     ({}, dict(config=fb.Config(DQ_SPLIT="keys_summed", DQ_WRITE="producer_warps")),
      "DQ_WRITE='producer_warps' hands dQ"),
     (dict(q=Cuda(1, 8, 4, 256), k=Cuda(1, 9, 2, 256), v=Cuda(1, 9, 2, 256),
