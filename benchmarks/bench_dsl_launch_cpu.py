@@ -152,37 +152,23 @@ def dsl_rows() -> dict:
     })
     for run in rows.values():        # first launches: specialize, configure, build fast paths
         run()
-    rows.update(stage_rows(scale, grid, (x, y, 4096, 2.0)))
+    rows.update(stage_rows(scale, grid))
     return rows
 
 
-def stage_rows(kernel, grid, args) -> dict:
+def stage_rows(kernel, grid) -> dict:
     """The DSL call's stages one by one (what each costs alone), for this code's internals:
-    `kernel[grid]` (kept per plain grid), a generated launch function holding no parts (its
-    checks, facts, key and lookup, answered by a no-op launcher), the debug flag read inside it."""
+    `kernel[grid]` (kept per plain grid), the debug flag's read inside the generated function,
+    the checked path's options. (The facts and the lookup: the alternating row above, whose
+    facts change at every call.)"""
     import os
 
     from layoutkit.ptx import debug_raw_lookup
-    fast = kernel._fast
-    kept = kernel[grid]
-    kernel._grids.pop(grid)
-    launch = kernel[grid]         # a new function: it holds no parts, so each call looks up
-    kernel._grids[grid] = kept
-    no_op = type("NoOpLaunchers", (dict,), {"get": lambda self, key: lambda *a: None})()
-    real = fast.namespace["_lk_launchers"]
     key, flags = debug_raw_lookup()
-
-    def launch_without_launcher():
-        fast.namespace["_lk_launchers"] = no_op
-        try:
-            launch(*args)
-        finally:
-            fast.namespace["_lk_launchers"] = real
     return {
         "  stage: kernel[grid] (kept per plain grid)": lambda: kernel[grid],
-        "  stage: kernel[grid](...) holding no parts: checks, facts, lookup, a no-op launcher (+2 item sets)":
-            launch_without_launcher,
-        "  stage: the debug flag (inside the row above)": lambda: flags.get(os.environ._data.get(key)),
+        "  stage: the debug flag (os.environ._data.get and its parsed value)":
+            lambda: flags.get(os.environ._data.get(key)),
         "  stage: kernel.options() (the checked path's)": kernel.options,
     }
 

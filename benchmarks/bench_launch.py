@@ -184,7 +184,7 @@ def launcher_parts(a, b, n) -> dict:
     dsl = empty_dsl_kernel[1]
     f32, (debug_key, _) = torch.float32, debug_raw_lookup()
 
-    def dsl_signature(x=None, y=None, n=None, /, *more, stream=None, **kwargs):
+    def dsl_signature(x=None, y=None, n=None, /, *more, **kwargs):
         """The DSL function's signature, nothing done: what its call costs alone."""
 
     def positional(x, y, n, /):
@@ -204,7 +204,7 @@ def launcher_parts(a, b, n) -> dict:
         "threading.get_ident() (the owner check of free-threaded builds)": lambda: get_ident(),
         "tensor.dtype is torch.float32 (the DSL's dtype test)": lambda: a.dtype is f32,
         "os.environ._data.get(key) (the DSL's read of LAYOUTKIT_DEBUG)": lambda: os.environ._data.get(debug_key),
-        "a call of f(x, y, n, /, *more, stream=None, **kwargs) (the DSL's signature)": lambda: dsl_signature(a, b, n),
+        "a call of f(x, y, n, /, *more, **kwargs) (the DSL's signature)": lambda: dsl_signature(a, b, n),
         "a call of f(x, y, n, /) (the configured launcher's signature)": lambda: positional(a, b, n),
         "an empty Python call (the lambda around each part)": lambda: None,
     }
