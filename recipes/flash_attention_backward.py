@@ -114,6 +114,9 @@ def ablations(head_dim: int) -> dict[str, Config]:
     candidates.update({f"DQ_WRITE=producer_warps DQ_SPLIT={split}": replace(
         base, DQ_WRITE="producer_warps", DQ_SPLIT=split) for split in ("head_dim", "keys")})
     candidates["DS_STORE=stmatrix"] = replace(base, DS_STORE="stmatrix")
+    candidates.update({f"DQ_WRITE=producer_warps DQ_SPLIT={split} DS_STORE=stmatrix": replace(
+        base, DQ_WRITE="producer_warps", DQ_SPLIT=split, DS_STORE="stmatrix")
+        for split in ("head_dim", "keys")})      # both switches: the likely best
     for name, cfg in candidates.items():
         try:
             cfg.check(head_dim)

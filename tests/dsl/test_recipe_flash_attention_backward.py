@@ -62,9 +62,14 @@ WRITER_ABLATIONS = [(d, name) for d in (64, 128) for name in fb.ablations(d)
 
 
 def test_every_writer_split_is_an_ablation_row():
+    # head dim 64 has no head_dim split (32 dQ columns per warpgroup)
+    both = " DS_STORE=stmatrix"
     assert WRITER_ABLATIONS == [(64, "DQ_WRITE=producer_warps DQ_SPLIT=keys"),
+                                (64, "DQ_WRITE=producer_warps DQ_SPLIT=keys" + both),
                                 (128, "DQ_WRITE=producer_warps DQ_SPLIT=head_dim"),
-                                (128, "DQ_WRITE=producer_warps DQ_SPLIT=keys")]
+                                (128, "DQ_WRITE=producer_warps DQ_SPLIT=keys"),
+                                (128, "DQ_WRITE=producer_warps DQ_SPLIT=head_dim" + both),
+                                (128, "DQ_WRITE=producer_warps DQ_SPLIT=keys" + both)]
 
 
 @pytest.mark.parametrize("d, name", WRITER_ABLATIONS)
