@@ -246,6 +246,12 @@ class ThreadClass:
     def who(self) -> str:
         return describe_threads(self.role, self.cta if self.in_cluster else None, self.tids)
 
+    def know_positions(self, by_type: dict) -> None:
+        """Give select the positions of the events per type ({type: [positions] ascending},
+        every event in one list), as the builder of the events knows them; valid while the
+        events stay as many."""
+        self.__dict__.setdefault("_selected", {})[("by type", len(self.events))] = by_type
+
     def select(self, *kinds) -> list:
         """[(position, event)] of the events whose type is one of `kinds`, in program order:
         what a rule reading only those kinds walks (remembered per kinds while the events stay

@@ -253,18 +253,22 @@ class Rules:
         for c in self.p.classes:
             groups = {"wgmma": [[]], "tma_store": [[]]}    # last list: uncommitted
             for _, e in c.select(SharedRead, Commit, GroupWait, Arrive, SharedWrite):
-                if isinstance(e, SharedRead) and e.proxy in groups:
-                    groups[e.proxy][-1].append(e)
-                elif isinstance(e, Commit) and e.kind in groups:
-                    groups[e.kind].append([])
-                elif isinstance(e, GroupWait) and e.kind in groups:
-                    kept = groups[e.kind][:-1]
-                    kept = kept[len(kept) - e.pending:] if e.pending else []
-                    groups[e.kind] = kept + [groups[e.kind][-1]]
-                elif isinstance(e, Arrive):
+                kind = type(e)
+                if kind is SharedRead:
+                    if e.proxy in groups:
+                        groups[e.proxy][-1].append(e)
+                elif kind is Commit:
+                    if e.kind in groups:
+                        groups[e.kind].append([])
+                elif kind is GroupWait:
+                    if e.kind in groups:
+                        kept = groups[e.kind][:-1]
+                        kept = kept[len(kept) - e.pending:] if e.pending else []
+                        groups[e.kind] = kept + [groups[e.kind][-1]]
+                elif kind is Arrive:
                     if guarded.get(e.slot):
                         self.release(c, e, [r for g in groups["wgmma"] for r in g], guarded)
-                elif isinstance(e, SharedWrite):
+                else:
                     if len(groups["tma_store"]) == 1 and not groups["tma_store"][0]:
                         continue                    # no TMA store in flight
                     for read in (r for g in groups["tma_store"] for r in g):

@@ -606,18 +606,23 @@ class Extractor:
         classes, made = [], {}           # an event of a proto is made once for equal fields
         # the events whose fields do not depend on the class, made once for every class
         shared = [None if p.kind in PER_CLASS else p.kind(**p.fields) for p in self.log]
+        kinds: dict = {}                 # event type -> its code
+        codes = np.array([kinds.setdefault(p.kind, len(kinds)) for p in self.log], dtype=np.intp)
         for members in groups.values():
             threads = np.array(members)
             rep, size = members[0], len(members)
             chosen = masks[which, rep]
             chosen[inits] = masks[which[inits]][:, threads].any(axis=1)
-            events = [shared[i] or self._event(i, size, threads, made)
-                      for i in np.nonzero(chosen)[0].tolist()]
+            taken = np.nonzero(chosen)[0]
+            events = [shared[i] or self._event(i, size, threads, made) for i in taken.tolist()]
             if events:
                 role = int(self.role[rep])
-                classes.append((rep, km.ThreadClass(
-                    self.roles[role] if role >= 0 else None, int(self.cta[rep]),
-                    tuple(self.tid[threads].tolist()), events, self.ctas > 1)))
+                c = km.ThreadClass(self.roles[role] if role >= 0 else None, int(self.cta[rep]),
+                                   tuple(self.tid[threads].tolist()), events, self.ctas > 1)
+                of = codes[taken]
+                c.know_positions({kind: np.flatnonzero(of == code).tolist()
+                                  for kind, code in kinds.items() if (of == code).any()})
+                classes.append((rep, c))
         classes.sort(key=lambda item: item[0])
         assumed = ", ".join(f"{self.params[vid]}={int(self.values.fixed[vid])}"
                             for vid in self.searched)
