@@ -372,10 +372,11 @@ def test_generated_kernels_have_distinct_cacheable_fingerprints():
 def test_heavy_epilogue_runs_in_narrower_chunks():
     """C (f32), an f32 bias and a bf16 residual beside an f32 output load 10 bytes per value:
     the kernel takes 32-column chunks (recipes/_gemm_kernel.py chunk_columns) so they fit the
-    registers; D = gelu(0.5 * acc + 2 * C + bias) + residual on a ragged 130 x 200 x 72
-    problem, one CTA taking all four tiles, against float64."""
+    registers; D = gelu(0.5 * acc + 2 * C + bias) + residual on a ragged 70 x 200 x 72
+    problem (masked rows; a full tile and one whose third chunk is partial and fourth empty),
+    one CTA taking both tiles, against float64."""
     rng = np.random.default_rng(5)
-    m, n, k = 130, 200, 72
+    m, n, k = 70, 200, 72
     a, b, x = problem(m, n, k, "K", 4)
     (c, bias, residual), (c64, bias64, res64) = epilogue_operands(m, n, rng)
     c = from_bf16(c).astype(np.float32)
