@@ -138,6 +138,30 @@ def test_a_held_from_pointers_entry_is_called_without_a_lookup_for_the_same_fact
     assert [c.packed for c in gpu.calls[3:]] == [packed(x, Y, n, 2.0) for x, n in calls]
 
 
+def test_without_the_gil_nothing_is_held_and_every_call_looks_up(monkeypatch):
+    """On a free-threaded build the busy flag guards nothing: no LaunchParts, no held entry."""
+    from layoutkit.dsl.core import launch_fast
+    from layoutkit.ptx import launcher
+    monkeypatch.setattr(launch_fast, "gil_guards_launches", lambda: False)
+    monkeypatch.setattr(launcher, "gil_guards_launches", lambda: False)
+
+    @lk.kernel(num_warps=1)
+    def free(x: lk.Pointer[lk.f32], n: lk.i32):
+        """No body."""
+    gpu = FakeGPU(monkeypatch, [free])
+    try:
+        free[1](X, 64)
+        (entry,) = free._fast.launchers.values()
+        assert entry.__name__ == "launcher_from_pointers"
+        lookups = free._fast.namespace["_lk_launchers"] = Lookups(free._fast.launchers)
+        for n in (64, 64, 32):
+            free[1](X, n)
+        assert len(lookups.keys) == 3 and free[1].__globals__["_lk_entry"] is None
+        assert [c.packed for c in gpu.calls] == [struct.pack("<Qi", X.ptr, n) for n in (64, 64, 64, 32)]
+    finally:
+        gpu.reset()
+
+
 def test_an_equal_constexpr_that_is_another_object_is_looked_up(gpu, checked):
     for text in ("100000", "100000", "100000", "7"):
         tagged[1](X, 4096, int(text))                # a new int object each time

@@ -124,7 +124,7 @@ import sys
 
 from layoutkit.ptx import debug_raw_lookup
 from layoutkit.ptx.fastpath import NeverATensor
-from layoutkit.ptx.launcher import PACK_ERRORS, LaunchParts
+from layoutkit.ptx.launcher import PACK_ERRORS, LaunchParts, gil_guards_launches
 
 from .arguments import INT_RANGE, Parameter
 from .tensor_args import NARROW_LIMIT, STRIDE_BYTES
@@ -169,13 +169,16 @@ def torch_dtypes(torch) -> dict[DType, object]:
 
 
 def fast_launch_source(params: list[Parameter], debug: bool | None,
-                       relaxed: dict | None = None) -> str:
+                       relaxed: dict | None = None, hold_entries: bool = True) -> str:
     """The source of `launch(<the kernel's parameters>)` and its held state (see the module
     docstring), which FastLaunch.make_launch runs once per grid, in globals of the grid's own (`_lk_grid`
     and the held state) whose builtins are the kernel's namespace. `debug`: the kernel's fixed
     debug flag, or None to read LAYOUTKIT_DEBUG at each launch. `relaxed`: the kernel's
     do_not_specialize facts (layoutkit.dsl.core.nospec.relaxed_facts), computed as its key has
-    them (an integer: '+' or ''; a tensor extent: '+'). The namespace: _lk_T (torch.Tensor),
+    them (an integer: '+' or ''; a tensor extent: '+'). `hold_entries`: hold a launcher entry
+    as the parts are held (False on free-threaded builds, where the busy flag guards nothing: an
+    entry is then looked up at every call, and LaunchParts never come). The namespace: _lk_T
+    (torch.Tensor),
     _lk_D<i> (torch dtype of pointer i), _lk_launchers (fast key -> LaunchParts, or a
     from_pointers launcher), _lk_Parts (LaunchParts), _lk_PACK_ERRORS, _lk_checked(grid, args,
     stream, kwargs) (Kernel.launch), _lk_NO (the default of an argument not given), _lk_bind
@@ -273,7 +276,10 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
         "    elif _lk_e is None:",
         f"        {checked}",
         "    else:   # a from_pointers launcher or a tensor-map entry, which packs and launches",
-        "        _lk_entry, _lk_cT = _lk_e, _lk_T",
+        *(["        _lk_entry, _lk_cT = _lk_e, _lk_T"] if hold_entries else [
+            f"        if _lk_e({', '.join(runtime + pointers)}) is None:",
+            "            return None",
+            f"        {checked}"]),
         *([f"    {', '.join(held_facts)} = {', '.join(fact_values)}"] if held_facts else [])]
     pack = [f"{lasts[0]} = None   # the buffer is in doubt until the pack below completes",
             "if _lk_entry is None:",
@@ -444,7 +450,7 @@ class FastLaunch:
                           "_lk_os": os, "_lk_debug_key": lookup and lookup[0], "_lk_flags": lookup and lookup[1]}
         exec(bind_source(params), self.namespace)
         self.namespace["_lk_other"] = other_call(checked)
-        self.code = compile(fast_launch_source(params, debug, relaxed),
+        self.code = compile(fast_launch_source(params, debug, relaxed, gil_guards_launches()),
                             f"<layoutkit fast launch of {name}>", "exec")
         self.make = self.make_launch
 
