@@ -89,6 +89,13 @@ def layoutkit_dsl_launcher(a, b, n):
     return run
 
 
+def layoutkit_dsl_indexed(a, b, n):
+    """`kernel[1](x, y, n)` with the grid indexed at every call, as the recipes launch."""
+    def run():
+        empty_dsl_kernel[1](a, b, n)
+    return run
+
+
 def raw_floor_launcher(a, b, n):
     """cuLaunchKernel on the same cubin with the parameters packed once: the floor."""
     cu = driver.bindings()
@@ -235,6 +242,7 @@ def main() -> None:
         "layoutkit kernel.configure(grid, block)(x, y, n)": layoutkit_configured_launcher(a, b, n),
         "  same, tensors alternating (packed every launch)": layoutkit_configured_alternating(a, b, n),
         "layoutkit DSL kernel[grid](x, y, n)": layoutkit_dsl_launcher(a, b, n),
+        "  same, kernel[1] indexed at every call": layoutkit_dsl_indexed(a, b, n),
         "triton (empty @triton.jit)": triton_launcher(a, b, n),
         "torch x.add_(1)": torch_launcher(a, b, n),
     }
