@@ -171,14 +171,14 @@ def torch_dtypes(torch) -> dict[DType, object]:
 def fast_launch_source(params: list[Parameter], debug: bool | None,
                        relaxed: dict | None = None, hold_entries: bool = True) -> str:
     """The source of `launch(<the kernel's parameters>)` and its held state (see the module
-    docstring), which FastLaunch.make_launch runs once per grid, in globals of the grid's own (`_lk_grid`
-    and the held state) whose builtins are the kernel's namespace. `debug`: the kernel's fixed
-    debug flag, or None to read LAYOUTKIT_DEBUG at each launch. `relaxed`: the kernel's
-    do_not_specialize facts (layoutkit.dsl.core.nospec.relaxed_facts), computed as its key has
-    them (an integer: '+' or ''; a tensor extent: '+'). `hold_entries`: hold a launcher entry
-    as the parts are held (False on free-threaded builds, where the busy flag guards nothing: an
-    entry is then looked up at every call, and LaunchParts never come). The namespace: _lk_T
-    (torch.Tensor),
+    docstring), which FastLaunch.make_launch runs once per grid, in globals of the grid's own
+    (`_lk_grid` and the held state) whose builtins are the kernel's namespace. `debug`: the
+    kernel's fixed debug flag, or None to read LAYOUTKIT_DEBUG at each launch. `relaxed`: the
+    kernel's do_not_specialize facts (layoutkit.dsl.core.nospec.relaxed_facts), computed as its
+    key has them (an integer: '+' or ''; a tensor extent: '+'). `hold_entries`: hold a launcher
+    entry as the parts are held (False on free-threaded builds, where the busy flag guards
+    nothing: an entry is then looked up at every call, and LaunchParts never come). The
+    namespace: _lk_T (torch.Tensor),
     _lk_D<i> (torch dtype of pointer i), _lk_launchers (fast key -> LaunchParts, or a
     from_pointers launcher), _lk_Parts (LaunchParts), _lk_PACK_ERRORS, _lk_checked(grid, args,
     stream, kwargs) (Kernel.launch), _lk_NO (the default of an argument not given), _lk_bind
@@ -198,7 +198,7 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
     debug flag and the grid, the checked key's form), and are packed."""
     names = [_local(i, p) for i, p in enumerate(params)]
     checks, ranges, reads, pointers, runtime = [], [], [], [], []
-    facts, tests, key, packed = [], [], [], []     # fact lines; fact tests; key items; packed values
+    facts, tests, key, packed = [], [], [], []     # fact lines, fact tests, key items, packed
     for i, p in enumerate(params):
         a = names[i]
         if p.kind == "constexpr":
@@ -307,9 +307,10 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
         "    if _lk_err:",
         "        _lk_failed(_lk_err, _lk_s)",
         "    return None"]
+    has_tensors = any(p.kind == "tensor" for p in params)
     errors = {name: why for name, why, where in (
         ("AttributeError", "os.environ replaced", debug is None),
-        ("ValueError", "a tensor of another rank", any(p.kind == "tensor" for p in params))) if where}
+        ("ValueError", "a tensor of another rank", has_tensors)) if where}
     caught = next(iter(errors)) if len(errors) == 1 else f"({', '.join(errors)})"
     body = (["try:"] + ["    " + line for line in reads] +
             [f"except {caught}:   # {'; '.join(errors.values())}", f"    {checked}"]
