@@ -288,7 +288,8 @@ def congruent(a, b) -> bool:
 def _idx_mod_div(idx, s):
     if type(idx) is int and type(s) is int:
         return idx % s, idx // s
-    return symbolic.norm(idx % s), symbolic.norm(idx // s)
+    rem = symbolic.mod(idx, s) if type(s) is int else idx % s
+    return symbolic.norm(rem), symbolic.norm(idx // s)
 
 
 def crd2idx(crd, shape, stride=None):

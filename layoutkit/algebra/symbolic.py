@@ -22,7 +22,7 @@ from .errors import LayoutError
 from .sympy_gate import is_symbolic, memoized as _memoized
 
 __all__ = ["symbol", "is_symbolic", "norm", "divides", "le", "lt", "eq", "require", "display",
-           "ceil_div", "exact_div", "substitute", "hidden_symbols", "Extent"]
+           "ceil_div", "exact_div", "substitute", "hidden_symbols", "Extent", "mod"]
 
 class Extent(sympy.Symbol):
     """A positive-integer symbol that knows its declared divisor (part of its identity)."""
@@ -84,7 +84,22 @@ def norm(x):
 
 def expand(x):
     """x multiplied out, so that sums of products stay in one canonical form."""
-    return sympy.expand(x)
+    return x if isinstance(x, sympy.Basic) and _multiplied_out(x) else sympy.expand(x)
+
+
+def _multiplied_out(x) -> bool:
+    """x is a sum of products of numbers, symbols and functions of such, with no sum inside
+    a product and no power: what sympy.expand returns unchanged (most index arithmetic, whose
+    expansion would cost ~0.2 ms of sympy's rebuilding per new expression)."""
+    if x.is_Atom:
+        return x.is_Symbol or x.is_Rational
+    if x.is_Add:
+        return all(not a.is_Add and _multiplied_out(a) for a in x.args)
+    if x.is_Mul:
+        return all(not a.is_Add and not a.is_Mul and _multiplied_out(a) for a in x.args)
+    if isinstance(x, (sympy.floor, sympy.ceiling, sympy.Mod)):
+        return all(_multiplied_out(a) for a in x.args)
+    return False
 
 
 def display(x) -> str:
@@ -415,7 +430,10 @@ def exact_div(n, d, context: str):
 def ceil_div(a, b):
     """ceiling(a / b) for positive b, simplified."""
     if type(a) is Extent and type(b) is int and b > 0:   # E/b is exact exactly when b | d
-        return a / b if a.divisor % b == 0 else sympy.ceiling(a / b)
+        # sympy proves nothing of E/b (a positive integer over b > 1 of unknown size and
+        # parity) and returns ceiling(E/b) as built: its evaluation, skipped here, is ~2 ms
+        # of assumption queries the first time a process meets each extent
+        return a / b if a.divisor % b == 0 else sympy.ceiling(a / b, evaluate=False)
     return _ceil_div_general(a, b)
 
 
@@ -427,6 +445,52 @@ def _ceil_div_general(a, b):
     if lt(0, a) and le(a, b):
         return 1
     return norm(sympy.ceiling(q))
+
+
+def _plain_counter(p) -> bool:
+    """p is a symbol of which sympy knows only that it is a nonnegative integer (a thread or
+    loop index, a nonnegative extent): no parity, no upper bound."""
+    return isinstance(p, sympy.Symbol) and p.is_integer is True and p.is_nonnegative is True \
+        and p.is_even is None
+
+
+def _unbounded_term(x, depth: int = 0) -> bool:
+    """x is a plain counter s, floor(r*u + b) (r = +-1/d, d >= 2, b rational, u such a term) or,
+    inside a sum, -u: an integer with no upper or no lower bound and no parity that sympy can
+    prove, and a polynomial generator of content 1 (a ring counter, a tile count
+    -floor(-E/d), a phase floor(counter/stages))."""
+    if _plain_counter(x):
+        return True
+    if depth > 3:
+        return False
+    if x.is_Mul and len(x.args) == 2 and x.args[0] is sympy.S.NegativeOne:
+        return depth > 0 and _unbounded_term(x.args[1], depth + 1)
+    if type(x) is not sympy.floor:
+        return False
+    const, lin = x.args[0].as_coeff_Add()
+    coeff, u = lin.as_coeff_Mul()
+    return const.is_Rational and coeff.is_Rational and abs(coeff.p) == 1 and coeff.q >= 2 \
+        and _unbounded_term(u, depth + 1)
+
+
+def mod(p, q):
+    """sympy.Mod(p, q), built directly for an int q >= 2 and p = x or x + c (c an int, x an
+    _unbounded_term): sympy's evaluation then proves nothing of x (its parity, a bound, a
+    common factor) and returns Mod(x + c % q, q) -- after ~1-10 ms of assumption queries per
+    new expression, the first time a process meets it (each ring counter's stage and phase)."""
+    if isinstance(q, sympy.Integer):
+        q = int(q)
+    if type(q) is int and q >= 2:
+        if _unbounded_term(p):
+            return sympy.Mod(p, q, evaluate=False)
+        if type(p) is sympy.Add and len(p.args) == 2 and p.args[0].is_Integer and \
+                _unbounded_term(p.args[1], 1):
+            rest = int(p.args[0]) % q
+            if rest:
+                return sympy.Mod(p.args[1] + rest, q, evaluate=False)
+            if not p.args[1].is_Mul:                       # sympy writes Mod(-u, q) (q-1)*u
+                return sympy.Mod(p.args[1], q, evaluate=False)
+    return sympy.Mod(p, q)
 
 
 def substitute(x, values: dict):

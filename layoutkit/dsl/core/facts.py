@@ -7,8 +7,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 from layoutkit.algebra import divides, less
-from layoutkit.algebra.sympy_gate import memoized
+from layoutkit.algebra.sympy_gate import deferred_module, memoized
 from layoutkit.algebra.sympy_gate import sympy
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")   # (sympy: at a trace, not at import)
 
 
 def provably_divisible(expr, d: int) -> bool:
@@ -168,7 +170,7 @@ def within_block(expr, tid, threads: int):
     def mod_(a, q):
         if a == tid and q.is_Integer and q >= threads:
             return tid
-        return sympy.Mod(a, q)
+        return symbolic.mod(a, q)
     expr = sympy.sympify(expr)
     return expr.replace(sympy.floor, floor_).replace(sympy.Mod, mod_)
 

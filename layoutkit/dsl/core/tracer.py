@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-from layoutkit.algebra.sympy_gate import sympy
+from layoutkit.algebra.sympy_gate import deferred_module, sympy
 from layoutkit.ptx.isa.warp import WARP_SIZE
 
 from .errors import TraceError, here
@@ -20,6 +20,8 @@ from .scoping import escaped
 from .ir import Block, Function, Op, Value
 from .opdef import SM90A, definition
 from .types import DType, i32, i64, u32
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")   # (sympy: at a trace, not at import)
 
 _ACTIVE: contextvars.ContextVar["Trace | None"] = contextvars.ContextVar("layoutkit_trace",
                                                                         default=None)
@@ -262,7 +264,7 @@ def warp_id():
 
 def lane_id():
     """The thread's lane in its warp, tid % 32."""
-    return sympy.Mod(current("lk.lane_id()").special("thread_idx", 0), WARP_SIZE)
+    return symbolic.mod(current("lk.lane_id()").special("thread_idx", 0), WARP_SIZE)
 
 
 def block_id(axis: int = 0) -> sympy.Symbol:

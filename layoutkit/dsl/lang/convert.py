@@ -13,7 +13,7 @@ Both are derived from the two TV layouts by enumerating who owns which tile coor
 from __future__ import annotations
 
 from layoutkit.algebra import Layout
-from layoutkit.algebra.sympy_gate import sympy
+from layoutkit.algebra.sympy_gate import deferred_module, sympy
 
 from ..core.errors import LayoutMismatchError, TraceError
 from .memory import load, store
@@ -23,6 +23,8 @@ from .shared import shared_tensor
 from ..core.tracer import current
 from ..core.types import bool_, i32
 from ..core.values import RegisterTensor, TVLayout
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")   # (sympy: at a trace, not at import)
 
 
 def _owners(tv: TVLayout) -> dict:
@@ -73,7 +75,7 @@ def shuffle_plan(src: TVLayout, dst: TVLayout):
 
 def _bitwise_expr(tid, fit):
     c, weights = fit
-    return c + sum((w * sympy.Mod(sympy.floor(tid / (1 << b)), 2) for b, w in weights.items()),
+    return c + sum((w * symbolic.mod(sympy.floor(tid / (1 << b)), 2) for b, w in weights.items()),
                    sympy.Integer(0))
 
 

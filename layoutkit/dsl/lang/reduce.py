@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from layoutkit.algebra import Layout, composition, flatten, make_layout
-from layoutkit.algebra.sympy_gate import sympy
+from layoutkit.algebra.sympy_gate import deferred_module, sympy
 
 from ..core.errors import TraceError
 from .ownership import broadcast_map, plan_reduction
@@ -31,6 +31,8 @@ from .shared import allocate, shared_access
 from ..core.tracer import current
 from ..core.types import f32, i32
 from ..core.values import RegisterTensor, TVLayout
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")   # (sympy: at a trace, not at import)
 
 KINDS = {"reduce_max": "max", "reduce_sum": "add"}
 
@@ -48,7 +50,7 @@ def in_loop(trace) -> bool:
 
 
 def _bit(tid, b: int):
-    return sympy.Mod(sympy.floor(tid / (1 << b)), 2)
+    return symbolic.mod(sympy.floor(tid / (1 << b)), 2)
 
 
 def _across_warps(trace, plan, values: list, combine, what: str) -> list:
@@ -60,7 +62,7 @@ def _across_warps(trace, plan, values: list, combine, what: str) -> list:
     _, base = plan.layout.layout.slice_and_offset((tid, None))
     bits = plan.warp_bits
     if list(bits) == list(range(bits[0], bits[0] + len(bits))):     # one contiguous field
-        rank = sympy.Mod(sympy.floor(tid / (1 << bits[0])), 1 << len(bits))
+        rank = symbolic.mod(sympy.floor(tid / (1 << bits[0])), 1 << len(bits))
     else:
         rank = sum((_bit(tid, b) * (1 << i) for i, b in enumerate(bits)), sympy.Integer(0))
     value_layout = plan.layout.layout[1]

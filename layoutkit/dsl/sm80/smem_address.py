@@ -15,9 +15,11 @@ displacement): address = Sw(inner) + outer + disp.
 """
 from __future__ import annotations
 
-from layoutkit.algebra.sympy_gate import sympy
+from layoutkit.algebra.sympy_gate import deferred_module, sympy
 
 from ..core.facts import provably_divisible
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")   # (sympy: at a trace, not at import)
 
 BANKS = 32
 BANK_BYTES = 4
@@ -79,7 +81,7 @@ def bit_expr(tid, fit, threads: int):
     for low, bits, weight in runs:
         field = sympy.floor(tid / (1 << low)) if low else tid
         if threads > 1 << (low + bits):                  # higher bits exist: mask them off
-            field = sympy.Mod(field, 1 << bits)
+            field = symbolic.mod(field, 1 << bits)
         expr += weight * field
     return expr
 

@@ -32,13 +32,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from layoutkit.algebra.sympy_gate import sympy
+from layoutkit.algebra.sympy_gate import deferred_module, sympy
 from layoutkit.sync import PipelineState, PipelineStateError
 
 from ..core.errors import TraceError
 from ..core.facts import provably_less
 from ..core.bounds import value_range
 from ..core.tracer import active_trace, is_int_expr
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")   # (sympy: at a trace, not at import)
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,13 @@ class RingState:
     def stage(self):
         if isinstance(self.counter, int):
             return self._concrete().index
-        return sympy.Mod(self.counter, self.stages)
+        return symbolic.mod(self.counter, self.stages)
 
     @property
     def phase(self):
         if isinstance(self.counter, int):
             return self._concrete().phase
-        return sympy.Mod(sympy.floor(self.counter / self.stages) + self.start_phase, 2)
+        return symbolic.mod(sympy.floor(self.counter / self.stages) + self.start_phase, 2)
 
     def _concrete(self) -> PipelineState:
         return PipelineState(self.stages, 0, self.start_phase).advance_by(self.counter)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 
-from layoutkit.algebra.sympy_gate import sympy
+from layoutkit.algebra.sympy_gate import deferred_module, sympy
 from layoutkit.ptx.isa import setmaxnreg
 from layoutkit.ptx.isa.warp import WARP_SIZE as WARP_THREADS
 from layoutkit.sync import (NAMED_BARRIER_COUNT, WARPGROUP_THREADS, WHOLE_CTA_ID, NamedBarrier,
@@ -34,6 +34,8 @@ from ..core.ir import Block
 from ..core.sync_trace import (NamedBarrierUse, RoleRegion, current_role, require_form,
                                sync_state, warp_uniform)
 from ..core.tracer import current
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")   # (sympy: at a trace, not at import)
 
 WARPGROUP_WARPS = WARPGROUP_THREADS // WARP_THREADS
 # Ops that every thread of the CTA (or cluster) must reach: refused inside a role region.
@@ -52,12 +54,12 @@ def warpgroup_id():
 
 def warp_id_in_warpgroup():
     """The warp's index in its warpgroup, (tid // 32) % 4."""
-    return sympy.Mod(sympy.floor(_tid() / WARP_THREADS), WARPGROUP_WARPS)
+    return symbolic.mod(sympy.floor(_tid() / WARP_THREADS), WARPGROUP_WARPS)
 
 
 def thread_id_in_warpgroup():
     """The thread's index in its warpgroup, tid % 128."""
-    return sympy.Mod(_tid(), WARPGROUP_THREADS)
+    return symbolic.mod(_tid(), WARPGROUP_THREADS)
 
 
 def _warpgroups(what: str, warpgroups, available: int) -> tuple[int, int]:

@@ -45,7 +45,7 @@ into (load: each receiving CTA's) shared memory:
 from __future__ import annotations
 
 from layoutkit.algebra import Layout, size
-from layoutkit.algebra.sympy_gate import sympy
+from layoutkit.algebra.sympy_gate import deferred_module, sympy
 from layoutkit.ptx.isa.tma import MAX_PENDING_BULK_GROUPS
 
 from ..cluster import block_rank_in_cluster
@@ -58,6 +58,8 @@ from .derive import SMEM_ALIGN, TmaError, plan_copies, tensor_modes, tile_to_mod
 from .tensor_map import tensormap_param
 from ...core.tracer import current
 from ...core.types import i32
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")   # (sympy: at a trace, not at import)
 
 AXES = "xyz"
 
@@ -133,7 +135,7 @@ def _multicast_group(trace, what: str, multicast):
                          "@lk.kernel(cluster=(x, y, z))")
     rank = block_rank_in_cluster()
     strides = (1, cluster[0], cluster[0] * cluster[1])
-    coord = {a: sympy.Mod(sympy.floor(rank / strides[i]), cluster[i])
+    coord = {a: symbolic.mod(sympy.floor(rank / strides[i]), cluster[i])
              for i, a in enumerate(AXES)}
     ctas, slot, base, pattern_ranks = 1, sympy.Integer(0), rank, [0]
     for a in AXES:
