@@ -108,6 +108,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-ablations", action="store_true")
     parser.add_argument("--no-table", action="store_true",
                         help="skip the table against the peers (ablation rows only)")
+    parser.add_argument("--ablation-causal", choices=("both", "False", "True"), default="both",
+                        help="the ablation rows' causal setting(s)")
     parser.add_argument("--ablations", nargs="+", metavar="TEXT",
                         help="only the ablation rows whose name contains one of these (and the "
                              "default)")
@@ -147,8 +149,10 @@ def main(argv=None) -> int:
     if not args.no_ablations:
         print("\nAblations (seqlen 8192; TFLOP/s, ratio to the default):\n")
         print("| hd | causal | config | TFLOP/s | ratio |\n|---|---|---|---|---|")
+        causals = (False, True) if args.ablation_causal == "both" else \
+            (args.ablation_causal == "True",)
         for d in [d for d in (64, 128, 256) if d in args.head_dims]:
-            for causal in (False, True):
+            for causal in causals:
                 configs = {name: cfg for name, cfg in fb.ablations(d).items()
                            if name == "default" or not args.ablations or
                            any(text in name for text in args.ablations)}

@@ -54,7 +54,8 @@ who issues the dQ reductions: "consumers" (each warpgroup its own, as above) or
 "producer_warps" (the consumers hand dQ over through shared memory to warps 1-3 of the producer
 warpgroup, which reduce it: recipes/_flash_attention_backward_dq_writer.py), DS_STORE how
 each step's dS^T reaches sdS ("st": 4-byte st.shared per value pair, 16 per thread; "stmatrix":
-4 stmatrix.x4 per thread), and
+4 stmatrix.x4 per thread), DQ_FIRST whether dQ = dS K is issued before dK's wgmma (its
+reduction or hand-off then runs while dK computes) or after it (both retired first), and
 the register budgets; DKV_SPLIT "head_dim" (head dim 256) replaces this file's consumers by
 recipes/_flash_attention_backward_columns.py's (64 keys per CTA, head_dim split for dK, dV).
 """
@@ -102,7 +103,7 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
                   neg_lse2: lk.Tensor[lk.f32, 1], delta: lk.Tensor[lk.f32, 1], GROUP: lk.i32,
                   SCALE: lk.f32, SCALE_LOG2: lk.f32, D: lk.constexpr, STAGES: lk.constexpr,
                   CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr, DKV_SPLIT: lk.constexpr,
-                  DQ_WRITE: lk.constexpr, DS_STORE: lk.constexpr,
+                  DQ_WRITE: lk.constexpr, DS_STORE: lk.constexpr, DQ_FIRST: lk.constexpr,
                   PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
     """The kernel (module docstring). q, do (batch, seqlen_q, heads_q, D); k, v, dk, dv (batch,
     seqlen_k, heads_kv, D), D contiguous; dq_acc f32 (batch * heads_q * nqb * 64, D), row
@@ -308,28 +309,47 @@ class Consumer:
         delta = self.query_values("delta", s.stage)
         dS16 = lk.cast(P * (dP - delta), lk.bf16)
         a, b = self.share_ds(i, dS16)       # before dK's wgmma, which owns dS16 until retired
-        lk.sm90.wgmma_fence()
-        dK = lk.sm90.wgmma(dK, dS16, sQ.T, accumulate=True)
-        lk.sm90.wgmma_commit()
+        if e.DQ_FIRST:                      # dQ's reduction or hand-off under dK's wgmma
+            dQ = self.issue_dq(a, b)
+            lk.sm90.wgmma_fence()
+            dK = lk.sm90.wgmma(dK, dS16, sQ.T, accumulate=True)
+            lk.sm90.wgmma_commit()
+            lk.sm90.wgmma_wait(1)                           # dQ done, dK still running
+            self.reduce_dq(i, h, m, dQ)
+            lk.sm90.wgmma_wait(0)
+        else:
+            lk.sm90.wgmma_fence()
+            dK = lk.sm90.wgmma(dK, dS16, sQ.T, accumulate=True)
+            lk.sm90.wgmma_commit()
+            dQ = self.issue_dq(a, b)
+            lk.sm90.wgmma_wait(0)
+        release(e.q_empty, s.stage)
+        release(e.do_empty, s.stage)
+        if not e.DQ_FIRST:
+            self.reduce_dq(i, h, m, dQ)
+        return dK, dV
+
+    def issue_dq(self, a, b):
+        """dQ = dS K from the shared operands of share_ds (one committed wgmma group)."""
         lk.sm90.wgmma_fence()                   # ptxas wants one before the fresh dQ accumulator
         dQ = lk.sm90.wgmma_accumulator(self.dq_cols)
         for part, (a_keys, b_keys) in enumerate(zip(a, b)):    # 64 keys each: fewer live
             dQ = lk.sm90.wgmma(dQ, a_keys, b_keys, accumulate=part > 0)   # descriptors
         lk.sm90.wgmma_commit()
-        lk.sm90.wgmma_wait(0)
-        release(e.q_empty, s.stage)
-        release(e.do_empty, s.stage)
-        row = e.query_row(h, m)
+        return dQ
+
+    def reduce_dq(self, i, h, m, dQ) -> None:
+        """Step i's dQ part (query block m of head h) into the f32 accumulator: by this
+        warpgroup's reductions, or handed to the producer warps (DQ_WRITE)."""
+        e = self.e
         col = self.wg if e.DQ_SPLIT == "head_dim" else 0
         if e.DQ_WRITE == "producer_warps":
-            part = self.wg if e.DQ_SPLIT == "keys" else 0
-            dq_writer.consumer_hand_off(e, dQ, part, col)
-            return dK, dV
+            dq_writer.consumer_hand_off(e, dQ, self.wg if e.DQ_SPLIT == "keys" else 0, col)
+            return
         if e.DQ_SPLIT == "keys_summed":
             dQ, col = self.sum_halves(i, dQ), self.wg
-        rows = self.dq_acc.tile((BQ, dQ.layout.tile[1]), (row, col))
+        rows = self.dq_acc.tile((BQ, dQ.layout.tile[1]), (e.query_row(h, m), col))
         lk.atomic_add(rows.partition(dQ.layout), dQ)
-        return dK, dV
 
     def sum_halves(self, i, dQ):
         """DQ_SPLIT "keys_summed": the two warpgroups' dQ over their own keys summed before the

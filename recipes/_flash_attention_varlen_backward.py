@@ -68,7 +68,7 @@ def backward_varlen_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4],
                          GROUP: lk.i32, SCALE: lk.f32, SCALE_LOG2: lk.f32,
                          D: lk.constexpr, STAGES: lk.constexpr,
                          CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr, DKV_SPLIT: lk.constexpr,
-                         DQ_WRITE: lk.constexpr, DS_STORE: lk.constexpr,
+                         DQ_WRITE: lk.constexpr, DS_STORE: lk.constexpr, DQ_FIRST: lk.constexpr,
                          PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
     """The kernel (module docstring). q, do (1, total_q, heads_q, D); k, v, dk, dv (1, total_k,
     heads_kv, D); dq_acc f32 (heads_q * head_rows, D) added into (zeroed by the pre-pass),

@@ -40,6 +40,7 @@ class Config:
     DKV_SPLIT: str = "keys"
     DQ_WRITE: str = "consumers"
     DS_STORE: str = "st"
+    DQ_FIRST: bool = False
     PRODUCER_REGISTERS: int = 24
     CONSUMER_REGISTERS: int = 240
 
@@ -69,6 +70,9 @@ class Config:
             raise ValueError(f"{what} {self}: DQ_WRITE is one of {kernel_module.DQ_WRITES}")
         if self.DS_STORE not in kernel_module.DS_STORES:
             raise ValueError(f"{what} {self}: DS_STORE is one of {kernel_module.DS_STORES}")
+        if not isinstance(self.DQ_FIRST, bool) or self.DQ_FIRST and self.DKV_SPLIT != "keys":
+            raise ValueError(f"{what} {self}: DQ_FIRST is True or False, True only for the "
+                             "DKV_SPLIT='keys' consumers")
         if self.DS_STORE == "stmatrix" and self.DKV_SPLIT != "keys":
             raise ValueError(f"{what} {self}: DS_STORE='stmatrix' is the DKV_SPLIT='keys' "
                              "consumers' (head dim 256's store P^T and dS^T as they are)")
@@ -104,8 +108,8 @@ CONFIGS = {64: Config(DQ_SPLIT="keys"), 128: Config(DQ_SPLIT="head_dim"),
 def ablations(head_dim: int) -> dict[str, Config]:
     """The default config and one switched choice per entry (the benchmark's ablation rows):
     the other dQ splits where they can run, ring depths 1 and 3 where they fit, dQ reduced by
-    the producer warps (DQ_WRITE, with DQ_SPLIT head_dim and keys) and dS^T stored by
-    stmatrix (DS_STORE)."""
+    the producer warps (DQ_WRITE, with DQ_SPLIT head_dim and keys), dS^T stored by stmatrix
+    (DS_STORE), dQ issued before dK (DQ_FIRST), and those three together."""
     base = CONFIGS[head_dim]
     rows = {"default": base}
     candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)
@@ -114,9 +118,11 @@ def ablations(head_dim: int) -> dict[str, Config]:
     candidates.update({f"DQ_WRITE=producer_warps DQ_SPLIT={split}": replace(
         base, DQ_WRITE="producer_warps", DQ_SPLIT=split) for split in ("head_dim", "keys")})
     candidates["DS_STORE=stmatrix"] = replace(base, DS_STORE="stmatrix")
-    candidates.update({f"DQ_WRITE=producer_warps DQ_SPLIT={split} DS_STORE=stmatrix": replace(
-        base, DQ_WRITE="producer_warps", DQ_SPLIT=split, DS_STORE="stmatrix")
-        for split in ("head_dim", "keys")})      # both switches: the likely best
+    candidates["DQ_FIRST"] = replace(base, DQ_FIRST=True)
+    candidates.update({f"DQ_WRITE=producer_warps DQ_SPLIT={split} DS_STORE=stmatrix DQ_FIRST":
+                       replace(base, DQ_WRITE="producer_warps", DQ_SPLIT=split,
+                               DS_STORE="stmatrix", DQ_FIRST=True)
+                       for split in ("head_dim", "keys")})      # all three: the likely best
     for name, cfg in candidates.items():
         try:
             cfg.check(head_dim)
@@ -143,6 +149,7 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool,
             float(scale) * LOG2E)
     constexprs = dict(D=d, STAGES=cfg.STAGES, CAUSAL=bool(causal), DQ_SPLIT=cfg.DQ_SPLIT,
                       DKV_SPLIT=cfg.DKV_SPLIT, DQ_WRITE=cfg.DQ_WRITE, DS_STORE=cfg.DS_STORE,
+                      DQ_FIRST=cfg.DQ_FIRST,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
     return (-(-sk // cfg.keys), hk, batch), args, constexprs

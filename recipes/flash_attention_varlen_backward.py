@@ -48,6 +48,7 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, cu_seqlens_q,
             neg_lse2.shape[0] // (hq * BQ), hq // hk, float(scale), float(scale) * padded.LOG2E)
     constexprs = dict(D=d, STAGES=cfg.STAGES, CAUSAL=bool(causal), DQ_SPLIT=cfg.DQ_SPLIT,
                       DKV_SPLIT=cfg.DKV_SPLIT, DQ_WRITE=cfg.DQ_WRITE, DS_STORE=cfg.DS_STORE,
+                      DQ_FIRST=cfg.DQ_FIRST,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
     return (max(1, -(-max_seqlen_k // cfg.keys)), hk, batch), args, constexprs

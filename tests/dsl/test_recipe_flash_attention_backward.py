@@ -63,7 +63,7 @@ WRITER_ABLATIONS = [(d, name) for d in (64, 128) for name in fb.ablations(d)
 
 def test_every_writer_split_is_an_ablation_row():
     # head dim 64 has no head_dim split (32 dQ columns per warpgroup)
-    both = " DS_STORE=stmatrix"
+    both = " DS_STORE=stmatrix DQ_FIRST"
     assert WRITER_ABLATIONS == [(64, "DQ_WRITE=producer_warps DQ_SPLIT=keys"),
                                 (64, "DQ_WRITE=producer_warps DQ_SPLIT=keys" + both),
                                 (128, "DQ_WRITE=producer_warps DQ_SPLIT=head_dim"),
@@ -81,8 +81,9 @@ def test_interpreter_dq_reduced_by_the_producer_warps(d, name):
 
 
 @pytest.mark.parametrize("d, split", [(64, "keys"), (128, "head_dim"), (128, "keys")])
-def test_writer_warps_assemble_without_spills_with_16_byte_reductions(d, split):
-    cfg = fb.Config(DQ_SPLIT=split, DQ_WRITE="producer_warps")
+@pytest.mark.parametrize("others", [{}, dict(DS_STORE="stmatrix", DQ_FIRST=True)])
+def test_writer_warps_assemble_without_spills_with_16_byte_reductions(d, split, others):
+    cfg = fb.Config(DQ_SPLIT=split, DQ_WRITE="producer_warps", **others)
     for causal in (False, True):
         _, args, constexprs = fb.kernel_arguments(*_specs(d), causal, d ** -0.5, cfg)
         with warnings.catch_warnings():
@@ -110,6 +111,14 @@ def test_interpreter_ds_stored_by_stmatrix(d):
         assemble(ptx)
     # 4 per warpgroup and span (masked, unmasked), nothing else
     assert ptx.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 * 2 * 2
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_interpreter_dq_issued_before_dk(d):
+    # the reductions run while dK's wgmma does (consumer warpgroups' own atomics)
+    cfg = fb.ablations(d)["DQ_FIRST"]
+    case = (1, 100, 130, 2, 1, 64, True) if d == 64 else (1, 130, 60, 1, 1, 128, True)
+    assert fb.check_cpu(seed=7, cases=(case,), config=cfg) < 2 ** -6
 
 
 def _specs(d):
@@ -190,6 +199,7 @@ def _args(**change):
     ({}, dict(config=fb.Config(STAGES=0, DQ_SPLIT="keys")), "STAGES >= 1"),
     ({}, dict(config=fb.Config(DQ_SPLIT="keys", DQ_WRITE="tma")), "DQ_WRITE is one of"),
     ({}, dict(config=fb.Config(DQ_SPLIT="keys", DS_STORE="stsm")), "DS_STORE is one of"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="keys", DQ_FIRST=1)), "DQ_FIRST is True or False"),
     (dict(q=Cuda(1, 8, 4, 256), k=Cuda(1, 9, 2, 256), v=Cuda(1, 9, 2, 256),
           grad_o=Cuda(1, 8, 4, 256), o=Cuda(1, 8, 4, 256)),
      dict(config=fb.Config(DKV_SPLIT="head_dim", DS_STORE="stmatrix")),
