@@ -19,6 +19,7 @@ import numpy as np
 
 from layoutkit.sync import MBARRIER_BYTES
 
+from ..core import collector
 from ..core.arguments import bind
 from ..core.kernel import Kernel
 from ..core.types import PointerType, TensorMapType
@@ -139,7 +140,14 @@ class Machine:
 
     def run(self, clusters: list[list[tuple]], grid: tuple, shape: tuple) -> None:
         """Run the clusters (lists of CTA coordinates, in rank order) one after another, the
-        CTAs of a cluster interleaved."""
+        CTAs of a cluster interleaved, with the cyclic collector paused: a run allocates
+        millions of short-lived objects, and the collections they trigger would scan every
+        object of the process (a third of a flash attention run's time); what a run keeps in
+        cycles (its CTAs and threads) lives as long as the machine anyway."""
+        with collector.paused():
+            self._run(clusters, grid, shape)
+
+    def _run(self, clusters: list[list[tuple]], grid: tuple, shape: tuple) -> None:
         for coords in clusters:
             wave = [self.new_cta(c) for c in coords]
             for cta in wave:
@@ -153,6 +161,25 @@ class Machine:
             self.scheduler.run(threads)
             for cta in wave:            # a read of unwritten shared bytes, if one was noted
                 cta.shared.finish(f"CTA {cta.coord}: ")
+            if not self.scheduler.pending:
+                release(wave)
+
+
+def release(wave: list) -> None:
+    """Break a finished cluster's reference cycles (its threads and CTAs, their coroutines and
+    the families' state), so that reference counting frees them, not a scan of the collector's."""
+    for cta in wave:
+        for thread in cta.threads:
+            thread.gen = thread.waiting = thread.yielded = None
+            thread.env.clear()
+            thread.state.clear()
+            thread.notes.clear()
+        for warp in cta.warps:
+            warp.threads.clear()
+        cta.warps.clear()
+        cta.threads.clear()
+        cta.state.clear()
+        cta.barriers.clear()
 
 
 def async_agents(fn) -> dict:

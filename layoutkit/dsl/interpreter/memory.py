@@ -29,7 +29,7 @@ from layoutkit.sync import kernel_model as km
 from ..core.types import DType
 from .errors import MemoryFaultError, RaceError, UnwrittenReadError
 from . import float8
-from .numerics import bf16_from_f32_bits
+from .numerics import BF16_SCALARS, bf16_from_f32_bits
 
 _NUMPY = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
           "i64": np.int64, "u32": np.uint32}
@@ -39,14 +39,15 @@ def decode(raw: np.ndarray, dtype: DType) -> list:
     """Register values of the little-endian bytes `raw` (uint8) read as dtype elements."""
     name = dtype.name
     if name == "bf16":
-        return list(_BF16_VALUES[raw.view(np.uint16)])
+        halves = _HALVES.get(raw.size)
+        if halves is None:
+            halves = _HALVES[raw.size] = struct.Struct(f"<{raw.size // 2}H")
+        return [BF16_SCALARS[h] for h in halves.unpack(raw.tobytes())]
     if name in float8.FORMATS:
         return list(float8.from_bits(raw, name))
     values = raw.view(_NUMPY[name])
-    if dtype.is_int:
-        return [int(v) for v in values]
-    if name == "f64":
-        return [float(v) for v in values]
+    if dtype.is_int or name == "f64":
+        return values.tolist()          # Python ints, floats
     return list(values)
 
 
@@ -70,8 +71,7 @@ def encode(values, dtype: DType) -> np.ndarray:
 
 
 _PACKS: dict = {}
-# the float32 register value of every bf16 bit pattern (its high half)
-_BF16_VALUES = (np.arange(1 << 16, dtype=np.uint32) << 16).view(np.float32)
+_HALVES: dict = {}                  # byte count -> the Struct of its little-endian uint16s
 
 
 def _bf16_bytes(values) -> np.ndarray:

@@ -130,14 +130,20 @@ _F64_BITS, _F64_PACK = struct.Struct("<Q"), struct.Struct("<d").pack
 _F32_MIN_NORMAL = _TINY["f32"]
 
 
+# the float32 register value of every bf16 bit pattern (its high half), as numpy scalars:
+# a bf16 result is looked up, not built
+BF16_SCALARS = list((np.arange(1 << 16, dtype=np.uint32) << 16).view(np.float32))
+
+
 def _bf16_of_f32(a):
-    """The bf16 value nearest (even) to a finite float32 `a`, as a float32: the bf16 rounding
-    of its bit pattern (bf16_from_f32_bits, one value; equal to _round_pair(a, 0, BF16))."""
+    """The bf16 value nearest (even) to a float32 `a` that is not NaN, as a float32: the bf16
+    rounding of its bit pattern (bf16_from_f32_bits, one value; equal to
+    _round_pair(a, 0, BF16))."""
     (bits,) = _U32_BITS.unpack(_F32_BITS.pack(a))
-    rounded = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16) & 0xFFFFFFFF
-    if rounded == 0x80000000 and bits != rounded:
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+    if rounded == 0x8000 and bits != 0x80000000:
         rounded = 0                 # a negative value rounding to zero: +0, as _round_pair gives
-    return _FLOAT32(_F32_BITS.unpack(_U32_BITS.pack(rounded))[0])
+    return BF16_SCALARS[rounded]
 
 
 def _make(value: float, name: str):
@@ -154,7 +160,9 @@ def _make(value: float, name: str):
 def round_float(value: float, dtype: DType):
     """`value` (a float64 result of one operation on `dtype` operands) rounded to dtype."""
     name = dtype.name
-    if name == "f32" or name == "f16":
+    if name == "f32":
+        return _FLOAT32(value) if -_F32_MAX <= value <= _F32_MAX else _make(value, name)
+    if name == "f16":
         return _make(value, name)
     if name == "f64":
         return value
@@ -206,6 +214,11 @@ _ARITH = {"add": operator.add, "sub": operator.sub, "mul": operator.mul}
 
 def binary(kind: str, a, b, dtype: DType):
     """The `binary` op (add sub mul div max min) on register values of dtype."""
+    if dtype.name == "f32":                 # the common case: f32 add, mul, sub
+        arith = _ARITH.get(kind)            # operator's: a NaN keeps the payload it had
+        if arith is not None:
+            r = arith(float(a), float(b))
+            return _FLOAT32(r) if -_F32_MAX <= r <= _F32_MAX else round_float(r, dtype)
     if dtype.kind == "float":
         x, y = float(a), float(b)
         arith = _ARITH.get(kind)
@@ -309,12 +322,13 @@ def compare(kind: str, a, b, dtype: DType) -> bool:
 def cast(a, src: DType, dst: DType):
     """cvt as the lowering emits it: float narrowing and int -> float round to nearest even,
     float -> int truncates toward zero and saturates (NaN -> 0), int -> int wraps."""
+    if type(a) is _FLOAT32 and a == a:          # an f32 register (also bf16, fp8): not NaN
+        name = dst.name
+        if name == "bf16":
+            return _bf16_of_f32(a)
+        if name == "f32":
+            return a                            # exact
     if src.kind == "float" and dst.kind == "float":
-        if type(a) is _FLOAT32 and a == a:      # an f32 register (also bf16, fp8): not NaN
-            if dst.name == "f32":
-                return a                        # exact
-            if dst.name == "bf16":
-                return _bf16_of_f32(a)
         return to_dtype(float(a), dst)
     if dst.is_float:
         hi = float(a)
