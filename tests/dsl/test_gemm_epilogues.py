@@ -132,14 +132,16 @@ def test_gemm_refuses_a_bad_epilogue(kwargs, error, message):
         gemm_hopper.gemm(meta(4, 8), meta(8, 4), **kwargs)
 
 
-@pytest.mark.parametrize("staged, cluster", [("residual", 2), ("c", 1)])
-def test_staged_input_on_the_interpreter(staged, cluster):
+@pytest.mark.parametrize("staged, cluster, m, n", [("residual", 2, 200, 304), ("c", 1, 280, 176)])
+def test_staged_input_on_the_interpreter(staged, cluster, m, n):
     """A residual of the output's type (or C with beta) goes by TMA into the C buffer during
     the main loop for each tile's first chunk, by registers for the second: D = acc +
-    residual (or 0.5 * acc + 2 * C) on a ragged 200 x 304 x 72 problem whose CTAs take two
-    tiles each (the staging barrier's phases alternate), clusters of 2 and 1."""
+    residual (or 0.5 * acc + 2 * C) on ragged problems (k = 72; n a multiple of 16, one
+    specialization) whose CTAs take two or three tiles each (the staging barrier's phases
+    alternate and come back), clusters of 2 (200 x 304: the second tile column's register
+    chunk empty) and 1 (280 x 176: three tiles, the register chunk partial)."""
     rng = np.random.default_rng(11)
-    m, n, k = 200, 304, 72
+    k = 72
     a, b = to_bf16(rng.standard_normal((m, k))), to_bf16(rng.standard_normal((k, n)))
     x = from_bf16(a).astype(np.float64) @ from_bf16(b).astype(np.float64)
     other = to_bf16(rng.standard_normal((m, n)))
