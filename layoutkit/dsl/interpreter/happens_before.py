@@ -37,6 +37,7 @@ class CtaClocks:
         self.clock = np.zeros((size, size + 1), dtype=np.int64)
         self.clock[np.arange(size), np.arange(size)] = 1
         self.clock[:, size] = _SEEN_BY_ALL
+        self.rows = list(self.clock)        # views of the rows (the clock changes in place)
         self.writer = np.full(shared_bytes, -1, dtype=np.int32)
         self.write_clock = np.zeros(shared_bytes, dtype=np.int64)
         self.write_op = np.zeros(shared_bytes, dtype=np.int32)
@@ -112,7 +113,7 @@ class HappensBefore:
         """`access` by clock row `me` of `cta`; `check` False records without checking (a
         copy from another CTA, whose ordering this per-CTA detector cannot see)."""
         clocks: CtaClocks = cta.state["hb"]
-        mine = clocks.clock[me]
+        mine = clocks.rows[me]
         end = start + nbytes
         if not check:
             self._record(clocks, mine, me, start, end, writes, op, None)
@@ -125,8 +126,8 @@ class HappensBefore:
             unordered = self._check(clocks, mine, me, clocks.writer, clocks.write_clock,
                                     clocks.write_op, start, end, "wrote", what, writes, op,
                                     benign)
+        index = self.op_index.get(id(op)) or self._op(op)
         if not writes:
-            index = self.op_index.get(id(op)) or self._op(op)
             clocks.reader[start:end] = me
             clocks.read_clock[start:end] = mine[me]
             clocks.read_op[start:end] = index
@@ -135,7 +136,13 @@ class HappensBefore:
                         clocks.read_clock[start:end]).tobytes():
             self._check(clocks, mine, me, clocks.reader, clocks.read_clock, clocks.read_op,
                         start, end, "read", what, writes, op, benign)
-        self._record(clocks, mine, me, start, end, writes, op, unordered)
+        if unordered is not None:
+            self._record(clocks, mine, me, start, end, writes, op, unordered)
+            return
+        clocks.writer[start:end] = me           # _record's common case, here
+        clocks.write_clock[start:end] = mine[me]
+        clocks.write_op[start:end] = index
+        clocks.reader[start:end] = -1
 
     def _record(self, clocks: CtaClocks, mine, me: int, start: int, end: int, writes: bool,
                 op: Op, unordered) -> None:

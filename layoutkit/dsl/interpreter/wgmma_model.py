@@ -287,8 +287,7 @@ def _retire(thread, execution: WgmmaExecution) -> None:
     values, env = execution.results[thread.tid], thread.env
     targets = copy_targets(thread.cta.machine, execution.op)
     if len(targets) < len(env):
-        for key in targets:
-            x = env.get(key)
+        for key, x in zip(targets, map(env.get, targets)):
             if type(x) is Pending and x.instance is execution:
                 env[key] = values[x.index]
     else:
