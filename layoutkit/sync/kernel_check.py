@@ -94,8 +94,9 @@ class Simulation:
         self.waited: dict[tuple, set] = {}    # slot -> phases a wait passed on
         self.watched = {e.slot for c in protocol.classes for _, e in c.select(Wait)}
         # the run as it happened, for happens-before (layoutkit.sync.order): the (class, event)
-        # of each step taken, the phase each arrive ((class, event)) and copy ((class, event),
-        # cta) went into, the (barrier key, generation) of each thread-barrier arrival
+        # of each step taken (of the STEPPED kinds: the others order nothing), the phase each
+        # arrive ((class, event)) and copy ((class, event), cta) went into, the (barrier key,
+        # generation) of each thread-barrier arrival
         self.order: list[tuple[int, int]] = []
         self.phase_of: dict = {}
         self.rounds: dict[tuple[int, int], tuple] = {}
@@ -268,8 +269,11 @@ class Simulation:
                 events = c.events
                 at, end = self.positions[i], len(events)
                 start = at
-                while at < end and (type(events[at]) not in STEPPED or self.step(i, c, at)):
-                    order.append((i, at))
+                while at < end:
+                    if type(events[at]) in STEPPED:
+                        if not self.step(i, c, at):
+                            break
+                        order.append((i, at))
                     at += 1
                 self.positions[i] = at
                 progress = progress or at > start

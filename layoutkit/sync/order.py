@@ -82,7 +82,10 @@ class Order:
                     if known[-1][i] < position:
                         known[-1][i] = position
                     return
-                known[-1] = _join(known[-1], own(i, position))
+                joined = _join(known[-1], current[i])     # own(i, position), one copy less
+                if joined[i] < position:                  # (a class's own entry stays -1)
+                    joined[i] = position
+                known[-1] = joined
                 sources[-1][i] = current[i]
             elif phases and phases[-1] > phase:          # an arrival into an older phase
                 clock = own(i, position)
@@ -121,11 +124,9 @@ class Order:
                 phase = passes.get((i, position))
                 if k is None or phase is None:
                     continue
-                clock = list(current[i])
                 phases, known, _ = published.get(k, ((), (), ()))
                 at = bisect_right(phases, phase) - 1
-                if at >= 0:
-                    clock = _join(clock, known[at])
+                clock = _join(current[i], known[at]) if at >= 0 else list(current[i])
                 if clock[k] < phase:
                     clock[k] = phase
                 clock[i] = -1

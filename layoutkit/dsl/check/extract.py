@@ -126,6 +126,7 @@ class Extractor:
         self._defined: dict = {}            # defined_in's answers by block
         self._sites: dict = {}              # site's answers by (op, loop context)
         self._effects: dict = {}            # leaf_effects' events by _effect_key (False: not kept)
+        self._key_operands: dict = {}       # _effect_key's operands by op
         self._context = None                # (the loops list site saw last, its context)
         self.undecided: list = []
         self.barriers: dict = {}
@@ -400,9 +401,11 @@ class Extractor:
     def _effect_key(self, op, mask):
         """(op, its threads, the values of its operands but float ones), or None."""
         parts = [id(op), mask.tobytes()]
-        for v in op.operands:
-            if getattr(v.type, "kind", None) == "float":
-                continue
+        read = self._key_operands.get(id(op))
+        if read is None:
+            read = self._key_operands[id(op)] = [v for v in op.operands
+                                                 if getattr(v.type, "kind", None) != "float"]
+        for v in read:
             x = self.values(v)
             kind = type(x)
             if kind is np.ndarray:
