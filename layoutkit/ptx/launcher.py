@@ -35,8 +35,8 @@ a second Python call (the DSL's ``kernel[grid]``, layoutkit.dsl.core.launch_fast
 >>> from layoutkit.ptx.signature import parse_entry
 >>> from layoutkit.ptx.arguments import ArgumentPacker
 >>> sig = parse_entry(".entry k(.param .u64 .ptr.align 16 x, .param .u32 n) { ret; }")
->>> print(launcher_source(ArgumentPacker(sig), dims=(2, 1, 1, 128, 1, 1, 0), cluster=False, stream="torch",
-...                       ordinal=0, names=["x", "n"], only_device=True, from_pointers=True))
+>>> print(launcher_source(ArgumentPacker(sig), cluster=False, stream="torch", ordinal=0, names=["x", "n"],
+...                       only_device=True, from_pointers=True))
 def make_launcher():
     last0 = last1 = None
     busy = False
@@ -64,7 +64,7 @@ def make_launcher():
                 s = streams[raw]
             except KeyError:
                 s = add_stream(raw)
-            err = launch(fn, 2, 1, 1, 128, 1, 1, 0, s, params, 0)[0]
+            err = launch(fn, gx, gy, gz, bx, by, bz, smem, s, params, 0)[0]
             if err:
                 failed(err, s)
         finally:
@@ -92,7 +92,7 @@ def make_launcher():
                 s = streams[raw]
             except KeyError:
                 s = add_stream(raw)
-            err = launch(fn, 2, 1, 1, 128, 1, 1, 0, s, params, 0)[0]
+            err = launch(fn, gx, gy, gz, bx, by, bz, smem, s, params, 0)[0]
             if err:
                 failed(err, s)
         finally:
@@ -114,7 +114,7 @@ from .fastpath import NeverATensor, argument_checks, compile_function, fast_name
 from .launch import _stream_handle, launch_dims, torch_stream_getter
 from .signature import ParamKind
 
-__all__ = ["LaunchParts", "PACK_ERRORS", "configured_launcher", "launcher_source"]
+__all__ = ["DIMS", "LaunchParts", "PACK_ERRORS", "configured_launcher", "launcher_source"]
 
 # What pack_into raises for an exact int or float its format cannot hold; the checked path words it.
 PACK_ERRORS = (struct.error, OverflowError)
@@ -123,15 +123,19 @@ PACK_ERRORS = (struct.error, OverflowError)
 # either; by-value byte arrays always take the checked path).
 _FROM_POINTERS_KINDS = (ParamKind.POINTER, ParamKind.INT, ParamKind.FLOAT, ParamKind.TENSORMAP)
 
+# The launch shape's names in the generated launcher's namespace (grid, block, dynamic shared bytes).
+DIMS = ("gx", "gy", "gz", "bx", "by", "bz", "smem")
+
 # Names the generated code uses besides the namespace's: a kernel parameter named like one of
 # these (or a builtin) gets the positional name argN instead.
 _GENERATED_LOCALS = {"busy", "d", "raw", "s", "err", "make_launcher", "launcher", "launcher_from_pointers"}
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 def parameter_names(params, namespace_names) -> list[str]:
     """The launcher's positional parameter names: each kernel parameter's PTX name where it is a
     Python identifier no generated name or builtin shadows, else ``argN`` (N: its position)."""
-    taken = set(namespace_names) | _GENERATED_LOCALS | set(dir(builtins))
+    taken = set(namespace_names) | _GENERATED_LOCALS | _BUILTIN_NAMES
     taken |= {f"{t}{i}" for i in range(len(params)) for t in ("p", "m", "e", "last")}  # temporaries, cells
     names = []
     for i, p in enumerate(params):
@@ -160,14 +164,15 @@ def gil_guards_launches() -> bool:
     return is_gil_enabled is None or is_gil_enabled()
 
 
-def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: str, ordinal: int = 0,
+def launcher_source(packer: ArgumentPacker, cluster: bool, stream: str, ordinal: int = 0,
                     names: list[str] | None = None, guard: str = "busy", only_device: bool = False,
                     from_pointers: bool = False) -> str:
     """The source of ``make_launcher()``, which returns the generated launcher for ``packer``'s
     signature (positional parameters ``names``, default ``a0, a1, ...``) and, with
     ``from_pointers``, its second entry (else None; see the module docstring).
 
-    ``dims``: (grid x, y, z, block x, y, z, dynamic shared bytes), written into the call;
+    The launch shape is the namespace's (``DIMS``: grid x, y, z, block x, y, z, dynamic shared
+    bytes), so that the source, compiled once (fastpath.compile_function), serves every grid;
     ``cluster``: launch through ``cuLaunchKernelEx`` with the namespace's ``config``;
     ``stream``: "fixed" (the namespace's ``s``) or "torch" (PyTorch's current stream on ``ordinal``);
     ``guard``: how a call makes sure that no other call writes the launcher's parameter buffer
@@ -181,7 +186,7 @@ def launcher_source(packer: ArgumentPacker, dims: tuple, cluster: bool, stream: 
     n = len(packer.params)
     names = names or [f"a{i}" for i in range(n)]
     miss = f"return general(({', '.join(names)}{',' if n == 1 else ''}))"
-    launch = _launch_lines(dims, cluster, stream, ordinal)
+    launch = _launch_lines(cluster, stream, ordinal)
     entries = [("launcher", names, False)]
     if from_pointers:
         pointers = [f"p{i}" for i, p in enumerate(packer.params) if p.kind is ParamKind.POINTER]
@@ -220,7 +225,7 @@ def _pack_lines(params, values: list[str], lasts: list[str], miss: str) -> list[
             f"        {', '.join(lasts)} = {', '.join(values)}"]
 
 
-def _launch_lines(dims: tuple, cluster: bool, stream: str, ordinal: int) -> list[str]:
+def _launch_lines(cluster: bool, stream: str, ordinal: int) -> list[str]:
     """The stream choice (one query of PyTorch's current stream) and the driver call."""
     lines = []
     if stream == "torch":
@@ -229,7 +234,7 @@ def _launch_lines(dims: tuple, cluster: bool, stream: str, ordinal: int) -> list
     if cluster:
         lines.append("    config.hStream = s\n    err = launch_ex(config, fn, params, 0)[0]")
     else:
-        lines.append(f"    err = launch(fn, {', '.join(str(v) for v in dims)}, s, params, 0)[0]")
+        lines.append(f"    err = launch(fn, {', '.join(DIMS)}, s, params, 0)[0]")
     return lines + ["    if err:\n        failed(err, s)"]
 
 
@@ -275,10 +280,11 @@ def configured_launcher(kernel, grid, block, smem_bytes: int = 0, stream=None, c
         "streams": streams, "add_stream": add_stream,
         "stream_of": torch_stream_getter() if torch_stream and tensor_type is not None else None,
         "s": None if torch_stream else (streams.get(raw_stream or 0) or add_stream(raw_stream or 0)),
+        **dict(zip(DIMS, dims)),
     })
     names = parameter_names(kernel.signature.params, namespace)
     from_pointers = all(p.kind in _FROM_POINTERS_KINDS for p in packer.params)
-    source = launcher_source(packer, dims, config is not None, "torch" if torch_stream else "fixed", ordinal,
+    source = launcher_source(packer, config is not None, "torch" if torch_stream else "fixed", ordinal,
                              names, "busy" if gil_guards_launches() else "owner",
                              only_device=only_visible_device(), from_pointers=from_pointers)
     make_launcher, _ = compile_function(source, f"launcher {kernel.name}", namespace)

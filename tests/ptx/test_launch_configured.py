@@ -105,6 +105,19 @@ def test_the_launcher_makes_the_same_driver_call_as_launch(torch_streams, monkey
     assert by_launcher[4] != by_launch[4]  # the launcher packed its own buffer: the fast path ran
 
 
+def test_a_launcher_for_another_shape_compiles_nothing_and_launches_its_own_shape(torch_streams, monkeypatch):
+    from layoutkit.ptx import fastpath
+    kernel, recorder = fake_kernel(monkeypatch=monkeypatch)
+    first = kernel.configure(4, 128)
+    compiled = []
+    monkeypatch.setattr(fastpath, "compile", lambda *args: compiled.append(args) or compile(*args), raising=False)
+    second = kernel.configure((3, 2), 64, smem_bytes=512)
+    second(*good_args())
+    first(*good_args())
+    assert compiled == [] and second.source == first.source
+    assert [call[1] for call in recorder.calls] == [(3, 2, 1, 64, 1, 1, 512), (4, 1, 1, 128, 1, 1, 0)]
+
+
 def test_the_launcher_follows_torchs_current_stream_or_a_fixed_one(torch_streams, monkeypatch):
     kernel, recorder = fake_kernel(monkeypatch=monkeypatch)
     launcher = kernel.configure(1, 32)
