@@ -153,6 +153,14 @@ def test_wrong_arguments_are_refused_by_the_checked_path(gpu, checked, args, kwa
     assert len(gpu.calls) == 1 and checked == ["scale", "scale"]
 
 
+def test_a_missing_trailing_constexpr_is_refused_by_the_checked_path(gpu, checked):
+    scale_by[4](X, Y, 4096, 2.0, 4)
+    scale_by[4](X, Y, 4096, 2.0, 4)
+    with pytest.raises(lk.KernelArgumentError, match=r"kernel scale_by: missing argument\(s\) VALUES"):
+        scale_by[4](X, Y, 4096, 2.0)
+    assert len(gpu.calls) == 2 and checked == ["scale_by", "scale_by"]
+
+
 def test_an_int_for_a_float_launches_through_the_checked_path(gpu, checked):
     scale[4](X, Y, 4096, 2.0)
     scale[4](X, Y, 4096, 2)
