@@ -3,8 +3,10 @@ tiles) on the CPU: every three-consumer ablation row assembles for sm_90a with n
 ignored setmaxnreg and no ptxas C75xx infos, its PTX has the 512-thread block's role budgets
 and the three-barrier ping-pong ring, its SASS three warpgroups' HGMMAs (SS for S, RS for P V) and
 no local memory, the CPU interpreter (race and barrier checks on) matches
-numpy in float64 on ragged GQA shapes, causal and not, padded and varlen, and the Config's
-rules on consumer counts, register budgets and causal key blocks are ValueErrors naming them."""
+numpy in float64 on ragged shapes, causal and not, padded and varlen, one head each (GQA on
+three consumers: non-causal head dim 64's default, test_recipe_flash_attention.py's CPU_CASES),
+and the Config's rules on consumer counts, register budgets and causal key blocks are
+ValueErrors naming them."""
 import re
 import warnings
 from dataclasses import replace
