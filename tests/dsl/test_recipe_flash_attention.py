@@ -111,7 +111,7 @@ def test_interpreter_matches_numpy():
 # and back, a loop body that overlaps the next block's S).
 @pytest.mark.parametrize("case, cfg", [
     ((1, 64, 600, 1, 1, 64, True), None),                   # several ring laps, unmasked loop
-    ((1, 1, 77, 2, 1, 64, False), None),                    # one query row
+    ((1, 1, 77, 1, 1, 64, False), None),                    # one query row
     ((1, 70, 300, 1, 1, 128, False), None),                 # 176-key blocks
     ((1, 70, 300, 1, 1, 128, False), "BN=128"),
     ((1, 64, 300, 1, 1, 64, True), "no ping-pong"),
