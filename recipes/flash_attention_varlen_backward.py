@@ -109,7 +109,19 @@ def check_inputs(grad_o, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen
                          f"{config!r}")
     cfg = config or CONFIGS[q.shape[2]]
     cfg.check(q.shape[2])
+    if cfg.DQ_WRITE != "consumers":
+        raise ValueError(f"{WHAT}: config {cfg}: DQ_WRITE={cfg.DQ_WRITE!r} is the padded "
+                         "kernel's; the varlen producer warpgroup's 24 registers hold the "
+                         "sequence bounds through its branch, and the dQ writer's loop there "
+                         "spills (use DQ_WRITE='consumers')")
     return cfg
+
+
+def ablations(head_dim: int) -> dict:
+    """The padded backward's ablation configs that the varlen kernel runs (all but the
+    DQ_WRITE='producer_warps' rows: check_inputs)."""
+    return {name: cfg for name, cfg in padded.ablations(head_dim).items()
+            if cfg.DQ_WRITE == "consumers"}
 
 
 def flash_attention_varlen_backward(grad_o, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k,

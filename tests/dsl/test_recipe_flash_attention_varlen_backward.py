@@ -53,7 +53,7 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos(compiled
         assert re.search(r"st\.global\.v4\.b32", ptx), name          # masked dK, dV stores
 
 
-ABLATIONS = [(d, name) for d in fvb.HEAD_DIMS for name in fvb.padded.ablations(d)
+ABLATIONS = [(d, name) for d in fvb.HEAD_DIMS for name in fvb.ablations(d)
              if name != "default"]
 
 
@@ -61,7 +61,7 @@ ABLATIONS = [(d, name) for d in fvb.HEAD_DIMS for name in fvb.padded.ablations(d
 def test_every_ablation_config_assembles_without_spills(d, name):
     """The padded backward's ablation configs (the GPU tests run each on packed batches)."""
     import layoutkit as lk
-    cfg = fvb.padded.ablations(d)[name]
+    cfg = fvb.ablations(d)[name]
     t, tk = (lk.TensorSpec(lk.bf16, (1, 4096, h, d)) for h in (8, 4))
     rows = 8 * fvb.head_rows(4096, 4)
     acc, vector = lk.TensorSpec(lk.f32, (rows, d)), lk.TensorSpec(lk.f32, (rows,))
@@ -258,6 +258,8 @@ def _inputs(total_q=10, total_k=12, hq=4, hk=2, d=64, batch=2, **kw):
     (dict(config="fast"), r"config is a recipes.flash_attention_backward.Config, got 'fast'"),
     (dict(config=fvb.Config(DQ_SPLIT="head_dim")), r"head_dim / 2 = 32 dQ columns"),
     (dict(config=fvb.Config(STAGES=0, DQ_SPLIT="keys")), r"STAGES >= 1"),
+    (dict(config=fvb.Config(DQ_SPLIT="keys", DQ_WRITE="producer_warps")),
+     r"DQ_WRITE='producer_warps' is the padded kernel's"),
 ])
 def test_argument_errors_name_the_argument(change, message):
     args = _inputs(**change.pop("inputs", {}))

@@ -1,8 +1,8 @@
 """GPU tests (marker `gpu`) of recipes/flash_attention_varlen_backward.py: dq, dk, dv of random
 packed batches (ragged lengths with one sequence the longest and one empty on either side,
 causal with seqlen_q <, = and > seqlen_k in one batch, GQA, head dims 64, 128, 256) against
-torch autograd in float64 on each sequence alone; every ablation config of the padded backward;
-a custom scale; no key or no query anywhere; very negative logits with the next sequence's keys
+torch autograd in float64 on each sequence alone; every ablation config of the padded backward
+that the varlen kernel runs (fvb.ablations); a custom scale; no key or no query anywhere; very negative logits with the next sequence's keys
 behind a sequence's end (the zeroed K rows). Errors are relative to each gradient's largest
 reference entry (at least the padded recipe's ERROR_FLOOR), as the padded backward's tests.
 Run with LAYOUTKIT_DEBUG=1 to turn a pipeline hang into layoutkit.sync.BarrierTimeoutError."""
@@ -26,14 +26,14 @@ def test_random_packed_batches_match_float64_autograd(case):
     assert fvb.check(seed=sum(case), cases=(case,)) < TOLERANCE
 
 
-ABLATIONS = [(d, name) for d in fvb.HEAD_DIMS for name in fvb.padded.ablations(d)]
+ABLATIONS = [(d, name) for d in fvb.HEAD_DIMS for name in fvb.ablations(d)]
 
 
 @pytest.mark.parametrize("d, name", ABLATIONS, ids=lambda x: str(x))
 @pytest.mark.parametrize("causal", [False, True])
 def test_every_ablation_config(d, name, causal):
     gen = torch.Generator().manual_seed(d)
-    cfg = fvb.padded.ablations(d)[name]
+    cfg = fvb.ablations(d)[name]
     assert fvb.check_batch(gen, [333, 0, 100, 517], [517, 77, 0, 300], 4, 2, d, causal, cfg,
                            name) < TOLERANCE
 
