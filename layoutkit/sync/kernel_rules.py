@@ -216,6 +216,9 @@ class Rules:
         """slot -> {(cta, buffer): [(ByteRange, who, site, what)]}: the writes a class makes
         after waiting on slot, per buffer."""
         out: dict[tuple, dict] = {}
+        # release() asks only for the buffers wgmma reads: the other writes are not kept
+        wanted = {(e.bytes.cta, e.bytes.buffer) for c in self.p.classes
+                  for _, e in c.select(SharedRead) if e.proxy == "wgmma"}
 
         def flush(guards, written: dict) -> None:
             for slot in guards if written else ():
@@ -225,14 +228,15 @@ class Rules:
 
         for c in self.p.classes:
             # the guards stay fixed from a segment's first write until its next wait
-            guards, written = set(), {}
+            guards, written, wrote = set(), {}, False
             for _, e in c.select(Wait, Copy, SharedWrite):
                 if type(e) is Wait:
-                    if written:
+                    if wrote:
                         flush(guards, written)
-                        guards, written = set(), {}
+                        guards, written, wrote = set(), {}, False
                     guards.add(e.slot)
                     continue
+                wrote = True
                 if type(e) is SharedWrite:
                     ranges, what = [e.bytes], "store"
                 else:
@@ -242,7 +246,9 @@ class Rules:
                     if not ranges:          # it still ends the segment's waits
                         written.setdefault(None, [])
                 for r in ranges:
-                    written.setdefault((r.cta, r.buffer), []).append((r, c.who, e.site, what))
+                    if (r.cta, r.buffer) in wanted:
+                        written.setdefault((r.cta, r.buffer), []).append((r, c.who, e.site,
+                                                                          what))
             flush(guards, written)
         for table in out.values():
             table.pop(None, None)

@@ -103,6 +103,8 @@ class SharedRules:
         self.overlapping: dict = {}       # _read's loads of class j overlapping a read's bytes
         self.warps = [frozenset(t // 32 for t in c.tids) for c in self.p.classes]
         written: dict[tuple, list] = {}   # (cta, buffer) -> Write's fields, made where loaded
+        copied = {(cta, e.dst.buffer) for c in self.p.classes for _, e in c.select(Copy)
+                  if e.dst is not None for cta in e.ctas}     # where loads can be
         for i, c in enumerate(self.p.classes):
             reached = sim.positions[i]
             retired = None
@@ -126,9 +128,12 @@ class SharedRules:
                         self.loads.setdefault((cta, dst.buffer), []).append(
                             Load(i, position, e, dst, e.slot(cta), phase))
                 elif kind is SharedWrite:
-                    written.setdefault((e.bytes.cta, e.bytes.buffer), []).append(
-                        (i, position, e, e.bytes, position, "store"))
+                    if (e.bytes.cta, e.bytes.buffer) in copied:
+                        written.setdefault((e.bytes.cta, e.bytes.buffer), []).append(
+                            (i, position, e, e.bytes, position, "store"))
                 elif kind is AsyncWrite:
+                    if (e.bytes.cta, e.bytes.buffer) not in copied:
+                        continue
                     if retired is None:
                         retired = _retired(c.events)
                     written.setdefault((e.bytes.cta, e.bytes.buffer), []).append(

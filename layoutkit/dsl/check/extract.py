@@ -46,12 +46,14 @@ SEARCH_MULTIPLES = tuple(range(1, 17)) + tuple(m for e in range(4, 24) for m in 
 SEARCH_ROUNDS = 2
 
 
-def walk_ops(block):
-    """Every op of `block` and of the blocks nested in it, in program order."""
+def walk_ops(block, out=None) -> list:
+    """Every op of `block` and of the blocks nested in it, in program order (a list)."""
+    out = [] if out is None else out
     for op in block.ops:
-        yield op
+        out.append(op)
         for inner in op.blocks:
-            yield from walk_ops(inner)
+            walk_ops(inner, out)
+    return out
 
 
 def has_sync(fn) -> bool:
@@ -133,7 +135,8 @@ class Extractor:
         self.by_offset: dict[int, tuple[str, int]] = {}
         self.barrier_stages: dict[str, int] = {}
         defs, self.params, self.divisors, self.ranges = {}, {}, {}, {}
-        for op in walk_ops(fn.body):
+        self.ops = walk_ops(fn.body)        # every op, in program order
+        for op in self.ops:
             for r in op.results:
                 defs[r.id] = op
             if op.name == "index_value":          # a loaded kernel integer: a parameter here
@@ -148,7 +151,7 @@ class Extractor:
                     self.by_offset[op.attrs["offset"] + MBARRIER_BYTES * stage] = \
                         (op.attrs["barrier"], stage)
         self.values = Values(defs, self._fixed())
-        self.stages = max((op.attrs["stages"] for op in walk_ops(fn.body)
+        self.stages = max((op.attrs["stages"] for op in self.ops
                            if op.name == "mbarrier_init"), default=1)
         self.trips = 2 * self.stages + 1
         self.relevant, self.syncs = {}, {}
@@ -166,7 +169,7 @@ class Extractor:
             if op.attrs["index"] is not None and getattr(vtype, "is_int", False):
                 vid = op.results[0].id
                 self.params[vid] = op.attrs["name"]
-        for op in walk_ops(self.fn.body):
+        for op in self.ops:
             if op.name == "thread_idx":
                 fixed[op.results[0].id] = self.tid if op.attrs["axis"] == 0 else 0
             elif op.name == "block_idx":
@@ -422,13 +425,13 @@ class Extractor:
         coordinate search maximising (the loops that run at all, then sum(min(trips,
         self.trips))), each loop's trips its most over the threads with enclosing loop counters
         at their first value. Returns the value ids chosen."""
-        loops = [op for op in walk_ops(self.fn.body)
+        loops = [op for op in self.ops
                  if op.name == "for" and self.relevant[id(op.blocks[0])]]
         enclosing = self._enclosing(self.fn.body, (), (), {})
         guards = {key: ifs for key, (_, ifs) in enclosing.items()}
         bounding = [v for op in loops for v in (*op.operands[:2],
                                                 *(g.operands[0] for g in guards[id(op)]))]
-        facts = [op.operands[0] for op in walk_ops(self.fn.body) if op.name == "assume"]
+        facts = [op.operands[0] for op in self.ops if op.name == "assume"]
         bounding += facts                   # lk.assume: the search walks only values obeying it
         tunable = sorted(set().union(*(self.depends(v) for v in bounding)),
                          key=list(self.params).index)      # the parameters' own order
@@ -451,10 +454,8 @@ class Extractor:
                 return direct[id(op)]
             return self.trips
 
-        moved = self._moved_by(tuned)
-
         def score():
-            self.values.forget(moved)
+            self.values.memo.clear()
             if not all(self._holds(f) for f in facts):
                 return -1, -1
             trips = {}
@@ -465,7 +466,7 @@ class Extractor:
             for op in loops:
                 for outer in enclosing[id(op)][0]:
                     self.values.fixed.pop(outer.blocks[0].args[0].id, None)
-            self.values.forget(moved)
+            self.values.memo.clear()
             running = sum(t > 0 for t in trips.values())
             covered = sum(Fraction(min(trips[id(op)], w), w) for op in loops
                           for w in (wanted(op, trips),))
@@ -504,25 +505,12 @@ class Extractor:
             if not improved:
                 break
         if best[0] == -1:
-            text = "; ".join(op.attrs["text"] for op in walk_ops(self.fn.body)
+            text = "; ".join(op.attrs["text"] for op in self.ops
                              if op.name == "assume")
             self.undecided.append(km.Undecided(
                 f"no parameter values the check tried satisfy lk.assume ({text}); it walked the "
                 "kernel with values that break them", km.Site(None, "")))
         return tunable
-
-    def _moved_by(self, tuned: set) -> frozenset:
-        """The ids of the values a score of the search may change: those depending on a tuned
-        parameter, a block argument (a loop counter fixed at its start) or a region op's
-        results; the others keep their values from one score to the next."""
-        moved = set(tuned)
-        for op in walk_ops(self.fn.body):         # program order: operands before their uses
-            if op.blocks:
-                moved.update(a.id for b in op.blocks for a in b.args)
-                moved.update(r.id for r in op.results)
-            elif any(v.id in moved for v in op.operands):
-                moved.update(r.id for r in op.results)
-        return frozenset(moved)
 
     def _direct_depth(self, block) -> int:
         """The deepest ring the ops of `block` use outside its nested loops (at least 1): an
@@ -564,14 +552,16 @@ class Extractor:
         return mask
 
     def _most_trips(self, op, mask) -> int:
-        lo, hi, step = (self.values(v) for v in op.operands[:3])
-        if any(x is UNKNOWN for x in (lo, hi, step)) or not mask.any():
+        values = self.values
+        lo, hi, step = values(op.operands[0]), values(op.operands[1]), values(op.operands[2])
+        if lo is UNKNOWN or hi is UNKNOWN or step is UNKNOWN or not mask.any():
             return 0
-        step = int(np.asarray(step).reshape(-1)[0])
-        if type(lo) is int and type(hi) is int:      # one value at every thread
+        step = step if type(step) is int else int(np.asarray(step).reshape(-1)[0])
+        if isinstance(lo, (int, np.integer)) and isinstance(hi, (int, np.integer)):  # scalars
+            lo, hi = int(lo), int(hi)
             return max(-((lo - hi) // step) if step > 0 else -((hi - lo) // -step), 0)
-        lo, hi = (np.broadcast_to(np.asarray(x, dtype=np.int64), mask.shape)[mask]
-                  for x in (lo, hi))
+        lo, hi = (x[mask] if x.shape == mask.shape else np.broadcast_to(x, mask.shape)[mask]
+                  for x in (np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)))
         trips = -((lo - hi) // step) if step > 0 else -((hi - lo) // -step)
         return int(np.max(trips, initial=0))
 
