@@ -105,12 +105,13 @@ CONFIGS = {64: Config(DQ_SPLIT="keys"), 128: Config(DQ_SPLIT="head_dim"),
            256: Config(DKV_SPLIT="head_dim")}
 
 
-def ablations(head_dim: int) -> dict[str, Config]:
+def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
     """The default config and one switched choice per entry (the benchmark's ablation rows):
     the other dQ splits where they can run, ring depths 1 and 3 where they fit, dQ reduced by
     the producer warps (DQ_WRITE, with DQ_SPLIT head_dim and keys), dS^T stored by stmatrix
-    (DS_STORE), dQ issued before dK (DQ_FIRST), and those three together."""
-    base = CONFIGS[head_dim]
+    (DS_STORE), dQ issued before dK (DQ_FIRST), and those three together; `base` instead of
+    the head dim's default (the varlen recipe's)."""
+    base = base or CONFIGS[head_dim]
     rows = {"default": base}
     candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)
                   for other in kernel_module.DQ_SPLITS if other != base.DQ_SPLIT}

@@ -20,13 +20,17 @@ that belong to no sequence (past cu_seqlens[-1]) are not written.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_varlen_backward as kernel_module
 from recipes import flash_attention_backward as padded
 from recipes import flash_attention_varlen as forward
 
 backward_varlen_kernel = kernel_module.backward_varlen_kernel
-BQ, HEAD_DIMS, CONFIGS, Config = padded.BQ, padded.HEAD_DIMS, padded.CONFIGS, padded.Config
+BQ, HEAD_DIMS, Config = padded.BQ, padded.HEAD_DIMS, padded.Config
+# the padded defaults, but each warpgroup reduces its own dQ (check_inputs)
+CONFIGS = {d: replace(cfg, DQ_WRITE="consumers") for d, cfg in padded.CONFIGS.items()}
 WHAT = "flash_attention_varlen_backward"
 
 
@@ -120,7 +124,7 @@ def check_inputs(grad_o, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen
 def ablations(head_dim: int) -> dict:
     """The padded backward's ablation configs that the varlen kernel runs (all but the
     DQ_WRITE='producer_warps' rows: check_inputs)."""
-    return {name: cfg for name, cfg in padded.ablations(head_dim).items()
+    return {name: cfg for name, cfg in padded.ablations(head_dim, CONFIGS[head_dim]).items()
             if cfg.DQ_WRITE == "consumers"}
 
 
