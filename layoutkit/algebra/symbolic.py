@@ -16,6 +16,8 @@ Every function here is reached only when a sympy object is present: plain ints n
 """
 from __future__ import annotations
 
+import math
+
 import sympy
 
 from .errors import LayoutError
@@ -473,24 +475,53 @@ def _unbounded_term(x, depth: int = 0) -> bool:
         and _unbounded_term(u, depth + 1)
 
 
+def _free_terms(p):
+    """(constant, terms) of p = c + sum of k_i * u_i1 * u_i2 ... (ints c and k_i, each u an
+    _unbounded_term, the terms over disjoint symbols: no cancellation bounds the sum), or None."""
+    const, terms = p.as_coeff_add() if p.is_Add else (sympy.S.Zero, (p,))
+    if not const.is_Integer:
+        return None
+    seen = set()
+    for term in terms:
+        coeff, rest = term.as_coeff_Mul()
+        if not coeff.is_Integer or not all(_unbounded_term(u, 1) for u in sympy.Mul.make_args(rest)):
+            return None
+        symbols = rest.free_symbols
+        if symbols & seen:
+            return None
+        seen |= symbols
+    return int(const), terms
+
+
 def mod(p, q):
-    """sympy.Mod(p, q), built directly for an int q >= 2 and p = x or x + c (c an int, x an
-    _unbounded_term): sympy's evaluation then proves nothing of x (its parity, a bound, a
-    common factor) and returns Mod(x + c % q, q) -- after ~1-10 ms of assumption queries per
-    new expression, the first time a process meets it (each ring counter's stage and phase)."""
+    """sympy.Mod(p, q), built directly for an int q >= 2 and p = c + sum of k_i * (products of
+    _unbounded_terms) over disjoint symbols, no k_i a multiple of q, gcd(k.., c, q) = 1 (and an
+    odd k_i for q = 2): sympy's evaluation then proves nothing of p (a bound, its parity, a
+    common factor, a term that vanishes) and returns Mod(p - c + c % q, q) -- after ~1-10 ms of
+    assumption queries per new expression, the first time a process meets it (each ring
+    counter's stage and phase). A lone term keeps coefficient 1 (sympy writes Mod(-u, q) as
+    Mod((q-1)*u, q))."""
     if isinstance(q, sympy.Integer):
         q = int(q)
-    if type(q) is int and q >= 2:
-        if _unbounded_term(p):
-            return sympy.Mod(p, q, evaluate=False)
-        if type(p) is sympy.Add and len(p.args) == 2 and p.args[0].is_Integer and \
-                _unbounded_term(p.args[1], 1):
-            rest = int(p.args[0]) % q
-            if rest:
-                return sympy.Mod(p.args[1] + rest, q, evaluate=False)
-            if not p.args[1].is_Mul:                       # sympy writes Mod(-u, q) (q-1)*u
-                return sympy.Mod(p.args[1], q, evaluate=False)
-    return sympy.Mod(p, q)
+    if type(q) is not int or q < 2 or not isinstance(p, (sympy.Symbol, sympy.Add, sympy.Mul,
+                                                         sympy.floor)):
+        return sympy.Mod(p, q)
+    found = _free_terms(p)
+    if found is None:
+        return sympy.Mod(p, q)
+    const, terms = found
+    coeffs = [int(t.as_coeff_Mul()[0]) for t in terms]
+    if any(k % q == 0 for k in coeffs) or math.gcd(q, const, *coeffs) != 1 or \
+            (q == 2 and all(k % 2 == 0 for k in coeffs)):
+        return sympy.Mod(p, q)
+    rest = const % q
+    if rest:
+        built = p if rest == const else sympy.Add(rest, *terms)
+    else:
+        built = terms[0] if len(terms) == 1 else sympy.Add(*terms)
+    if not built.is_Add and coeffs[0] != 1:
+        return sympy.Mod(p, q)
+    return sympy.Mod(built, q, evaluate=False)
 
 
 def substitute(x, values: dict):

@@ -34,6 +34,19 @@ def _floors(inner):
 
 terms = st.recursive(counters, _floors, max_leaves=3) | \
     st.sampled_from((3 * t, 4 * t, t * M, sympy.Max(1, t), sympy.Mod(t, 8), sympy.floor(t / 8) * 2))
+u = sympy.Symbol("u", integer=True, nonnegative=True)
+products = st.lists(st.recursive(st.sampled_from((t, p, M, N, u, signed)), _floors, max_leaves=2),
+                    min_size=1, max_size=2).map(lambda fs: sympy.Mul(*fs))
+sums = st.lists(st.tuples(st.sampled_from((1, -1, 2, 3, -4, 5, 8)), products), min_size=1,
+                max_size=3).map(lambda kts: sum(k * x for k, x in kts))
+
+
+@settings_for(300)
+@given(sums, st.integers(-300, 300), st.sampled_from((2, 3, 4, 6, 8, 128)))
+def test_mod_of_a_sum_of_counter_products_is_sympys_mod(x, c, q):
+    """ring counters such as k + K_TILES * (t // units): a fast path when the terms are
+    independent, sympy's evaluation otherwise; the same expression either way"""
+    assert same(symbolic.mod(x + c, q), sympy.Mod(x + c, q))
 
 
 @settings_for(300)
@@ -54,6 +67,9 @@ def test_mod_worked_examples():
     tiles = -sympy.floor(-M / 128)                     # ceil(M / 128): the last block's stage
     assert same(symbolic.mod(tiles - 1, 2), sympy.Mod(1 - sympy.floor(-M / 128), 2, evaluate=False))
     assert same(symbolic.mod(tiles, 4), sympy.Mod(3 * sympy.floor(-M / 128), 4))   # sympy's form
+    first = u + tiles * sympy.floor(t / 132)          # a GEMM's ring counter
+    assert same(symbolic.mod(first + 7, 4), sympy.Mod(first + 3, 4, evaluate=False))
+    assert same(symbolic.mod(2 * u + 4 * t + 2, 4), 2 * sympy.Mod(u + 1, 2))  # a common factor
     assert same(symbolic.mod(sympy.floor(t / 32), sympy.Integer(4)),
                 sympy.Mod(sympy.floor(t / 32), 4, evaluate=False))
 
