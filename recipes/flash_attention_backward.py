@@ -107,23 +107,29 @@ CONFIGS = {64: Config(DQ_SPLIT="keys"), 128: Config(DQ_SPLIT="head_dim"),
 
 def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
     """The default config and one switched choice per entry (the benchmark's ablation rows):
-    the other dQ splits where they can run, ring depths 1 and 3 where they fit, dQ reduced by
-    the producer warps (DQ_WRITE, with DQ_SPLIT head_dim and keys), dS^T stored by stmatrix
-    (DS_STORE), dQ issued before dK (DQ_FIRST), and those three together; `base` instead of
-    the head dim's default (the varlen recipe's)."""
+    the other dQ splits where they can run, ring depths 1 and 3 where they fit, the other dQ
+    writer (DQ_WRITE, with DQ_SPLIT head_dim and keys), the other dS^T store (DS_STORE), the
+    other dQ issue order (DQ_FIRST), and (from a base with none of them) the producer-warp
+    writer, stmatrix and DQ_FIRST together; `base` instead of the head dim's default (the
+    varlen recipe's)."""
     base = base or CONFIGS[head_dim]
     rows = {"default": base}
     candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)
                   for other in kernel_module.DQ_SPLITS if other != base.DQ_SPLIT}
     candidates.update({f"STAGES={n}": replace(base, STAGES=n) for n in (1, 3)})
-    candidates.update({f"DQ_WRITE=producer_warps DQ_SPLIT={split}": replace(
-        base, DQ_WRITE="producer_warps", DQ_SPLIT=split) for split in ("head_dim", "keys")})
-    candidates["DS_STORE=stmatrix"] = replace(base, DS_STORE="stmatrix")
-    candidates["DQ_FIRST"] = replace(base, DQ_FIRST=True)
-    candidates.update({f"DQ_WRITE=producer_warps DQ_SPLIT={split} DS_STORE=stmatrix DQ_FIRST":
-                       replace(base, DQ_WRITE="producer_warps", DQ_SPLIT=split,
-                               DS_STORE="stmatrix", DQ_FIRST=True)
-                       for split in ("head_dim", "keys")})      # all three: the likely best
+    for write in kernel_module.DQ_WRITES:
+        if write != base.DQ_WRITE:
+            candidates.update({f"DQ_WRITE={write} DQ_SPLIT={split}": replace(
+                base, DQ_WRITE=write, DQ_SPLIT=split) for split in ("head_dim", "keys")})
+    candidates.update({f"DS_STORE={store}": replace(base, DS_STORE=store)
+                       for store in kernel_module.DS_STORES if store != base.DS_STORE})
+    candidates["DQ_FIRST=False" if base.DQ_FIRST else "DQ_FIRST"] = replace(
+        base, DQ_FIRST=not base.DQ_FIRST)
+    if (base.DQ_WRITE, base.DS_STORE, base.DQ_FIRST) == ("consumers", "st", False):
+        candidates.update({          # the three together: the likely best
+            f"DQ_WRITE=producer_warps DQ_SPLIT={split} DS_STORE=stmatrix DQ_FIRST": replace(
+                base, DQ_WRITE="producer_warps", DQ_SPLIT=split, DS_STORE="stmatrix",
+                DQ_FIRST=True) for split in ("head_dim", "keys")})
     for name, cfg in candidates.items():
         try:
             cfg.check(head_dim)
