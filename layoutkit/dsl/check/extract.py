@@ -28,7 +28,7 @@ walks in all is not checked (`TooLong`; the caller warns).
 """
 from __future__ import annotations
 
-from fractions import Fraction
+import math
 
 import numpy as np
 
@@ -454,6 +454,8 @@ class Extractor:
                 return direct[id(op)]
             return self.trips
 
+        scale = math.lcm(self.trips, *direct.values())     # of every wanted(): exact sums
+
         def score():
             self.values.memo.clear()
             if not all(self._holds(f) for f in facts):
@@ -468,13 +470,13 @@ class Extractor:
                     self.values.fixed.pop(outer.blocks[0].args[0].id, None)
             self.values.memo.clear()
             running = sum(t > 0 for t in trips.values())
-            covered = sum(Fraction(min(trips[id(op)], w), w) for op in loops
-                          for w in (wanted(op, trips),))
+            covered = sum(min(trips[id(op)], w) * (scale // w) for op in loops
+                          for w in (wanted(op, trips),))     # sum(min(trips, w) / w) * scale
             return running, covered, -sum(trips.values())     # then the fewest trips walked
 
         for vid in tunable:
             self.values.fixed[vid] = self._candidates(vid)[0]
-        best, most = score(), (len(loops), len(loops))
+        best, most = score(), (len(loops), len(loops) * scale)
         for _ in range(SEARCH_ROUNDS):
             improved = False
             for vid in tunable:
