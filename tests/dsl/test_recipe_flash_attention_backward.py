@@ -1,7 +1,7 @@
 """recipes/flash_attention_backward.py on the CPU: every default specialization (head dims 64,
 128 and 256, causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos, using
-red.global.add.v2.f32 for dQ (and the pre- and post-pass with 16-byte loads); the CPU
-interpreter runs all three kernels and matches numpy's float64 gradients (ragged, GQA,
+red.global.add.v2.f32 for dQ (v4 where the producer warps reduce it; the pre- and post-pass
+with 16-byte loads); the CPU interpreter runs all three kernels and matches numpy's float64 gradients (ragged, GQA,
 causal with seqlen_q < and > seqlen_k, every split, dQ reduced by the producer warps, dS stored
 by stmatrix; those configs assemble without spills too), the causal query-block counts are exact
 against a brute-force walk, and every argument error of flash_attention_backward is a
@@ -32,9 +32,10 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos():
         (usage,) = cubin.resources.values()
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, name
         assert not usage.performance_notes, (name, usage.performance_notes)
-    for name in kernels:
-        ptx = compiled[name][0]
-        assert "red.global.add.v2.f32" in ptx and "red.global.add.f32" not in ptx, name
+    for name in kernels:            # the consumers' 8-byte fragments, the writers' 16 bytes
+        ptx, d = compiled[name][0], int(re.search(r"_d(\d+)", name).group(1))
+        vector = "v4" if fb.CONFIGS[d].DQ_WRITE == "producer_warps" else "v2"
+        assert f"red.global.add.{vector}.f32" in ptx and "red.global.add.f32" not in ptx, name
     for name in passes:           # 16-byte accesses of dO, O (pre) and of dQ_acc (post)
         assert re.search(r"ld\.global(\.nc)?\.v4\.(b32|f32)", compiled[name][0]), name
 
