@@ -1,12 +1,12 @@
 """recipes/flash_attention_backward.py on the CPU: every default specialization (head dims 64,
 128 and 256, causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos, using
 red.global.add.v2.f32 for dQ (v4 where the producer warps reduce it; the pre- and post-pass
-with 16-byte loads); the CPU interpreter runs all three kernels and matches numpy's float64 gradients (ragged, GQA,
-causal with seqlen_q < and > seqlen_k, every split, dQ reduced by the producer warps, dS stored
-by stmatrix; those configs assemble without spills too), the causal query-block counts are exact
-against a brute-force walk, and every argument error of flash_attention_backward is a
-ValueError naming the argument (stand-in CUDA tensors: the checks run before anything reaches
-a GPU)."""
+with 16-byte loads); the CPU interpreter runs all three kernels and matches numpy's float64
+gradients (ragged, GQA, causal with seqlen_q < and > seqlen_k, every split, dQ reduced by the
+producer warps, dS stored by stmatrix; those configs assemble without spills too), the causal
+query-block counts are exact against a brute-force walk, and every argument error of
+flash_attention_backward is a ValueError naming the argument (stand-in CUDA tensors: the checks
+run before anything reaches a GPU)."""
 import re
 import warnings
 

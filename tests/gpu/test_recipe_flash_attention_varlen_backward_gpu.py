@@ -2,9 +2,10 @@
 packed batches (ragged lengths with one sequence the longest and one empty on either side,
 causal with seqlen_q <, = and > seqlen_k in one batch, GQA, head dims 64, 128, 256) against
 torch autograd in float64 on each sequence alone; every ablation config of the padded backward
-that the varlen kernel runs (fvb.ablations); a custom scale; no key or no query anywhere; very negative logits with the next sequence's keys
-behind a sequence's end (the zeroed K rows). Errors are relative to each gradient's largest
-reference entry (at least the padded recipe's ERROR_FLOOR), as the padded backward's tests.
+that the varlen kernel runs (fvb.ablations); a custom scale; no key or no query anywhere; very
+negative logits with the next sequence's keys behind a sequence's end (the zeroed K rows).
+Errors are relative to each gradient's largest reference entry (at least the padded recipe's
+ERROR_FLOOR), as the padded backward's tests.
 Run with LAYOUTKIT_DEBUG=1 to turn a pipeline hang into layoutkit.sync.BarrierTimeoutError."""
 import pytest
 
