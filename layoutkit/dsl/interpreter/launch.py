@@ -255,7 +255,8 @@ def _compiled(fn) -> Compiler:
     if known is None or known[0] is not fn:
         if len(_COMPILED) >= 8:
             del _COMPILED[next(iter(_COMPILED))]
-        known = _COMPILED[id(fn)] = (fn, Compiler(fn))
+        with collector.paused():        # the steps it builds live on: nothing to collect
+            known = _COMPILED[id(fn)] = (fn, Compiler(fn))
     return known[1]
 
 
