@@ -94,7 +94,7 @@ class Scheduler:
         """Run `threads` (already started) until all finish; DeadlockError when stuck."""
         rng, runnable, pending = self.rng, self.runnable, self.pending
         getrandbits, record = rng.getrandbits, self.schedule.append
-        resume, limit = self._resume, self.max_steps
+        limit = self.max_steps
         while True:
             self.steps += 1
             if self.steps > limit:
@@ -129,7 +129,24 @@ class Scheduler:
                 at = getrandbits(k)
             thread = runnable[at]
             record(thread.uid)
-            resume(thread, at)
+            try:                                # run it to its next preemption point or wait
+                wait = thread.gen.send(None)
+            except StopIteration:
+                thread.done = True
+                runnable[at] = runnable[-1]
+                runnable.pop()
+                thread.cta.machine.on_thread_exit(thread)
+                continue
+            except InterpreterError as exc:
+                if getattr(exc, "at_reading_op", False) and thread.last_op is not None:
+                    exc.relocate(thread.last_op.location)      # a value that refuses to be read
+                raise add_context(exc, thread).with_traceback(None) from None
+            if wait is PREEMPT or wait.ready():
+                continue
+            thread.waiting = wait               # it blocks: out of the runnable threads
+            wait.queue.add(thread)
+            runnable[at] = runnable[-1]
+            runnable.pop()
 
     def _recheck(self, threads: list[Thread]) -> bool:
         """Wake blocked threads whose condition holds (a sync object that changed state
@@ -143,29 +160,6 @@ class Scheduler:
                 self.wake(thread)
                 woken = True
         return woken
-
-    def _resume(self, thread: Thread, at: int) -> None:
-        try:
-            wait = thread.gen.send(None)
-        except StopIteration:
-            thread.done = True
-            self._drop(at)
-            thread.cta.machine.on_thread_exit(thread)
-            return
-        except InterpreterError as exc:
-            if getattr(exc, "at_reading_op", False) and thread.last_op is not None:
-                exc.relocate(thread.last_op.location)      # a value that refuses to be read
-            raise add_context(exc, thread).with_traceback(None) from None
-        if wait is PREEMPT or wait.ready():
-            return
-        thread.waiting = wait
-        wait.queue.add(thread)
-        self._drop(at)
-
-    def _drop(self, at: int) -> None:
-        runnable = self.runnable
-        runnable[at] = runnable[-1]
-        runnable.pop()
 
 
 __all__ = ["Scheduler", "AsyncOperation", "DEFAULT_MAX_STEPS", "add_context"]
