@@ -184,6 +184,9 @@ class SharedMemory:
         self.writers: list[str] = []
         self._writer_ids: dict = {}
         self.poisoned = None            # the first read of unwritten bytes, reported by finish
+        # buffer name -> its bytes [lo, hi) (check_access's test; other names: the whole array)
+        self._bounds = {a.name: (a.offset, a.offset + a.nbytes) for a in fn.shared}
+        self._whole = (0, fn.shared_bytes)
 
     def check_range(self, start: int, nbytes: int, align: int, what: str, op,
                     buffer: str | None = None) -> None:
@@ -232,7 +235,9 @@ class SharedMemory:
                      buffer: str | None = None) -> None:
         """check_range, then check_claims when any claim is open: what every shared access
         runs before it touches the bytes."""
-        self.check_range(start, nbytes, align, what, op, buffer)
+        lo, hi = self._bounds.get(buffer, self._whole)
+        if start < lo or start + nbytes > hi or start % align:
+            self.check_range(start, nbytes, align, what, op, buffer)     # it raises
         if self.claims:
             self.check_claims(start, nbytes, writes, what, op)
         if writes:
