@@ -210,14 +210,27 @@ def _two_product(a: float, b: float) -> tuple[float, float]:
 
 
 _ARITH = {"add": operator.add, "sub": operator.sub, "mul": operator.mul}
+_SAFE = 2.0 ** 63       # float32 operands below it in magnitude: sums and products stay finite
 
 
 def binary(kind: str, a, b, dtype: DType):
     """The `binary` op (add sub mul div max min) on register values of dtype."""
     if dtype.name == "f32":                 # the common case: f32 add, mul, sub
+        x, y = float(a), float(b)
+        if type(a) is _FLOAT32 is type(b) and -_SAFE < x < _SAFE and -_SAFE < y < _SAFE:
+            # numpy's float32 arithmetic rounds once as PTX does, and cannot overflow (nor
+            # warn) for these operands; NaN and infinities take the general path
+            if kind == "add":
+                return a + b
+            if kind == "mul":
+                return a * b
+            if kind == "sub":
+                return a - b
+            if (kind == "max" or kind == "min") and (x != 0.0 or y != 0.0):
+                return a if (x > y) == (kind == "max") else b       # (zeros: their signs)
         arith = _ARITH.get(kind)            # operator's: a NaN keeps the payload it had
         if arith is not None:
-            r = arith(float(a), float(b))
+            r = arith(x, y)
             return _FLOAT32(r) if -_F32_MAX <= r <= _F32_MAX else round_float(r, dtype)
     if dtype.kind == "float":
         x, y = float(a), float(b)
@@ -270,6 +283,8 @@ def unary(kind: str, a, dtype: DType, ftz: bool = False):
     if dtype.kind != "float":
         return wrap(-a, dtype) if kind == "neg" else wrap(abs(a), dtype)
     x = float(a)
+    if kind == "exp2" and -126.0 <= x <= 127.0 and dtype.name == "f32":
+        return _FLOAT32(2.0 ** x)       # the common case: a normal result (nothing to flush)
     if kind == "neg":
         return to_dtype(-x, dtype)
     if kind == "abs":
