@@ -129,6 +129,7 @@ class Extractor:
         self._sites: dict = {}              # site's answers by (op, loop context)
         self._effects: dict = {}            # leaf_effects' events by _effect_key (False: not kept)
         self._key_operands: dict = {}       # _effect_key's operands by op
+        self._mask_key = (None, b"")        # _effect_key's last mask (held) and its bytes
         self._context = None                # (the loops list site saw last, its context)
         self.undecided: list = []
         self.barriers: dict = {}
@@ -403,7 +404,11 @@ class Extractor:
 
     def _effect_key(self, op, mask):
         """(op, its threads, the values of its operands but float ones), or None."""
-        parts = [id(op), mask.tobytes()]
+        held, threads = self._mask_key           # the ops of one block share their mask
+        if held is not mask:
+            threads = mask.tobytes()
+            self._mask_key = (mask, threads)
+        parts = [id(op), threads]
         read = self._key_operands.get(id(op))
         if read is None:
             read = self._key_operands[id(op)] = [v for v in op.operands
