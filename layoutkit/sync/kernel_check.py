@@ -262,21 +262,21 @@ class Simulation:
 
     def run(self) -> None:
         classes, order = self.p.classes, self.order
+        # per class: the positions of its events step() decides (the others pass at once)
+        stepped = [[at for at, _ in c.select(*STEPPED)] for c in classes]
+        done = [0] * len(classes)                # per class: how many of those passed
         progress = True
         while progress:
             progress = False
             for i, c in enumerate(classes):
-                events = c.events
-                at, end = self.positions[i], len(events)
-                start = at
-                while at < end:
-                    if type(events[at]) in STEPPED:
-                        if not self.step(i, c, at):
-                            break
-                        order.append((i, at))
-                    at += 1
-                self.positions[i] = at
-                progress = progress or at > start
+                positions, k = stepped[i], done[i]
+                start = k
+                while k < len(positions) and self.step(i, c, positions[k]):
+                    order.append((i, positions[k]))
+                    k += 1
+                done[i] = k
+                self.positions[i] = positions[k] if k < len(positions) else len(c.events)
+                progress = progress or k > start
         blocked = [(i, c) for i, c in enumerate(classes) if self.positions[i] < len(c.events)]
         if blocked:
             self.deadlock(blocked)
