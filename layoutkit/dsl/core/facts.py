@@ -132,12 +132,34 @@ def sign_range(sym) -> tuple:
 
 
 def provably_nonnegative(expr) -> bool:
-    """True when the integer expression is >= 0 for every value of its symbols' assumptions."""
+    """True when the integer expression is >= 0 for every value of its symbols' assumptions
+    (its interval first: a Mod symbolic.mod built has no assumptions computed yet, and sympy's
+    is_nonnegative of it costs ~0.3 ms)."""
     expr = sympy.sympify(expr)
-    if expr.is_nonnegative:
-        return True
     lo = interval(expr, sign_range)[0]
-    return lo is not None and lo >= 0
+    if lo is not None and (lo >= 0 or _attains_its_ends(expr)):
+        return lo >= 0             # (a negative low end a value takes: sympy cannot say >= 0)
+    return expr.is_nonnegative is True
+
+
+def _attains_its_ends(expr) -> bool:
+    """Whether `interval` of expr under sign_range is attained: each symbol occurs once, under
+    sums, rational multiples, floor, ceiling, Min and Max only (monotone in each symbol, so an
+    end is the value at an end of the symbols' ranges, a value they take)."""
+    seen: list = []
+
+    def monotone(x) -> bool:
+        if x.is_Rational:
+            return True
+        if x.is_Symbol:
+            seen.append(x)
+            return True
+        if x.is_Mul:
+            return sum(not a.is_Rational for a in x.args) == 1 and all(map(monotone, x.args))
+        if isinstance(x, (sympy.Add, sympy.floor, sympy.ceiling, sympy.Min, sympy.Max)):
+            return all(map(monotone, x.args))
+        return False
+    return monotone(expr) and len(seen) == len(set(seen))
 
 
 def positive_division(num, den, *, negate: bool = True):
@@ -302,6 +324,12 @@ def _times(a, b):
     """The interval product of two (lo, hi) pairs with None for unbounded ends."""
     if a == (0, 0) or b == (0, 0):
         return 0, 0
+    if b[0] is not None and b[0] == b[1]:
+        a, b = b, a
+    if a[0] is not None and a[0] == a[1] and None in b:     # a constant times a half-line
+        c = a[0]
+        ends = [None if e is None else c * e for e in b]
+        return tuple(ends) if c > 0 else (ends[1], ends[0])
     if None in a or None in b:
         if a[0] is not None and a[0] >= 0 and b[0] is not None and b[0] >= 0:
             return a[0] * b[0], None if None in (a[1], b[1]) else a[1] * b[1]
