@@ -76,7 +76,10 @@ def write_dq(e) -> None:
             lk.sm90.named_barrier_sync(DQ_FULL, THREADS)
             block = dq_acc.tile((64, e.D), (row, 0))
             for r in lk.range(first, 64 // rows, len(WRITER_WARPS)):
-                for c in range(e.D // cols):
+                # one column slab at a time where nothing is summed (a Python loop there
+                # let ptxas hoist all four at head dim 128 and spill at some shapes)
+                for c in (lk.range(0, e.D // cols) if parts(e.DQ_SPLIT) == 1 else
+                          range(e.D // cols)):
                     sums = None
                     for part in range(parts(e.DQ_SPLIT)):
                         x = lk.load(e.sdQ[:, :, part].tile(SLAB, (r, c)).partition(tv))

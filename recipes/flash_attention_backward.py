@@ -100,8 +100,11 @@ class Config:
 
 
 # head dim 64 splits dQ by keys: a head_dim/2 = 32-column dQ would need a B operand narrower
-# than the 128-byte swizzle's 64 columns; head dim 256 splits dK and dV by columns
-CONFIGS = {64: Config(DQ_SPLIT="keys"), 128: Config(DQ_SPLIT="head_dim"),
+# than the 128-byte swizzle's 64 columns; head dim 256 splits dK and dV by columns. Head dims
+# 64 and 128 hand dQ to the producer warps, store dS by stmatrix and issue dQ before dK: 1.41x
+# and 1.23x the consumers' own reductions (docs/PERFORMANCE.md, "Attention backward")
+FAST = dict(DQ_WRITE="producer_warps", DS_STORE="stmatrix", DQ_FIRST=True)
+CONFIGS = {64: Config(DQ_SPLIT="keys", **FAST), 128: Config(DQ_SPLIT="head_dim", **FAST),
            256: Config(DKV_SPLIT="head_dim")}
 
 
@@ -109,9 +112,8 @@ def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
     """The default config and one switched choice per entry (the benchmark's ablation rows):
     the other dQ splits where they can run, ring depths 1 and 3 where they fit, the other dQ
     writer (DQ_WRITE, with DQ_SPLIT head_dim and keys), the other dS^T store (DS_STORE), the
-    other dQ issue order (DQ_FIRST), and (from a base with none of them) the producer-warp
-    writer, stmatrix and DQ_FIRST together; `base` instead of the head dim's default (the
-    varlen recipe's)."""
+    other dQ issue order (DQ_FIRST), and those three switched together (FAST, or back); `base`
+    instead of the head dim's default (the varlen recipe's)."""
     base = base or CONFIGS[head_dim]
     rows = {"default": base}
     candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)
@@ -126,16 +128,21 @@ def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
     candidates["DQ_FIRST=False" if base.DQ_FIRST else "DQ_FIRST"] = replace(
         base, DQ_FIRST=not base.DQ_FIRST)
     if (base.DQ_WRITE, base.DS_STORE, base.DQ_FIRST) == ("consumers", "st", False):
-        candidates.update({          # the three together: the likely best
+        candidates.update({          # the three together
             f"DQ_WRITE=producer_warps DQ_SPLIT={split} DS_STORE=stmatrix DQ_FIRST": replace(
-                base, DQ_WRITE="producer_warps", DQ_SPLIT=split, DS_STORE="stmatrix",
-                DQ_FIRST=True) for split in ("head_dim", "keys")})
+                base, **FAST, DQ_SPLIT=split) for split in ("head_dim", "keys")})
+    if all(getattr(base, k) == v for k, v in FAST.items()):     # the three undone
+        candidates["DQ_WRITE=consumers DS_STORE=st DQ_FIRST=False"] = replace(
+            base, DQ_WRITE="consumers", DS_STORE="st", DQ_FIRST=False)
     for name, cfg in candidates.items():
         try:
             cfg.check(head_dim)
         except ValueError:
             continue
-        rows[name] = cfg
+        # the writers summing two partials at head dim 128 spill (24 bytes where heads_q =
+        # heads_kv) and ran at 0.88 of the head_dim split: not a row
+        if not (head_dim == 128 and cfg.DQ_WRITE == "producer_warps" and cfg.DQ_SPLIT == "keys"):
+            rows[name] = cfg
     return rows
 
 

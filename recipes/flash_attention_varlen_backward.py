@@ -29,8 +29,10 @@ from recipes import flash_attention_varlen as forward
 
 backward_varlen_kernel = kernel_module.backward_varlen_kernel
 BQ, HEAD_DIMS, Config = padded.BQ, padded.HEAD_DIMS, padded.Config
-# the padded defaults, but each warpgroup reduces its own dQ (check_inputs)
-CONFIGS = {d: replace(cfg, DQ_WRITE="consumers") for d, cfg in padded.CONFIGS.items()}
+# the padded defaults without the three switches measured on the padded kernel only (and each
+# warpgroup reduces its own dQ here: check_inputs)
+CONFIGS = {d: replace(cfg, DQ_WRITE="consumers", DS_STORE="st", DQ_FIRST=False)
+           for d, cfg in padded.CONFIGS.items()}
 WHAT = "flash_attention_varlen_backward"
 
 

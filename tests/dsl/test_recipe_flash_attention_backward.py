@@ -54,34 +54,40 @@ def test_interpreter_head_dim_128_causal_seqlen_q_past_seqlen_k():
 # one head each below (the interpreter's cost is a step per key block, query block and head):
 # GQA and a second kv head are the subject of the first test's cases
 def test_interpreter_dq_partials_summed_in_shared_memory():
-    cfg = fb.ablations(64)["DQ_SPLIT=keys_summed"]
+    cfg = fb.Config(DQ_SPLIT="keys_summed")
     assert fb.check_cpu(seed=4, cases=((1, 100, 130, 1, 1, 64, True),), config=cfg) < 2 ** -6
 
 
-WRITER_ABLATIONS = [(d, name) for d in (64, 128) for name in fb.ablations(d)
+# the ablations from each head dim's config before the producer-warp writer, stmatrix and
+# DQ_FIRST became its default (the varlen kernel's default still)
+CONSUMERS = {64: fb.Config(DQ_SPLIT="keys"), 128: fb.Config(DQ_SPLIT="head_dim")}
+WRITER_ABLATIONS = [(d, name) for d in (64, 128) for name in fb.ablations(d, CONSUMERS[d])
                     if "producer_warps" in name]
 
 
 def test_every_writer_split_is_an_ablation_row():
     # head dim 64 has no head_dim split (32 dQ columns per warpgroup)
+    # (and the keys split at 128, which spills: not a row)
     both = " DS_STORE=stmatrix DQ_FIRST"
     assert WRITER_ABLATIONS == [(64, "DQ_WRITE=producer_warps DQ_SPLIT=keys"),
                                 (64, "DQ_WRITE=producer_warps DQ_SPLIT=keys" + both),
                                 (128, "DQ_WRITE=producer_warps DQ_SPLIT=head_dim"),
-                                (128, "DQ_WRITE=producer_warps DQ_SPLIT=keys"),
-                                (128, "DQ_WRITE=producer_warps DQ_SPLIT=head_dim" + both),
-                                (128, "DQ_WRITE=producer_warps DQ_SPLIT=keys" + both)]
+                                (128, "DQ_WRITE=producer_warps DQ_SPLIT=head_dim" + both)]
+    for d in (64, 128):         # the default is the three together; the row undoing them the old
+        combo = f"DQ_WRITE=producer_warps DQ_SPLIT={CONSUMERS[d].DQ_SPLIT}" + both
+        assert fb.ablations(d)["default"] == fb.ablations(d, CONSUMERS[d])[combo]
+        assert fb.ablations(d)["DQ_WRITE=consumers DS_STORE=st DQ_FIRST=False"] == CONSUMERS[d]
 
 
 @pytest.mark.parametrize("d, name", WRITER_ABLATIONS)
 def test_interpreter_dq_reduced_by_the_producer_warps(d, name):
     # causal: masked and unmasked steps, several steps per head through the one sdQ tile
-    cfg = fb.ablations(d)[name]
+    cfg = fb.ablations(d, CONSUMERS[d])[name]
     case = (1, 100, 130, 1, 1, 64, True) if d == 64 else (1, 130, 60, 1, 1, 128, True)
     assert fb.check_cpu(seed=5, cases=(case,), config=cfg) < 2 ** -6
 
 
-@pytest.mark.parametrize("d, split", [(64, "keys"), (128, "head_dim"), (128, "keys")])
+@pytest.mark.parametrize("d, split", [(64, "keys"), (128, "head_dim")])
 @pytest.mark.parametrize("others", [{}, dict(DS_STORE="stmatrix", DQ_FIRST=True)])
 def test_writer_warps_assemble_without_spills_with_16_byte_reductions(d, split, others):
     cfg = fb.Config(DQ_SPLIT=split, DQ_WRITE="producer_warps", **others)
@@ -102,7 +108,7 @@ def test_writer_warps_assemble_without_spills_with_16_byte_reductions(d, split, 
 def test_interpreter_ds_stored_by_stmatrix(d):
     # consumer warpgroup 1 (threads 256..) stores its own rows: stmatrix addresses by the
     # role's thread index (a CTA-index address raced with the other warpgroup's wgmma)
-    cfg = fb.ablations(d)["DS_STORE=stmatrix"]
+    cfg = fb.ablations(d, CONSUMERS[d])["DS_STORE=stmatrix"]
     case = (1, 100, 130, 1, 1, 64, True) if d == 64 else (1, 130, 60, 1, 1, 128, True)
     assert fb.check_cpu(seed=6, cases=(case,), config=cfg) < 2 ** -6
     _, args, constexprs = fb.kernel_arguments(*_specs(d), True, d ** -0.5, cfg)
@@ -117,7 +123,7 @@ def test_interpreter_ds_stored_by_stmatrix(d):
 @pytest.mark.parametrize("d", [64, 128])
 def test_interpreter_dq_issued_before_dk(d):
     # the reductions run while dK's wgmma does (consumer warpgroups' own atomics)
-    cfg = fb.ablations(d)["DQ_FIRST"]
+    cfg = fb.ablations(d, CONSUMERS[d])["DQ_FIRST"]
     case = (1, 100, 130, 2, 1, 64, True) if d == 64 else (1, 130, 60, 1, 1, 128, True)
     assert fb.check_cpu(seed=7, cases=(case,), config=cfg) < 2 ** -6
 

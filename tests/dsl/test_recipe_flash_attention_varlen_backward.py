@@ -128,7 +128,7 @@ def test_interpreter_other_dq_splits(d, split):
     """The dQ splits that are no head dim's default (head_dim is 128's and 256's, keys 64's):
     two key blocks of sequence 0 add into the same dQ rows."""
     cfg = dataclasses.replace(fvb.CONFIGS[d], DQ_SPLIT=split)
-    assert cfg in fvb.padded.ablations(d).values()
+    assert cfg in fvb.ablations(d).values()
     case = ((50,), (200,), 1, 1, d, False)      # a second sequence: the default splits' cases
     assert fvb.check_cpu(5, cases=(case,), config=cfg) < 2 ** -6
 
