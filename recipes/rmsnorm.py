@@ -93,14 +93,18 @@ def forward_staged(s: rs.RowSplit) -> bool:
 EARLY_WEIGHT_CTAS = rs.SMS      # grids of at most this many CTAs load the weight beside x
 
 
-def forward_early_weight(s: rs.RowSplit, m: int) -> bool:
+def forward_early_weight(s: rs.RowSplit, m: int, staged: bool | None = None) -> bool:
     """Whether the forward loads the weight beside x, before the row sum, instead of after it
-    (short register lifetimes: more CTAs an SM): grids of at most EARLY_WEIGHT_CTAS CTAs (one
-    an SM or fewer: no occupancy to lose; a few rows, where the weight's load after the
-    statistics is a second memory latency on the kernel's critical path: 1 x 4096 ran at 0.65
-    of quack) with 16-byte accesses (the narrow splits' 512 threads cap ptxas at 128
-    registers: 65537 columns with a residual spilled)."""
-    return s.CLUSTER * s.row_tiles(m) <= EARLY_WEIGHT_CTAS and s.VEC == s.C
+    (short register lifetimes: more CTAs an SM), with 16-byte accesses (the narrow splits'
+    512 threads cap ptxas at 128 registers: 65537 columns with a residual spilled): grids of
+    at most EARLY_WEIGHT_CTAS CTAs (one an SM or fewer: no occupancy to lose; a few rows,
+    where the weight's load after the statistics is a second memory latency on the
+    critical path: 1 x 4096 3 -> 5 GB/s, quack's 5), and staged rows (the row is in shared
+    memory: 58 -> 80 registers, still 3 CTAs an SM; 4096 x 131072 3758 -> 3862 GB/s, 1000 x
+    32768 3273 -> 3347, 4096 x 32768 3732 -> 3709: H200, docs/PERFORMANCE.md). `staged`:
+    whether the rows are (default: forward_staged(s))."""
+    staged = forward_staged(s) if staged is None else staged
+    return (s.CLUSTER * s.row_tiles(m) <= EARLY_WEIGHT_CTAS or staged) and s.VEC == s.C
 
 
 def backward_split(n: int, itemsize: int) -> rs.RowSplit:
@@ -152,15 +156,15 @@ def forward_launches(x, residual, weight, y, h, rstd, floats, m: int, n: int, ep
     floats(count) (rstd's stand-in when absent); the split `s` or forward_split(n, x's
     itemsize, m), its rows staged in shared memory where `staged` says (default:
     forward_staged(s)), the weight loaded beside x where `early_weight` says (default:
-    forward_early_weight(s, m)). The one description of the launch: the GPU path, check_cpu
-    and layoutkit.torch all run it."""
+    forward_early_weight(s, m, staged)). The one description of the launch: the GPU path,
+    check_cpu and layoutkit.torch all run it."""
     xdt, wdt = dtypes
     s = s or forward_split(n, xdt.nbytes, m)
     flags = {**s.constexprs(), "RESIDUAL": residual is not None, "WEIGHT": weight is not None,
              "STORE_RESIDUAL": h is not None, "STORE_RSTD": rstd is not None,
-             "STAGED": forward_staged(s) if staged is None else bool(staged),
-             "EARLY_WEIGHT": forward_early_weight(s, m) if early_weight is None else
-             bool(early_weight)}
+             "STAGED": forward_staged(s) if staged is None else bool(staged)}
+    flags["EARLY_WEIGHT"] = forward_early_weight(s, m, flags["STAGED"]) \
+        if early_weight is None else bool(early_weight)
     args = (*forward_tensors(x, residual, weight, y, h, floats(1) if rstd is None else rstd),
             m, n // s.VEC, eps)
     return [(kernel_for("forward", xdt, wdt, s), s.CLUSTER * s.row_tiles(m), args, flags)]
@@ -413,7 +417,8 @@ def compile_default() -> dict:
         result[f"rmsnorm n={n}"] = k.ptx(ptr, ptr, ptr, ptr, ptr, f32p, 4096, n // s.VEC, 1e-6,
                                          **s.constexprs(), RESIDUAL=True, WEIGHT=True,
                                          STORE_RESIDUAL=True, STORE_RSTD=True,
-                                         STAGED=forward_staged(s), EARLY_WEIGHT=False)
+                                         STAGED=forward_staged(s),
+                                         EARLY_WEIGHT=forward_early_weight(s, 4096))
         s = backward_split(n, 2)
         k = kernel_for("backward", lk.bf16, lk.bf16, s)
         result[f"rmsnorm_backward n={n}"] = k.ptx(ptr, ptr, ptr, f32p, ptr, f32p, 4096,

@@ -4,6 +4,9 @@ f32 math, for a row-major contiguous (m, n) matrix.
 Pipeline (one pass: every value of a row is read once, kept in registers, written once):
 
     global --ld.global.v4 (16 B)--> registers (bf16 -> f32; columns past n read as -inf)
+      (CTAs of 16k columns, `staged`: global --cp.async 16 B--> shared memory, read into
+      registers for the max, the sum and the output: no row held in registers across the
+      reductions, the exponentials computed twice)
       row max:  in-thread tree -> shfl.bfly over the lanes of the row -> [smem across warps]
       e = exp2(x * log2(e) - max * log2(e))        (one fma + ex2.approx.ftz per element:
                                                     results below 2**-126 of the max flush to 0)
@@ -111,17 +114,19 @@ def _softmax_staged_cluster_body(x: lk.Pointer[lk.bf16], y: lk.Pointer[lk.bf16],
     _softmax_rows(x, y, m, n_vectors, WARPS, ROWS, C, K, lk.sm90.cluster_size(), staged=True)
 
 
-STAGED_FROM_CLUSTER = 0     # rows staged in shared memory from this cluster size (0: never)
+STAGED_FROM_COLUMNS = 16384   # a CTA holding this many columns of a row stages them (0: never)
 
 
 def staged(cfg: rs.Config) -> bool:
     """Whether softmax stages x in shared memory for split `cfg` (_softmax_rows' `staged`):
-    a cluster of at least STAGED_FROM_CLUSTER CTAs with 16-byte accesses. Held in registers,
-    x and its exponentials take ~100 registers at 256 threads: 2 CTAs an SM, idle through each
-    cluster exchange (0.82-0.93 of quack past 16k columns); staged, the exponentials are
-    computed twice (two ex2 an element) on fewer registers. Off until the H200 says
-    (benchmarks/bench_rows.py --sweep softmax)."""
-    return 0 < STAGED_FROM_CLUSTER <= cfg.cluster and cfg.vector == 8
+    CTAs that hold at least STAGED_FROM_COLUMNS columns of a row (256 threads x 64 values:
+    rows of 16k columns and every cluster split) with 16-byte accesses. Held in registers, x
+    and its exponentials took 117-127 registers at 256 threads in a cluster: 2 CTAs an SM,
+    idle through each exchange; staged, 40-44 (5-6 CTAs an SM), the exponentials computed
+    twice. H200, same run (docs/PERFORMANCE.md): 4096 x 131072 3397 -> 3943 GB/s (quack
+    4171), 1000 x 65536 3277 -> 3523, 4096 x 16384 3666 -> 3784, 4096 x 32768 unchanged
+    (3776, 3760); 1000 x 4096 (128-thread CTAs of 2 rows) lost 8%: not staged."""
+    return 0 < STAGED_FROM_COLUMNS <= cfg.columns and cfg.vector == 8
 
 
 def kernel_for(cfg: rs.Config, staged_rows: bool | None = None) -> lk.Kernel:

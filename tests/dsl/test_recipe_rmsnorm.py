@@ -120,11 +120,12 @@ def test_forward_matches_float64_on_the_interpreter(dtype, m, n, s, residual, we
 
 @pytest.mark.parametrize("m, n, early", [(1, 4096, True), (7, 131072, True),
                                          (132, 4096, True), (133 * 2, 4096, False),
-                                         (1000, 32768, False), (4096, 1000, False),
+                                         (1000, 32768, True), (4096, 131072, True),
+                                         (4096, 16384, False), (4096, 1000, False),
                                          (1, 65537, False)])
-def test_small_grids_load_the_weight_beside_x(m, n, early):
-    """Grids of at most one CTA an SM (132) with 16-byte accesses load the weight with x,
-    before the row sum."""
+def test_small_grids_and_staged_rows_load_the_weight_beside_x(m, n, early):
+    """Grids of at most one CTA an SM (132) and staged rows (past 16k columns), with 16-byte
+    accesses, load the weight with x, before the row sum."""
     s = rmsnorm.forward_split(n, 2, m)
     assert rmsnorm.forward_early_weight(s, m) == early
     ((kernel, grid, args, constexprs),) = rmsnorm.forward_launches(

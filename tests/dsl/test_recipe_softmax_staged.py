@@ -42,13 +42,14 @@ def test_wide_rows_staged_take_fewer_registers(n):
     assert usage[True].registers <= 48 < 96 < usage[False].registers
 
 
-@pytest.mark.parametrize("from_cluster, m, n, staged", [
-    (2, 4096, 131072, True), (2, 4096, 32768, True), (2, 4096, 16384, False),
-    (2, 4096, 32775, False), (8, 4096, 65536, False), (0, 4096, 131072, False)])
-def test_staging_follows_the_rule(monkeypatch, from_cluster, m, n, staged):
-    """Clusters of at least STAGED_FROM_CLUSTER CTAs (0: none) with 16-byte accesses (32775:
-    scalar) stage their rows; the default launch takes that kernel."""
-    monkeypatch.setattr(softmax, "STAGED_FROM_CLUSTER", from_cluster)
+@pytest.mark.parametrize("from_columns, m, n, staged", [
+    (16384, 4096, 131072, True), (16384, 4096, 32768, True), (16384, 4096, 16384, True),
+    (16384, 1000, 8192, False), (16384, 1000, 4096, False), (16384, 4096, 32775, False),
+    (32768, 4096, 131072, False), (0, 4096, 131072, False)])
+def test_staging_follows_the_rule(monkeypatch, from_columns, m, n, staged):
+    """CTAs holding at least STAGED_FROM_COLUMNS columns of a row (0: none) with 16-byte
+    accesses (32775: scalar) stage their rows; the default launch takes that kernel."""
+    monkeypatch.setattr(softmax, "STAGED_FROM_COLUMNS", from_columns)
     cfg = softmax.config(m, n)
     assert softmax.staged(cfg) == staged
     ((kernel, _, _, _),) = softmax.launches(None, None, None, m, n)

@@ -26,7 +26,8 @@ def test_softmax_default_specializations_assemble_without_spills():
     with warnings.catch_warnings():
         warnings.simplefilter("error")              # a register spill is a warning: fail on it
         for name, ptx in softmax.compile_default().items():
-            assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx, name
+            load = "cp.async.cg.shared.global" if "staged" in ptx else "ld.global.v4.b32"
+            assert load in ptx and "st.global.v4.b32" in ptx, name
             assert "ex2.approx.ftz.f32" in ptx and "shfl.sync.bfly.b32" in ptx, name
             assemble(ptx)
 
@@ -40,14 +41,16 @@ def test_softmax_splits_rows_by_shape(m, n, threads, rows, vector, cluster, barr
     cfg = softmax.config(m, n)
     assert (cfg.threads, cfg.rows, cfg.vector, cfg.cluster) == (threads, rows, vector, cluster)
     ptx = softmax.ptx_for(cfg, m, n)
-    assert ptx.count("bar.sync 0;") == barriers     # rows over several warps: smem + barriers
+    staged = softmax.staged(cfg)                    # + the staged tile's barrier
+    assert ptx.count("bar.sync 0;") == barriers + staged   # rows over warps: smem + barriers
     # the partials' exchange: peers started (relaxed, after the loads), then each CTA's max
     # and sum stored into every other CTA (st.async), completing on its mbarrier
     assert ptx.count("barrier.cluster.arrive.relaxed") == (cluster > 1)
     assert ptx.count("barrier.cluster.arrive.release") == 0
     assert ptx.count("st.async.shared::cluster") == 2 * (cluster - 1)
     if vector == 8:
-        assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx
+        load = "cp.async.cg.shared.global" if staged else "ld.global.v4.b32"
+        assert load in ptx and "st.global.v4.b32" in ptx
     usage = assemble(ptx).resources[softmax.kernel_for(cfg).name]
     assert usage.spill_store_bytes == 0
 
