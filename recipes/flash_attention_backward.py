@@ -9,7 +9,8 @@ Three kernels per call:
      (D = 0, -inf there), and the f32 dQ accumulator zeroed;
   2. the kernel (recipes/_flash_attention_backward_kernel.py: pipeline, numerics and its
      switches, `Config`), one CTA per key block (128 keys; 64 at head dim 256), kv head and
-     batch: dK, dV in registers, dQ by atomic f32 reductions;
+     batch: dK, dV in registers, dQ by atomic f32 reductions (head dims 64 and 128: issued
+     from shared memory by the producer warpgroup's warps 1-3);
   3. post-pass (the passes module): dq = dQ_acc * scale as bf16.
 Head dims 64 and 128 split the CTA's keys between its two consumer warpgroups (128 keys per
 CTA); head dim 256, where dK and dV of 64 keys alone would be 256 f32 registers per thread,
