@@ -41,7 +41,7 @@ sums = st.lists(st.tuples(st.sampled_from((1, -1, 2, 3, -4, 5, 8)), products), m
                 max_size=3).map(lambda kts: sum(k * x for k, x in kts))
 
 
-@settings_for(300)
+@settings_for(80)
 @given(sums, st.integers(-300, 300), st.sampled_from((2, 3, 4, 6, 8, 128)))
 def test_mod_of_a_sum_of_counter_products_is_sympys_mod(x, c, q):
     """ring counters such as k + K_TILES * (t // units): a fast path when the terms are
@@ -49,7 +49,7 @@ def test_mod_of_a_sum_of_counter_products_is_sympys_mod(x, c, q):
     assert same(symbolic.mod(x + c, q), sympy.Mod(x + c, q))
 
 
-@settings_for(300)
+@settings_for(80)
 @given(terms, st.integers(-300, 300), st.integers(-3, 300))
 def test_mod_is_sympys_mod(x, c, q):
     if q == 0:
@@ -85,7 +85,7 @@ def test_mod_builds_only_a_plain_counter_unevaluated():
     assert symbolic.mod(even, 2) == 0 and symbolic.mod(t, 1) == 0
 
 
-@settings_for(150)
+@settings_for(60)
 @given(st.sampled_from((1, 2, 3, 4, 6, 16, 48, 128)) | st.integers(1, 600), st.integers(1, 700))
 def test_ceil_div_of_an_extent_is_sympys_ceiling(d, b):
     E = la.symbol("E", d)
@@ -108,7 +108,7 @@ def _grow(children):
 expressions = st.recursive(st.sampled_from(LEAVES), _grow, max_leaves=8)
 
 
-@settings_for(300)
+@settings_for(80)
 @given(expressions)
 def test_expand_returns_what_sympy_expand_returns(x):
     assert symbolic.expand(x) == sympy.expand(x)
