@@ -1,7 +1,7 @@
 """recipes/flash_attention.py with three consumer warpgroups (Config.CONSUMERS = 3, 192-row query
-tiles) on the CPU: every three-consumer ablation row assembles for sm_90a with no spills, no
-ignored setmaxnreg and no ptxas C75xx infos, its PTX has the 512-thread block's role budgets
-and the three-barrier ping-pong ring, its SASS three warpgroups' HGMMAs (SS for S, RS for P V) and
+tiles) on the CPU: every three-consumer ablation config assembles (causal where it has a causal
+row) for sm_90a with no spills, no ignored setmaxnreg and no ptxas C75xx infos, its PTX has the
+512-thread block's role budgets and the three-barrier ping-pong ring, its SASS three warpgroups' HGMMAs (SS for S, RS for P V) and
 no local memory, the CPU interpreter (race and barrier checks on) matches
 numpy in float64 on ragged shapes, causal and not, padded and varlen, one head each (GQA on
 three consumers: non-causal head dim 64's default, test_recipe_flash_attention.py's CPU_CASES),
@@ -24,6 +24,12 @@ kernel_module = fa.kernel_module
 ROWS = [(d, causal, name) for d in sorted(fa.THREE_CONSUMERS) for causal in (False, True)
         for name, cfg in fa.ablations(d, causal).items()
         if cfg.CONSUMERS == 3 and (name in fa.THREE_CONSUMERS[d] or name == "default")]
+# ptxas runs on each config once: a non-causal row whose config also has a causal row is left to
+# that one, whose PTX is the non-causal one's plus the diagonal's masked loop (more live values
+# in the same 160 registers); the non-causal defaults and BN=80 (no causal row) keep the
+# non-causal SASS shape's check
+ASSEMBLED = [(d, causal, name) for d, causal, name in ROWS
+             if causal or (d, True, name) not in ROWS]
 
 
 def _ptx(d: int, causal: bool, cfg) -> str:
@@ -47,8 +53,8 @@ def test_three_consumer_rows_are_ablations_and_in_the_autotune_space():
     assert fa.CONFIGS[64, False].CONSUMERS == 3 and fa.CONFIGS[64, True].CONSUMERS == 2
 
 
-@pytest.mark.parametrize("d, causal, name", ROWS, ids=[f"d{d}-{'causal' if c else 'full'}-{n}"
-                                                      for d, c, n in ROWS])
+@pytest.mark.parametrize("d, causal, name", ASSEMBLED,
+                         ids=[f"d{d}-{'causal' if c else 'full'}-{n}" for d, c, n in ASSEMBLED])
 def test_three_consumer_rows_assemble_without_spills(d, causal, name):
     cfg = fa.ablations(d, causal)[name]
     ptx = _ptx(d, causal, cfg)
