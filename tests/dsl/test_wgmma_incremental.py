@@ -112,7 +112,7 @@ def compare_waits(statements) -> None:
     assert compared                                   # the closing wait at least
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(program)
 def test_each_wait_raises_what_a_walk_of_the_whole_traced_ir_raises(statements):
     compare_waits(statements)
