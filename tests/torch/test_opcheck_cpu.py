@@ -73,17 +73,14 @@ def test_opcheck_rmsnorm_with_gradients(weight):
     opcheck(ops.rmsnorm.default, (bf16(3, 40, seed=23, grad=True), w, 1e-6))
 
 
-def test_opcheck_flash_attention_causal_gqa():
-    q, k, v = bf16(1, 20, 2, 64, seed=9), bf16(1, 12, 1, 64, seed=10), bf16(1, 12, 1, 64, seed=11)
-    opcheck(ops.flash_attention.default, (q, k, v, True, None, "bshd"))
-
-
-def test_opcheck_flash_attention_bhsd():
+def test_opcheck_flash_attention_bhsd_causal_gqa():
     # causal: the two-consumer kernel, two thirds of the non-causal three-consumer kernel's
     # threads to interpret (the op's wrapper is the same for both; the non-causal kernel's
-    # results are tests/dsl/test_recipe_flash_attention.py's)
-    q, k = bf16(1, 2, 16, 64, seed=12), bf16(1, 2, 16, 64, seed=13)
-    opcheck(ops.flash_attention.default, (q, k, k, True, 0.1, "bhsd"))
+    # results are tests/dsl/test_recipe_flash_attention.py's). The "bshd" layout's opcheck is
+    # tests/torch/test_attention_backward_cpu.py's (with gradients)
+    q = bf16(1, 2, 20, 64, seed=9)
+    k, v = bf16(1, 1, 12, 64, seed=10), bf16(1, 1, 12, 64, seed=11)
+    opcheck(ops.flash_attention.default, (q, k, v, True, 0.1, "bhsd"))
 
 
 def test_gemm_gradients_match_float64_autograd():
