@@ -114,7 +114,7 @@ from .fastpath import NeverATensor, argument_checks, compile_function, fast_name
 from .launch import _stream_handle, launch_dims, torch_stream_getter
 from .signature import ParamKind
 
-__all__ = ["DIMS", "LaunchParts", "PACK_ERRORS", "configured_launcher", "launcher_source"]
+__all__ = ["DIMS", "LaunchParts", "PACK_ERRORS", "configured_launcher", "launch_lines", "launcher_source"]
 
 # What pack_into raises for an exact int or float its format cannot hold; the checked path words it.
 PACK_ERRORS = (struct.error, OverflowError)
@@ -186,7 +186,7 @@ def launcher_source(packer: ArgumentPacker, cluster: bool, stream: str, ordinal:
     n = len(packer.params)
     names = names or [f"a{i}" for i in range(n)]
     miss = f"return general(({', '.join(names)}{',' if n == 1 else ''}))"
-    launch = _launch_lines(cluster, stream, ordinal)
+    launch = launch_lines(cluster, stream, ordinal)
     entries = [("launcher", names, False)]
     if from_pointers:
         pointers = [f"p{i}" for i, p in enumerate(packer.params) if p.kind is ParamKind.POINTER]
@@ -225,17 +225,21 @@ def _pack_lines(params, values: list[str], lasts: list[str], miss: str) -> list[
             f"        {', '.join(lasts)} = {', '.join(values)}"]
 
 
-def _launch_lines(cluster: bool, stream: str, ordinal: int) -> list[str]:
-    """The stream choice (one query of PyTorch's current stream) and the driver call."""
+def launch_lines(cluster: bool, stream: str, ordinal, prefix: str = "", dims=DIMS) -> list[str]:
+    """The stream choice (one query of PyTorch's current stream) and the driver call, each line
+    indented by 4; every name the lines use carries ``prefix`` (the DSL's fast path writes the
+    same lines into its own function: layoutkit.dsl.core.launch_fast); ``ordinal``: the device's
+    ordinal or the name holding it; ``dims``: the names of the launch shape."""
+    p = prefix
     lines = []
     if stream == "torch":
-        lines.append(f"    raw = stream_of({ordinal})\n    try:\n        s = streams[raw]\n"
-                     "    except KeyError:\n        s = add_stream(raw)")
+        lines.append(f"    {p}raw = {p}stream_of({ordinal})\n    try:\n        {p}s = {p}streams[{p}raw]\n"
+                     f"    except KeyError:\n        {p}s = {p}add_stream({p}raw)")
     if cluster:
-        lines.append("    config.hStream = s\n    err = launch_ex(config, fn, params, 0)[0]")
+        lines.append(f"    {p}config.hStream = {p}s\n    {p}err = {p}launch_ex({p}config, {p}fn, {p}params, 0)[0]")
     else:
-        lines.append(f"    err = launch(fn, {', '.join(DIMS)}, s, params, 0)[0]")
-    return lines + ["    if err:\n        failed(err, s)"]
+        lines.append(f"    {p}err = {p}launch({p}fn, {', '.join(dims)}, {p}s, {p}params, 0)[0]")
+    return lines + [f"    if {p}err:\n        {p}failed({p}err, {p}s)"]
 
 
 def _indented(chunks: list[str], prefix: str) -> list[str]:

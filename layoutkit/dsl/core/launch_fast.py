@@ -41,12 +41,12 @@ is wrong.
 >>> params = [parameter("x", Pointer[f32]), parameter("n", i32), parameter("V", constexpr)]
 >>> print(fast_launch_source(params, debug=None))
 _lk_c0 = _lk_c1 = _lk_c2 = _lk_cD = _lk_cT = _lk_NO   # the facts of the specialization held
-_lk_fn = _lk_g0 = _lk_g1 = _lk_g2 = _lk_g3 = _lk_g4 = _lk_g5 = _lk_g6 = _lk_call = _lk_params = _lk_pack = _lk_storage = _lk_base = _lk_stream_of = _lk_ordinal = _lk_streams = _lk_add = _lk_failed = _lk_aligns = _lk_one = _lk_from = _lk_last0 = _lk_last1 = _lk_entry = None
+_lk_fn = _lk_g0 = _lk_g1 = _lk_g2 = _lk_g3 = _lk_g4 = _lk_g5 = _lk_g6 = _lk_launch = _lk_params = _lk_pack = _lk_storage = _lk_base = _lk_stream_of = _lk_ordinal = _lk_streams = _lk_add_stream = _lk_failed = _lk_aligns = _lk_one = _lk_from = _lk_last0 = _lk_last1 = _lk_entry = None
 _lk_busy = False
 <BLANKLINE>
 <BLANKLINE>
 def launch(x=_lk_NO, n=_lk_NO, V=_lk_NO, /, *_lk_more, **_lk_kwargs):
-    global _lk_c0, _lk_c1, _lk_c2, _lk_cD, _lk_cT, _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_aligns, _lk_one, _lk_from, _lk_last0, _lk_last1, _lk_entry, _lk_busy
+    global _lk_c0, _lk_c1, _lk_c2, _lk_cD, _lk_cT, _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_launch, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add_stream, _lk_failed, _lk_aligns, _lk_one, _lk_from, _lk_last0, _lk_last1, _lk_entry, _lk_busy
     if _lk_kwargs or _lk_more:
         _lk_stream = _lk_kwargs.pop('stream', None)
         if _lk_stream is not None or _lk_more:
@@ -84,7 +84,7 @@ def launch(x=_lk_NO, n=_lk_NO, V=_lk_NO, /, *_lk_more, **_lk_kwargs):
                     except TypeError:   # an unhashable constexpr
                         _lk_e = None
                     if _lk_type(_lk_e) is _lk_Parts:
-                        _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_call, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add, _lk_failed, _lk_cT, _lk_aligns, _lk_one, _lk_from = _lk_e
+                        _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_launch, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add_stream, _lk_failed, _lk_cT, _lk_aligns, _lk_one, _lk_from = _lk_e
                         _lk_entry = None
                     elif _lk_e is None:
                         return _lk_checked(_lk_grid, (x, n, V), None, {})
@@ -107,8 +107,8 @@ def launch(x=_lk_NO, n=_lk_NO, V=_lk_NO, /, *_lk_more, **_lk_kwargs):
                 try:
                     _lk_s = _lk_streams[_lk_raw]
                 except KeyError:
-                    _lk_s = _lk_add(_lk_raw)
-                _lk_err = _lk_call(_lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_s, _lk_params, 0)[0]
+                    _lk_s = _lk_add_stream(_lk_raw)
+                _lk_err = _lk_launch(_lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_s, _lk_params, 0)[0]
                 if _lk_err:
                     _lk_failed(_lk_err, _lk_s)
                 return None
@@ -124,7 +124,7 @@ import sys
 
 from layoutkit.ptx import debug_raw_lookup
 from layoutkit.ptx.fastpath import NeverATensor
-from layoutkit.ptx.launcher import PACK_ERRORS, LaunchParts, gil_guards_launches
+from layoutkit.ptx.launcher import PACK_ERRORS, LaunchParts, gil_guards_launches, launch_lines
 
 from .arguments import INT_RANGE, Parameter
 from .tensor_args import NARROW_LIMIT, STRIDE_BYTES
@@ -298,14 +298,7 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
         "        return None",
         f"    {checked}",
         f"if {device}:",
-        "    _lk_raw = _lk_stream_of(_lk_ordinal)",
-        "    try:",
-        "        _lk_s = _lk_streams[_lk_raw]",
-        "    except KeyError:",
-        "        _lk_s = _lk_add(_lk_raw)",
-        f"    _lk_err = _lk_call(_lk_fn, {', '.join(dims)}, _lk_s, _lk_params, 0)[0]",
-        "    if _lk_err:",
-        "        _lk_failed(_lk_err, _lk_s)",
+        *"\n".join(launch_lines(False, "torch", "_lk_ordinal", "_lk_", dims)).splitlines(),
         "    return None"]
     has_tensors = any(p.kind == "tensor" for p in params)
     errors = {name: why for name, why, where in (
@@ -342,8 +335,8 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
 
 # The held LaunchParts' fields, in LaunchParts' order, as the generated function's globals.
 PARTS = ("_lk_fn", "_lk_g0", "_lk_g1", "_lk_g2", "_lk_g3", "_lk_g4", "_lk_g5", "_lk_g6",
-         "_lk_call", "_lk_params", "_lk_pack", "_lk_storage", "_lk_base", "_lk_stream_of",
-         "_lk_ordinal", "_lk_streams", "_lk_add", "_lk_failed", "_lk_cT", "_lk_aligns", "_lk_one",
+         "_lk_launch", "_lk_params", "_lk_pack", "_lk_storage", "_lk_base", "_lk_stream_of",
+         "_lk_ordinal", "_lk_streams", "_lk_add_stream", "_lk_failed", "_lk_cT", "_lk_aligns", "_lk_one",
          "_lk_from")
 
 
