@@ -384,6 +384,18 @@ def sweep(torch, quack_missing, interleaved, gbps, shapes=SWEEP,
             torch.cuda.empty_cache()
 
 
+def budget_row(m: int, n: int, calls: dict, splits: dict, budgets, nbytes: int, interleaved,
+               gbps) -> None:
+    """Time `calls` (one per budget label, and "quack" where it runs) interleaved and print the
+    sweep's row: quack's GB/s, then each budget's GB/s and split (the split alone for a budget
+    with no call: one that does not run at this shape)."""
+    times = interleaved(calls, reps=repetitions(nbytes, len(calls)))
+    cells = [f"{gbps(nbytes, times[label].median_ms):.0f} ({splits[label]})"
+             if label in times else splits[label] for label in budgets]
+    quack = f"{gbps(nbytes, times['quack'].median_ms):.0f}" if "quack" in times else "-"
+    print(f"| {m} x {n} | {quack} | " + " | ".join(cells) + " |", flush=True)
+
+
 def sweep_backward(torch, quack_missing, interleaved, gbps, shapes=BACKWARD_SWEEP) -> None:
     """Per shape, GB/s of softmax_backward with each budget's split (BACKWARD_BUDGETS)."""
     import layoutkit as lk
@@ -407,12 +419,8 @@ def sweep_backward(torch, quack_missing, interleaved, gbps, shapes=BACKWARD_SWEE
         if quack_missing is None:
             from quack.softmax import softmax_bwd
             calls["quack"] = lambda: softmax_bwd(dy, y)
-        nbytes = 3 * y.numel() * 2
-        times = interleaved(calls, reps=repetitions(nbytes, len(calls)))
-        cells = [f"{gbps(nbytes, times[label].median_ms):.0f} ({splits[label]})"
-                 for label in BACKWARD_BUDGETS]
-        quack = f"{gbps(nbytes, times['quack'].median_ms):.0f}" if "quack" in times else "-"
-        print(f"| {m} x {n} | {quack} | " + " | ".join(cells) + " |", flush=True)
+        budget_row(m, n, calls, splits, BACKWARD_BUDGETS, 3 * y.numel() * 2, interleaved, gbps)
+        calls = None
         torch.cuda.empty_cache()
 
 
@@ -458,13 +466,9 @@ def sweep_rmsnorm(torch, quack_missing, interleaved, gbps, shapes=RMSNORM_SWEEP)
         if quack_missing is None:
             from quack.rmsnorm import rmsnorm_fwd
             calls["quack"] = lambda: rmsnorm_fwd(x, w, eps=1e-6, store_rstd=True)
-        nbytes = 2 * m * n * 2 + n * 2 + 4 * m
-        times = interleaved(calls, reps=repetitions(nbytes, len(calls)))
-        cells = [f"{gbps(nbytes, times[label].median_ms):.0f} ({splits[label]})"
-                 if label in times else splits[label] for label in RMSNORM_BUDGETS]
-        quack = f"{gbps(nbytes, times['quack'].median_ms):.0f}" if "quack" in times else "-"
-        print(f"| {m} x {n} | {quack} | " + " | ".join(cells) + " |", flush=True)
-        calls = times = None
+        budget_row(m, n, calls, splits, RMSNORM_BUDGETS, 2 * m * n * 2 + n * 2 + 4 * m,
+                   interleaved, gbps)
+        calls = None
         torch.cuda.empty_cache()
 
 
@@ -568,13 +572,9 @@ def sweep_layernorm_backward(torch, quack_missing, interleaved, gbps,
             from quack.rmsnorm import layernorm_bwd
             w32 = w.float()
             calls["quack"] = lambda: layernorm_bwd(x, w32, dy, rstd, mean)
-        nbytes = 3 * m * n * 2 + 3 * n * 2 + 8 * m
-        times = interleaved(calls, reps=repetitions(nbytes, len(calls)))
-        cells = [f"{gbps(nbytes, times[label].median_ms):.0f} ({splits[label]})"
-                 if label in times else splits[label] for label in LAYERNORM_BACKWARD_BUDGETS]
-        quack = f"{gbps(nbytes, times['quack'].median_ms):.0f}" if "quack" in times else "-"
-        print(f"| {m} x {n} | {quack} | " + " | ".join(cells) + " |", flush=True)
-        calls = times = None
+        budget_row(m, n, calls, splits, LAYERNORM_BACKWARD_BUDGETS,
+                   3 * m * n * 2 + 3 * n * 2 + 8 * m, interleaved, gbps)
+        calls = None
         torch.cuda.empty_cache()
 
 
