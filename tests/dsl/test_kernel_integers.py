@@ -4,12 +4,14 @@ and Mod lower to PTX with floor semantics for any sign of the numerator, and the
 computes exactly what the lowering emits."""
 import pytest
 import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import layoutkit.dsl as lk
 from layoutkit.dsl.core.bounds import value_range
 from layoutkit.dsl.core.tracer import current
 from layoutkit.dsl.interpreter.index_eval import compile_index
-from layoutkit.dsl.lower.index import IndexLowering
+from layoutkit.dsl.lower.index import IndexLowering, reciprocal_multiplier
 from layoutkit.ptx.builder import Module
 
 from .source_lines import line_of
@@ -74,9 +76,57 @@ def test_floor_and_mod_by_a_constant_round_toward_minus_infinity():
     # a numerator that may be negative: div and rem, then the sign fix-up (shift by 31, add)
     assert _lines(sympy.floor((t - 100) / 3), t) == \
         ["add.s32", "div.s32", "rem.s32", "shr.s32", "add.s32"]
-    assert _lines(sympy.floor(t / 3), t) == ["div.s32"]             # t >= 0: div alone
+    # t >= 0: a multiply-high and a shift (ptxas would expand div.s32 by 3 into ~20 SASS)
+    assert _lines(sympy.floor(t / 3), t) == ["mul.hi.u32", "shr.u32"]
     assert _lines(sympy.floor((t - 100) / 8), t) == ["add.s32", "shr.s32"]   # shr is a floor
-    assert _lines(sympy.ceiling(t / 176), t) == ["add.s32", "div.s32"]
+    assert _lines(sympy.ceiling(t / 176), t) == ["add.s32", "mul.hi.u32", "shr.u32"]
+    # the floor and the Mod of one numerator share the quotient
+    k = Module(line_info=False).kernel("k")
+    ix = IndexLowering(k, {t: k.reg("s32")})
+    ix.emit(sympy.floor(t / 66), "s32"), ix.emit(sympy.Mod(t, 66), "s32")
+    assert [line.split()[0] for line in k.body_lines()] == ["mul.hi.u32", "shr.u32",
+                                                            "mad.lo.s32"]
+
+
+def _run_lines(lines: list[str], x: int, bits: int) -> int:
+    """The integer result of emitted `mul.hi.uN` / `shr.uN` / `mad.lo.sN` lines on input x
+    (register %s0 / %sd0), as the hardware computes them."""
+    mask = (1 << bits) - 1
+    regs = {}
+    for line in lines:
+        op, rest = line.split(None, 1)
+        d, *srcs = [s.strip() for s in rest.rstrip(";").split(",")]
+        val = [regs.get(s, x) if s.startswith("%") else int(s, 0) for s in srcs]
+        val = [v & mask for v in val]
+        if op.startswith("mul.hi.u"):
+            regs[d] = (val[0] * val[1]) >> bits
+        elif op.startswith("shr.u"):
+            regs[d] = val[0] >> val[1]
+        elif op.startswith("mad.lo.s"):
+            regs[d] = (val[0] * val[1] + val[2]) & mask
+        else:
+            raise AssertionError(f"unexpected line {line}")
+    result = regs[d]
+    return result - (1 << bits) if result >> (bits - 1) else result
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(3, 2**31 - 1).filter(lambda d: d & (d - 1)), st.integers(0, 2**31 - 1))
+def test_constant_floor_and_mod_of_a_non_negative_numerator_are_exact(d, x):
+    t = sympy.Symbol("t", integer=True, nonnegative=True)
+    for bits, ptype in ((32, "s32"), (64, "s64")):
+        for expr, want in ((sympy.floor(t / d), x // d), (sympy.Mod(t, d), x % d)):
+            k = Module(line_info=False).kernel("k")
+            IndexLowering(k, {t: k.reg(ptype)}).emit(expr, ptype)
+            assert _run_lines(k.body_lines(), x, bits) == want, (expr, x)
+
+
+def test_reciprocal_multiplier_refuses_what_it_cannot_divide():
+    for d in (0, 1, 64):
+        with pytest.raises(ValueError, match=f"d = {d} is not a non-power-of-two"):
+            reciprocal_multiplier(d, 31)
+    with pytest.raises(ValueError, match="more bits than the dividend"):
+        reciprocal_multiplier(2**40 + 1, 31)
 
 
 def test_min_and_max_lower_to_min_and_max():

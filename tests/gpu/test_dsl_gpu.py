@@ -1,5 +1,6 @@
 """GPU tests of the kernel DSL (marker `gpu`): elementwise y = a*x + b in f32 and bf16 on random
-data with ragged sizes, and a loop with a carried tensor, checked element by element.
+data with ragged sizes, a loop with a carried tensor, and kernel integers divided by constants
+up to 2**31, checked element by element.
 The kernels cannot hang: no barriers or waits, every loop bound is a kernel argument."""
 import numpy as np
 import pytest
@@ -12,6 +13,9 @@ torch = pytest.importorskip("torch")
 
 from tests.dsl.axpb_reference import axpb_mismatches  # noqa: E402
 from tests.dsl.kernels import axpb, axpb_bf16, row_sums  # noqa: E402
+
+import layoutkit as lk  # noqa: E402
+from layoutkit.algebra import Layout  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 SIZES = [1, 7, 127, 128, 511, 512, 4095, 4096, 100_003, 1 << 20]
@@ -92,3 +96,29 @@ def test_row_sums_loop(m, n):
     for lane in range(32):
         lanes[:, lane] = torch.from_numpy(host[:, lane::32].sum(axis=1))
     assert np.allclose(y.double().cpu().numpy(), lanes.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@lk.kernel(num_warps=4)
+def quotient_remainder(q: lk.Pointer[lk.i32], r: lk.Pointer[lk.i32], n: lk.i32, base: lk.i32,
+                       D: lk.constexpr):
+    """q[i], r[i] = divmod(base + i, D) for i < n: a kernel integer divided by a constant
+    (lowered as a multiply-high and a shift for a D that is not a power of two)."""
+    lk.assume(base >= 0)
+    t = base + lk.block_id(0) * 128 + lk.thread_id()
+    tv = lk.tv_layout(Layout(128), Layout(1))
+    Q = lk.global_tensor(q, Layout(n)).tile((128,), (lk.block_id(0),)).partition(tv)
+    R = lk.global_tensor(r, Layout(n)).tile((128,), (lk.block_id(0),)).partition(tv)
+    lk.store(Q, lk.full(tv, t // D, lk.i32))
+    lk.store(R, lk.full(tv, t % D, lk.i32))
+
+
+@pytest.mark.parametrize("d", [3, 7, 66, 1000, 123_457, 2**31 - 1, 64])
+@pytest.mark.parametrize("base", [0, 2**31 - 200_000, 1_234_567_890])
+def test_division_by_a_constant_is_exact(d, base):
+    n = 100_003                                     # ragged: the last block is partial
+    q = torch.full((n,), -1, device="cuda", dtype=torch.int32)
+    r = torch.full((n,), -1, device="cuda", dtype=torch.int32)
+    quotient_remainder[-(-n // 128)](q, r, n, base, D=d)
+    torch.cuda.synchronize()
+    t = np.arange(n, dtype=np.int64) + base
+    assert np.array_equal(q.cpu().numpy(), t // d) and np.array_equal(r.cpu().numpy(), t % d)

@@ -3,10 +3,12 @@ subexpressions within a scope (a block and the blocks nested in it).
 
 Supported forms: integers, bound symbols, sums, products with integer coefficients, Min and
 Max (min/max), floor(p/q), ceiling(p/q) and Mod(p, q) for a positive integer q (an arithmetic
-shift / a mask when q is a power of two, exact for any sign of p) or a provably positive kernel
-integer q (div/rem: slow, keep them out of inner loops). PTX's div/rem truncate toward zero:
-a p not provably non-negative gets two more instructions that round toward -inf (with a
-run-time q, p must be provably non-negative).
+shift / a mask when q is a power of two, exact for any sign of p; for another q and a provably
+non-negative p a multiply-high and a shift, since ptxas expands div/rem by an immediate into a
+~20-instruction reciprocal routine) or a provably positive kernel integer q (div/rem: slow,
+keep them out of inner loops). PTX's div/rem truncate toward zero: a p not provably
+non-negative gets two more instructions that round toward -inf (with a run-time q, p must be
+provably non-negative).
 
 >>> import sympy
 >>> from layoutkit.ptx.builder import Module
@@ -32,6 +34,26 @@ from ..core.facts import fraction_of, positive_division, provably_nonnegative
 
 def _power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
+
+
+def reciprocal_multiplier(d: int, dividend_bits: int) -> tuple[int, int]:
+    """(m, shift) with x // d == mul.hi(x, m) >> shift for every 0 <= x < 2**dividend_bits,
+    m < 2**(dividend_bits + 1) (the register width): for a d that is not a power of two,
+    s = ceil(log2 d) and m = ceil(2**(dividend_bits + s) / d); with m * d = 2**(bits + s) + e,
+    0 <= e < d, x * e < 2**(bits + s) keeps the error below 1/d (Granlund & Montgomery 1994).
+
+    >>> m, shift = reciprocal_multiplier(66, 31); (hex(m), shift)
+    ('0xf83e0f84', 6)
+    >>> all((x * m >> 32) >> shift == x // 66 for x in (0, 65, 66, 2**31 - 1))
+    True
+    """
+    if d <= 1 or _power_of_two(d):
+        raise ValueError(f"reciprocal_multiplier: d = {d} is not a non-power-of-two integer > 1")
+    s = d.bit_length()
+    if s > dividend_bits:
+        raise ValueError(f"reciprocal_multiplier: d = {d} has more bits than the dividend "
+                         f"({dividend_bits})")
+    return -(-(1 << (dividend_bits + s)) // d), s - 1
 
 
 class IndexLowering:
@@ -131,6 +153,20 @@ class IndexLowering:
         raise TraceError(f"the index expression {expr} ({type(expr).__name__}) cannot be "
                          "lowered to integer arithmetic")
 
+    def _quotient(self, num, value: Reg, d: int, ptype: str) -> Reg:
+        """num // d for a non-negative num (in register `value`) and a constant d that is not a
+        power of two: a multiply-high and a shift (reciprocal_multiplier), shared by the
+        floor and the Mod of one numerator."""
+        key = ("quotient", num, d, ptype)
+        found = self._find(key)
+        if found is None:
+            unsigned = "u" + ptype[1:]
+            multiplier, shift = reciprocal_multiplier(d, int(ptype[1:]) - 1)
+            found = bits.shr(self.k, arith.mul_hi(self.k, value, multiplier, dtype=unsigned),
+                             shift, dtype=unsigned)
+            self.scopes[-1][key] = found
+        return found
+
     def _divide(self, expr, num, den, ptype: str, kind: str):
         if not den.is_Integer:
             found = positive_division(num, den, negate=kind == "floor")
@@ -155,6 +191,11 @@ class IndexLowering:
             if kind == "floor":
                 return bits.shr(self.k, value, d.bit_length() - 1, dtype=ptype)
             return bits.and_(self.k, value, d - 1, dtype=ptype)
+        if nonnegative:     # ptxas expands div/rem by an immediate into ~20 instructions
+            quotient = self._quotient(num, value, d, ptype)
+            if kind == "floor":
+                return quotient
+            return arith.mad(self.k, quotient, -d, value, dtype=ptype)
         quotient = arith.div(self.k, value, d, dtype=ptype) if kind == "floor" else None
         remainder = None
         if kind == "mod" or not nonnegative:
