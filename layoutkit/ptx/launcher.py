@@ -13,7 +13,8 @@ tensor on the configured device, every integer an exact ``int`` (range-checked b
 ``struct.pack_into``), every float an exact ``float``, every tensor map a TensorMap, and no other
 call of the same launcher in progress (another thread's, or a re-entrant one). The launcher owns
 one parameter buffer and remembers what it last packed into it: a value equal to the remembered
-one (the same int, the same float or bytes object) is not written again. Any other call goes
+one (the same int, the same float or bytes object) is not written again, and a pointer equal to
+the remembered one is not tested for alignment again (it passed before it was packed). Any other call goes
 through ``kernel.launch`` (with its thread's own buffer), so arguments on another device,
 DeviceBuffers, numpy integers or concurrent calls still launch correctly, only slower, and every
 error a user can cause is worded there.
@@ -50,9 +51,9 @@ def make_launcher():
             if type(x) is not T or type(n) is not int or not x.is_cuda:
                 return general((x, n))
             p0 = x.data_ptr()
-            if p0 % 16:
-                return general((x, n))
             if not (p0 == last0 and n == last1):
+                if p0 % 16:
+                    return general((x, n))
                 last0 = None  # the buffer is in doubt until the pack below completes
                 try:
                     pack_into(storage, base, p0, n)
@@ -78,9 +79,9 @@ def make_launcher():
         try:
             if type(x) is not T or not x.is_cuda:
                 return general((x, n))
-            if p0 % 16:
-                return general((x, n))
             if not (p0 == last0 and n == last1):
+                if p0 % 16:
+                    return general((x, n))
                 last0 = None  # the buffer is in doubt until the pack below completes
                 try:
                     pack_into(storage, base, p0, n)
@@ -196,7 +197,8 @@ def launcher_source(packer: ArgumentPacker, cluster: bool, stream: str, ordinal:
     for function, parameters, pointers_read in entries:
         checks, values = argument_checks(packer.params, miss, on_device=str(ordinal), names=names,
                                          only_device=only_device, pointers_read=pointers_read)
-        body = checks + _pack_lines(packer.params, values, lasts, miss) + launch
+        checks, aligns = _alignment_deferred(packer.params, checks, miss)
+        body = checks + _pack_lines(packer.params, values, lasts, miss, aligns) + launch
         signature = f"    def {function}({', '.join(parameters)}{', /' if parameters else ''}):"
         if guard == "busy":
             lines += ["", signature, f"        nonlocal {', '.join(['busy'] + lasts)}",
@@ -210,15 +212,30 @@ def launcher_source(packer: ArgumentPacker, cluster: bool, stream: str, ordinal:
     return "\n".join(lines[:1] + state + lines[1:] + [f"    return launcher, {second}"])
 
 
-def _pack_lines(params, values: list[str], lasts: list[str], miss: str) -> list[str]:
+def _alignment_deferred(params, checks: list[str], miss: str) -> tuple[list[str], list[str]]:
+    """(checks without their pointer-alignment tests, those tests' conditions): the launcher
+    tests a pointer's alignment only where it is not the value last packed (which passed them),
+    so that a launch with the held values does no modulo of a 64-bit address."""
+    aligns = [f"p{i} % {p.pointer_align}" for i, p in enumerate(params)
+              if p.kind is ParamKind.POINTER and p.pointer_align > 1]
+    tests = {f"    if {a}:\n        {miss}" for a in aligns}
+    kept = [c for c in checks if c not in tests]
+    if len(kept) != len(checks) - len(tests):     # argument_checks wrote them otherwise
+        return checks, []
+    return kept, aligns
+
+
+def _pack_lines(params, values: list[str], lasts: list[str], miss: str, aligns=()) -> list[str]:
     """Pack ``values`` unless the buffer already holds them: each is compared with what it was last
     packed as (``lasts``), an int by value (same value, same bytes), a float or bytes by identity
-    (equal floats can differ in bytes: 0.0 and -0.0)."""
+    (equal floats can differ in bytes: 0.0 and -0.0). ``aligns``: conditions that leave for the
+    checked path, tested before a pack (a value equal to the last packed one passed them)."""
     if not values:
         return []
     same = [f"{v} {'is' if p.kind is ParamKind.FLOAT or p.is_array else '=='} {last}"
             for p, v, last in zip(params, values, lasts)]
     return [f"    if not ({' and '.join(same)}):",
+            *([f"        if {' or '.join(aligns)}:\n            {miss}"] if aligns else []),
             f"        {lasts[0]} = None  # the buffer is in doubt until the pack below completes",
             f"        try:\n            pack_into(storage, base, {', '.join(values)})",
             f"        except PACK_ERRORS:\n            {miss}",

@@ -76,6 +76,24 @@ def test_what_it_cannot_launch_is_refused_with_launchs_message(torch_streams, mo
     assert recorder.calls[0] == recorder.calls[1]    # the failed pack left no stale memo
 
 
+@pytest.mark.parametrize("values, message", [
+    (args(x=BASE + 0x108), "16-byte aligned"), (args(y=BASE + 0x206), "4-byte aligned")])
+@pytest.mark.parametrize("entry", ["launcher", "from_pointers"])
+def test_a_misaligned_pointer_beside_the_held_values_is_refused(torch_streams, monkeypatch, values,  # noqa: F811
+                                                              message, entry):
+    """The alignment is tested where a value differs from the last packed one: a misaligned
+    pointer whose other arguments are the held ones still reaches launch()'s error."""
+    kernel, recorder = fake_kernel(TYPED, monkeypatch=monkeypatch)
+    launcher = kernel.configure(1, 32)
+    launcher(*args())
+    launcher.from_pointers(*pointers(args()))
+    call = launcher if entry == "launcher" else lambda *v: launcher.from_pointers(*pointers(v))
+    with pytest.raises(LaunchArgumentError, match=message):
+        call(*values)
+    call(*args())
+    assert len(recorder.calls) == 3 and recorder.calls[2] == recorder.calls[0]
+
+
 @pytest.mark.parametrize("gil", [True, False])
 def test_a_call_during_a_launch_takes_its_own_buffer(torch_streams, monkeypatch, gil):  # noqa: F811
     """The two entries share one busy guard: a from_pointers call while the launcher's driver call
