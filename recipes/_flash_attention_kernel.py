@@ -4,7 +4,8 @@ accumulation and softmax): its pipeline, numerics and instruction budget. The ho
 (configs per head dim, the entry point, references, checks, benchmark) is the recipe file.
 
 One CTA per (BM-row query tile, head, batch), BM = 64 * CONSUMERS (Config.CONSUMERS: 2, the
-default, or 3); 1 + CONSUMERS warpgroups (every line below is in the kernel):
+default, or 3), causal tiles longest first (query_tile); 1 + CONSUMERS warpgroups (every line
+below is in the kernel):
 
     warpgroup 0, producer (PRODUCER_REGISTERS): one elected thread loads the Q tile once
         (q_full), then per key block j = n_end-1 .. 0 (ring counter i): wait k_empty[s] ->
@@ -36,7 +37,7 @@ order inside a warpgroup), PINGPONG (the consumer warpgroups take turns issuing 
 ring of named barriers, wg waiting at pingpong_barrier(wg) and passing to wg + 1, so one's
 softmax runs under the others' matrix work), register budgets (within REGISTER_FILE: 24 + 2 *
 240 or 32 + 3 * 160 per 128 threads), CONSUMERS (192-row tiles amortize each K/V tile over
-more queries).
+more queries), LONGEST_FIRST (causal query tiles in decreasing order of their key blocks).
 `ablations(head_dim, causal)` in the recipe file lists the configs the benchmark compares.
 
 The per-key-block instruction budget of the main loop, read from the SASS against the ideal
@@ -94,6 +95,9 @@ class Config:
     PRODUCER_REGISTERS: int | None = None    # None: ROLE_REGISTERS[CONSUMERS]
     CONSUMER_REGISTERS: int | None = None
     CONSUMERS: int = 2                       # consumer warpgroups, 64 query rows each
+    # causal: query tiles launch longest first (the last tile sees the most keys), so the
+    # shortest tiles fill the last wave; False: in block-index order (query_tile)
+    LONGEST_FIRST: bool = True
 
     def __post_init__(self):
         if self.CONSUMERS not in CONSUMER_COUNTS or isinstance(self.CONSUMERS, bool):
@@ -175,7 +179,7 @@ def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Ten
                    SCALE_LOG2: lk.f32, D: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
                    CAUSAL: lk.constexpr, OVERLAP: lk.constexpr, PINGPONG: lk.constexpr,
                    PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr,
-                   CONSUMERS: lk.constexpr):
+                   CONSUMERS: lk.constexpr, LONGEST_FIRST: lk.constexpr):
     """The kernel (see the module docstring), launched with warps(CONSUMERS) warps. q, o are
     (batch, seqlen_q, heads_q, head_dim), k, v (batch, seqlen_k, heads_kv, head_dim), head_dim
     contiguous (= D), lse (batch * heads_q, seqlen_q); query head h reads key/value head h //
@@ -189,10 +193,19 @@ def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Ten
     SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
     BM = WG_ROWS * CONSUMERS
     buffers = shared_buffers(D, BN, STAGES, CONSUMERS)
-    m_blk, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    m_blk = query_tile(SQ, BM, CAUSAL and LONGEST_FIRST)
+    h, b = lk.block_id(1), lk.block_id(2)
     hk = h // GROUP
     n_end, n_masked, DIAG1 = key_blocks(SQ, SK, m_blk, BN, CAUSAL, BM)
     roles(Env(**buffers, **locals()))
+
+
+def query_tile(sq, bm: int, longest_first: bool):
+    """This CTA's query tile of the ceil(sq / bm) along grid x: block_id(0), or reversed
+    (longest_first: causal tile t sees about t + 1 key blocks, and the hardware starts CTAs in
+    block-index order, so the longest go first and the shortest fill the last wave; a CTA
+    past the tiles, as in a varlen batch's shorter sequences, gets a negative tile)."""
+    return -(-sq // bm) - 1 - lk.block_id(0) if longest_first else lk.block_id(0)
 
 
 def shared_buffers(D: int, BN: int, STAGES: int, consumers: int = CONSUMERS) -> dict:

@@ -60,13 +60,13 @@ def attention_varlen_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4],
                           D: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
                           CAUSAL: lk.constexpr, OVERLAP: lk.constexpr, PINGPONG: lk.constexpr,
                           PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr,
-                          CONSUMERS: lk.constexpr):
+                          CONSUMERS: lk.constexpr, LONGEST_FIRST: lk.constexpr):
     """The kernel (see the module docstring). q, o are (1, total_q, heads_q, head_dim), k, v (1,
     total_k, heads_kv, head_dim), head_dim contiguous (= D); lse (heads_q, total_q); sequence s
     is rows cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 of q and o and cu_seqlens_k[s] ..
     cu_seqlens_k[s+1]-1 of k and v. Grid (ceil(max_seqlen_q / BM), heads_q, batch), BM = 64 *
     CONSUMERS, base.warps(CONSUMERS) warps."""
-    m_blk, h, seq = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    h, seq = lk.block_id(1), lk.block_id(2)
     q_start, q_end = sequence_bounds(cu_seqlens_q, seq, "cu_q", CONSUMERS)
     k_start, k_end = sequence_bounds(cu_seqlens_k, seq, "cu_k", CONSUMERS)
     stored = lk.minimum(q_end, q.shape[1])       # no store past the packed tensor, whatever cu
@@ -78,10 +78,12 @@ def attention_varlen_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4],
     SQ, SK, HQ = q_end - q_start, k_end - k_start, q.shape[2]
     b = 0                                        # the packed tensors' batch mode has extent 1
     BM = WG_ROWS * CONSUMERS
+    m_blk = base.query_tile(SQ, BM, CAUSAL and LONGEST_FIRST)   # of this sequence's tiles
     buffers = base.shared_buffers(D, BN, STAGES, CONSUMERS)
     hk = h // GROUP
     n_end, n_masked, DIAG1 = base.key_blocks(SQ, SK, m_blk, BN, CAUSAL, BM)
-    base.roles(base.Env(**buffers, **locals()), live=m_blk * BM < SQ, kind=VarlenConsumer)
+    base.roles(base.Env(**buffers, **locals()), live=lk.block_id(0) * BM < SQ,
+               kind=VarlenConsumer)
 
 
 def row_chunks(d: int) -> lk.TVLayout:

@@ -119,8 +119,8 @@ def _tuned(cfg: Config) -> lk.Config:
 
 
 def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
-    """The default config and one switched-off pipeline choice per entry (benchmark rows),
-    plus 128-key blocks where the default differs and they fit in shared memory (non-causal
+    """The default config and one switched-off pipeline choice per entry (benchmark rows;
+    causal: the query tiles in block order, not longest first), plus 128-key blocks where the default differs and they fit in shared memory (non-causal
     head dim 128, whose default is 176), and the three-consumer rows (THREE_CONSUMERS: 192-row
     query tiles) of head dims 64 and 128."""
     base = CONFIGS[head_dim, causal]
@@ -128,6 +128,8 @@ def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
             "no intra-warpgroup overlap": replace(base, OVERLAP=False),
             "no ping-pong, no overlap": replace(base, PINGPONG=False, OVERLAP=False),
             "1 stage": replace(base, STAGES=1)}
+    if causal:
+        rows["tiles in block order"] = replace(base, LONGEST_FIRST=False)
     bn128 = replace(base, BN=128)
     if base.BN != 128 and bn128.smem_bytes(head_dim) <= SHARED_LIMIT:
         rows["BN=128"] = bn128
@@ -165,7 +167,8 @@ def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -
     constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
                       OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
-                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, CONSUMERS=cfg.CONSUMERS)
+                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, CONSUMERS=cfg.CONSUMERS,
+                      LONGEST_FIRST=cfg.LONGEST_FIRST)
     return (-(-sq // cfg.BM), hq, batch), args, constexprs
 
 

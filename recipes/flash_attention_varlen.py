@@ -50,7 +50,8 @@ def kernel_arguments(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: 
     constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
                       OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
-                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, CONSUMERS=cfg.CONSUMERS)
+                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, CONSUMERS=cfg.CONSUMERS,
+                      LONGEST_FIRST=cfg.LONGEST_FIRST)
     return (max(1, -(-max_seqlen_q // cfg.BM)), hq, batch), args, constexprs
 
 

@@ -119,8 +119,9 @@ def test_interpreter_matches_numpy():
     ((1, 64, 300, 1, 1, 64, False), "1 stage"),             # three laps of the one stage
     ((1, 70, 200, 1, 1, 256, False), None),                 # head dim 256, 80-key blocks
     ((1, 100, 150, 1, 1, 256, True), None),                 # head dim 256 causal, 64-key blocks
+    ((1, 130, 40, 1, 1, 64, True), "tiles in block order"),  # CPU_CASES' two tiles, in order
 ], ids=["laps", "sq1", "bn176", "d128-bn128", "no-pingpong", "no-overlap", "1stage", "d256",
-        "d256-causal"])
+        "d256-causal", "block-order"])
 def test_interpreter_matches_numpy_per_config(case, cfg):
     d, causal = case[5], case[6]
     config = None if cfg is None else fa.ablations(d, causal)[cfg]

@@ -8,6 +8,7 @@ cu_seqlens never reaches outside the tensors; every argument error is a ValueErr
 argument."""
 import re
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -80,6 +81,15 @@ def test_the_protocol_check_walks_a_live_tile(causal):
 
 def test_interpreter_matches_numpy():
     assert fv.check_cpu(0) < 2 ** -7
+
+
+@pytest.mark.parametrize("longest_first", [True, False])
+def test_interpreter_matches_numpy_with_several_causal_query_tiles(longest_first):
+    # sequence 0 has two 128-row query tiles (taken in reverse when longest_first), sequence
+    # 1 one, so its second CTA along grid x has no tile
+    case = ((130, 5), (140, 5), 1, 1, 64, True)
+    cfg = replace(padded.CONFIGS[64, True], LONGEST_FIRST=longest_first)
+    assert fv.check_cpu(2, cases=(case,), config=cfg) < 2 ** -7
 
 
 def test_interpreter_matches_numpy_with_176_key_blocks():
