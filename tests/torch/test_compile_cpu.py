@@ -8,8 +8,6 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="layoutkit.torch needs torch (the [torch] extra)")
 
-from torch._dynamo.backends.common import aot_autograd  # noqa: E402
-
 import layoutkit.torch as lkt  # noqa: E402
 
 BF16 = torch.bfloat16
@@ -21,6 +19,14 @@ def recording_backend(graphs: list):
         graphs.append(gm)
         return gm.forward
     return backend
+
+
+def recording_aot_backend(graphs: list):
+    """AOT autograd with recording_backend for the forward and backward graphs (torch._dynamo
+    is imported here, by the tests that compile: ~1 s that collecting the file need not pay)."""
+    from torch._dynamo.backends.common import aot_autograd
+    record = recording_backend(graphs)
+    return aot_autograd(fw_compiler=record, bw_compiler=record)
 
 
 def called_ops(graphs) -> set:
@@ -74,9 +80,7 @@ def test_aot_autograd_compiles_gemm_and_transpose_gradients():
 
     graphs = []
     compiled = torch.compile(loss, fullgraph=True,
-                             backend=aot_autograd(
-                                 fw_compiler=recording_backend(graphs),
-                                 bw_compiler=recording_backend(graphs)))
+                             backend=recording_aot_backend(graphs))
     got = torch.autograd.grad(compiled(a, w), (a, w))
     want = torch.autograd.grad(loss(a, w), (a, w))
     assert len(graphs) == 2                                     # forward and backward graphs
@@ -98,9 +102,7 @@ def test_attention_backward_is_traced_and_runs_as_eager():
 
     graphs = []
     compiled = torch.compile(loss, fullgraph=True,
-                             backend=aot_autograd(
-                                 fw_compiler=recording_backend(graphs),
-                                 bw_compiler=recording_backend(graphs)))
+                             backend=recording_aot_backend(graphs))
     (got,) = torch.autograd.grad(compiled(q), q)
     assert "layoutkit::flash_attention_backward" in called_ops(graphs)
     (want,) = torch.autograd.grad(loss(q), q)
