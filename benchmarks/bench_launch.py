@@ -89,6 +89,20 @@ def layoutkit_dsl_launcher(a, b, n):
     return run
 
 
+@lk.kernel(num_warps=1, debug=False)
+def empty_release_kernel(x: lk.Pointer[lk.f32], y: lk.Pointer[lk.f32], n: lk.i32):
+    """`empty_dsl_kernel` with its debug flag fixed: its launch reads no LAYOUTKIT_DEBUG."""
+
+
+def layoutkit_dsl_release(a, b, n):
+    """`kernel[grid](x, y, n)` of a kernel whose debug flag is fixed (debug=False)."""
+    launch = empty_release_kernel[1]
+
+    def run():
+        launch(a, b, n)
+    return run
+
+
 def layoutkit_dsl_indexed(a, b, n):
     """`kernel[1](x, y, n)` with the grid indexed at every call, as the recipes launch."""
     def run():
@@ -243,6 +257,7 @@ def main() -> None:
         "  same, tensors alternating (packed every launch)": layoutkit_configured_alternating(a, b, n),
         "layoutkit DSL kernel[grid](x, y, n)": layoutkit_dsl_launcher(a, b, n),
         "  same, kernel[1] indexed at every call": layoutkit_dsl_indexed(a, b, n),
+        "  same, a kernel with debug=False (no LAYOUTKIT_DEBUG read)": layoutkit_dsl_release(a, b, n),
         "triton (empty @triton.jit)": triton_launcher(a, b, n),
         "torch x.add_(1)": torch_launcher(a, b, n),
     }
