@@ -13,13 +13,18 @@ A second table times, alone and without launching, the launchers' Python work (t
 replaced by a no-op) and its parts that call into torch or the standard library (median µs per
 call over batches), to say where the time above the floor goes on this host.
 
-    python benchmarks/bench_launch.py [--launches 10000] [--batch 500]
+With ``--trees`` (JSON dumps of ``benchmarks/bench_launch_sources_cpu.py --dump``, one per tree)
+the table gains each tree's generated DSL launch and configured launcher, run on this GPU with the
+DSL kernel's real parts: the launch code of trees compared in the same run.
+
+    python benchmarks/bench_launch.py [--launches 10000] [--batch 500] [--trees old.json new.json]
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
 import datetime
+import json
 import os
 import statistics
 import sys
@@ -34,6 +39,7 @@ import torch  # noqa: E402
 import layoutkit as lk  # noqa: E402
 from layoutkit.ptx import CompiledKernel, assemble  # noqa: E402
 from layoutkit.ptx import debug_raw_lookup, driver  # noqa: E402
+from layoutkit.ptx.arguments import ArgumentPacker  # noqa: E402
 from layoutkit.ptx.launcher import LaunchParts  # noqa: E402
 
 EMPTY = """.version 8.0
@@ -108,6 +114,38 @@ def layoutkit_dsl_indexed(a, b, n):
     def run():
         empty_dsl_kernel[1](a, b, n)
     return run
+
+
+def tree_launchers(paths: list[str], a, b, n) -> dict:
+    """Per dumped tree (JSON of `bench_launch_sources_cpu.py --dump`, named by its file's stem),
+    its generated DSL launch and configured launcher of empty_dsl_kernel's signature, run here
+    with that kernel's real loaded function, launch shape, stream query and driver call, each
+    with a parameter buffer of its own: the launch code of several trees timed in one run."""
+    empty_dsl_kernel[1](a, b, n)          # (a checked first launch where none ran yet) parts kept
+    fast = empty_dsl_kernel._fast
+    launcher = next(e.launcher for e in fast.launchers.values() if isinstance(e, LaunchParts))
+    rows = {}
+    for path in paths:
+        tree, name = json.loads(Path(path).read_text()), Path(path).stem
+        parts = launcher.launch_parts()
+
+        class EveryKey(dict):
+            """The remembered launchers: this tree's parts for the first call's lookup."""
+
+            def get(self, key, default=None, parts=parts):
+                return parts
+        held = {"__builtins__": {**fast.namespace, "_lk_launchers": EveryKey()}, "__name__": __name__,
+                "_lk_grid": 1}
+        exec(compile(tree["dsl"], f"<{name}: DSL launch>", "exec"), held)
+        dsl = held["_lk_make"]() if "_lk_make" in held else held["launch"]
+        own = ArgumentPacker(launcher.kernel.signature)
+        names = {**launcher.__globals__, "pack_into": own._struct.pack_into, "storage": own._storage,
+                 "base": own._base, "params": own.kernel_params}
+        exec(compile(tree["launcher"], f"<{name}: configured launcher>", "exec"), names)
+        configured = names["make_launcher"]()[0]
+        rows[f"tree {name}: DSL kernel[grid](x, y, n)"] = lambda dsl=dsl: dsl(a, b, n)
+        rows[f"tree {name}: configured launcher(x, y, n)"] = lambda configured=configured: configured(a, b, n)
+    return rows
 
 
 def raw_floor_launcher(a, b, n):
@@ -248,6 +286,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--trees", nargs="+", default=[], metavar="JSON",
+                        help="also time these trees' generated launch code (bench_launch_sources_cpu.py --dump)")
     args = parser.parse_args()
     a, b, n = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda"), 1024
     launchers = {
@@ -260,6 +300,7 @@ def main() -> None:
         "  same, a kernel with debug=False (no LAYOUTKIT_DEBUG read)": layoutkit_dsl_release(a, b, n),
         "triton (empty @triton.jit)": triton_launcher(a, b, n),
         "torch x.add_(1)": torch_launcher(a, b, n),
+        **tree_launchers(args.trees, a, b, n),
     }
     launchers = {name: run for name, run in launchers.items() if run is not None}
     results = measure(launchers, args.launches, args.batch)
