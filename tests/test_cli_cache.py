@@ -47,11 +47,13 @@ def test_cache_clear_removes_cubins_specializations_and_tuning_tables(cache, cap
     lk.Kernel(K.scale.fn, 4).specialize(T, T, 2.0, VALUES=4).cubin
     (cache / "autotune").mkdir()
     (cache / "autotune" / "k-0.json").write_text("{}")
+    from layoutkit.ptx import code_cache
+    code_cache.compiled("def f():\n    return 1\n", "<layoutkit test clear>")
     assert main(["cache", "clear"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [f"removed 1 cached cubin(s) from {cache / 'cubin'}",
                    f"removed 1 cached specialization(s) from {cache / 'spec'} and 1 autotuning "
-                   "table(s)"]
+                   "table(s)", f"removed 1 compiled launcher(s) from {cache / 'code'}"]
     assert main(["cache", "info"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == \
         f"{cache / 'spec'}: 0 specialization(s) of 0 kernel(s), 0 bytes; the cache is on"

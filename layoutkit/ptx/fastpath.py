@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import struct
 
+from .code_cache import compiled
 from .signature import ParamKind
 
 __all__ = ["FAST_PATH_MISSES", "NeverATensor", "NotFast", "argument_checks", "build_fast_pack",
@@ -138,20 +139,12 @@ def fast_namespace(packer, torch_tensor_type, namespace: dict) -> dict:
 
 def compile_function(source: str, label: str, namespace: dict):
     """(function, source): the function ``source`` defines (its first line: ``def NAME(...):``),
-    compiled with ``namespace`` as its globals. The code is compiled once per (source, label):
-    every ArgumentPacker of a signature (each configured launcher has one, and so does each
+    compiled with ``namespace`` as its globals. The code is compiled once per (source, label)
+    and machine (layoutkit.ptx.code_cache: in memory, and on disk for new processes): every
+    ArgumentPacker of a signature (each configured launcher has one, and so does each
     LaunchParts) writes the same fast_pack, which compile() would take ~0.7 ms to redo."""
-    code = _COMPILED.get((source, label))
-    if code is None:
-        if len(_COMPILED) >= _MAX_COMPILED:
-            _COMPILED.clear()
-        code = _COMPILED[source, label] = compile(source, f"<layoutkit {label}>", "exec")
-    exec(code, namespace)
+    exec(compiled(source, f"<layoutkit {label}>"), namespace)
     return namespace[source[4:source.index("(")]], source
-
-
-_COMPILED: dict[tuple[str, str], object] = {}     # (source, label) -> code object
-_MAX_COMPILED = 512
 
 
 class NeverATensor:

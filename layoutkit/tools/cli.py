@@ -70,6 +70,9 @@ def _cache(args: argparse.Namespace) -> int:
         tuned = _clear_autotune()
         print(f"removed {specs} cached specialization(s) from {spec_cache.cache_root()} and "
               f"{tuned} autotuning table(s)")
+        from layoutkit.ptx import code_cache
+        codes = code_cache.clear()
+        print(f"removed {codes} compiled launcher(s) from {code_cache.code_directory().parent}")
         return 0
     print(ptx.cache_info())
     kernels = spec_cache.spec_cache_info()
