@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import layoutkit.dsl as lk
-from layoutkit.dsl.core.launch_maps import MISS, entry_source, hidden_entry
+from layoutkit.dsl.core.launch_maps import HELD_NONE, MISS, entry_source, hidden_entry
 from layoutkit.dsl.core.launch_plan import plan_from_json, plan_to_json, tensor_map_json
 
 from . import spec_cache_kernels as K
@@ -204,6 +204,50 @@ def test_a_tensor_off_every_device_is_a_miss_before_any_encoding(gpu):
     params = [lk.core.arguments.parameter("c", lk.Pointer[lk.bf16])]
     source = entry_source(params, [(0, [64], [1], {})])
     namespace = {"cache0": {}.get, "encode0": None, "MISS": MISS, "launch": None,
-                 "KernelArgumentError": lk.KernelArgumentError}
+                 "KernelArgumentError": lk.KernelArgumentError, "held": HELD_NONE}
     exec(source, namespace)
     assert namespace["entry"](Tensor(BASE, "bfloat16", device=-1), BASE) is MISS
+
+
+def held_entry_example():
+    """launch_maps' docstring example (a's map over its fields, c's over M) exec'd with a map
+    cache and encoder that record their keys, and a launch that records the maps it gets."""
+    params = [lk.core.arguments.parameter("a", lk.Tensor[lk.bf16, 2]),
+              lk.core.arguments.parameter("c", lk.Pointer[lk.bf16]),
+              lk.core.arguments.parameter("M", lk.i32)]
+    maps = [(0, [["s", "a_shape1"], ["s", "a_shape0"]], [1, ["s", "a_stride0"]],
+             {"a_shape1": ["field", 0, "shape", 1], "a_shape0": ["field", 0, "shape", 0],
+              "a_stride0": ["field", 0, "stride", 0]}),
+            (1, [64, ["s", "M"]], [1, 64], {"M": ["arg", 2]})]
+    looked, launched = [], []
+    namespace = {"MISS": MISS, "KernelArgumentError": lk.KernelArgumentError, "held": HELD_NONE,
+                 "launch": lambda *args: launched.append(args[7:9])}
+    for j in range(2):
+        namespace[f"cache{j}"] = lambda key: looked.append(key) or None
+        namespace[f"encode{j}"] = lambda key: ("map", key)          # a map stands for its key
+    exec(entry_source(params, maps), namespace)
+    return namespace["entry"], looked, launched
+
+
+def test_an_entry_holds_the_last_maps_for_the_same_inputs_and_no_others():
+    entry, looked, launched = held_entry_example()
+    a, c = Tensor(BASE, "bfloat16", (256, 128), strides=(128, 1)), Tensor(BASE + (1 << 24), "bfloat16")
+    # a, a's extents and strides, c, M, then the pointers
+    base = [a, 256, 128, 128, 1, c, 4096, BASE, BASE + (1 << 24)]
+    entry(*base)
+    entry(*base)
+    assert len(looked) == 2 and launched[0] == launched[1]        # the second: no cache lookup
+    base_maps = launched[0]
+    for i, value in [(1, 512), (2, 64), (3, 136), (6, 2048), (7, BASE + 256), (8, BASE + 512)]:
+        call = list(base)
+        call[i] = value
+        entry(*call)
+        _, pa, dims_a, strides_a = launched[-1][0][1]
+        _, pc, dims_c, _ = launched[-1][1][1]
+        assert (pa, dims_a, strides_a) == (call[7], (call[2], call[1]), (1, call[3]))
+        assert (pc, dims_c) == (call[8], (64, call[6]))
+        entry(*base)
+        assert launched[-1] == base_maps
+    looked.clear()
+    entry(*base[:4], 2, *base[5:])          # a's unit stride is in no map: the held maps
+    assert looked == [] and launched[-1] == base_maps
