@@ -9,7 +9,11 @@ written out as Python over the launch's integers and tensor extents and strides.
 specialization's facts fix the box, swizzle and dtype; a new address or new extents (equal
 facts) encode a new map (MapResolver.encode, the checked path's rules); a map that does not
 encode, and a tensor on no CUDA device, return MISS, and the fast path then launches through
-the checked path, which words the error.
+the checked path, which words the error. The function holds its last maps with the inputs they
+were made of (the map tensors' pointers and the integers their dims and strides read, one tuple
+read and written whole): a call with the same inputs takes them without reading devices,
+building keys or looking them up; `from_pointers` tests every tensor's device as before, so a
+tensor elsewhere at the same address still goes to the checked path.
 
 >>> from layoutkit.dsl.core.arguments import parameter
 >>> from layoutkit.dsl.core.types import Pointer, Tensor, bf16, i32
