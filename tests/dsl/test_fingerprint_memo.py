@@ -27,6 +27,15 @@ SOURCE = textwrap.dedent('''
 
     def reads_helpers():
         return memo_helpers.TILE
+
+    def other_kernel(x):
+        return helper(x) - 1
+
+    def ping(n):
+        return pong(n - 1) if n else 0
+
+    def pong(n):
+        return ping(n - 1) if n else 1
 ''')
 
 
@@ -123,3 +132,32 @@ def test_a_module_attribute_read_gives_a_fresh_walk(module):
     module.memo_helpers.TILE = 128
     after = function_fingerprint(fn)
     assert after != before and after == walked(fn)
+
+
+def test_a_helper_two_functions_read_is_walked_once(module, monkeypatch):
+    walked_names = []
+    original = fingerprint._Walker.function
+
+    def recording(self, fn):
+        kept = fingerprint._FUNCTIONS.get(fn)
+        memo = kept is not None and fingerprint._still_read(kept[1])
+        text = original(self, fn)
+        if not memo and fn.__module__ == "memo_subject":
+            walked_names.append(fn.__name__)
+        return text
+    monkeypatch.setattr(fingerprint._Walker, "function", recording)
+    function_fingerprint(module.kernel_like)
+    function_fingerprint(module.other_kernel)
+    assert walked_names.count("helper") == 1 and "other_kernel" in walked_names
+    module.SCALE = 5                               # read by the helper: both change
+    assert function_fingerprint(module.other_kernel) == walked(module.other_kernel)
+    assert walked_names.count("helper") == 2
+
+
+def test_functions_in_a_cycle_are_written_as_a_fresh_walk_writes_them(module):
+    """ping reads pong, which reads ping: pong's text inside ping's walk names ping by
+    reference, so it is not kept for pong's own walk."""
+    first = function_fingerprint(module.ping)
+    assert function_fingerprint(module.pong) == walked(module.pong)
+    assert function_fingerprint(module.ping) == first == walked(module.ping)
+    assert module.pong not in fingerprint._FUNCTIONS
