@@ -55,10 +55,10 @@ def full_suite(config) -> bool:
 
 
 # The order the suite runs its directories in: coarse first, fine last. Under pytest-xdist the
-# run ends when the last worker finishes its last tests, so the tests handed out last should be
-# short: the interpreter and torch tests (up to ~9 s each) and docs/dsl.md's doctest (~4 s)
-# run early, the algebra's ~500 short property tests (under 2 s each) at the end. Each module's
-# tests stay together and in their order (module fixtures are set up once per worker).
+# run ends when the last worker finishes its last module (see pytest_xdist_make_scheduler), so
+# the modules handed out last should be short: the interpreter and torch tests (up to ~9 s
+# each, files of up to ~30 s) and docs/dsl.md's doctest (~4 s) run early, the algebra's short
+# property modules (a few seconds each) at the end. Each module's tests stay in their order.
 RUN_ORDER = ("docs/", "tests/torch/", "tests/dsl/", "tests/test_", "tests/sync/", "tests/ptx/",
              "tests/misuse/", "tests/gpu/", "layoutkit/", "tests/algebra/")
 
@@ -112,6 +112,20 @@ if importlib.util.find_spec("torch") is None:   # layoutkit.torch needs torch ([
 # cannot see the others' counts, so the workers hand theirs to the controller, which checks
 # their union when the run ends and fails the run, naming the facets, if one never ran.
 WORKER_FACET_CALLS: dict[tuple[str, str], int] = {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """(xdist controller) `-n` without `--dist` hands each worker one whole module at a time, in
+    RUN_ORDER (xdist's loadscope, not reordered by test count), where xdist's default ("load")
+    sends runs of consecutive tests: a worker could be left holding a run of a hundred long
+    tests while the other idles at the end, and a module split between workers set up its
+    module fixtures (traces, ptxas) in both. An explicit --dist other than load keeps its own."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+    config.option.loadscopereorder = False
+    return LoadScopeScheduling(config, log)
 
 
 @pytest.hookimpl(optionalhook=True)
