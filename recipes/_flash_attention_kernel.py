@@ -176,16 +176,18 @@ def key_blocks(sq, sk, m_blk, bn: int, causal: bool, bm: int = BM):
 
 def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tensor[lk.bf16, 4],
                    o: lk.Tensor[lk.bf16, 4], lse: lk.Tensor[lk.f32, 2], GROUP: lk.i32,
-                   SCALE_LOG2: lk.f32, D: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
+                   HEAD_CHUNK: lk.i32, SCALE_LOG2: lk.f32, D: lk.constexpr, BN: lk.constexpr,
+                   STAGES: lk.constexpr,
                    CAUSAL: lk.constexpr, OVERLAP: lk.constexpr, PINGPONG: lk.constexpr,
                    PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr,
                    CONSUMERS: lk.constexpr, LONGEST_FIRST: lk.constexpr):
     """The kernel (see the module docstring), launched with warps(CONSUMERS) warps. q, o are
     (batch, seqlen_q, heads_q, head_dim), k, v (batch, seqlen_k, heads_kv, head_dim), head_dim
     contiguous (= D), lse (batch * heads_q, seqlen_q); query head h reads key/value head h //
-    GROUP. Grid (ceil(seqlen_q / BM), heads_q, batch), BM = 64 * CONSUMERS. This CTA runs
-    n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j, the
-    first n_masked of them masked (`key_blocks`; non-causal: only the first, which may be
+    GROUP. Grid (ceil(seqlen_q / BM), heads_q, batch), BM = 64 * CONSUMERS, or for causal
+    LONGEST_FIRST (HEAD_CHUNK, ceil(seqlen_q / BM), heads_q * batch / HEAD_CHUNK). This CTA
+    runs n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j, the first n_masked of
+    them masked (`key_blocks`; non-causal: only the first, which may be
     ragged); every count is kernel arithmetic on the sequence lengths and the tile index."""
     # the kernel's mode order: (seqlen, head_dim, heads, batch), head_dim TMA's inner dimension
     Q, K, V, O = (x.permute(1, 3, 2, 0) for x in (q, k, v, o))
@@ -193,11 +195,26 @@ def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Ten
     SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
     BM = WG_ROWS * CONSUMERS
     buffers = shared_buffers(D, BN, STAGES, CONSUMERS)
-    m_blk = query_tile(SQ, BM, CAUSAL and LONGEST_FIRST)
-    h, b = lk.block_id(1), lk.block_id(2)
+    if CAUSAL and LONGEST_FIRST:
+        m_blk, h, b = longest_first_tile(tuple(lk.block_id(a) for a in range(3)),
+                                         -(-SQ // BM), HQ, HEAD_CHUNK)
+    else:
+        m_blk, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     hk = h // GROUP
     n_end, n_masked, DIAG1 = key_blocks(SQ, SK, m_blk, BN, CAUSAL, BM)
     roles(Env(**buffers, **locals()))
+
+
+def longest_first_tile(block: tuple, tiles, heads, chunk):
+    """(query tile, head, batch) of the CTA at `block` = (x, y, z) of the grid (chunk, tiles,
+    heads * batch / chunk) (`chunk` divides heads) in the causal order: the hardware starts
+    CTAs in block-index order, x fastest, so each chunk of heads (their K and V in L2
+    together) runs every head's last tile (the most keys) first, then every head's
+    next-to-last, ..., and the shortest tiles of the last chunk fill the last wave (block order
+    leaves the longest tiles of the last head for the end)."""
+    x, y, z = block
+    head = z * chunk + x                            # of heads * batch
+    return tiles - 1 - y, head % heads, head // heads
 
 
 def query_tile(sq, bm: int, longest_first: bool):

@@ -59,6 +59,7 @@ CAUSAL_BLOCKS = {192: (128,)}
 ALIGN_ELEMENTS = 8            # TMA: global addresses and strides are multiples of 16 bytes
 SHARED_LIMIT = 232448 - 1024  # sm_90's opt-in shared memory, less room for the mbarriers
 TUNED_BLOCKS = (64, 80, 128, 176)   # key blocks autotune_space tries
+KV_L2_BYTES = 24 << 20        # K and V the causal order keeps in L2 at once (sm_90: 50 MB L2)
 _TUNERS: dict = {}
 
 
@@ -151,10 +152,36 @@ def _or_blocks(bm: int) -> str:
     return f" or one of {CAUSAL_BLOCKS[bm]}" if bm in CAUSAL_BLOCKS else ""
 
 
+def launch_grid(sq: int, hq: int, batch: int, bm: int, causal: bool, longest_first: bool,
+                chunk: int) -> tuple:
+    """One CTA per (bm query rows, head, batch): the grid (tiles, heads, batch), or for the
+    causal longest-first order (the kernel's longest_first_tile) (chunk, tiles, heads * batch /
+    chunk), chunk = head_chunk(...), a divisor of the heads."""
+    tiles = -(-sq // bm)
+    if causal and longest_first:
+        return chunk, tiles, hq * batch // chunk
+    return tiles, hq, batch
+
+
 def tuned_grid(sq: int, hq: int, batch: int):
-    """The grid of a tuned launch, a function of the chosen config's constexprs (`meta`):
-    one CTA per (64 * CONSUMERS query rows, head, batch)."""
-    return lambda meta: (-(-sq // (kernel_module.WG_ROWS * meta["CONSUMERS"])), hq, batch)
+    """The grid of a tuned launch, a function of the chosen config's constexprs and the call's
+    arguments (`meta`): launch_grid."""
+    return lambda meta: launch_grid(sq, hq, batch, kernel_module.WG_ROWS * meta["CONSUMERS"],
+                                    meta["CAUSAL"], meta["LONGEST_FIRST"], meta["HEAD_CHUNK"])
+
+
+def head_chunk(heads_q: int, group: int, seqlen_k: int, head_dim: int) -> int:
+    """Query heads the causal kernel runs together, longest tiles first (its
+    longest_first_tile): the most that divide heads_q and whose K and V (bf16, shared by each
+    `group` of query heads) fit in KV_L2_BYTES.
+
+    >>> [head_chunk(32, 4, sk, 128) for sk in (2048, 8192, 32768)]
+    [32, 16, 4]
+    """
+    def kv_bytes(chunk):
+        return -(-chunk // group) * seqlen_k * head_dim * 2 * 2
+    return max([c for c in range(1, heads_q + 1) if heads_q % c == 0 and kv_bytes(c) <=
+                KV_L2_BYTES] or [1])
 
 
 def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -> tuple:
@@ -162,14 +189,15 @@ def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -
     head_dim), k, v (batch, seqlen_k, heads_kv, head_dim) and lse (batch * heads_q, seqlen_q), as
     CUDA tensors, numpy arrays (the CPU interpreter) or lk.TensorSpecs (PTX only)."""
     batch, sq, hq, d = q.shape
-    hk = k.shape[2]
-    args = (q, k, v, o, lse, hq // hk, float(scale) * LOG2E)
+    hk, sk = k.shape[2], k.shape[1]
+    chunk = head_chunk(hq, hq // hk, sk, d)
+    args = (q, k, v, o, lse, hq // hk, chunk, float(scale) * LOG2E)
     constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
                       OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, CONSUMERS=cfg.CONSUMERS,
                       LONGEST_FIRST=cfg.LONGEST_FIRST)
-    return (-(-sq // cfg.BM), hq, batch), args, constexprs
+    return launch_grid(sq, hq, batch, cfg.BM, causal, cfg.LONGEST_FIRST, chunk), args, constexprs
 
 
 def compile_default() -> dict[str, str]:

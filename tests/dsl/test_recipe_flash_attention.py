@@ -128,6 +128,33 @@ def test_interpreter_matches_numpy_per_config(case, cfg):
     assert fa.check_cpu(1, cases=(case,), config=config) < 2 ** -7
 
 
+def test_interpreter_matches_numpy_with_causal_head_chunks(monkeypatch):
+    # causal longest first over 2 tiles x 4 heads x 2 batches; a tiny L2 budget makes the
+    # chunk one head (grid (1, 2, 8)), the default two (GQA: 2 KV heads of 2 query heads each)
+    case = (2, 130, 40, 4, 2, 64, True)
+    assert fa.launch_grid(130, 4, 2, 128, True, True, fa.head_chunk(4, 2, 40, 64)) == (4, 2, 2)
+    assert fa.check_cpu(3, cases=(case,)) < 2 ** -7
+    monkeypatch.setattr(fa, "KV_L2_BYTES", 1)
+    assert fa.kernel_arguments(*(lk.TensorSpec(lk.bf16, (2, 130, 4, 64)),) * 4,
+                               lk.TensorSpec(lk.f32, (8, 130)), True, 0.125,
+                               fa.CONFIGS[64, True])[0] == (1, 2, 8)
+    assert fa.check_cpu(3, cases=(case,)) < 2 ** -7
+
+
+@pytest.mark.parametrize("tiles, heads, batch", [(1, 1, 1), (3, 4, 2), (16, 12, 3), (5, 8, 1)])
+def test_the_causal_order_covers_every_tile_once_longest_first_per_chunk(tiles, heads, batch):
+    for chunk in (c for c in range(1, heads + 1) if heads % c == 0):
+        grid = fa.launch_grid(tiles * 128, heads, batch, 128, True, True, chunk)
+        order = [kernel_module.longest_first_tile((x, y, z), tiles, heads, chunk)
+                 for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+        assert sorted(order) == [(m, h, b) for m in range(tiles) for h in range(heads)
+                                 for b in range(batch)]
+        for start in range(0, len(order), tiles * chunk):      # one chunk of heads
+            part = order[start:start + tiles * chunk]
+            assert len({(h, b) for _, h, b in part}) == chunk
+            assert [m for m, _, _ in part] == sorted((m for m, _, _ in part), reverse=True)
+
+
 def test_reference_is_numerically_stable_with_huge_logits():
     import numpy as np
     rng = np.random.default_rng(0)
