@@ -14,7 +14,14 @@ synchronize, "above" = first - again. Cases that change a shape after the first 
 Issue 14's figures: the first GEMM call took 11.9 s cold and 11.3 s warm (the cache then only
 saved ptxas); a warm first launch is to cost <= 50 ms above the launch itself.
 
-    PYTHONPATH=. python3 benchmarks/bench_first_call.py [--repeats 3] [--markdown] [CASE ...]
+With --breakdown the warm process also times what the first call spends its time in (each
+named part once, outermost calls only, wall ms; the parts overlap where one calls another:
+"driver: import" is inside whichever part first needs the driver), printed as a second table of
+medians: the driver's import and its calls (module load, tensor-map encode, launch), the
+specialization cache (fingerprints, environment, entry load), the tuners' tables, the generated
+code (compile() of any source, the code cache), kernel[grid] and the launcher's configuration.
+
+    PYTHONPATH=. python3 benchmarks/bench_first_call.py [--repeats 3] [--markdown] [--breakdown] [CASE ...]
 """
 from __future__ import annotations
 
@@ -88,7 +95,79 @@ def _timed(torch, call) -> float:
     return time.perf_counter() - start
 
 
-def child(case: str) -> None:
+class Breakdown:
+    """Wall seconds and calls per named part of the first call: `wrap(owner, name, label)`
+    replaces a function (a module's, in every module that imported it by name, or a class's
+    method) by one that times its outermost calls."""
+
+    def __init__(self):
+        self.parts: dict[str, list] = {}
+        self.on = True
+
+    def wrap(self, owner, name: str, label: str) -> None:
+        import functools
+        original = getattr(owner, name)
+        depth = [0]
+        parts = self.parts.setdefault(label, [0, 0.0])
+
+        @functools.wraps(original)
+        def timed(*args, **kwargs):
+            if depth[0] or not self.on:
+                return original(*args, **kwargs)
+            depth[0] += 1
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                parts[0] += 1
+                parts[1] += time.perf_counter() - start
+        if isinstance(owner, type):
+            setattr(owner, name, timed)
+            return
+        setattr(owner, name, timed)
+        for module in list(sys.modules.values()):
+            if module is not None and module.__name__.startswith(("layoutkit", "recipes")) \
+                    and getattr(module, name, None) is original:
+                setattr(module, name, timed)
+
+    def install(self) -> None:
+        """The parts (module docstring); the driver's calls once its bindings are imported."""
+        import builtins
+
+        from layoutkit.dsl.core import autotune, fingerprint, spec_cache
+        from layoutkit.dsl.core.kernel import Kernel
+        from layoutkit.dsl.core.specialization import Specialization
+        from layoutkit.ptx import code_cache, driver
+        self.wrap(fingerprint, "function_fingerprint", "fingerprint: function_fingerprint")
+        self.wrap(fingerprint, "environment", "fingerprint: environment")
+        self.wrap(spec_cache.KernelCache, "load", "spec cache: KernelCache.load (key, read, check)")
+        self.wrap(autotune.WinnerTable, "_load", "tuners: WinnerTable._load (path, JSON)")
+        self.wrap(code_cache, "compiled", "code: code_cache.compiled")
+        self.wrap(builtins, "compile", "code: compile() of any source")
+        self.wrap(Kernel, "__getitem__", "kernel[grid] (the fast path made)")
+        self.wrap(Specialization, "launcher", "Specialization.launcher (configure)")
+        bindings = driver.bindings
+        calls = ("cuModuleLoadData", "cuModuleGetFunction", "cuFuncGetAttribute",
+                 "cuFuncSetAttribute", "cuTensorMapEncodeTiled", "cuOccupancyMaxActiveClusters",
+                 "cuLaunchKernel", "cuLaunchKernelEx", "cuDeviceGetName", "cuCtxGetCurrent")
+
+        def imported():
+            fresh = "cuda.bindings.driver" not in sys.modules
+            cu = bindings()
+            if fresh:
+                for name in calls:
+                    if hasattr(cu, name):
+                        self.wrap(cu, name, f"driver: {name}")
+            return cu
+        driver.bindings = imported
+        self.wrap(driver, "bindings", "driver: import (the first bindings())")
+
+    def result(self) -> dict:
+        return {label: ms for label, ms in self.parts.items() if ms[0]}
+
+
+def child(case: str, breakdown: bool = False) -> None:
     """In the fresh process: torch, CUDA and inputs first, then the clocked import and calls;
     prints one JSON object (seconds)."""
     import torch
@@ -101,7 +180,14 @@ def child(case: str) -> None:
     importlib.import_module(module)
     result = {"import": time.perf_counter() - start}
     call = maker(torch, *arguments)
+    parts = None
+    if breakdown:
+        parts = Breakdown()
+        parts.install()
     result["first"] = _timed(torch, call)
+    if parts is not None:
+        parts.on = False
+        result["breakdown"] = parts.result()
     result["again"] = statistics.median(_timed(torch, call) for _ in range(5))
     for label, maker_then, arguments_then in later:
         then = maker_then(torch, *arguments_then)
@@ -110,24 +196,30 @@ def child(case: str) -> None:
     print(json.dumps(result))
 
 
-def run(case: str, cache: str) -> dict:
+def run(case: str, cache: str, breakdown: bool = False) -> dict:
     env = dict(os.environ, LAYOUTKIT_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
     env.pop("LAYOUTKIT_SPEC_CACHE", None)
     env.pop("LAYOUTKIT_DEBUG", None)
-    done = subprocess.run([sys.executable, __file__, "--child", case], env=env, text=True,
+    done = subprocess.run([sys.executable, __file__, "--child", case] +
+                          (["--breakdown"] if breakdown else []), env=env, text=True,
                           capture_output=True, timeout=600)
     if done.returncode:
         raise SystemExit(f"{case}: the child process failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(cases: list[str], repeats: int) -> list[tuple]:
-    """Rows (case, call, cold ms, warm ms) of medians over `repeats` (cold, warm) pairs."""
+def measure(cases: list[str], repeats: int, breakdowns: dict | None = None) -> list[tuple]:
+    """Rows (case, call, cold ms, warm ms) of medians over `repeats` (cold, warm) pairs; with
+    `breakdowns` (a dict), the warm processes' parts are timed and it gets {case: {part:
+    (median calls, median ms)}}."""
     results: dict[str, dict[str, list]] = {}
+    parts: dict[str, dict[str, list]] = {}
     for _ in range(repeats):
         for case in cases:
             with tempfile.TemporaryDirectory(prefix="lk_first_call_") as cache:
-                cold, warm = run(case, cache), run(case, cache)
+                cold, warm = run(case, cache), run(case, cache, breakdowns is not None)
+            for label, (calls, seconds) in warm.pop("breakdown", {}).items():
+                parts.setdefault(case, {}).setdefault(label, []).append((calls, seconds))
             for key in cold:
                 results.setdefault(case, {}).setdefault(key, []).append((cold[key], warm[key]))
     rows = []
@@ -139,6 +231,11 @@ def measure(cases: list[str], repeats: int) -> list[tuple]:
         first = {k: v for k, v in ((r[1], r) for r in rows if r[0] == case)}
         rows.append((case, "above (first - again)", first["first"][2] - first["again"][2],
                      first["first"][3] - first["again"][3]))
+    if breakdowns is not None:
+        for case, per_label in parts.items():
+            breakdowns[case] = {label: (statistics.median(c for c, _ in v),
+                                        statistics.median(s for _, s in v) * 1e3)
+                                for label, v in per_label.items()}
     return rows
 
 
@@ -151,14 +248,17 @@ def main(argv=None) -> None:
     parser.add_argument("cases", nargs="*", help=f"cases (default: all of {', '.join(CASES)})")
     parser.add_argument("--repeats", type=int, default=3, help="(cold, warm) process pairs")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="time the parts of the warm first call (module docstring)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return child(args.child)
+        return child(args.child, args.breakdown)
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         parser.error(f"unknown case(s) {unknown}: the cases are {list(CASES)}")
-    rows = measure(args.cases or list(CASES), args.repeats)
+    breakdowns = {} if args.breakdown else None
+    rows = measure(args.cases or list(CASES), args.repeats, breakdowns)
     print(f"- Command: `python3 benchmarks/bench_first_call.py {' '.join(sys.argv[1:])}`"
           f" (medians of {args.repeats} fresh-process pairs, ms)\n")
     if args.markdown:
@@ -168,6 +268,13 @@ def main(argv=None) -> None:
     else:
         for case, key, cold, warm in rows:
             print(f"{case:16} {key:28} {_ms(cold):>9} {_ms(warm):>9}")
+    if breakdowns:
+        print("\nThe warm first call's parts (medians; outermost calls of each part, which overlap"
+              " where one calls another):\n")
+        print("| case | part | calls | ms |\n|---|---|---:|---:|")
+        for case, per_label in breakdowns.items():
+            for label, (calls, ms) in sorted(per_label.items(), key=lambda kv: -kv[1][1]):
+                print(f"| {case} | {label} | {calls:g} | {_ms(ms)} |")
 
 
 if __name__ == "__main__":
