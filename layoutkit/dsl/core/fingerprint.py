@@ -418,13 +418,24 @@ def _python_files(root: str) -> list[tuple[str, int, int]]:
 
 
 def _memo(path: Path | None) -> dict:
+    """The memo file's object ({} when absent or unreadable), parsed once while its stamp holds
+    (environment() reads it twice)."""
     if path is None:
         return {}
+    stamp = _stamp(path)
+    if stamp is not None and _MEMO_READ.get(path, (None,))[0] == stamp:
+        return dict(_MEMO_READ[path][1])
     try:
         memo = json.loads(path.read_text())
-        return memo if isinstance(memo, dict) else {}
+        memo = memo if isinstance(memo, dict) else {}
     except (OSError, ValueError):
         return {}
+    if stamp is not None:
+        _MEMO_READ[path] = (stamp, dict(memo))
+    return memo
+
+
+_MEMO_READ: dict = {}       # memo path -> (its _stamp when read, its object)
 
 
 @functools.lru_cache(maxsize=4)
@@ -433,7 +444,8 @@ def layoutkit_source_digest(memo_path: Path | None = None) -> str:
     `memo_path` (a JSON file), the digest of a file list whose paths, sizes and modification
     times (ns) are all unchanged is read from there instead of reading every file again."""
     files = _python_files(str(PACKAGE_ROOT))
-    stats = digest(*(f"{path}:{size}:{mtime}" for path, size, mtime in files))
+    stats = hashlib.sha256("\n".join(f"{path}\0{size}\0{mtime}" for path, size, mtime in files)
+                           .encode()).hexdigest()
     memo = _memo(memo_path)
     if memo.get("source_stats") == stats and isinstance(memo.get("source_digest"), str):
         return memo["source_digest"]
