@@ -54,8 +54,9 @@ THREE_CONSUMERS = {
           "3 consumers, BN=80": Config(BN=80, CONSUMERS=3)},
 }
 # Causal tiles take key blocks dividing BM, and these (query tile: key blocks): key_blocks is
-# exact for any BN; the rule keeps each tile's masked blocks few (two here, FA3's causal tile)
-CAUSAL_BLOCKS = {192: (128,)}
+# exact for any BN; the rule keeps each tile's masked blocks few (two for a divisor and
+# 192: 128, FA3's causal tile; at most three for 128: 80 or 176, the non-causal defaults)
+CAUSAL_BLOCKS = {192: (128,), 128: (80, 176)}
 ALIGN_ELEMENTS = 8            # TMA: global addresses and strides are multiples of 16 bytes
 SHARED_LIMIT = 232448 - 1024  # sm_90's opt-in shared memory, less room for the mbarriers
 TUNED_BLOCKS = (64, 80, 128, 176)   # key blocks autotune_space tries
@@ -83,13 +84,13 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int) -> Config:
 
 def autotune_space(head_dim: int, causal: bool) -> list[Config]:
     """The configs `layoutkit tune flash_attention` times for one head dim: the default's
-    ablations and each key block of TUNED_BLOCKS that fits shared memory (and divides BM when
-    causal) with the default's pipeline."""
+    ablations and each key block of TUNED_BLOCKS that fits shared memory (and causal attention,
+    causal_block_fits) with the default's pipeline."""
     base = CONFIGS[head_dim, causal]
     space = dict.fromkeys(ablations(head_dim, causal).values())
     for bn in TUNED_BLOCKS:
         cfg = replace(base, BN=bn)
-        if cfg.smem_bytes(head_dim) <= SHARED_LIMIT and not (causal and base.BM % bn):
+        if cfg.smem_bytes(head_dim) <= SHARED_LIMIT and (not causal or causal_block_fits(cfg)):
             space.setdefault(cfg)
     return list(space)
 
@@ -121,9 +122,11 @@ def _tuned(cfg: Config) -> lk.Config:
 
 def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
     """The default config and one switched-off pipeline choice per entry (benchmark rows;
-    causal: the query tiles in block order, not longest first), plus 128-key blocks where the default differs and they fit in shared memory (non-causal
-    head dim 128, whose default is 176), and the three-consumer rows (THREE_CONSUMERS: 192-row
-    query tiles) of head dims 64 and 128."""
+    causal: the query tiles in block order, not longest first), plus 128-key blocks where the
+    default differs and they fit in shared memory (non-causal head dim 128, whose default is
+    176), causal with the non-causal default's key block where it differs (head dims 128 and
+    256), and the three-consumer rows (THREE_CONSUMERS: 192-row query tiles) of head dims 64
+    and 128."""
     base = CONFIGS[head_dim, causal]
     rows = {"default": base, "no ping-pong": replace(base, PINGPONG=False),
             "no intra-warpgroup overlap": replace(base, OVERLAP=False),
@@ -134,6 +137,10 @@ def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
     bn128 = replace(base, BN=128)
     if base.BN != 128 and bn128.smem_bytes(head_dim) <= SHARED_LIMIT:
         rows["BN=128"] = bn128
+    wide = replace(base, BN=CONFIGS[head_dim, False].BN)
+    if causal and wide.BN != base.BN and causal_block_fits(wide) and \
+            wide.smem_bytes(head_dim) <= SHARED_LIMIT:
+        rows[f"BN={wide.BN}"] = wide
     if base.CONSUMERS != 2:
         rows["2 consumers"] = replace(base, CONSUMERS=2, PRODUCER_REGISTERS=None,
                                       CONSUMER_REGISTERS=None)   # that count's budgets

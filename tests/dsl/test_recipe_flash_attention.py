@@ -120,8 +120,9 @@ def test_interpreter_matches_numpy():
     ((1, 70, 200, 1, 1, 256, False), None),                 # head dim 256, 80-key blocks
     ((1, 100, 150, 1, 1, 256, True), None),                 # head dim 256 causal, 64-key blocks
     ((1, 130, 40, 1, 1, 64, True), "tiles in block order"),  # CPU_CASES' two tiles, in order
+    ((1, 130, 300, 1, 1, 128, True), "BN=176"),             # causal, up to 3 masked blocks
 ], ids=["laps", "sq1", "bn176", "d128-bn128", "no-pingpong", "no-overlap", "1stage", "d256",
-        "d256-causal", "block-order"])
+        "d256-causal", "block-order", "causal-bn176"])
 def test_interpreter_matches_numpy_per_config(case, cfg):
     d, causal = case[5], case[6]
     config = None if cfg is None else fa.ablations(d, causal)[cfg]
@@ -238,7 +239,7 @@ def _qkv(sq=10, sk=12, hq=4, hk=2, d=64, **kw):
     (dict(softmax_scale="0.1"), r"softmax_scale is a finite float or None .*got '0.1'"),
     (dict(softmax_scale=-0.125), r"softmax_scale is >= 0 .*got -0.125"),
     (dict(config={"BN": 64}), r"config is a Config, got \{'BN': 64\}"),
-    (dict(causal=True, config=fa.Config(BN=176)), r"BN dividing 128 .*got config BN = 176"),
+    (dict(causal=True, config=fa.Config(BN=112)), r"BN dividing 128 .*got config BN = 112"),
     (dict(config=fa.Config(BN=176, STAGES=3), qkv=dict(d=128)),
      r"needs 303104 bytes of shared memory at head_dim 128"),
     (dict(qkv=dict(device="cpu")), r"q is a CUDA tensor, got one on cpu"),
