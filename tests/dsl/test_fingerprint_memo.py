@@ -36,6 +36,38 @@ SOURCE = textwrap.dedent('''
 
     def pong(n):
         return ping(n - 1) if n else 1
+
+    LEVEL = 1
+
+    def shared():
+        return LEVEL
+
+    def alpha():
+        return shared()
+
+    def beta():
+        return shared() + 1
+
+    def reads_both():
+        return alpha() + beta()
+
+    def reads_beta():
+        return beta()
+
+    def cycle_a(n):
+        return cycle_b(n - 1) if n else 0
+
+    def cycle_b(n):
+        return cycle_a(n - 1) if n else 1
+
+    def then_cycle():
+        return cycle_b(2)
+
+    def reads_a_then_cycle():
+        return cycle_a(1) + then_cycle()
+
+    def reads_then():
+        return then_cycle()
 ''')
 
 
@@ -161,3 +193,23 @@ def test_functions_in_a_cycle_are_written_as_a_fresh_walk_writes_them(module):
     assert function_fingerprint(module.pong) == walked(module.pong)
     assert function_fingerprint(module.ping) == first == walked(module.ping)
     assert module.pong not in fingerprint._FUNCTIONS
+
+
+def test_a_helper_written_earlier_in_the_walk_counts_in_the_memo_of_its_next_reader(module):
+    """reads_both walks alpha (and in it shared) before beta, whose walk then finds shared
+    written already: beta's memo must still see shared's reads, so that LEVEL changing
+    changes what reads beta."""
+    function_fingerprint(module.reads_both)
+    before = function_fingerprint(module.reads_beta)
+    module.LEVEL = 2
+    after = function_fingerprint(module.reads_beta)
+    assert after != before and after == walked(module.reads_beta)
+
+
+def test_a_text_written_inside_a_cycle_is_not_kept_for_its_next_reader(module):
+    """reads_a_then_cycle walks cycle_a, in which cycle_b names cycle_a by reference; then
+    then_cycle finds cycle_b written already: that text depends on the walk above it, so
+    then_cycle's is not kept, and reads_then is written as a fresh walk writes it."""
+    function_fingerprint(module.reads_a_then_cycle)
+    assert module.then_cycle not in fingerprint._FUNCTIONS
+    assert function_fingerprint(module.reads_then) == walked(module.reads_then)

@@ -115,6 +115,8 @@ class _Walker:
         self.reads: list[tuple] = []  # (how, where, name, the value read): see _still_read
         self.files: dict = {}         # each source file checked against linecache's -> _stamp
         self.refs = 0                 # fn-ref / class-ref texts written (cycles)
+        self.spans: dict[int, tuple[int, int]] = {}  # a walked function or class -> its reads
+        self.contextual: set[int] = set()  # those whose text names something walked above it
 
     # ---- values --------------------------------------------------------------------------
     def value(self, value, what: str) -> str:
@@ -194,10 +196,11 @@ class _Walker:
             return f"class:{name}@{_version_of(t.__module__)}"
         key = id(t)
         if key in self.done:
-            return self.done[key]
+            return self._again(key)
         if key in self.visiting:
             self.refs += 1
             return f"class-ref:{name}"
+        refs, first_read = self.refs, len(self.reads)
         self.visiting.add(key)
         self.keep.append(t)
         parts = [f"class:{name}", "bases=" + ",".join(self.cls(b, what) for b in t.__bases__
@@ -216,13 +219,31 @@ class _Walker:
                     parts.append(f"{attr}={self.value(f, f'{name}.{attr}')}")
         self.visiting.discard(key)
         text = self.done[key] = "{" + ";".join(parts) + "}"
+        self._walked(key, refs, first_read)
         return text
+
+    def _walked(self, key: int, refs: int, first_read: int) -> None:
+        """Keep where a function's or class's reads lie, and whether its text depends on the
+        walk above it (a cycle: its subtree wrote a reference)."""
+        self.spans[key] = (first_read, len(self.reads))
+        if self.refs != refs:
+            self.contextual.add(key)
+
+    def _again(self, key: int) -> str:
+        """The text of a function or class this walk has written already: its reads count again
+        (a memo of the function reading it must see them) and so does its dependence on the
+        walk above it."""
+        start, end = self.spans[key]
+        self.reads += self.reads[start:end]
+        if key in self.contextual:
+            self.refs += 1
+        return self.done[key]
 
     # ---- functions -------------------------------------------------------------------------
     def function(self, fn: types.FunctionType) -> str:
         key = id(fn)
         if key in self.done:
-            return self.done[key]
+            return self._again(key)
         name = f"{fn.__module__}.{fn.__qualname__}"
         if key in self.visiting:
             self.refs += 1
@@ -232,13 +253,14 @@ class _Walker:
             return f"fn:{name}"         # layoutkit's own code: in the environment's digest
         if module is not None and _is_library(module):
             return f"fn:{name}@{_version_of(fn.__module__)}"
+        refs, first_read = self.refs, len(self.reads)
         memo = _FUNCTIONS.get(fn)
         if memo is not None and _still_read(memo[1]):
             self.reads += memo[1]
             self.keep.append(fn)
             self.done[key] = memo[0]
+            self._walked(key, refs, first_read)
             return memo[0]
-        refs, first_read = self.refs, len(self.reads)
         self.visiting.add(key)
         self.keep.append(fn)
         code = fn.__code__
@@ -279,6 +301,7 @@ class _Walker:
                                                 f"the keyword defaults of {fn.__qualname__}"))
         self.visiting.discard(key)
         text = self.done[key] = "[" + "|".join(parts) + "]"
+        self._walked(key, refs, first_read)
         if self.refs == refs:       # no cycle through a caller: the text stands alone
             _FUNCTIONS[fn] = (text, self.reads[first_read:])
         return text
