@@ -109,10 +109,17 @@ class FakeGPU:
         self.reset()
 
     def reset(self) -> None:
-        """Forget every compiled kernel, launcher and fast path of the kernels (they captured
-        another test's fakes)."""
+        """Forget every loaded kernel, launcher and fast path of the kernels (they captured
+        another test's fakes). A specialization without hidden parameters stays, its loaded
+        kernel and launchers dropped: its IR, PTX and cubin (the real tracer's and ptxas') hold
+        no fake, and tracing them again took most of each plan test's time. One with tensor
+        maps goes (its plan's map resolvers hold maps the fakes encoded)."""
         for k in self.kernels:
-            k._cache.clear()
+            for key in [key for key, spec in k._cache.items() if spec.has_hidden]:
+                del k._cache[key]
+            for spec in k._cache.values():
+                spec._compiled = None
+                spec._launchers.clear()
             k._fast = None
             k._grids.clear()
 
