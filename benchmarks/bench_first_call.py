@@ -127,7 +127,7 @@ class Breakdown:
             return
         setattr(owner, name, timed)
         for module in list(sys.modules.values()):
-            if module is not None and module.__name__.startswith(("layoutkit", "recipes")) \
+            if str(getattr(module, "__name__", "")).startswith(("layoutkit", "recipes")) \
                     and getattr(module, name, None) is original:
                 setattr(module, name, timed)
 
