@@ -23,9 +23,10 @@ object whose repr is its address) has no stable text: `NotCacheable` names it, a
 traced in every process as before.
 
 The environment is layoutkit's own source (a sha256 of every .py file of the package), the
-ptxas version, the Python and sympy versions; the first two are remembered in a small JSON file
-of the cache, valid while the files' sizes and modification times stay the same (so a new
-process reads neither the package's source nor runs ptxas to find them).
+ptxas version, the Python and sympy versions (sympy's installed one, whether or not the process
+has imported it yet); the source digest and the ptxas and sympy versions are remembered in a
+small JSON file of the cache, valid while the files' sizes and modification times stay the same
+(so a new process reads neither the package's source nor runs ptxas to find them).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import linecache
@@ -509,16 +511,45 @@ def _remember(memo_path: Path | None, **fields) -> None:
         pass
 
 
+def _sympy_version(memo_path: Path | None) -> str:
+    """The installed sympy's version ('' without one), the same whether or not this process
+    has imported sympy yet (a trace imports it at its first symbolic value): read from the memo
+    while sympy's __init__.py keeps its path and stamp, else from the module or the package's
+    metadata (~40 ms, once per installed version)."""
+    module = sys.modules.get("sympy")
+    origin = getattr(module, "__file__", None)
+    if origin is None:
+        try:
+            spec = importlib.util.find_spec("sympy")
+        except (ImportError, ValueError):
+            spec = None
+        origin = getattr(spec, "origin", None)
+    if origin is None:
+        return ""
+    stats = f"{origin}:{_stamp(origin)}"
+    memo = _memo(memo_path)
+    if memo.get("sympy_stats") == stats and isinstance(memo.get("sympy"), str):
+        return memo["sympy"]
+    version = getattr(module, "__version__", None)
+    if not isinstance(version, str):
+        from importlib import metadata
+        try:
+            version = metadata.version("sympy")
+        except metadata.PackageNotFoundError:
+            version = ""
+    _remember(memo_path, sympy_stats=stats, sympy=version)
+    return version
+
+
 def environment(memo_path: Path | None = None) -> dict[str, str]:
     """What turns the same trace into other code: layoutkit's source, ptxas, Python, sympy
-    (`memo_path`: where the source digest and ptxas's version are remembered across
-    processes, see layoutkit_source_digest)."""
-    sympy = sys.modules.get("sympy")
+    (`memo_path`: where the source digest and ptxas's and sympy's versions are remembered
+    across processes, see layoutkit_source_digest)."""
     return {"layoutkit_source": layoutkit_source_digest(memo_path),
             "layoutkit": str(getattr(sys.modules.get("layoutkit"), "__version__", "")),
             "ptxas": _ptxas_text(memo_path),
             "python": ".".join(map(str, sys.version_info[:3])),
-            "sympy": str(getattr(sympy, "__version__", ""))}
+            "sympy": _sympy_version(memo_path)}
 
 
 def environment_digest(env: dict[str, str] | None = None) -> str:
