@@ -4,7 +4,7 @@ accumulation and softmax): its pipeline, numerics and instruction budget. The ho
 (configs per head dim, the entry point, references, checks, benchmark) is the recipe file.
 
 One CTA per (BM-row query tile, head, batch), BM = 64 * CONSUMERS (Config.CONSUMERS: 2, the
-default, or 3), causal tiles longest first (query_tile); 1 + CONSUMERS warpgroups (every line
+default, or 3), causal tiles longest first (causal_order); 1 + CONSUMERS warpgroups (every line
 below is in the kernel):
 
     warpgroup 0, producer (PRODUCER_REGISTERS): one elected thread loads the Q tile once
@@ -96,7 +96,7 @@ class Config:
     CONSUMER_REGISTERS: int | None = None
     CONSUMERS: int = 2                       # consumer warpgroups, 64 query rows each
     # causal: query tiles launch longest first (the last tile sees the most keys), so the
-    # shortest tiles fill the last wave; False: in block-index order (query_tile)
+    # shortest tiles fill the last wave (causal_order); False: in block-index order
     LONGEST_FIRST: bool = True
 
     def __post_init__(self):
@@ -196,8 +196,8 @@ def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Ten
     BM = WG_ROWS * CONSUMERS
     buffers = shared_buffers(D, BN, STAGES, CONSUMERS)
     if CAUSAL and LONGEST_FIRST:
-        m_blk, h, b = longest_first_tile(tuple(lk.block_id(a) for a in range(3)),
-                                         -(-SQ // BM), HQ, HEAD_CHUNK)
+        r, h, b = causal_order(tuple(lk.block_id(a) for a in range(3)), HQ, HEAD_CHUNK)
+        m_blk = -(-SQ // BM) - 1 - r
     else:
         m_blk, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     hk = h // GROUP
@@ -205,23 +205,24 @@ def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Ten
     roles(Env(**buffers, **locals()))
 
 
-def longest_first_tile(block: tuple, tiles, heads, chunk):
-    """(query tile, head, batch) of the CTA at `block` = (x, y, z) of the grid (chunk, tiles,
-    heads * batch / chunk) (`chunk` divides heads) in the causal order: the hardware starts
-    CTAs in block-index order, x fastest, so each chunk of heads (their K and V in L2
-    together) runs every head's last tile (the most keys) first, then every head's
-    next-to-last, ..., and the shortest tiles of the last chunk fill the last wave (block order
-    leaves the longest tiles of the last head for the end)."""
+def causal_order(block: tuple, heads, chunk):
+    """(r, head, batch) of the CTA at `block` = (x, y, z) of the causal longest-first grid
+    (chunk, tiles, heads * batch / chunk) (`chunk` divides heads): its query tile is the r-th
+    from its sequence's last. The hardware starts CTAs in block-index order, x fastest, so each
+    chunk of heads (their K and V in L2 together) runs every head's last tile (the most keys)
+    first, then every head's next-to-last, ..., and the shortest tiles of the last chunk fill
+    the last wave (block order leaves the longest tiles of the last head for the end)."""
     x, y, z = block
     head = z * chunk + x                            # of heads * batch
-    return tiles - 1 - y, head % heads, head // heads
+    return y, head % heads, head // heads
 
 
 def query_tile(sq, bm: int, longest_first: bool):
     """This CTA's query tile of the ceil(sq / bm) along grid x: block_id(0), or reversed
-    (longest_first: causal tile t sees about t + 1 key blocks, and the hardware starts CTAs in
-    block-index order, so the longest go first and the shortest fill the last wave; a CTA
-    past the tiles, as in a varlen batch's shorter sequences, gets a negative tile)."""
+    (longest_first: the sequence's last tile, which sees the most keys, first; a CTA past the
+    tiles, as in a varlen batch's shorter sequences, gets a negative tile). The varlen kernel's
+    order: the padded kernel's causal_order also interleaves heads, which costs the varlen
+    producer warpgroup, holding the sequence bounds, a spill."""
     return -(-sq // bm) - 1 - lk.block_id(0) if longest_first else lk.block_id(0)
 
 

@@ -61,6 +61,7 @@ ALIGN_ELEMENTS = 8            # TMA: global addresses and strides are multiples 
 SHARED_LIMIT = 232448 - 1024  # sm_90's opt-in shared memory, less room for the mbarriers
 TUNED_BLOCKS = (64, 80, 128, 176)   # key blocks autotune_space tries
 KV_L2_BYTES = 24 << 20        # K and V the causal order keeps in L2 at once (sm_90: 50 MB L2)
+MAX_GRID_Z = 65535            # CUDA's grid extent along y and z
 _TUNERS: dict = {}
 
 
@@ -162,7 +163,7 @@ def _or_blocks(bm: int) -> str:
 def launch_grid(sq: int, hq: int, batch: int, bm: int, causal: bool, longest_first: bool,
                 chunk: int) -> tuple:
     """One CTA per (bm query rows, head, batch): the grid (tiles, heads, batch), or for the
-    causal longest-first order (the kernel's longest_first_tile) (chunk, tiles, heads * batch /
+    causal longest-first order (the kernel's causal_order) (chunk, tiles, heads * batch /
     chunk), chunk = head_chunk(...), a divisor of the heads."""
     tiles = -(-sq // bm)
     if causal and longest_first:
@@ -177,18 +178,23 @@ def tuned_grid(sq: int, hq: int, batch: int):
                                     meta["CAUSAL"], meta["LONGEST_FIRST"], meta["HEAD_CHUNK"])
 
 
-def head_chunk(heads_q: int, group: int, seqlen_k: int, head_dim: int) -> int:
+def head_chunk(heads_q: int, group: int, seqlen_k: int, head_dim: int, batch: int = 1) -> int:
     """Query heads the causal kernel runs together, longest tiles first (its
-    longest_first_tile): the most that divide heads_q and whose K and V (bf16, shared by each
-    `group` of query heads) fit in KV_L2_BYTES.
+    causal_order): the most that divide heads_q and whose K and V (bf16, shared by each
+    `group` of query heads, seqlen_k keys each) fit in KV_L2_BYTES, and at least as many as
+    keep the grid's z extent, heads_q * batch / chunk, within MAX_GRID_Z.
 
     >>> [head_chunk(32, 4, sk, 128) for sk in (2048, 8192, 32768)]
     [32, 16, 4]
+    >>> head_chunk(32, 4, 32768, 128, batch=60000)
+    32
     """
     def kv_bytes(chunk):
         return -(-chunk // group) * seqlen_k * head_dim * 2 * 2
-    return max([c for c in range(1, heads_q + 1) if heads_q % c == 0 and kv_bytes(c) <=
-                KV_L2_BYTES] or [1])
+    divisors = [c for c in range(1, heads_q + 1) if heads_q % c == 0]
+    fits = max([c for c in divisors if kv_bytes(c) <= KV_L2_BYTES] or [1])
+    return max(fits, min([c for c in divisors if heads_q * batch // c <= MAX_GRID_Z] or
+                         [heads_q]))
 
 
 def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -> tuple:
@@ -197,7 +203,7 @@ def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -
     CUDA tensors, numpy arrays (the CPU interpreter) or lk.TensorSpecs (PTX only)."""
     batch, sq, hq, d = q.shape
     hk, sk = k.shape[2], k.shape[1]
-    chunk = head_chunk(hq, hq // hk, sk, d)
+    chunk = head_chunk(hq, hq // hk, sk, d, batch)
     args = (q, k, v, o, lse, hq // hk, chunk, float(scale) * LOG2E)
     constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
                       OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,

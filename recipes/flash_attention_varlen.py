@@ -34,7 +34,7 @@ from recipes import flash_attention as padded
 
 attention_varlen_kernel = kernel_module.attention_varlen_kernel
 BM, HEAD_DIMS, LOG2E, Config = padded.BM, padded.HEAD_DIMS, padded.LOG2E, padded.Config
-MAX_BATCH = 65535                   # the grid's z extent
+MAX_BATCH = padded.MAX_GRID_Z        # the grid's z extent
 WHAT = "flash_attention_varlen"
 
 

@@ -146,8 +146,9 @@ def test_interpreter_matches_numpy_with_causal_head_chunks(monkeypatch):
 def test_the_causal_order_covers_every_tile_once_longest_first_per_chunk(tiles, heads, batch):
     for chunk in (c for c in range(1, heads + 1) if heads % c == 0):
         grid = fa.launch_grid(tiles * 128, heads, batch, 128, True, True, chunk)
-        order = [kernel_module.longest_first_tile((x, y, z), tiles, heads, chunk)
-                 for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+        order = [(tiles - 1 - r, h, b) for r, h, b in (
+            kernel_module.causal_order((x, y, z), heads, chunk)
+            for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0]))]
         assert sorted(order) == [(m, h, b) for m in range(tiles) for h in range(heads)
                                  for b in range(batch)]
         for start in range(0, len(order), tiles * chunk):      # one chunk of heads

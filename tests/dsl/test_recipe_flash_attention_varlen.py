@@ -140,8 +140,8 @@ def _inputs(total_q=10, total_k=12, hq=4, hk=2, d=64, batch=2, **kw):
     (dict(inputs=dict(hq=3)), r"heads_q = 3 must be a multiple of heads_kv = 2"),
     (dict(causal="yes"), r"causal is True or False, got 'yes'"),
     (dict(softmax_scale=-1.0), r"softmax_scale is >= 0"),
-    (dict(causal=True, config=padded.Config(BN=176)), r"causal attention needs a key block BN "
-     r"dividing 128 \(the query tile\), got config BN = 176"),
+    (dict(causal=True, config=padded.Config(BN=112)), r"causal attention needs a key block BN "
+     r"dividing 128 \(the query tile\) or one of \(80, 176\), got config BN = 112"),
     (dict(inputs=dict(device="cpu")), r"q is a CUDA tensor on q's device \(cpu\), got one on "
                                       r"cpu"),
     (dict(cu_seqlens_k=FakeTensor((3,), dtype="torch.int32", device="cuda:1")),
@@ -167,5 +167,6 @@ def test_describe_names_runs_of_lengths():
 
 
 def test_the_grid_covers_the_longest_sequence():
-    grid, _, _ = _arguments((300, 0, 129), (10, 10, 10))
-    assert grid == (3, 2, 3)                    # ceil(300 / 128) tiles, heads_q, batch
+    grid, _, _ = _arguments((300, 0, 129), (10, 10, 10), causal=False)
+    assert grid == (2, 2, 3)                    # ceil(300 / 192) tiles, heads_q, batch
+    assert _arguments((300, 0, 129), (10, 10, 10))[0] == (3, 2, 3)   # causal: 128-row tiles
