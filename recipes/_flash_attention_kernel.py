@@ -4,7 +4,7 @@ accumulation and softmax): its pipeline, numerics and instruction budget. The ho
 (configs per head dim, the entry point, references, checks, benchmark) is the recipe file.
 
 One CTA per (BM-row query tile, head, batch), BM = 64 * CONSUMERS (Config.CONSUMERS: 2, the
-default, or 3), causal tiles longest first (causal_order); 1 + CONSUMERS warpgroups (every line
+default, or 3), causal tiles longest first (query_tile); 1 + CONSUMERS warpgroups (every line
 below is in the kernel):
 
     warpgroup 0, producer (PRODUCER_REGISTERS): one elected thread loads the Q tile once
@@ -96,7 +96,7 @@ class Config:
     CONSUMER_REGISTERS: int | None = None
     CONSUMERS: int = 2                       # consumer warpgroups, 64 query rows each
     # causal: query tiles launch longest first (the last tile sees the most keys), so the
-    # shortest tiles fill the last wave (causal_order); False: in block-index order
+    # shortest tiles fill the last wave; False: in block-index order (query_tile)
     LONGEST_FIRST: bool = True
 
     def __post_init__(self):
@@ -176,18 +176,16 @@ def key_blocks(sq, sk, m_blk, bn: int, causal: bool, bm: int = BM):
 
 def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tensor[lk.bf16, 4],
                    o: lk.Tensor[lk.bf16, 4], lse: lk.Tensor[lk.f32, 2], GROUP: lk.i32,
-                   HEAD_CHUNK: lk.i32, SCALE_LOG2: lk.f32, D: lk.constexpr, BN: lk.constexpr,
-                   STAGES: lk.constexpr,
+                   SCALE_LOG2: lk.f32, D: lk.constexpr, BN: lk.constexpr, STAGES: lk.constexpr,
                    CAUSAL: lk.constexpr, OVERLAP: lk.constexpr, PINGPONG: lk.constexpr,
                    PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr,
                    CONSUMERS: lk.constexpr, LONGEST_FIRST: lk.constexpr):
     """The kernel (see the module docstring), launched with warps(CONSUMERS) warps. q, o are
     (batch, seqlen_q, heads_q, head_dim), k, v (batch, seqlen_k, heads_kv, head_dim), head_dim
     contiguous (= D), lse (batch * heads_q, seqlen_q); query head h reads key/value head h //
-    GROUP. Grid (ceil(seqlen_q / BM), heads_q, batch), BM = 64 * CONSUMERS, or for causal
-    LONGEST_FIRST (HEAD_CHUNK, ceil(seqlen_q / BM), heads_q * batch / HEAD_CHUNK). This CTA
-    runs n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j, the first n_masked of
-    them masked (`key_blocks`; non-causal: only the first, which may be
+    GROUP. Grid (ceil(seqlen_q / BM), heads_q, batch), BM = 64 * CONSUMERS. This CTA runs
+    n_end key blocks, j = n_end-1 .. 0 as ring steps i = n_end-1-j, the
+    first n_masked of them masked (`key_blocks`; non-causal: only the first, which may be
     ragged); every count is kernel arithmetic on the sequence lengths and the tile index."""
     # the kernel's mode order: (seqlen, head_dim, heads, batch), head_dim TMA's inner dimension
     Q, K, V, O = (x.permute(1, 3, 2, 0) for x in (q, k, v, o))
@@ -195,34 +193,18 @@ def attention_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Ten
     SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
     BM = WG_ROWS * CONSUMERS
     buffers = shared_buffers(D, BN, STAGES, CONSUMERS)
-    if CAUSAL and LONGEST_FIRST:
-        r, h, b = causal_order(tuple(lk.block_id(a) for a in range(3)), HQ, HEAD_CHUNK)
-        m_blk = -(-SQ // BM) - 1 - r
-    else:
-        m_blk, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    m_blk = query_tile(SQ, BM, CAUSAL and LONGEST_FIRST)
+    h, b = lk.block_id(1), lk.block_id(2)
     hk = h // GROUP
     n_end, n_masked, DIAG1 = key_blocks(SQ, SK, m_blk, BN, CAUSAL, BM)
     roles(Env(**buffers, **locals()))
 
 
-def causal_order(block: tuple, heads, chunk):
-    """(r, head, batch) of the CTA at `block` = (x, y, z) of the causal longest-first grid
-    (chunk, tiles, heads * batch / chunk) (`chunk` divides heads): its query tile is the r-th
-    from its sequence's last. The hardware starts CTAs in block-index order, x fastest, so each
-    chunk of heads (their K and V in L2 together) runs every head's last tile (the most keys)
-    first, then every head's next-to-last, ..., and the shortest tiles of the last chunk fill
-    the last wave (block order leaves the longest tiles of the last head for the end)."""
-    x, y, z = block
-    head = z * chunk + x                            # of heads * batch
-    return y, head % heads, head // heads
-
-
 def query_tile(sq, bm: int, longest_first: bool):
     """This CTA's query tile of the ceil(sq / bm) along grid x: block_id(0), or reversed
-    (longest_first: the sequence's last tile, which sees the most keys, first; a CTA past the
-    tiles, as in a varlen batch's shorter sequences, gets a negative tile). The varlen kernel's
-    order: the padded kernel's causal_order also interleaves heads, which costs the varlen
-    producer warpgroup, holding the sequence bounds, a spill."""
+    (longest_first: causal tile t sees about t + 1 key blocks, and the hardware starts CTAs in
+    block-index order, so the longest go first and the shortest fill the last wave; a CTA
+    past the tiles, as in a varlen batch's shorter sequences, gets a negative tile)."""
     return -(-sq // bm) - 1 - lk.block_id(0) if longest_first else lk.block_id(0)
 
 

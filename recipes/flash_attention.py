@@ -29,15 +29,16 @@ BM, HEAD_DIMS, LOG2E = kernel_module.BM, kernel_module.HEAD_DIMS, kernel_module.
 
 # Defaults per (head dim, causal). Non-causal head dim 128 takes 176-key blocks (FlashAttention-
 # 3's choice there): 10% fewer instructions per key than 128 (the kernel module's budget) and the
-# SS wgmma's Q read amortized over 176 columns. Causal keeps BN dividing BM. Head dim 256 is
-# bound by shared memory (the 64 KB Q tile and two stages of K and V: 80 keys fill 224 KB) and
-# by registers (O alone is 128 f32 per consumer thread; S of 80 keys adds 40). Non-causal head
+# SS wgmma's Q read amortized over 176 columns; causal head dim 128 keeps 128 (176: 0.93x at 2k,
+# 1.01x at 16k). Head dim 256 is bound by shared memory (the 64 KB Q tile and two stages of K and
+# V: 80 keys fill 224 KB) and by registers (O alone is 128 f32 per consumer thread; S of 80 keys
+# adds 40); causal takes 80 too (1.03x / 1.09x the 64-key blocks at 2k / 16k). Non-causal head
 # dim 64 takes three consumer warpgroups (192-row query tiles, THREE_CONSUMERS below): on the H200
 # 1.067x (2k) and 1.147x (8k) the two-consumer kernel in one run; causal it was 0.93x / 1.04x,
 # so causal keeps two (docs/PERFORMANCE.md, the three-consumer ablation).
 CONFIGS = {(64, False): Config(BN=128, CONSUMERS=3), (64, True): Config(BN=128),
            (128, False): Config(BN=176), (128, True): Config(BN=128),
-           (256, False): Config(BN=80), (256, True): Config(BN=64)}
+           (256, False): Config(BN=80), (256, True): Config(BN=80)}
 # Where seqlen_k is not a multiple of BN, the last key block computes padding. Non-causal head
 # dim 128 may also take 128-key blocks, which cost 1.3% more per key than 176 (the ablation in
 # docs/PERFORMANCE.md, seqlen 8k): default_config picks whichever costs less in all.
@@ -60,7 +61,6 @@ CAUSAL_BLOCKS = {192: (128,), 128: (80, 176)}
 ALIGN_ELEMENTS = 8            # TMA: global addresses and strides are multiples of 16 bytes
 SHARED_LIMIT = 232448 - 1024  # sm_90's opt-in shared memory, less room for the mbarriers
 TUNED_BLOCKS = (64, 80, 128, 176)   # key blocks autotune_space tries
-KV_L2_BYTES = 24 << 20        # K and V the causal order keeps in L2 at once (sm_90: 50 MB L2)
 MAX_GRID_Z = 65535            # CUDA's grid extent along y and z
 _TUNERS: dict = {}
 
@@ -125,8 +125,7 @@ def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
     """The default config and one switched-off pipeline choice per entry (benchmark rows;
     causal: the query tiles in block order, not longest first), plus 128-key blocks where the
     default differs and they fit in shared memory (non-causal head dim 128, whose default is
-    176), causal with the non-causal default's key block where it differs (head dims 128 and
-    256), and the three-consumer rows (THREE_CONSUMERS: 192-row query tiles) of head dims 64
+    176), causal with the non-causal default's key block and with 64 where they differ, and the three-consumer rows (THREE_CONSUMERS: 192-row query tiles) of head dims 64
     and 128."""
     base = CONFIGS[head_dim, causal]
     rows = {"default": base, "no ping-pong": replace(base, PINGPONG=False),
@@ -138,10 +137,11 @@ def ablations(head_dim: int, causal: bool = False) -> dict[str, Config]:
     bn128 = replace(base, BN=128)
     if base.BN != 128 and bn128.smem_bytes(head_dim) <= SHARED_LIMIT:
         rows["BN=128"] = bn128
-    wide = replace(base, BN=CONFIGS[head_dim, False].BN)
-    if causal and wide.BN != base.BN and causal_block_fits(wide) and \
-            wide.smem_bytes(head_dim) <= SHARED_LIMIT:
-        rows[f"BN={wide.BN}"] = wide
+    for bn in (CONFIGS[head_dim, False].BN, 64):      # causal: the non-causal block, and 64
+        other = replace(base, BN=bn)
+        if causal and bn != base.BN and causal_block_fits(other) and \
+                other.smem_bytes(head_dim) <= SHARED_LIMIT:
+            rows[f"BN={bn}"] = other
     if base.CONSUMERS != 2:
         rows["2 consumers"] = replace(base, CONSUMERS=2, PRODUCER_REGISTERS=None,
                                       CONSUMER_REGISTERS=None)   # that count's budgets
@@ -160,41 +160,10 @@ def _or_blocks(bm: int) -> str:
     return f" or one of {CAUSAL_BLOCKS[bm]}" if bm in CAUSAL_BLOCKS else ""
 
 
-def launch_grid(sq: int, hq: int, batch: int, bm: int, causal: bool, longest_first: bool,
-                chunk: int) -> tuple:
-    """One CTA per (bm query rows, head, batch): the grid (tiles, heads, batch), or for the
-    causal longest-first order (the kernel's causal_order) (chunk, tiles, heads * batch /
-    chunk), chunk = head_chunk(...), a divisor of the heads."""
-    tiles = -(-sq // bm)
-    if causal and longest_first:
-        return chunk, tiles, hq * batch // chunk
-    return tiles, hq, batch
-
-
 def tuned_grid(sq: int, hq: int, batch: int):
-    """The grid of a tuned launch, a function of the chosen config's constexprs and the call's
-    arguments (`meta`): launch_grid."""
-    return lambda meta: launch_grid(sq, hq, batch, kernel_module.WG_ROWS * meta["CONSUMERS"],
-                                    meta["CAUSAL"], meta["LONGEST_FIRST"], meta["HEAD_CHUNK"])
-
-
-def head_chunk(heads_q: int, group: int, seqlen_k: int, head_dim: int, batch: int = 1) -> int:
-    """Query heads the causal kernel runs together, longest tiles first (its
-    causal_order): the most that divide heads_q and whose K and V (bf16, shared by each
-    `group` of query heads, seqlen_k keys each) fit in KV_L2_BYTES, and at least as many as
-    keep the grid's z extent, heads_q * batch / chunk, within MAX_GRID_Z.
-
-    >>> [head_chunk(32, 4, sk, 128) for sk in (2048, 8192, 32768)]
-    [32, 16, 4]
-    >>> head_chunk(32, 4, 32768, 128, batch=60000)
-    32
-    """
-    def kv_bytes(chunk):
-        return -(-chunk // group) * seqlen_k * head_dim * 2 * 2
-    divisors = [c for c in range(1, heads_q + 1) if heads_q % c == 0]
-    fits = max([c for c in divisors if kv_bytes(c) <= KV_L2_BYTES] or [1])
-    return max(fits, min([c for c in divisors if heads_q * batch // c <= MAX_GRID_Z] or
-                         [heads_q]))
+    """The grid of a tuned launch, a function of the chosen config's constexprs (`meta`):
+    one CTA per (64 * CONSUMERS query rows, head, batch)."""
+    return lambda meta: (-(-sq // (kernel_module.WG_ROWS * meta["CONSUMERS"])), hq, batch)
 
 
 def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -> tuple:
@@ -202,15 +171,14 @@ def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -
     head_dim), k, v (batch, seqlen_k, heads_kv, head_dim) and lse (batch * heads_q, seqlen_q), as
     CUDA tensors, numpy arrays (the CPU interpreter) or lk.TensorSpecs (PTX only)."""
     batch, sq, hq, d = q.shape
-    hk, sk = k.shape[2], k.shape[1]
-    chunk = head_chunk(hq, hq // hk, sk, d, batch)
-    args = (q, k, v, o, lse, hq // hk, chunk, float(scale) * LOG2E)
+    hk = k.shape[2]
+    args = (q, k, v, o, lse, hq // hk, float(scale) * LOG2E)
     constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
                       OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, CONSUMERS=cfg.CONSUMERS,
                       LONGEST_FIRST=cfg.LONGEST_FIRST)
-    return launch_grid(sq, hq, batch, cfg.BM, causal, cfg.LONGEST_FIRST, chunk), args, constexprs
+    return (-(-sq // cfg.BM), hq, batch), args, constexprs
 
 
 def compile_default() -> dict[str, str]:
