@@ -140,7 +140,8 @@ def tree_launchers(paths: list[str], a, b, n) -> dict:
         dsl = held["_lk_make"]() if "_lk_make" in held else held["launch"]
         own = ArgumentPacker(launcher.kernel.signature)
         names = {**launcher.__globals__, "pack_into": own._struct.pack_into, "storage": own._storage,
-                 "base": own._base, "params": own.kernel_params}
+                 "base": own._base, "params": own.kernel_params,
+                 "packer": own}   # keeps the pointer array at `params` alive: the driver reads it
         exec(compile(tree["launcher"], f"<{name}: configured launcher>", "exec"), names)
         configured = names["make_launcher"]()[0]
         rows[f"tree {name}: DSL kernel[grid](x, y, n)"] = lambda dsl=dsl: dsl(a, b, n)

@@ -44,3 +44,52 @@ def test_every_row_launches_on_the_held_path(bench, monkeypatch):
         rows[name]()                       # raises where the generated code took the checked path
         rows[name]()
         assert len(launches) == 2 and launches[0][1:8] == (1, 1, 1, 32, 1, 1, 0)
+
+
+def test_bench_launchs_tree_rows_send_the_driver_their_own_live_parameters(bench, monkeypatch, tmp_path):
+    """bench_launch.py --trees on the CPU: every tree row's driver call reads, through its
+    kernelParams as the driver does, the tensors' addresses and the int (a buffer freed after
+    the rows were made read garbage on the H200 and crashed it)."""
+    import ctypes
+    import gc
+
+    from layoutkit.ptx import Device, LoadedFunction, arguments, driver
+    from layoutkit.ptx import launch as launch_module
+    device = Device(0, None, None, {"MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
+                                    "MAX_SHARED_MEMORY_PER_BLOCK": 49152})
+    seen = []
+
+    def reading_launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        pointers = list((ctypes.c_void_p * 3).from_address(params))
+        if None in pointers or [b - a for a, b in zip(pointers, pointers[1:])] != [8, 8]:
+            seen.append(("not the pointers into one (u64, u64, u32) buffer", pointers))
+        else:                  # (read only then: a freed array's garbage would crash the test)
+            seen.append((ctypes.c_uint64.from_address(pointers[0]).value,
+                         ctypes.c_uint64.from_address(pointers[1]).value,
+                         ctypes.c_uint32.from_address(pointers[2]).value))
+        return (0,)
+    handle = driver.bindings().CUfunction()
+    monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 0)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    monkeypatch.setattr(arguments, "_torch_tensor", None)
+    monkeypatch.setattr(launch_module, "_torch_stream_getter", {0: 0}.get)
+    monkeypatch.setattr(driver.bindings(), "cuLaunchKernel", reading_launch)
+    monkeypatch.setattr(driver, "current_device", lambda: device)
+    monkeypatch.setattr(driver, "device", lambda ordinal=0: device)
+    monkeypatch.setattr(driver, "load_function",
+                        lambda cubin, name, dev: LoadedFunction(name, dev, handle, 0, 32, 1024))
+    spec = importlib.util.spec_from_file_location("bench_launch_under_test", ROOT / "benchmarks" / "bench_launch.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    path = tmp_path / "tree.json"
+    path.write_text(json.dumps(bench.this_tree()))
+    x, y = torch.zeros(1024), torch.zeros(1024)
+    rows = module.tree_launchers([str(path)], x, y, 1024)
+    gc.collect()
+    junk = [bytearray(b"\xff" * 24) for _ in range(20000)]   # reuses what was freed  # noqa: F841
+    assert len(rows) == 2
+    for run in rows.values():
+        seen.clear()
+        run()
+        assert seen == [(x.data_ptr(), y.data_ptr(), 1024)]
