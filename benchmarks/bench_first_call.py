@@ -14,6 +14,9 @@ synchronize, "above" = first - again. Cases that change a shape after the first 
 Issue 14's figures: the first GEMM call took 11.9 s cold and 11.3 s warm (the cache then only
 saved ptxas); a warm first launch is to cost <= 50 ms above the launch itself.
 
+Each case's rows are printed when it is done (a run cut short keeps the cases before it);
+--warm N runs N warm processes after each cold one (warm medians over all of them).
+
 With --breakdown the warm process also times what the first call spends its time in (each
 named part once, outermost calls only, wall ms; the parts overlap where one calls another:
 "driver: import" is inside whichever part first needs the driver), printed as a second table of
@@ -21,7 +24,7 @@ medians: the driver's import and its calls (module load, tensor-map encode, laun
 specialization cache (fingerprints, environment, entry load), the tuners' tables, the generated
 code (compile() of any source, the code cache), kernel[grid] and the launcher's configuration.
 
-    PYTHONPATH=. python3 benchmarks/bench_first_call.py [--repeats 3] [--markdown] [--breakdown] [CASE ...]
+    PYTHONPATH=. python3 benchmarks/bench_first_call.py [--repeats 3] [--warm 1] [--markdown] [--breakdown] [CASE ...]
 """
 from __future__ import annotations
 
@@ -208,35 +211,31 @@ def run(case: str, cache: str, breakdown: bool = False) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(cases: list[str], repeats: int, breakdowns: dict | None = None) -> list[tuple]:
-    """Rows (case, call, cold ms, warm ms) of medians over `repeats` (cold, warm) pairs; with
-    `breakdowns` (a dict), the warm processes' parts are timed and it gets {case: {part:
-    (median calls, median ms)}}."""
-    results: dict[str, dict[str, list]] = {}
-    parts: dict[str, dict[str, list]] = {}
+def measure(case: str, repeats: int, warm_runs: int = 1, breakdown: bool = False):
+    """(rows, parts) of one case: rows (case, call, cold ms, warm ms) of medians over `repeats`
+    cold processes, each followed by `warm_runs` warm ones on its cache (the warm column: the
+    median of all warm processes); with `breakdown` the warm processes time their parts and
+    parts is {part: (median calls, median ms)} (else {})."""
+    results: dict[str, tuple[list, list]] = {}
+    parts: dict[str, list] = {}
     for _ in range(repeats):
-        for case in cases:
-            with tempfile.TemporaryDirectory(prefix="lk_first_call_") as cache:
-                cold, warm = run(case, cache), run(case, cache, breakdowns is not None)
+        with tempfile.TemporaryDirectory(prefix="lk_first_call_") as cache:
+            cold = run(case, cache)
+            warms = [run(case, cache, breakdown) for _ in range(warm_runs)]
+        for warm in warms:
             for label, (calls, seconds) in warm.pop("breakdown", {}).items():
-                parts.setdefault(case, {}).setdefault(label, []).append((calls, seconds))
-            for key in cold:
-                results.setdefault(case, {}).setdefault(key, []).append((cold[key], warm[key]))
-    rows = []
-    for case, per_key in results.items():
-        for key, pairs in per_key.items():
-            cold = statistics.median(p[0] for p in pairs) * 1e3
-            warm = statistics.median(p[1] for p in pairs) * 1e3
-            rows.append((case, key, cold, warm))
-        first = {k: v for k, v in ((r[1], r) for r in rows if r[0] == case)}
-        rows.append((case, "above (first - again)", first["first"][2] - first["again"][2],
-                     first["first"][3] - first["again"][3]))
-    if breakdowns is not None:
-        for case, per_label in parts.items():
-            breakdowns[case] = {label: (statistics.median(c for c, _ in v),
-                                        statistics.median(s for _, s in v) * 1e3)
-                                for label, v in per_label.items()}
-    return rows
+                parts.setdefault(label, []).append((calls, seconds))
+        for key in cold:
+            colds, warm_values = results.setdefault(key, ([], []))
+            colds.append(cold[key])
+            warm_values.extend(w[key] for w in warms)
+    rows = [(case, key, statistics.median(c) * 1e3, statistics.median(w) * 1e3)
+            for key, (c, w) in results.items()]
+    first = {r[1]: r for r in rows}
+    rows.append((case, "above (first - again)", first["first"][2] - first["again"][2],
+                 first["first"][3] - first["again"][3]))
+    return rows, {label: (statistics.median(c for c, _ in v), statistics.median(t for _, t in v) * 1e3)
+                  for label, v in parts.items()}
 
 
 def _ms(x: float) -> str:
@@ -246,7 +245,8 @@ def _ms(x: float) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cases", nargs="*", help=f"cases (default: all of {', '.join(CASES)})")
-    parser.add_argument("--repeats", type=int, default=3, help="(cold, warm) process pairs")
+    parser.add_argument("--repeats", type=int, default=3, help="cold processes per case")
+    parser.add_argument("--warm", type=int, default=1, help="warm processes after each cold one")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     parser.add_argument("--breakdown", action="store_true",
                         help="time the parts of the warm first call (module docstring)")
@@ -257,25 +257,25 @@ def main(argv=None) -> None:
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         parser.error(f"unknown case(s) {unknown}: the cases are {list(CASES)}")
-    breakdowns = {} if args.breakdown else None
-    rows = measure(args.cases or list(CASES), args.repeats, breakdowns)
     print(f"- Command: `python3 benchmarks/bench_first_call.py {' '.join(sys.argv[1:])}`"
-          f" (medians of {args.repeats} fresh-process pairs, ms)\n")
+          f" (ms; cold: medians of {args.repeats} fresh processes with an empty cache, warm: of "
+          f"the {args.warm} fresh process(es) after each; each case printed when it is done)\n",
+          flush=True)
     if args.markdown:
-        print("| case | call | cold ms | warm ms |\n|---|---|---:|---:|")
-        for case, key, cold, warm in rows:
-            print(f"| {case} | {key} | {_ms(cold)} | {_ms(warm)} |")
-    else:
-        for case, key, cold, warm in rows:
-            print(f"{case:16} {key:28} {_ms(cold):>9} {_ms(warm):>9}")
-    if breakdowns:
+        print("| case | call | cold ms | warm ms |\n|---|---|---:|---:|", flush=True)
+    parts_of = {}
+    for case in args.cases or list(CASES):
+        rows, parts_of[case] = measure(case, args.repeats, args.warm, args.breakdown)
+        for case_, key, cold, warm in rows:
+            print(f"| {case_} | {key} | {_ms(cold)} | {_ms(warm)} |" if args.markdown else
+                  f"{case_:16} {key:28} {_ms(cold):>9} {_ms(warm):>9}", flush=True)
+    if args.breakdown:
         print("\nThe warm first call's parts (medians; outermost calls of each part, which overlap"
               " where one calls another):\n")
         print("| case | part | calls | ms |\n|---|---|---:|---:|")
-        for case, per_label in breakdowns.items():
+        for case, per_label in parts_of.items():
             for label, (calls, ms) in sorted(per_label.items(), key=lambda kv: -kv[1][1]):
                 print(f"| {case} | {label} | {calls:g} | {_ms(ms)} |")
-
 
 if __name__ == "__main__":
     main()
