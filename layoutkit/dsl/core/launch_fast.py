@@ -127,6 +127,7 @@ import os
 import sys
 
 from layoutkit.ptx import debug_raw_lookup
+from layoutkit.ptx.code_cache import compiled
 from layoutkit.ptx.fastpath import NeverATensor
 from layoutkit.ptx.launcher import PACK_ERRORS, LaunchParts, gil_guards_launches, launch_lines
 
@@ -451,10 +452,10 @@ class FastLaunch:
                           "_lk_type": type, "_lk_int": int, "_lk_float": float, "_lk_NO": NO,
                           "_lk_Parts": LaunchParts, "_lk_PACK_ERRORS": PACK_ERRORS,
                           "_lk_os": os, "_lk_debug_key": lookup and lookup[0], "_lk_flags": lookup and lookup[1]}
-        exec(bind_source(params), self.namespace)
+        exec(compiled(bind_source(params), f"<layoutkit bind of {name}>"), self.namespace)
         self.namespace["_lk_other"] = other_call(checked)
-        self.code = compile(fast_launch_source(params, debug, relaxed, gil_guards_launches()),
-                            f"<layoutkit fast launch of {name}>", "exec")
+        self.code = compiled(fast_launch_source(params, debug, relaxed, gil_guards_launches()),
+                             f"<layoutkit fast launch of {name}>")
         self.make = self.make_launch
 
     def make_launch(self, grid):

@@ -56,6 +56,8 @@ def entry(a0, s0_0, s0_1, t0_0, t0_1, a1, a2, p0, p1, /):
 """
 from __future__ import annotations
 
+from layoutkit.ptx.code_cache import compiled
+
 from .arguments import Parameter
 from .errors import KernelArgumentError
 from .fingerprint import NotCacheable
@@ -182,5 +184,5 @@ def hidden_entry(params: list[Parameter], spec, from_pointers):
         source = entry_source(params, maps)
     except _NoSource:
         return None
-    exec(compile(source, f"<layoutkit tensor-map entry of {spec.plan.name}>", "exec"), namespace)
+    exec(compiled(source, f"<layoutkit tensor-map entry of {spec.plan.name}>"), namespace)
     return namespace["entry"]
