@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass
 
 import layoutkit as lk
+from layoutkit.ptx import MAX_GRID
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_kvcache as kernel_module
 from recipes import flash_attention as padded
@@ -51,7 +52,7 @@ HEAD_DIMS = (64, 128, 256)
 MAX_SEQLEN_Q = 16
 MAX_GROUP = 64                 # query heads per KV head: one 64-row tile holds them
 MAX_SPLITS = 128
-MAX_GRID_Z = 65535             # batch * heads_kv is the grid's z extent
+MAX_GRID_Z = MAX_GRID[2]       # batch * heads_kv is the grid's z extent
 MIN_BLOCKS_PER_SPLIT = 4       # fewer key blocks per split than this: the split's fixed cost
 MIN_PAGE = 16                  # pages below a key block: a TMA box (and a page lookup) each
 SHARED_LIMIT = padded.SHARED_LIMIT

@@ -28,7 +28,7 @@ from .driver import (CudaDriverError, Device, DriverUnavailableError, LoadedFunc
 from .signature import (EntrySignature, ParamKind, ParamSpec, SignatureError,  # noqa: F401
                         parse_entries, parse_entry)
 from .arguments import DLPackArray, LaunchArgumentError, device_address, dlpack_array  # noqa: F401
-from .launch import CompiledKernel, LaunchConfigError, launch_dims  # noqa: F401
+from .launch import MAX_GRID, CompiledKernel, LaunchConfigError, launch_dims  # noqa: F401
 from .tensormap import TensorMap, TensorMapError, TiledEncoding, encode_tiled_arguments  # noqa: F401
 from .memory import DeviceBuffer  # noqa: F401
 # --- end driver and launch ---
