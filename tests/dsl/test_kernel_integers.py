@@ -58,9 +58,9 @@ def test_ring_state_of_a_loop_from_a_clamped_count_is_proven_non_negative():
     assert info.value.location.line == line_of(__file__, "# MAYBE NEGATIVE")
 
 
-def _lines(expr, symbol) -> list[str]:
+def _lines(expr, symbol, ptype: str = "s32") -> list[str]:
     k = Module(line_info=False).kernel("k")
-    IndexLowering(k, {symbol: k.reg("s32")}).emit(expr, "s32")
+    IndexLowering(k, {symbol: k.reg(ptype)}).emit(expr, ptype)
     return [line.split()[0] for line in k.body_lines()]
 
 
@@ -114,11 +114,17 @@ def _run_lines(lines: list[str], x: int, bits: int) -> int:
 @given(st.integers(3, 2**31 - 1).filter(lambda d: d & (d - 1)), st.integers(0, 2**31 - 1))
 def test_constant_floor_and_mod_of_a_non_negative_numerator_are_exact(d, x):
     t = sympy.Symbol("t", integer=True, nonnegative=True)
-    for bits, ptype in ((32, "s32"), (64, "s64")):
-        for expr, want in ((sympy.floor(t / d), x // d), (sympy.Mod(t, d), x % d)):
-            k = Module(line_info=False).kernel("k")
-            IndexLowering(k, {t: k.reg(ptype)}).emit(expr, ptype)
-            assert _run_lines(k.body_lines(), x, bits) == want, (expr, x)
+    for expr, want in ((sympy.floor(t / d), x // d), (sympy.Mod(t, d), x % d)):
+        k = Module(line_info=False).kernel("k")
+        IndexLowering(k, {t: k.reg("s32")}).emit(expr, "s32")
+        assert _run_lines(k.body_lines(), x, 32) == want, (expr, x)
+
+
+def test_a_64_bit_index_divided_by_a_constant_keeps_div_and_rem():
+    # a 64-bit multiply-high is a chain of 32-bit multiplies with live temporaries (spills)
+    t = sympy.Symbol("t", integer=True, nonnegative=True)
+    assert _lines(sympy.floor(t / 3), t, "s64") == ["div.s64"]
+    assert _lines(sympy.Mod(t, 3), t, "s64") == ["rem.s64"]
 
 
 def test_reciprocal_multiplier_refuses_what_it_cannot_divide():

@@ -4,8 +4,8 @@ subexpressions within a scope (a block and the blocks nested in it).
 Supported forms: integers, bound symbols, sums, products with integer coefficients, Min and
 Max (min/max), floor(p/q), ceiling(p/q) and Mod(p, q) for a positive integer q (an arithmetic
 shift / a mask when q is a power of two, exact for any sign of p; for another q and a provably
-non-negative p a multiply-high and a shift, since ptxas expands div/rem by an immediate into a
-~20-instruction reciprocal routine) or a provably positive kernel integer q (div/rem: slow,
+non-negative 32-bit p a multiply-high and a shift, since ptxas expands div/rem by an immediate
+into a ~20-instruction reciprocal routine) or a provably positive kernel integer q (div/rem: slow,
 keep them out of inner loops). PTX's div/rem truncate toward zero: a p not provably
 non-negative gets two more instructions that round toward -inf (with a run-time q, p must be
 provably non-negative).
@@ -191,7 +191,10 @@ class IndexLowering:
             if kind == "floor":
                 return bits.shr(self.k, value, d.bit_length() - 1, dtype=ptype)
             return bits.and_(self.k, value, d - 1, dtype=ptype)
-        if nonnegative:     # ptxas expands div/rem by an immediate into ~20 instructions
+        # ptxas expands a 32-bit div/rem by an immediate into ~20 instructions; a 64-bit
+        # multiply-high is itself a chain of 32-bit multiplies with several live temporaries
+        # (rmsnorm backward at 64 registers spilled 40-52 bytes with it), so s64 keeps div/rem
+        if nonnegative and ptype == "s32":
             quotient = self._quotient(num, value, d, ptype)
             if kind == "floor":
                 return quotient
