@@ -243,6 +243,27 @@ def read_entry(path: Path, key: str, arch: str | None = None, *,
     return found
 
 
+def remove_tree_files(root: Path, suffix: str) -> int:
+    """Delete every file in the subdirectories of ``root`` (one level, as the specialization and
+    code caches lay out their entries) and the emptied subdirectories; returns the files removed
+    whose name ends with ``suffix`` (the entries, not their notes)."""
+    if not root.is_dir():
+        return 0
+    removed = 0
+    for directory in [p for p in root.iterdir() if p.is_dir()]:
+        for path in directory.iterdir():
+            try:
+                path.unlink()
+                removed += path.name.endswith(suffix)
+            except OSError:
+                pass
+        try:
+            directory.rmdir()
+        except OSError:
+            pass
+    return removed
+
+
 def write_atomically(path: Path, blob: bytes) -> None:
     """Write ``blob`` to ``path`` through a temporary file in its directory and ``os.replace``:
     readers see the whole old file or the whole new one."""

@@ -100,21 +100,7 @@ def _write(path: Path, key: bytes, code: types.CodeType) -> None:
 def clear() -> int:
     """Delete every code file on disk (every interpreter's) and forget the in-memory ones;
     returns the files removed."""
+    from .cache import remove_tree_files
     with _lock:
         _memory.clear()
-    root = get_settings().cache_dir / "code"
-    removed = 0
-    if not root.is_dir():
-        return 0
-    for directory in [p for p in root.iterdir() if p.is_dir()]:
-        for path in directory.iterdir():
-            try:
-                path.unlink()
-                removed += path.name.endswith(SUFFIX)
-            except OSError:
-                pass
-        try:
-            directory.rmdir()
-        except OSError:
-            pass
-    return removed
+    return remove_tree_files(get_settings().cache_dir / "code", SUFFIX)

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from layoutkit.ptx.cache import encode_entry, read_entry, write_atomically
+from layoutkit.ptx.cache import encode_entry, read_entry, remove_tree_files, write_atomically
 from layoutkit.ptx.settings import get_settings
 
 from .fingerprint import (NotCacheable, canonical, digest, environment, environment_digest,
@@ -267,19 +267,4 @@ def _peek(path: Path) -> dict | None:
 
 def spec_cache_clear() -> int:
     """Delete every specialization entry (and note) on disk; returns the entries removed."""
-    root = cache_root()
-    removed = 0
-    if not root.is_dir():
-        return 0
-    for directory in [p for p in root.iterdir() if p.is_dir()]:
-        for path in directory.iterdir():
-            try:
-                path.unlink()
-                removed += path.name.endswith(SUFFIX)
-            except OSError:
-                pass
-        try:
-            directory.rmdir()
-        except OSError:
-            pass
-    return removed
+    return remove_tree_files(cache_root(), SUFFIX)
