@@ -2,27 +2,20 @@
 configs each option times, --promote's rule, the table's error columns, a failed check printed as
 a row with the AssertionError after the table, the --accuracy table. The GPU calls are replaced
 by float64 products on the CPU (torch's fp8 dtypes work there)."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.benchmark_scripts import loaded_benchmark
 
 torch = pytest.importorskip("torch")
 
 from recipes import gemm_fp8  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture
 def bench(monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_gemm_fp8_under_test",
-                                                  ROOT / "benchmarks" / "bench_gemm_fp8.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(module, "load_recipe", lambda name: gemm_fp8)
-    return module
+    with loaded_benchmark("bench_gemm_fp8.py") as module:
+        monkeypatch.setattr(module, "load_recipe", lambda name: gemm_fp8)
+        yield module
 
 
 @pytest.fixture

@@ -2,27 +2,20 @@
 and loaded back, runs in the harness on its held path (the first call's lookup answered, no call
 through the checked path), so that the A/B harness of the launch code keeps timing what the DSL
 and the configured launcher run."""
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.benchmark_scripts import loaded_benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
+torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_launch_sources_under_test",
-                                                  ROOT / "benchmarks" / "bench_launch_sources_cpu.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    with loaded_benchmark("bench_launch_sources_cpu.py") as module:
+        yield module
 
 
 def test_a_dump_loads_back_as_this_trees_sources(bench, tmp_path, monkeypatch):
@@ -78,18 +71,15 @@ def test_bench_launchs_tree_rows_send_the_driver_their_own_live_parameters(bench
     monkeypatch.setattr(driver, "device", lambda ordinal=0: device)
     monkeypatch.setattr(driver, "load_function",
                         lambda cubin, name, dev: LoadedFunction(name, dev, handle, 0, 32, 1024))
-    spec = importlib.util.spec_from_file_location("bench_launch_under_test", ROOT / "benchmarks" / "bench_launch.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
     path = tmp_path / "tree.json"
     path.write_text(json.dumps(bench.this_tree()))
     x, y = torch.zeros(1024), torch.zeros(1024)
-    rows = module.tree_launchers([str(path)], x, y, 1024)
-    gc.collect()
-    junk = [bytearray(b"\xff" * 24) for _ in range(20000)]   # reuses what was freed  # noqa: F841
-    assert len(rows) == 2
-    for run in rows.values():
-        seen.clear()
-        run()
-        assert seen == [(x.data_ptr(), y.data_ptr(), 1024)]
+    with loaded_benchmark("bench_launch.py") as module:
+        rows = module.tree_launchers([str(path)], x, y, 1024)
+        gc.collect()
+        junk = [bytearray(b"\xff" * 24) for _ in range(20000)]   # reuses what was freed  # noqa: F841
+        assert len(rows) == 2
+        for run in rows.values():
+            seen.clear()
+            run()
+            assert seen == [(x.data_ptr(), y.data_ptr(), 1024)]

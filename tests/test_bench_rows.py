@@ -1,24 +1,17 @@
 """benchmarks/bench_rows.py's control flow without a GPU: the grids, --shapes, and the entry-point
 tables printed row by row (a shape that raises prints a failed row and the run goes on)."""
-import importlib.util
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.benchmark_scripts import loaded_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench_rows():
-    spec = importlib.util.spec_from_file_location("bench_rows_under_test",
-                                                  ROOT / "benchmarks" / "bench_rows.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module              # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    with loaded_benchmark("bench_rows.py") as module:
+        yield module
 
 
 def test_the_full_grid_is_issue_19s_and_quick_is_inside_it(bench_rows):
