@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -35,6 +34,7 @@ import layoutkit.dsl as lk  # noqa: E402
 from layoutkit.algebra import Layout  # noqa: E402
 from layoutkit.ptx import Device, LoadedFunction, driver  # noqa: E402
 from layoutkit.ptx import arguments, launch as launch_module  # noqa: E402
+from layoutkit.tools.benchmarking import host_call_times  # noqa: E402
 
 DEVICE = Device(0, None, None, {"MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
                                 "MAX_SHARED_MEMORY_PER_BLOCK": 49152})
@@ -288,14 +288,9 @@ def gemm_rows() -> dict:
 
 
 def measure(rows: dict, calls: int, repeats: int) -> dict[str, tuple[float, float]]:
-    times = {name: [] for name in rows}
-    for _ in range(repeats):
-        for name, run in rows.items():
-            start = time.perf_counter()
-            for _ in range(calls):
-                run()
-            times[name].append((time.perf_counter() - start) / calls * 1e6)
-    return {name: (min(t), statistics.median(t)) for name, t in times.items()}
+    """{row: (best, median) µs per call} (host_call_times, interleaved)."""
+    return {name: (min(t) * 1e6, statistics.median(t) * 1e6)
+            for name, t in host_call_times(rows, calls, repeats).items()}
 
 
 def main() -> None:

@@ -41,6 +41,7 @@ from layoutkit.ptx import CompiledKernel, assemble  # noqa: E402
 from layoutkit.ptx import debug_raw_lookup, driver  # noqa: E402
 from layoutkit.ptx.arguments import ArgumentPacker  # noqa: E402
 from layoutkit.ptx.launcher import LaunchParts  # noqa: E402
+from layoutkit.tools.benchmarking import host_call_times  # noqa: E402
 
 EMPTY = """.version 8.0
 .target sm_90a
@@ -283,14 +284,9 @@ def launcher_parts(a, b, n) -> dict:
 def measure_parts(parts: dict, calls: int = 2000, repeats: int = 51) -> dict[str, float]:
     """Median µs per call (per launch for a part that launches twice) of each part, over ``repeats``
     interleaved batches of ``calls``."""
-    times = {name: [] for name in parts}
-    for _ in range(repeats):
-        for name, part in parts.items():
-            start = time.perf_counter()
-            for _ in range(calls):
-                part()
-            times[name].append((time.perf_counter() - start) / (calls * getattr(part, "launches", 1)) * 1e6)
-    return {name: statistics.median(t) for name, t in times.items()}
+    times = host_call_times(parts, calls, repeats)
+    return {name: statistics.median(t) / getattr(parts[name], "launches", 1) * 1e6
+            for name, t in times.items()}
 
 
 def main() -> None:

@@ -21,7 +21,6 @@ import json
 import statistics
 import struct
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -113,14 +112,10 @@ def rows(sources: dict[str, dict]) -> dict:
 
 
 def measure(table: dict, calls: int, repeats: int) -> dict[str, list[float]]:
-    times = {name: [] for name in table}
-    for _ in range(repeats):
-        for name, run in table.items():
-            start = time.perf_counter()
-            for _ in range(calls):
-                run()
-            times[name].append((time.perf_counter() - start) / calls * 1e9)
-    return times
+    """ns per call of each row, one entry per repeat (host_call_times, interleaved)."""
+    from layoutkit.tools.benchmarking import host_call_times
+    return {name: [t * 1e9 for t in times]
+            for name, times in host_call_times(table, calls, repeats).items()}
 
 
 def main() -> None:

@@ -79,6 +79,22 @@ def interleaved(candidates: dict[str, Callable[[], object]], *, reps: int = 50,
             for name, pairs in events.items()}
 
 
+def host_call_times(candidates: dict[str, Callable[[], object]], calls: int,
+                    repeats: int) -> dict[str, list[float]]:
+    """Host seconds per call of each candidate (no GPU sync), one entry per repeat: `repeats`
+    rounds, each timing `calls` back-to-back calls of every candidate in turn (perf_counter), so
+    drift hits them alike. For host-side costs (launch paths, the Python around a kernel)."""
+    import time
+    times = {name: [] for name in candidates}
+    for _ in range(repeats):
+        for name, run in candidates.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                run()
+            times[name].append((time.perf_counter() - start) / calls)
+    return times
+
+
 def tflops(flops: float, ms: float) -> float:
     """TFLOP/s of `flops` floating-point operations done in `ms` milliseconds."""
     return flops / (ms * 1e-3) / 1e12
@@ -89,4 +105,4 @@ def gbps(nbytes: float, ms: float) -> float:
     return nbytes / (ms * 1e-3) / 1e9
 
 
-__all__ = ["Timing", "interleaved", "tflops", "gbps", "L2_FLUSH_BYTES"]
+__all__ = ["Timing", "interleaved", "host_call_times", "tflops", "gbps", "L2_FLUSH_BYTES"]
