@@ -20,7 +20,6 @@ import math
 from dataclasses import asdict, replace
 
 import layoutkit as lk
-from layoutkit.ptx import MAX_GRID
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_kernel as kernel_module
 
@@ -62,7 +61,6 @@ CAUSAL_BLOCKS = {192: (128,), 128: (80, 176)}
 ALIGN_ELEMENTS = 8            # TMA: global addresses and strides are multiples of 16 bytes
 SHARED_LIMIT = 232448 - 1024  # sm_90's opt-in shared memory, less room for the mbarriers
 TUNED_BLOCKS = (64, 80, 128, 176)   # key blocks autotune_space tries
-MAX_GRID_Z = MAX_GRID[2]      # the grid's z extent (varlen: one row of CTAs per sequence)
 _TUNERS: dict = {}
 
 

@@ -28,13 +28,14 @@ and lse that belong to no sequence (past cu_seqlens_q[-1]) are not written.
 """
 from __future__ import annotations
 
+from layoutkit.ptx import MAX_GRID
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_varlen as kernel_module
 from recipes import flash_attention as padded
 
 attention_varlen_kernel = kernel_module.attention_varlen_kernel
 BM, HEAD_DIMS, LOG2E, Config = padded.BM, padded.HEAD_DIMS, padded.LOG2E, padded.Config
-MAX_BATCH = padded.MAX_GRID_Z        # the grid's z extent
+MAX_BATCH = MAX_GRID[2]              # the grid's z extent: one row of CTAs per sequence
 WHAT = "flash_attention_varlen"
 
 
