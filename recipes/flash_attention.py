@@ -172,12 +172,13 @@ def kernel_arguments(q, k, v, o, lse, causal: bool, scale: float, cfg: Config) -
     batch, sq, hq, d = q.shape
     hk = k.shape[2]
     args = (q, k, v, o, lse, hq // hk, float(scale) * LOG2E)
-    constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
-                      OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
-                      PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
-                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, CONSUMERS=cfg.CONSUMERS,
-                      LONGEST_FIRST=cfg.LONGEST_FIRST)
-    return (-(-sq // cfg.BM), hq, batch), args, constexprs
+    return (-(-sq // cfg.BM), hq, batch), args, kernel_constexprs(cfg, d, causal)
+
+
+def kernel_constexprs(cfg: Config, head_dim: int, causal: bool) -> dict:
+    """The constexprs of a launch with `cfg` (the padded and varlen kernels take the same): every
+    Config field, D and CAUSAL."""
+    return dict(asdict(cfg), D=head_dim, CAUSAL=bool(causal))
 
 
 def compile_default() -> dict[str, str]:

@@ -48,12 +48,8 @@ def kernel_arguments(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: 
     hk = k.shape[2]
     batch = cu_seqlens_q.shape[0] - 1
     args = (q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, hq // hk, float(scale) * LOG2E)
-    constexprs = dict(D=d, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
-                      OVERLAP=cfg.OVERLAP, PINGPONG=cfg.PINGPONG,
-                      PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
-                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, CONSUMERS=cfg.CONSUMERS,
-                      LONGEST_FIRST=cfg.LONGEST_FIRST)
-    return (max(1, -(-max_seqlen_q // cfg.BM)), hq, batch), args, constexprs
+    return (max(1, -(-max_seqlen_q // cfg.BM)), hq, batch), args, \
+        padded.kernel_constexprs(cfg, d, causal)
 
 
 def compile_default() -> dict[str, str]:
