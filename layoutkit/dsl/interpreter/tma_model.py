@@ -19,6 +19,14 @@ claimed: any access to them is a RaceError at that access. Its writes are the ba
 (happens-before: a reader must have waited on that barrier). A store reads its shared source
 at issue (the source stays claimed until a tma_store_wait covers its group) and writes global
 memory at a point the scheduler picks, or at a covering `tma_store_wait(writes=True)`.
+
+A reducing store (cp.reduce.async.bulk.tensor, attr `reduce`) is a store whose global writes
+combine each in-bounds element with the one in memory (`combine`), the whole box at once: the
+interpreter runs one thread at a time, so each element's reduction is atomic, as on the GPU.
+Floats are rounded once to nearest even from the exact result (f32 add in f32, f16 / bf16 add
+to f16 / bf16); subnormals are kept; min / max return the non-NaN operand (two NaNs: the
+canonical NaN 0x7FFF) and order -0 below +0; integer add wraps; inc is
+`0 if old >= src else old + 1` and dec `src if old == 0 or old > src else old - 1` (u32).
 """
 from __future__ import annotations
 
@@ -28,9 +36,10 @@ from layoutkit.ptx.isa.smem_swizzle import swizzle_address
 from layoutkit.ptx.isa.tma import MULTICAST_MASK_BITS
 from layoutkit.ptx.isa.tma import SHARED_ALIGN as SMEM_ALIGN
 
-from ..core.types import DTYPES
+from ..core.types import DTYPES, DType
 from .errors import ExecutionError, MemoryFaultError
 from .machine import location_text
+from .numerics import bf16_from_f32_bits
 from .scheduler import AsyncOperation
 
 
@@ -177,10 +186,96 @@ class StoreWrite(AsyncOperation):
             return
         self.done = True
         where = self.offsets[self.inside][:, None] + np.arange(self.e)
-        self.region.data[where] = self.data.reshape(-1, self.e)[self.inside]
+        values = self.data.reshape(-1, self.e)[self.inside]
+        op = self.op.attrs.get("reduce")
+        if op is None:
+            self.region.data[where] = values
+        else:
+            reduce_into(self.region.data, where, values, op, DTYPES[self.op.attrs["dtype"]])
 
     def describe(self) -> str:
         return f"the global writes of the TMA store at {location_text(self.op)}"
+
+
+CANONICAL_NAN16 = 0x7FFF             # f16 and bf16 (PTX ISA: min / max of two NaNs)
+
+
+def _typed(raw: np.ndarray, dtype: DType) -> np.ndarray:
+    """The elements of `raw` (uint8, n x element bytes) as a numpy array: bf16 as its uint16
+    bit patterns, other types as themselves."""
+    kind = "u" if dtype.name == "bf16" or dtype.kind == "uint" else \
+        {"int": "i", "float": "f"}[dtype.kind]
+    return np.ascontiguousarray(raw).reshape(-1).view(f"<{kind}{dtype.nbytes}")
+
+
+def _float_values(x: np.ndarray, dtype: DType) -> np.ndarray:
+    if dtype.name == "bf16":
+        return (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return x.astype(np.float64)
+
+
+def _round_float(exact: np.ndarray, dtype: DType) -> np.ndarray:
+    """float64 values rounded to nearest even in `dtype` (bit patterns for bf16). From float64
+    the rounding is the exact result's: float64 has more than 2p + 1 bits (p = 24, 11, 8), and
+    bf16 rounds float32's correctly rounded value, likewise."""
+    with np.errstate(over="ignore"):
+        as32 = exact.astype(np.float32)
+        if dtype.name == "bf16":
+            return bf16_from_f32_bits(as32.view(np.uint32))
+        return as32 if dtype.name == "f32" else exact.astype(np.float16)
+
+
+def _float_pick(old: np.ndarray, new: np.ndarray, dtype: DType, op: str) -> np.ndarray:
+    """min / max of float elements (bit patterns for bf16): the non-NaN operand, -0 < +0."""
+    x, y = _float_values(old, dtype), _float_values(new, dtype)
+    sx, sy = np.signbit(x), np.signbit(y)
+    bigger = (y > x) | ((y == x) & sx & ~sy)          # new above old (+0 above -0)
+    take_new = np.isnan(x) | (~np.isnan(y) & (bigger if op == "max" else
+                                               (y < x) | ((y == x) & sy & ~sx)))
+    out = np.where(take_new, new, old)
+    both_nan = np.isnan(x) & np.isnan(y)
+    if both_nan.any():
+        bits = out.view(np.uint16)
+        bits[both_nan] = CANONICAL_NAN16
+    return out
+
+
+def combine(op: str, dtype: DType, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """`old <op> new` element by element as cp.reduce.async.bulk.tensor computes it (the
+    module's docstring): old and new are n elements' bytes (uint8, n x element bytes), as is
+    the result. `op`, `dtype`: a legal pair of isa.tma.REDUCE_TYPES."""
+    x, y = _typed(old, dtype), _typed(new, dtype)
+    if dtype.kind == "float":
+        if op == "add":
+            out = _round_float(_float_values(x, dtype) + _float_values(y, dtype), dtype)
+        else:
+            out = _float_pick(x, y, dtype, op)
+    elif op == "add":
+        out = x + y                                   # numpy integer arrays wrap
+    elif op in ("min", "max"):
+        out = np.minimum(x, y) if op == "min" else np.maximum(x, y)
+    elif op in ("and", "or", "xor"):
+        out = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op](x, y)
+    elif op == "inc":
+        out = np.where(x >= y, 0, x + 1).astype(x.dtype)
+    elif op == "dec":
+        out = np.where((x == 0) | (x > y), y, x - 1).astype(x.dtype)
+    else:
+        raise ValueError(f"no TMA reduction {op!r} of {dtype} elements")
+    return np.ascontiguousarray(out, dtype=x.dtype).view(np.uint8).reshape(old.shape)
+
+
+def reduce_into(memory: np.ndarray, where: np.ndarray, values: np.ndarray, op: str,
+                dtype: DType) -> None:
+    """memory[where[i]] = memory[where[i]] <op> values[i] for every element i in order (row i
+    of `where`: element i's byte addresses in `memory`, uint8): an address that occurs twice
+    (a tensor map whose strides overlap) is reduced twice, as by two atomics."""
+    pending = np.arange(len(where))
+    while pending.size:
+        _, first = np.unique(where[pending, 0], return_index=True)
+        now = pending[np.sort(first)]             # one occurrence of each address
+        memory[where[now]] = combine(op, dtype, memory[where[now]], values[now])
+        pending = np.setdiff1d(pending, now, assume_unique=True)
 
 
 class IssuedStore:
@@ -195,4 +290,5 @@ def store_groups(thread) -> dict:
 
 
 __all__ = ["TensorMap", "tensor_map", "IssuedLoad", "IssuedStore", "StoreWrite",
-           "box_coords", "check_shared", "destinations", "shared_bytes", "store_groups"]
+           "box_coords", "check_shared", "combine", "destinations", "reduce_into",
+           "shared_bytes", "store_groups"]

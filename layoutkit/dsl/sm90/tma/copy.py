@@ -12,6 +12,7 @@ bytes a load charges to its mbarrier from the box (see derive.py for the rules).
     lk.sm90.fence_proxy_async(); lk.barrier()                 # every writer of sC, then one thread:
     lk.sm90.tma_store(C.tile((128, 64), (m, n)), sC)
     lk.sm90.tma_store_commit(); lk.sm90.tma_store_wait(0)           # sC reusable / the CTA may exit
+    lk.sm90.tma_store(dQ.tile((64, 128), (m, 0)), sdQ, reduce="add")  # dQ tile += sdQ, element-wise
 
 A copy is issued by every thread that executes it: issue from one thread (lk.if_ or
 lk.sm90.elect_one). Loads outside the tensor's bounds fill zeros; stores there are dropped (a
@@ -19,6 +20,12 @@ lk.sm90.elect_one). Loads outside the tensor's bounds fill zeros; stores there a
 tensor map is a hidden kernel parameter encoded at launch from the arguments (cached per
 address, dims and strides); a global stride that breaks the 16-byte rule is a trace-time
 error when provable, else a KernelArgumentError at launch naming the tensor and the stride.
+
+A store with `reduce=` (an op of the ptx layer's isa.tma.REDUCE_TYPES: "add", "min", "max",
+"inc", "dec", "and", "or", "xor", each for the element types listed there) combines the tile
+into global memory element by element (cp.reduce.async.bulk.tensor), each element atomically,
+so many CTAs may reduce into one tensor; it is otherwise the store: same boxes, tensor map,
+clipping and bulk groups (tma_store_wait(writes=True) waits for the reductions).
 
 Multicast (`multicast="x"`, or a tuple of cluster axes): the tile is shared by the CTAs of the
 cluster that differ only along those axes. Each of the n CTAs issues 1/n of every box (sliced
@@ -37,7 +44,8 @@ into (load: each receiving CTA's) shared memory:
               buffer, base, offset, barrier, stage, bytes, multicast (None or {"axes", "ctas",
               "pattern", "slot", "slice_dim"}; mask = pattern << mask_base, bit i = CTA rank i)
   tma_store:  tmap, src(i32 element offset), coords(i32)... -> ;  tensor, modes, tensor_dims,
-              tensor_strides, coords, box, swizzle, dtype, buffer, base, offset, bytes
+              tensor_strides, coords, box, swizzle, dtype, buffer, base, offset, bytes, reduce
+              (None: a plain store; else the reduction op, e.g. "add")
   tma_store_commit: -> ;  (closes this thread's bulk async-group of stores)
   tma_store_wait:   -> ;  pending (groups that may stay in flight), writes (False: until their
               shared sources are read; True: until the global writes are done)
@@ -54,7 +62,8 @@ from ...lang.global_tensor import GlobalTensor
 from ..mbarrier import MbarrierRef, attach_copy
 from ...lang.shared import SharedTensor
 from ...core.sync_trace import sync_state
-from .derive import SMEM_ALIGN, TmaError, plan_copies, tensor_modes, tile_to_modes
+from .derive import (SMEM_ALIGN, TmaError, plan_copies, reduce_error, tensor_modes,
+                     tile_to_modes)
 from .tensor_map import tensormap_param
 from ...core.tracer import current
 from ...core.types import i32
@@ -188,13 +197,18 @@ def tma_load(dst: SharedTensor, src: GlobalTensor, barrier: MbarrierRef, *,
     attach_copy(barrier, plan.total_bytes, describe)
 
 
-def tma_store(dst: GlobalTensor, src: SharedTensor) -> None:
+def tma_store(dst: GlobalTensor, src: SharedTensor, *, reduce: str | None = None) -> None:
     """Copy the shared tile `src` to the global tile `dst` with TMA (a bulk async-group operation:
     then lk.sm90.tma_store_commit() and lk.sm90.tma_store_wait()). The writers of `src` must run
-    lk.sm90.fence_proxy_async() and synchronise before the issuing thread stores."""
+    lk.sm90.fence_proxy_async() and synchronise before the issuing thread stores. `reduce`
+    ("add", "min", ...; legal element types: isa.tma.REDUCE_TYPES): dst = dst <reduce> src,
+    element-wise and atomically per element, instead of dst = src."""
     what = "lk.sm90.tma_store"
     trace = current(what)
     _check_tiles(what, src, dst)
+    problem = reduce_error(reduce, src.dtype)
+    if problem is not None:
+        raise TraceError(f"{what}: {problem}")
     modes, plan, origins = derive(what, src, dst)
     tmap, tmap_attrs = tensormap_param(trace, what, dst, modes, plan)
     attrs = _common_attrs(src, dst, plan, tmap_attrs)
@@ -208,7 +222,7 @@ def tma_store(dst: GlobalTensor, src: SharedTensor) -> None:
         trace.emit("tma_store", [tmap, trace.index(offset, i32),
                                  *(trace.index(c, i32) for c in coords)], (),
                    {**attrs, "coords": tuple(coords), "offset": offset,
-                    "bytes": plan.box_bytes})
+                    "bytes": plan.box_bytes, "reduce": reduce})
 
 
 def tma_store_commit() -> None:

@@ -30,12 +30,14 @@ from dataclasses import dataclass
 from layoutkit.algebra import Layout, LayoutError, Swizzle, coalesce, composition, flatten, size
 from layoutkit.algebra.sympy_gate import sympy
 from layoutkit.ptx.isa import smem_swizzle
+from layoutkit.ptx.isa.tma import REDUCE_TYPES
 from layoutkit.ptx.isa.tma import SHARED_ALIGN as SMEM_ALIGN
 from layoutkit.ptx.tensormap import INNER_BOX_MULTIPLE as INNER_MULTIPLE
 from layoutkit.ptx.tensormap import MAX_BOX, MAX_RANK, STRIDE_MULTIPLE
 
 from ...core.errors import TraceError
 from ...core.facts import provably_divisible
+from ...core.types import DTYPES, DType
 
 # The hardware's limits (box extents, rank, stride and inner-box multiples, the shared address
 # alignment) and its swizzle modes are the ptx layer's (layoutkit.ptx.tensormap, isa.tma,
@@ -297,6 +299,34 @@ def _slice(box, parts: int, what: str) -> tuple:
     return k, parts, w * (box[k] // parts)
 
 
+def reduce_dtypes(op: str) -> tuple[str, ...]:
+    """The element types (DSL names) whose tensors the TMA reduction `op` accepts: those whose
+    PTX type the ptx layer's table (isa.tma.REDUCE_TYPES) lists for it.
+
+    >>> reduce_dtypes("add"), reduce_dtypes("inc")
+    (('i32', 'u32', 'f16', 'bf16', 'f32'), ('u32',))
+    """
+    return tuple(t.name for t in DTYPES.values() if t.ptx in REDUCE_TYPES[op])
+
+
+def reduce_error(reduce, dtype: DType) -> str | None:
+    """Why `reduce` (a TMA store's reduce=) is not a reduction of `dtype` tensors, or None when
+    it is one (or None: a plain store)."""
+    if reduce is None:
+        return None
+    ops = ", ".join(map(repr, REDUCE_TYPES))
+    if not isinstance(reduce, str) or reduce not in REDUCE_TYPES:
+        return f"reduce= is None (a plain store) or one of {ops}, got {reduce!r}"
+    legal = reduce_dtypes(reduce)
+    if dtype.name in legal:
+        return None
+    mine = [op for op in REDUCE_TYPES if dtype.name in reduce_dtypes(op)]
+    others = f"{dtype} tensors reduce with {', '.join(map(repr, mine))}" if mine else \
+        f"no TMA reduction takes {dtype} tensors"
+    return (f"reduce={reduce!r} does not reduce {dtype} tensors: {reduce!r} reduces "
+            f"{', '.join(legal)} tensors, and {others} (PTX ISA, cp.reduce.async.bulk.tensor)")
+
+
 def _check_disjoint(copies, box_elems: int, what: str) -> None:
     starts = sorted(s for _, s in copies)
     for a, b in zip(starts, starts[1:]):
@@ -320,4 +350,5 @@ def _check_alignment(starts, offset, e: int, span, what: str) -> None:
 
 
 __all__ = ["TmaError", "TensorModes", "CopyPlan", "tensor_modes", "tile_to_modes", "plan_copies",
-           "tma_swizzle", "swizzle_mode", "MAX_BOX", "SMEM_ALIGN", "STRIDE_MULTIPLE"]
+           "tma_swizzle", "swizzle_mode", "reduce_dtypes", "reduce_error", "MAX_BOX",
+           "SMEM_ALIGN", "STRIDE_MULTIPLE"]

@@ -12,11 +12,12 @@ and store writes). A load reads global memory at issue and lands when the schedu
 then it writes shared memory in every destination CTA and calls complete_tx on the barrier at
 the same offset there; until then the destination bytes are claimed. A store reads its shared
 source at issue (claimed until a tma_store_wait covers its group) and writes global memory when
-the scheduler picks, or at a covering `tma_store_wait(writes=True)`.
+the scheduler picks, or at a covering `tma_store_wait(writes=True)`; a reducing store (attr
+`reduce`) combines its in-bounds elements with global memory then instead (tma_model.combine).
 
 Effects (the protocol check). A load is a Copy completing on its barrier stage into the byte
 range of its box, in every CTA of its multicast mask; a store is an async-proxy read of its
-source; commit and wait close and retire the thread's bulk groups.
+source (reducing or not); commit and wait close and retire the thread's bulk groups.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from layoutkit.sync import kernel_model as km
 from ...core.opdef import SM90A_ONLY, OpDef
 from ...core.types import DTYPES, TensorMapType, i32
 from ...core.verifier import fail
+from .derive import reduce_error
 from ...interpreter.executor import Step
 from ...interpreter.machine import location_text
 from ...interpreter.mbarrier_model import lookup
@@ -176,7 +178,9 @@ class TmaLoad(OpDef):
 
 
 class TmaStore(OpDef):
-    """cp.async.bulk.tensor shared::cta -> global, a bulk async-group operation."""
+    """cp.async.bulk.tensor shared::cta -> global, a bulk async-group operation; with attr
+    `reduce` (an op of isa.tma.REDUCE_TYPES, legal for attr dtype) cp.reduce.async.bulk.tensor:
+    global = global <reduce> shared, element-wise."""
 
     name = "tma_store"
     targets = SM90A_ONLY
@@ -184,20 +188,28 @@ class TmaStore(OpDef):
 
     def verify(self, op):
         _verify_copy(op, 2)
+        problem = reduce_error(op.attrs.get("reduce"), DTYPES[op.attrs["dtype"]])
+        if problem is not None:
+            fail(op, f"attr {problem}")
 
     def lower(self, op, lw):
         a = op.attrs
         tmap, src, *coords = op.operands
-        nbytes = DTYPES[a["dtype"]].nbytes
-        isa.store(lw.k, _tensor_map(lw, tmap), _coords(lw, coords),
-                  _shared(lw, src, nbytes, a["base"]))
+        dtype = DTYPES[a["dtype"]]
+        tensor, box = _tensor_map(lw, tmap), _coords(lw, coords)
+        source = _shared(lw, src, dtype.nbytes, a["base"])
+        if a.get("reduce") is None:
+            isa.store(lw.k, tensor, box, source)
+        else:
+            isa.reduce(lw.k, a["reduce"], tensor, box, source, dtype=dtype.ptx)
 
     def interpret(self, op, compiler):
         a = op.attrs
         e = DTYPES[a["dtype"]].nbytes
         nbytes = a["bytes"]
         src_id = op.operands[1].id
-        what = f"the TMA store of {a['buffer']} to {a['tensor']}"
+        what = f"the TMA store of {a['buffer']} to {a['tensor']}" if a.get("reduce") is None \
+            else f"the TMA reduce-{a['reduce']} of {a['buffer']} into {a['tensor']}"
 
         def run(thread):
             cta = thread.cta
