@@ -247,7 +247,9 @@ def combine(op: str, dtype: DType, old: np.ndarray, new: np.ndarray) -> np.ndarr
     x, y = _typed(old, dtype), _typed(new, dtype)
     if dtype.kind == "float":
         if op == "add":
-            out = _round_float(_float_values(x, dtype) + _float_values(y, dtype), dtype)
+            with np.errstate(invalid="ignore"):                 # inf + -inf: NaN, quietly
+                exact = _float_values(x, dtype) + _float_values(y, dtype)
+            out = _round_float(exact, dtype)
         else:
             out = _float_pick(x, y, dtype, op)
     elif op == "add":

@@ -1,0 +1,165 @@
+"""TMA reduce-stores (lk.sm90.tma_store(dst, src, reduce=op)): the PTX line of each element
+type's reduction (assembled by ptxas for sm_90a), everything else the plain store's; every
+misuse a TraceError naming the op, the element type and the legal ones at the user's line; the
+verifier's check of the attr; the protocol check of the shared source, as for a store."""
+import copy
+
+import pytest
+
+import layoutkit.dsl as lk
+from layoutkit.algebra import ComposedLayout, Layout, Swizzle
+from layoutkit.dsl.core.verifier import verify
+from layoutkit.ptx.isa.tma import REDUCE_TYPES
+
+from . import source_lines
+from .tma_reduce_kernels import launch_shape, leading_dimension, reduce_tiles
+from .test_tma_kernels import ops_named
+
+STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+
+
+def line_of(text: str) -> int:
+    return source_lines.line_of(__file__, text)
+
+
+def reduce_spec(dtype_name: str, op, mode: str = "128B", m: int = 70, n: int = 100):
+    dtype = getattr(lk, dtype_name)
+    _, pm, pn = launch_shape(dtype, mode, m, n, 3)
+    pointer = lk.Pointer[dtype]
+    return reduce_tiles(dtype_name, op, mode).specialize(
+        pointer, pointer, m, n, leading_dimension(dtype, n), pm, pn, 3)
+
+
+@pytest.mark.parametrize("dtype, op, mode", [("f32", "add", "128B"), ("bf16", "add", "128B"),
+                                             ("f16", "max", "64B"), ("u32", "inc", "none"),
+                                             ("i32", "xor", "32B")])
+def test_a_reduction_is_the_store_with_its_ptx_instruction(dtype, op, mode):
+    spec, plain = reduce_spec(dtype, op, mode), reduce_spec(dtype, None, mode)
+    assert spec.cubin.resources["reduce_tiles"].registers > 0        # ptxas -arch=sm_90a ran
+    reduce_line = f"cp.reduce.async.bulk.tensor.2d.global.shared::cta.{op}.tile.bulk_group"
+    lines = [line.strip() for line in spec.ptx.splitlines() if "cp.reduce" in line]
+    assert len(lines) == 2 and all(line.startswith(reduce_line + " [%rd") for line in lines)
+    assert STORE not in spec.ptx and plain.ptx.count(STORE) == 2
+    assert spec.ptx == plain.ptx.replace(STORE, reduce_line)      # same boxes, map, offsets
+    (tmap,) = [h for h in spec.ir.hidden if h.attrs["name"] == "tmap_out"]
+    assert tmap.attrs["what"] == [h for h in plain.ir.hidden
+                                  if h.attrs["name"] == "tmap_out"][0].attrs["what"]
+    stores, plain_stores = ops_named(spec.ir, "tma_store"), ops_named(plain.ir, "tma_store")
+    assert [s.attrs["reduce"] for s in stores] == [op, op]
+    assert [s.attrs["reduce"] for s in plain_stores] == [None, None]
+    for a, b in zip(stores, plain_stores):
+        assert {**a.attrs, "reduce": None} == b.attrs
+
+
+def test_the_dq_accumulator_tile_reduces_in_two_32_float_boxes():
+    spec = reduce_spec("f32", "add", m=1000, n=128)
+    stores = ops_named(spec.ir, "tma_store")
+    assert [s.attrs["box"] for s in stores] == [(32, 64)] * 2        # TMA order: 32 floats wide
+    assert [s.attrs["swizzle"] for s in stores] == ["128B"] * 2
+    assert [s.attrs["offset"] for s in stores] == [0, 64 * 32]
+    assert {s.attrs["bytes"] for s in stores} == {32 * 64 * 4}
+
+
+def bad_reduce(dtype, reduce):
+    pointer = lk.Pointer[dtype]
+
+    @lk.kernel(num_warps=1)
+    def k(c: pointer, M: lk.i32):
+        C = lk.global_tensor(c, Layout((M, 16), (16, 1)))
+        s_c = lk.shared_tensor(Layout((32, 16), (16, 1)), dtype, align=128)
+        lk.sm90.tma_store(C.tile((32, 16), (0, 0)), s_c, reduce=reduce)   # BAD REDUCE
+    return k, pointer
+
+
+OPS = "'add', 'min', 'max', 'inc', 'dec', 'and', 'or', 'xor'"
+
+
+@pytest.mark.parametrize("dtype, reduce, message", [
+    (lk.f32, "sum", f"reduce= is None (a plain store) or one of {OPS}, got 'sum'"),
+    (lk.f32, "ADD", f"reduce= is None (a plain store) or one of {OPS}, got 'ADD'"),
+    (lk.f32, 1, f"reduce= is None (a plain store) or one of {OPS}, got 1"),
+    (lk.f32, ["add"], f"reduce= is None (a plain store) or one of {OPS}, got ['add']"),
+    (lk.f32, "min", "reduce='min' does not reduce f32 tensors: 'min' reduces i32, i64, u32, f16, "
+                    "bf16 tensors, and f32 tensors reduce with 'add' (PTX ISA, "
+                    "cp.reduce.async.bulk.tensor)"),
+    (lk.bf16, "inc", "reduce='inc' does not reduce bf16 tensors: 'inc' reduces u32 tensors, and "
+                     "bf16 tensors reduce with 'add', 'min', 'max' (PTX ISA, "
+                     "cp.reduce.async.bulk.tensor)"),
+    (lk.i64, "add", "reduce='add' does not reduce i64 tensors: 'add' reduces i32, u32, f16, "
+                    "bf16, f32 tensors, and i64 tensors reduce with 'min', 'max', 'and', 'or', "
+                    "'xor' (PTX ISA, cp.reduce.async.bulk.tensor)"),
+    (lk.f64, "add", "reduce='add' does not reduce f64 tensors: 'add' reduces i32, u32, f16, "
+                    "bf16, f32 tensors, and no TMA reduction takes f64 tensors (PTX ISA, "
+                    "cp.reduce.async.bulk.tensor)"),
+])
+def test_a_reduction_the_hardware_lacks_is_a_trace_error_at_the_users_line(dtype, reduce,
+                                                                            message):
+    kernel, pointer = bad_reduce(dtype, reduce)
+    with pytest.raises(lk.TraceError) as info:
+        kernel.ir(pointer, 1000)
+    assert info.value.message == f"lk.sm90.tma_store: {message}"
+    assert info.value.location.line == line_of("# BAD REDUCE")
+    assert f"test_tma_reduce.py:{line_of('# BAD REDUCE')}" in str(info.value)
+
+
+def test_every_legal_pair_of_the_ptx_table_is_accepted():
+    names = {"s32": "i32", "s64": "i64", "u32": "u32", "f16": "f16", "bf16": "bf16",
+             "f32": "f32"}          # the DSL's element types with a TMA reduction
+    for op, types in REDUCE_TYPES.items():
+        for ptx in types:
+            if ptx in names:
+                kernel, pointer = bad_reduce(getattr(lk, names[ptx]), op)
+                with lk.protocol_check_skipped():        # s_c is never written: attrs only
+                    (store,) = ops_named(kernel.ir(pointer, 1000), "tma_store")
+                assert store.attrs["reduce"] == op
+
+
+def test_the_verifier_checks_the_reduce_attr():
+    fn = copy.deepcopy(reduce_spec("f32", "add").ir)
+    verify(fn)
+    for bad, rule in [("min", "attr reduce='min' does not reduce f32 tensors"),
+                      ("sum", "attr reduce= is None (a plain store) or one of")]:
+        for op in ops_named(fn, "tma_store"):
+            op.attrs["reduce"] = bad
+        with pytest.raises(lk.VerifierError) as info:
+            verify(fn)
+        assert info.value.message.startswith(f"IR op 'tma_store' (results []): {rule}")
+
+
+SW128 = Swizzle(3, 3, 3)
+TILE = 64
+
+
+def reduce_then_overwrite(wait: bool, overwrite: bool):
+    tv = lk.TVLayout((TILE, TILE), Layout(((8, 16), (8, 4)), ((TILE * 8, 1), (TILE, 16))))
+
+    def k(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], k_tiles: lk.i32):
+        C = lk.global_tensor(a, Layout((TILE, TILE), (TILE, 1)))
+        sC = lk.shared_tensor(ComposedLayout(SW128, 0, Layout((TILE, TILE), (TILE, 1))),
+                              lk.bf16, name="sC")
+        lk.store(sC.partition(tv), lk.full(tv, 1.0, lk.bf16))
+        lk.sm90.fence_proxy_async()
+        lk.barrier()
+        with lk.if_(lk.eq(lk.thread_id(), 0)):
+            lk.sm90.tma_store(C.tile((TILE, TILE), (0, 0)), sC, reduce="add")   # TMA REDUCE
+            lk.sm90.tma_store_commit()
+            if wait:
+                lk.sm90.tma_store_wait(0)
+        if overwrite:
+            lk.store(sC.partition(tv), lk.full(tv, 2.0, lk.bf16))             # OVERWRITE
+    return k
+
+
+def test_the_protocol_check_finds_a_reduction_source_overwritten_before_the_wait():
+    ptr = lk.Pointer[lk.bf16]
+    lk.Kernel(reduce_then_overwrite(True, False), 4).ir(ptr, ptr, 8)    # waited: no finding
+    with pytest.raises(lk.ProtocolError) as info:
+        lk.Kernel(reduce_then_overwrite(False, True), 4).ir(ptr, ptr, 8)
+    assert info.value.location.line == line_of("# OVERWRITE")
+    reduce, overwrite = line_of("# TMA REDUCE"), line_of("# OVERWRITE")
+    assert (f"TMA store: thread 0 writes sC bytes 0..2047 at line {overwrite} while the TMA "
+            f"store at line {reduce} may still read them: lk.sm90.tma_store_commit() and "
+            "lk.sm90.tma_store_wait() before overwriting a store's source") in \
+        info.value.message
+    assert (f"reaches the end of the kernel with the TMA store at line {reduce} still reading "
+            "sC bytes 0..8191") in info.value.message
