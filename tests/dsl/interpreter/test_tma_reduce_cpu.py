@@ -65,9 +65,11 @@ def test_ctas_reduce_add_random_f32_within_rounding_of_the_float64_sum():
     init = rng.standard_normal((m + 2, leading_dimension(lk.f32, n))).astype(np.float32)
     out = run_reduction("f32", values, init, m, n, seed=3)
     ref = expected_sum(init.astype(np.float64), values.astype(np.float64), m, n)
-    # parts additions, each rounded once in f32: within parts half-ulps of the running sum
-    bound = parts * np.spacing(np.abs(ref).astype(np.float32) + 2 * parts).astype(np.float64)
-    assert (np.abs(out - ref) <= bound).all()
+    # parts f32 additions, each rounded once: each error within an ulp of the sum of the
+    # terms' magnitudes
+    magnitude = expected_sum(np.abs(init.astype(np.float64)),
+                             np.abs(values.astype(np.float64)), m, n)
+    assert (np.abs(out - ref) <= parts * np.finfo(np.float32).eps * magnitude).all()
     np.testing.assert_array_equal(out[m:], init[m:])
     np.testing.assert_array_equal(out[:, n:], init[:, n:])
 
