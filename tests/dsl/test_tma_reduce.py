@@ -117,10 +117,11 @@ def test_every_legal_pair_of_the_ptx_table_is_accepted():
 def test_the_verifier_checks_the_reduce_attr():
     fn = copy.deepcopy(reduce_spec("f32", "add").ir)
     verify(fn)
-    for bad, rule in [("min", "attr reduce='min' does not reduce f32 tensors"),
-                      ("sum", "attr reduce= is None (a plain store) or one of")]:
+    for bad, dtype, rule in [("min", "f32", "attr reduce='min' does not reduce f32 tensors"),
+                             ("sum", "f32", "attr reduce= is None (a plain store) or one of"),
+                             ("add", "f128", "attr dtype is an element type")]:
         for op in ops_named(fn, "tma_store"):
-            op.attrs["reduce"] = bad
+            op.attrs.update(reduce=bad, dtype=dtype)
         with pytest.raises(lk.VerifierError) as info:
             verify(fn)
         assert info.value.message.startswith(f"IR op 'tma_store' (results []): {rule}")

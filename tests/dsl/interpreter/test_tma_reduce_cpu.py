@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
-from layoutkit.dsl.interpreter import RaceError, from_bf16, interpret, to_bf16
+from layoutkit.dsl.interpreter import (MemoryFaultError, RaceError, from_bf16, interpret,
+                                       to_bf16)
 from layoutkit.dsl.interpreter.tma_model import combine, reduce_into
 from layoutkit.dsl.sm90.tma.derive import reduce_dtypes
 from layoutkit.ptx.isa.tma import REDUCE_TYPES
@@ -72,6 +73,15 @@ def test_ctas_reduce_add_random_f32_within_rounding_of_the_float64_sum():
     assert (np.abs(out - ref) <= parts * np.finfo(np.float32).eps * magnitude).all()
     np.testing.assert_array_equal(out[m:], init[m:])
     np.testing.assert_array_equal(out[:, n:], init[:, n:])
+
+
+def test_a_tensor_larger_than_its_array_is_a_memory_fault_naming_the_reduction():
+    m, n = 70, 40
+    values = np.ones((1, m, n), np.float32)
+    short = np.zeros((m - 10, leading_dimension(lk.f32, n)), np.float32)
+    with pytest.raises(MemoryFaultError, match="the TMA reduce-add of s into out: the tensor "
+                                               "map of out"):
+        run_reduction("f32", values, short, m, n)
 
 
 def test_ctas_reduce_add_bf16_tiles_into_one_ragged_tensor():

@@ -188,20 +188,23 @@ class TmaStore(OpDef):
 
     def verify(self, op):
         _verify_copy(op, 2)
-        problem = reduce_error(op.attrs.get("reduce"), DTYPES[op.attrs["dtype"]])
-        if problem is not None:
-            fail(op, f"attr {problem}")
+        reduce = op.attrs.get("reduce")
+        if reduce is not None:
+            dtype = DTYPES.get(op.attrs.get("dtype"))
+            problem = "dtype is an element type" if dtype is None else reduce_error(reduce, dtype)
+            if problem is not None:
+                fail(op, f"attr {problem}")
 
     def lower(self, op, lw):
         a = op.attrs
         tmap, src, *coords = op.operands
         dtype = DTYPES[a["dtype"]]
-        tensor, box = _tensor_map(lw, tmap), _coords(lw, coords)
+        tensor, at = _tensor_map(lw, tmap), _coords(lw, coords)
         source = _shared(lw, src, dtype.nbytes, a["base"])
         if a.get("reduce") is None:
-            isa.store(lw.k, tensor, box, source)
+            isa.store(lw.k, tensor, at, source)
         else:
-            isa.reduce(lw.k, a["reduce"], tensor, box, source, dtype=dtype.ptx)
+            isa.reduce(lw.k, a["reduce"], tensor, at, source, dtype=dtype.ptx)
 
     def interpret(self, op, compiler):
         a = op.attrs
