@@ -51,13 +51,37 @@ def test_a_reduction_is_the_store_with_its_ptx_instruction(dtype, op, mode):
         assert {**a.attrs, "reduce": None} == b.attrs
 
 
-def test_the_dq_accumulator_tile_reduces_in_two_32_float_boxes():
-    spec = reduce_spec("f32", "add", m=1000, n=128)
+def dq_accumulate(head_dim: int):
+    """One thread reduce-adds a 64 x head_dim f32 tile (128B-swizzled, in 32-float column
+    blocks) into row block m of an f32 (rows, head_dim) accumulator."""
+    blocks = head_dim // 32
+    layout = ComposedLayout(lk.sm90.tma_swizzle("128B", 4), 0,
+                            Layout((64, (32, blocks)), (32, (1, 64 * 32))))
+
+    @lk.kernel(num_warps=4)
+    def k(dq: lk.Pointer[lk.f32], rows: lk.i32):
+        dQ = lk.global_tensor(dq, Layout((rows, head_dim), (head_dim, 1)))
+        sdQ = lk.shared_tensor(layout, lk.f32, name="sdQ", align=1024)
+        with lk.if_(lk.thread_id() < 1):
+            lk.sm90.tma_store(dQ.tile((64, head_dim), (lk.block_id(0), 0)), sdQ, reduce="add")
+            lk.sm90.tma_store_commit()
+            lk.sm90.tma_store_wait(0)
+    return k
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_the_dq_accumulator_tile_reduces_in_32_float_boxes(head_dim):
+    with lk.protocol_check_skipped():               # sdQ is never written: lowering only
+        spec = dq_accumulate(head_dim).specialize(lk.Pointer[lk.f32], 1000)
+        assert spec.cubin.resources["k"].registers > 0
     stores = ops_named(spec.ir, "tma_store")
-    assert [s.attrs["box"] for s in stores] == [(32, 64)] * 2        # TMA order: 32 floats wide
-    assert [s.attrs["swizzle"] for s in stores] == ["128B"] * 2
-    assert [s.attrs["offset"] for s in stores] == [0, 64 * 32]
+    blocks = head_dim // 32
+    assert [s.attrs["box"] for s in stores] == [(32, 64)] * blocks   # TMA order: 32 floats wide
+    assert [s.attrs["swizzle"] for s in stores] == ["128B"] * blocks
+    assert [s.attrs["offset"] for s in stores] == [b * 64 * 32 for b in range(blocks)]
     assert {s.attrs["bytes"] for s in stores} == {32 * 64 * 4}
+    assert spec.ptx.count("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile."
+                          "bulk_group") == blocks
 
 
 def bad_reduce(dtype, reduce):

@@ -310,3 +310,35 @@ def test_overwriting_a_reduction_source_before_its_wait_is_a_race():
         with pytest.raises(RaceError, match="which the TMA store issued at line") as info:
             interpret(reduce_then_overwrite, 1, to_bf16(np.full((32, 64), 0.5)), False)
     assert info.value.location.line == source_lines.line_of(__file__, "# the overwrite")
+
+
+@lk.kernel(num_warps=1)
+def reduce_then_read(c: F32, d: F32, WRITES: lk.constexpr):
+    """c (32 x 32) += 1.0 by a TMA reduce-add; after lk.sm90.tma_store_wait(0, writes=WRITES)
+    and a barrier every thread copies its row of c to d."""
+    tv = lk.tv_layout(Layout((32, 1), (1, 1)), Layout((1, 32), (32, 1)))     # a row each
+    s = lk.shared_tensor(Layout((32, 32), (32, 1)), lk.f32, name="s", align=128)
+    C = lk.global_tensor(c, Layout((32, 32), (32, 1)))
+    D = lk.global_tensor(d, Layout((32, 32), (32, 1)))
+    lk.store(s.partition(tv), lk.full(tv, 1.0, lk.f32))
+    lk.sm90.fence_proxy_async()
+    lk.barrier()
+    with lk.if_(lk.eq(lk.thread_id(), 0)):
+        lk.sm90.tma_store(C.tile((32, 32), (0, 0)), s, reduce="add")
+        lk.sm90.tma_store_commit()
+        lk.sm90.tma_store_wait(0, writes=WRITES)
+    lk.barrier()
+    lk.store(D.partition(tv), lk.load(C.partition(tv)))
+
+
+def test_a_store_wait_for_the_writes_waits_for_the_reduction():
+    seen = set()
+    for writes in (True, False):
+        for seed in range(6):
+            c, d = np.full((32, 32), 0.5, np.float32), np.zeros((32, 32), np.float32)
+            interpret(reduce_then_read, 1, c, d, writes, seed=seed)
+            assert (c == 1.5).all()                     # the reduction lands by the end
+            if writes:
+                assert (d == 1.5).all(), seed           # and before the reads after the wait
+            seen.update(np.unique(d).tolist())
+    assert 0.5 in seen           # without writes=True some schedules read c before it lands
