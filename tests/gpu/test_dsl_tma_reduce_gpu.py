@@ -6,9 +6,12 @@ f32), bf16 max and f16 min (order-free: exactly), i32 add (wrapping). The tensor
 extends past its bounds (rows past M, a row stride past N): those elements must stay as they
 were, since TMA skips out-of-bounds elements of the last tiles.
 
-The kernels are the CPU tests' (tests/dsl/tma_reduce_kernels.py), so the interpreter's model of
-each reduction is checked against the hardware here.
+The kernels are the CPU tests' (tests/dsl/tma_reduce_kernels.py), and
+test_the_hardware_computes_what_the_interpreter_models checks the interpreter's arithmetic of
+each reduction (interpreter.tma_model.combine: rounding, subnormals, signed zeros, NaN,
+infinities, integer wrap, inc / dec) against the hardware's, bit for bit.
 """
+import numpy as np
 import pytest
 
 from tests.gpu.gpu_only import require_gpu
@@ -18,6 +21,7 @@ require_gpu()
 torch = pytest.importorskip("torch")
 
 import layoutkit.dsl as lk  # noqa: E402
+from layoutkit.dsl.interpreter.tma_model import combine  # noqa: E402
 from tests.dsl.tma_reduce_kernels import (as_parts, launch_shape,  # noqa: E402
                                           leading_dimension, reduce_tiles)
 
@@ -25,7 +29,9 @@ pytestmark = pytest.mark.gpu
 # (M, N, CTAs per tile): ragged in both modes but the first
 SHAPES = [(64, 64, 2), (70, 40, 3), (129, 100, 16), (1000, 136, 8), (1, 8, 5)]
 TORCH = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
-         "i32": torch.int32}
+         "i32": torch.int32, "i64": torch.int64, "u32": torch.uint32}
+SIGNED = {2: (np.int16, torch.int16), 4: (np.int32, torch.int32), 8: (np.int64, torch.int64)}
+UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def reduce_on_gpu(name: str, op: str, values, init, m: int, n: int, mode: str = "128B"):
@@ -131,3 +137,89 @@ def test_ctas_reduce_add_i32_wrapping():
     ref[:m, :n] += values.sum(0)
     ref = (ref + 2 ** 31) % 2 ** 32 - 2 ** 31
     assert torch.equal(out.long(), ref)
+
+
+# bit patterns that meet the rules' edges: zeros of both signs, subnormals (smallest, largest),
+# the smallest normal, 1 and its neighbour, half an ulp of 1 (a tie), the largest finite,
+# infinities, NaNs
+SPECIAL_BITS = {
+    "f32": [0x0, 0x80000000, 0x1, 0x80000001, 0x007FFFFF, 0x00800000, 0x3F800000, 0xBF800000,
+            0x3F800001, 0x33800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000,
+            0xFFC00001],
+    "f16": [0x0, 0x8000, 0x1, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00, 0x3C01, 0x1000, 0x7BFF,
+            0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0xFE01],
+    "bf16": [0x0, 0x8000, 0x1, 0x8001, 0x007F, 0x0080, 0x3F80, 0xBF80, 0x3F81, 0x3B80, 0x7F7F,
+             0xFF7F, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1],
+}
+
+
+def operand_bits(name: str, shape: tuple, seed: int) -> tuple:
+    """(old, new) bit patterns of `shape`: every pair of special values, pairs of nearby
+    values (same binade, either sign: sums that round), random patterns and small integers."""
+    dtype = getattr(lk, name)
+    view = UNSIGNED[dtype.nbytes]
+    rng = np.random.default_rng(seed)
+    size = int(np.prod(shape))
+    random_bits = lambda k: rng.integers(0, np.iinfo(view).max, k, dtype=view,  # noqa: E731
+                                         endpoint=True)
+    old, new = random_bits(size), random_bits(size)
+    if dtype.kind == "float":
+        special = np.array(SPECIAL_BITS[name], view)
+        pairs = np.array([(a, b) for a in special for b in special], view)
+        old[:len(pairs)], new[:len(pairs)] = pairs[:, 0], pairs[:, 1]
+        near = slice(len(pairs), len(pairs) + size // 3)
+        count = near.stop - near.start
+        mantissa = view((1 << (8 * dtype.nbytes - 9 if name != "f16" else 10)) - 1)
+        sign = view(1 << (8 * dtype.nbytes - 1))
+        flip = np.where(rng.integers(0, 2, count) == 1, sign, view(0)).astype(view)
+        new[near] = ((old[near] & ~mantissa) | (random_bits(count) & mantissa)) ^ flip
+    else:
+        small = rng.integers(0, 8, (2, size // 3))
+        old[:size // 3], new[:size // 3] = small.astype(view)
+    return old.reshape(shape), new.reshape(shape)
+
+
+def to_device(bits: np.ndarray, name: str):
+    signed, torch_signed = SIGNED[bits.itemsize]
+    tensor = torch.from_numpy(np.ascontiguousarray(bits).view(signed)).to("cuda")
+    return tensor.view(TORCH[name])
+
+
+def to_host_bits(tensor, name: str) -> np.ndarray:
+    e = getattr(lk, name).nbytes
+    return tensor.view(SIGNED[e][1]).cpu().numpy().view(UNSIGNED[e])
+
+
+@pytest.mark.parametrize("name, op", [
+    ("f32", "add"), ("f16", "add"), ("bf16", "add"), ("f16", "min"), ("f16", "max"),
+    ("bf16", "min"), ("bf16", "max"), ("i32", "add"), ("i32", "min"), ("u32", "max"),
+    ("i64", "max"), ("u32", "inc"), ("u32", "dec"), ("i32", "and"), ("u32", "or"),
+    ("i64", "xor")])
+def test_the_hardware_computes_what_the_interpreter_models(name, op):
+    dtype = getattr(lk, name)
+    m, n = 100, 3 * 128 // dtype.nbytes                   # ragged: the last tiles clipped
+    ld = leading_dimension(dtype, n)
+    grid, pm, pn = launch_shape(dtype, "128B", m, n, 1)
+    init, value = operand_bits(name, (m + 2, ld), seed=len(name) * 17 + len(op))
+    e = dtype.nbytes
+    expected = init.copy()
+    expected[:m, :n] = combine(op, dtype, init[:m, :n].reshape(-1, 1).view(np.uint8),
+                               value[:m, :n].reshape(-1, 1).view(np.uint8)).view(
+                                   UNSIGNED[e]).reshape(m, n)
+    parts = as_parts(value[None, :m, :n], pm, pn)
+    out = to_device(init, name)
+    reduce_tiles(name, op, "128B")[grid](to_device(parts, name), out, m, n, ld, pm, pn, 1)
+    torch.cuda.synchronize()
+    got = to_host_bits(out, name)
+    agree = got == expected
+    if dtype.kind == "float":                   # NaN payloads are not part of the model
+        as_float = {"f32": np.float32, "f16": np.float16}.get(name)
+        if as_float is None:
+            nan = lambda b: (b & 0x7FFF) > 0x7F80          # noqa: E731  (bf16)
+        else:
+            nan = lambda b: np.isnan(b.view(as_float))    # noqa: E731
+        agree |= nan(got) & nan(expected)
+    bad = np.argwhere(~agree)
+    shown = [f"({r}, {c}): old {init[r, c]:#x} src {value[r, c]:#x} -> hardware "
+             f"{got[r, c]:#x}, interpreter {expected[r, c]:#x}" for r, c in bad[:12]]
+    assert not len(bad), f"{len(bad)} elements differ:\n" + "\n".join(shown)

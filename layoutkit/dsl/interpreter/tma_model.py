@@ -209,9 +209,10 @@ def _typed(raw: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 def _float_values(x: np.ndarray, dtype: DType) -> np.ndarray:
-    if dtype.name == "bf16":
-        return (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    return x.astype(np.float64)
+    with np.errstate(invalid="ignore"):                 # a signalling NaN widens quietly
+        if dtype.name == "bf16":
+            return (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return x.astype(np.float64)
 
 
 def _round_float(exact: np.ndarray, dtype: DType) -> np.ndarray:
