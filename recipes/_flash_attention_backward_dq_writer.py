@@ -13,12 +13,29 @@ mix steps. sdQ: DQ_SPLIT "head_dim", one (64 queries, head_dim) tile, each warpg
 of the columns; "keys", one tile per consumer, each warpgroup's full-width partial over its
 own keys, summed by the writers (one reduction per dQ element per CTA). Rows are 8 floats
 laid out so that both sides' accesses are free of bank conflicts (sdq_layout).
+
+DQ_WRITE = "tma_reduce": the same hand-off, one shared tile per consumer warpgroup, each
+reduced into the accumulator by one TMA reduce-add (`cp.reduce.async.bulk.tensor ... .add`)
+that one lane of writer warp 1 issues; the TMA unit reads the tile and adds it in L2:
+
+    consumer w, per step:  [sync TMA_EMPTY[w]] dQ -> sdQ[w]; fence.proxy.async [arrive TMA_FULL[w]]
+    lane 0 of warp 1:      for w: [wait until tile w of the last step is read] [arrive TMA_EMPTY[w]]
+                           for w: [sync TMA_FULL[w]] TMA reduce-add sdQ[w] -> dQ rows; commit
+
+A warpgroup's hand-off waits only for its own tile (two barrier pairs), and the reductions
+cost the issuing lane one instruction per tile instead of the 16-byte reductions of three warps
+(tma_sdq_layout: 128-byte swizzled f32, the tensor map's box layout; DQ_SPLIT "head_dim" each
+warpgroup's half of the columns, "keys" each its full-width partial, the two added in L2).
 """
 from __future__ import annotations
 
 import layoutkit as lk
 
 DQ_FULL, DQ_EMPTY = 7, 8    # named barrier ids past the kernel's 1..5 and the varlen kernel's 6
+TMA_FULL, TMA_EMPTY = (7, 8), (9, 10)   # tma_reduce: one pair per consumer warpgroup
+TMA_WARP = 1                        # of the producer warpgroup: its lane 0 issues the reductions
+CONSUMERS = 2                       # the kernel's consumer warpgroups, one shared tile each
+TMA_THREADS = 128 + 32              # a consumer warpgroup and the issuing warp
 WRITER_WARPS = (1, 2, 3)            # of the producer warpgroup (warp 0 issues the TMA loads)
 VALUES = 16                         # f32 per writer thread and slab, 4 at a time (16 bytes)
 THREADS = 128 * 2 + 32 * len(WRITER_WARPS)     # the consumers and the writer warps
@@ -85,3 +102,54 @@ def write_dq(e) -> None:
                         x = lk.load(e.sdQ[:, :, part].tile(SLAB, (r, c)).partition(tv))
                         sums = x if sums is None else sums + x
                     lk.atomic_add(block.tile(SLAB, (r, c)).partition(tv), sums)
+
+
+def tile_columns(D: int, dq_split: str) -> int:
+    """dQ columns of one consumer warpgroup's tile: half of them with DQ_SPLIT "head_dim"."""
+    return D // 2 if dq_split == "head_dim" else D
+
+
+def tma_sdq_layout(D: int, dq_split: str) -> lk.ComposedLayout:
+    """(64 queries, columns, consumer) f32 for DQ_WRITE "tma_reduce": each consumer's tile
+    (tile_columns) in the TMA box layout, 128-byte swizzled rows of 32 floats, column blocks of
+    64 such rows."""
+    cols = tile_columns(D, dq_split)
+    atom = 128 // lk.f32.nbytes                 # floats in one 128-byte swizzled row
+    inner = lk.Layout((64, (atom, cols // atom), CONSUMERS),
+                      (atom, (1, 64 * atom), 64 * cols))
+    return lk.ComposedLayout(lk.sm90.tma_swizzle("128B", lk.f32.nbytes), 0, inner)
+
+
+def consumer_hand_off_tma(e, dQ, wg: int) -> None:
+    """Consumer `wg`'s side of one step: its dQ tile into sdQ[wg] once the TMA has read the
+    last step's, fenced for the async proxy, then announced to the issuing lane."""
+    lk.sm90.named_barrier_sync(TMA_EMPTY[wg], TMA_THREADS)
+    lk.store(e.sdQ[:, :, wg].partition(dQ.layout), dQ)
+    lk.sm90.fence_proxy_async()                 # generic stores, then the TMA's reads
+    lk.sm90.named_barrier_arrive(TMA_FULL[wg], TMA_THREADS)
+
+
+def write_dq_tma(e) -> None:
+    """Writer warp 1 (inside the producer role): every step's consumer tiles reduce-added into
+    its 64 rows of the dQ accumulator (e.query_row), in the consumers' step order; lane 0 issues
+    the TMA reductions and waits for their reads, the warp's 32 threads take part in the
+    barriers."""
+    cols = tile_columns(e.D, e.DQ_SPLIT)
+    issuer = lk.eq(lk.lane_id(), 0)
+    for g in lk.range(0, e.GROUP):
+        h = e.hk * e.GROUP + g
+        for j in lk.range(0, e.nq):
+            row = e.query_row(h, e.m_begin + j)
+            for w in range(CONSUMERS):
+                with lk.if_(issuer):            # tile w of the last step read: it may be reused
+                    lk.sm90.tma_store_wait(CONSUMERS - 1 - w)
+                lk.sm90.named_barrier_arrive(TMA_EMPTY[w], TMA_THREADS)
+            for w in range(CONSUMERS):
+                lk.sm90.named_barrier_sync(TMA_FULL[w], TMA_THREADS)
+                col = w if e.DQ_SPLIT == "head_dim" else 0
+                with lk.if_(issuer):
+                    lk.sm90.tma_store(e.dq_acc.tile((64, cols), (row, col)), e.sdQ[:, :, w],
+                                      reduce="add")
+                    lk.sm90.tma_store_commit()
+    with lk.if_(issuer):
+        lk.sm90.tma_store_wait(0)               # the CTA's shared memory read before it exits

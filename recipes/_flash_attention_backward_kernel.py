@@ -52,8 +52,9 @@ the full head_dim over its own 64 keys: no cross-warpgroup barrier, twice the re
 thread barrier, each warpgroup reducing half of the columns: one reduction per element), DQ_WRITE
 who issues the dQ reductions: "consumers" (each warpgroup its own, as above) or
 "producer_warps" (the consumers hand dQ over through shared memory to warps 1-3 of the producer
-warpgroup, which reduce it: recipes/_flash_attention_backward_dq_writer.py), DS_STORE how
-each step's dS^T reaches sdS ("st": 4-byte st.shared per value pair, 16 per thread; "stmatrix":
+warpgroup, which reduce it) or "tma_reduce" (each consumer's tile through shared memory to a
+TMA reduce-add issued by a lane of warp 1; both: recipes/_flash_attention_backward_dq_writer.py),
+DS_STORE how each step's dS^T reaches sdS ("st": 4-byte st.shared per value pair, 16 per thread; "stmatrix":
 4 stmatrix.x4 per thread), DQ_FIRST whether dQ = dS K is issued before dK's wgmma (its
 reduction or hand-off then runs while dK computes) or after it (both retired first), and
 the register budgets; DKV_SPLIT "head_dim" (head dim 256) replaces this file's consumers by
@@ -74,7 +75,7 @@ BQ = 64                        # query rows per ring step
 LOG2E = math.log2(math.e)
 DS_BARRIER, EPILOGUE_BARRIER = 1, 3      # named barrier ids (keys split, epilogue: + warpgroup)
 DQ_SPLITS = ("head_dim", "keys", "keys_summed")
-DQ_WRITES = ("consumers", "producer_warps")     # who reduces dQ into the global accumulator
+DQ_WRITES = ("consumers", "producer_warps", "tma_reduce")   # who reduces dQ into the accumulator
 DS_STORES = ("st", "stmatrix")                  # how dS^T goes to shared memory
 DQ_BARRIER = 5                           # the keys_summed exchange (256 threads)
 
@@ -143,6 +144,9 @@ def roles(e: Env, kind: type, live=None) -> None:
         if e.DQ_WRITE == "producer_warps":
             with _where(live), lk.if_(lk.ne(lk.warp_id(), 0)):
                 dq_writer.write_dq(e)
+        elif e.DQ_WRITE == "tma_reduce":
+            with _where(live), lk.if_(lk.eq(lk.warp_id(), dq_writer.TMA_WARP)):
+                dq_writer.write_dq_tma(e)
     for wg in range(CONSUMERS):
         with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,),
                                registers=e.CONSUMER_REGISTERS):
@@ -174,6 +178,8 @@ def shared_buffers(D: int, STAGES: int, keys: int = BN, split: str = "keys",
         "keys_summed" else None
     if dq_write == "producer_warps":
         sdQ = lk.shared_tensor(dq_writer.sdq_layout(D, dq_split), lk.f32, name="sdQ")
+    elif dq_write == "tma_reduce":
+        sdQ = lk.shared_tensor(dq_writer.tma_sdq_layout(D, dq_split), lk.f32, name="sdQ")
     rows = lk.Layout((BQ, STAGES), (1, BQ))             # a step's 64 values of neg_lse2 / D
     sLSE = lk.shared_tensor(rows, lk.f32, name="sLSE", align=128)      # TMA boxes
     sDelta = lk.shared_tensor(rows, lk.f32, name="sDelta", align=128)
@@ -345,6 +351,9 @@ class Consumer:
         col = self.wg if e.DQ_SPLIT == "head_dim" else 0
         if e.DQ_WRITE == "producer_warps":
             dq_writer.consumer_hand_off(e, dQ, self.wg if e.DQ_SPLIT == "keys" else 0, col)
+            return
+        if e.DQ_WRITE == "tma_reduce":
+            dq_writer.consumer_hand_off_tma(e, dQ, self.wg)
             return
         if e.DQ_SPLIT == "keys_summed":
             dQ, col = self.sum_halves(i, dQ), self.wg

@@ -58,6 +58,8 @@ class Config:
             if self.DQ_SPLIT == "keys_summed" else 0
         if self.DQ_WRITE == "producer_warps":
             dq = 4 * dq_writer.sdq_layout(head_dim, self.DQ_SPLIT).cosize()
+        elif self.DQ_WRITE == "tma_reduce":
+            dq = 4 * dq_writer.tma_sdq_layout(head_dim, self.DQ_SPLIT).cosize()
         return 2 * (2 * self.keys * head_dim + 2 * self.STAGES * BQ * head_dim +
                     2 * pt * self.keys * BQ) + 2 * self.STAGES * BQ * 4 + dq
 
@@ -77,11 +79,11 @@ class Config:
         if self.DS_STORE == "stmatrix" and self.DKV_SPLIT != "keys":
             raise ValueError(f"{what} {self}: DS_STORE='stmatrix' is the DKV_SPLIT='keys' "
                              "consumers' (head dim 256's store P^T and dS^T as they are)")
-        if self.DQ_WRITE == "producer_warps" and (self.DKV_SPLIT != "keys" or
-                                                  self.DQ_SPLIT == "keys_summed"):
-            raise ValueError(f"{what} {self}: DQ_WRITE='producer_warps' hands dQ to the writer "
+        if self.DQ_WRITE != "consumers" and (self.DKV_SPLIT != "keys" or
+                                             self.DQ_SPLIT == "keys_summed"):
+            raise ValueError(f"{what} {self}: DQ_WRITE={self.DQ_WRITE!r} hands dQ to the writer "
                              "warps from the DKV_SPLIT='keys' consumers with DQ_SPLIT 'head_dim' "
-                             "or 'keys' (the writers sum the keys partials themselves)")
+                             "or 'keys' (the writers or the TMA sum the keys partials)")
         if self.DKV_SPLIT == "head_dim" and self.DQ_SPLIT != "head_dim":
             raise ValueError(f"{what} {self}: DKV_SPLIT='head_dim' splits dQ by head_dim too "
                              "(DQ_SPLIT='head_dim')")
@@ -102,9 +104,10 @@ class Config:
 
 # head dim 64 splits dQ by keys: a head_dim/2 = 32-column dQ would need a B operand narrower
 # than the 128-byte swizzle's 64 columns; head dim 256 splits dK and dV by columns. Head dims
-# 64 and 128 hand dQ to the producer warps, store dS by stmatrix and issue dQ before dK: 1.41x
-# and 1.23x the consumers' own reductions (docs/PERFORMANCE.md, "Attention backward")
-FAST = dict(DQ_WRITE="producer_warps", DS_STORE="stmatrix", DQ_FIRST=True)
+# 64 and 128 hand dQ to a TMA reduce-add issued by the producer warpgroup, store dS by stmatrix
+# and issue dQ before dK (docs/PERFORMANCE.md, "Attention backward": the three against the
+# consumers' own reductions, the TMA against the producer warps' 16-byte reductions)
+FAST = dict(DQ_WRITE="tma_reduce", DS_STORE="stmatrix", DQ_FIRST=True)
 CONFIGS = {64: Config(DQ_SPLIT="keys", **FAST), 128: Config(DQ_SPLIT="head_dim", **FAST),
            256: Config(DKV_SPLIT="head_dim")}
 
@@ -112,7 +115,7 @@ CONFIGS = {64: Config(DQ_SPLIT="keys", **FAST), 128: Config(DQ_SPLIT="head_dim",
 def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
     """The default config and one switched choice per entry (the benchmark's ablation rows):
     the other dQ splits where they can run, ring depths 1 and 3 where they fit, the other dQ
-    writer (DQ_WRITE, with DQ_SPLIT head_dim and keys), the other dS^T store (DS_STORE), the
+    writers (DQ_WRITE, with DQ_SPLIT head_dim and keys), the other dS^T store (DS_STORE), the
     other dQ issue order (DQ_FIRST), and those three switched together (FAST, or back); `base`
     instead of the head dim's default (the varlen recipe's)."""
     base = base or CONFIGS[head_dim]
@@ -130,7 +133,7 @@ def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
         base, DQ_FIRST=not base.DQ_FIRST)
     if (base.DQ_WRITE, base.DS_STORE, base.DQ_FIRST) == ("consumers", "st", False):
         candidates.update({          # the three together
-            f"DQ_WRITE=producer_warps DQ_SPLIT={split} DS_STORE=stmatrix DQ_FIRST": replace(
+            f"DQ_WRITE={FAST['DQ_WRITE']} DQ_SPLIT={split} DS_STORE=stmatrix DQ_FIRST": replace(
                 base, **FAST, DQ_SPLIT=split) for split in ("head_dim", "keys")})
     if all(getattr(base, k) == v for k, v in FAST.items()):     # the three undone
         candidates["DQ_WRITE=consumers DS_STORE=st DQ_FIRST=False"] = replace(

@@ -20,7 +20,6 @@ that belong to no sequence (past cu_seqlens[-1]) are not written.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_varlen_backward as kernel_module
@@ -29,10 +28,9 @@ from recipes import flash_attention_varlen as forward
 
 backward_varlen_kernel = kernel_module.backward_varlen_kernel
 BQ, HEAD_DIMS, Config = padded.BQ, padded.HEAD_DIMS, padded.Config
-# the padded defaults without the three switches measured on the padded kernel only (and each
-# warpgroup reduces its own dQ here: check_inputs)
-CONFIGS = {d: replace(cfg, DQ_WRITE="consumers", DS_STORE="st", DQ_FIRST=False)
-           for d, cfg in padded.CONFIGS.items()}
+# the padded kernel's defaults (the TMA's dQ writer needs one issuing lane's registers; the
+# producer warps' 16-byte reductions spill here: check_inputs)
+CONFIGS = dict(padded.CONFIGS)
 WHAT = "flash_attention_varlen_backward"
 
 
@@ -115,11 +113,11 @@ def check_inputs(grad_o, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen
                          f"{config!r}")
     cfg = config or CONFIGS[q.shape[2]]
     cfg.check(q.shape[2])
-    if cfg.DQ_WRITE != "consumers":
+    if cfg.DQ_WRITE == "producer_warps":
         raise ValueError(f"{WHAT}: config {cfg}: DQ_WRITE={cfg.DQ_WRITE!r} is the padded "
                          "kernel's; the varlen producer warpgroup's 24 registers hold the "
-                         "sequence bounds through its branch, and the dQ writer's loop there "
-                         "spills (use DQ_WRITE='consumers')")
+                         "sequence bounds through its branch, and the writer warps' loop there "
+                         "spills (use DQ_WRITE='tma_reduce' or 'consumers')")
     return cfg
 
 
@@ -127,7 +125,7 @@ def ablations(head_dim: int) -> dict:
     """The padded backward's ablation configs that the varlen kernel runs (all but the
     DQ_WRITE='producer_warps' rows: check_inputs)."""
     return {name: cfg for name, cfg in padded.ablations(head_dim, CONFIGS[head_dim]).items()
-            if cfg.DQ_WRITE == "consumers"}
+            if cfg.DQ_WRITE != "producer_warps"}
 
 
 def flash_attention_varlen_backward(grad_o, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k,

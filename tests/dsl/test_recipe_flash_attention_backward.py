@@ -1,13 +1,15 @@
 """recipes/flash_attention_backward.py on the CPU: every default specialization (head dims 64,
-128 and 256, causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos, using
-red.global.add.v2.f32 for dQ (v4 where the producer warps reduce it; the pre- and post-pass
-with 16-byte loads); the CPU interpreter runs all three kernels and matches numpy's float64
-gradients (ragged, GQA, causal with seqlen_q < and > seqlen_k, every split, dQ reduced by the
-producer warps, dS stored by stmatrix; those configs assemble without spills too), the causal
+128 and 256, causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos,
+reducing dQ by TMA reduce-adds (head dims 64 and 128: one per box of each consumer's tile, no
+red.global) or red.global.add.v2.f32 (256; the pre- and post-pass with 16-byte loads); the CPU
+interpreter runs all three kernels and matches numpy's float64 gradients (ragged, GQA, causal
+with seqlen_q < and > seqlen_k, every split, dQ reduced by the TMA and by the producer warps,
+dS stored by stmatrix; those configs assemble without spills too), the causal
 query-block counts are exact against a brute-force walk, and every argument error of
 flash_attention_backward is a ValueError naming the argument (stand-in CUDA tensors: the checks
 run before anything reaches a GPU)."""
 import re
+from dataclasses import replace
 import warnings
 
 import pytest
@@ -32,10 +34,14 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos():
         (usage,) = cubin.resources.values()
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, name
         assert not usage.performance_notes, (name, usage.performance_notes)
-    for name in kernels:            # the consumers' 8-byte fragments, the writers' 16 bytes
+    for name in kernels:     # TMA reduce-adds of 32-float boxes, or the consumers' 8 bytes
         ptx, d = compiled[name][0], int(re.search(r"_d(\d+)", name).group(1))
-        vector = "v4" if fb.CONFIGS[d].DQ_WRITE == "producer_warps" else "v2"
-        assert f"red.global.add.{vector}.f32" in ptx and "red.global.add.f32" not in ptx, name
+        if fb.CONFIGS[d].DQ_WRITE == "tma_reduce":
+            # two consumer tiles of 64 rows: 64 (keys split) or 128 / 2 columns, 2 boxes each
+            assert ptx.count("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile") == 4
+            assert "red.global" not in ptx, name
+        else:
+            assert "red.global.add.v2.f32" in ptx and "red.global.add.f32" not in ptx, name
     for name in passes:           # 16-byte accesses of dO, O (pre) and of dQ_acc (post)
         assert re.search(r"ld\.global(\.nc)?\.v4\.(b32|f32)", compiled[name][0]), name
 
@@ -58,30 +64,45 @@ def test_interpreter_dq_partials_summed_in_shared_memory():
     assert fb.check_cpu(seed=4, cases=((1, 100, 130, 1, 1, 64, True),), config=cfg) < 2 ** -6
 
 
-# the ablations from each head dim's config before the producer-warp writer, stmatrix and
-# DQ_FIRST became its default (the varlen kernel's default still)
+# the ablations from each head dim's config before the writers, stmatrix and DQ_FIRST became
+# its default (the consumers reducing their own dQ)
 CONSUMERS = {64: fb.Config(DQ_SPLIT="keys"), 128: fb.Config(DQ_SPLIT="head_dim")}
+WRITERS = ("producer_warps", "tma_reduce")
 WRITER_ABLATIONS = [(d, name) for d in (64, 128) for name in fb.ablations(d, CONSUMERS[d])
-                    if "producer_warps" in name]
+                    if any(f"DQ_WRITE={w}" in name for w in WRITERS)]
 
 
 def test_every_writer_split_is_an_ablation_row():
-    # head dim 64 has no head_dim split (32 dQ columns per warpgroup)
-    # (and the keys split at 128, which spills: not a row)
+    # head dim 64 has no head_dim split (32 dQ columns per warpgroup); the producer warps'
+    # keys split at 128 spills: not a row
     both = " DS_STORE=stmatrix DQ_FIRST"
     assert WRITER_ABLATIONS == [(64, "DQ_WRITE=producer_warps DQ_SPLIT=keys"),
-                                (64, "DQ_WRITE=producer_warps DQ_SPLIT=keys" + both),
+                                (64, "DQ_WRITE=tma_reduce DQ_SPLIT=keys"),
+                                (64, "DQ_WRITE=tma_reduce DQ_SPLIT=keys" + both),
                                 (128, "DQ_WRITE=producer_warps DQ_SPLIT=head_dim"),
-                                (128, "DQ_WRITE=producer_warps DQ_SPLIT=head_dim" + both)]
+                                (128, "DQ_WRITE=tma_reduce DQ_SPLIT=head_dim"),
+                                (128, "DQ_WRITE=tma_reduce DQ_SPLIT=keys"),
+                                (128, "DQ_WRITE=tma_reduce DQ_SPLIT=head_dim" + both),
+                                (128, "DQ_WRITE=tma_reduce DQ_SPLIT=keys" + both)]
     for d in (64, 128):         # the default is the three together; the row undoing them the old
-        combo = f"DQ_WRITE=producer_warps DQ_SPLIT={CONSUMERS[d].DQ_SPLIT}" + both
+        combo = f"DQ_WRITE=tma_reduce DQ_SPLIT={CONSUMERS[d].DQ_SPLIT}" + both
         assert fb.ablations(d)["default"] == fb.ablations(d, CONSUMERS[d])[combo]
         assert fb.ablations(d)["DQ_WRITE=consumers DS_STORE=st DQ_FIRST=False"] == CONSUMERS[d]
+        # the default with the producer warps' reductions: the previous default
+        assert fb.ablations(d)[f"DQ_WRITE=producer_warps DQ_SPLIT={CONSUMERS[d].DQ_SPLIT}"] == \
+            replace(fb.CONFIGS[d], DQ_WRITE="producer_warps")
 
 
-@pytest.mark.parametrize("d, name", WRITER_ABLATIONS)
-def test_interpreter_dq_reduced_by_the_producer_warps(d, name):
-    # causal: masked and unmasked steps, several steps per head through the one sdQ tile
+# the writer rows the interpreter runs: the defaults (TMA, each head dim's split) run in the
+# float64 tests above; here the producer warps' (one sdQ tile, partials summed at 64) and the
+# TMA's keys split at 128 (two full-width tiles added in global memory)
+INTERPRETED = [(d, name) for d, name in WRITER_ABLATIONS if "producer_warps" in name and
+               "DQ_FIRST" not in name] + [(128, "DQ_WRITE=tma_reduce DQ_SPLIT=keys")]
+
+
+@pytest.mark.parametrize("d, name", INTERPRETED)
+def test_interpreter_dq_reduced_by_the_writer_warps(d, name):
+    # causal: masked and unmasked steps, several steps per head through the sdQ tiles
     cfg = fb.ablations(d, CONSUMERS[d])[name]
     case = (1, 100, 130, 1, 1, 64, True) if d == 64 else (1, 130, 60, 1, 1, 128, True)
     assert fb.check_cpu(seed=5, cases=(case,), config=cfg) < 2 ** -6
@@ -102,6 +123,24 @@ def test_writer_warps_assemble_without_spills_with_16_byte_reductions(d, split, 
         # the consumers hand over, the writer warps reduce 16 bytes at a time and nothing else
         assert "red.global.add.v4.f32" in ptx and "red.global.add.v2.f32" not in ptx
         assert re.search(r"bar\.arrive 8, 352", ptx) and re.search(r"bar\.sync 7, 352", ptx)
+
+
+def test_tma_writer_keys_split_at_128_assembles_without_spills():
+    # the defaults' TMA writer is the default specializations' test; this is its other split
+    # at 128: each consumer's full-width 64 x 128 partial (4 boxes), the two added in L2
+    cfg = fb.ablations(128)["DQ_SPLIT=keys"]
+    assert (cfg.DQ_WRITE, cfg.DQ_SPLIT) == ("tma_reduce", "keys")
+    for causal in (False, True):
+        _, args, constexprs = fb.kernel_arguments(*_specs(128), causal, 128 ** -0.5, cfg)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ptx = fb.backward_kernel.ptx(*args, **constexprs)
+            (usage,) = assemble(ptx).resources.values()
+        assert usage.spill_store_bytes == usage.spill_load_bytes == 0, causal
+        assert ptx.count("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile") == 8
+        # one barrier pair per consumer (its 128 threads and the issuing warp)
+        for bar in (7, 8, 9, 10):
+            assert re.search(rf"bar\.(sync|arrive) {bar}, 160", ptx), bar
 
 
 @pytest.mark.parametrize("d", [64, 128])

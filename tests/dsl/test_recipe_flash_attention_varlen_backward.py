@@ -1,7 +1,8 @@
 """recipes/flash_attention_varlen_backward.py on the CPU: every default specialization (head dims
 64, 128 and 256, causal and not) and its pre- and post-pass assemble for sm_90a with no spills and
-no ptxas C75xx infos (and every ablation config's causal kernel without spills), dQ by
-red.global.add.v2.f32 and dK, dV by plain stores (no TMA store); the protocol check walks a live key
+no ptxas C75xx infos (and every ablation config's causal kernel without spills), dQ by TMA
+reduce-adds (head dims 64, 128) or red.global.add.v2.f32 (256) and dK, dV by plain stores (no
+TMA store); the protocol check walks a live key
 block; the CPU interpreter runs the three kernels on packed batches (ragged, empty query and key
 sequences, GQA, causal with seqlen_q > and < seqlen_k in one batch, a key block crossing a
 sequence's end with the next sequence's keys behind it, every head dim, the other dQ splits) and
@@ -46,8 +47,12 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos(compiled
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, name
         assert not usage.performance_notes, (name, usage.performance_notes)
     for name in kernels:
-        ptx = compiled[name][0]
-        assert "red.global.add.v2.f32" in ptx and "red.global.add.f32" not in ptx, name
+        ptx, d = compiled[name][0], int(re.search(r"_d(\d+)", name).group(1))
+        if fvb.CONFIGS[d].DQ_WRITE == "tma_reduce":     # two consumer tiles, 2 boxes each
+            assert ptx.count("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile") == 4
+            assert "red.global" not in ptx, name
+        else:
+            assert "red.global.add.v2.f32" in ptx and "red.global.add.f32" not in ptx, name
         assert "cp.async.bulk.tensor.4d.shared::cluster.global" in ptx, name   # TMA loads
         assert not re.search(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared", ptx), name
         assert re.search(r"st\.global\.v4\.b32", ptx), name          # masked dK, dV stores
@@ -128,12 +133,16 @@ def test_interpreter_head_dim_256_causal_gqa():
     assert fvb.check_cpu(4, cases=(((50, 30), (60, 20), 4, 2, 256, True),)) < 2 ** -6
 
 
-@pytest.mark.parametrize("d, split", [(128, "keys"), (64, "keys_summed")])
-def test_interpreter_other_dq_splits(d, split):
+@pytest.mark.parametrize("d, split, write", [(128, "keys", "tma_reduce"),
+                                             (64, "keys_summed", "consumers")])
+def test_interpreter_other_dq_splits(d, split, write):
     """The dQ splits that are no head dim's default (head_dim is 128's and 256's, keys 64's):
-    two key blocks of sequence 0 add into the same dQ rows."""
-    cfg = dataclasses.replace(fvb.CONFIGS[d], DQ_SPLIT=split)
-    assert cfg in fvb.ablations(d).values()
+    two key blocks of sequence 0 add into the same dQ rows (the keys split at 128: each
+    consumer's full-width tile by its own TMA reduce-add; keys_summed: the consumers' own
+    reductions, the only writer it has)."""
+    cfg = dataclasses.replace(fvb.CONFIGS[d], DQ_SPLIT=split, DQ_WRITE=write)
+    if write == "tma_reduce":
+        assert cfg in fvb.ablations(d).values()
     case = ((50,), (200,), 1, 1, d, False)      # a second sequence: the default splits' cases
     assert fvb.check_cpu(5, cases=(case,), config=cfg) < 2 ** -6
 
