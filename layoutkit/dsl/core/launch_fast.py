@@ -65,58 +65,59 @@ def _lk_make():
                     x, n, V = _lk_bind(**_lk_kwargs)
             except TypeError:   # a name that is no parameter, given twice or missing
                 return _lk_other(_lk_grid, (x, n, V), _lk_more, _lk_stream, _lk_kwargs)
-        if _lk_type(x) is _lk_T and x.dtype is _lk_D0 and _lk_type(n) is _lk_int and V is not _lk_NO:
-            try:
-                _lk_p0 = x.data_ptr()
-                _lk_fD = _lk_os.environ._data.get(_lk_debug_key)
-            except AttributeError:   # os.environ replaced
-                return _lk_checked(_lk_grid, (x, n, V), None, {})
-            if _lk_busy:   # another call of this function is launching
-                return _lk_checked(_lk_grid, (x, n, V), None, {})
-            _lk_busy = True
-            try:
-                if not (_lk_p0 == _lk_last0 and n == _lk_last1 and V is _lk_c2 and _lk_fD is _lk_cD and _lk_T is _lk_cT):   # other values than the last call's
-                    if not (-2147483648 <= n <= 2147483647):
-                        return _lk_checked(_lk_grid, (x, n, V), None, {})
-                    _lk_f0 = not _lk_p0 & 15
-                    _lk_f1 = '1' if n == 1 else ('+' if n & 15 else '16') if n > 0 else ''
-                    _lk_f2 = (_lk_type(V).__name__, V)
-                    if not (_lk_f0 is _lk_c0 and _lk_f1 is _lk_c1 and V is _lk_c2 and _lk_fD is _lk_cD and _lk_T is _lk_cT):
-                        try:
-                            _lk_e = _lk_launchers.get((_lk_f0, _lk_f1, _lk_f2, _lk_flags.get(_lk_fD), _lk_grid))
-                        except TypeError:   # an unhashable constexpr
-                            _lk_e = None
-                        if _lk_type(_lk_e) is _lk_Parts:
-                            _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_launch, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add_stream, _lk_failed, _lk_cT, _lk_aligns, _lk_one, _lk_from = _lk_e
-                            _lk_entry = None
-                        elif _lk_e is None:
-                            return _lk_checked(_lk_grid, (x, n, V), None, {})
-                        else:   # a from_pointers launcher or a tensor-map entry, which packs and launches
-                            _lk_entry, _lk_cT = _lk_e, _lk_T
-                        _lk_c0, _lk_c1, _lk_c2, _lk_cD = _lk_f0, _lk_f1, V, _lk_fD
-                    _lk_last0 = None   # the buffer is in doubt until the pack below completes
-                    if _lk_entry is None:
-                        try:
-                            _lk_pack(_lk_storage, _lk_base, _lk_p0, n)
-                        except _lk_PACK_ERRORS:
-                            return _lk_checked(_lk_grid, (x, n, V), None, {})
-                    _lk_last0, _lk_last1 = _lk_p0, n
-                if _lk_entry is not None:
-                    if _lk_entry(x, n, _lk_p0) is None:
-                        return None
+        if not (_lk_type(x) is _lk_T and x.dtype is _lk_D0 and _lk_type(n) is _lk_int and V is not _lk_NO):
+            return _lk_other(_lk_grid, (x, n, V), (), None, {})
+        try:
+            _lk_p0 = x.data_ptr()
+            _lk_fD = _lk_os.environ._data.get(_lk_debug_key)
+        except AttributeError:   # os.environ replaced
+            return _lk_checked(_lk_grid, (x, n, V), None, {})
+        if _lk_busy:   # another call of this function is launching
+            return _lk_checked(_lk_grid, (x, n, V), None, {})
+        _lk_busy = True
+        try:
+            if not (_lk_p0 == _lk_last0 and n == _lk_last1 and V is _lk_c2 and _lk_fD is _lk_cD and _lk_T is _lk_cT):   # other values than the last call's
+                if not (-2147483648 <= n <= 2147483647):
                     return _lk_checked(_lk_grid, (x, n, V), None, {})
-                if (x.is_cuda) if _lk_one else (x.get_device() == _lk_ordinal):
-                    _lk_raw = _lk_stream_of(_lk_ordinal)
+                _lk_f0 = not _lk_p0 & 15
+                _lk_f1 = '1' if n == 1 else ('+' if n & 15 else '16') if n > 0 else ''
+                _lk_f2 = (_lk_type(V).__name__, V)
+                if not (_lk_f0 is _lk_c0 and _lk_f1 is _lk_c1 and V is _lk_c2 and _lk_fD is _lk_cD and _lk_T is _lk_cT):
                     try:
-                        _lk_s = _lk_streams[_lk_raw]
-                    except KeyError:
-                        _lk_s = _lk_add_stream(_lk_raw)
-                    _lk_err = _lk_launch(_lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_s, _lk_params, 0)[0]
-                    if _lk_err:
-                        _lk_failed(_lk_err, _lk_s)
+                        _lk_e = _lk_launchers.get((_lk_f0, _lk_f1, _lk_f2, _lk_flags.get(_lk_fD), _lk_grid))
+                    except TypeError:   # an unhashable constexpr
+                        _lk_e = None
+                    if _lk_type(_lk_e) is _lk_Parts:
+                        _lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_launch, _lk_params, _lk_pack, _lk_storage, _lk_base, _lk_stream_of, _lk_ordinal, _lk_streams, _lk_add_stream, _lk_failed, _lk_cT, _lk_aligns, _lk_one, _lk_from = _lk_e
+                        _lk_entry = None
+                    elif _lk_e is None:
+                        return _lk_checked(_lk_grid, (x, n, V), None, {})
+                    else:   # a from_pointers launcher or a tensor-map entry, which packs and launches
+                        _lk_entry, _lk_cT = _lk_e, _lk_T
+                    _lk_c0, _lk_c1, _lk_c2, _lk_cD = _lk_f0, _lk_f1, V, _lk_fD
+                _lk_last0 = None   # the buffer is in doubt until the pack below completes
+                if _lk_entry is None:
+                    try:
+                        _lk_pack(_lk_storage, _lk_base, _lk_p0, n)
+                    except _lk_PACK_ERRORS:
+                        return _lk_checked(_lk_grid, (x, n, V), None, {})
+                _lk_last0, _lk_last1 = _lk_p0, n
+            if _lk_entry is not None:
+                if _lk_entry(x, n, _lk_p0) is None:
                     return None
-            finally:
-                _lk_busy = False
+                return _lk_checked(_lk_grid, (x, n, V), None, {})
+            if (x.is_cuda) if _lk_one else (x.get_device() == _lk_ordinal):
+                _lk_raw = _lk_stream_of(_lk_ordinal)
+                try:
+                    _lk_s = _lk_streams[_lk_raw]
+                except KeyError:
+                    _lk_s = _lk_add_stream(_lk_raw)
+                _lk_err = _lk_launch(_lk_fn, _lk_g0, _lk_g1, _lk_g2, _lk_g3, _lk_g4, _lk_g5, _lk_g6, _lk_s, _lk_params, 0)[0]
+                if _lk_err:
+                    _lk_failed(_lk_err, _lk_s)
+                return None
+        finally:
+            _lk_busy = False
         return _lk_other(_lk_grid, (x, n, V), (), None, {})
     return launch
 """
@@ -321,8 +322,9 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
         "try:"] + ["    " + line for line in launch] + [
         "finally:",
         "    _lk_busy = False"]
-    if checks:
-        body = [f"if {' and '.join(checks)}:"] + ["    " + line for line in body]
+    other = f"return _lk_other(_lk_grid, {given}, (), None, {{}})"
+    if checks:   # tested first with an early return: short jumps on the common path
+        body = [f"if not ({' and '.join(checks)}):", f"    {other}"] + body
     signature = "".join(f"{a}=_lk_NO, " for a in names) + ("/, " if names else "")
     facts_held = held_facts + ["_lk_cT"]
     parts = [c for c in PARTS if c != "_lk_cT"]
@@ -339,7 +341,7 @@ def fast_launch_source(params: list[Parameter], debug: bool | None,
              "        if _lk_kwargs or _lk_more:"]
     lines += ["            " + line for line in _keyword_lines(names, given)]
     lines += ["        " + line for line in body]
-    lines += [f"        return _lk_other(_lk_grid, {given}, (), None, {{}})", "    return launch"]
+    lines += [f"        {other}", "    return launch"]
     return "\n".join(lines)
 
 
