@@ -12,12 +12,14 @@ fast path and launcher take the namespaces built here).
 
     python benchmarks/bench_launch_sources_cpu.py --dump /tmp/new.json         # in each tree
     python benchmarks/bench_launch_sources_cpu.py /tmp/old.json /tmp/new.json  # A/B
+    python benchmarks/bench_launch_sources_cpu.py --dump-probes /tmp/probes    # what each part costs
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
 import json
+import re
 import statistics
 import struct
 import sys
@@ -40,6 +42,34 @@ def this_tree() -> dict[str, str]:
     launcher = launcher_source(ArgumentPacker(parse_entry(PTX_SIGNATURE)), cluster=False, stream="torch",
                                ordinal=0, names=["x", "y", "n"], only_device=True, from_pointers=True)
     return {"dsl": fast_launch_source(params, debug=None), "launcher": launcher}
+
+
+def probe_trees(tree: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Probes, for measurement only (what a required part of the DSL's launch costs, timed beside
+    the tree it is taken from; never library code): `tree` with its DSL source lacking the dtype
+    tests, the LAYOUTKIT_DEBUG read (the raw value None), or the variadic signature (an exact
+    positional one, whose keyword branch is gone), and lacking all three. Raises ValueError where
+    a part is not found as this tree writes it (a probe that took nothing out would mislead)."""
+    def without(source: str, pattern: str, replacement: str) -> str:
+        out, count = re.subn(pattern, replacement, source)
+        if not count:
+            raise ValueError(f"probe_trees: {pattern!r} is not in the tree's DSL source")
+        return out
+
+    def no_dtype(source):
+        return without(source, r" and \w+\.dtype is _lk_D\d+", "")
+
+    def no_debug(source):
+        return without(source, re.escape("_lk_os.environ._data.get(_lk_debug_key)"), "None")
+
+    def exact_signature(source):
+        source = without(source, r"def launch\((.*?)=_lk_NO, /, \*_lk_more, \*\*_lk_kwargs\):",
+                         lambda m: f"def launch({m.group(1).replace('=_lk_NO', '')}, /):")
+        return without(source, r"\n        if _lk_kwargs or _lk_more:\n(            .*\n)+", "\n")
+    probes = {"probe_no_dtype_tests": no_dtype, "probe_no_debug_read": no_debug,
+              "probe_exact_signature": exact_signature,
+              "probe_none_of_the_three": lambda s: exact_signature(no_debug(no_dtype(s)))}
+    return {name: {**tree, "dsl": probe(tree["dsl"])} for name, probe in probes.items()}
 
 
 def no_op_launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
@@ -122,11 +152,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sources", nargs="*", help="JSON files of --dump (default: this tree's sources)")
     parser.add_argument("--dump", metavar="FILE", help="write this tree's sources to FILE and stop")
+    parser.add_argument("--dump-probes", metavar="DIR", help="write probe_trees(this tree) to DIR/<probe>.json "
+                        "and stop (measurement only: each lacks a required part of the DSL launch)")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=150)
     args = parser.parse_args()
     if args.dump:
         Path(args.dump).write_text(json.dumps(this_tree()))
+        return
+    if args.dump_probes:
+        for name, tree in probe_trees(this_tree()).items():
+            (Path(args.dump_probes) / f"{name}.json").write_text(json.dumps(tree))
         return
     sources = {Path(p).stem: json.loads(Path(p).read_text()) for p in args.sources} or {"this tree": this_tree()}
     times = measure(rows(sources), args.calls, args.repeats)

@@ -71,15 +71,42 @@ def test_bench_launchs_tree_rows_send_the_driver_their_own_live_parameters(bench
     monkeypatch.setattr(driver, "device", lambda ordinal=0: device)
     monkeypatch.setattr(driver, "load_function",
                         lambda cubin, name, dev: LoadedFunction(name, dev, handle, 0, 32, 1024))
-    path = tmp_path / "tree.json"
-    path.write_text(json.dumps(bench.this_tree()))
+    trees = {"tree": bench.this_tree(), **bench.probe_trees(bench.this_tree())}   # the probes too
+    for name, tree in trees.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(tree))
     x, y = torch.zeros(1024), torch.zeros(1024)
     with loaded_benchmark("bench_launch.py") as module:
-        rows = module.tree_launchers([str(path)], x, y, 1024)
+        rows = module.tree_launchers([str(tmp_path / f"{name}.json") for name in trees], x, y, 1024)
         gc.collect()
         junk = [bytearray(b"\xff" * 24) for _ in range(20000)]   # reuses what was freed  # noqa: F841
-        assert len(rows) == 2
+        assert len(rows) == 2 * len(trees)
         for run in rows.values():
             seen.clear()
             run()
             assert seen == [(x.data_ptr(), y.data_ptr(), 1024)]
+
+
+def test_each_probe_takes_its_part_out_and_still_launches_on_the_held_path(bench, monkeypatch):
+    """The probes of bench_launch.py --trees (what each required part of the DSL launch costs):
+    each differs from this tree's DSL source only where its part was, and runs held."""
+    tree = bench.this_tree()
+    probes = bench.probe_trees(tree)
+    parts = {"probe_no_dtype_tests": ".dtype is _lk_D", "probe_no_debug_read": "_lk_os.environ._data",
+             "probe_exact_signature": "**_lk_kwargs"}
+    for name, part in parts.items():
+        assert part in tree["dsl"] and part not in probes[name]["dsl"]
+        assert probes[name]["launcher"] == tree["launcher"]
+    assert all(part not in probes["probe_none_of_the_three"]["dsl"] for part in parts.values())
+    launches = []
+    monkeypatch.setattr(bench, "no_op_launch", lambda *args: (launches.append(args), (0,))[1])
+    rows = bench.rows(probes)
+    for name in (n for n in rows if n.startswith("probe_") and "DSL" in n):
+        launches.clear()
+        rows[name]()                       # raises where the generated code took the checked path
+        assert len(launches) == 1
+
+
+def test_a_tree_the_probes_do_not_recognise_is_refused(bench):
+    tree = bench.this_tree()
+    with pytest.raises(ValueError, match="is not in the tree's DSL source"):
+        bench.probe_trees({**tree, "dsl": tree["dsl"].replace(".dtype is", ".dtype ==")})
