@@ -48,7 +48,9 @@ def probe_trees(tree: dict[str, str]) -> dict[str, dict[str, str]]:
     """Probes, for measurement only (what a required part of the DSL's launch costs, timed beside
     the tree it is taken from; never library code): `tree` with its DSL source lacking the dtype
     tests, the LAYOUTKIT_DEBUG read (the raw value None), or the variadic signature (an exact
-    positional one, whose keyword branch is gone), and lacking all three. Raises ValueError where
+    positional one, whose keyword branch is gone; or one without `**kwargs`, whose keywords
+    Python binds, so that an unknown or repeated name would be Python's TypeError), and lacking
+    the first three. Raises ValueError where
     a part is not found as this tree writes it (a probe that took nothing out would mislead)."""
     def without(source: str, pattern: str, replacement: str) -> str:
         out, count = re.subn(pattern, replacement, source)
@@ -66,8 +68,13 @@ def probe_trees(tree: dict[str, str]) -> dict[str, dict[str, str]]:
         source = without(source, r"def launch\((.*?)=_lk_NO, /, \*_lk_more, \*\*_lk_kwargs\):",
                          lambda m: f"def launch({m.group(1).replace('=_lk_NO', '')}, /):")
         return without(source, r"\n        if _lk_kwargs or _lk_more:\n(            .*\n)+", "\n")
+    def no_kwargs_dict(source):      # keywords bound by Python, the stream keyword-only
+        source = without(source, r"def launch\((.*?)=_lk_NO, /, \*_lk_more, \*\*_lk_kwargs\):",
+                         lambda m: f"def launch({m.group(1)}=_lk_NO, *_lk_more, stream=None):")
+        return without(source, r"\n        if _lk_kwargs or _lk_more:\n(            .*\n)+",
+                       "\n        if _lk_more or stream is not None:\n            return None\n")
     probes = {"probe_no_dtype_tests": no_dtype, "probe_no_debug_read": no_debug,
-              "probe_exact_signature": exact_signature,
+              "probe_exact_signature": exact_signature, "probe_no_kwargs_dict": no_kwargs_dict,
               "probe_none_of_the_three": lambda s: exact_signature(no_debug(no_dtype(s)))}
     return {name: {**tree, "dsl": probe(tree["dsl"])} for name, probe in probes.items()}
 

@@ -92,11 +92,12 @@ def test_each_probe_takes_its_part_out_and_still_launches_on_the_held_path(bench
     tree = bench.this_tree()
     probes = bench.probe_trees(tree)
     parts = {"probe_no_dtype_tests": ".dtype is _lk_D", "probe_no_debug_read": "_lk_os.environ._data",
-             "probe_exact_signature": "**_lk_kwargs"}
+             "probe_exact_signature": "**_lk_kwargs", "probe_no_kwargs_dict": "**_lk_kwargs"}
     for name, part in parts.items():
         assert part in tree["dsl"] and part not in probes[name]["dsl"]
         assert probes[name]["launcher"] == tree["launcher"]
     assert all(part not in probes["probe_none_of_the_three"]["dsl"] for part in parts.values())
+    assert "*_lk_more" in probes["probe_no_kwargs_dict"]["dsl"]
     launches = []
     monkeypatch.setattr(bench, "no_op_launch", lambda *args: (launches.append(args), (0,))[1])
     rows = bench.rows(probes)
