@@ -50,8 +50,8 @@ def probe_trees(tree: dict[str, str]) -> dict[str, dict[str, str]]:
     tests, the LAYOUTKIT_DEBUG read (the raw value None), or the variadic signature (an exact
     positional one, whose keyword branch is gone; or one without `**kwargs`, whose keywords
     Python binds, so that an unknown or repeated name would be Python's TypeError), and lacking
-    the first three. Raises ValueError where
-    a part is not found as this tree writes it (a probe that took nothing out would mislead)."""
+    the first three. Raises ValueError where a part is not found as this tree writes it (a probe
+    that took nothing out would mislead)."""
     def without(source: str, pattern: str, replacement: str) -> str:
         out, count = re.subn(pattern, replacement, source)
         if not count:
@@ -68,6 +68,7 @@ def probe_trees(tree: dict[str, str]) -> dict[str, dict[str, str]]:
         source = without(source, r"def launch\((.*?)=_lk_NO, /, \*_lk_more, \*\*_lk_kwargs\):",
                          lambda m: f"def launch({m.group(1).replace('=_lk_NO', '')}, /):")
         return without(source, r"\n        if _lk_kwargs or _lk_more:\n(            .*\n)+", "\n")
+
     def no_kwargs_dict(source):      # keywords bound by Python, the stream keyword-only
         source = without(source, r"def launch\((.*?)=_lk_NO, /, \*_lk_more, \*\*_lk_kwargs\):",
                          lambda m: f"def launch({m.group(1)}=_lk_NO, *_lk_more, stream=None):")
