@@ -9,6 +9,7 @@ import pytest
 import layoutkit.dsl as lk
 from layoutkit.algebra import ComposedLayout, Layout, Swizzle
 from layoutkit.dsl.core.verifier import verify
+from layoutkit.dsl.sm90.tma.derive import HARDWARE_REDUCTIONS
 from layoutkit.ptx.isa.tma import REDUCE_TYPES
 
 from . import source_lines
@@ -32,7 +33,7 @@ def reduce_spec(dtype_name: str, op, mode: str = "128B", m: int = 70, n: int = 1
 
 @pytest.mark.parametrize("dtype, op, mode", [("f32", "add", "128B"), ("bf16", "add", "128B"),
                                              ("f16", "max", "64B"), ("u32", "inc", "none"),
-                                             ("i32", "xor", "32B")])
+                                             ("i32", "and", "32B")])
 def test_a_reduction_is_the_store_with_its_ptx_instruction(dtype, op, mode):
     spec, plain = reduce_spec(dtype, op, mode), reduce_spec(dtype, None, mode)
     assert spec.cubin.resources["reduce_tiles"].registers > 0        # ptxas -arch=sm_90a ran
@@ -103,18 +104,27 @@ OPS = "'add', 'min', 'max', 'inc', 'dec', 'and', 'or', 'xor'"
     (lk.f32, "ADD", f"reduce= is None (a plain store) or one of {OPS}, got 'ADD'"),
     (lk.f32, 1, f"reduce= is None (a plain store) or one of {OPS}, got 1"),
     (lk.f32, ["add"], f"reduce= is None (a plain store) or one of {OPS}, got ['add']"),
-    (lk.f32, "min", "reduce='min' does not reduce f32 tensors: 'min' reduces i32, i64, u32, f16, "
-                    "bf16 tensors, and f32 tensors reduce with 'add' (PTX ISA, "
+    (lk.f32, "min", "reduce='min' does not reduce f32 tensors: 'min' reduces i32, f16, bf16 "
+                    "tensors, and f32 tensors reduce with 'add' (PTX ISA, "
                     "cp.reduce.async.bulk.tensor)"),
     (lk.bf16, "inc", "reduce='inc' does not reduce bf16 tensors: 'inc' reduces u32 tensors, and "
                      "bf16 tensors reduce with 'add', 'min', 'max' (PTX ISA, "
                      "cp.reduce.async.bulk.tensor)"),
-    (lk.i64, "add", "reduce='add' does not reduce i64 tensors: 'add' reduces i32, u32, f16, "
-                    "bf16, f32 tensors, and i64 tensors reduce with 'min', 'max', 'and', 'or', "
-                    "'xor' (PTX ISA, cp.reduce.async.bulk.tensor)"),
-    (lk.f64, "add", "reduce='add' does not reduce f64 tensors: 'add' reduces i32, u32, f16, "
-                    "bf16, f32 tensors, and no TMA reduction takes f64 tensors (PTX ISA, "
+    (lk.i64, "add", "reduce='add' does not reduce i64 tensors: 'add' reduces i32, f16, bf16, "
+                    "f32 tensors, and i64 tensors reduce with 'max' (PTX ISA, "
                     "cp.reduce.async.bulk.tensor)"),
+    (lk.f64, "add", "reduce='add' does not reduce f64 tensors: 'add' reduces i32, f16, bf16, "
+                    "f32 tensors, and no TMA reduction takes f64 tensors (PTX ISA, "
+                    "cp.reduce.async.bulk.tensor)"),
+    # in PTX's table, but not enabled: refused, saying why
+    (lk.i64, "xor", "reduce='xor' does not reduce i64 tensors: 'xor' reduces no tensors, and "
+                    "i64 tensors reduce with 'max' (PTX lists 'xor' of i64, but the DSL enables "
+                    "only the pairs a GPU ran correctly; i64 xor raised an illegal instruction "
+                    "on the H200)"),
+    (lk.u32, "add", "reduce='add' does not reduce u32 tensors: 'add' reduces i32, f16, bf16, "
+                    "f32 tensors, and u32 tensors reduce with 'max', 'inc', 'dec', 'or' (PTX "
+                    "lists 'add' of u32, but the DSL enables only the pairs a GPU ran "
+                    "correctly)"),
 ])
 def test_a_reduction_the_hardware_lacks_is_a_trace_error_at_the_users_line(dtype, reduce,
                                                                             message):
@@ -126,16 +136,23 @@ def test_a_reduction_the_hardware_lacks_is_a_trace_error_at_the_users_line(dtype
     assert f"test_tma_reduce.py:{line_of('# BAD REDUCE')}" in str(info.value)
 
 
-def test_every_legal_pair_of_the_ptx_table_is_accepted():
+def test_the_enabled_pairs_are_accepted_and_the_rest_of_the_ptx_table_refused():
     names = {"s32": "i32", "s64": "i64", "u32": "u32", "f16": "f16", "bf16": "bf16",
-             "f32": "f32"}          # the DSL's element types with a TMA reduction
+             "f32": "f32"}          # the DSL's element types with a TMA reduction in PTX
+    assert set(HARDWARE_REDUCTIONS) == set(REDUCE_TYPES)
     for op, types in REDUCE_TYPES.items():
+        assert set(HARDWARE_REDUCTIONS[op]) <= {names[t] for t in types if t in names}
         for ptx in types:
-            if ptx in names:
-                kernel, pointer = bad_reduce(getattr(lk, names[ptx]), op)
-                with lk.protocol_check_skipped():        # s_c is never written: attrs only
+            if ptx not in names:
+                continue
+            kernel, pointer = bad_reduce(getattr(lk, names[ptx]), op)
+            with lk.protocol_check_skipped():        # s_c is never written: attrs only
+                if names[ptx] in HARDWARE_REDUCTIONS[op]:
                     (store,) = ops_named(kernel.ir(pointer, 1000), "tma_store")
-                assert store.attrs["reduce"] == op
+                    assert store.attrs["reduce"] == op
+                else:
+                    with pytest.raises(lk.TraceError, match="but the DSL enables only"):
+                        kernel.ir(pointer, 1000)
 
 
 def test_the_verifier_checks_the_reduce_attr():

@@ -22,7 +22,8 @@ address, dims and strides); a global stride that breaks the 16-byte rule is a tr
 error when provable, else a KernelArgumentError at launch naming the tensor and the stride.
 
 A store with `reduce=` (an op of the ptx layer's isa.tma.REDUCE_TYPES: "add", "min", "max",
-"inc", "dec", "and", "or", "xor", each for the element types listed there) combines the tile
+"inc", "dec", "and", "or", "xor", for the element types listed there that a GPU ran correctly:
+derive.HARDWARE_REDUCTIONS) combines the tile
 into global memory element by element (cp.reduce.async.bulk.tensor), each element atomically,
 so many CTAs may reduce into one tensor; it is otherwise the store: same boxes, tensor map,
 clipping and bulk groups (tma_store_wait(writes=True) waits for the reductions).
@@ -201,7 +202,7 @@ def tma_store(dst: GlobalTensor, src: SharedTensor, *, reduce: str | None = None
     """Copy the shared tile `src` to the global tile `dst` with TMA (a bulk async-group operation:
     then lk.sm90.tma_store_commit() and lk.sm90.tma_store_wait()). The writers of `src` must run
     lk.sm90.fence_proxy_async() and synchronise before the issuing thread stores. `reduce`
-    ("add", "min", ...; legal element types: isa.tma.REDUCE_TYPES): dst = dst <reduce> src,
+    ("add", "min", ...; element types: derive.HARDWARE_REDUCTIONS): dst = dst <reduce> src,
     element-wise and atomically per element, instead of dst = src."""
     what = "lk.sm90.tma_store"
     trace = current(what)

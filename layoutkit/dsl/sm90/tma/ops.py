@@ -179,7 +179,7 @@ class TmaLoad(OpDef):
 
 class TmaStore(OpDef):
     """cp.async.bulk.tensor shared::cta -> global, a bulk async-group operation; with attr
-    `reduce` (an op of isa.tma.REDUCE_TYPES, legal for attr dtype) cp.reduce.async.bulk.tensor:
+    `reduce` (an op enabled for attr dtype: derive.HARDWARE_REDUCTIONS) cp.reduce.async.bulk.tensor:
     global = global <reduce> shared, element-wise."""
 
     name = "tma_store"
