@@ -17,6 +17,7 @@ writes the buffer but had not run, or that none does.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 import struct
 from dataclasses import dataclass
@@ -44,7 +45,8 @@ def decode(raw: np.ndarray, dtype: DType) -> list:
             halves = _HALVES[raw.size] = struct.Struct(f"<{raw.size // 2}H")
         return [BF16_SCALARS[h] for h in halves.unpack(raw.tobytes())]
     if name in float8.FORMATS:
-        return list(float8.from_bits(raw, name))
+        scalars = _FP8_SCALARS[name]
+        return [scalars[b] for b in raw.tobytes()]
     values = raw.view(_NUMPY[name])
     if dtype.is_int or name == "f64":
         return values.tolist()          # Python ints, floats
@@ -62,6 +64,9 @@ def encode(values, dtype: DType) -> np.ndarray:
             bits = np.array(values, dtype=np.float32).view(np.uint32)
             return bf16_from_f32_bits(bits).view(np.uint8)
     if name in float8.FORMATS:
+        found = _fp8_bytes(values, name)
+        if found is not None:
+            return found
         return float8.to_bits(np.array(values, dtype=np.float64), name)
     if dtype.is_int:
         values = [int(v) & ((1 << 8 * dtype.nbytes) - 1) for v in values]
@@ -86,6 +91,32 @@ def _bf16_bytes(values) -> np.ndarray:
     out = [0x7FFF if (b & 0x7FFFFFFF) > 0x7F800000 else (b + 0x7FFF + ((b >> 16) & 1)) >> 16
            for b in as_u32.unpack(as_f32.pack(*values))]
     return np.frombuffer(bytearray(as_u16.pack(*out)), dtype=np.uint8)
+
+
+# per fp8 format: the register value (numpy float32) of every bit pattern, as decode gives
+# it, and the bit pattern of every finite nonzero value (and e5m2's infinities)
+_FP8_SCALARS = {name: list(float8.from_bits(np.arange(256, dtype=np.uint8), name))
+                for name in float8.FORMATS}
+_FP8_CODES = {name: {float(v): code for code, v in enumerate(_FP8_SCALARS[name])
+                     if v == v and v != 0.0}
+              for name in float8.FORMATS}
+
+
+def _fp8_bytes(values, name: str) -> np.ndarray | None:
+    """encode for fp8, value by value (float8.to_bits' patterns; faster for the few values of
+    one access than the array form); None where a value is none of the table's (a NaN, one
+    the format cannot hold): the array form decides."""
+    codes = _FP8_CODES[name]
+    out = bytearray(len(values))
+    for i, v in enumerate(values):
+        x = float(v)                    # an unavailable value refuses here, as in np.array
+        code = codes.get(x)
+        if code is None:
+            if x != 0.0:
+                return None
+            code = 0x80 if math.copysign(1.0, x) < 0 else 0
+        out[i] = code
+    return np.frombuffer(out, dtype=np.uint8)
 
 
 @dataclass
@@ -157,10 +188,11 @@ class GlobalMemory:
         return region.data[start:start + nbytes]
 
 
-@dataclass
+@dataclass(eq=False)
 class Claim:
     """Bytes [start, end) of shared memory that an asynchronous operation still writes
-    (`writes`) or reads; `owner` says which ('the TMA load issued at line 40 into full[2]')."""
+    (`writes`) or reads; `owner` says which ('the TMA load issued at line 40 into full[2]').
+    Claims are equal only to themselves (an open one is released by identity)."""
 
     start: int
     end: int
@@ -176,7 +208,11 @@ class SharedMemory:
         self.fn = fn
         self.data = np.zeros(fn.shared_bytes, dtype=np.uint8)
         self.allocations = {a.name: a for a in fn.shared}
-        self.claims: list[Claim] = []
+        self.claims: dict[Claim, None] = {}     # the open claims, in the order made
+        # per byte: how many open claims cover it, and how many of those write it (with many
+        # claims open, as cp.async rings have, check_claims tests these before its scan)
+        self._claimed = np.zeros(fn.shared_bytes, dtype=np.int32)
+        self._write_claimed = np.zeros(fn.shared_bytes, dtype=np.int32)
         # per byte: 1 once written (the reads' fast test), and who wrote it last (an index
         # into `writers`, descriptions like "the TMA load issued at line 40 (...)"; -1: never)
         self.written = bytearray(fn.shared_bytes)
@@ -211,17 +247,27 @@ class SharedMemory:
     def claim(self, start: int, nbytes: int, writes: bool, owner: str, advice: str) -> Claim:
         """Mark bytes as in use by an asynchronous operation until `release(claim)`."""
         claim = Claim(start, start + nbytes, writes, owner, advice)
-        self.claims.append(claim)
+        self.claims[claim] = None
+        self._claimed[start:start + nbytes] += 1
         if writes:       # its bytes land later; until then the claim refuses every access
+            self._write_claimed[start:start + nbytes] += 1
             self.mark_written(start, nbytes, owner)
         return claim
 
     def release(self, claim: Claim) -> None:
-        self.claims.remove(claim)
+        del self.claims[claim]
+        self._claimed[claim.start:claim.end] -= 1
+        if claim.writes:
+            self._write_claimed[claim.start:claim.end] -= 1
 
     def check_claims(self, start: int, nbytes: int, writes: bool, what: str, op) -> None:
-        """RaceError when an access overlaps a claim it conflicts with."""
+        """RaceError when an access overlaps a claim it conflicts with (the first such claim
+        made)."""
         end = start + nbytes
+        if len(self.claims) > _FEW_CLAIMS and start >= 0:
+            covered = self._claimed if writes else self._write_claimed
+            if not covered[start:end].any():
+                return                  # no claim it conflicts with covers these bytes
         for claim in self.claims:
             if claim.start < end and start < claim.end and (claim.writes or writes):
                 verb = "writes" if writes else "reads"
@@ -339,6 +385,7 @@ class SharedMemory:
 
 
 _ONES = {n: b"\x01" * n for n in (1, 2, 4, 8, 16)}
+_FEW_CLAIMS = 8         # open claims that check_claims scans without testing the counts first
 
 
 def _line(op) -> str:

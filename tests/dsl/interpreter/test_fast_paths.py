@@ -1,15 +1,18 @@
 """The interpreter's fast paths give what its general forms give, bit for bit: the bf16 rounding
-of a float32 register, bf16 encode/decode of an access's values, index expressions wrapped once
-at the ring's edges, the scheduler's draws, wgmma operand byte runs."""
+of a float32 register, bf16 and fp8 encode/decode of an access's values, index expressions
+wrapped once at the ring's edges, the scheduler's draws, wgmma operand byte runs, the claim
+counts that spare check_claims its scan."""
 import random
+from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import sympy
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from layoutkit.dsl.core.types import bf16
-from layoutkit.dsl.interpreter import memory, numerics as N
+from layoutkit.dsl.core.types import DTYPES, bf16
+from layoutkit.dsl.interpreter import RaceError, float8, memory, numerics as N
 from layoutkit.dsl.interpreter.index_eval import compile_index
 from layoutkit.dsl.interpreter.scheduler import _below
 from layoutkit.dsl.interpreter.wgmma_math import byte_runs
@@ -59,6 +62,67 @@ def test_bf16_decode_is_the_high_half_of_a_float32(raw):
     halves = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
     assert all(type(v) is np.float32 for v in got)
     assert np.array(got, dtype=np.float32).view(np.uint32).tolist() == halves.tolist()
+
+
+FP8 = ("e4m3", "e5m2")
+
+
+@pytest.mark.parametrize("fmt", FP8)
+def test_fp8_decode_and_encode_of_every_bit_pattern_match_the_array_forms(fmt):
+    raw = np.arange(256, dtype=np.uint8)
+    got = memory.decode(raw, DTYPES[fmt])
+    assert all(type(v) is np.float32 for v in got)
+    assert np.array(got).tobytes() == float8.from_bits(raw, fmt).tobytes()
+    finite = [v for v in got if not np.isnan(v)]            # a NaN encodes as NAN_BITS
+    encoded = memory.encode(finite, DTYPES[fmt])
+    assert encoded.dtype == np.uint8 and encoded.flags.writeable
+    assert encoded.tobytes() == float8.to_bits(np.array(finite, dtype=np.float64), fmt).tobytes()
+    assert encoded.tolist() == [c for c in range(256) if not np.isnan(got[c])]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(FP8), st.lists(st.one_of(
+    st.integers(0, 255).map(lambda c: c),                   # an fp8 value (its pattern)
+    st.floats(width=32), st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan])),
+    min_size=1, max_size=16))
+def test_fp8_encode_of_few_values_matches_the_array_form(fmt, picks):
+    values = [memory._FP8_SCALARS[fmt][p] if isinstance(p, int) else np.float32(p)
+              for p in picks]
+    try:
+        want = float8.to_bits(np.array(values, dtype=np.float64), fmt).tobytes()
+    except ValueError as exc:                               # a value the format cannot hold
+        with pytest.raises(ValueError) as refused:
+            memory.encode(values, DTYPES[fmt])
+        assert str(refused.value) == str(exc)
+        return
+    assert memory.encode(values, DTYPES[fmt]).tobytes() == want
+
+
+CLAIMS = st.lists(st.tuples(st.integers(0, 240), st.integers(1, 16), st.booleans()), max_size=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(CLAIMS, st.sets(st.integers(0, 29)),
+       st.tuples(st.integers(0, 240), st.integers(1, 16), st.booleans()))
+def test_check_claims_refuses_what_a_scan_of_the_open_claims_refuses(claims, released, access):
+    # past a few open claims check_claims tests per-byte claim counts before scanning; the
+    # first open claim it conflicts with, in the order made, is the one it names
+    shared = memory.SharedMemory(SimpleNamespace(shared_bytes=256, shared=()))
+    made = [shared.claim(s, n, w, f"claim <{i}>", "advice") for i, (s, n, w) in
+            enumerate(claims)]
+    for i in sorted(released):
+        if i < len(made):
+            shared.release(made[i])
+    start, nbytes, writes = access
+    want = next((c for i, c in enumerate(made) if i not in released and c.start < start + nbytes
+                 and start < c.end and (c.writes or writes)), None)
+    op = SimpleNamespace(location=None)
+    if want is None:
+        shared.check_claims(start, nbytes, writes, "the access", op)
+    else:
+        with pytest.raises(RaceError, match=f"which {want.owner} still"):
+            shared.check_claims(start, nbytes, writes, "the access", op)
+    assert list(shared.claims) == [c for i, c in enumerate(made) if i not in released]
 
 
 SYMS = sympy.symbols("a b c", integer=True)
