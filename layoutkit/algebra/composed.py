@@ -87,16 +87,21 @@ class ComposedLayout:
         """1 + the largest index this layout produces over its domain.
 
         CuTe's C++ returns cosize(inner) and pycute cosize(outer); both can be below the largest
-        index (a swizzle can move an index up, an offset shifts all). This is the exact value,
-        found by enumerating the domain (integer layouts only).
+        index (a swizzle can move an index up, an offset shifts all). This is the exact value
+        (integer layouts only): in closed form for a swizzle over a compact inner layout
+        (_swizzled_compact_cosize), else by enumerating the domain.
         """
         if self._cosize is None:
             n = self.size()
             if type(n) is not int:
                 raise LayoutError(f"cosize of {self}: a symbolic ComposedLayout has no exact cosize")
-            if n > _COSIZE_LIMIT:
-                raise LayoutError(f"cosize of {self}: domain of {n} coordinates exceeds {_COSIZE_LIMIT}")
-            object.__setattr__(self, "_cosize", 1 + max(self(i) for i in range(n)))
+            found = _swizzled_compact_cosize(self)
+            if found is None:
+                if n > _COSIZE_LIMIT:
+                    raise LayoutError(f"cosize of {self}: domain of {n} coordinates exceeds "
+                                      f"{_COSIZE_LIMIT}")
+                found = 1 + max(self(i) for i in range(n))
+            object.__setattr__(self, "_cosize", found)
         return self._cosize
 
     def subs(self, mapping) -> "ComposedLayout":
@@ -118,6 +123,34 @@ class ComposedLayout:
     def _repr_svg_(self):
         from . import render
         return render.svg_or_none(self)
+
+
+def _is_compact(layout: Layout) -> bool:
+    """Whether an integer `layout` is a bijection onto 0..size-1: its strides, sorted, are the
+    running products of their extents (a compact layout with its modes permuted)."""
+    pairs = sorted((d, s) for s, d in zip(it.flatten(layout.shape), it.flatten(layout.stride))
+                   if s != 1)
+    product = 1
+    for d, s in pairs:
+        if type(d) is not int or type(s) is not int or d != product:
+            return False
+        product *= s
+    return True
+
+
+def _swizzled_compact_cosize(layout: "ComposedLayout"):
+    """cosize of Swizzle o offset o inner for a compact integer inner layout, exactly; None for
+    other layouts. The swizzle keeps each aligned block of 2**(base + bits) elements
+    (2**(base + |shift| + bits) for a negative shift) in place, so the largest index lies in the
+    block of the largest pre-swizzle element offset + size - 1; the compact inner fills that
+    block from max(offset, the block's start) on, and only those (at most one block) are
+    swizzled."""
+    sw, offset, inner = layout.outer, layout.offset, layout.inner
+    if not isinstance(sw, Swizzle) or type(offset) is not int or not _is_compact(inner):
+        return None
+    high = offset + inner.size() - 1
+    block = 1 << (sw.base - min(0, sw.shift) + sw.bits)
+    return 1 + max(sw(x) for x in range(max(offset, high // block * block), high + 1))
 
 
 def acts_on_inner(op):

@@ -1,8 +1,11 @@
 """Swizzle and ComposedLayout."""
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 from layoutkit.algebra import (ComposedLayout, Layout, LayoutError, Swizzle, composition, cosize,
                                logical_divide, size, zipped_divide)
+
+from .strategies import compact_layouts
 
 
 def test_swizzle_function_and_value_semantics():
@@ -39,6 +42,28 @@ def test_composed_layout_is_a_layout():
 def test_composed_cosize_counts_offset_and_swizzle():
     assert cosize(ComposedLayout(Swizzle(1, 0, 3), 0, Layout(9, 1))) == 10
     assert cosize(ComposedLayout(Layout(8, 2), 3, Layout(4, 1))) == 2 * 6 + 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(compact_layouts(gaps=False, extras=False, max_size=512), compact_layouts(max_size=256),
+       st.integers(0, 3), st.integers(0, 4), st.integers(-6, 6), st.integers(0, 300),
+       st.booleans())
+def test_composed_cosize_closed_form_is_the_enumerated_value(compact, gapped, bits, base,
+                                                             shift, offset, use_compact):
+    # a compact inner takes the closed form (at most one swizzle block enumerated), a layout
+    # with gaps the enumeration: both must equal 1 + the largest index over the domain
+    assume(abs(shift) >= bits)
+    shape, stride = compact if use_compact else gapped
+    S = ComposedLayout(Swizzle(bits, base, shift), offset, Layout(shape, stride))
+    assert cosize(S) == 1 + max(S(i) for i in range(size(S)))
+
+
+def test_composed_cosize_of_a_large_swizzled_tile_needs_no_enumeration():
+    # 64 rows x 128 bf16 x 8 stages: 65536 elements; the closed form swizzles one block (1024)
+    S = ComposedLayout(Swizzle(3, 3, 3), 0, Layout((64, (64, 2), 8), (64, (1, 4096), 8192)))
+    assert cosize(S) == 65536
+    # offset 8: the last block holds 4096..4103 alone, whose swizzle bits (6-8) are 0
+    assert cosize(ComposedLayout(Swizzle(3, 3, 3), 8, Layout((64, 64), (64, 1)))) == 4104
 
 
 def test_composed_errors():

@@ -357,35 +357,8 @@ def _parse(what: str, layout):
                          "stride of 0 repeats an element), so that no offset it computes lies "
                          "below the buffer's start")
     if swizzle is not None:
-        elements = _swizzled_cosize(swizzle, offset, inner, layout)
+        elements = layout.cosize()       # closed form for a compact inner (the algebra)
     return swizzle, offset, inner, elements
-
-
-def _compact(layout: Layout) -> bool:
-    """Whether `layout` is a bijection onto 0..size-1 (its strides, sorted, are the running
-    products of their extents: a compact layout with its modes permuted)."""
-    pairs = sorted((d, s) for s, d in zip(bounds.leaves(layout.shape),
-                                          bounds.leaves(layout.stride)) if s != 1)
-    product = 1
-    for d, s in pairs:
-        if d != product:
-            return False
-        product *= s
-    return True
-
-
-def _swizzled_cosize(swizzle: Swizzle, offset: int, inner: Layout, layout) -> int:
-    """1 + the largest element of swizzle(offset + inner(c)), exactly. The swizzle keeps each
-    aligned block of 2**(base + bits) elements (2**(base + |shift| + bits) for a negative
-    shift) in place, so the largest lies in the block of the largest pre-swizzle element
-    offset + cosize(inner) - 1; when inner is compact its elements fill that block from
-    max(offset, the block's start) on, and only those (at most one block) are swizzled.
-    Other layouts: the ComposedLayout's own cosize (it enumerates the domain)."""
-    if not _compact(inner):
-        return layout.cosize()
-    high = offset + cosize(inner) - 1
-    block = 1 << (swizzle.base - min(0, swizzle.shift) + swizzle.bits)
-    return 1 + max(swizzle(x) for x in range(max(offset, high // block * block), high + 1))
 
 
 def shared_tensor(layout, dtype: DType, *, name: str | None = None,
