@@ -38,10 +38,11 @@ class CtaClocks:
         self.clock[np.arange(size), np.arange(size)] = 1
         self.clock[:, size] = _SEEN_BY_ALL
         self.rows = list(self.clock)        # views of the rows (the clock changes in place)
-        self.writer = np.full(shared_bytes, -1, dtype=np.int32)
+        # the accessors are intp: a row indexed by a slice of them gathers fastest
+        self.writer = np.full(shared_bytes, -1, dtype=np.intp)
         self.write_clock = np.zeros(shared_bytes, dtype=np.int64)
         self.write_op = np.zeros(shared_bytes, dtype=np.int32)
-        self.reader = np.full(shared_bytes, -1, dtype=np.int32)
+        self.reader = np.full(shared_bytes, -1, dtype=np.intp)
         self.read_clock = np.zeros(shared_bytes, dtype=np.int64)
         self.read_op = np.zeros(shared_bytes, dtype=np.int32)
 
@@ -121,8 +122,7 @@ class HappensBefore:
         benign = same if writes and same is not None else None
         # _check's common case first, here: every earlier accessor is in `mine`'s past
         unordered = None
-        if 1 in np.less(mine.take(clocks.writer[start:end]),
-                        clocks.write_clock[start:end]).tobytes():
+        if 1 in np.less(mine[clocks.writer[start:end]], clocks.write_clock[start:end]).tobytes():
             unordered = self._check(clocks, mine, me, clocks.writer, clocks.write_clock,
                                     clocks.write_op, start, end, "wrote", what, writes, op,
                                     benign)
@@ -132,8 +132,7 @@ class HappensBefore:
             clocks.read_clock[start:end] = mine[me]
             clocks.read_op[start:end] = index
             return
-        if 1 in np.less(mine.take(clocks.reader[start:end]),
-                        clocks.read_clock[start:end]).tobytes():
+        if 1 in np.less(mine[clocks.reader[start:end]], clocks.read_clock[start:end]).tobytes():
             self._check(clocks, mine, me, clocks.reader, clocks.read_clock, clocks.read_op,
                         start, end, "read", what, writes, op, benign)
         if unordered is not None:
@@ -168,7 +167,7 @@ class HappensBefore:
         others = owner[start:end]
         # the common case first: every earlier accessor's access is in `mine`'s past (a
         # thread has seen its own accesses, and every clock has seen nobody's: -1)
-        if 1 not in np.less(mine.take(others), stamp[start:end]).tobytes():
+        if 1 not in np.less(mine[others], stamp[start:end]).tobytes():
             return None
         seen = mine[np.maximum(others, 0)]
         racing = (others >= 0) & (others != me) & (seen < stamp[start:end])

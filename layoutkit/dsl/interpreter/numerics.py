@@ -125,6 +125,10 @@ _F32_MAX, _F16_MAX = _MAX["f32"], _MAX["f16"]
 
 
 _FLOAT32 = np.float32
+# _ONE32 * x is the float32 nearest (even) to a float |x| <= the float32 maximum, as
+# _FLOAT32(x) is, in a fifth of its time (numpy casts the Python float to float32, then
+# multiplies exactly); past the maximum numpy would warn of the overflow
+_ONE32 = _FLOAT32(1.0)
 _F32_BITS, _U32_BITS = struct.Struct("<f"), struct.Struct("<I")
 _F64_BITS, _F64_PACK = struct.Struct("<Q"), struct.Struct("<d").pack
 _F32_MIN_NORMAL = _TINY["f32"]
@@ -136,8 +140,8 @@ BF16_SCALARS = list((np.arange(1 << 16, dtype=np.uint32) << 16).view(np.float32)
 
 
 def _bf16_of_f32(a):
-    """The bf16 value nearest (even) to a float32 `a` that is not NaN, as a float32: the bf16
-    rounding of its bit pattern (bf16_from_f32_bits, one value; equal to
+    """The bf16 value nearest (even) to a float32 `a` (or the float it is) that is not NaN, as
+    a float32: the bf16 rounding of its bit pattern (bf16_from_f32_bits, one value; equal to
     _round_pair(a, 0, BF16))."""
     (bits,) = _U32_BITS.unpack(_F32_BITS.pack(a))
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
@@ -151,8 +155,10 @@ def _make(value: float, name: str):
     if name == "f16":
         if not _F16_MAX < abs(value) < math.inf:
             return np.float16(value)
+    elif -_F32_MAX <= value <= _F32_MAX:
+        return _ONE32 * value
     elif not _F32_MAX < abs(value) < math.inf:
-        return _FLOAT32(value)
+        return _FLOAT32(value)              # NaN, an infinity
     with np.errstate(over="ignore"):
         return np.float16(value) if name == "f16" else np.float32(value)
 
@@ -161,7 +167,7 @@ def round_float(value: float, dtype: DType):
     """`value` (a float64 result of one operation on `dtype` operands) rounded to dtype."""
     name = dtype.name
     if name == "f32":
-        return _FLOAT32(value) if -_F32_MAX <= value <= _F32_MAX else _make(value, name)
+        return _ONE32 * value if -_F32_MAX <= value <= _F32_MAX else _make(value, name)
     if name == "f16":
         return _make(value, name)
     if name == "f64":
@@ -191,7 +197,7 @@ def fma(a, b, c, dtype: DType):
             e == 0.0 or _F64_BITS.unpack(_F64_PACK(s))[0] & 0x1FFFFFFF != 0x10000000):
         # s + e and s round alike unless s is a float32 midpoint (a double nearer to s + e
         # than s would lie between them otherwise); the normal range has no zero results
-        return _FLOAT32(s)
+        return _ONE32 * s
     return _round_pair(s, e, dtype)
 
 
@@ -215,30 +221,36 @@ _SAFE = 2.0 ** 63       # float32 operands below it in magnitude: sums and produ
 
 def binary(kind: str, a, b, dtype: DType):
     """The `binary` op (add sub mul div max min) on register values of dtype."""
-    if dtype.name == "f32":                 # the common case: f32 add, mul, sub
+    if dtype.name == "f32":                 # the common case: f32 mul, add, max, sub, min
         x, y = float(a), float(b)
-        if type(a) is _FLOAT32 is type(b) and -_SAFE < x < _SAFE and -_SAFE < y < _SAFE:
+        # (the literals are +-_SAFE)
+        if type(a) is _FLOAT32 is type(b) and -9.223372036854775808e18 < x < \
+                9.223372036854775808e18 and -9.223372036854775808e18 < y < \
+                9.223372036854775808e18:
             # numpy's float32 arithmetic rounds once as PTX does, and cannot overflow (nor
             # warn) for these operands; NaN and infinities take the general path
-            if kind == "add":
-                return a + b
             if kind == "mul":
                 return a * b
-            if kind == "sub":
+            if kind == "add":
+                return a + b
+            if kind == "max":
+                if x != 0.0 or y != 0.0:
+                    return a if x > y else b                # (zeros: their signs)
+            elif kind == "sub":
                 return a - b
-            if (kind == "max" or kind == "min") and (x != 0.0 or y != 0.0):
-                return a if (x > y) == (kind == "max") else b       # (zeros: their signs)
+            elif kind == "min" and (x != 0.0 or y != 0.0):
+                return b if x > y else a
         arith = _ARITH.get(kind)            # operator's: a NaN keeps the payload it had
         if arith is not None:
             r = arith(x, y)
-            return _FLOAT32(r) if -_F32_MAX <= r <= _F32_MAX else round_float(r, dtype)
+            return _ONE32 * r if -_F32_MAX <= r <= _F32_MAX else round_float(r, dtype)
     if dtype.kind == "float":
         x, y = float(a), float(b)
         arith = _ARITH.get(kind)
         if arith is not None:
             r = arith(x, y)
             if dtype.name == "f32" and -_F32_MAX <= r <= _F32_MAX:
-                return _FLOAT32(r)              # round_float's common case
+                return _ONE32 * r               # round_float's common case
             return round_float(r, dtype)
         if kind == "max" or kind == "min":
             if math.isnan(x):
@@ -284,7 +296,7 @@ def unary(kind: str, a, dtype: DType, ftz: bool = False):
         return wrap(-a, dtype) if kind == "neg" else wrap(abs(a), dtype)
     x = float(a)
     if kind == "exp2" and -126.0 <= x <= 127.0 and dtype.name == "f32":
-        return _FLOAT32(2.0 ** x)       # the common case: a normal result (nothing to flush)
+        return _ONE32 * 2.0 ** x        # the common case: a normal result (nothing to flush)
     if kind == "neg":
         return to_dtype(-x, dtype)
     if kind == "abs":
@@ -337,12 +349,14 @@ def compare(kind: str, a, b, dtype: DType) -> bool:
 def cast(a, src: DType, dst: DType):
     """cvt as the lowering emits it: float narrowing and int -> float round to nearest even,
     float -> int truncates toward zero and saturates (NaN -> 0), int -> int wraps."""
-    if type(a) is _FLOAT32 and a == a:          # an f32 register (also bf16, fp8): not NaN
-        name = dst.name
-        if name == "bf16":
-            return _bf16_of_f32(a)
-        if name == "f32":
-            return a                            # exact
+    if type(a) is _FLOAT32:                     # an f32 register (also bf16, fp8)
+        x = float(a)
+        if x == x:                              # not NaN
+            name = dst.name
+            if name == "bf16":
+                return _bf16_of_f32(x)
+            if name == "f32":
+                return a                        # exact
     if src.kind == "float" and dst.kind == "float":
         return to_dtype(float(a), dst)
     if dst.is_float:
