@@ -64,6 +64,15 @@ def test_bf16_decode_is_the_high_half_of_a_float32(raw):
     assert np.array(got, dtype=np.float32).view(np.uint32).tolist() == halves.tolist()
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.floats(-N._F32_MAX, N._F32_MAX))
+def test_a_float32_made_by_multiplying_one_is_the_float32_nearest_the_float(x):
+    # numerics builds f32 results within the float32 range as _ONE32 * x
+    assert same_bits(N._ONE32 * x, np.float32(x))
+    assert same_bits(N.round_float(x, N.F32), np.float32(x))
+    assert same_bits(N.to_dtype(x, N.F32), np.float32(x))
+
+
 FP8 = ("e4m3", "e5m2")
 
 
