@@ -114,18 +114,40 @@ if importlib.util.find_spec("torch") is None:   # layoutkit.torch needs torch ([
 WORKER_FACET_CALLS: dict[tuple[str, str], int] = {}
 
 
+# Modules that trace the same specializations (the same recipe kernels, keys and constexprs):
+# under xdist each group goes to one worker, which traces them once (a worker's kernels keep
+# their specializations in memory); apart, both workers traced them (~8 s CPU in all).
+SHARED_TRACES = (
+    ("tests/torch/test_attention_backward_cpu.py", "tests/torch/test_compile_cpu.py",
+     "tests/torch/test_opcheck_cpu.py"),        # attention fwd/bwd passes, gemm_bm64
+    ("tests/torch/test_gemm_grouped_op.py", "tests/dsl/test_recipe_gemm_grouped.py"),
+    ("tests/dsl/interpreter/test_recipes_cpu.py", "tests/dsl/test_recipe_mma_gemm_compile.py",
+     "tests/dsl/test_mma_interpreter.py"),       # mma_gemm_w8
+    ("tests/dsl/test_recipe_transpose.py", "tests/dsl/test_recipe_wrappers.py"),
+    ("tests/dsl/test_recipe_gemm_hopper.py", "tests/test_cli.py"),
+)
+SCOPE_OF_MODULE = {module: group[0] for group in SHARED_TRACES for module in group}
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """(xdist controller) `-n` without `--dist` hands each worker one whole module at a time, in
     RUN_ORDER (xdist's loadscope, not reordered by test count), where xdist's default ("load")
     sends runs of consecutive tests: a worker could be left holding a run of a hundred long
     tests while the other idles at the end, and a module split between workers set up its
-    module fixtures (traces, ptxas) in both. An explicit --dist other than load keeps its own."""
+    module fixtures (traces, ptxas) in both. The modules of a SHARED_TRACES group go together.
+    An explicit --dist other than load keeps its own."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SCOPE_OF_MODULE.get(module, module)
+
     config.option.loadscopereorder = False
-    return LoadScopeScheduling(config, log)
+    return ModuleScheduling(config, log)
 
 
 @pytest.hookimpl(optionalhook=True)
