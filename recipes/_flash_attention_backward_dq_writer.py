@@ -15,7 +15,7 @@ own keys, summed by the writers (one reduction per dQ element per CTA). Rows are
 laid out so that both sides' accesses are free of bank conflicts (sdq_layout).
 
 DQ_WRITE = "tma_reduce": the same hand-off, one shared tile per consumer warpgroup, each
-reduced into the accumulator by one TMA reduce-add (`cp.reduce.async.bulk.tensor ... .add`)
+reduced into the accumulator by a TMA reduce-add (`cp.reduce.async.bulk.tensor ... .add`)
 that one lane of writer warp 1 issues; the TMA unit reads the tile and adds it in L2:
 
     consumer w, per step:  [sync TMA_EMPTY[w]] dQ -> sdQ[w]; fence.proxy.async [arrive TMA_FULL[w]]
@@ -25,7 +25,8 @@ that one lane of writer warp 1 issues; the TMA unit reads the tile and adds it i
 A warpgroup's hand-off waits only for its own tile (two barrier pairs), and the reductions
 cost the issuing lane one instruction per tile instead of the 16-byte reductions of three warps
 (tma_sdq_layout: 128-byte swizzled f32, the tensor map's box layout; DQ_SPLIT "head_dim" each
-warpgroup's half of the columns, "keys" each its full-width partial, the two added in L2).
+warpgroup's half of the columns, "keys" each its full-width partial, the two added in L2,
+"rows" each its 64 of a 128-row step).
 """
 from __future__ import annotations
 
@@ -146,9 +147,11 @@ def write_dq_tma(e) -> None:
                 lk.sm90.named_barrier_arrive(TMA_EMPTY[w], TMA_THREADS)
             for w in range(CONSUMERS):
                 lk.sm90.named_barrier_sync(TMA_FULL[w], TMA_THREADS)
-                col = w if e.DQ_SPLIT == "head_dim" else 0
+                # 64-row blocks: the step's, or (DQ_SPLIT "rows", 128-row steps) consumer w's
+                at = (row * CONSUMERS + w, 0) if e.DQ_SPLIT == "rows" else \
+                    (row, w if e.DQ_SPLIT == "head_dim" else 0)
                 with lk.if_(issuer):
-                    lk.sm90.tma_store(e.dq_acc.tile((64, cols), (row, col)), e.sdQ[:, :, w],
+                    lk.sm90.tma_store(e.dq_acc.tile((64, cols), at), e.sdQ[:, :, w],
                                       reduce="add")
                     lk.sm90.tma_store_commit()
     with lk.if_(issuer):

@@ -6,9 +6,9 @@ references, checks) is the recipe file.
 One CTA per (BN-key block, kv head, batch); 3 warpgroups (every line below is in the kernel):
 
     warpgroup 0, producer: one elected thread loads the K and V tiles once (k_full, v_full),
-        then per ring step i (query head g of the group, 64-row query block m): wait q_empty[s]
-        -> expect_tx(q_full[s]) { TMA Q_m, TMA its 64 neg_lse2 }; wait do_empty[s] ->
-        expect_tx(do_full[s]) { TMA dO_m, TMA its 64 D } (the rows' values read from shared
+        then per ring step i (query head g of the group, BQ-row query block m): wait q_empty[s]
+        -> expect_tx(q_full[s]) { TMA Q_m, TMA its BQ neg_lse2 }; wait do_empty[s] ->
+        expect_tx(do_full[s]) { TMA dO_m, TMA its BQ D } (the rows' values read from shared
         memory where they are used, not from L2 in the critical path)
     warpgroups 1, 2, consumers: warpgroup w owns keys w*64 .. w*64+63 of the block, and keeps
         dK, dV of them (64 x head_dim f32 each) in registers over every step:
@@ -43,11 +43,14 @@ diagonal are masked (the first of each head's blocks), the rest run unmasked (`q
 GQA: the CTA walks the GROUP query heads of its kv head one after the other through the same
 ring, so dK and dV are summed over the group in registers and stored once.
 
-Pipeline switches (constexprs, `Config` in the recipe file): BN keys per CTA (2 x 64), STAGES
-the Q/dO ring depth, DQ_SPLIT how the two consumer warpgroups share dQ = dS K: "head_dim"
-(each computes dQ for half of head_dim over all BN keys: one reduction per dQ element per CTA,
-needs head_dim / 2 a multiple of 64 and a 256-thread barrier per step) or "keys" (each computes
-the full head_dim over its own 64 keys: no cross-warpgroup barrier, twice the reductions) or
+Pipeline switches (constexprs, `Config` in the recipe file): BN keys per CTA (2 x 64), BQ the
+query rows per ring step (64, or 128 with DQ_SPLIT "rows": S^T and dP^T are then 64 keys x 128
+queries per warpgroup), STAGES the Q/dO ring depth, DQ_SPLIT how the two consumer warpgroups
+share dQ = dS K: "head_dim" (each computes dQ for half of head_dim over all BN keys: one
+reduction per dQ element per CTA, needs head_dim / 2 a multiple of 64 and a 256-thread barrier
+per step) or "rows" (each computes its 64 of the 128 query rows over all BN keys, the same
+barrier) or "keys" (each computes the full head_dim over its own 64 keys: no cross-warpgroup
+barrier, twice the reductions) or
 "keys_summed" (as "keys", then the two partials summed through shared memory behind a 256-
 thread barrier, each warpgroup reducing half of the columns: one reduction per element), DQ_WRITE
 who issues the dQ reductions: "consumers" (each warpgroup its own, as above) or
@@ -56,8 +59,10 @@ warpgroup, which reduce it) or "tma_reduce" (each consumer's tile through shared
 TMA reduce-add issued by a lane of warp 1; both: recipes/_flash_attention_backward_dq_writer.py),
 DS_STORE how each step's dS^T reaches sdS ("st": 4-byte st.shared per value pair, 16 per thread; "stmatrix":
 4 stmatrix.x4 per thread), DQ_FIRST whether dQ = dS K is issued before dK's wgmma (its
-reduction or hand-off then runs while dK computes) or after it (both retired first), and
-the register budgets; DKV_SPLIT "head_dim" (head dim 256) replaces this file's consumers by
+reduction or hand-off then runs while dK computes) or after it (both retired first),
+DS_FIRST whether dS is computed before dV's wgmma is issued (P^T and dP^T die before the bf16
+P^T that wgmma reads from registers lives: 64 fewer live registers at BQ 128) or while it runs,
+and the register budgets; DKV_SPLIT "head_dim" (head dim 256) replaces this file's consumers by
 recipes/_flash_attention_backward_columns.py's (64 keys per CTA, head_dim split for dK, dV).
 """
 from __future__ import annotations
@@ -71,30 +76,33 @@ from recipes._flash_attention_kernel import Env, _where, release, row_col, tile_
 WG_KEYS = 64                   # keys of one consumer warpgroup (one m64 wgmma)
 CONSUMERS = 2
 BN = CONSUMERS * WG_KEYS       # keys per CTA
-BQ = 64                        # query rows per ring step
+BQ = 64                        # query rows per ring step by default (the BQ constexpr)
+QUERY_BLOCKS = (64, 128)       # the BQ the kernel takes: 128 with DQ_SPLIT "rows" only
+WG_QUERIES = 64                # dQ rows of one consumer warpgroup in the "rows" split (m64)
 LOG2E = math.log2(math.e)
 DS_BARRIER, EPILOGUE_BARRIER = 1, 3      # named barrier ids (keys split, epilogue: + warpgroup)
-DQ_SPLITS = ("head_dim", "keys", "keys_summed")
+DQ_SPLITS = ("head_dim", "keys", "keys_summed", "rows")
+SHARED_DS = ("head_dim", "rows")         # splits whose dQ reads both warpgroups' dS and K rows
 DQ_WRITES = ("consumers", "producer_warps", "tma_reduce")   # who reduces dQ into the accumulator
 DS_STORES = ("st", "stmatrix")                  # how dS^T goes to shared memory
 DQ_BARRIER = 5                           # the keys_summed exchange (256 threads)
 
 
-def query_blocks(sq, sk, n_blk, causal: bool, keys: int = BN):
+def query_blocks(sq, sk, n_blk, causal: bool, keys: int = BN, bq: int = BQ):
     """(m_begin, n_masked, nq, nqb) of key block n_blk (`keys` keys), kernel integers: the CTA
-    runs query blocks m_begin + j, j = 0 .. nq-1, of each head of its group, the first n_masked
-    of them masked; nqb = ceil(sq / 64) blocks in all. Causal: query q sees key j iff j <= q +
-    sk - sq; block m is skipped when its last row sees no key of the CTA (m*BQ + BQ-1 <
-    n_blk*keys - (sk - sq)) and runs unmasked when its first row sees the CTA's last key. Every
-    key block has a query block (the last query row sees every key); the clamps make the counts
-    provably >= 0."""
-    nqb = -(-sq // BQ)
+    runs query blocks (of `bq` rows) m_begin + j, j = 0 .. nq-1, of each head of its group, the
+    first n_masked of them masked; nqb = ceil(sq / bq) blocks in all. Causal: query q sees key
+    j iff j <= q + sk - sq; block m is skipped when its last row sees no key of the CTA (m*bq +
+    bq-1 < n_blk*keys - (sk - sq)) and runs unmasked when its first row sees the CTA's last key.
+    Every key block has a query block (the last query row sees every key); the clamps make the
+    counts provably >= 0."""
+    nqb = -(-sq // bq)
     if not causal:
         return 0, 0, nqb, nqb
-    m_begin = lk.maximum(n_blk * keys + sq - sk, 0) // BQ   # the first row that sees the block
+    m_begin = lk.maximum(n_blk * keys + sq - sk, 0) // bq   # the first row that sees the block
     nq = lk.maximum(nqb - m_begin, 0)
     last_key_row = lk.maximum(n_blk * keys + keys - 1 + sq - sk, 0)
-    n_masked = lk.minimum(lk.maximum(-(-last_key_row // BQ) - m_begin, 0), nq)
+    n_masked = lk.minimum(lk.maximum(-(-last_key_row // bq) - m_begin, 0), nq)
     return m_begin, n_masked, nq, nqb
 
 
@@ -105,23 +113,24 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
                   SCALE: lk.f32, SCALE_LOG2: lk.f32, D: lk.constexpr, STAGES: lk.constexpr,
                   CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr, DKV_SPLIT: lk.constexpr,
                   DQ_WRITE: lk.constexpr, DS_STORE: lk.constexpr, DQ_FIRST: lk.constexpr,
-                  PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr):
+                  PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr,
+                  BQ: lk.constexpr = BQ, DS_FIRST: lk.constexpr = False):
     """The kernel (module docstring). q, do (batch, seqlen_q, heads_q, D); k, v, dk, dv (batch,
-    seqlen_k, heads_kv, D), D contiguous; dq_acc f32 (batch * heads_q * nqb * 64, D), row
-    (b * heads_q + h) * nqb * 64 + q, nqb = ceil(seqlen_q / 64), added into (zeroed by the
-    host); neg_lse2, delta f32 (batch * heads_q * nqb * 64,) in the same row order: -lse *
-    log2 e and rowsum(dO * O), padded with -inf and 0. Query head h reads kv head h // GROUP. Grid
-    (ceil(seqlen_k / KEYS), heads_kv, batch), KEYS = 128 (DKV_SPLIT "keys") or 64 ("head_dim":
-    recipes/_flash_attention_backward_columns.py's consumers)."""
+    seqlen_k, heads_kv, D), D contiguous; dq_acc f32 (batch * heads_q * nqb * BQ, D), row
+    (b * heads_q + h) * nqb * BQ + q, nqb = ceil(seqlen_q / BQ) (BQ query rows per step),
+    added into (zeroed by the host); neg_lse2, delta f32 (batch * heads_q * nqb * BQ,) in the
+    same row order: -lse * log2 e and rowsum(dO * O), padded with -inf and 0. Query head h reads
+    kv head h // GROUP. Grid (ceil(seqlen_k / KEYS), heads_kv, batch), KEYS = 128 (DKV_SPLIT
+    "keys") or 64 ("head_dim": recipes/_flash_attention_backward_columns.py's consumers)."""
     Q, K, V, DO, DK, DV = (x.permute(1, 3, 2, 0) for x in (q, k, v, do, dk, dv))
     SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
     n_blk, hk, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     KEYS = BN if DKV_SPLIT == "keys" else WG_KEYS
-    m_begin, n_masked, nq, nqb = query_blocks(SQ, SK, n_blk, CAUSAL, KEYS)
-    buffers = shared_buffers(D, STAGES, KEYS, DKV_SPLIT, DQ_SPLIT, DQ_WRITE)
+    m_begin, n_masked, nq, nqb = query_blocks(SQ, SK, n_blk, CAUSAL, KEYS, BQ)
+    buffers = shared_buffers(D, STAGES, KEYS, DKV_SPLIT, DQ_SPLIT, DQ_WRITE, BQ)
 
     def query_row(h, m):
-        """Block row of query block m of head h in dq_acc, neg_lse2 and delta (64-row units)."""
+        """Block row of query block m of head h in dq_acc, neg_lse2 and delta (BQ-row units)."""
         return (b * HQ + h) * nqb + m
     roles(Env(**buffers, **locals()), consumer_kind(DKV_SPLIT))
 
@@ -163,7 +172,7 @@ def dq_halves_layout(D: int) -> lk.Layout:
 
 
 def shared_buffers(D: int, STAGES: int, keys: int = BN, split: str = "keys",
-                   dq_split: str = "keys", dq_write: str = "consumers") -> dict:
+                   dq_split: str = "keys", dq_write: str = "consumers", BQ: int = BQ) -> dict:
     """K and V (`keys` rows, loaded once, reused for dK and dV), the Q and dO rings with their
     steps' neg_lse2 and D rows, the two dS^T buffers (and P^T's, DKV_SPLIT "head_dim") and the
     mbarriers, initialised: {name: tensor or barrier array}."""
@@ -180,7 +189,7 @@ def shared_buffers(D: int, STAGES: int, keys: int = BN, split: str = "keys",
         sdQ = lk.shared_tensor(dq_writer.sdq_layout(D, dq_split), lk.f32, name="sdQ")
     elif dq_write == "tma_reduce":
         sdQ = lk.shared_tensor(dq_writer.tma_sdq_layout(D, dq_split), lk.f32, name="sdQ")
-    rows = lk.Layout((BQ, STAGES), (1, BQ))             # a step's 64 values of neg_lse2 / D
+    rows = lk.Layout((BQ, STAGES), (1, BQ))             # a step's BQ values of neg_lse2 / D
     sLSE = lk.shared_tensor(rows, lk.f32, name="sLSE", align=128)      # TMA boxes
     sDelta = lk.shared_tensor(rows, lk.f32, name="sDelta", align=128)
     k_full = lk.sm90.mbarrier_array(1, 1, name="k_full")
@@ -218,9 +227,9 @@ def produce(e: Env) -> None:
                 lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
                 with lk.sm90.elect_one(), lk.sm90.expect_tx(full[p.stage]):
                     lk.sm90.tma_load(ring[:, :, :, :, p.stage],
-                                     tensor.tile((BQ, e.D, 1, 1), (m, 0, h, e.b)),
+                                     tensor.tile((e.BQ, e.D, 1, 1), (m, 0, h, e.b)),
                                      full[p.stage])
-                    lk.sm90.tma_load(sv[:, p.stage], values.tile((BQ,), (row,)),
+                    lk.sm90.tma_load(sv[:, p.stage], values.tile((e.BQ,), (row,)),
                                      full[p.stage])
 
 
@@ -231,7 +240,7 @@ class Consumer:
         self.wg, self.e = wg, e
         D = e.D
         self.sK_w, self.sV_w = (self.own_keys(x) for x in (e.sK, e.sV))
-        self.s_layout = lk.sm90.wgmma_accumulator_layout(BQ)
+        self.s_layout = lk.sm90.wgmma_accumulator_layout(e.BQ)
         self.kv_layout = lk.sm90.wgmma_accumulator_layout(D)
         self.dq_cols = D // 2 if e.DQ_SPLIT == "head_dim" else D
         self.dq_layout = lk.sm90.wgmma_accumulator_layout(self.dq_cols)
@@ -240,7 +249,7 @@ class Consumer:
         self.first_key = self.first_own_key() + self.row0
         # a step's neg_lse2 and D rows in shared memory as (keys, queries) views, the key mode
         # broadcast; the dQ accumulator unmasked: its rows are padded to whole 64-query blocks
-        by_query = lk.Layout((WG_KEYS, BQ, e.STAGES), (0, 1, BQ))
+        by_query = lk.Layout((WG_KEYS, e.BQ, e.STAGES), (0, 1, e.BQ))
         self.by_query = {"neg_lse2": e.sLSE.view(by_query), "delta": e.sDelta.view(by_query)}
         self.dq_acc = lk.global_tensor(e.dq_acc.ptr, e.dq_acc.layout, None)
 
@@ -279,7 +288,7 @@ class Consumer:
         """P^T with 0 where key > query + seqlen_k - seqlen_q (after the exp2: rows that see no
         key have neg_lse2 = +inf, clamped to P = 1 there)."""
         e = self.e
-        base = lk.cast(m * BQ + self.col0 + e.SK - e.SQ - self.first_key, lk.i32)
+        base = lk.cast(m * e.BQ + self.col0 + e.SK - e.SQ - self.first_key, lk.i32)
         keep = lk.RegisterTensor(lk.bool_, P.layout, [(base >= dr - dc).value
                                                       for dr, dc in zip(self.drow, self.dcol)])
         return lk.where(keep, P, 0.0)
@@ -296,24 +305,31 @@ class Consumer:
         sQ, sdO = e.sQ[:, :, 0, 0, s.stage], e.sdO[:, :, 0, 0, s.stage]
         lk.sm90.mbarrier_wait(e.q_full[s.stage], s.phase)
         lk.sm90.wgmma_fence()
-        S = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(BQ), self.sK_w, sQ, accumulate=False)
+        S = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(e.BQ), self.sK_w, sQ, accumulate=False)
         lk.sm90.wgmma_commit()
         lk.sm90.mbarrier_wait(e.do_full[s.stage], s.phase)
         lk.sm90.wgmma_fence()
-        dP = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(BQ), self.sV_w, sdO, accumulate=False)
+        dP = lk.sm90.wgmma(lk.sm90.wgmma_accumulator(e.BQ), self.sV_w, sdO, accumulate=False)
         lk.sm90.wgmma_commit()
         lk.sm90.wgmma_wait(1)                               # S^T done, dP^T still running
         neg_lse2 = self.query_values("neg_lse2", s.stage)   # shared: loaded where used
         P = lk.exp2(lk.minimum(lk.fma(S, e.SCALE_LOG2, neg_lse2), 0.0), ftz=True)   # P <= 1
         if masked:
             P = self.mask(P, m)
-        P16 = lk.cast(P, lk.bf16)
-        lk.sm90.wgmma_fence()
-        dV = lk.sm90.wgmma(dV, P16, sdO.T, accumulate=True)
-        lk.sm90.wgmma_commit()
-        lk.sm90.wgmma_wait(1)                               # dP^T done, dV still running
-        delta = self.query_values("delta", s.stage)
-        dS16 = lk.cast(P * (dP - delta), lk.bf16)
+        if e.DS_FIRST:                      # dS before dV's wgmma: P, dP die before P16 lives
+            lk.sm90.wgmma_wait(0)                           # dP^T done
+            dS16 = lk.cast(P * (dP - self.query_values("delta", s.stage)), lk.bf16)
+            P16 = lk.cast(P, lk.bf16)
+            lk.sm90.wgmma_fence()
+            dV = lk.sm90.wgmma(dV, P16, sdO.T, accumulate=True)
+            lk.sm90.wgmma_commit()
+        else:                               # dS computed while dV's wgmma runs
+            P16 = lk.cast(P, lk.bf16)
+            lk.sm90.wgmma_fence()
+            dV = lk.sm90.wgmma(dV, P16, sdO.T, accumulate=True)
+            lk.sm90.wgmma_commit()
+            lk.sm90.wgmma_wait(1)                           # dP^T done, dV still running
+            dS16 = lk.cast(P * (dP - self.query_values("delta", s.stage)), lk.bf16)
         a, b = self.share_ds(i, dS16)       # before dK's wgmma, which owns dS16 until retired
         if e.DQ_FIRST:                      # dQ's reduction or hand-off under dK's wgmma
             dQ = self.issue_dq(a, b)
@@ -349,6 +365,9 @@ class Consumer:
         warpgroup's reductions, or handed to the producer warps (DQ_WRITE)."""
         e = self.e
         col = self.wg if e.DQ_SPLIT == "head_dim" else 0
+        row = e.query_row(h, m)               # in 64-row blocks of dq_acc: the step's, or
+        if e.DQ_SPLIT == "rows":              # this warpgroup's 64 of the step's 128 rows
+            row = row * CONSUMERS + self.wg
         if e.DQ_WRITE == "producer_warps":
             dq_writer.consumer_hand_off(e, dQ, self.wg if e.DQ_SPLIT == "keys" else 0, col)
             return
@@ -357,7 +376,7 @@ class Consumer:
             return
         if e.DQ_SPLIT == "keys_summed":
             dQ, col = self.sum_halves(i, dQ), self.wg
-        rows = self.dq_acc.tile((BQ, dQ.layout.tile[1]), (e.query_row(h, m), col))
+        rows = self.dq_acc.tile(dQ.layout.tile, (row, col))        # 64 rows x dQ's columns
         lk.atomic_add(rows.partition(dQ.layout), dQ)
 
     def sum_halves(self, i, dQ):
@@ -382,22 +401,27 @@ class Consumer:
         e, wg = self.e, self.wg
         buf = e.sdS[:, :, 0, 0, lk.sm90.consumer_state(i, 2).stage]
         store = lk.sm90.stmatrix if e.DS_STORE == "stmatrix" else lk.store
-        store(buf.tile((WG_KEYS, BQ), (wg, 0)).partition(self.s_layout), dS16)
+        store(buf.tile((WG_KEYS, e.BQ), (wg, 0)).partition(self.s_layout), dS16)
         lk.sm90.fence_proxy_async()                     # generic stores, then wgmma reads
+        keys = range(CONSUMERS)                         # dS K over the BN keys, 64 at a time
         if e.DQ_SPLIT == "head_dim":
             lk.sm90.named_barrier_sync(DS_BARRIER, CONSUMERS * 128)
-            keys = range(CONSUMERS)                   # dS K over the BN keys, 64 at a time
-            return ([buf.tile((WG_KEYS, BQ), (j, 0)).T for j in keys],       # (queries, 64 keys)
+            return ([buf.tile((WG_KEYS, e.BQ), (j, 0)).T for j in keys],     # (queries, 64 keys)
                     [e.sK[:, :, 0, 0].tile((WG_KEYS, self.dq_cols), (j, wg)).T
                      for j in keys])                                         # (D/2, 64 keys)
+        if e.DQ_SPLIT == "rows":                        # this warpgroup's 64 queries, all keys
+            lk.sm90.named_barrier_sync(DS_BARRIER, CONSUMERS * 128)
+            return ([buf.tile((WG_KEYS, WG_QUERIES), (j, wg)).T for j in keys],  # (64 q, 64 keys)
+                    [e.sK[:, :, 0, 0].tile((WG_KEYS, e.D), (j, 0)).T for j in keys])  # (D, 64)
         lk.sm90.named_barrier_sync(DS_BARRIER + wg, 128)
-        return [buf.tile((WG_KEYS, BQ), (wg, 0)).T], [self.sK_w.T]   # (queries, 64), (D, 64)
+        return [buf.tile((WG_KEYS, e.BQ), (wg, 0)).T], [self.sK_w.T]   # (queries, 64), (D, 64)
 
     def epilogue(self, dK, dV) -> None:
         """dK and dV of this warpgroup's keys through its rows of sK and sV to global memory."""
         e, wg = self.e, self.wg
-        lk.sm90.named_barrier_sync(DS_BARRIER + (0 if e.DQ_SPLIT == "head_dim" else wg),
-                                   CONSUMERS * 128 if e.DQ_SPLIT == "head_dim" else 128)
+        shared = e.DQ_SPLIT in SHARED_DS         # both warpgroups read every key's rows of sK
+        lk.sm90.named_barrier_sync(DS_BARRIER + (0 if shared else wg),
+                                   CONSUMERS * 128 if shared else 128)
         lk.store(self.sK_w.partition(self.kv_layout), lk.cast(dK, lk.bf16))
         lk.store(self.sV_w.partition(self.kv_layout), lk.cast(dV, lk.bf16))
         lk.sm90.fence_proxy_async()

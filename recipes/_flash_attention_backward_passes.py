@@ -3,14 +3,14 @@ block, query head, batch), 128 threads walking the block in slabs of 2048 / d ro
 per thread), each thread 8 consecutive head_dim columns (16-byte accesses) of 2 rows a slab:
 
     pre_pass:  D = rowsum(dO * O) (f32), neg_lse2 = -lse * log2 e, both in the backward
-               kernel's row order (batch, head, query) padded to whole 64-query blocks (D = 0,
-               neg_lse2 = -inf on padding rows); the block's rows of the f32 dQ accumulator
-               zeroed
+               kernel's row order (batch, head, query) padded to whole blocks of the kernel's
+               step (ROWS = 64 or 128 queries: D = 0, neg_lse2 = -inf on padding rows); the
+               block's rows of the f32 dQ accumulator zeroed
     post_pass: dq = dQ_acc * scale as bf16, the padding rows dropped
 
-The accumulator and the row vectors are seen as (64 * nqb, d, heads_q, batch) and (64 * nqb,
-1, heads_q, batch) tensors (nqb = ceil(seqlen_q / 64)), so every tile here is the same
-(slab, d, 1, 1) shape as the (seqlen, d, heads, batch) views of q, dO, O and dq.
+The accumulator and the row vectors are seen as (sqp, d, heads_q, batch) and (sqp, 1,
+heads_q, batch) tensors (sqp = seqlen_q padded to a multiple of ROWS), so every tile here is
+the same (slab, d, 1, 1) shape as the (seqlen, d, heads, batch) views of q, dO, O and dq.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import math
 
 import layoutkit as lk
 
-BQ = 64                           # query rows per CTA (the backward kernel's step)
+BQ = 64                           # query rows per CTA (a block of the kernel's step)
 THREADS = 128
 COLUMNS = 8                       # consecutive head_dim columns per thread (16 bytes of bf16)
 VALUES = 16                       # per thread and slab: few registers, many CTAs per SM
@@ -48,12 +48,12 @@ def _padded(x: lk.GlobalTensor, sqp, cols, hq, batch) -> lk.GlobalTensor:
 
 def pre_pass_body(do: lk.Tensor[lk.bf16, 4], o: lk.Tensor[lk.bf16, 4], lse: lk.Tensor[lk.f32, 3],
                   neg_lse2: lk.Tensor[lk.f32, 1], delta: lk.Tensor[lk.f32, 1],
-                  dq_acc: lk.Tensor[lk.f32, 2], D: lk.constexpr):
+                  dq_acc: lk.Tensor[lk.f32, 2], D: lk.constexpr, ROWS: lk.constexpr = BQ):
     """do, o (batch, seqlen_q, heads_q, D), lse (batch, heads_q, seqlen_q); neg_lse2, delta
-    (batch * heads_q * nqb * 64,) and dq_acc (that many rows, D) written. Grid (nqb, heads_q,
-    batch)."""
+    (batch * heads_q * sqp,) and dq_acc (that many rows, D) written, sqp = seqlen_q padded to a
+    multiple of ROWS. Grid (sqp / 64, heads_q, batch)."""
     SQ, HQ, B = do.shape[1], do.shape[2], do.shape[0]
-    sqp = -(-SQ // BQ) * BQ
+    sqp = -(-SQ // ROWS) * ROWS
     m, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     # lse as (seqlen_q, 1, heads, batch): +inf past seqlen_q gives neg_lse2 = -inf there
     lse_rows = lk.global_tensor(lse.ptr, lk.Layout((SQ, 1, HQ, B), (lse.stride[2], 0,
@@ -83,11 +83,11 @@ def pre_pass_block(DO, O, LSE, DELTA, NEG_LSE2, DQ_ACC, m, out_m, h, b, D: int) 
 
 
 def post_pass_body(dq_acc: lk.Tensor[lk.f32, 2], dq: lk.Tensor[lk.bf16, 4], SCALE: lk.f32,
-                   D: lk.constexpr):
-    """dq (batch, seqlen_q, heads_q, D) = dq_acc's rows (pre_pass's order) * SCALE as bf16.
-    Grid (nqb, heads_q, batch)."""
+                   D: lk.constexpr, ROWS: lk.constexpr = BQ):
+    """dq (batch, seqlen_q, heads_q, D) = dq_acc's rows (pre_pass's order, seqlen_q padded to a
+    multiple of ROWS) * SCALE as bf16. Grid (ceil(seqlen_q / 64), heads_q, batch)."""
     SQ, HQ, B = dq.shape[1], dq.shape[2], dq.shape[0]
-    sqp = -(-SQ // BQ) * BQ
+    sqp = -(-SQ // ROWS) * ROWS
     m, h, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
     post_pass_block(_padded(dq_acc, sqp, D, HQ, B), dq.permute(1, 3, 2, 0), SCALE, m, m, h, b,
                     D)

@@ -5,12 +5,13 @@ query heads of a group), ragged seqlen_q and seqlen_k (they may differ), head_di
 
 Three kernels per call:
   1. pre-pass (recipes/_flash_attention_backward_passes.py): D = rowsum(dO * O) in f32 and
-     -lse * log2 e, both in the kernel's row order (batch, head, query) padded to 64-row blocks
-     (D = 0, -inf there), and the f32 dQ accumulator zeroed;
+     -lse * log2 e, both in the kernel's row order (batch, head, query) padded to blocks of
+     the kernel's step (D = 0, -inf there), and the f32 dQ accumulator zeroed;
   2. the kernel (recipes/_flash_attention_backward_kernel.py: pipeline, numerics and its
      switches, `Config`), one CTA per key block (128 keys; 64 at head dim 256), kv head and
-     batch: dK, dV in registers, dQ by atomic f32 reductions (head dims 64 and 128: issued
-     from shared memory by the producer warpgroup's warps 1-3);
+     batch, 64 query rows per step (128 at head dim 64): dK, dV in registers, dQ by f32
+     reductions into L2 (head dims 64 and 128: TMA reduce-adds of each consumer's tile from
+     shared memory, issued by one lane of the producer warpgroup);
   3. post-pass (the passes module): dq = dQ_acc * scale as bf16.
 Head dims 64 and 128 split the CTA's keys between its two consumer warpgroups (128 keys per
 CTA); head dim 256, where dK and dV of 64 keys alone would be 256 f32 registers per thread,
@@ -44,6 +45,8 @@ class Config:
     DQ_FIRST: bool = False
     PRODUCER_REGISTERS: int = 24
     CONSUMER_REGISTERS: int = 240
+    BQ: int = BQ
+    DS_FIRST: bool = False
 
     @property
     def keys(self) -> int:
@@ -53,15 +56,15 @@ class Config:
     def smem_bytes(self, head_dim: int) -> int:
         """K, V, the Q and dO rings (64 rows, with their f32 neg_lse2 and D rows), two dS^T
         buffers (and two of P^T when splitting head_dim), bytes (less alignment padding)."""
-        pt = 2 if self.DKV_SPLIT == "head_dim" else 1
+        pt, bq = 2 if self.DKV_SPLIT == "head_dim" else 1, self.BQ
         dq = 4 * kernel_module.dq_halves_layout(head_dim).cosize() \
             if self.DQ_SPLIT == "keys_summed" else 0
         if self.DQ_WRITE == "producer_warps":
             dq = 4 * dq_writer.sdq_layout(head_dim, self.DQ_SPLIT).cosize()
         elif self.DQ_WRITE == "tma_reduce":
             dq = 4 * dq_writer.tma_sdq_layout(head_dim, self.DQ_SPLIT).cosize()
-        return 2 * (2 * self.keys * head_dim + 2 * self.STAGES * BQ * head_dim +
-                    2 * pt * self.keys * BQ) + 2 * self.STAGES * BQ * 4 + dq
+        return 2 * (2 * self.keys * head_dim + 2 * self.STAGES * bq * head_dim +
+                    2 * pt * self.keys * bq) + 2 * self.STAGES * bq * 4 + dq
 
     def check(self, head_dim: int) -> None:
         """ValueError naming the field when this config cannot run at head_dim."""
@@ -76,6 +79,9 @@ class Config:
         if not isinstance(self.DQ_FIRST, bool) or self.DQ_FIRST and self.DKV_SPLIT != "keys":
             raise ValueError(f"{what} {self}: DQ_FIRST is True or False, True only for the "
                              "DKV_SPLIT='keys' consumers")
+        if not isinstance(self.DS_FIRST, bool) or self.DS_FIRST and self.DKV_SPLIT != "keys":
+            raise ValueError(f"{what} {self}: DS_FIRST is True or False, True only for the "
+                             "DKV_SPLIT='keys' consumers (head dim 256's compute dS apart)")
         if self.DS_STORE == "stmatrix" and self.DKV_SPLIT != "keys":
             raise ValueError(f"{what} {self}: DS_STORE='stmatrix' is the DKV_SPLIT='keys' "
                              "consumers' (head dim 256's store P^T and dS^T as they are)")
@@ -84,6 +90,17 @@ class Config:
             raise ValueError(f"{what} {self}: DQ_WRITE={self.DQ_WRITE!r} hands dQ to the writer "
                              "warps from the DKV_SPLIT='keys' consumers with DQ_SPLIT 'head_dim' "
                              "or 'keys' (the writers or the TMA sum the keys partials)")
+        if self.BQ not in kernel_module.QUERY_BLOCKS or \
+                (self.BQ == 128) != (self.DQ_SPLIT == "rows"):
+            raise ValueError(f"{what} {self}: BQ (query rows per step) is one of "
+                             f"{kernel_module.QUERY_BLOCKS}, and 128 exactly when DQ_SPLIT='rows' "
+                             "(each consumer warpgroup takes 64 of the step's rows for dQ)")
+        if self.BQ == 128 and (self.DKV_SPLIT != "keys" or self.DQ_WRITE == "producer_warps"
+                               or head_dim != 64):
+            raise ValueError(f"{what} {self}: BQ=128 runs at head_dim 64 with DKV_SPLIT='keys' "
+                             "(S^T, dP^T of 64 keys x 128 queries and dK, dV of 64 keys in each "
+                             "consumer's 240 registers) and DQ_WRITE 'tma_reduce' or "
+                             f"'consumers'; got head_dim {head_dim}")
         if self.DKV_SPLIT == "head_dim" and self.DQ_SPLIT != "head_dim":
             raise ValueError(f"{what} {self}: DKV_SPLIT='head_dim' splits dQ by head_dim too "
                              "(DQ_SPLIT='head_dim')")
@@ -108,8 +125,11 @@ class Config:
 # and issue dQ before dK (docs/PERFORMANCE.md, "Attention backward": the three against the
 # consumers' own reductions, the TMA against the producer warps' 16-byte reductions)
 FAST = dict(DQ_WRITE="tma_reduce", DS_STORE="stmatrix", DQ_FIRST=True)
-CONFIGS = {64: Config(DQ_SPLIT="keys", **FAST), 128: Config(DQ_SPLIT="head_dim", **FAST),
-           256: Config(DKV_SPLIT="head_dim")}
+# head dim 64 steps 128 queries at a time (dQ split by rows, dS computed before dV's wgmma so
+# that the 64 x 128 S^T, dP^T and the bf16 P^T are not live at once in 240 registers): twice
+# the work per step of the 64-query config (docs/PERFORMANCE.md, "Attention backward")
+CONFIGS = {64: Config(DQ_SPLIT="rows", BQ=128, DS_FIRST=True, **FAST),
+           128: Config(DQ_SPLIT="head_dim", **FAST), 256: Config(DKV_SPLIT="head_dim")}
 
 
 def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
@@ -123,14 +143,20 @@ def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
     candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)
                   for other in kernel_module.DQ_SPLITS if other != base.DQ_SPLIT}
     candidates.update({f"STAGES={n}": replace(base, STAGES=n) for n in (1, 3)})
+    splits = ("rows",) if base.BQ == 128 else ("head_dim", "keys")
     for write in kernel_module.DQ_WRITES:
         if write != base.DQ_WRITE:
             candidates.update({f"DQ_WRITE={write} DQ_SPLIT={split}": replace(
-                base, DQ_WRITE=write, DQ_SPLIT=split) for split in ("head_dim", "keys")})
+                base, DQ_WRITE=write, DQ_SPLIT=split) for split in splits})
     candidates.update({f"DS_STORE={store}": replace(base, DS_STORE=store)
                        for store in kernel_module.DS_STORES if store != base.DS_STORE})
     candidates["DQ_FIRST=False" if base.DQ_FIRST else "DQ_FIRST"] = replace(
         base, DQ_FIRST=not base.DQ_FIRST)
+    candidates["DS_FIRST=False" if base.DS_FIRST else "DS_FIRST"] = replace(
+        base, DS_FIRST=not base.DS_FIRST)
+    if base.BQ == 128:               # the 64-query step (each warpgroup's dQ over its keys)
+        candidates["BQ=64 DQ_SPLIT=keys DS_FIRST=False"] = replace(
+            base, BQ=64, DQ_SPLIT="keys", DS_FIRST=False)
     if (base.DQ_WRITE, base.DS_STORE, base.DQ_FIRST) == ("consumers", "st", False):
         candidates.update({          # the three together
             f"DQ_WRITE={FAST['DQ_WRITE']} DQ_SPLIT={split} DS_STORE=stmatrix DQ_FIRST": replace(
@@ -143,17 +169,26 @@ def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
             cfg.check(head_dim)
         except ValueError:
             continue
-        # the writers summing two partials at head dim 128 spill (24 bytes where heads_q =
-        # heads_kv) and ran at 0.88 of the head_dim split: not a row
-        if not (head_dim == 128 and cfg.DQ_WRITE == "producer_warps" and cfg.DQ_SPLIT == "keys"):
+        # configs that spill are no rows: the writer warps summing two partials at head dim
+        # 128 (24 bytes where heads_q = heads_kv; 0.88 of the head_dim split), and 128-query
+        # steps with dS computed under dV's wgmma (8-20 bytes)
+        if not (head_dim == 128 and cfg.DQ_WRITE == "producer_warps" and cfg.DQ_SPLIT == "keys"
+                or cfg.BQ == 128 and not cfg.DS_FIRST):
             rows[name] = cfg
     return rows
 
 
-def padded_rows(batch: int, heads_q: int, seqlen_q: int) -> int:
+def padded_rows(batch: int, heads_q: int, seqlen_q: int, bq: int = BQ) -> int:
     """Rows of the dQ accumulator and the lse2 / D vectors: (batch, head, query) with seqlen_q
-    padded to 64-row blocks."""
-    return batch * heads_q * -(-seqlen_q // BQ) * BQ
+    padded to blocks of the kernel's step (bq rows)."""
+    return batch * heads_q * -(-seqlen_q // bq) * bq
+
+
+def pass_grids(batch: int, heads_q: int, seqlen_q: int, bq: int = BQ) -> tuple:
+    """(the pre-pass's grid, the post-pass's): 64-row blocks of the padded rows (padding
+    written) and of seqlen_q (padding dropped)."""
+    return ((-(-seqlen_q // bq) * bq // passes.BQ, heads_q, batch),
+            (-(-seqlen_q // passes.BQ), heads_q, batch))
 
 
 def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool, scale: float,
@@ -169,7 +204,8 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool,
                       DKV_SPLIT=cfg.DKV_SPLIT, DQ_WRITE=cfg.DQ_WRITE, DS_STORE=cfg.DS_STORE,
                       DQ_FIRST=cfg.DQ_FIRST,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
-                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
+                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, BQ=cfg.BQ,
+                      DS_FIRST=cfg.DS_FIRST)
     return (-(-sk // cfg.keys), hk, batch), args, constexprs
 
 
@@ -181,7 +217,7 @@ def compile_default() -> dict[str, str]:
     for d, cfg in CONFIGS.items():
         for causal in (False, True):
             t, tk = (lk.TensorSpec(lk.bf16, (4, 4096, h, d)) for h in (16, 8))
-            rows = padded_rows(4, 16, 4096)
+            rows = padded_rows(4, 16, 4096, cfg.BQ)
             grid, args, constexprs = kernel_arguments(
                 t, tk, tk, t, tk, tk, lk.TensorSpec(lk.f32, (rows, d)),
                 lk.TensorSpec(lk.f32, (rows,)), lk.TensorSpec(lk.f32, (rows,)), causal,
@@ -191,9 +227,9 @@ def compile_default() -> dict[str, str]:
         vector = lk.TensorSpec(lk.f32, (rows,))
         out[f"attention_backward_pre_pass_d{d}"] = passes.pre_pass.ptx(
             t, t, lk.TensorSpec(lk.f32, (4, 16, 4096)), vector, vector,
-            lk.TensorSpec(lk.f32, (rows, d)), D=d)
+            lk.TensorSpec(lk.f32, (rows, d)), D=d, ROWS=cfg.BQ)
         out[f"attention_backward_post_pass_d{d}"] = passes.post_pass.ptx(
-            lk.TensorSpec(lk.f32, (rows, d)), t, d ** -0.5, D=d)
+            lk.TensorSpec(lk.f32, (rows, d)), t, d ** -0.5, D=d, ROWS=cfg.BQ)
     return out
 
 
@@ -261,11 +297,12 @@ def run_steps(torch, views, lse, causal: bool, softmax_scale, layout: str, cfg: 
     dq, dk, dv = (order(g) for g in grads)
     if nothing:
         return tuple(grads)
-    rows, grid_q = padded_rows(batch, hq, sq), (-(-sq // BQ), hq, batch)
+    rows, (grid_pre, grid_post) = padded_rows(batch, hq, sq, cfg.BQ), pass_grids(batch, hq, sq,
+                                                                                 cfg.BQ)
     neg_lse2, delta = (torch.empty(rows, device=qs.device, dtype=torch.float32)
                        for _ in range(2))
     dq_acc = torch.empty(rows, d, device=qs.device, dtype=torch.float32)
-    launch(passes.pre_pass, grid_q, dos, os_, lse, neg_lse2, delta, dq_acc, D=d)
+    launch(passes.pre_pass, grid_pre, dos, os_, lse, neg_lse2, delta, dq_acc, D=d, ROWS=cfg.BQ)
     qs, ks, vs, dos = (fa._tma_ready(x) for x in (qs, ks, vs, dos))
     dk_run, dv_run = (fa._tma_ready(x) for x in (dk, dv))
     grid, args, constexprs = kernel_arguments(qs, ks, vs, dos, dk_run, dv_run, dq_acc,
@@ -274,7 +311,7 @@ def run_steps(torch, views, lse, causal: bool, softmax_scale, layout: str, cfg: 
     for run, out in ((dk_run, dk), (dv_run, dv)):
         if run.data_ptr() != out.data_ptr():
             out.copy_(run)
-    launch(passes.post_pass, grid_q, dq_acc, dq, scale, D=d)
+    launch(passes.post_pass, grid_post, dq_acc, dq, scale, D=d, ROWS=cfg.BQ)
     return tuple(grads)
 
 
@@ -327,17 +364,18 @@ def check_cpu(seed: int = 0, cases=CPU_CASES, config: Config | None = None) -> f
         o, lse = fa.reference(from_bf16(q), from_bf16(k), from_bf16(v), causal, scale)
         o = to_bf16(o)
         want = reference(from_bf16(q), from_bf16(k), from_bf16(v), from_bf16(do), causal, scale)
-        rows, grid_q = padded_rows(batch, hq, sq), (-(-sq // BQ), hq, batch)
+        rows, (grid_pre, grid_post) = padded_rows(batch, hq, sq, cfg.BQ), \
+            pass_grids(batch, hq, sq, cfg.BQ)
         neg_lse2, delta = (np.full(rows, np.nan, np.float32) for _ in range(2))
         dq_acc = np.full((rows, d), np.nan, np.float32)      # the pre-pass zeroes it
-        interpret(passes.pre_pass, grid_q, do, o, lse.astype(np.float32), neg_lse2, delta,
-                  dq_acc, D=d)
+        interpret(passes.pre_pass, grid_pre, do, o, lse.astype(np.float32), neg_lse2, delta,
+                  dq_acc, D=d, ROWS=cfg.BQ)
         dk, dv = (np.zeros((batch, sk, hk, d), np.uint16) for _ in range(2))
         grid, args, constexprs = kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2,
                                                   delta, causal, scale, cfg)
         interpret(backward_kernel, grid, *args, **constexprs)
         dq = np.zeros((batch, sq, hq, d), np.uint16)
-        interpret(passes.post_pass, grid_q, dq_acc, dq, scale, D=d)
+        interpret(passes.post_pass, grid_post, dq_acc, dq, scale, D=d, ROWS=cfg.BQ)
         dq = from_bf16(dq)
         for name, got, ref in (("dq", dq, want[0]), ("dk", from_bf16(dk), want[1]),
                                ("dv", from_bf16(dv), want[2])):

@@ -20,6 +20,7 @@ that belong to no sequence (past cu_seqlens[-1]) are not written.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_varlen_backward as kernel_module
@@ -29,8 +30,10 @@ from recipes import flash_attention_varlen as forward
 backward_varlen_kernel = kernel_module.backward_varlen_kernel
 BQ, HEAD_DIMS, Config = padded.BQ, padded.HEAD_DIMS, padded.Config
 # the padded kernel's defaults (the TMA's dQ writer needs one issuing lane's registers; the
-# producer warps' 16-byte reductions spill here: check_inputs)
-CONFIGS = dict(padded.CONFIGS)
+# producer warps' 16-byte reductions spill here: check_inputs) in 64-query steps: the row
+# buffers are laid out in 64-row blocks per sequence (head_rows)
+CONFIGS = {d: cfg if cfg.BQ == BQ else replace(cfg, BQ=BQ, DQ_SPLIT="keys", DS_FIRST=False)
+           for d, cfg in padded.CONFIGS.items()}
 WHAT = "flash_attention_varlen_backward"
 
 
@@ -54,7 +57,8 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, cu_seqlens_q,
                       DKV_SPLIT=cfg.DKV_SPLIT, DQ_WRITE=cfg.DQ_WRITE, DS_STORE=cfg.DS_STORE,
                       DQ_FIRST=cfg.DQ_FIRST,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
-                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS)
+                      CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, BQ=cfg.BQ,
+                      DS_FIRST=cfg.DS_FIRST)
     return (max(1, -(-max_seqlen_k // cfg.keys)), hk, batch), args, constexprs
 
 
@@ -113,6 +117,9 @@ def check_inputs(grad_o, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen
                          f"{config!r}")
     cfg = config or CONFIGS[q.shape[2]]
     cfg.check(q.shape[2])
+    if cfg.BQ != BQ:
+        raise ValueError(f"{WHAT}: config {cfg}: BQ={cfg.BQ} is the padded kernel's; the varlen "
+                         f"row buffers hold each sequence in {BQ}-row blocks (use BQ={BQ})")
     if cfg.DQ_WRITE == "producer_warps":
         raise ValueError(f"{WHAT}: config {cfg}: DQ_WRITE={cfg.DQ_WRITE!r} is the padded "
                          "kernel's; the varlen producer warpgroup's 24 registers hold the "
@@ -123,9 +130,9 @@ def check_inputs(grad_o, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen
 
 def ablations(head_dim: int) -> dict:
     """The padded backward's ablation configs that the varlen kernel runs (all but the
-    DQ_WRITE='producer_warps' rows: check_inputs)."""
+    DQ_WRITE='producer_warps' and BQ=128 rows: check_inputs)."""
     return {name: cfg for name, cfg in padded.ablations(head_dim, CONFIGS[head_dim]).items()
-            if cfg.DQ_WRITE != "producer_warps"}
+            if cfg.DQ_WRITE != "producer_warps" and cfg.BQ == BQ}
 
 
 def flash_attention_varlen_backward(grad_o, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k,

@@ -1,5 +1,6 @@
 """recipes/flash_attention_backward.py on the CPU: every default specialization (head dims 64,
-128 and 256, causal and not) assembles for sm_90a with no spills and no ptxas C75xx infos,
+128 and 256, causal and not; 64 in 128-query steps) assembles for sm_90a with no spills and no
+ptxas C75xx infos,
 reducing dQ by TMA reduce-adds (head dims 64 and 128: one per box of each consumer's tile, no
 red.global) or red.global.add.v2.f32 (256; the pre- and post-pass with 16-byte loads); the CPU
 interpreter runs all three kernels and matches numpy's float64 gradients (ragged, GQA, causal
@@ -84,26 +85,33 @@ def test_every_writer_split_is_an_ablation_row():
                                 (128, "DQ_WRITE=tma_reduce DQ_SPLIT=keys"),
                                 (128, "DQ_WRITE=tma_reduce DQ_SPLIT=head_dim" + both),
                                 (128, "DQ_WRITE=tma_reduce DQ_SPLIT=keys" + both)]
-    for d in (64, 128):         # the default is the three together; the row undoing them the old
+    # the default is the three together (head dim 64: its 64-query row is, over the keys
+    # split); the row undoing them the consumers' own reductions
+    for d in (64, 128):
         combo = f"DQ_WRITE=tma_reduce DQ_SPLIT={CONSUMERS[d].DQ_SPLIT}" + both
-        assert fb.ablations(d)["default"] == fb.ablations(d, CONSUMERS[d])[combo]
-        assert fb.ablations(d)["DQ_WRITE=consumers DS_STORE=st DQ_FIRST=False"] == CONSUMERS[d]
-        # the default with the producer warps' reductions: the previous default
-        assert fb.ablations(d)[f"DQ_WRITE=producer_warps DQ_SPLIT={CONSUMERS[d].DQ_SPLIT}"] == \
-            replace(fb.CONFIGS[d], DQ_WRITE="producer_warps")
+        same = "BQ=64 DQ_SPLIT=keys DS_FIRST=False" if d == 64 else "default"
+        assert fb.ablations(d)[same] == fb.ablations(d, CONSUMERS[d])[combo]
+        assert fb.ablations(d)["DQ_WRITE=consumers DS_STORE=st DQ_FIRST=False"] == replace(
+            fb.CONFIGS[d], DQ_WRITE="consumers", DS_STORE="st", DQ_FIRST=False)
+    # the default with the producer warps' reductions (128 only: 128-query steps refuse them)
+    assert fb.ablations(128)["DQ_WRITE=producer_warps DQ_SPLIT=head_dim"] == \
+        replace(fb.CONFIGS[128], DQ_WRITE="producer_warps")
+    assert fb.CONFIGS[64].BQ == 128 and "DS_FIRST=False" not in fb.ablations(64)   # it spills
 
 
 # the writer rows the interpreter runs: the defaults (TMA, each head dim's split) run in the
 # float64 tests above; here the producer warps' (one sdQ tile, partials summed at 64) and the
 # TMA's keys split at 128 (two full-width tiles added in global memory)
-INTERPRETED = [(d, name) for d, name in WRITER_ABLATIONS if "producer_warps" in name and
-               "DQ_FIRST" not in name] + [(128, "DQ_WRITE=tma_reduce DQ_SPLIT=keys")]
+INTERPRETED = [(d, name, CONSUMERS[d]) for d, name in WRITER_ABLATIONS
+               if "producer_warps" in name and "DQ_FIRST" not in name] + \
+    [(128, "DQ_WRITE=tma_reduce DQ_SPLIT=keys", CONSUMERS[128]),
+     (64, "DQ_WRITE=consumers DQ_SPLIT=rows", None)]    # 128-query steps, the consumers' own
 
 
-@pytest.mark.parametrize("d, name", INTERPRETED)
-def test_interpreter_dq_reduced_by_the_writer_warps(d, name):
+@pytest.mark.parametrize("d, name, base", INTERPRETED, ids=lambda x: str(x)[:40])
+def test_interpreter_dq_reduced_by_the_writer_warps(d, name, base):
     # causal: masked and unmasked steps, several steps per head through the sdQ tiles
-    cfg = fb.ablations(d, CONSUMERS[d])[name]
+    cfg = fb.ablations(d, base)[name]
     case = (1, 100, 130, 1, 1, 64, True) if d == 64 else (1, 130, 60, 1, 1, 128, True)
     assert fb.check_cpu(seed=5, cases=(case,), config=cfg) < 2 ** -6
 
@@ -239,7 +247,19 @@ def _args(**change):
     ({}, dict(softmax_scale=-0.5), "softmax_scale is >= 0"),
     ({}, dict(layout="sbhd"), "layout is 'bshd'"),
     ({}, dict(config="fast"), "config is a Config"),
-    ({}, dict(config=fb.Config(DQ_SPLIT="rows")), "DQ_SPLIT one of"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="cols")), "DQ_SPLIT one of"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="rows")), "128 exactly when DQ_SPLIT='rows'"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="keys", BQ=128)), "128 exactly when DQ_SPLIT='rows'"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="keys", BQ=96)), r"BQ \(query rows per step\) is one"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="rows", BQ=128, DQ_WRITE="producer_warps")),
+     "BQ=128 runs at head_dim 64 with DKV_SPLIT='keys'"),
+    (dict(q=Cuda(1, 8, 4, 128), k=Cuda(1, 9, 2, 128), v=Cuda(1, 9, 2, 128),
+          grad_o=Cuda(1, 8, 4, 128), o=Cuda(1, 8, 4, 128)),
+     dict(config=fb.Config(DQ_SPLIT="rows", BQ=128)), "got head_dim 128"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="keys", DS_FIRST=1)), "DS_FIRST is True or False"),
+    (dict(q=Cuda(1, 8, 4, 256), k=Cuda(1, 9, 2, 256), v=Cuda(1, 9, 2, 256),
+          grad_o=Cuda(1, 8, 4, 256), o=Cuda(1, 8, 4, 256)),
+     dict(config=fb.Config(DKV_SPLIT="head_dim", DS_FIRST=True)), "DS_FIRST is True or False"),
     ({}, dict(config=fb.Config(DQ_SPLIT="head_dim")), "head_dim / 2 = 32 dQ columns"),
     ({}, dict(config=fb.Config(STAGES=12, DQ_SPLIT="keys")), "at most 231424 bytes of shared"),
     ({}, dict(config=fb.Config(STAGES=0, DQ_SPLIT="keys")), "STAGES >= 1"),
