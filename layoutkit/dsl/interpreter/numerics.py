@@ -155,10 +155,10 @@ def _make(value: float, name: str):
     if name == "f16":
         if not _F16_MAX < abs(value) < math.inf:
             return np.float16(value)
-    elif -_F32_MAX <= value <= _F32_MAX:
-        return _ONE32 * value
-    elif not _F32_MAX < abs(value) < math.inf:
-        return _FLOAT32(value)              # NaN, an infinity
+    elif -_F32_MAX <= value <= _F32_MAX or abs(value) == math.inf:
+        return _ONE32 * value               # (an infinity too: inf * 1 warns of nothing)
+    elif value != value:
+        return _FLOAT32(value)              # NaN (its payload as the cast keeps it)
     with np.errstate(over="ignore"):
         return np.float16(value) if name == "f16" else np.float32(value)
 
@@ -193,10 +193,12 @@ def fma(a, b, c, dtype: DType):
     s = product + z
     bb = s - product
     e = (product - (s - bb)) + (z - bb)                 # _two_sum: s + e is exact
-    if dtype.name == "f32" and _F32_MIN_NORMAL <= abs(s) <= _F32_MAX and (
-            e == 0.0 or _F64_BITS.unpack(_F64_PACK(s))[0] & 0x1FFFFFFF != 0x10000000):
+    if dtype.name == "f32" and (_F32_MIN_NORMAL <= abs(s) <= _F32_MAX and (
+            e == 0.0 or _F64_BITS.unpack(_F64_PACK(s))[0] & 0x1FFFFFFF != 0x10000000)
+            or s == 0.0 == e):
         # s + e and s round alike unless s is a float32 midpoint (a double nearer to s + e
-        # than s would lie between them otherwise); the normal range has no zero results
+        # than s would lie between them otherwise); the normal range has no zero results.
+        # An exact zero keeps the sign the double sum gave it (IEEE 754's, as fma.rn's)
         return _ONE32 * s
     return _round_pair(s, e, dtype)
 
@@ -235,11 +237,14 @@ def binary(kind: str, a, b, dtype: DType):
                 return a + b
             if kind == "max":
                 if x != 0.0 or y != 0.0:
-                    return a if x > y else b                # (zeros: their signs)
-            elif kind == "sub":
+                    return a if x > y else b
+                return a if math.copysign(1.0, x) > 0 else b    # two zeros: +0 if either is
+            if kind == "sub":
                 return a - b
-            elif kind == "min" and (x != 0.0 or y != 0.0):
-                return b if x > y else a
+            if kind == "min":
+                if x != 0.0 or y != 0.0:
+                    return b if x > y else a
+                return a if math.copysign(1.0, x) < 0 else b    # -0 if either is
         arith = _ARITH.get(kind)            # operator's: a NaN keeps the payload it had
         if arith is not None:
             r = arith(x, y)

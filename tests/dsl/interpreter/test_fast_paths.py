@@ -36,6 +36,24 @@ def test_a_float32_register_cast_to_bf16_rounds_as_the_general_path(bits):
         assert same_bits(N.cast(x, N.F32, N.BF16), N._round_pair(float(x), 0.0, N.BF16))
 
 
+def test_signed_zeros_and_exact_zeros_take_the_general_paths_signs():
+    # binary's f32 max/min of two zeros, fma's exact zero results: what the general paths give
+    zeros = [np.float32(0.0), np.float32(-0.0)]
+    for a in zeros:
+        for b in zeros:
+            either_plus = not (np.signbit(a) and np.signbit(b))
+            assert same_bits(N.binary("max", a, b, N.F32),
+                             np.float32(0.0 if either_plus else -0.0))
+            either_minus = bool(np.signbit(a) or np.signbit(b))
+            assert same_bits(N.binary("min", a, b, N.F32),
+                             np.float32(-0.0 if either_minus else 0.0))
+            for c in zeros:
+                want = N._round_pair(float(a) * float(b) + float(c), 0.0, N.F32)
+                assert same_bits(N.fma(a, b, c, N.F32), want)
+    assert same_bits(N.fma(np.float32(3.0), np.float32(-2.0), np.float32(6.0), N.F32),
+                     np.float32(0.0))                       # x - x: +0 in round to nearest
+
+
 def test_a_negative_float32_that_rounds_to_zero_in_bf16_gives_plus_zero_as_the_general_path():
     for x in (np.float32(-1e-45), np.float32(-2.0 ** -134)):
         assert same_bits(N.cast(x, N.F32, N.BF16), N._round_pair(float(x), 0.0, N.BF16))
@@ -65,9 +83,9 @@ def test_bf16_decode_is_the_high_half_of_a_float32(raw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.floats(-N._F32_MAX, N._F32_MAX))
+@given(st.one_of(st.floats(-N._F32_MAX, N._F32_MAX), st.sampled_from([np.inf, -np.inf])))
 def test_a_float32_made_by_multiplying_one_is_the_float32_nearest_the_float(x):
-    # numerics builds f32 results within the float32 range as _ONE32 * x
+    # numerics builds f32 results within the float32 range (and infinities) as _ONE32 * x
     assert same_bits(N._ONE32 * x, np.float32(x))
     assert same_bits(N.round_float(x, N.F32), np.float32(x))
     assert same_bits(N.to_dtype(x, N.F32), np.float32(x))
