@@ -57,8 +57,8 @@ who issues the dQ reductions: "consumers" (each warpgroup its own, as above) or
 "producer_warps" (the consumers hand dQ over through shared memory to warps 1-3 of the producer
 warpgroup, which reduce it) or "tma_reduce" (each consumer's tile through shared memory to a
 TMA reduce-add issued by a lane of warp 1; both: recipes/_flash_attention_backward_dq_writer.py),
-DS_STORE how each step's dS^T reaches sdS ("st": 4-byte st.shared per value pair, 16 per thread; "stmatrix":
-4 stmatrix.x4 per thread), DQ_FIRST whether dQ = dS K is issued before dK's wgmma (its
+DS_STORE how each step's dS^T reaches sdS ("st": 4-byte st.shared per value pair, 16 per
+thread; "stmatrix": 4 stmatrix.x4 per thread), DQ_FIRST whether dQ = dS K is issued before dK's wgmma (its
 reduction or hand-off then runs while dK computes) or after it (both retired first),
 DS_FIRST whether dS is computed before dV's wgmma is issued (P^T and dP^T die before the bf16
 P^T that wgmma reads from registers lives: 64 fewer live registers at BQ 128) or while it runs,
