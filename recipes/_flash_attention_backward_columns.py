@@ -10,7 +10,8 @@ each keeps dK and dV of all 64 keys for its 128 columns (128 registers). Per rin
                   -> shared (sdS, 2 buffers)
     both:         [barrier B: dS^T in shared] with both operands from shared memory (SS):
                   dV_w += P^T dO[:, w], dK_w += dS^T Q[:, w], dQ[:, w] = dS K[:, w]
-                  (w = the warpgroup's 128 columns); dQ[:, w] -> lk.atomic_add
+                  (w = the warpgroup's 128 columns); dQ[:, w] -> lk.atomic_add, or
+                  (DQ_WRITE "tma_reduce") to shared memory for the TMA reduce-add
 
 so the five matrix products are done once each (no recomputed S), at the cost of the two
 256-thread barriers and the trip of P^T and dS^T through shared memory. dS uses P^T rounded to
@@ -21,6 +22,7 @@ barrier A or B of step i, which the other passes only after retiring its step i-
 from __future__ import annotations
 
 import layoutkit as lk
+from recipes import _flash_attention_backward_dq_writer as dq_writer
 from recipes._flash_attention_backward_kernel import (BQ, CONSUMERS, EPILOGUE_BARRIER, WG_KEYS,
                                                       Consumer, release)
 
@@ -89,8 +91,12 @@ class ColumnConsumer(Consumer):
         lk.sm90.wgmma_wait(0)
         release(e.q_empty, s.stage)
         release(e.do_empty, s.stage)
-        row = e.query_row(h, m)
-        lk.atomic_add(self.dq_acc.tile((BQ, self.cols), (row, wg)).partition(self.dq_layout), dQ)
+        if e.DQ_WRITE == "tma_reduce":       # this warpgroup's columns, reduced by the TMA
+            dq_writer.consumer_hand_off_tma(e, dQ, wg)
+        else:
+            row = e.query_row(h, m)
+            lk.atomic_add(self.dq_acc.tile((BQ, self.cols), (row, wg)).partition(self.dq_layout),
+                          dQ)
         return dK, dV
 
     def epilogue(self, dK, dV) -> None:

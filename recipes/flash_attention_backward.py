@@ -10,8 +10,8 @@ Three kernels per call:
   2. the kernel (recipes/_flash_attention_backward_kernel.py: pipeline, numerics and its
      switches, `Config`), one CTA per key block (128 keys; 64 at head dim 256), kv head and
      batch, 64 query rows per step (128 at head dim 64): dK, dV in registers, dQ by f32
-     reductions into L2 (head dims 64 and 128: TMA reduce-adds of each consumer's tile from
-     shared memory, issued by one lane of the producer warpgroup);
+     reductions into L2: TMA reduce-adds of each consumer's tile from shared memory, issued by
+     one lane of the producer warpgroup;
   3. post-pass (the passes module): dq = dQ_acc * scale as bf16.
 Head dims 64 and 128 split the CTA's keys between its two consumer warpgroups (128 keys per
 CTA); head dim 256, where dK and dV of 64 keys alone would be 256 f32 registers per thread,
@@ -85,11 +85,12 @@ class Config:
         if self.DS_STORE == "stmatrix" and self.DKV_SPLIT != "keys":
             raise ValueError(f"{what} {self}: DS_STORE='stmatrix' is the DKV_SPLIT='keys' "
                              "consumers' (head dim 256's store P^T and dS^T as they are)")
-        if self.DQ_WRITE != "consumers" and (self.DKV_SPLIT != "keys" or
-                                             self.DQ_SPLIT == "keys_summed"):
+        if self.DQ_WRITE == "producer_warps" and self.DKV_SPLIT != "keys" or \
+                self.DQ_WRITE != "consumers" and self.DQ_SPLIT == "keys_summed":
             raise ValueError(f"{what} {self}: DQ_WRITE={self.DQ_WRITE!r} hands dQ to the writer "
-                             "warps from the DKV_SPLIT='keys' consumers with DQ_SPLIT 'head_dim' "
-                             "or 'keys' (the writers or the TMA sum the keys partials)")
+                             "warps from the consumers (DKV_SPLIT='keys' only for 'producer_warps')"
+                             " with DQ_SPLIT 'head_dim', 'keys' or 'rows' (the writers or the TMA "
+                             "sum the keys partials)")
         if self.BQ not in kernel_module.QUERY_BLOCKS or \
                 (self.BQ == 128) != (self.DQ_SPLIT == "rows"):
             raise ValueError(f"{what} {self}: BQ (query rows per step) is one of "
@@ -128,8 +129,10 @@ FAST = dict(DQ_WRITE="tma_reduce", DS_STORE="stmatrix", DQ_FIRST=True)
 # head dim 64 steps 128 queries at a time (dQ split by rows, dS computed before dV's wgmma so
 # that the 64 x 128 S^T, dP^T and the bf16 P^T are not live at once in 240 registers): twice
 # the work per step of the 64-query config (docs/PERFORMANCE.md, "Attention backward")
+# head dim 256's TMA writer needs its 64 KB dQ tile where the ring's second stage was
 CONFIGS = {64: Config(DQ_SPLIT="rows", BQ=128, DS_FIRST=True, **FAST),
-           128: Config(DQ_SPLIT="head_dim", **FAST), 256: Config(DKV_SPLIT="head_dim")}
+           128: Config(DQ_SPLIT="head_dim", **FAST),
+           256: Config(DKV_SPLIT="head_dim", DQ_WRITE="tma_reduce", STAGES=1)}
 
 
 def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
@@ -142,7 +145,8 @@ def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
     rows = {"default": base}
     candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)
                   for other in kernel_module.DQ_SPLITS if other != base.DQ_SPLIT}
-    candidates.update({f"STAGES={n}": replace(base, STAGES=n) for n in (1, 3)})
+    candidates.update({f"STAGES={n}": replace(base, STAGES=n) for n in (1, 2, 3)
+                       if n != base.STAGES})
     splits = ("rows",) if base.BQ == 128 else ("head_dim", "keys")
     for write in kernel_module.DQ_WRITES:
         if write != base.DQ_WRITE:
@@ -154,6 +158,9 @@ def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
         base, DQ_FIRST=not base.DQ_FIRST)
     candidates["DS_FIRST=False" if base.DS_FIRST else "DS_FIRST"] = replace(
         base, DS_FIRST=not base.DS_FIRST)
+    if base.DKV_SPLIT == "head_dim" and base.DQ_WRITE == "tma_reduce":
+        # the consumers' own reductions with the ring stage the TMA's dQ tile displaced
+        candidates["DQ_WRITE=consumers STAGES=2"] = replace(base, DQ_WRITE="consumers", STAGES=2)
     if base.BQ == 128:               # the 64-query step (each warpgroup's dQ over its keys)
         candidates["BQ=64 DQ_SPLIT=keys DS_FIRST=False"] = replace(
             base, BQ=64, DQ_SPLIT="keys", DS_FIRST=False)

@@ -48,8 +48,12 @@ def test_default_specializations_assemble_without_spills_or_wgmma_infos(compiled
         assert not usage.performance_notes, (name, usage.performance_notes)
     for name in kernels:
         ptx, d = compiled[name][0], int(re.search(r"_d(\d+)", name).group(1))
-        if fvb.CONFIGS[d].DQ_WRITE == "tma_reduce":     # two consumer tiles, 2 boxes each
-            assert ptx.count("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile") == 4
+        if fvb.CONFIGS[d].DQ_WRITE == "tma_reduce":
+            # two consumer tiles of 64 rows, 32-float boxes: 64 (rows, keys splits) or
+            # head_dim / 2 columns each
+            cols = fvb.padded.dq_writer.tile_columns(d, fvb.CONFIGS[d].DQ_SPLIT)
+            assert ptx.count("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile") \
+                == 2 * cols // 32, name
             assert "red.global" not in ptx, name
         else:
             assert "red.global.add.v2.f32" in ptx and "red.global.add.f32" not in ptx, name
