@@ -23,7 +23,7 @@ def line_of(text: str) -> int:
     return source_lines.line_of(__file__, text)
 
 
-def reduce_spec(dtype_name: str, op, mode: str = "128B", m: int = 70, n: int = 100):
+def reduce_spec(dtype_name: str, op, mode: str = "128B", m: int = 70, n: int = 104):
     dtype = getattr(lk, dtype_name)
     _, pm, pn = launch_shape(dtype, mode, m, n, 3)
     pointer = lk.Pointer[dtype]
@@ -104,26 +104,26 @@ OPS = "'add', 'min', 'max', 'inc', 'dec', 'and', 'or', 'xor'"
     (lk.f32, "ADD", f"reduce= is None (a plain store) or one of {OPS}, got 'ADD'"),
     (lk.f32, 1, f"reduce= is None (a plain store) or one of {OPS}, got 1"),
     (lk.f32, ["add"], f"reduce= is None (a plain store) or one of {OPS}, got ['add']"),
-    (lk.f32, "min", "reduce='min' does not reduce f32 tensors: 'min' reduces i32, f16, bf16 "
-                    "tensors, and f32 tensors reduce with 'add' (PTX ISA, "
+    (lk.f32, "min", "reduce='min' does not reduce f32 tensors: 'min' reduces i32, i64, u32, f16, "
+                    "bf16 tensors, and f32 tensors reduce with 'add' (PTX ISA, "
                     "cp.reduce.async.bulk.tensor)"),
     (lk.bf16, "inc", "reduce='inc' does not reduce bf16 tensors: 'inc' reduces u32 tensors, and "
                      "bf16 tensors reduce with 'add', 'min', 'max' (PTX ISA, "
                      "cp.reduce.async.bulk.tensor)"),
-    (lk.i64, "add", "reduce='add' does not reduce i64 tensors: 'add' reduces i32, f16, bf16, "
-                    "f32 tensors, and i64 tensors reduce with 'max' (PTX ISA, "
+    (lk.i64, "add", "reduce='add' does not reduce i64 tensors: 'add' reduces i32, u32, f16, "
+                    "bf16, f32 tensors, and i64 tensors reduce with 'min', 'max' (PTX ISA, "
                     "cp.reduce.async.bulk.tensor)"),
-    (lk.f64, "add", "reduce='add' does not reduce f64 tensors: 'add' reduces i32, f16, bf16, "
-                    "f32 tensors, and no TMA reduction takes f64 tensors (PTX ISA, "
+    (lk.f64, "add", "reduce='add' does not reduce f64 tensors: 'add' reduces i32, u32, f16, "
+                    "bf16, f32 tensors, and no TMA reduction takes f64 tensors (PTX ISA, "
                     "cp.reduce.async.bulk.tensor)"),
     # in PTX's table, but not enabled: refused, saying why
-    (lk.i64, "xor", "reduce='xor' does not reduce i64 tensors: 'xor' reduces no tensors, and "
-                    "i64 tensors reduce with 'max' (PTX lists 'xor' of i64, but the DSL enables "
-                    "only the pairs a GPU ran correctly; i64 xor raised an illegal instruction "
-                    "on the H200)"),
-    (lk.u32, "add", "reduce='add' does not reduce u32 tensors: 'add' reduces i32, f16, bf16, "
-                    "f32 tensors, and u32 tensors reduce with 'max', 'inc', 'dec', 'or' (PTX "
-                    "lists 'add' of u32, but the DSL enables only the pairs a GPU ran "
+    (lk.i64, "xor", "reduce='xor' does not reduce i64 tensors: 'xor' reduces i32 tensors, and "
+                    "i64 tensors reduce with 'min', 'max' (PTX lists 'xor' of i64, but the DSL "
+                    "enables only the pairs a GPU ran correctly; i64 xor raised an illegal "
+                    "instruction on the H200)"),
+    (lk.u32, "xor", "reduce='xor' does not reduce u32 tensors: 'xor' reduces i32 tensors, and "
+                    "u32 tensors reduce with 'add', 'min', 'max', 'inc', 'dec', 'and', 'or' (PTX "
+                    "lists 'xor' of u32, but the DSL enables only the pairs a GPU ran "
                     "correctly)"),
 ])
 def test_a_reduction_the_hardware_lacks_is_a_trace_error_at_the_users_line(dtype, reduce,
@@ -205,3 +205,54 @@ def test_the_protocol_check_finds_a_reduction_source_overwritten_before_the_wait
         info.value.message
     assert (f"reaches the end of the kernel with the TMA store at line {reduce} still reading "
             "sC bytes 0..8191") in info.value.message
+
+
+# ---- TMA writes the innermost dimension in whole 16-byte chunks -------------------------------
+def pitched_store(extent, pitch, reduce=None):
+    """One thread TMA-stores (or reduces) a (32, 64) bf16 tile into a (M, extent) tensor with
+    row pitch `pitch` (ints, or None: the kernel's parameters N, LD)."""
+    @lk.kernel(num_warps=1)
+    def k(c: lk.Pointer[lk.bf16], M: lk.i32, N: lk.i32, LD: lk.i32):
+        C = lk.global_tensor(c, Layout((M, extent or N), (pitch or LD, 1)))
+        s_c = lk.shared_tensor(Layout((32, 64), (64, 1)), lk.bf16, align=128)
+        lk.sm90.tma_store(C.tile((32, 64), (0, 0)), s_c, reduce=reduce)   # PITCHED STORE
+    return k
+
+
+@pytest.mark.parametrize("reduce", [None, "add"])
+def test_a_constant_inner_extent_inside_a_16_byte_chunk_is_refused(reduce):
+    with pytest.raises(lk.sm90.TmaError) as info:
+        pitched_store(100, 112, reduce).ir(lk.Pointer[lk.bf16], 64, 100, 112)
+    assert info.value.message.startswith(
+        "lk.sm90.tma_store: the tensor c: its contiguous mode has extent 100, which is not "
+        "provably a multiple of 8 elements (16 bytes); TMA writes that dimension in 16-byte "
+        "chunks, so it would also write the elements past the extent")
+    assert info.value.location.line == line_of("# PITCHED STORE")
+    with lk.protocol_check_skipped():                   # s_c is never written: tracing only
+        pitched_store(104, 112, reduce).ir(lk.Pointer[lk.bf16], 64, 104, 112)
+
+
+def test_a_runtime_inner_extent_is_checked_at_every_launch():
+    from layoutkit.ptx import Device, DeviceBuffer
+    with lk.protocol_check_skipped():
+        spec = pitched_store(None, None, "add").specialize(lk.Pointer[lk.bf16], 64, 100, 112)
+    (assumed,) = ops_named(spec.ir, "assume")
+    assert assumed.location.line == line_of("# PITCHED STORE")
+    buf = DeviceBuffer(0x7F0000001000, (64 * 112,), "uint16", Device(0, None, None),
+                       owner=False)
+    spec.plan.check_assumptions((buf, 64, 104, 112))          # a whole number of chunks
+    with pytest.raises(lk.KernelArgumentError) as info:
+        spec.plan.check_assumptions((buf, 64, 100, 112))
+    message = str(info.value)
+    assert "TMA writes the innermost dimension of c in 16-byte chunks" in message
+    assert "N = 100" in message and f"test_tma_reduce.py:{line_of('# PITCHED STORE')}" in message
+
+
+def test_rows_of_exactly_the_inner_extent_need_no_launch_check():
+    # the row stride is the extent: the tensor map's 16-byte stride rule already implies it
+    with lk.protocol_check_skipped():
+        ir = pitched_store(None, None).ir(lk.Pointer[lk.bf16], 64, 100, 100)
+    from .test_tma_kernels import BF16, tma_round_trip
+    assert not ops_named(tma_round_trip.ir(BF16, BF16, BF16, BF16, 200, 136, 256, 256, "64B"),
+                         "assume")
+    assert len(ops_named(ir, "assume")) == 1      # LD is another parameter: checked at launch

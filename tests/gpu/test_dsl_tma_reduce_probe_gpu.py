@@ -1,21 +1,21 @@
-"""GPU probes (marker ``gpu``) of the TMA reductions PTX lists but the DSL does not enable yet
-(layoutkit.dsl.sm90.tma.derive.HARDWARE_REDUCTIONS): each runs the hardware-against-model check
-of tests/gpu/test_dsl_tma_reduce_gpu.py on one pair, in its own process (an illegal
-instruction poisons the CUDA context). A pass is the evidence for enabling the pair."""
+"""GPU checks (marker ``gpu``) of TMA facts the DSL relies on or may enable
+(tests/gpu/tma_reduce_probe_checks.py), each group in its own process: the reductions PTX lists
+that the DSL does not enable yet, against the interpreter's model; and TMA writing the
+innermost dimension in whole 16-byte chunks (why a written tensor's extent must fill them)."""
 from pathlib import Path
 
 import pytest
 
 from tests.gpu.gpu_only import require_gpu, run_check
-from tests.gpu.tma_reduce_probe_checks import PROBES
+from tests.gpu.tma_reduce_probe_checks import CHECKS
 
 require_gpu()
 
 pytestmark = pytest.mark.gpu
 SCRIPT = Path(__file__).with_name("tma_reduce_probe_checks.py")
-TIMEOUT_S = 60
+TIMEOUT_S = 40
 
 
-@pytest.mark.parametrize("probe", PROBES)
-def test_a_reduction_not_yet_enabled_on_the_gpu(probe):
-    run_check(SCRIPT, probe, TIMEOUT_S)
+@pytest.mark.parametrize("group", sorted(CHECKS))
+def test_tma_facts_on_the_gpu(group):
+    run_check(SCRIPT, group, TIMEOUT_S)

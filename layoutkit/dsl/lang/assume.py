@@ -63,8 +63,9 @@ def _parameter_symbols(trace) -> set:
     return {sym for sym, value in trace.symbols.items() if value.id in params}
 
 
-def assume(cond) -> None:
-    """State `cond`, a fact of the kernel's integer parameters (see the module docstring)."""
+def assume(cond, *, why: str | None = None) -> None:
+    """State `cond`, a fact of the kernel's integer parameters (see the module docstring).
+    `why`: the rule that needs it, appended to its text (a launch that breaks it says so)."""
     what = f"lk.assume({cond})"
     trace = current("lk.assume")
     if isinstance(cond, bool):
@@ -109,7 +110,8 @@ def assume(cond) -> None:
                              "serves)")
         facts.append((rest, lo, hi))
     pred = condition(trace, cond, "lk.assume")
-    trace.emit("assume", [pred], (), {"relation": cond, "text": str(cond)})
+    trace.emit("assume", [pred], (), {"relation": cond,
+                                     "text": str(cond) if why is None else f"{cond}: {why}"})
     for rest, lo, hi in facts:        # and its negation, as sums appear either way round
         add_fact(trace, rest, lo, hi)
         add_fact(trace, -rest, None if hi is None else -hi, None if lo is None else -lo)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
-from layoutkit.dsl.interpreter import (MemoryFaultError, RaceError, from_bf16, interpret,
-                                       to_bf16)
+from layoutkit.dsl.interpreter import (ExecutionError, MemoryFaultError, RaceError, from_bf16,
+                                       interpret, to_bf16)
 from layoutkit.dsl.interpreter.tma_model import combine, reduce_into
 from layoutkit.dsl.sm90.tma.derive import reduce_dtypes
 from layoutkit.ptx.isa.tma import REDUCE_TYPES
@@ -82,6 +82,15 @@ def test_a_tensor_larger_than_its_array_is_a_memory_fault_naming_the_reduction()
     with pytest.raises(MemoryFaultError, match="the TMA reduce-add of s into out: the tensor "
                                                "map of out"):
         run_reduction("f32", values, short, m, n)
+
+
+def test_an_inner_extent_inside_a_16_byte_chunk_stops_the_run():
+    # bf16, 100 columns: the last 16-byte chunk of a row would be written past the extent
+    values = to_bf16(np.ones((1, 64, 100)))
+    init = to_bf16(np.zeros((64, leading_dimension(lk.bf16, 100))))
+    with pytest.raises(ExecutionError, match="TMA writes the innermost dimension of out in "
+                                             "16-byte chunks"):
+        run_reduction("bf16", values, init, 64, 100)
 
 
 def test_ctas_reduce_add_bf16_tiles_into_one_ragged_tensor():

@@ -15,7 +15,10 @@ bytes a load charges to its mbarrier from the box (see derive.py for the rules).
     lk.sm90.tma_store(dQ.tile((64, 128), (m, 0)), sdQ, reduce="add")  # dQ tile += sdQ, element-wise
 
 A copy is issued by every thread that executes it: issue from one thread (lk.if_ or
-lk.sm90.elect_one). Loads outside the tensor's bounds fill zeros; stores there are dropped (a
+lk.sm90.elect_one). Loads outside the tensor's bounds fill zeros; stores there are dropped,
+but TMA writes the innermost dimension in 16-byte chunks, so a stored tensor's innermost extent
+must be a whole number of them (proven at trace time, implied by the row stride's 16-byte rule,
+or else checked at every launch as an lk.assume at the store's line) (a
 `window` of a tensor is copied through the whole tensor's map: its stop does not clip). The
 tensor map is a hidden kernel parameter encoded at launch from the arguments (cached per
 address, dims and strides); a global stride that breaks the 16-byte rule is a trace-time
@@ -59,12 +62,13 @@ from layoutkit.ptx.isa.tma import MAX_PENDING_BULK_GROUPS
 
 from ..cluster import block_rank_in_cluster
 from ...core.errors import TraceError
+from ...lang.assume import assume
 from ...lang.global_tensor import GlobalTensor
 from ..mbarrier import MbarrierRef, attach_copy
 from ...lang.shared import SharedTensor
 from ...core.sync_trace import sync_state
-from .derive import (SMEM_ALIGN, TmaError, plan_copies, reduce_error, tensor_modes,
-                     tile_to_modes)
+from .derive import (SMEM_ALIGN, WRITE_CHUNK_BYTES, TmaError, plan_copies, reduce_error,
+                     tensor_modes, tile_to_modes, written_extent_error)
 from .tensor_map import tensormap_param
 from ...core.tracer import current
 from ...core.types import i32
@@ -211,6 +215,7 @@ def tma_store(dst: GlobalTensor, src: SharedTensor, *, reduce: str | None = None
     if problem is not None:
         raise TraceError(f"{what}: {problem}")
     modes, plan, origins = derive(what, src, dst)
+    _check_written_extent(what, dst, modes, plan)
     tmap, tmap_attrs = tensormap_param(trace, what, dst, modes, plan)
     attrs = _common_attrs(src, dst, plan, tmap_attrs)
     for deltas, start in plan.copies:
@@ -224,6 +229,29 @@ def tma_store(dst: GlobalTensor, src: SharedTensor, *, reduce: str | None = None
                                  *(trace.index(c, i32) for c in coords)], (),
                    {**attrs, "coords": tuple(coords), "offset": offset,
                     "bytes": plan.box_bytes, "reduce": reduce})
+
+
+def _check_written_extent(what: str, dst: GlobalTensor, modes, plan) -> None:
+    """TMA writes the innermost dimension in whole 16-byte chunks, so its extent must be a
+    multiple of them: proven here, or implied by the launch's check of the next mode's stride
+    (rows of exactly that extent), or else checked at every launch (an lk.assume at the user's
+    line); a constant extent that is not one is a TmaError."""
+    inner, e = sympy.sympify(modes.extents[plan.order[0]]), dst.dtype.nbytes
+    problem = written_extent_error(inner, e)
+    if problem is None:
+        return
+    if len(plan.order) > 1 and sympy.sympify(modes.strides[plan.order[1]]) == inner:
+        return                       # the tensor map's stride rule: inner * e % 16 == 0
+    if not inner.free_symbols:
+        raise TmaError(f"{what}: the tensor {dst.ptr.name}: {problem}")
+    per = max(WRITE_CHUNK_BYTES // e, 1)
+    try:
+        assume(sympy.Eq(sympy.Mod(inner, per), 0),
+               why=f"TMA writes the innermost dimension of {dst.ptr.name} in "
+                   f"{WRITE_CHUNK_BYTES}-byte chunks, so {what} would write past its extent "
+                   f"otherwise (pad the extent to a multiple of {per} elements)")
+    except TraceError:
+        raise TmaError(f"{what}: the tensor {dst.ptr.name}: {problem}") from None
 
 
 def tma_store_commit() -> None:

@@ -43,6 +43,9 @@ from ...core.types import DTYPES, DType
 # alignment) and its swizzle modes are the ptx layer's (layoutkit.ptx.tensormap, isa.tma,
 # isa.smem_swizzle); this module derives a copy from layouts under them.
 MAX_COPIES = 1024             # a tile that needs more boxes than this is refused (loop instead)
+# TMA writes a tensor's innermost dimension in 16-byte chunks: an H200 reduction wrote the
+# whole last chunk past an extent that ends inside one (tests/gpu/test_dsl_tma_reduce_gpu.py)
+WRITE_CHUNK_BYTES = 16
 TMA_SWIZZLES = tuple(m for m in smem_swizzle.MODES if m != "none")     # "32B", "64B", "128B"
 
 
@@ -300,14 +303,32 @@ def _slice(box, parts: int, what: str) -> tuple:
 
 
 # The (op, element type) pairs of isa.tma.REDUCE_TYPES that the DSL emits: those an H200 ran
-# as the interpreter models them (tests/gpu/test_dsl_tma_reduce_gpu.py, 2026-12-02). PTX lists
-# more; i64 xor raised an illegal instruction there (so i64 and / or are not tried in the
-# suite) and the others were not run yet (tests/gpu/test_dsl_tma_reduce_probe_gpu.py runs them).
+# as the interpreter models them (tests/gpu/test_dsl_tma_reduce_gpu.py and its probes,
+# 2026-12-02). PTX lists more: i64 xor raised an illegal instruction there (so i64 and / or
+# are not tried) and u32 xor did not finish its run (tests/gpu/tma_reduce_probe_checks.py).
 HARDWARE_REDUCTIONS = {
-    "add": ("i32", "f16", "bf16", "f32"), "min": ("i32", "f16", "bf16"),
-    "max": ("i64", "u32", "f16", "bf16"), "inc": ("u32",), "dec": ("u32",),
-    "and": ("i32",), "or": ("u32",), "xor": (),
+    "add": ("i32", "u32", "f16", "bf16", "f32"), "min": ("i32", "i64", "u32", "f16", "bf16"),
+    "max": ("i32", "i64", "u32", "f16", "bf16"), "inc": ("u32",), "dec": ("u32",),
+    "and": ("i32", "u32"), "or": ("i32", "u32"), "xor": ("i32",),
 }
+
+
+def written_extent_error(extent, element_bytes: int) -> str | None:
+    """Why TMA cannot write (store or reduce into) a tensor whose innermost extent is `extent`
+    elements of `element_bytes`, or None: the extent must provably span whole 16-byte chunks.
+
+    >>> written_extent_error(104, 2) is None, written_extent_error(100, 2).split(",")[0]
+    (True, 'its contiguous mode has extent 100')
+    """
+    per = max(WRITE_CHUNK_BYTES // element_bytes, 1)
+    if provably_divisible(sympy.sympify(extent), per):
+        return None
+    return (f"its contiguous mode has extent {extent}, which is not provably a multiple of "
+            f"{per} elements ({WRITE_CHUNK_BYTES} bytes); TMA writes that dimension in "
+            f"{WRITE_CHUNK_BYTES}-byte chunks, so it would also write the elements past the "
+            f"extent up to the end of the last chunk (the H200 does): make the tensor's "
+            f"extent a multiple of {per} (pad it; the padding is written), or store the "
+            "ragged part with lk.store")
 
 
 def reduce_dtypes(op: str, table=None) -> tuple[str, ...]:
@@ -315,8 +336,8 @@ def reduce_dtypes(op: str, table=None) -> tuple[str, ...]:
     PTX type the ptx layer's table (isa.tma.REDUCE_TYPES) lists for it and, unless `table` is
     "ptx", that HARDWARE_REDUCTIONS enables.
 
-    >>> reduce_dtypes("add", "ptx"), reduce_dtypes("add"), reduce_dtypes("inc")
-    (('i32', 'u32', 'f16', 'bf16', 'f32'), ('i32', 'f16', 'bf16', 'f32'), ('u32',))
+    >>> reduce_dtypes("xor", "ptx"), reduce_dtypes("xor"), reduce_dtypes("inc")
+    (('i32', 'i64', 'u32'), ('i32',), ('u32',))
     """
     return tuple(t.name for t in DTYPES.values() if t.ptx in REDUCE_TYPES[op] and
                  (table == "ptx" or t.name in HARDWARE_REDUCTIONS[op]))
@@ -370,6 +391,7 @@ def _check_alignment(starts, offset, e: int, span, what: str) -> None:
 
 
 __all__ = ["TmaError", "TensorModes", "CopyPlan", "tensor_modes", "tile_to_modes", "plan_copies",
-           "tma_swizzle", "swizzle_mode", "HARDWARE_REDUCTIONS", "reduce_dtypes",
+           "tma_swizzle", "swizzle_mode", "HARDWARE_REDUCTIONS", "WRITE_CHUNK_BYTES",
+           "written_extent_error", "reduce_dtypes",
            "reduce_error", "MAX_BOX",
            "SMEM_ALIGN", "STRIDE_MULTIPLE"]
