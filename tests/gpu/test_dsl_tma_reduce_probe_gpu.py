@@ -1,7 +1,8 @@
 """GPU checks (marker ``gpu``) of TMA facts the DSL relies on or may enable
 (tests/gpu/tma_reduce_probe_checks.py), each group in its own process: the reductions PTX lists
-that the DSL does not enable yet, against the interpreter's model; and TMA writing the
-innermost dimension in whole 16-byte chunks (why a written tensor's extent must fill them)."""
+that the DSL does not enable yet, against the interpreter's model; TMA writing the
+innermost dimension in whole 16-byte chunks (why a written tensor's extent must fill them); a
+TMA load zero-filling past that extent element by element."""
 from pathlib import Path
 
 import pytest
