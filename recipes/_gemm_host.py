@@ -148,6 +148,29 @@ def tma_ready(x):
     return buf[:, :cols]
 
 
+def tma_output(out, keep: bool) -> tuple:
+    """(C as the kernel's TMA stores write it, the view of it that holds the product) for a 2-D
+    torch output `out`: out itself (twice) where TMA can store to it, else a buffer with 16-byte
+    rows, holding out's values when `keep` (the epilogue reads C). TMA stores write a row's last
+    16-byte chunk whole, past the tensor's extent (lk.sm90.tma_store refuses an extent that
+    ends inside one): where out's columns do, the kernel writes all of a buffer's padded
+    columns and the caller copies the first ones into out (a documented cost)."""
+    rows, cols = out.shape
+    align = TMA_ALIGN_BYTES // out.element_size()
+    if cols % align == 0:
+        if out.stride(1) == 1:
+            c = tma_ready(out)                  # out, or a copy of it
+        else:
+            c = tma_ready(out.new_empty(rows, cols))
+            if keep:
+                c.copy_(out)
+        return c, c
+    buf = out.new_empty(rows, round_up(cols, align))
+    if keep:
+        buf[:, :cols].copy_(out)
+    return buf, buf[:, :cols]
+
+
 @dataclass(frozen=True)
 class Schedule:
     """The persistent launch of one problem: the tile grid, the k-steps, the raster group that

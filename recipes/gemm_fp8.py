@@ -231,11 +231,11 @@ def gemm_fp8(a, b, scale_a=None, scale_b=None, out=None, *, out_dtype=None,
     types = _torch_types()
     key = (types[a.dtype], types[b.dtype], types[dtype])
     a_op, b_op = host.tma_ready(a), host.tma_ready(b.t())      # both K contiguous
-    c = host.tma_ready(out) if out.stride(1) == 1 else host.tma_ready(out.new_empty(m, n))
+    c_stored, c = host.tma_output(out, keep=False)     # the kernel's TMA stores, C's columns
     cfg = config or config_for(m, n, k)
     plan = host.schedule(m, n, k, cfg, lk.e4m3, _resident_units(a.device, cfg, key))
     kernel(*key, cfg.CLUSTER)[(plan.grid,)](
-        a_op, b_op, c, _broadcast(scale_a, m, n, a.device),
+        a_op, b_op, c_stored, _broadcast(scale_a, m, n, a.device),
         _broadcast(scale_b, m, n, a.device), GRID=plan.grid, BN=cfg.BN, STAGES=cfg.STAGES,
         GROUP_M=plan.group, CLUSTER=cfg.CLUSTER, PROMOTE=promotion(cfg))
     if c.data_ptr() != out.data_ptr():

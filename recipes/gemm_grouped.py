@@ -136,15 +136,23 @@ def check_offsets(offsets, total: int) -> None:
 
 
 # ---- operands ---------------------------------------------------------------------------------
-def stacked_b(b):
+def stacked_b(b, columns: int | None = None):
     """(major, b2): b (G, K, N) as the kernel's 2-D operand, TMA-ready. N-major b becomes
     (G*K, N) when K is a multiple of BK; otherwise (and for K-major b) the kernel reads
     (G*N, K), K contiguous, so the k-tail is clipped by TMA per row (an N-major b with a ragged
-    K is transposed into a copy: its k-tail would read the next group's rows)."""
+    K is transposed into a copy: its k-tail would read the next group's rows). `columns`: the
+    kernel's N, c's columns (None: N; more where c's rows run on to a whole 16-byte chunk,
+    host.tma_output): a K-major b2 then has that many rows per group, the extra ones zero (an
+    N-major b2's columns past N read as zeros: TMA's fill)."""
     g, k, n = b.shape
     if (b.stride(2) == 1 or n == 1) and k % ATOM_K == 0:
         return "N", host.tma_ready(b.reshape(g * k, n))
-    return "K", host.tma_ready(b.transpose(1, 2).reshape(g * n, k))
+    rows = b.transpose(1, 2)
+    if columns is not None and columns > n:             # a copy with zero rows per group
+        padded = rows.new_zeros(g, columns, k)
+        padded[:, :n] = rows
+        rows, n = padded, columns
+    return "K", host.tma_ready(rows.reshape(g * n, k))
 
 
 _UNITS: dict = {}
@@ -175,13 +183,13 @@ def packed(a, b, offsets, out=None, config=None, *, units=None, run=None, cuda: 
         return out
     if k == 0:                      # every group's product is 0 (rows of no group too)
         return out.zero_()
-    major, b2 = stacked_b(b)
+    # the kernel's TMA stores and C's columns; a copy keeps out's rows of no group
+    c_stored, c = host.tma_output(out, keep=True)
+    major, b2 = stacked_b(b, c_stored.shape[1])
     a_op = host.tma_ready(a)
-    c = out if out.stride(1) == 1 else out.contiguous()
-    c = host.tma_ready(c)           # a copy keeps out's rows of no group
     units = _sm_count(a.device) if units is None else units
-    grid, args, constexprs = kernel_arguments(a_op, b2, c, offsets.contiguous(), major, cfg,
-                                              grid_for(t, g, n, cfg, units))
+    grid, args, constexprs = kernel_arguments(a_op, b2, c_stored, offsets.contiguous(), major,
+                                              cfg, grid_for(t, g, n, cfg, units))
     (run or launch)(grid, args, constexprs)
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)

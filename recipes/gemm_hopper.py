@@ -21,8 +21,10 @@ pipeline (shared with recipes/gemm_fp8.py), every line of it visible there:
 The stage/phase of both sides come from one counter, `tile_iteration * K_TILES + k`, through
 lk.sm90.producer_state / lk.sm90.consumer_state (layoutkit.sync.PipelineState's rules). Ragged
 M, N, K are exact through TMA bounds: loads past the edge fill zeros (which add nothing to the
-dot products) and stores past the edge are dropped. TMA needs 16-byte aligned rows: a K (or N)
-whose rows are not a multiple of 8 elements is padded on the host (a copy; documented cost).
+dot products) and store rows past the edge are dropped. TMA needs 16-byte aligned rows: a K (or
+N) whose rows are not a multiple of 8 elements is padded on the host (a copy; documented cost),
+and an output whose rows end inside a 16-byte chunk is written through a buffer of padded rows
+and copied (TMA stores write a row's last chunk whole: host.tma_output).
 
 Config: BM x BN tile (BM 128: two consumer warpgroups, 64: one; BK = 64, one 128-byte row),
 STAGES ring depth, GROUP_M raster, CLUSTER, SPLIT_K (K ranges per output tile, their f32
@@ -376,13 +378,14 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
     else:
         major, b_op = "K", _tma_ready(b.t())       # N x K, K contiguous (b stored K-major)
     c_type = TYPES[_dtype_name(out.dtype)]
-    c = _tma_ready(out) if out.stride(1) == 1 else _tma_ready(out.new_empty(m, n))
+    # the kernel's TMA stores, the columns of C (holding out's values where beta reads them)
+    c_stored, c = host.tma_output(out, keep=epilogue.c is not None)
     cfg = config or TUNER.choose((m, n, k, major, sms, _device_name(a.device)))
     plan = host.schedule(m, n, k, cfg, lk.bf16, units(cfg, major), full_grid)
     c_in = out
     if plan.split_k == 1 and epilogue.staged(c_type) is not None:   # the kernel TMAs it
         if epilogue.c is not None and c is not out:
-            c_in = c if out.stride(1) == 1 else c.copy_(out)       # out's contents, TMA-ready
+            c_in = c_stored         # out's contents, TMA-ready (tma_output): C read where D goes
         if epilogue.staged(c_type) == "residual":
             residual = _tma_ready(residual)
     extra = plans.epilogue_arguments(epilogue, c_in, bias, residual, alpha, beta, m, n)
@@ -391,15 +394,17 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
     if plan.split_k > 1:
         ws = plans.workspace(torch, a.device, plan.split_k * plan.slab_rows,
                              _round_up(n, F32_ALIGN), n)               # TMA-ready rows
+        # the partials' TMA stores write each row's last 16-byte chunk whole: the padded rows
+        ws_stored = ws.as_strided((ws.shape[0], _round_up(n, F32_ALIGN)), ws.stride())
         return [(kernel_for(cfg.BM, cfg.CLUSTER, True, lk.f32, Epilogue()), (plan.grid,),
-                 (a, b_op, ws), dict(constexprs, SPLIT_K=plan.split_k)),
+                 (a, b_op, ws_stored), dict(constexprs, SPLIT_K=plan.split_k)),
                 (reduce_kernel(c_type, epilogue), reduce_grid(m, n), (ws, c, *extra),
                  dict(SPLITS=plan.split_k))], c
     if cfg.BM == CONSUMERS * WG_ROWS and c_type == lk.bf16 and not epilogue:
         kernel = KERNELS[cfg.CLUSTER]
     else:
         kernel = kernel_for(cfg.BM, cfg.CLUSTER, False, c_type, epilogue)
-    return [(kernel, (plan.grid,), (a, b_op, c, *extra), constexprs)], c
+    return [(kernel, (plan.grid,), (a, b_op, c_stored, *extra), constexprs)], c
 
 
 def compile_default() -> dict[str, str]:

@@ -176,13 +176,16 @@ def test_fused_epilogue_with_c_residual_and_scales(bm, out_type):
     assert err < 2 ** -7
 
 
-def test_host_launches_run_split_k_end_to_end():
+@pytest.mark.parametrize("n", [40, 13])
+def test_host_launches_run_split_k_end_to_end(n):
     """gemm_hopper.launches (the GPU path's description) on CPU tensors through the
-    interpreter: a forced split config, a bias, f32 out written into a column-strided out."""
+    interpreter: a forced split config, a bias, f32 out written into a column-strided out
+    (13 columns: rows that end inside a 16-byte chunk, which the partials' TMA stores write
+    whole into the workspace's padded rows)."""
     torch = pytest.importorskip("torch")
     from layoutkit.torch.interpreted import run_launches
     gen = torch.Generator().manual_seed(0)
-    m, n, k = 3, 40, 300
+    m, k = 3, 300
     a = torch.randn(m, k, generator=gen).to(torch.bfloat16)
     b = torch.randn(n, k, generator=gen).to(torch.bfloat16).t()            # K-major
     bias = torch.randn(n, generator=gen).to(torch.bfloat16)
@@ -197,6 +200,31 @@ def test_host_launches_run_split_k_end_to_end():
     out.copy_(c)
     want = a.double() @ b.double() + bias.double()
     assert ((out.double() - want).abs().max() / want.abs().max()).item() < 1e-5
+
+
+@pytest.mark.parametrize("beta", [0.0, -1.0])
+def test_an_out_whose_rows_end_inside_a_chunk_keeps_its_neighbours(beta):
+    """out = 13 columns of a 16-column tensor (its rows TMA-ready): TMA stores write a row's
+    last 16-byte chunk whole, so the kernel stores to a buffer of padded rows (beta: holding
+    out's values) and the product is copied into out; columns 13..15 keep their values."""
+    torch = pytest.importorskip("torch")
+    from layoutkit.torch.interpreted import run_launches
+    gen = torch.Generator().manual_seed(1)
+    m, n, k = 5, 13, 64
+    a = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    b = torch.randn(k, n, generator=gen).to(torch.bfloat16)
+    big = torch.randn(m, 16, generator=gen).to(torch.bfloat16)
+    before = big.clone()
+    out = big[:, :n]
+    epi = gemm_hopper.epilogue_of(out, None, None, None, 1.0, beta)
+    steps, c = gemm_hopper.launches(a, b, out, None, epi, None, None, 1.0, beta, 132,
+                                    lambda cfg, major: 1)
+    assert steps[0][2][2] is not out and c is not out      # not stored in place
+    run_launches(steps)
+    out.copy_(c)
+    want = a.double() @ b.double() + beta * before[:, :n].double()
+    assert ((out.double() - want).abs().max() / want.abs().max()).item() < 2 ** -7
+    assert torch.equal(big[:, n:], before[:, n:])
 
 
 # ---- compiled: no spills ---------------------------------------------------------------------
