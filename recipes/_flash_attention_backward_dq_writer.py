@@ -35,11 +35,11 @@ import layoutkit as lk
 DQ_FULL, DQ_EMPTY = 7, 8    # named barrier ids past the kernel's 1..5 and the varlen kernel's 6
 TMA_FULL, TMA_EMPTY = (7, 8), (9, 10)   # tma_reduce: one pair per consumer warpgroup
 TMA_WARP = 1                        # of the producer warpgroup: its lane 0 issues the reductions
-CONSUMERS = 2                       # the kernel's consumer warpgroups, one shared tile each
+CONSUMERS = 2         # the kernel's consumer warpgroups (its module takes them from here)
 TMA_THREADS = 128 + 32              # a consumer warpgroup and the issuing warp
 WRITER_WARPS = (1, 2, 3)            # of the producer warpgroup (warp 0 issues the TMA loads)
 VALUES = 16                         # f32 per writer thread and slab, 4 at a time (16 bytes)
-THREADS = 128 * 2 + 32 * len(WRITER_WARPS)     # the consumers and the writer warps
+THREADS = 128 * CONSUMERS + 32 * len(WRITER_WARPS)     # the consumers and the writer warps
 
 
 def parts(dq_split: str) -> int:

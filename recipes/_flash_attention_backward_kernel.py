@@ -74,7 +74,7 @@ from recipes import _flash_attention_backward_dq_writer as dq_writer
 from recipes._flash_attention_kernel import Env, _where, release, row_col, tile_layout
 
 WG_KEYS = 64                   # keys of one consumer warpgroup (one m64 wgmma)
-CONSUMERS = 2
+CONSUMERS = dq_writer.CONSUMERS  # consumer warpgroups
 BN = CONSUMERS * WG_KEYS       # keys per CTA
 BQ = 64                        # query rows per ring step by default (the BQ constexpr)
 QUERY_BLOCKS = (64, 128)       # the BQ the kernel takes: 128 with DQ_SPLIT "rows" only
@@ -242,7 +242,7 @@ class Consumer:
         self.sK_w, self.sV_w = (self.own_keys(x) for x in (e.sK, e.sV))
         self.s_layout = lk.sm90.wgmma_accumulator_layout(e.BQ)
         self.kv_layout = lk.sm90.wgmma_accumulator_layout(D)
-        self.dq_cols = D // 2 if e.DQ_SPLIT == "head_dim" else D
+        self.dq_cols = dq_writer.tile_columns(D, e.DQ_SPLIT)
         self.dq_layout = lk.sm90.wgmma_accumulator_layout(self.dq_cols)
         self.row0, self.col0, self.drow, self.dcol = row_col(self.s_layout,
                                                              lk.sm90.thread_id_in_warpgroup())
