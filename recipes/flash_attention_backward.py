@@ -137,10 +137,12 @@ CONFIGS = {64: Config(DQ_SPLIT="rows", BQ=128, DS_FIRST=True, **FAST),
 
 def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
     """The default config and one switched choice per entry (the benchmark's ablation rows):
-    the other dQ splits where they can run, ring depths 1 and 3 where they fit, the other dQ
-    writers (DQ_WRITE, with DQ_SPLIT head_dim and keys), the other dS^T store (DS_STORE), the
-    other dQ issue order (DQ_FIRST), and those three switched together (FAST, or back); `base`
-    instead of the head dim's default (the varlen recipe's)."""
+    the other dQ splits where they can run, the other ring depths (1-3) where they fit, the
+    other dQ writers (DQ_WRITE, with DQ_SPLIT head_dim and keys, or rows at BQ 128; head dim
+    256: the consumers' own with the second ring stage back), the other dS^T store (DS_STORE),
+    the other dQ and dS issue orders (DQ_FIRST, DS_FIRST), the 64-query step where the default
+    takes 128, and the three of FAST switched together (or back); configs that spill are no
+    rows. `base` instead of the head dim's default (the varlen recipe's)."""
     base = base or CONFIGS[head_dim]
     rows = {"default": base}
     candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)
