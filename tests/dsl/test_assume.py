@@ -129,6 +129,18 @@ def test_the_launch_plan_keeps_its_facts_through_the_cache():
         zero.plan.check_assumptions((x, x, 0))
 
 
+def test_a_fact_traced_at_one_line_several_times_is_checked_once_per_launch():
+    @lk.kernel(num_warps=1)
+    def copies(x: lk.Tensor[lk.f32, 1], y: lk.Tensor[lk.f32, 1]):
+        for t in range(3):                       # a Python loop: the line traced three times
+            lk.assume(x.shape[0] <= y.shape[0])
+            X = x.tile((32,), (lk.block_id(0) * 3 + t,)).partition(ONE)
+            lk.store(y.tile((32,), (lk.block_id(0) * 3 + t,)).partition(ONE), lk.load(X))
+    x = np.ones(96, np.float32)
+    (fact,) = copies.specialize(x, x).plan.assumptions
+    assert fact.text == "x_shape0 <= y_shape0"
+
+
 def test_the_protocol_check_walks_only_values_that_obey_the_facts():
     def ring(x: PTR, n: lk.i32, m: lk.i32):
         lk.assume(n >= m + 40)

@@ -148,7 +148,19 @@ def plan_of(ir, key: tuple) -> LaunchPlan:
                       getattr(ir, "cluster", None), _param_specs(ir, key),
                       tuple((op.attrs["name"], op.attrs["resolve"]) for op in ir.hidden),
                       sink_of(ir), getattr(ir, "protocol_checked", True),
-                      tuple(_assumption(ir, op) for op in _assume_ops(ir.body)))
+                      _distinct(_assumption(ir, op) for op in _assume_ops(ir.body)))
+
+
+def _distinct(assumptions) -> tuple:
+    """The assumptions in order, each once: a line traced several times (a store in an unrolled
+    loop, one per tile) states the same relation at each."""
+    seen, out = set(), []
+    for a in assumptions:
+        key = (a.text, a.where, repr(a.relations))     # the relations hold JSON lists
+        if key not in seen:
+            seen.add(key)
+            out.append(a)
+    return tuple(out)
 
 
 # ---- integer expressions over the kernel's parameters ------------------------------------------
