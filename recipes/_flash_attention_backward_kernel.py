@@ -58,11 +58,11 @@ who issues the dQ reductions: "consumers" (each warpgroup its own, as above) or
 warpgroup, which reduce it) or "tma_reduce" (each consumer's tile through shared memory to a
 TMA reduce-add issued by a lane of warp 1; both: recipes/_flash_attention_backward_dq_writer.py),
 DS_STORE how each step's dS^T reaches sdS ("st": 4-byte st.shared per value pair, 16 per
-thread; "stmatrix": 4 stmatrix.x4 per thread), DQ_FIRST whether dQ = dS K is issued before dK's wgmma (its
-reduction or hand-off then runs while dK computes) or after it (both retired first),
-DS_FIRST whether dS is computed before dV's wgmma is issued (P^T and dP^T die before the bf16
-P^T that wgmma reads from registers lives: 64 fewer live registers at BQ 128) or while it runs,
-and the register budgets; DKV_SPLIT "head_dim" (head dim 256) replaces this file's consumers by
+thread; "stmatrix": 4 stmatrix.x4 per thread), DQ_FIRST whether dQ = dS K is issued before
+dK's wgmma (its reduction or hand-off then runs while dK computes) or after it (both retired
+first), DS_FIRST whether dS is computed before dV's wgmma is issued (P^T and dP^T die before
+the bf16 P^T that wgmma reads from registers lives: 64 fewer live registers at BQ 128) or while
+it runs, LONGEST_FIRST the grid's order (key_block_ids), and the register budgets; DKV_SPLIT "head_dim" (head dim 256) replaces this file's consumers by
 recipes/_flash_attention_backward_columns.py's (64 keys per CTA, head_dim split for dK, dV).
 """
 from __future__ import annotations
@@ -106,6 +106,17 @@ def query_blocks(sq, sk, n_blk, causal: bool, keys: int = BN, bq: int = BQ):
     return m_begin, n_masked, nq, nqb
 
 
+def key_block_ids(heads_kv, longest_first: bool) -> tuple:
+    """(key block, kv head, batch) of this CTA: the grid's (x, y, z), or with `longest_first`
+    (y, x % heads_kv, x // heads_kv). Causal key block n sees the query blocks from about n *
+    BN / BQ on, so n = 0 holds the most work, and the hardware starts CTAs in block-index order
+    with x fastest: with key blocks along y, every (kv head, batch)'s block 0 starts first and
+    the shortest CTAs fill the last wave (along x, those of the last heads came last)."""
+    if longest_first:
+        return lk.block_id(1), lk.block_id(0) % heads_kv, lk.block_id(0) // heads_kv
+    return lk.block_id(0), lk.block_id(1), lk.block_id(2)
+
+
 def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tensor[lk.bf16, 4],
                   do: lk.Tensor[lk.bf16, 4], dk: lk.Tensor[lk.bf16, 4],
                   dv: lk.Tensor[lk.bf16, 4], dq_acc: lk.Tensor[lk.f32, 2],
@@ -114,17 +125,19 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
                   CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr, DKV_SPLIT: lk.constexpr,
                   DQ_WRITE: lk.constexpr, DS_STORE: lk.constexpr, DQ_FIRST: lk.constexpr,
                   PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr,
-                  BQ: lk.constexpr = BQ, DS_FIRST: lk.constexpr = False):
+                  BQ: lk.constexpr = BQ, DS_FIRST: lk.constexpr = False,
+                  LONGEST_FIRST: lk.constexpr = False):
     """The kernel (module docstring). q, do (batch, seqlen_q, heads_q, D); k, v, dk, dv (batch,
     seqlen_k, heads_kv, D), D contiguous; dq_acc f32 (batch * heads_q * nqb * BQ, D), row
     (b * heads_q + h) * nqb * BQ + q, nqb = ceil(seqlen_q / BQ) (BQ query rows per step),
     added into (zeroed by the host); neg_lse2, delta f32 (batch * heads_q * nqb * BQ,) in the
     same row order: -lse * log2 e and rowsum(dO * O), padded with -inf and 0. Query head h reads
     kv head h // GROUP. Grid (ceil(seqlen_k / KEYS), heads_kv, batch), KEYS = 128 (DKV_SPLIT
-    "keys") or 64 ("head_dim": recipes/_flash_attention_backward_columns.py's consumers)."""
+    "keys") or 64 ("head_dim": recipes/_flash_attention_backward_columns.py's consumers);
+    LONGEST_FIRST: grid (heads_kv * batch, key blocks, 1) instead (key_block_ids)."""
     Q, K, V, DO, DK, DV = (x.permute(1, 3, 2, 0) for x in (q, k, v, do, dk, dv))
     SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
-    n_blk, hk, b = lk.block_id(0), lk.block_id(1), lk.block_id(2)
+    n_blk, hk, b = key_block_ids(k.shape[2], LONGEST_FIRST)
     KEYS = BN if DKV_SPLIT == "keys" else WG_KEYS
     m_begin, n_masked, nq, nqb = query_blocks(SQ, SK, n_blk, CAUSAL, KEYS, BQ)
     buffers = shared_buffers(D, STAGES, KEYS, DKV_SPLIT, DQ_SPLIT, DQ_WRITE, BQ)

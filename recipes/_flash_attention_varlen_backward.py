@@ -70,7 +70,8 @@ def backward_varlen_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4],
                          CAUSAL: lk.constexpr, DQ_SPLIT: lk.constexpr, DKV_SPLIT: lk.constexpr,
                          DQ_WRITE: lk.constexpr, DS_STORE: lk.constexpr, DQ_FIRST: lk.constexpr,
                          PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr,
-                         BQ: lk.constexpr = BQ, DS_FIRST: lk.constexpr = False):
+                         BQ: lk.constexpr = BQ, DS_FIRST: lk.constexpr = False,
+                         LONGEST_FIRST: lk.constexpr = False):
     """The kernel (module docstring). q, do (1, total_q, heads_q, D); k, v, dk, dv (1, total_k,
     heads_kv, D); dq_acc f32 (heads_q * head_rows, D) added into (zeroed by the pre-pass),
     neg_lse2, delta (heads_q * head_rows,) in its row order; HEAD_BLOCKS = head_rows / 64 (a

@@ -47,6 +47,7 @@ class Config:
     CONSUMER_REGISTERS: int = 240
     BQ: int = BQ
     DS_FIRST: bool = False
+    LONGEST_FIRST: bool = False
 
     @property
     def keys(self) -> int:
@@ -79,6 +80,8 @@ class Config:
         if not isinstance(self.DQ_FIRST, bool) or self.DQ_FIRST and self.DKV_SPLIT != "keys":
             raise ValueError(f"{what} {self}: DQ_FIRST is True or False, True only for the "
                              "DKV_SPLIT='keys' consumers")
+        if not isinstance(self.LONGEST_FIRST, bool):
+            raise ValueError(f"{what} {self}: LONGEST_FIRST is True or False")
         if not isinstance(self.DS_FIRST, bool) or self.DS_FIRST and self.DKV_SPLIT != "keys":
             raise ValueError(f"{what} {self}: DS_FIRST is True or False, True only for the "
                              "DKV_SPLIT='keys' consumers (head dim 256's compute dS apart)")
@@ -140,7 +143,8 @@ def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
     the other dQ splits where they can run, the other ring depths (1-3) where they fit, the
     other dQ writers (DQ_WRITE, with DQ_SPLIT head_dim and keys, or rows at BQ 128; head dim
     256: the consumers' own with the second ring stage back), the other dS^T store (DS_STORE),
-    the other dQ and dS issue orders (DQ_FIRST, DS_FIRST), the 64-query step where the default
+    the other dQ and dS issue orders (DQ_FIRST, DS_FIRST), the other grid order (LONGEST_FIRST:
+    causal's longest key blocks of every head first), the 64-query step where the default
     takes 128, and the three of FAST switched together (or back); configs that spill are no
     rows. `base` instead of the head dim's default (the varlen recipe's)."""
     base = base or CONFIGS[head_dim]
@@ -160,6 +164,8 @@ def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
         base, DQ_FIRST=not base.DQ_FIRST)
     candidates["DS_FIRST=False" if base.DS_FIRST else "DS_FIRST"] = replace(
         base, DS_FIRST=not base.DS_FIRST)
+    candidates["LONGEST_FIRST=False" if base.LONGEST_FIRST else "LONGEST_FIRST"] = replace(
+        base, LONGEST_FIRST=not base.LONGEST_FIRST)
     if base.DKV_SPLIT == "head_dim" and base.DQ_WRITE == "tma_reduce":
         # the consumers' own reductions with the ring stage the TMA's dQ tile displaced
         candidates["DQ_WRITE=consumers STAGES=2"] = replace(base, DQ_WRITE="consumers", STAGES=2)
@@ -214,8 +220,11 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool,
                       DQ_FIRST=cfg.DQ_FIRST,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, BQ=cfg.BQ,
-                      DS_FIRST=cfg.DS_FIRST)
-    return (-(-sk // cfg.keys), hk, batch), args, constexprs
+                      DS_FIRST=cfg.DS_FIRST, LONGEST_FIRST=cfg.LONGEST_FIRST)
+    blocks = -(-sk // cfg.keys)
+    if cfg.LONGEST_FIRST:                # key blocks along y (the kernel's key_block_ids)
+        return (hk * batch, blocks, 1), args, constexprs
+    return (blocks, hk, batch), args, constexprs
 
 
 def compile_default() -> dict[str, str]:

@@ -58,7 +58,7 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, cu_seqlens_q,
                       DQ_FIRST=cfg.DQ_FIRST,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, BQ=cfg.BQ,
-                      DS_FIRST=cfg.DS_FIRST)
+                      DS_FIRST=cfg.DS_FIRST, LONGEST_FIRST=False)
     return (max(1, -(-max_seqlen_k // cfg.keys)), hk, batch), args, constexprs
 
 
@@ -117,6 +117,9 @@ def check_inputs(grad_o, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen
                          f"{config!r}")
     cfg = config or CONFIGS[q.shape[2]]
     cfg.check(q.shape[2])
+    if cfg.LONGEST_FIRST:
+        raise ValueError(f"{WHAT}: config {cfg}: LONGEST_FIRST is the padded kernel's grid "
+                         "order; the varlen grid keeps key blocks along x")
     if cfg.BQ != BQ:
         raise ValueError(f"{WHAT}: config {cfg}: BQ={cfg.BQ} is the padded kernel's; the varlen "
                          f"row buffers hold each sequence in {BQ}-row blocks (use BQ={BQ})")
@@ -132,7 +135,7 @@ def ablations(head_dim: int) -> dict:
     """The padded backward's ablation configs that the varlen kernel runs (all but the
     DQ_WRITE='producer_warps' and BQ=128 rows: check_inputs)."""
     return {name: cfg for name, cfg in padded.ablations(head_dim, CONFIGS[head_dim]).items()
-            if cfg.DQ_WRITE != "producer_warps" and cfg.BQ == BQ}
+            if cfg.DQ_WRITE != "producer_warps" and cfg.BQ == BQ and not cfg.LONGEST_FIRST}
 
 
 def flash_attention_varlen_backward(grad_o, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k,

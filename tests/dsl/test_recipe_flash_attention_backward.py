@@ -154,6 +154,16 @@ def test_tma_writer_keys_split_at_128_assembles_without_spills():
             assert re.search(rf"bar\.(sync|arrive) {bar}, 160", ptx), bar
 
 
+def test_longest_first_puts_key_blocks_along_y_and_matches_float64():
+    # causal key block 0 holds the most work: with key blocks along y, every (kv head, batch)'s
+    # block 0 starts first (the CTAs' order); two batches and two kv heads split along x
+    cfg = fb.ablations(128)["LONGEST_FIRST"]
+    grid, *_ = fb.kernel_arguments(*_specs(128), True, 128 ** -0.5, cfg)
+    t, tk = _specs(128)[:2]
+    assert grid == (tk.shape[2] * t.shape[0], -(-tk.shape[1] // fb.BN), 1)
+    assert fb.check_cpu(seed=8, cases=((2, 40, 100, 2, 2, 128, True),), config=cfg) < 2 ** -6
+
+
 @pytest.mark.parametrize("d", [64, 128])
 def test_interpreter_ds_stored_by_stmatrix(d):
     # consumer warpgroup 1 (threads 256..) stores its own rows: stmatrix addresses by the
@@ -260,6 +270,8 @@ def _args(**change):
           grad_o=Cuda(1, 8, 4, 128), o=Cuda(1, 8, 4, 128)),
      dict(config=fb.Config(DQ_SPLIT="rows", BQ=128)), "got head_dim 128"),
     ({}, dict(config=fb.Config(DQ_SPLIT="keys", DS_FIRST=1)), "DS_FIRST is True or False"),
+    ({}, dict(config=fb.Config(DQ_SPLIT="keys", LONGEST_FIRST=None)),
+     "LONGEST_FIRST is True or False"),
     (dict(q=Cuda(1, 8, 4, 256), k=Cuda(1, 9, 2, 256), v=Cuda(1, 9, 2, 256),
           grad_o=Cuda(1, 8, 4, 256), o=Cuda(1, 8, 4, 256)),
      dict(config=fb.Config(DKV_SPLIT="head_dim", DS_FIRST=True)), "DS_FIRST is True or False"),

@@ -278,6 +278,10 @@ def _inputs(total_q=10, total_k=12, hq=4, hk=2, d=64, batch=2, **kw):
     (dict(config=fvb.Config(STAGES=0, DQ_SPLIT="keys")), r"STAGES >= 1"),
     (dict(config=fvb.Config(DQ_SPLIT="keys", DQ_WRITE="producer_warps")),
      r"DQ_WRITE='producer_warps' is the padded kernel's"),
+    (dict(config=fvb.Config(DQ_SPLIT="keys", LONGEST_FIRST=True)),
+     "LONGEST_FIRST is the padded kernel's grid order"),
+    (dict(config=fvb.Config(DQ_SPLIT="rows", BQ=128, DS_FIRST=True)),
+     "BQ=128 is the padded kernel's"),
 ])
 def test_argument_errors_name_the_argument(change, message):
     args = _inputs(**change.pop("inputs", {}))
