@@ -62,7 +62,8 @@ thread; "stmatrix": 4 stmatrix.x4 per thread), DQ_FIRST whether dQ = dS K is iss
 dK's wgmma (its reduction or hand-off then runs while dK computes) or after it (both retired
 first), DS_FIRST whether dS is computed before dV's wgmma is issued (P^T and dP^T die before
 the bf16 P^T that wgmma reads from registers lives: 64 fewer live registers at BQ 128) or while
-it runs, LONGEST_FIRST the grid's order (key_block_ids), and the register budgets; DKV_SPLIT "head_dim" (head dim 256) replaces this file's consumers by
+it runs, LONGEST_FIRST the grid's order (key_block_ids), and the register budgets; DKV_SPLIT
+"head_dim" (head dim 256) replaces this file's consumers by
 recipes/_flash_attention_backward_columns.py's (64 keys per CTA, head_dim split for dK, dV).
 """
 from __future__ import annotations
