@@ -1,13 +1,14 @@
 """TMA reduce-stores (lk.sm90.tma_store(dst, src, reduce=op)): the PTX line of each element
 type's reduction (assembled by ptxas for sm_90a), everything else the plain store's; every
 misuse a TraceError naming the op, the element type and the legal ones at the user's line; the
-verifier's check of the attr; the protocol check of the shared source, as for a store."""
+verifier's check of the attr (the protocol check of the shared source, as for a store:
+tests/misuse/test_async_protocol.py)."""
 import copy
 
 import pytest
 
 import layoutkit.dsl as lk
-from layoutkit.algebra import ComposedLayout, Layout, Swizzle
+from layoutkit.algebra import ComposedLayout, Layout
 from layoutkit.dsl.core.verifier import verify
 from layoutkit.dsl.sm90.tma.derive import HARDWARE_REDUCTIONS
 from layoutkit.ptx.isa.tma import REDUCE_TYPES
@@ -166,45 +167,6 @@ def test_the_verifier_checks_the_reduce_attr():
         with pytest.raises(lk.VerifierError) as info:
             verify(fn)
         assert info.value.message.startswith(f"IR op 'tma_store' (results []): {rule}")
-
-
-SW128 = Swizzle(3, 3, 3)
-TILE = 64
-
-
-def reduce_then_overwrite(wait: bool, overwrite: bool):
-    tv = lk.TVLayout((TILE, TILE), Layout(((8, 16), (8, 4)), ((TILE * 8, 1), (TILE, 16))))
-
-    def k(a: lk.Pointer[lk.bf16], b: lk.Pointer[lk.bf16], k_tiles: lk.i32):
-        C = lk.global_tensor(a, Layout((TILE, TILE), (TILE, 1)))
-        sC = lk.shared_tensor(ComposedLayout(SW128, 0, Layout((TILE, TILE), (TILE, 1))),
-                              lk.bf16, name="sC")
-        lk.store(sC.partition(tv), lk.full(tv, 1.0, lk.bf16))
-        lk.sm90.fence_proxy_async()
-        lk.barrier()
-        with lk.if_(lk.eq(lk.thread_id(), 0)):
-            lk.sm90.tma_store(C.tile((TILE, TILE), (0, 0)), sC, reduce="add")   # TMA REDUCE
-            lk.sm90.tma_store_commit()
-            if wait:
-                lk.sm90.tma_store_wait(0)
-        if overwrite:
-            lk.store(sC.partition(tv), lk.full(tv, 2.0, lk.bf16))             # OVERWRITE
-    return k
-
-
-def test_the_protocol_check_finds_a_reduction_source_overwritten_before_the_wait():
-    ptr = lk.Pointer[lk.bf16]
-    lk.Kernel(reduce_then_overwrite(True, False), 4).ir(ptr, ptr, 8)    # waited: no finding
-    with pytest.raises(lk.ProtocolError) as info:
-        lk.Kernel(reduce_then_overwrite(False, True), 4).ir(ptr, ptr, 8)
-    assert info.value.location.line == line_of("# OVERWRITE")
-    reduce, overwrite = line_of("# TMA REDUCE"), line_of("# OVERWRITE")
-    assert (f"TMA store: thread 0 writes sC bytes 0..2047 at line {overwrite} while the TMA "
-            f"store at line {reduce} may still read them: lk.sm90.tma_store_commit() and "
-            "lk.sm90.tma_store_wait() before overwriting a store's source") in \
-        info.value.message
-    assert (f"reaches the end of the kernel with the TMA store at line {reduce} still reading "
-            "sC bytes 0..8191") in info.value.message
 
 
 # ---- TMA writes the innermost dimension in whole 16-byte chunks -------------------------------
