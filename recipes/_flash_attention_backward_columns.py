@@ -94,9 +94,8 @@ class ColumnConsumer(Consumer):
         if e.DQ_WRITE == "tma_reduce":       # this warpgroup's columns, reduced by the TMA
             dq_writer.consumer_hand_off_tma(e, dQ, wg)
         else:
-            row = e.query_row(h, m)
-            lk.atomic_add(self.dq_acc.tile((BQ, self.cols), (row, wg)).partition(self.dq_layout),
-                          dQ)
+            at = dq_writer.tile_at(e.DQ_SPLIT, e.query_row(h, m), wg)   # its columns
+            lk.atomic_add(self.dq_acc.tile((BQ, self.cols), at).partition(self.dq_layout), dQ)
         return dK, dV
 
     def epilogue(self, dK, dV) -> None:

@@ -105,6 +105,15 @@ def write_dq(e) -> None:
                     lk.atomic_add(block.tile(SLAB, (r, c)).partition(tv), sums)
 
 
+def tile_at(dq_split: str, row, wg: int) -> tuple:
+    """(64-row block, column block) in the dQ accumulator of consumer `wg`'s dQ tile for the
+    step at block `row` (in steps' rows): DQ_SPLIT "rows" its 64 of the step's 128 rows,
+    "head_dim" and "keys_summed" its half of the columns, "keys" the whole step."""
+    if dq_split == "rows":
+        return row * CONSUMERS + wg, 0
+    return row, wg if dq_split in ("head_dim", "keys_summed") else 0
+
+
 def tile_columns(D: int, dq_split: str) -> int:
     """dQ columns of one consumer warpgroup's tile: half of them with DQ_SPLIT "head_dim"."""
     return D // 2 if dq_split == "head_dim" else D
@@ -147,9 +156,7 @@ def write_dq_tma(e) -> None:
                 lk.sm90.named_barrier_arrive(TMA_EMPTY[w], TMA_THREADS)
             for w in range(CONSUMERS):
                 lk.sm90.named_barrier_sync(TMA_FULL[w], TMA_THREADS)
-                # 64-row blocks: the step's, or (DQ_SPLIT "rows", 128-row steps) consumer w's
-                at = (row * CONSUMERS + w, 0) if e.DQ_SPLIT == "rows" else \
-                    (row, w if e.DQ_SPLIT == "head_dim" else 0)
+                at = tile_at(e.DQ_SPLIT, row, w)
                 with lk.if_(issuer):
                     lk.sm90.tma_store(e.dq_acc.tile((64, cols), at), e.sdQ[:, :, w],
                                       reduce="add")

@@ -378,20 +378,17 @@ class Consumer:
         """Step i's dQ part (query block m of head h) into the f32 accumulator: by this
         warpgroup's reductions, or handed to the producer warps (DQ_WRITE)."""
         e = self.e
-        col = self.wg if e.DQ_SPLIT == "head_dim" else 0
-        row = e.query_row(h, m)               # in 64-row blocks of dq_acc: the step's, or
-        if e.DQ_SPLIT == "rows":              # this warpgroup's 64 of the step's 128 rows
-            row = row * CONSUMERS + self.wg
         if e.DQ_WRITE == "producer_warps":
+            col = self.wg if e.DQ_SPLIT == "head_dim" else 0
             dq_writer.consumer_hand_off(e, dQ, self.wg if e.DQ_SPLIT == "keys" else 0, col)
             return
         if e.DQ_WRITE == "tma_reduce":
             dq_writer.consumer_hand_off_tma(e, dQ, self.wg)
             return
         if e.DQ_SPLIT == "keys_summed":
-            dQ, col = self.sum_halves(i, dQ), self.wg
-        rows = self.dq_acc.tile(dQ.layout.tile, (row, col))        # 64 rows x dQ's columns
-        lk.atomic_add(rows.partition(dQ.layout), dQ)
+            dQ = self.sum_halves(i, dQ)
+        at = dq_writer.tile_at(e.DQ_SPLIT, e.query_row(h, m), self.wg)
+        lk.atomic_add(self.dq_acc.tile(dQ.layout.tile, at).partition(dQ.layout), dQ)
 
     def sum_halves(self, i, dQ):
         """DQ_SPLIT "keys_summed": the two warpgroups' dQ over their own keys summed before the
