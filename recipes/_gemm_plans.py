@@ -36,9 +36,12 @@ def epilogue_arguments(epilogue, out, bias, residual, alpha, beta, m: int, n: in
     return extra + [float(alpha)] * epilogue.scaled + [float(beta)] * (epilogue.c is not None)
 
 
-def workspace(torch, device, rows: int, padded: int, n: int):
-    """The split-K f32 workspace: `rows` x n, its rows `padded` elements apart (TMA-ready)."""
-    return torch.empty(rows, padded, device=device, dtype=torch.float32)[:, :n]
+def workspace(torch, device, rows: int, padded: int, n: int) -> tuple:
+    """The split-K f32 workspace, `rows` rows `padded` elements apart (TMA-ready): (the whole
+    buffer, which the partials' TMA stores write, rows of a last 16-byte chunk included; its
+    first n columns, which the reduction reads)."""
+    buf = torch.empty(rows, padded, device=device, dtype=torch.float32)
+    return buf, buf[:, :n]
 
 
 def _layout(tensor, x):
@@ -106,8 +109,8 @@ class Plan:
             gemm_launch(a, b_op, out, *extra, *constexprs)
         else:
             (first, split), (reduce, splits) = self.steps
-            ws = workspace(torch, a.device, *self.split, self.n)
-            first(a, b_op, ws, *split)
+            ws_stored, ws = workspace(torch, a.device, *self.split, self.n)
+            first(a, b_op, ws_stored, *split)
             reduce(ws, out, *extra, *splits)
         return out
 

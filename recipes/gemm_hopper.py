@@ -392,10 +392,8 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
     constexprs = dict(GRID=plan.grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
                       GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
     if plan.split_k > 1:
-        ws = plans.workspace(torch, a.device, plan.split_k * plan.slab_rows,
-                             _round_up(n, F32_ALIGN), n)               # TMA-ready rows
-        # the partials' TMA stores write each row's last 16-byte chunk whole: the padded rows
-        ws_stored = ws.as_strided((ws.shape[0], _round_up(n, F32_ALIGN)), ws.stride())
+        ws_stored, ws = plans.workspace(torch, a.device, plan.split_k * plan.slab_rows,
+                                        _round_up(n, F32_ALIGN), n)
         return [(kernel_for(cfg.BM, cfg.CLUSTER, True, lk.f32, Epilogue()), (plan.grid,),
                  (a, b_op, ws_stored), dict(constexprs, SPLIT_K=plan.split_k)),
                 (reduce_kernel(c_type, epilogue), reduce_grid(m, n), (ws, c, *extra),
