@@ -24,7 +24,7 @@ from .errors import LayoutError
 from .sympy_gate import is_symbolic, memoized as _memoized
 
 __all__ = ["symbol", "is_symbolic", "norm", "divides", "le", "lt", "eq", "require", "display",
-           "ceil_div", "exact_div", "substitute", "hidden_symbols", "Extent", "mod"]
+           "ceil_div", "exact_div", "substitute", "hidden_symbols", "Extent", "mod", "attains"]
 
 class Extent(sympy.Symbol):
     """A positive-integer symbol that knows its declared divisor (part of its identity)."""
@@ -91,8 +91,9 @@ def expand(x):
 
 def _multiplied_out(x) -> bool:
     """x is a sum of products of numbers, symbols and functions of such, with no sum inside
-    a product and no power: what sympy.expand returns unchanged (most index arithmetic, whose
-    expansion would cost ~0.2 ms of sympy's rebuilding per new expression)."""
+    a product and no power but 1/y of a symbol or function y (a division by a tile count):
+    what sympy.expand returns unchanged (most index arithmetic, whose expansion would cost
+    ~0.2 ms of sympy's rebuilding per new expression)."""
     if x.is_Atom:
         return x.is_Symbol or x.is_Rational
     if x.is_Add:
@@ -101,6 +102,9 @@ def _multiplied_out(x) -> bool:
         return all(not a.is_Add and not a.is_Mul and _multiplied_out(a) for a in x.args)
     if isinstance(x, (sympy.floor, sympy.ceiling, sympy.Mod)):
         return all(_multiplied_out(a) for a in x.args)
+    if x.is_Pow:      # a division by a symbol or a floor (a tile count): no rule applies
+        return x.exp is sympy.S.NegativeOne and (x.base.is_Symbol or isinstance(
+            x.base, (sympy.floor, sympy.ceiling, sympy.Mod)) and _multiplied_out(x.base))
     return False
 
 
@@ -460,19 +464,78 @@ def _unbounded_term(x, depth: int = 0) -> bool:
     """x is a plain counter s, floor(r*u + b) (r = +-1/d, d >= 2, b rational, u such a term) or,
     inside a sum, -u: an integer with no upper or no lower bound and no parity that sympy can
     prove, and a polynomial generator of content 1 (a ring counter, a tile count
-    -floor(-E/d), a phase floor(counter/stages))."""
+    -floor(-E/d), a phase floor(counter/stages)). Inside a sum (depth > 0) also a floor, Max or
+    Min that some counter steps through every integer of a ray (_counter_walk)."""
     if _plain_counter(x):
         return True
     if depth > 3:
         return False
     if x.is_Mul and len(x.args) == 2 and x.args[0] is sympy.S.NegativeOne:
         return depth > 0 and _unbounded_term(x.args[1], depth + 1)
-    if type(x) is not sympy.floor:
+    if type(x) is sympy.floor:
+        const, lin = x.args[0].as_coeff_Add()
+        coeff, u = lin.as_coeff_Mul()
+        if const.is_Rational and coeff.is_Rational and abs(coeff.p) == 1 and coeff.q >= 2 \
+                and _unbounded_term(u, depth + 1):
+            return True
+    elif type(x) not in (sympy.Max, sympy.Min):
         return False
-    const, lin = x.args[0].as_coeff_Add()
-    coeff, u = lin.as_coeff_Mul()
-    return const.is_Rational and coeff.is_Rational and abs(coeff.p) == 1 and coeff.q >= 2 \
-        and _unbounded_term(u, depth + 1)
+    return depth > 0 and bool(_counter_walk(x, 0))
+
+
+MAX_WALK_DEPTH = 8       # nesting _counter_walk follows (a phase of Max(1, Min(...)) blocks: 6)
+
+
+def _counter_walk(x, depth: int) -> dict:
+    """{counter s: +1 or -1} for each plain counter s along which the integer x, the other
+    symbols held, runs through every integer of a ray: x is monotone in s (+1 nondecreasing,
+    -1 nonincreasing), changes by at most 1 per step of s and has no bound that way. Such an x
+    takes both parities, every residue and no bound on that side at some point of sympy's
+    domain, so sympy (sound) proves none of them -- the facts Mod's evaluation asks of a term
+    (a phase floor((k + tile * K_TILES) / stages), causal attention's key-block counts
+    Max(1, Min(...)) and their phases): a counter s, +-1 * a walked term, a sum in which s
+    lies in one term only with coefficient +-1, floor(b + sum) whose term walked by s has a
+    coefficient of magnitude <= 1 and is the only one holding s, Max / Min of arguments walked
+    the same way by s or free of it (Max: one walked argument enough one way, all the other;
+    Min the reverse)."""
+    if depth > MAX_WALK_DEPTH or x.is_Number:
+        return {}
+    if _plain_counter(x):
+        return {x: 1}
+    if x.is_Add or (x.is_Mul and x.args[0].is_Number):
+        return _sum_walk(x.args if x.is_Add else (x,), depth, integer=True)
+    if type(x) is sympy.floor:
+        return _sum_walk(sympy.Add.make_args(x.args[0]), depth, integer=False)
+    if type(x) not in (sympy.Max, sympy.Min):
+        return {}
+    walks = [(_counter_walk(a, depth + 1), a.free_symbols) for a in x.args]
+    out = {}
+    for s in set().union(*(w for w, _ in walks)):
+        for sign in (1, -1):
+            walked = [w.get(s) == sign for w, _ in walks]
+            free = [s not in symbols for _, symbols in walks]
+            # Max grows with one argument that grows, the others held; it falls only if all fall
+            one_way = (type(x) is sympy.Max) == (sign == 1)
+            if all(a or f for a, f in zip(walked, free)) and (any(walked) if one_way else
+                                                              all(walked)):
+                out[s] = sign
+    return out
+
+
+def _sum_walk(terms, depth: int, integer: bool) -> dict:
+    """_counter_walk of the sum of `terms`: coefficients +-1 (`integer`: a sum of integers) or
+    of magnitude <= 1 (a floor's argument)."""
+    walks, holders = {}, {}
+    for term in terms:
+        coeff, rest = term.as_coeff_Mul()
+        if not coeff.is_Rational or rest is sympy.S.One:
+            continue
+        for s in rest.free_symbols:
+            holders[s] = holders.get(s, 0) + 1
+        if (abs(coeff) == 1 if integer else abs(coeff) <= 1):
+            for s, sign in _counter_walk(rest, depth + 1).items():
+                walks[s] = sign if coeff > 0 else -sign
+    return {s: sign for s, sign in walks.items() if holders[s] == 1}
 
 
 def _free_terms(p):
@@ -491,6 +554,30 @@ def _free_terms(p):
             return None
         seen |= symbols
     return int(const), terms
+
+
+def attains(x, c: int) -> bool:
+    """x is a counter s, floor(s/d) or Mod(y, q) of such a y (a thread, lane or warp index) and
+    takes the value c at some point of sympy's domain and another value at another: sympy's
+    is_eq(x, c) is then undecided (sympy is sound), and Eq(x, c) stays as built, without the
+    assumption queries that find nothing (~2-10 ms for each new x)."""
+    if type(x) is sympy.Mod:
+        y, q = x.args
+        return q.is_Integer and 2 <= int(q) and 0 <= c < int(q) and _least_value(y) is not None
+    least = _least_value(x)
+    return least is not None and c >= least
+
+
+def _least_value(x):
+    """v when x takes every integer value >= v and no other (a counter s: 0, or 1 for a
+    positive one such as an extent; floor(s/d), d >= 2: 0), else None."""
+    if _plain_counter(x):
+        return 1 if x.is_positive else 0
+    if type(x) is not sympy.floor:
+        return None
+    coeff, s = x.args[0].as_coeff_Mul()
+    return 0 if coeff.is_Rational and coeff.p == 1 and coeff.q >= 2 and _plain_counter(s) \
+        else None
 
 
 def mod(p, q):

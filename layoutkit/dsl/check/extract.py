@@ -596,8 +596,10 @@ class Extractor:
         splits = np.array([p.kind not in prologue for p in self.log], dtype=bool)
         # a thread's class: its CTA, its role and the events it executed (the same partition
         # as one bit per event: one bit per distinct thread mask of those events)
-        signature = np.packbits(np.ascontiguousarray(masks[np.unique(which[splits])].T),
-                                axis=1)
+        # the distinct rows of the split events, in order (row indices < len(masks): counted,
+        # not np.unique, whose first call imports numpy.ma, ~5-18 ms of a process's first check)
+        used = np.flatnonzero(np.bincount(which[splits], minlength=len(masks)))
+        signature = np.packbits(np.ascontiguousarray(masks[used].T), axis=1)
         start = self.cta * (len(self.roles) + 1) + self.role + 1
         groups: dict = {}
         for thread, (first, bits) in enumerate(zip(start.tolist(), signature)):

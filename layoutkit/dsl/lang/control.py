@@ -14,7 +14,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 
-from layoutkit.algebra.sympy_gate import sympy
+from layoutkit.algebra.sympy_gate import deferred_module, sympy
 
 from ..core.errors import LayoutMismatchError, TraceError
 from ..core.facts import provably_less
@@ -23,6 +23,8 @@ from ..core.tracer import current, is_int_expr
 from ..core.types import i32, i64
 from ..core.conditions import condition
 from ..core.values import RegisterTensor, Scalar, compare
+
+symbolic = deferred_module("layoutkit.algebra.symbolic")   # (sympy: at a trace, not at import)
 
 UNROLL = (None, 1, True)
 
@@ -140,6 +142,8 @@ def eq(a, b):
     compare them while tracing, so the DSL refuses it on runtime values)."""
     if isinstance(a, (Scalar, RegisterTensor)) or isinstance(b, (Scalar, RegisterTensor)):
         return compare("eq", a, b)
+    if _undecided(a, b):          # what sympy's evaluation returns, without its queries
+        return sympy.Eq(a, b, evaluate=False)
     return sympy.Eq(a, b)
 
 
@@ -147,7 +151,15 @@ def ne(a, b):
     """The run-time condition a != b (see `eq`)."""
     if isinstance(a, (Scalar, RegisterTensor)) or isinstance(b, (Scalar, RegisterTensor)):
         return compare("ne", a, b)
+    if _undecided(a, b):
+        return sympy.Ne(a, b, evaluate=False)
     return sympy.Ne(a, b)
+
+
+def _undecided(a, b) -> bool:
+    """a == b is a thread / lane / warp index against an int it takes (and others):
+    layoutkit.algebra.symbolic.attains."""
+    return type(b) is int and isinstance(a, sympy.Basic) and symbolic.attains(a, b)
 
 
 @contextlib.contextmanager
