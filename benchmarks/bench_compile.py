@@ -35,8 +35,14 @@ kernel module's perf_counter replaced by time.process_time in the child): on a m
 with other jobs, wall time also counts the waits for a core ("host" is then wall time less CPU
 time and means nothing).
 
+With --sympy-first the child imports sympy, and the modules sympy imports inside its first
+sum (sympy.tensor.tensor and what it pulls in; Add.flatten imports them on every call), after
+the recipe and before the compile, and reports that time beside "import": the first
+specialization's row then holds its own work (sympy's first evaluation of each expression
+included) and not sympy's import, which `import layoutkit.dsl` defers to the first trace.
+
     python benchmarks/bench_compile.py [--repeats 3] [--markdown] [--no-warm] [--gpu]
-                                       [--cpu-time] [RECIPE ...]
+                                       [--cpu-time] [--sympy-first] [RECIPE ...]
 """
 from __future__ import annotations
 
@@ -58,15 +64,17 @@ PHASES = ("trace", "verify", "check", "lower", "ptxas")
 COLUMNS = PHASES + ("host", "w/o ptxas", "total")   # w/o ptxas: trace..lower; total: all
 
 
-def child(recipe: str, cpu_time: bool = False) -> None:
+def child(recipe: str, cpu_time: bool = False, sympy_first: bool = False) -> None:
     """In the fresh process: compile the recipe's defaults, print one JSON object (with
-    `cpu_time`, the phases but ptxas in this process's CPU seconds: see --cpu-time)."""
+    `cpu_time`, the phases but ptxas in this process's CPU seconds: see --cpu-time; with
+    `sympy_first`, sympy imported before the compile and timed: see --sympy-first)."""
     start = time.perf_counter()
     from layoutkit.tools.recipe_runner import default_specializations, load_recipe
     if cpu_time:
         import importlib
         importlib.import_module("layoutkit.dsl.core.kernel").perf_counter = time.process_time
     load_recipe(recipe)
+    sympy_import = import_sympy(cpu_time) if sympy_first else None
     imported, cpu_start = time.perf_counter(), _cpu_seconds()
     found = default_specializations(recipe)
     compiled = time.perf_counter()
@@ -82,7 +90,18 @@ def child(recipe: str, cpu_time: bool = False) -> None:
     python = sum(row[p] for row in rows if row["fresh"] for p in PHASES[:-1])
     on_cpu = (_cpu_seconds() - cpu_start) / (time.perf_counter() - imported)
     print(json.dumps({"recipe": recipe, "import": imported - start, "on_cpu": on_cpu,
-                      "host": (compiled - imported) - python, "rows": rows}))
+                      "host": (compiled - imported) - python, "rows": rows,
+                      "sympy_import": sympy_import}))
+
+
+def import_sympy(cpu_time: bool) -> float:
+    """Import sympy and the modules its first Add imports (--sympy-first); the seconds taken
+    (CPU seconds with `cpu_time`)."""
+    clock = time.process_time if cpu_time else time.perf_counter
+    start = clock()
+    import sympy
+    sympy.Add(sympy.Symbol("x"), 1)     # sympy.tensor.tensor and the rest Add.flatten imports
+    return clock() - start
 
 
 def _cpu_seconds() -> float:
@@ -169,13 +188,15 @@ def _fake_argument(value, slot: int):
     return value
 
 
-def run_child(recipe: str, warm: bool = False, gpu: bool = False, cpu_time: bool = False) -> dict:
+def run_child(recipe: str, warm: bool = False, gpu: bool = False, cpu_time: bool = False,
+              sympy_first: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("LAYOUTKIT_DEBUG",
                                                             "LAYOUTKIT_SPEC_CACHE")}
     with tempfile.TemporaryDirectory(prefix="layoutkit-bench-cache-") as cache:
         env["LAYOUTKIT_CACHE_DIR"] = cache
         done = subprocess.run([sys.executable, __file__, "--child", recipe,
-                               *(["--cpu-time"] if cpu_time else [])], env=env,
+                               *(["--cpu-time"] if cpu_time else []),
+                               *(["--sympy-first"] if sympy_first else [])], env=env,
                               capture_output=True, text=True, timeout=3600, cwd=ROOT)
         if done.returncode == 0 and warm:
             again = subprocess.run([sys.executable, __file__, "--warm-child", recipe,
@@ -196,14 +217,14 @@ def run_child(recipe: str, warm: bool = False, gpu: bool = False, cpu_time: bool
 
 
 def measure(recipes: list[str], repeats: int, warm: bool = True, gpu: bool = False,
-            cpu_time: bool = False) -> list[dict]:
+            cpu_time: bool = False, sympy_first: bool = False) -> list[dict]:
     """Per recipe: {"recipe", "import", "host", "rows": [{"name", phase: median s}], "warm":
     [{"name", "first", "launch": median s, "from"}]}."""
     results = []
     for recipe in recipes:
         runs = []
         for _ in range(repeats):
-            runs.append(run_child(recipe, warm, gpu, cpu_time))
+            runs.append(run_child(recipe, warm, gpu, cpu_time, sympy_first))
             print(f"  {recipe}: run {len(runs)}/{repeats} done", file=sys.stderr, flush=True)
             if "error" in runs[-1]:
                 break
@@ -217,6 +238,8 @@ def measure(recipes: list[str], repeats: int, warm: bool = True, gpu: bool = Fal
             rows.append({"name": row["name"], "fresh": row["fresh"], **med})
         results.append({"recipe": recipe, "rows": rows,
                         "import": statistics.median(r["import"] for r in runs),
+                        "sympy_import": None if runs[0].get("sympy_import") is None else
+                        statistics.median(r["sympy_import"] for r in runs),
                         "on_cpu": statistics.median(r["on_cpu"] for r in runs),
                         "host": statistics.median(r["host"] for r in runs),
                         "warm": _warm_medians(runs),
@@ -274,8 +297,10 @@ def table_rows(results: list[dict]) -> list[tuple]:
                         python, python + row["ptxas"]))
         sums = {p: sum(row[p] for row in fresh) for p in PHASES}
         python = sum(sums[p] for p in PHASES[:-1])
+        sympy_ms = result.get("sympy_import")
+        of_sympy = "" if sympy_ms is None else f", of it sympy {sympy_ms * 1e3:.0f} ms"
         out.append((result["recipe"], f"all {len(fresh)} (import {result['import'] * 1e3:.0f} "
-                    f"ms; on a CPU {result['on_cpu']:.0%} of the time)",
+                    f"ms{of_sympy}; on a CPU {result['on_cpu']:.0%} of the time)",
                     *(sums[p] for p in PHASES), result["host"], python,
                     python + sums["ptxas"] + result["host"]))
     return out
@@ -345,11 +370,14 @@ def main(argv=None) -> None:
     parser.add_argument("--cpu-time", action="store_true",
                         help="trace, verify, check and lower in the process's CPU time (ptxas "
                         "stays wall time): steadier than wall time on a shared machine")
+    parser.add_argument("--sympy-first", action="store_true",
+                        help="import sympy before the compile and report it beside the import, "
+                        "not in the first specialization's trace")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--warm-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return child(args.child, args.cpu_time)
+        return child(args.child, args.cpu_time, args.sympy_first)
     if args.warm_child:
         return warm_child(args.warm_child, args.gpu)
     from layoutkit.tools.recipe_runner import recipe_names
@@ -358,7 +386,7 @@ def main(argv=None) -> None:
     header = [f"- Date: {time.strftime('%a %b %d %H:%M UTC %Y', time.gmtime())}",
               f"- Machine: {machine()}", f"- Commit: {commit()}", f"- Command: `{command}`"]
     results = measure(recipes, args.repeats, warm=not args.no_warm, gpu=args.gpu,
-                      cpu_time=args.cpu_time)
+                      cpu_time=args.cpu_time, sympy_first=args.sympy_first)
     rows = table_rows(results)
     print("\n".join(header) + "\n")
     print(format_markdown(rows) if args.markdown else format_text(rows))

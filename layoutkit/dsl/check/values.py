@@ -14,6 +14,8 @@ them); the values the check uses are small, so the lowering's register wrap neve
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from layoutkit.algebra.sympy_gate import sympy
@@ -38,27 +40,39 @@ def _text(expr, names: dict) -> str:
     if isinstance(expr, sympy.Mul):
         coeff, rest = expr.as_coeff_Mul()
         if not coeff.is_Integer:
-            num, den = sympy.fraction(sympy.together(expr))
-            if den.is_Integer:
-                return f"(({_text(sympy.expand(num), names)}) // {int(den)})"
-            raise Unevaluable(str(expr))
+            n, den = _over_integer(expr, names)
+            return f"(({n}) // {den})"
         return "(" + " * ".join([str(int(coeff))] + [_text(f, names) for f in
                                                        sympy.Mul.make_args(rest)]) + ")"
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp >= 0:
         return f"({_text(expr.base, names)} ** {int(expr.exp)})"
     if isinstance(expr, (sympy.floor, sympy.ceiling)):
-        num, den = sympy.fraction(sympy.together(expr.args[0]))
-        if not (den.is_Integer and den > 0):
-            raise Unevaluable(str(expr))
-        n = _text(sympy.expand(num), names)
-        return f"(({n}) // {int(den)})" if isinstance(expr, sympy.floor) else \
-            f"(-((-({n})) // {int(den)}))"
+        n, den = _over_integer(expr.args[0], names)
+        return f"(({n}) // {den})" if isinstance(expr, sympy.floor) else \
+            f"(-((-({n})) // {den}))"
     if isinstance(expr, sympy.Mod):
         return f"(({_text(expr.args[0], names)}) % ({_text(expr.args[1], names)}))"
     if isinstance(expr, (sympy.Max, sympy.Min)):
         fn = "_max" if isinstance(expr, sympy.Max) else "_min"
         return f"{fn}({', '.join(_text(a, names) for a in expr.args)})"
     raise Unevaluable(str(expr))
+
+
+def _over_integer(expr, names: dict) -> tuple:
+    """(the text of an integer n, an int d > 0) with expr = n / d exactly: each term a
+    rational times a product of integer forms (no negative powers), d the lcm of the
+    rationals' denominators; raises Unevaluable for any other form."""
+    terms = []
+    for term in sympy.Add.make_args(expr):
+        coeff, rest = term.as_coeff_Mul()
+        if not coeff.is_Rational or any(f.is_Pow and not (f.exp.is_Integer and f.exp >= 0)
+                                        for f in sympy.Mul.make_args(rest)):
+            raise Unevaluable(str(expr))
+        terms.append((coeff, rest))
+    den = math.lcm(*(int(c.q) for c, _ in terms))
+    parts = [str(int(c * den)) if rest is sympy.S.One else
+             f"{int(c * den)} * {_text(rest, names)}" for c, rest in terms]
+    return " + ".join(parts), den
 
 
 def _max(*args):
