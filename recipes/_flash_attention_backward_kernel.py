@@ -68,6 +68,7 @@ recipes/_flash_attention_backward_columns.py's (64 keys per CTA, head_dim split 
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import layoutkit as lk
@@ -107,15 +108,47 @@ def query_blocks(sq, sk, n_blk, causal: bool, keys: int = BN, bq: int = BQ):
     return m_begin, n_masked, nq, nqb
 
 
-def key_block_ids(heads_kv, longest_first: bool) -> tuple:
-    """(key block, kv head, batch) of this CTA: the grid's (x, y, z), or with `longest_first`
-    (y, x % heads_kv, x // heads_kv). Causal key block n sees the query blocks from about n *
-    BN / BQ on, so n = 0 holds the most work, and the hardware starts CTAs in block-index order
-    with x fastest: with key blocks along y, every (kv head, batch)'s block 0 starts first and
-    the shortest CTAs fill the last wave (along x, those of the last heads came last)."""
-    if longest_first:
-        return lk.block_id(1), lk.block_id(0) % heads_kv, lk.block_id(0) // heads_kv
+def key_block_ids(heads_kv, section: int) -> tuple:
+    """(key block, kv head, batch) of this CTA: the grid's (x, y, z), or with `section` > 0
+    (longest first) the grid (section, key blocks, pairs / section) over the (kv head, batch)
+    pairs p = z * section + x: key block y, kv head p % heads_kv, batch p // heads_kv. Causal
+    key block n sees the query blocks from about n * BN / BQ on, so n = 0 holds the most work,
+    and the hardware starts CTAs in block-index order with x fastest: each section of pairs
+    starts its longest CTAs first and fills its last wave with the shortest (along x, the last
+    heads' longest came last), while the CTAs in flight share a few pairs' Q, dO and dQ in L2
+    (longest_first_section)."""
+    if section:
+        pair = lk.block_id(2) * section + lk.block_id(0)
+        return lk.block_id(1), pair % heads_kv, pair // heads_kv
     return lk.block_id(0), lk.block_id(1), lk.block_id(2)
+
+
+LONGEST_FIRST_PAIRS = 8   # (kv head, batch) pairs per longest-first section, at most
+LONGEST_FIRST_SHARE = 4   # longest first where the longest CTA is over 1/4 of an SM's share
+
+
+def longest_first_section(pairs: int) -> int:
+    """The (kv head, batch) pairs of one longest-first section: the largest divisor of `pairs`
+    up to LONGEST_FIRST_PAIRS (so every section is whole). CTAs in flight then share a few
+    pairs' Q, dO and dQ in L2; all pairs in one section measured 0.62-0.73x at 2k with 128
+    pairs (docs/PERFORMANCE.md, "Causal backward grid order")."""
+    return max(d for d in range(1, min(pairs, LONGEST_FIRST_PAIRS) + 1) if pairs % d == 0)
+
+
+@functools.cache
+def longest_first_pays(sq: int, sk: int, keys: int, bq: int, pairs: int, group: int,
+                       sms: int) -> bool:
+    """Whether a causal grid runs longest first (key_block_ids): when its longest CTA (key block
+    0: group x its query blocks, + 2 steps for K, V and the epilogue) takes more than
+    1/LONGEST_FIRST_SHARE of the ideal makespan (every CTA's steps over `sms` SMs), where
+    starting it in the last wave costs most. Causal GQA at 8k (longest CTA 0.5 of the share):
+    1.20x in sections, 0.97-1.03x elsewhere, 0.94x at 16k (0.13 of the share), so block order
+    (the CTAs in flight share one head's Q, dO and dQ in L2) is kept there
+    (docs/PERFORMANCE.md, "Causal backward grid order")."""
+    nqb = -(-sq // bq)
+    steps = [max(nqb - max(n * keys + sq - sk, 0) // bq, 0) for n in range(-(-sk // keys))]
+    share = pairs * sum(group * n + 2 for n in steps) / sms
+    return (group * max(steps, default=0) + 2) * LONGEST_FIRST_SHARE > share
 
 
 def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tensor[lk.bf16, 4],
@@ -127,7 +160,7 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
                   DQ_WRITE: lk.constexpr, DS_STORE: lk.constexpr, DQ_FIRST: lk.constexpr,
                   PRODUCER_REGISTERS: lk.constexpr, CONSUMER_REGISTERS: lk.constexpr,
                   BQ: lk.constexpr = BQ, DS_FIRST: lk.constexpr = False,
-                  LONGEST_FIRST: lk.constexpr = False):
+                  LONGEST_FIRST: lk.constexpr = 0):
     """The kernel (module docstring). q, do (batch, seqlen_q, heads_q, D); k, v, dk, dv (batch,
     seqlen_k, heads_kv, D), D contiguous; dq_acc f32 (batch * heads_q * nqb * BQ, D), row
     (b * heads_q + h) * nqb * BQ + q, nqb = ceil(seqlen_q / BQ) (BQ query rows per step),
@@ -135,7 +168,8 @@ def backward_body(q: lk.Tensor[lk.bf16, 4], k: lk.Tensor[lk.bf16, 4], v: lk.Tens
     same row order: -lse * log2 e and rowsum(dO * O), padded with -inf and 0. Query head h reads
     kv head h // GROUP. Grid (ceil(seqlen_k / KEYS), heads_kv, batch), KEYS = 128 (DKV_SPLIT
     "keys") or 64 ("head_dim": recipes/_flash_attention_backward_columns.py's consumers);
-    LONGEST_FIRST: grid (heads_kv * batch, key blocks, 1) instead (key_block_ids)."""
+    LONGEST_FIRST > 0: grid (LONGEST_FIRST, key blocks, heads_kv * batch / LONGEST_FIRST)
+    instead, sections of that many (kv head, batch) pairs (key_block_ids)."""
     Q, K, V, DO, DK, DV = (x.permute(1, 3, 2, 0) for x in (q, k, v, do, dk, dv))
     SQ, SK, HQ = q.shape[1], k.shape[1], q.shape[2]
     n_blk, hk, b = key_block_ids(k.shape[2], LONGEST_FIRST)

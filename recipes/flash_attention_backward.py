@@ -19,12 +19,14 @@ splits head_dim instead (64 keys per CTA; recipes/_flash_attention_backward_colu
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_backward_kernel as kernel_module
 from recipes import _flash_attention_backward_dq_writer as dq_writer
 from recipes import _flash_attention_backward_passes as passes
+from recipes._row_split import SMS
 
 backward_kernel, BN, BQ = kernel_module.backward_kernel, kernel_module.BN, kernel_module.BQ
 LOG2E = kernel_module.LOG2E
@@ -132,10 +134,15 @@ FAST = dict(DQ_WRITE="tma_reduce", DS_STORE="stmatrix", DQ_FIRST=True)
 # head dim 64 steps 128 queries at a time (dQ split by rows, dS computed before dV's wgmma so
 # that the 64 x 128 S^T, dP^T and the bf16 P^T are not live at once in 240 registers): twice
 # the work per step of the 64-query config (docs/PERFORMANCE.md, "Attention backward")
-# head dim 256's TMA writer needs its 64 KB dQ tile where the ring's second stage was
-CONFIGS = {64: Config(DQ_SPLIT="rows", BQ=128, DS_FIRST=True, **FAST),
-           128: Config(DQ_SPLIT="head_dim", **FAST),
-           256: Config(DKV_SPLIT="head_dim", DQ_WRITE="tma_reduce", STAGES=1)}
+# head dim 256's TMA writer needs its 64 KB dQ tile where the ring's second stage was.
+# Causal grids whose longest CTA is a large share of an SM's work run longest first, in
+# sections of (kv head, batch) pairs (LONGEST_FIRST, longest_first_pays: 1.20x on causal GQA),
+# and head dim 128 computes dS before dV's wgmma as 64 does (DS_FIRST: 1.04-1.05x non-causal,
+# even causal; docs/PERFORMANCE.md, "Causal backward grid order")
+CONFIGS = {64: Config(DQ_SPLIT="rows", BQ=128, DS_FIRST=True, LONGEST_FIRST=True, **FAST),
+           128: Config(DQ_SPLIT="head_dim", DS_FIRST=True, LONGEST_FIRST=True, **FAST),
+           256: Config(DKV_SPLIT="head_dim", DQ_WRITE="tma_reduce", STAGES=1,
+                       LONGEST_FIRST=True)}
 
 
 def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
@@ -144,8 +151,8 @@ def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
     other dQ writers (DQ_WRITE, with DQ_SPLIT head_dim and keys, or rows at BQ 128; head dim
     256: the consumers' own with the second ring stage back), the other dS^T store (DS_STORE),
     the other dQ and dS issue orders (DQ_FIRST, DS_FIRST), the other grid order (LONGEST_FIRST:
-    causal's longest key blocks of every head first), the 64-query step where the default
-    takes 128, and the three of FAST switched together (or back); configs that spill are no
+    causal's longest key blocks first where that pays, longest_first_pays), the 64-query step
+    where the default takes 128, and the three of FAST switched together (or back); configs that spill are no
     rows. `base` instead of the head dim's default (the varlen recipe's)."""
     base = base or CONFIGS[head_dim]
     rows = {"default": base}
@@ -206,8 +213,14 @@ def pass_grids(batch: int, heads_q: int, seqlen_q: int, bq: int = BQ) -> tuple:
             (-(-seqlen_q // passes.BQ), heads_q, batch))
 
 
+@functools.cache
+def _sm_count(device) -> int:
+    import torch
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool, scale: float,
-                     cfg: Config) -> tuple:
+                     cfg: Config, sms: int = SMS) -> tuple:
     """(grid, positional arguments, constexprs) of one launch: q, do (batch, seqlen_q, heads_q,
     d), k, v, dk, dv (batch, seqlen_k, heads_kv, d), dq_acc (padded_rows, d) f32, neg_lse2,
     delta (padded_rows,) f32; CUDA tensors, numpy arrays (the interpreter) or lk.TensorSpecs."""
@@ -220,10 +233,14 @@ def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool,
                       DQ_FIRST=cfg.DQ_FIRST,
                       PRODUCER_REGISTERS=cfg.PRODUCER_REGISTERS,
                       CONSUMER_REGISTERS=cfg.CONSUMER_REGISTERS, BQ=cfg.BQ,
-                      DS_FIRST=cfg.DS_FIRST, LONGEST_FIRST=cfg.LONGEST_FIRST)
+                      DS_FIRST=cfg.DS_FIRST, LONGEST_FIRST=0)
     blocks = -(-sk // cfg.keys)
-    if cfg.LONGEST_FIRST:                # key blocks along y (the kernel's key_block_ids)
-        return (hk * batch, blocks, 1), args, constexprs
+    if cfg.LONGEST_FIRST and causal and kernel_module.longest_first_pays(
+            q.shape[1], sk, cfg.keys, cfg.BQ, hk * batch, hq // hk, sms):
+        # sections of pairs along x, key blocks along y (key_block_ids)
+        section = kernel_module.longest_first_section(hk * batch)
+        constexprs["LONGEST_FIRST"] = section
+        return (section, blocks, hk * batch // section), args, constexprs
     return (blocks, hk, batch), args, constexprs
 
 
@@ -324,7 +341,8 @@ def run_steps(torch, views, lse, causal: bool, softmax_scale, layout: str, cfg: 
     qs, ks, vs, dos = (fa._tma_ready(x) for x in (qs, ks, vs, dos))
     dk_run, dv_run = (fa._tma_ready(x) for x in (dk, dv))
     grid, args, constexprs = kernel_arguments(qs, ks, vs, dos, dk_run, dv_run, dq_acc,
-                                              neg_lse2, delta, causal, scale, cfg)
+                                              neg_lse2, delta, causal, scale, cfg,
+                                              _sm_count(qs.device))
     launch(backward_kernel, grid, *args, **constexprs)
     for run, out in ((dk_run, dk), (dv_run, dv)):
         if run.data_ptr() != out.data_ptr():

@@ -16,6 +16,7 @@ import warnings
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import layoutkit as lk
 from layoutkit.ptx import assemble
 
 from .test_recipes_compile import load_recipe
@@ -89,11 +90,13 @@ def test_every_writer_split_is_an_ablation_row():
                                 (128, "DQ_WRITE=tma_reduce DQ_SPLIT=head_dim" + both),
                                 (128, "DQ_WRITE=tma_reduce DQ_SPLIT=keys" + both)]
     # the default is the three together (head dim 64: its 64-query row is, over the keys
-    # split); the row undoing them the consumers' own reductions
+    # split), with the causal grid longest first (and head dim 128's dS first); the row
+    # undoing the three the consumers' own reductions
     for d in (64, 128):
         combo = f"DQ_WRITE=tma_reduce DQ_SPLIT={CONSUMERS[d].DQ_SPLIT}" + both
         same = "BQ=64 DQ_SPLIT=keys DS_FIRST=False" if d == 64 else "default"
-        assert fb.ablations(d)[same] == fb.ablations(d, CONSUMERS[d])[combo]
+        assert fb.ablations(d)[same] == replace(fb.ablations(d, CONSUMERS[d])[combo],
+                                                DS_FIRST=d == 128, LONGEST_FIRST=True)
         assert fb.ablations(d)["DQ_WRITE=consumers DS_STORE=st DQ_FIRST=False"] == replace(
             fb.CONFIGS[d], DQ_WRITE="consumers", DS_STORE="st", DQ_FIRST=False)
     # the default with the producer warps' reductions (128 only: 128-query steps refuse them)
@@ -154,14 +157,53 @@ def test_tma_writer_keys_split_at_128_assembles_without_spills():
             assert re.search(rf"bar\.(sync|arrive) {bar}, 160", ptx), bar
 
 
-def test_longest_first_puts_key_blocks_along_y_and_matches_float64():
-    # causal key block 0 holds the most work: with key blocks along y, every (kv head, batch)'s
-    # block 0 starts first (the CTAs' order); two batches and two kv heads split along x
-    cfg = fb.ablations(128)["LONGEST_FIRST"]
-    grid, *_ = fb.kernel_arguments(*_specs(128), True, 128 ** -0.5, cfg)
+def test_longest_first_sections_of_pairs_along_x_key_blocks_along_y():
+    # causal key block 0 holds the most work: with key blocks along y, each section's block 0
+    # CTAs start first; the 4 (kv head, batch) pairs of the specs are one section
+    cfg = fb.CONFIGS[128]
+    assert cfg.LONGEST_FIRST and not fb.ablations(128)["LONGEST_FIRST=False"].LONGEST_FIRST
+    grid, _, constexprs = fb.kernel_arguments(*_specs(128), True, 128 ** -0.5, cfg)
     t, tk = _specs(128)[:2]
-    assert grid == (tk.shape[2] * t.shape[0], -(-tk.shape[1] // fb.BN), 1)
-    assert fb.check_cpu(seed=8, cases=((2, 40, 100, 2, 2, 128, True),), config=cfg) < 2 ** -6
+    pairs = tk.shape[2] * t.shape[0]
+    assert grid == (pairs, -(-tk.shape[1] // fb.BN), 1) and constexprs["LONGEST_FIRST"] == pairs
+    # non-causal key blocks all hold the same work: the block order
+    grid, _, constexprs = fb.kernel_arguments(*_specs(128), False, 128 ** -0.5, cfg)
+    assert grid == (-(-tk.shape[1] // fb.BN), tk.shape[2], t.shape[0])
+    assert constexprs["LONGEST_FIRST"] == 0
+
+
+@pytest.mark.parametrize("seqlen, pairs, group, keys, bq, pays", [
+    (8192, 8, 4, 128, 64, True),      # causal GQA 4:1 at 8k: the longest CTA is half a share
+    (2048, 32, 4, 128, 64, True),
+    (16384, 16, 1, 128, 64, False),   # 0.13 of a share: block order keeps L2 reuse
+    (2048, 128, 1, 128, 64, False),
+    (2048, 128, 1, 128, 128, False),  # head dim 64's 128-query steps
+    (16384, 16, 1, 64, 64, False),    # head dim 256's 64-key blocks
+    (100, 9, 1, 128, 64, True),       # fewer CTAs than SMs
+])
+def test_longest_first_where_the_longest_cta_is_over_a_quarter_of_a_share(seqlen, pairs, group,
+                                                                          keys, bq, pays):
+    kernel = fb.kernel_module
+    assert kernel.longest_first_pays(seqlen, seqlen, keys, bq, pairs, group, 132) is pays
+    # the grid follows: GQA 4:1 at 8k in one section of its 8 pairs, 16k in block order
+    t, tk = (lk.TensorSpec(lk.bf16, (2, seqlen, h, 128)) for h in (4 * group, 4))
+    grid, _, constexprs = fb.kernel_arguments(t, tk, tk, t, tk, tk, None, None, None, True,
+                                              0.1, fb.CONFIGS[128])
+    assert (constexprs["LONGEST_FIRST"] > 0) is kernel.longest_first_pays(
+        seqlen, seqlen, 128, 64, 8, group, 132)
+
+
+@pytest.mark.parametrize("pairs, section", [(1, 1), (4, 4), (7, 7), (8, 8), (10, 5), (12, 6),
+                                            (13, 1), (16, 8), (128, 8), (96, 8), (18, 6)])
+def test_longest_first_section_is_the_largest_divisor_up_to_eight(pairs, section):
+    assert fb.kernel_module.longest_first_section(pairs) == section
+
+
+def test_interpreter_longest_first_three_sections_match_float64():
+    # 9 pairs (3 batches x 3 kv heads) in three sections of 3: each CTA's pair decodes to its
+    # kv head and batch
+    cfg = fb.CONFIGS[128]
+    assert fb.check_cpu(seed=8, cases=((3, 40, 100, 3, 3, 128, True),), config=cfg) < 2 ** -6
 
 
 @pytest.mark.parametrize("d", [64, 128])
