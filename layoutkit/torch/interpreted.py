@@ -30,10 +30,15 @@ def refuse_large(op: str, **tensors) -> None:
 
 
 def host_array(t: torch.Tensor):
-    """A numpy array sharing t's memory and strides (bf16 as its uint16 bit patterns, the
-    interpreter's bf16 data): what the interpreter reads and writes."""
+    """A numpy array sharing t's memory and strides (bf16 as its uint16 bit patterns, fp8 as
+    uint8 ones: the interpreter's data of those types): what the interpreter reads and
+    writes."""
     t = t.detach()
-    return (t.view(torch.uint16) if t.dtype == torch.bfloat16 else t).numpy()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.uint16).numpy()
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return t.view(torch.uint8).numpy()
+    return t.numpy()
 
 
 def run(kernel, grid, *args, **constexprs) -> None:
