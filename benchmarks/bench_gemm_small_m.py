@@ -35,7 +35,9 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES))
     args = parser.parse_args(argv)
     recipe = load_recipe("gemm_hopper")
+    import layoutkit as lk
     from recipes import _gemm_choice as choice
+    from recipes._gemm_kernel import row_elements
     from benchmarks.bench_gemm import bare, checked, short
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print("| M | N | K | config | launches | ratio | B stream TB/s | bare ratio | bare us | |")
@@ -54,7 +56,8 @@ def main(argv=None) -> int:
         for bm, bn in TILES:
             tile = choice.Config(BM=bm, BN=bn, CLUSTER=1, STAGES=choice.max_stages(bm, bn))
             for split in SPLITS:
-                if split == 1 or -(-k // choice.BK) >= choice.MIN_SPLIT_STEPS * split:
+                if split == 1 or -(-k // row_elements(lk.bf16)) >= \
+                        choice.MIN_SPLIT_STEPS * split:
                     configs.append(dataclasses.replace(tile, SPLIT_K=split))
         configs = list(dict.fromkeys(configs))
         runs = {}

@@ -1,6 +1,7 @@
-"""The bf16 GEMM's config per shape (recipes/gemm_hopper.py's config_for): a documented
-heuristic, a cost model of the persistent kernel, with the measured default kept wherever it
-fills the GPU.
+"""The GEMM's config per shape (recipes/gemm_hopper.py's and recipes/gemm_fp8.py's config_for):
+a documented heuristic, a cost model of the persistent kernel, with the measured default kept
+wherever it fills the GPU. The operand type sets a k-step's BK (one 128-byte row: 64 bf16, 128
+fp8), the tensor cores' rate (fp8 twice bf16's) and the bytes read from HBM.
 
     M > 256 and the default's tiles (128 x 256, 2-CTA clusters) >= resident clusters:
         the default (measured 0.93-0.98x cuBLAS on every such shape, docs/PERFORMANCE.md)
@@ -13,8 +14,9 @@ The model, per candidate (all times in seconds, H200 constants below):
     grid      = min(#units, tiles * split)
     steps     = ceil(tiles * split / grid) * ceil(K_TILES / split)     (k-steps of one CTA)
     feed      = steps * (BM + BN / CLUSTER) * 128 B / SM_BYTES_PER_S    (operands into one SM)
-    compute   = steps * 2 * BM * BN * BK / (SM_FLOPS * EFFICIENCY[BM, BN])
-    hbm       = (M * K + N * K) * 2 B / HBM_BYTES_PER_S                 (every operand read once)
+    compute   = steps * 2 * BM * BN * BK / (SM_FLOPS * 2 / bytes * EFFICIENCY[BM, BN])
+    hbm       = (M * K + N * K) * bytes / HBM_BYTES_PER_S   (every operand read once; bytes per
+                                                             element: 2 bf16, 1 fp8)
     time      = max(feed, compute, hbm) + TILE_OVERHEAD_S * tiles per CTA
                 + split > 1: the partials' write and re-read, (2 * split + 1) * M * N * 4 B
                   / HBM_BYTES_PER_S, and REDUCE_LAUNCH_S
@@ -27,7 +29,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import layoutkit as lk
-from recipes._gemm_kernel import ROW_BYTES, TILE_M, Config
+from recipes._gemm_kernel import ROW_BYTES, TILE_M, Config, row_elements
 from recipes._gemm_host import round_up
 
 DEFAULT = Config(BN=256, STAGES=4)
@@ -35,9 +37,8 @@ SMEM_BYTES = 232448 - 1024          # the opt-in shared memory of an sm_90 CTA, 
 MAX_STAGES = 8
 MIN_SPLIT_STEPS = 4                 # k-steps per K range at least (the ring's fill amortised)
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
-BK = 64                             # bf16 elements per k-step
 # H200 constants of the model (the benchmark's ablation rows are what it is judged by)
-SM_FLOPS = 989e12 / 132             # dense bf16 per SM
+SM_FLOPS = 989e12 / 132             # dense bf16 per SM (fp8: twice)
 # the fraction of SM_FLOPS a BM x BN tile's MMAs reach: one consumer warpgroup (BM 64) or
 # two, and a narrower wgmma N, issue less work per synchronisation
 EFFICIENCY = {(128, 256): 0.85, (128, 128): 0.80, (128, 64): 0.65,
@@ -57,59 +58,67 @@ def max_stages(bm: int, bn: int) -> int:
                if Config(BM=bm, BN=bn, STAGES=s).smem_bytes(lk.f32) <= SMEM_BYTES)
 
 
-def candidates(m: int) -> list[Config]:
-    """The tile shapes the model chooses among for M rows, the default first, then the
-    cluster-1 tiles, smaller rows first where M fits in 64 (ties go to them)."""
-    out = [DEFAULT]
+def candidates(m: int, default: Config = DEFAULT) -> list[Config]:
+    """The tile shapes the model chooses among for M rows, `default` first, then the
+    cluster-1 tiles (of default's type, its other fields kept), smaller rows first where M
+    fits in 64 (ties go to them)."""
+    out = [default]
     for bm in sorted(TILE_M, reverse=m > min(TILE_M)):
         for bn in (256, 128, 64):
-            out.append(Config(BM=bm, BN=bn, CLUSTER=1, STAGES=max_stages(bm, bn)))
+            out.append(replace(default, BM=bm, BN=bn, CLUSTER=1, STAGES=max_stages(bm, bn),
+                               GROUP_M=DEFAULT.GROUP_M, SPLIT_K=1))
     return out
 
 
-def modelled_seconds(m: int, n: int, k: int, cfg: Config, units: int) -> float:
-    """The model's time (module docstring) of an M x N x K problem under `cfg` with `units`
-    scheduling units (CTAs or clusters) resident."""
+def modelled_seconds(m: int, n: int, k: int, cfg: Config, units: int,
+                     dtype=lk.bf16) -> float:
+    """The model's time (module docstring) of an M x N x K problem of `dtype` operands under
+    `cfg` with `units` scheduling units (CTAs or clusters) resident."""
+    bk = row_elements(dtype)
     tiles = round_up(-(-m // cfg.BM), cfg.CLUSTER) * -(-n // cfg.BN)      # CTAs' tiles
-    k_tiles = -(-k // BK)
+    k_tiles = -(-k // bk)
     per_split = -(-k_tiles // cfg.SPLIT_K)
     split = -(-k_tiles // per_split)
     grid = min(units * cfg.CLUSTER, tiles * split)
     waves = -(-tiles * split // grid)
     steps = waves * per_split
     feed = steps * (cfg.BM + cfg.BN / cfg.CLUSTER) * ROW_BYTES / SM_BYTES_PER_S
-    compute = steps * 2 * cfg.BM * cfg.BN * BK / (SM_FLOPS * EFFICIENCY[cfg.BM, cfg.BN])
-    hbm = (m * k + n * k) * 2 / HBM_BYTES_PER_S
+    compute = steps * 2 * cfg.BM * cfg.BN * bk / (SM_FLOPS * 2 / dtype.nbytes *
+                                                  EFFICIENCY[cfg.BM, cfg.BN])
+    hbm = (m * k + n * k) * dtype.nbytes / HBM_BYTES_PER_S
     time = max(feed, compute, hbm) + TILE_OVERHEAD_S * waves
     if split > 1:
         time += (2 * split + 1) * m * n * 4 / HBM_BYTES_PER_S + REDUCE_LAUNCH_S
     return time
 
 
-def best_split(m: int, n: int, k: int, tile: Config, sms: int = 132) -> Config:
+def best_split(m: int, n: int, k: int, tile: Config, sms: int = 132, dtype=lk.bf16) -> Config:
     """`tile` (a cluster-1 candidate) with the SPLIT_K of least modelled time."""
-    k_tiles = -(-k // BK)
+    k_tiles = -(-k // row_elements(dtype))
     best, best_time = tile, None
     for split in SPLITS:
         if split > 1 and k_tiles < MIN_SPLIT_STEPS * split:
             break
         trial = replace(tile, SPLIT_K=split)
-        time = modelled_seconds(m, n, k, trial, sms)
+        time = modelled_seconds(m, n, k, trial, sms, dtype)
         if best_time is None or time < best_time:
             best, best_time = trial, time
     return best
 
 
-def choose(m: int, n: int, k: int, sms: int = 132) -> Config:
-    """The config of an M x N x K bf16 GEMM on a GPU of `sms` SMs (module docstring)."""
-    clusters = sms // DEFAULT.CLUSTER
-    default_tiles = -(-m // DEFAULT.BM) * -(-n // DEFAULT.BN)
+def choose(m: int, n: int, k: int, sms: int = 132, dtype=lk.bf16,
+           default: Config = DEFAULT) -> Config:
+    """The config of an M x N x K GEMM of `dtype` operands on a GPU of `sms` SMs (module
+    docstring); `default` is the recipe's measured 128 x 256 config in 2-CTA clusters (a
+    Config subclass: the candidates are of its type)."""
+    clusters = sms // default.CLUSTER
+    default_tiles = -(-m // default.BM) * -(-n // default.BN)
     if m > 256 and default_tiles >= clusters:
-        return DEFAULT
-    best, best_time = DEFAULT, modelled_seconds(m, n, k, DEFAULT, clusters)
-    for tile in candidates(m)[1:]:
-        trial = best_split(m, n, k, tile, sms)
-        time = modelled_seconds(m, n, k, trial, sms)
+        return default
+    best, best_time = default, modelled_seconds(m, n, k, default, clusters, dtype)
+    for tile in candidates(m, default)[1:]:
+        trial = best_split(m, n, k, tile, sms, dtype)
+        time = modelled_seconds(m, n, k, trial, sms, dtype)
         if time < best_time:
             best, best_time = trial, time
     return best

@@ -213,30 +213,56 @@ def _mma_k_step(sA, sB, full, release, acc, k, accumulate, *, wg, first, STAGES,
     return acc
 
 
+PROMOTE_COLUMNS = 128     # columns of the promoted wgmma accumulator: 64 registers a thread
+
+
 def _promoted_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MAJOR,
                       promote):
-    """mma_k_steps in groups of `promote` k-steps: each group's first wgmma starts the wgmma
-    accumulator afresh (scale-d 0); after the group, wait_group 0 and total += accumulator
-    while the other consumer warpgroup's wgmmas keep the tensor cores busy: consumer wg's
-    groups are shifted by wg * promote // 2 k-steps (its first group that much shorter), so
-    the two never drain at once. Returns total, f32 in the accumulator layout."""
+    """mma_k_steps in groups of `promote` k-steps, the tile's BN columns in parts of
+    PROMOTE_COLUMNS: per group and part, the part's wgmmas over the group's stages start the
+    wgmma accumulator afresh (scale-d 0), then wait_group 0 and total[part] += accumulator, so a
+    thread holds BN / 2 + 64 f32 registers (192 at BN 256) where one accumulator per total
+    would take BN. The first part waits full[s]; the last releases each stage once its wgmma
+    has read it (the group's last one after its wait_group 0). Consumer wg's groups are shifted
+    by wg * promote // 2 k-steps (its first group that much shorter), so the two warpgroups'
+    drains fall apart and the other's wgmmas keep the tensor cores busy. Returns the BN-wide
+    total, f32 in the accumulator layout."""
+    part = min(BN, PROMOTE_COLUMNS)
+    parts = BN // part
     shift = wg * promote // 2 % promote
     groups = (steps + shift + promote - 1) // promote
-    total = lk.full(lk.sm90.wgmma_accumulator_layout(BN), 0.0)
-    outer = lk.range(0, groups, carry=(total, lk.sm90.wgmma_accumulator(BN)))
-    for g, (total, acc) in outer:
+    part_layout = lk.sm90.wgmma_accumulator_layout(part)
+    totals = tuple(lk.full(part_layout, 0.0) for _ in range(parts))
+    outer = lk.range(0, groups, carry=(*totals, lk.sm90.wgmma_accumulator(part)))
+    for g, carried in outer:
+        totals, acc = list(carried[:parts]), carried[parts]
         start = lk.maximum(g * promote - shift, 0) if shift else g * promote
-        inner = lk.range(start, lk.minimum(g * promote - shift + promote, steps), carry=(acc,))
-        for k, (acc,) in inner:
-            acc = _mma_k_step(sA, sB, full, release, acc, k, k > start, wg=wg, first=first,
-                              STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR)
-            inner.next(acc)
-        (acc,) = inner.results
-        lk.sm90.wgmma_wait(0)
-        outer.next(total + acc, acc)
-    (total, _) = outer.results
-    release((lk.sm90.consumer_state(first, STAGES).stage + steps - 1) % STAGES)
-    return total
+        end = lk.minimum(g * promote - shift + promote, steps)
+        for p in range(parts):
+            last = p == parts - 1
+            inner = lk.range(start, end, carry=(acc,))
+            for k, (acc,) in inner:
+                s = lk.sm90.consumer_state(first + k, STAGES)
+                if p == 0:
+                    lk.sm90.mbarrier_wait(full[s.stage], s.phase)
+                lk.sm90.wgmma_fence()
+                acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
+                                    b_operand(sB, s.stage, B_MAJOR).tile((part, BK), (p, 0)),
+                                    accumulate=k > start)
+                lk.sm90.wgmma_commit()
+                if last:
+                    lk.sm90.wgmma_wait(1)      # the previous k-step's wgmma has read its stage
+                    with lk.if_(k > start):
+                        release((s.stage + STAGES - 1) % STAGES)
+                inner.next(acc)
+            (acc,) = inner.results
+            lk.sm90.wgmma_wait(0)
+            totals[p] = totals[p] + acc
+        release(lk.sm90.consumer_state(first + end - 1, STAGES).stage)
+        outer.next(*totals, acc)
+    totals = outer.results[:parts]
+    return lk.RegisterTensor(lk.f32, lk.sm90.wgmma_accumulator_layout(BN),
+                             [v for t in totals for v in t.values])
 
 
 def accumulator_chunk(acc, chunk_layout, j: int):

@@ -22,7 +22,7 @@ def bench(monkeypatch):
 def on_cpu(monkeypatch):
     """torch.randn / rand on the CPU whatever the device; gemm_fp8 and torch._scaled_mm as the
     float64 reference (gemm_fp8 off by 2^-5 for a PROMOTE = 0 config at K > 1000); timings of
-    1 ms."""
+    1 ms; the bare launches run the same reference."""
     randn, rand = torch.randn, torch.rand
     monkeypatch.setattr(torch, "randn", lambda *a, device=None, **k: randn(*a, **k))
     monkeypatch.setattr(torch, "rand", lambda *a, device=None, **k: rand(*a, **k))
@@ -40,6 +40,8 @@ def on_cpu(monkeypatch):
         median_ms = 1.0
     import layoutkit.tools.benchmarking as benchmarking
     monkeypatch.setattr(gemm_fp8, "gemm_fp8", ours)
+    monkeypatch.setattr(gemm_fp8, "bare_launches",
+                        lambda a, b, sa, sb, config: lambda: ours(a, b, sa, sb, config=config))
     monkeypatch.setattr(torch, "_scaled_mm", scaled_mm)
     monkeypatch.setattr(benchmarking, "interleaved",
                         lambda fns, reps: {name: (f(), Timing())[1] for name, f in fns.items()})
@@ -75,12 +77,14 @@ def test_a_failed_check_is_a_row_and_raises_after_the_table(on_cpu, capsys):
                                              r"error 0\.03"):
         gemm_fp8.benchmark(reps=1, shapes=[(16, 32, 200), (16, 32, 2000)], configs=configs)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith("| error | cuBLASLt error |") and len(lines) == 2 + 8
+    assert lines[0].endswith("| error | cuBLASLt error | bare | ratio (bare) |")
+    assert len(lines) == 2 + 8
     failed = [x for x in lines if "FAILED" in x]
     assert len(failed) == 2 and all("16x32x2000" in x and "PROMOTE=0" in x for x in failed)
     timed = [x for x in lines[2:] if "FAILED" not in x]
     assert all(x.split(" | ")[6] == "1.000" for x in timed)            # ratio vs cuBLASLt
-    assert all(x.split(" | ")[8] == x.split(" | ")[9].rstrip(" |") for x in timed)  # errors
+    assert all(x.split(" | ")[8] == x.split(" | ")[9] for x in timed)      # errors
+    assert all(x.split(" | ")[10:] == ["0.0", "1.000 |"] for x in timed)  # bare: same time
 
 
 def test_accuracy_table(bench, on_cpu, capsys):

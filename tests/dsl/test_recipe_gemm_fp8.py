@@ -23,8 +23,8 @@ def compiled():
 
 
 def test_both_specializations_assemble_without_spills(compiled):
-    assert sorted(compiled) == ["gemm_fp8_e4m3_bf16_rowwise_128x128x128_s4_c2",
-                                "gemm_fp8_e4m3_f32_tensorwise_128x128x128_s4_c2"]
+    assert sorted(compiled) == ["gemm_fp8_e4m3_bf16_rowwise_128x256x128_s4_c2",
+                                "gemm_fp8_e4m3_f32_tensorwise_128x256x128_s4_c2"]
     for name, (_, cubin) in compiled.items():
         usage = cubin.resources["gemm_fp8"]
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, name
@@ -34,28 +34,29 @@ def test_both_specializations_assemble_without_spills(compiled):
 def test_sass_main_loop_is_fp8_qgmma_without_local_memory(compiled):
     for name, (_, cubin) in compiled.items():
         sass = disassemble(cubin)
-        # 2 consumer warpgroups x 4 k32 instructions per 128-element k-step
-        assert len(re.findall(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3", sass)) == 8, name
+        # 2 consumer warpgroups x 2 promoted 128-column parts x 4 k32 instructions per
+        # 128-element k-step
+        assert len(re.findall(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3", sass)) == 16, name
         assert not re.search(r"\bHGMMA\b", sass), name
         assert not re.search(r"\b(LDL|STL)\b", sass), name
         assert sass.count("MEMBAR.ALL.GPU") <= 5, name
 
 
 def test_scales_are_read_once_per_distinct_element(compiled):
-    ptx, _ = compiled["gemm_fp8_e4m3_bf16_rowwise_128x128x128_s4_c2"]
+    ptx, _ = compiled["gemm_fp8_e4m3_bf16_rowwise_128x256x128_s4_c2"]
     loads = [x.split()[1] for x in ptx.splitlines() if "ld.global" in x]
-    # per consumer (2) and 128-column chunk (BN 128: 1): its thread's 2 rows of scale_a, and
+    # per consumer (2) and 128-column chunk (BN 256: 2): its thread's 2 rows of scale_a, and
     # scale_b's 32 columns of the chunk in 16 pairs
-    assert loads.count("ld.global.f32") == 2 * 1 * 2
-    assert loads.count("ld.global.v2.f32") == 2 * 1 * 16
-    ptx, _ = compiled["gemm_fp8_e4m3_f32_tensorwise_128x128x128_s4_c2"]
-    # f32 out: 64-column chunks, 2 per consumer; one load of each per-tensor scale per chunk
-    assert sum("ld.global" in x for x in ptx.splitlines()) == 2 * 2 * 2
+    assert loads.count("ld.global.f32") == 2 * 2 * 2
+    assert loads.count("ld.global.v2.f32") == 2 * 2 * 16
+    ptx, _ = compiled["gemm_fp8_e4m3_f32_tensorwise_128x256x128_s4_c2"]
+    # f32 out: 64-column chunks, 4 per consumer; one load of each per-tensor scale per chunk
+    assert sum("ld.global" in x for x in ptx.splitlines()) == 2 * 4 * 2
 
 
 def test_pipeline_pieces_are_in_the_ptx(compiled):
     for name, (ptx, _) in compiled.items():
-        assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3") == 8, name
+        assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3") == 16, name
         assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx, name
         assert "mbarrier.arrive.expect_tx" in ptx, name
         assert "cp.async.bulk.tensor.2d.global.shared::cta" in ptx, name     # TMA store
@@ -87,9 +88,9 @@ def test_promotion_bounds_the_error_of_the_narrow_accumulator_on_the_interpreter
 
 
 @pytest.mark.parametrize("config, message", [
-    (gemm_fp8.Config(BN=256, PROMOTE=4), r"gemm_fp8: config.BN = 256 with PROMOTE = 4; "
-     r"promotion keeps two 64 x BN f32 accumulators per warpgroup, which fit the registers for "
-     r"BN <= 128 \(or take PROMOTE = 0"),
+    (gemm_fp8.Config(BN=256, STAGES=3, PROMOTE=4), r"gemm_fp8: config.PROMOTE = 4 with "
+     r"STAGES = 3 and BN = 256; a BN over 128 is promoted in parts of 128 columns that each "
+     r"read the group's PROMOTE stages, so PROMOTE <= STAGES \(the ring would never free"),
     (gemm_fp8.Config(BN=128, PROMOTE=-1), r"gemm_fp8: config.PROMOTE = -1; it is an int >= 0"),
     (gemm_fp8.Config(BN=128, PROMOTE=2.0), r"config.PROMOTE = 2.0; it is an int >= 0"),
     (gemm_fp8.Config(BN=128, PROMOTE=True), r"config.PROMOTE = True; it is an int >= 0"),
@@ -102,7 +103,9 @@ def test_promotion_config_errors(config, message):
 def test_promotion_defaults():
     from recipes._gemm_kernel import Config as TileConfig
     assert gemm_fp8.promotion(TileConfig(BN=128)) == gemm_fp8.PROMOTE == 2
-    assert gemm_fp8.CONFIGS[0].PROMOTE == 2 and gemm_fp8.CONFIGS[0].BN == 128
+    assert gemm_fp8.CONFIGS[0].PROMOTE == 2 and gemm_fp8.CONFIGS[0].BN == 256
     assert all(c.PROMOTE > 0 for c in gemm_fp8.CONFIGS)            # the autotuning space
     assert all(c.PROMOTE == 0 for c in gemm_fp8.FAST_ACCUM_CONFIGS)
-    gemm_fp8.check_promotion("gemm_fp8", gemm_fp8.Config(BN=256, PROMOTE=0))    # no error
+    for ok in (gemm_fp8.Config(BN=256, PROMOTE=0), gemm_fp8.Config(BN=256, STAGES=4, PROMOTE=4),
+               gemm_fp8.Config(BN=128, STAGES=2, PROMOTE=8)):      # one part: any PROMOTE
+        gemm_fp8.check_promotion("gemm_fp8", ok)                    # no error

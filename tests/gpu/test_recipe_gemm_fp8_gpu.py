@@ -72,6 +72,27 @@ def test_every_combination_on_a_ragged_shape(combination):
     _matches_float64(333, 1000, 129, *combination)
 
 
+SMALL_M = [gemm_fp8.Config(BM=64, BN=128, STAGES=8, CLUSTER=1, SPLIT_K=4),
+           gemm_fp8.Config(BM=64, BN=256, STAGES=5, CLUSTER=1, SPLIT_K=2),
+           gemm_fp8.Config(BM=128, BN=64, STAGES=8, CLUSTER=1, SPLIT_K=3),
+           gemm_fp8.Config(BM=64, BN=64, STAGES=8, CLUSTER=1)]
+
+
+@pytest.mark.parametrize("config", SMALL_M, ids=str)
+@pytest.mark.parametrize("m, n, k", [(1, 1000, 1500), (37, 520, 4096), (130, 264, 700)])
+def test_small_m_tiles_and_split_k_match_float64(config, m, n, k):
+    """The 64-row kernel and split-K (partials, then the reduction applying the scales) on
+    ragged shapes, both scale forms and outputs, the output poisoned with NaN first."""
+    for rowwise, out_dtype in ((True, torch.bfloat16), (False, torch.float32)):
+        a, b, sa, sb = _problem(m, n, k, torch.float8_e4m3fn, rowwise, m + n + k)
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=out_dtype)
+        got = gemm_fp8.gemm_fp8(a, b, sa, sb, out=out, config=config)
+        torch.cuda.synchronize()
+        assert not got.isnan().any(), "an output element was not written"
+        err = _error(got, gemm_fp8.reference(a, b, sa, sb))
+        assert err < TOLERANCE, f"{config} {m}x{n}x{k}: error {err:.3g} relative to max |D|"
+
+
 def test_scales_default_to_one():
     a, b, sa, _ = _problem(200, 136, 72, torch.float8_e4m3fn, True, 9)
     assert _error(gemm_fp8.gemm_fp8(a, b), gemm_fp8.reference(a, b)) < TOLERANCE
