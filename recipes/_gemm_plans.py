@@ -1,13 +1,15 @@
-"""gemm()'s host path for a repeated call (recipes/gemm_hopper.py): one Plan per call signature
-(shapes, strides and dtypes of every tensor, a's device, the config, the activation, alpha's
-and beta's types and whether they are 1 and 0, out_dtype, whether out was given), made after a
-call of that signature passed check_inputs and launched its operands as they are (no TMA copy,
-no copy of C into out). A later call of the signature checks what can differ between the two
-(the tensors' exact type, every tensor on a's CUDA device, the 16-byte alignment of a, b,
-out and the residual, out overlapping an input) and launches the remembered kernel[grid]
-functions with their constexprs, positionally. Any doubt gives None and gemm takes its
-checked path, which words every error; the epilogue's arguments and the split-K workspace
-come from the functions here, which gemm_hopper.launches uses too.
+"""The host path of a repeated GEMM call (recipes/gemm_hopper.py's gemm, recipes/gemm_fp8.py's
+gemm_fp8): one Plan per call signature (shapes, strides and dtypes of every tensor, a's device,
+the config and the call's other hashable facts: gemm's activation, alpha's and beta's types and
+whether they are 1 and 0, out_dtype, whether out was given), made after a call of that
+signature passed its checks and launched its operands as they are (no TMA copy, no copy of C
+into out). A later call of the signature checks what can differ between the two (the tensors'
+exact type, every tensor on a's CUDA device, the 16-byte alignment of a, b, out and the inputs
+the kernel TMAs, out overlapping an input) and launches the remembered kernel[grid] functions
+with their constexprs, positionally; the arguments after a, b and C come from the recipe's own
+function of (out, inputs, scalars). Any doubt gives None and the entry takes its checked path,
+which words every error; the epilogue's arguments and the split-K workspace come from the
+functions here, which the recipes' `launches` use too.
 """
 from __future__ import annotations
 
@@ -52,46 +54,52 @@ def _layout(tensor, x):
     return type(x) is tensor and (x.shape, x.stride(), x.dtype)
 
 
-def signature(tensor, a, b, out, config, bias, activation, residual, alpha, beta, out_dtype):
-    """The plan key of a gemm call (module docstring), or None where no plan can serve it."""
+def signature(tensor, a, b, out, config, inputs: tuple, facts: tuple):
+    """The plan key of a call (module docstring): its tensors a, b, out and `inputs` (the
+    recipe's other optional tensors: gemm's bias and residual, gemm_fp8's scales), the config
+    and `facts` (the call's other hashable values that pick its kernels); None where no plan
+    can serve it."""
     if type(a) is not tensor or type(b) is not tensor:
         return None
-    layouts = (_layout(tensor, out), _layout(tensor, bias), _layout(tensor, residual))
+    layouts = (_layout(tensor, out), *(_layout(tensor, x) for x in inputs))
     if False in layouts:
         return None
     return (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, *layouts, config,
-            activation, type(alpha), alpha == 1, type(beta), beta == 0, out_dtype,
-            a.get_device())
+            *facts, a.get_device())
 
 
 @dataclass(frozen=True)
 class Plan:
     """What a call of one signature launches: `steps` (kernel[grid], constexpr values) in order;
-    `kmajor`: b goes as b.t(); `split`: (rows, padded) of the workspace, or None; `spans`: the
-    bytes out, a, b, bias span (0: absent); `same_residual`: a residual at out's address is out
-    itself (equal strides and dtype); `out_dtype`: the dtype of an out gemm allocates."""
+    `kmajor`: b goes as b.t(); `arguments(out, inputs, scalars)`: the kernel arguments after
+    a, b and C (and after the workspace and C of a split-K reduction); `split`: (rows, padded)
+    of the workspace, or None; `spans`: the bytes out, a, b and each input span (0: absent);
+    `tma_inputs`: the inputs the kernel TMAs (16-byte aligned); `aliased`: the input that may be
+    out itself (the same strides and dtype, read where it is written), or None; `out_dtype`: the
+    dtype of an out the entry allocates."""
 
     m: int
     n: int
     kmajor: bool
-    epilogue: object
+    arguments: object
     steps: tuple
     split: tuple | None
     spans: tuple
-    same_residual: bool
+    tma_inputs: tuple
+    aliased: int | None
     out_dtype: object
     device: int
 
-    def run(self, torch, a, b, out, bias, residual, alpha, beta):
+    def run(self, torch, a, b, out, inputs: tuple, scalars: tuple):
         """Launch for these tensors (of the plan's signature); returns out, or None where a
-        per-call fact differs (gemm's checked path then runs)."""
+        per-call fact differs (the entry's checked path then runs)."""
         device = self.device
-        for x in (a, b, out, bias, residual):
+        for x in (a, b, out, *inputs):
             if x is not None and (not x.is_cuda or x.get_device() != device):
                 return None
         p_a, p_b = a.data_ptr(), b.data_ptr()
-        p_r = 0 if residual is None else residual.data_ptr()   # the kernel may TMA it
-        if (p_a | p_b | p_r) % host.TMA_ALIGN_BYTES:
+        if (p_a | p_b) % host.TMA_ALIGN_BYTES or any(
+                inputs[i].data_ptr() % host.TMA_ALIGN_BYTES for i in self.tma_inputs):
             return None
         if out is None:
             out = torch.empty(self.m, self.n, device=a.device, dtype=self.out_dtype)
@@ -99,11 +107,10 @@ class Plan:
                 return None
         else:
             lo = out.data_ptr()
-            if lo % host.TMA_ALIGN_BYTES or self._overlap(lo, p_a, p_b, bias, residual):
+            if lo % host.TMA_ALIGN_BYTES or self._overlap(lo, p_a, p_b, inputs):
                 return None
         b_op = b.t() if self.kmajor else b
-        extra = epilogue_arguments(self.epilogue, out, bias, residual, alpha, beta,
-                                   self.m, self.n)
+        extra = self.arguments(out, inputs, scalars)
         if self.split is None:
             (gemm_launch, constexprs), = self.steps
             gemm_launch(a, b_op, out, *extra, *constexprs)
@@ -114,19 +121,16 @@ class Plan:
             reduce(ws, out, *extra, *splits)
         return out
 
-    def _overlap(self, lo: int, p_a: int, p_b: int, bias, residual) -> bool:
+    def _overlap(self, lo: int, p_a: int, p_b: int, inputs: tuple) -> bool:
         """Whether out (at `lo`) may share bytes with an input (host.require_no_overlap's rule
-        on the signature's spans; a residual that is out itself is read where it is written)."""
-        out_span, a_span, b_span, bias_span, residual_span = self.spans
+        on the signature's spans; the aliased input at out's address is out itself)."""
+        out_span, a_span, b_span, *input_spans = self.spans
         hi = lo + out_span
-        inputs = [(p_a, a_span), (p_b, b_span)]
-        if bias is not None:
-            inputs.append((bias.data_ptr(), bias_span))
-        if residual is not None:
-            start = residual.data_ptr()
-            if not (self.same_residual and start == lo):
-                inputs.append((start, residual_span))
-        return any(span and start < hi and lo < start + span for start, span in inputs)
+        spans = [(p_a, a_span), (p_b, b_span)]
+        for i, (x, span) in enumerate(zip(inputs, input_spans)):
+            if x is not None and not (i == self.aliased and x.data_ptr() == lo):
+                spans.append((x.data_ptr(), span))
+        return any(span and start < hi and lo < start + span for start, span in spans)
 
 
 def _span(x) -> int:
@@ -137,11 +141,13 @@ def _span(x) -> int:
     return hi - lo
 
 
-def remember(key, steps: list, c, a, b, out, out_given: bool, bias, residual, epilogue) -> None:
+def remember(key, steps: list, c, a, b, out, out_given: bool, inputs: tuple, arguments, *,
+             tma_inputs: tuple = (), aliased: int | None = None) -> None:
     """Keep the Plan of a checked call of signature `key` (None: none) that launched `steps`
-    ((kernel, grid, args, constexprs) per launch: gemm_hopper.launches) with C landing in `c`,
-    where it launched a, b (or b.t()) and out as they are and every kernel takes its
-    constexprs last, in their order."""
+    ((kernel, grid, args, constexprs) per launch: the recipe's `launches`) with C landing in
+    `c`, where it launched a, b (or b.t()), out and the inputs of `tma_inputs` as they are and
+    every kernel takes its constexprs last, in their order. `arguments(out, inputs, scalars)`
+    gives a later call's arguments after a, b and C; `aliased`: the input that may be out."""
     if key is None or c is not out:
         return
     first = steps[0][2]
@@ -151,8 +157,10 @@ def remember(key, steps: list, c, a, b, out, out_given: bool, bias, residual, ep
             b_op.data_ptr() == b.data_ptr() and tuple(b_op.shape) == tuple(b.shape)[::-1]
             and b_op.stride() == b.stride()[::-1])):
         return
-    if residual is not None and not any(x is residual for *_, args, _ in steps for x in args):
-        return                  # launched a TMA-ready copy of it
+    for i in tma_inputs:        # else the kernel TMAs a TMA-ready copy of it
+        if inputs[i] is not None and not any(x is inputs[i] for *_, args, _ in steps
+                                             for x in args):
+            return
     launches = []
     for kernel, grid, args, constexprs in steps:
         names = [p.name for p in kernel.params]
@@ -161,22 +169,24 @@ def remember(key, steps: list, c, a, b, out, out_given: bool, bias, residual, ep
         launches.append((kernel[grid], tuple(constexprs.values())))
     ws = first[2] if len(steps) == 2 else None
     m, n = out.shape
-    same_residual = residual is not None and residual.stride() == out.stride() and \
-        residual.dtype == out.dtype
+    alias = inputs[aliased] if aliased is not None else None
+    same = alias is not None and alias.stride() == out.stride() and alias.dtype == out.dtype
     if len(_PLANS) >= MAX_PLANS:
         _PLANS.clear()
-    _PLANS[key] = Plan(m, n, kmajor, epilogue, tuple(launches),
+    _PLANS[key] = Plan(m, n, kmajor, arguments, tuple(launches),
                        None if ws is None else (ws.shape[0], ws.stride(0)),
-                       tuple(map(_span, (out, a, b, bias, residual))), same_residual,
-                       None if out_given else out.dtype, a.get_device())
+                       tuple(map(_span, (out, a, b, *inputs))),
+                       tuple(i for i in tma_inputs if inputs[i] is not None),
+                       aliased if same else None, None if out_given else out.dtype,
+                       a.get_device())
 
 
-def launch(key, torch, a, b, out, bias, residual, alpha, beta):
+def launch(key, torch, a, b, out, inputs: tuple, scalars: tuple = ()):
     """The call's result through its plan, or None (no plan, or a per-call fact differs)."""
     try:
         plan = _PLANS.get(key)
-    except TypeError:          # an unhashable config or activation
+    except TypeError:          # an unhashable config or fact
         return None
     if plan is None:
         return None
-    return plan.run(torch, a, b, out, bias, residual, alpha, beta)
+    return plan.run(torch, a, b, out, inputs, scalars)

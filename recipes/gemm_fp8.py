@@ -274,8 +274,16 @@ def gemm_fp8(a, b, scale_a=None, scale_b=None, out=None, *, out_dtype=None,
     """D = scale_a * scale_b * (a @ b) for fp8 CUDA tensors a (M x K, float8_e4m3fn or
     float8_e5m2) and b (K x N, column-major as for torch._scaled_mm), f32 scales per tensor or
     per row of a / column of b (module docstring; None: 1); returns D (M x N, out_dtype: bf16 by
-    default, or f32), written into `out` when given (out may not overlap an input)."""
+    default, or f32), written into `out` when given (out may not overlap an input). Arguments
+    are checked first (check_inputs); a call of a signature that launched before checks only
+    what can differ between the two and launches its plan (recipes/_gemm_plans.py)."""
     torch = require_torch("recipes.gemm_fp8.gemm_fp8")
+    key = plans.signature(torch.Tensor, a, b, out, config, (scale_a, scale_b), (out_dtype,))
+    if key is not None:         # a call of this signature launched before: its plan
+        done = plans.launch(key, torch, a, b, out, (scale_a, scale_b))
+        if done is not None:
+            return done
+    out_given = out is not None
     m, n, k, dtype = check_inputs(a, b, scale_a, scale_b, out, out_dtype, config)
     if out is None:
         out = torch.empty(m, n, device=a.device, dtype=dtype)
@@ -289,7 +297,15 @@ def gemm_fp8(a, b, scale_a=None, scale_b=None, out=None, *, out_dtype=None,
         launched[grid](*args, **constexprs)
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)
+    plans.remember(key, steps, c, a, b, out, out_given, (scale_a, scale_b), scale_views)
     return out
+
+
+def scale_views(out, scales: tuple, scalars: tuple = ()) -> list:
+    """A plan's arguments after a, b, C (recipes/_gemm_plans.py): the scales as out's (M, N)
+    views (_broadcast)."""
+    m, n = out.shape
+    return [_broadcast(s, m, n, out.device) for s in scales]
 
 
 def launches(a, b, scale_a, scale_b, out, config, sms: int, units) -> tuple[list, object]:

@@ -322,10 +322,11 @@ def gemm(a, b, out=None, config: Config | None = None, *, bias=None, activation=
     that launched before checks only what can differ between the two and launches its plan
     (recipes/_gemm_plans.py)."""
     torch = require_torch("recipes.gemm_hopper.gemm")
-    key = plans.signature(torch.Tensor, a, b, out, config, bias, activation, residual, alpha,
-                          beta, out_dtype)
+    key = plans.signature(torch.Tensor, a, b, out, config, (bias, residual),
+                          (activation, type(alpha), alpha == 1, type(beta), beta == 0,
+                           out_dtype))
     if key is not None:         # a call of this signature launched before: its plan
-        done = plans.launch(key, torch, a, b, out, bias, residual, alpha, beta)
+        done = plans.launch(key, torch, a, b, out, (bias, residual), (alpha, beta))
         if done is not None:
             return done
     out_given = out is not None
@@ -345,8 +346,18 @@ def gemm(a, b, out=None, config: Config | None = None, *, bias=None, activation=
         kernel[grid](*args, **constexprs)
     if c.data_ptr() != out.data_ptr():
         out.copy_(c)
-    plans.remember(key, steps, c, a, b, out, out_given, bias, residual, epilogue)
+    plans.remember(key, steps, c, a, b, out, out_given, (bias, residual),
+                   functools.partial(_epilogue_arguments, epilogue), tma_inputs=(1,),
+                   aliased=1)
     return out
+
+
+def _epilogue_arguments(epilogue, out, inputs: tuple, scalars: tuple) -> list:
+    """A plan's arguments after a, b, C (recipes/_gemm_plans.py): the epilogue's of out, (bias,
+    residual) and (alpha, beta)."""
+    (bias, residual), (alpha, beta) = inputs, scalars
+    m, n = out.shape
+    return plans.epilogue_arguments(epilogue, out, bias, residual, alpha, beta, m, n)
 
 
 def epilogue_of(out, bias, activation, residual, alpha, beta) -> Epilogue:

@@ -195,3 +195,82 @@ def test_plans_are_bounded(gpu, monkeypatch):
         a, b, out, _ = operands(m, 64, 64)
         gh.gemm(a, b, out)
         assert len(plans._PLANS) <= 4
+
+
+# ---- gemm_fp8's plans (the same module) -----------------------------------------------------
+from recipes import gemm_fp8 as g8  # noqa: E402
+
+E4M3 = torch.float8_e4m3fn
+
+
+@pytest.fixture
+def gpu8(gpu, monkeypatch):
+    """gpu, for gemm_fp8: its SM count and resident units faked, its checked calls recorded."""
+    launches, checked = gpu
+    monkeypatch.setattr(g8, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(g8, "_resident_units", lambda device, cfg, types: 132 // cfg.CLUSTER)
+    monkeypatch.setattr(g8, "_ONES", {})
+    real = g8.check_inputs
+
+    def spy(*args, **kwargs):
+        checked.append(args[0].shape)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(g8, "check_inputs", spy)
+    return launches, checked
+
+
+def operands8(m, n, k, rowwise):
+    """Fresh fp8 (a, b (column-major), scale_a, scale_b, out) of one signature."""
+    a = torch.randn(m, k).to(E4M3)
+    b = torch.randn(n, k).to(E4M3).t()
+    scales = (torch.rand(m, 1), torch.rand(1, n)) if rowwise else (torch.rand(()),
+                                                                   torch.rand(()))
+    return a, b, *scales, torch.zeros(m, n, dtype=BF16)
+
+
+FP8_CASES = {"per-tensor": dict(m=256, n=512, k=256, rowwise=False),
+             "per-row, small M": dict(m=16, n=4096, k=4096, rowwise=True)}
+FP8_CONFIGS = {"shipped": None,
+               "split-K": g8.Config(BM=64, BN=128, STAGES=4, CLUSTER=1, SPLIT_K=2)}
+
+
+@pytest.mark.parametrize("config", FP8_CONFIGS.values(), ids=FP8_CONFIGS.keys())
+@pytest.mark.parametrize("case", FP8_CASES.values(), ids=FP8_CASES.keys())
+def test_fp8_repeated_signature_launches_what_the_checked_path_launches(gpu8, case, config):
+    launches, checked = gpu8
+    a, b, sa, sb, out = operands8(**case)
+    assert g8.gemm_fp8(a, b, sa, sb, out, config=config) is out and len(checked) == 1
+    a, b, sa, sb, out = operands8(**case)             # the same signature, new memory
+    first = len(launches)
+    assert g8.gemm_fp8(a, b, sa, sb, out, config=config) is out
+    assert len(checked) == 1                          # the plan's launch
+    names = {x.data_ptr(): name for name, x in [("a", a), ("b", b), ("scale_a", sa),
+                                                 ("scale_b", sb), ("out", out)]}
+    by_plan = named(launches[first:], names)
+    plans._PLANS.clear()
+    second = len(launches)
+    g8.gemm_fp8(a, b, sa, sb, out, config=config)
+    assert len(checked) == 2 and named(launches[second:], names) == by_plan and by_plan
+    assert len(by_plan) == (2 if config is not None or case["m"] == 16 else 1)   # split-K
+
+
+def test_fp8_per_call_facts_take_the_checked_path(gpu8):
+    """An allocated out is its own signature; out overlapping a scale, and a scale on another
+    device, reach check_inputs' errors after a plan of their signature."""
+    _, checked = gpu8
+    a, b, sa, _, _ = operands8(128, 256, 128, rowwise=True)
+    out = torch.zeros(128, 256)                       # f32
+    g8.gemm_fp8(a, b, sa, torch.rand(1, 256), out)
+    g8.gemm_fp8(a, b, sa, torch.rand(1, 256), out)    # the plan
+    assert len(checked) == 1
+    g8.gemm_fp8(a, b, sa, torch.rand(1, 256))         # out allocated: its own signature
+    g8.gemm_fp8(a, b, sa, torch.rand(1, 256))
+    assert len(checked) == 2
+    inside = out.view(-1)[:256].view(1, 256)          # scale_b in out's memory
+    with pytest.raises(ValueError, match="out .* overlaps scale_b"):
+        g8.gemm_fp8(a, b, sa, inside, out)
+    elsewhere = torch.rand(1, 256)
+    elsewhere._dev = 1
+    with pytest.raises(ValueError, match="scale_b is on cuda:1 and a on cuda:0"):
+        g8.gemm_fp8(a, b, sa, elsewhere, out)
+    assert len(checked) == 4
