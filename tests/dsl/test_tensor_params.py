@@ -122,18 +122,6 @@ def test_cuda_array_interface_dlpack_and_numpy_read_alike():
     assert (contiguous.strides, contiguous.dtype, contiguous.memory) == ((8, 1), lk.f16, "cuda")
 
 
-def test_a_numpy_row_of_a_padded_buffer_keeps_its_row_stride():
-    """numpy calls a (1, n) view of a padded row C-contiguous (its __array_interface__ has no
-    strides), but a TMA map reads the row stride: the view's own strides are kept, and the
-    interpreter's checked run copies it with them."""
-    from layoutkit.dsl.interpreter.checking import _fresh
-    row = np.zeros((1, 608), np.uint8)[:, :600]
-    assert row.flags.c_contiguous and row.__array_interface__["strides"] is None
-    assert tensor_view(row).strides == (608, 1)
-    assert tensor_view(_fresh(row)).strides == (608, 1)
-    assert tensor_view(np.zeros((1, 600), np.uint8)).strides == (600, 1)
-
-
 def test_torch_tensors_read_shape_strides_and_device():
     torch = pytest.importorskip("torch")
     x = torch.zeros(8, 40)[:, 4:36]

@@ -127,9 +127,6 @@ def _from_interface(value, iface: dict, memory: str) -> TensorView:
     typestr = iface["typestr"]
     itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 0
     raw = iface.get("strides")
-    if raw is None and memory == "host" and isinstance(getattr(value, "strides", None), tuple):
-        raw = value.strides              # numpy's own: a length-1 mode's stride kept (a (1, n)
-        #                                  view of a padded row is "contiguous" to numpy)
     if raw is None:                      # C-contiguous
         strides = _contiguous_strides(shape)
     else:
