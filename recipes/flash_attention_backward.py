@@ -215,6 +215,9 @@ def pass_grids(batch: int, heads_q: int, seqlen_q: int, bq: int = BQ) -> tuple:
 
 @functools.cache
 def _sm_count(device) -> int:
+    """The multiprocessor count of a CUDA device; SMS for another (the CPU interpreter's)."""
+    if device.type != "cuda":
+        return SMS
     import torch
     return torch.cuda.get_device_properties(device).multi_processor_count
 
