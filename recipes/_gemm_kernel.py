@@ -171,10 +171,11 @@ def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MA
     `release(stage)` hands a stage back to the producer(s). Returns the f32 accumulator.
     promote > 0: the wgmma accumulator holds `promote` k-steps at a time, then is added into
     an f32 register accumulator (fp8: the tensor cores sum with fewer bits than f32).
-    `after_first()` (promote 0) runs once k-step 0's wgmma is issued, outside the loop: work
-    whose waits the tensor cores hide (the epilogue's loads)."""
+    `after_first()` runs once k-step 0's wgmma is issued (promote > 0: before the first one),
+    outside the loop: work whose waits the tensor cores hide (the epilogue's loads)."""
     if promote:
-        assert after_first is None
+        if after_first is not None:      # issued before the loop: their waits come at first use
+            after_first()
         return _promoted_k_steps(sA, sB, full, release, wg=wg, first=first, steps=steps,
                                  STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR, promote=promote)
     start, acc = 0, lk.sm90.wgmma_accumulator(BN)

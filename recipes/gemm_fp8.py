@@ -74,9 +74,47 @@ def promotion(cfg) -> int:
     return getattr(cfg, "PROMOTE", PROMOTE)
 
 
+class PerTensorScales:
+    """The epilogue D = acc * (scale_a * scale_b) of two per-tensor scales ((M, N) views of
+    strides (0, 0)) in recipes/_gemm_kernel's load / apply steps: the two registers a chunk's
+    `load` holds fit its prefetch budget (prefetched_chunks), so every chunk's loads are issued
+    before the tile's main loop, which hides their latency."""
+
+    def __init__(self, scale_a, scale_b):
+        self.scales = {"scale_a": scale_a, "scale_b": scale_b}
+
+    def staged(self, out_dtype) -> None:
+        return None                      # no epilogue input comes through shared memory
+
+    def load_bytes(self, values: int) -> int:
+        """Register bytes per thread `load` holds for a chunk of any size: one f32 per scale."""
+        return 4 * len(self.scales)
+
+    def load(self, at, skip=()) -> dict:
+        """The chunk's scales (register tensors in its layout, one value each) at `at`."""
+        return {n: at.load(t) for n, t in self.scales.items() if n not in skip}
+
+    def apply(self, acc, values: dict):
+        return acc * (values["scale_a"] * values["scale_b"])
+
+    def __call__(self, acc, at):
+        return self.apply(acc, self.load(at))
+
+
+def _per_tensor(t) -> bool:
+    """Whether the (M, N) scale view `t` broadcasts one element (both strides 0)."""
+    return all(isinstance(s, int) and s == 0 for s in t.stride)
+
+
 def scaled(scale_a, scale_b):
     """The epilogue D = acc * (scale_a * scale_b) at each element: the scales are (M, N) global
-    tensors whose stride-0 modes broadcast (one load per distinct element)."""
+    tensors whose stride-0 modes broadcast (one load per distinct element). Per-tensor scales
+    are a PerTensorScales (loaded before the main loop); a per-row or per-column one is loaded
+    in the epilogue (a chunk's 2 rows and 32 columns of scales would not fit the prefetch
+    budget beside the promoted accumulators)."""
+    if _per_tensor(scale_a) and _per_tensor(scale_b):
+        return PerTensorScales(scale_a, scale_b)
+
     def epilogue(acc, at):
         return acc * (at.load(scale_a) * at.load(scale_b))
     return epilogue

@@ -54,6 +54,27 @@ def test_scales_are_read_once_per_distinct_element(compiled):
     assert sum("ld.global" in x for x in ptx.splitlines()) == 2 * 4 * 2
 
 
+def test_per_tensor_scales_are_loaded_before_the_main_loop(compiled):
+    """Per-tensor scales (PerTensorScales) are loaded before each consumer's first wgmma, where
+    the main loop hides their latency; per-row ones after its last wait_group 0 (the
+    epilogue)."""
+    for name, before in (("gemm_fp8_e4m3_f32_tensorwise_128x256x128_s4_c2", True),
+                         ("gemm_fp8_e4m3_bf16_rowwise_128x256x128_s4_c2", False)):
+        ptx, _ = compiled[name]
+        consumers = ptx.split("setmaxnreg.inc.sync.aligned.u32")[1:]
+        assert len(consumers) == 2, name
+        for body in consumers:
+            lines = body.splitlines()
+            loads = [i for i, x in enumerate(lines) if "ld.global" in x]
+            mma = [i for i, x in enumerate(lines) if "wgmma.mma_async" in x]
+            drained = [i for i, x in enumerate(lines) if "wgmma.wait_group.sync.aligned 0" in x]
+            assert loads and mma, name
+            if before:
+                assert max(loads) < min(mma), name
+            else:
+                assert min(loads) > max(drained), name
+
+
 def test_pipeline_pieces_are_in_the_ptx(compiled):
     for name, (ptx, _) in compiled.items():
         assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3") == 16, name
