@@ -15,7 +15,14 @@ where scale_a and scale_b reach the kernel as (M, N) views of strides (1, 0) / (
 (0, 1) / (0, 0): a per-row scale is one load per row of the thread's accumulator fragment, a
 per-tensor one a single load (recipes._gemm_kernel.Fragment.load). Ragged M, N, K are exact
 (TMA bounds); rows not a multiple of 16 bytes, and a B stored row-major, are copied into
-TMA-ready buffers on the host first (a documented cost).
+TMA-ready buffers on the host first (a documented cost). Per-tensor scales are loaded before
+each tile's main loop (PerTensorScales), per-row ones in the epilogue.
+
+Configs: 128 x 256 tiles in 2-CTA clusters (CONFIGS[0]) wherever they fill the GPU; small M and
+few tiles take recipes/_gemm_choice.py's cost model (64-row tiles, narrower BN, split-K: unscaled
+f32 partials, then a reduction that applies the scales). `launches` describes a call's kernel
+launches; a repeated call signature launches its plan (recipes/_gemm_plans.py, shared with the
+bf16 gemm).
 
 Every argument is checked before anything reaches the GPU (`check_inputs`): each mistake a
 TypeError or ValueError naming the argument, its value and the rule. Numerics: the tensor cores
@@ -64,8 +71,9 @@ CONFIGS = (Config(BN=256, STAGES=4), Config(BN=256, STAGES=4, CLUSTER=1),
 # only as an explicit config, never chosen: the unpromoted BN 256 pipeline and BN 128's.
 FAST_ACCUM_CONFIGS = (Config(BN=256, STAGES=4, PROMOTE=0),
                       Config(BN=128, STAGES=6, PROMOTE=0))
-# Every shape takes CONFIGS[0]: the H200 sweep of 2026-12-01 at 4096^3 (docs/PERFORMANCE.md) had
-# 4 stages ahead of 6 by 12-14% (PROMOTE 4); no per-shape table yet.
+# Measured per-shape winners (none yet): config_for asks recipes/_gemm_choice.py otherwise. The
+# H200 sweep of 2026-12-02 at 4096^3 and 8192^3 (docs/PERFORMANCE.md) put CONFIGS[0] first:
+# 128 x 256 in parts 9-14% ahead of 128 x 128, 4 stages ahead of 3, PROMOTE 2 ahead of 1 and 4.
 BEST_CONFIGS: dict = {}
 
 
