@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes._gemm_kernel import CONSUMERS, TILE_N, WG_ROWS, Config, row_elements, split_rows
 
 TMA_ALIGN_BYTES = 16          # TMA: global addresses and row strides are multiples of 16 bytes
+F32_ALIGN = TMA_ALIGN_BYTES // lk.f32.nbytes   # f32 rows (split-K workspace): multiples of 4
 
 
 # ---- argument checks -------------------------------------------------------------------------

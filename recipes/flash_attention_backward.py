@@ -19,13 +19,13 @@ splits head_dim instead (64 keys per CTA; recipes/_flash_attention_backward_colu
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_backward_kernel as kernel_module
 from recipes import _flash_attention_backward_dq_writer as dq_writer
 from recipes import _flash_attention_backward_passes as passes
+from recipes._device import sm_count
 from recipes._row_split import SMS
 
 backward_kernel, BN, BQ = kernel_module.backward_kernel, kernel_module.BN, kernel_module.BQ
@@ -152,8 +152,8 @@ def ablations(head_dim: int, base: Config | None = None) -> dict[str, Config]:
     256: the consumers' own with the second ring stage back), the other dS^T store (DS_STORE),
     the other dQ and dS issue orders (DQ_FIRST, DS_FIRST), the other grid order (LONGEST_FIRST:
     causal's longest key blocks first where that pays, longest_first_pays), the 64-query step
-    where the default takes 128, and the three of FAST switched together (or back); configs that spill are no
-    rows. `base` instead of the head dim's default (the varlen recipe's)."""
+    where the default takes 128, and the three of FAST switched together (or back); configs
+    that spill are no rows. `base` instead of the head dim's default (the varlen recipe's)."""
     base = base or CONFIGS[head_dim]
     rows = {"default": base}
     candidates = {f"DQ_SPLIT={other}": replace(base, DQ_SPLIT=other)
@@ -213,13 +213,7 @@ def pass_grids(batch: int, heads_q: int, seqlen_q: int, bq: int = BQ) -> tuple:
             (-(-seqlen_q // passes.BQ), heads_q, batch))
 
 
-@functools.cache
-def _sm_count(device) -> int:
-    """The multiprocessor count of a CUDA device; SMS for another (the CPU interpreter's)."""
-    if device.type != "cuda":
-        return SMS
-    import torch
-    return torch.cuda.get_device_properties(device).multi_processor_count
+_sm_count = sm_count
 
 
 def kernel_arguments(q, k, v, do, dk, dv, dq_acc, neg_lse2, delta, causal: bool, scale: float,

@@ -44,6 +44,7 @@ from layoutkit.ptx import MAX_GRID
 from layoutkit.tools.dependencies import require_torch
 from recipes import _flash_attention_kvcache as kernel_module
 from recipes import flash_attention as padded
+from recipes._device import sm_count
 
 decode_kernel, combine_kernel = kernel_module.decode_kernel, kernel_module.combine_kernel
 packing, LOG2E = kernel_module.packing, padded.LOG2E
@@ -105,10 +106,7 @@ def choose_splits(tiles: int, capacity_blocks: int, sms: int, ctas_per_sm: int) 
     return max(1, min(sms * ctas_per_sm // tiles, most))
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device) -> int:
-    import torch
-    return torch.cuda.get_device_properties(device).multi_processor_count
+_sm_count = sm_count
 
 
 def kernel_arguments(q, k_cache, v_cache, block_table, cache_seqlens, o, o_part, lse, splits: int,

@@ -32,8 +32,8 @@ BQ, HEAD_DIMS, Config = padded.BQ, padded.HEAD_DIMS, padded.Config
 # the padded kernel's defaults (the TMA's dQ writer needs one issuing lane's registers; the
 # producer warps' 16-byte reductions spill here: check_inputs) in 64-query steps: the row
 # buffers are laid out in 64-row blocks per sequence (head_rows)
-CONFIGS = {d: replace(cfg, DS_FIRST=False, LONGEST_FIRST=False) if cfg.BQ == BQ else
-           replace(cfg, BQ=BQ, DQ_SPLIT="keys", DS_FIRST=False, LONGEST_FIRST=False)
+CONFIGS = {d: replace(cfg, DS_FIRST=False, LONGEST_FIRST=False,
+                     **({} if cfg.BQ == BQ else dict(BQ=BQ, DQ_SPLIT="keys")))
            for d, cfg in padded.CONFIGS.items()}
 WHAT = "flash_attention_varlen_backward"
 

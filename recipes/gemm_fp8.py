@@ -42,6 +42,7 @@ from layoutkit.tools.dependencies import require_torch
 from recipes import _gemm_choice as choice
 from recipes import _gemm_host as host
 from recipes import _gemm_plans as plans
+from recipes._device import sm_count
 from recipes._gemm_kernel import CONSUMERS, PROMOTE_COLUMNS, TILE_M, WG_ROWS, gemm_tiles, \
     row_elements, warps
 from recipes._gemm_splitk import REDUCE_WARPS, reduce_grid, reduce_splits
@@ -199,16 +200,7 @@ def _chosen(m: int, n: int, k: int, sms: int) -> Config:
 
 
 _RESIDENT: dict = {}
-_SMS: dict = {}
-F32_ALIGN = host.TMA_ALIGN_BYTES // lk.f32.nbytes      # f32 workspace rows: multiples of 4
-
-
-def _sm_count(device) -> int:
-    """The multiprocessor count of a CUDA device (remembered per device)."""
-    if device not in _SMS:
-        import torch
-        _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
-    return _SMS[device]
+_sm_count = sm_count
 
 
 def _resident_units(device, cfg: Config, types: tuple) -> int:
@@ -372,7 +364,7 @@ def launches(a, b, scale_a, scale_b, out, config, sms: int, units) -> tuple[list
     constexprs = dict(GRID=plan.grid, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=plan.group)
     if plan.split_k > 1:        # unscaled f32 partials, then their sum scaled into c
         ws_stored, ws = plans.workspace(torch, a.device, plan.split_k * plan.slab_rows,
-                                        host.round_up(n, F32_ALIGN), n)
+                                        host.round_up(n, host.F32_ALIGN), n)
         return [(splitk_kernel(key[0], key[1], cfg.BM), (plan.grid,), (a_op, b_op, ws_stored),
                  dict(constexprs, PROMOTE=promotion(cfg), SPLIT_K=plan.split_k)),
                 (reduce_kernel(key[2]), reduce_grid(m, n), (ws, c, sa, sb),

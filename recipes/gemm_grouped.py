@@ -35,6 +35,7 @@ from __future__ import annotations
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes import _gemm_host as host
+from recipes._device import sm_count
 from recipes._gemm_grouped_kernel import BM, gemm_grouped_kernel
 from recipes._gemm_kernel import Config, row_elements
 
@@ -155,14 +156,7 @@ def stacked_b(b, columns: int | None = None):
     return "K", host.tma_ready(rows.reshape(g * n, k))
 
 
-_UNITS: dict = {}
-
-
-def _sm_count(device) -> int:
-    import torch
-    if device not in _UNITS:
-        _UNITS[device] = torch.cuda.get_device_properties(device).multi_processor_count
-    return _UNITS[device]
+_sm_count = sm_count
 
 
 def launch(grid, args, constexprs) -> None:

@@ -58,6 +58,7 @@ from layoutkit.tools.dependencies import require_torch
 from recipes import _gemm_choice as choice
 from recipes import _gemm_host as host
 from recipes import _gemm_plans as plans
+from recipes._device import sm_count
 from recipes._epilogues import ACTIVATIONS, Epilogue, from_parameters
 from recipes._gemm_kernel import (CONSUMERS, TILE_M, WARPS, WG_ROWS, Config, gemm_tiles,
                                   row_elements, warps)
@@ -188,17 +189,8 @@ _chosen = functools.lru_cache(maxsize=4096)(choice.choose)     # per shape, once
 
 _round_up, _tma_ready = host.round_up, host.tma_ready
 _RESIDENT: dict = {}
-_SMS: dict = {}
 _NAMES: dict = {}
-F32_ALIGN = host.TMA_ALIGN_BYTES // lk.f32.nbytes      # f32 workspace rows: multiples of 4
-
-
-def _sm_count(device) -> int:
-    """The multiprocessor count of a CUDA device (remembered per device)."""
-    if device not in _SMS:
-        import torch
-        _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
-    return _SMS[device]
+_sm_count = sm_count
 
 
 def _device_name(device) -> str:
@@ -404,7 +396,7 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
                       GROUP_M=plan.group, CLUSTER=cfg.CLUSTER)
     if plan.split_k > 1:
         ws_stored, ws = plans.workspace(torch, a.device, plan.split_k * plan.slab_rows,
-                                        _round_up(n, F32_ALIGN), n)
+                                        _round_up(n, host.F32_ALIGN), n)
         return [(kernel_for(cfg.BM, cfg.CLUSTER, True, lk.f32, Epilogue()), (plan.grid,),
                  (a, b_op, ws_stored), dict(constexprs, SPLIT_K=plan.split_k)),
                 (reduce_kernel(c_type, epilogue), reduce_grid(m, n), (ws, c, *extra),

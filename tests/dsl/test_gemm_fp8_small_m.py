@@ -17,6 +17,8 @@ from recipes import _gemm_host as host
 from recipes._gemm_kernel import TILE_M
 from recipes._gemm_splitk import reduce_grid
 
+from .test_gemm_small_m import padded, split_workspace
+
 BIG8 = lk.TensorSpec(lk.e4m3, (4096, 4096))
 BIG_F32 = lk.TensorSpec(lk.f32, (4096, 4096))
 ROWWISE = (lk.TensorSpec(lk.f32, (4096, 4096), (1, 0)), lk.TensorSpec(lk.f32, (4096, 4096),
@@ -25,13 +27,6 @@ BK = gemm_fp8.ATOM_K
 # the interpreter's fp8 wgmma accumulator keeps 14 bits within a promotion group: sums of up to
 # PROMOTE * 128 products of N(0, 1) x N(0, 4) values, relative to max |D| of the whole K
 TOLERANCE = 2 ** -10
-
-
-def padded(x, align=16):
-    """x in a buffer whose rows are padded to 16 bytes (gemm_fp8's TMA-ready operands)."""
-    out = np.zeros((x.shape[0], host.round_up(x.shape[1], align)), x.dtype)
-    out[:, :x.shape[1]] = x
-    return out[:, :x.shape[1]]
 
 
 def problem(m, n, k, seed):
@@ -72,10 +67,7 @@ def test_reduction_sums_the_slabs_and_applies_the_scales(c_type, rowwise):
     columns), per-row / per-column scales into bf16, per-tensor ones into f32."""
     rng = np.random.default_rng(4)
     m, n, splits, slab = 5, 300, 3, 64
-    ws = padded(np.zeros((splits * slab, n), np.float32), 4)
-    parts = rng.standard_normal((splits, m, n)).astype(np.float32)
-    for s in range(splits):
-        ws[s * slab:s * slab + m] = parts[s]
+    ws, parts = split_workspace(rng, m, n, splits, slab)
     sa = (rng.random((m, 1) if rowwise else (1, 1)) + 0.5).astype(np.float32)
     sb = (rng.random((1, n) if rowwise else (1, 1)) + 0.5).astype(np.float32)
     want = sa.astype(np.float64) * sb * parts.astype(np.float64).sum(0)

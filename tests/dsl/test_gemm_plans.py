@@ -48,13 +48,18 @@ def gpu(monkeypatch):
     monkeypatch.setattr(gh, "_device_name", lambda device: "fake H200")
     monkeypatch.setattr(gh, "_resident_units", lambda device, cfg, major: 132 // cfg.CLUSTER)
     monkeypatch.setattr(plans, "_PLANS", {})
-    real = gh.check_inputs
+    count_checked_calls(monkeypatch, gh, checked)
+    return launches, checked
+
+
+def count_checked_calls(monkeypatch, recipe, checked: list) -> None:
+    """recipe.check_inputs, appending its first argument's shape to `checked` at each call."""
+    real = recipe.check_inputs
 
     def spy(*args, **kwargs):
         checked.append(args[0].shape)
         return real(*args, **kwargs)
-    monkeypatch.setattr(gh, "check_inputs", spy)
-    return launches, checked
+    monkeypatch.setattr(recipe, "check_inputs", spy)
 
 
 def operands(m, n, k, kmajor=False, epilogue=False):
@@ -210,12 +215,7 @@ def gpu8(gpu, monkeypatch):
     monkeypatch.setattr(g8, "_sm_count", lambda device: 132)
     monkeypatch.setattr(g8, "_resident_units", lambda device, cfg, types: 132 // cfg.CLUSTER)
     monkeypatch.setattr(g8, "_ONES", {})
-    real = g8.check_inputs
-
-    def spy(*args, **kwargs):
-        checked.append(args[0].shape)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(g8, "check_inputs", spy)
+    count_checked_calls(monkeypatch, g8, checked)
     return launches, checked
 
 

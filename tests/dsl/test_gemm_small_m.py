@@ -24,12 +24,24 @@ BIG = lk.TensorSpec(lk.bf16, (4096, 4096))
 BIG_F32 = lk.TensorSpec(lk.f32, (4096, 4096))
 
 
-def padded(x, align=8):
+def padded(x, align=None):
     """x in a buffer whose rows are padded to 16 bytes (as gemm's TMA-ready operands; the
-    interpreter's check copies its arguments, so TMA-read extents here are 16-byte rows)."""
+    interpreter's check copies its arguments, so TMA-read extents here are 16-byte rows):
+    rows of a multiple of `align` elements (None: 16 bytes of x's elements)."""
+    align = align or host.TMA_ALIGN_BYTES // x.itemsize
     out = np.zeros((x.shape[0], host.round_up(x.shape[1], align)), x.dtype)
     out[:, :x.shape[1]] = x
     return out[:, :x.shape[1]]
+
+
+def split_workspace(rng, m: int, n: int, splits: int, slab: int) -> tuple:
+    """A split-K workspace of `splits` slabs of `slab` rows (16-byte rows) holding random f32
+    partials in each slab's first m rows, and those partials (splits, m, n)."""
+    ws = padded(np.zeros((splits * slab, n), np.float32))
+    parts = rng.standard_normal((splits, m, n)).astype(np.float32)
+    for s in range(splits):
+        ws[s * slab:s * slab + m] = parts[s]
+    return ws, parts
 
 
 def problem(m, n, k, major, seed):
@@ -138,10 +150,7 @@ def test_split_k_reduction_applies_the_epilogue():
     into a bf16 D, on a ragged 5 x 300 result (masked rows and columns)."""
     rng = np.random.default_rng(3)
     m, n, splits, slab = 5, 300, 3, 64
-    ws = padded(np.zeros((splits * slab, n), np.float32), 4)
-    parts = rng.standard_normal((splits, m, n)).astype(np.float32)
-    for s in range(splits):
-        ws[s * slab:s * slab + m] = parts[s]
+    ws, parts = split_workspace(rng, m, n, splits, slab)
     (c, bias, residual), (c64, bias64, res64) = epilogue_operands(m, n, rng)
     want = epilogue_reference(parts.astype(np.float64).sum(0), c64, bias64, SILU, res64, 0.5,
                               2.0)
