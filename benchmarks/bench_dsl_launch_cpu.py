@@ -250,7 +250,7 @@ def gemm_rows() -> dict:
     from bench_gemm_host import SHAPES as GEMM_SHAPES, host_path   # the GPU script's shapes
     from recipes import gemm_hopper as gh
     install_hopper_fakes()
-    gh._SMS[torch.device("cuda", 0)] = 132
+    gh._sm_count = lambda device: 132                    # the fake device is an H200
     gh._NAMES[torch.device("cuda", 0)] = "fake H200"
     rows = {}
     for m, n, k, major in GEMM_SHAPES:

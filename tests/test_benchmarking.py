@@ -25,3 +25,47 @@ def test_bad_repetition_counts_raise_before_touching_a_gpu(kwargs, message):
 def test_no_candidates_raises():
     with pytest.raises(ValueError, match="at least one candidate"):
         interleaved({})
+
+
+class _FakeTorch:
+    """Just what _ramp_clocks touches: products and fills counted, one current device."""
+    bfloat16 = int32 = None
+
+    def __init__(self):
+        self.products = self.fills = self.syncs = 0
+        torch = self
+
+        class Tensor:
+            def to(self, dtype):
+                return self
+
+            def __matmul__(self, other):
+                torch.products += 1
+                return self
+
+            def fill_(self, value):
+                torch.fills += 1
+
+        class Cuda:
+            @staticmethod
+            def current_device():
+                return 7
+
+            @staticmethod
+            def synchronize():
+                torch.syncs += 1
+
+        self.cuda = Cuda
+        self.randn = self.empty = lambda *a, **k: Tensor()
+
+
+def test_the_clock_ramp_keeps_the_gpu_busy_once_per_device(monkeypatch):
+    from layoutkit.tools import benchmarking
+    monkeypatch.setattr(benchmarking, "RAMP_SECONDS", 0.02)
+    monkeypatch.setattr(benchmarking, "_ramped", set())
+    fake = _FakeTorch()
+    benchmarking._ramp_clocks(fake)
+    assert fake.products >= 4 and fake.fills >= 4 and fake.syncs >= 1
+    done = (fake.products, fake.fills, fake.syncs)
+    benchmarking._ramp_clocks(fake)
+    assert (fake.products, fake.fills, fake.syncs) == done
