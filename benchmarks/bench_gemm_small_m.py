@@ -2,11 +2,14 @@
 choice of recipes/_gemm_choice.py's model and cuBLAS, same run.
 
     PYTHONPATH=. python3 benchmarks/bench_gemm_small_m.py [--reps 20] [--shapes 1x4096x4096 ...]
+        [--majors K N]
 
-Per shape (B K-major: x @ w.t()), one interleaved group (layoutkit.tools.benchmarking: CUDA
-events, L2 flushed before each call, medians): gemm(a, b, config=...) for every cluster-1 tile
-of the 64-row candidates (64 x 64, 64 x 128, 64 x 256, the ring as deep as shared memory
-allows) at SPLIT_K in SPLITS (those the k-steps allow) and the config config_for chooses,
+Per shape and B major (`--majors`; K: x @ w.t(), N: x @ b of a row-major b), one interleaved
+group (layoutkit.tools.benchmarking: CUDA events, L2 flushed before each call, medians):
+gemm(a, b, config=...) for every cluster-1 tile of the 64-row candidates (64 x 64, 64 x 128,
+64 x 256, the ring as deep as shared memory allows) at SPLIT_K in SPLITS (those the k-steps
+allow), the swapped kernel's tiles (recipes/_gemm_choice.swap_candidates: 64 or 128 weight
+rows by the tokens, one launch) and the config config_for chooses,
 each config's bare launches (prepared once: kernel time plus the launches' own host cost) and
 cuBLAS. Each config's output is checked against cuBLAS first. Prints a markdown table: ratio =
 cuBLAS time / layoutkit time, B stream = N * K * 2 bytes / time (the target at M <= 16: ~3
@@ -33,6 +36,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES))
+    parser.add_argument("--majors", nargs="+", choices=("K", "N"), default=["K"])
     args = parser.parse_args(argv)
     recipe = load_recipe("gemm_hopper")
     import layoutkit as lk
@@ -40,17 +44,17 @@ def main(argv=None) -> int:
     from recipes._gemm_kernel import row_elements
     from benchmarks.bench_gemm import bare, checked, short
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    print("| M | N | K | config | launches | ratio | B stream TB/s | bare ratio | bare us | |")
-    print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---|")
-    for shape in args.shapes:
+    print("| M | N | K | B | config | launches | ratio | B stream TB/s | bare ratio | bare us | |")
+    print("|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
+    for shape, major in ((s, j) for s in args.shapes for j in args.majors):
         m, n, k = map(int, shape.split("x"))
         torch.manual_seed(0)
         a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         w = torch.randn(n, k, device="cuda").to(torch.bfloat16)
-        b = w.t()
+        b = w.t() if major == "K" else w.t().contiguous()
 
         def reference():
-            return a @ w.t()
+            return a @ b
         chosen = recipe.config_for(m, n, k, sms)
         configs = [chosen]
         for bm, bn in TILES:
@@ -59,7 +63,7 @@ def main(argv=None) -> int:
                 if split == 1 or -(-k // row_elements(lk.bf16)) >= \
                         choice.MIN_SPLIT_STEPS * split:
                     configs.append(dataclasses.replace(tile, SPLIT_K=split))
-        configs = list(dict.fromkeys(configs))
+        configs = list(dict.fromkeys(configs + choice.swap_candidates(m)))
         runs = {}
         for i, cfg in enumerate(configs):
             checked(recipe, a, b, reference, cfg)
@@ -70,11 +74,11 @@ def main(argv=None) -> int:
         theirs = times["cuBLAS"].median_ms
         for i, cfg in enumerate(configs):
             t, t_bare = times[str(i)].median_ms, times[f"bare{i}"].median_ms
-            print(f"| {m} | {n} | {k} | {short(cfg)} | {2 if cfg.SPLIT_K > 1 else 1} | "
+            print(f"| {m} | {n} | {k} | {major} | {short(cfg)} | {2 if cfg.SPLIT_K > 1 else 1} | "
                   f"{theirs / t:.3f} | {n * k * 2 / (t * 1e-3) / 1e12:.2f} | "
                   f"{theirs / t_bare:.3f} | {t_bare * 1e3:.1f} | "
                   f"{'chosen' if i == 0 else ''} |", flush=True)
-        print(f"| {m} | {n} | {k} | cuBLAS | 1 | 1.000 | "
+        print(f"| {m} | {n} | {k} | {major} | cuBLAS | 1 | 1.000 | "
               f"{n * k * 2 / (theirs * 1e-3) / 1e12:.2f} | | {theirs * 1e3:.1f} | |", flush=True)
         torch.cuda.empty_cache()
     return 0

@@ -30,11 +30,14 @@ from dataclasses import replace
 
 import layoutkit as lk
 from recipes._gemm_kernel import ROW_BYTES, TILE_M, Config, row_elements
+from recipes._gemm_swap_kernel import TOKEN_STEP
 from recipes._gemm_host import round_up
 
 DEFAULT = Config(BN=256, STAGES=4)
 SMEM_BYTES = 232448 - 1024          # the opt-in shared memory of an sm_90 CTA, barriers aside
 MAX_STAGES = 8
+MAX_SWAP_STAGES = 32                # the swapped kernel's rings: 9-18 KB a stage
+MAX_SWAP_M = 64                     # the swapped kernel serves M up to here (its token tile)
 MIN_SPLIT_STEPS = 4                 # k-steps per K range at least (the ring's fill amortised)
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 # H200 constants of the model (the benchmark's ablation rows are what it is judged by)
@@ -49,6 +52,10 @@ SM_BYTES_PER_S = 50e9
 HBM_BYTES_PER_S = 3.3e12
 TILE_OVERHEAD_S = 0.6e-6            # ring fill and epilogue not hidden, per tile of a CTA
 REDUCE_LAUNCH_S = 2.0e-6            # the reduction kernel's launch and tail
+# the swapped kernel: the weight bytes one SM streams with its 12-25-stage ring (provisional:
+# a Triton GEMV of 64 CTAs with 128 KB in flight each streamed 45 GB/s a CTA on the H200)
+SWAP_SM_BYTES_PER_S = 45e9
+SWAP_EFFICIENCY = 0.5               # of SM_FLOPS at a narrow token tile (never the bound)
 
 
 def max_stages(bm: int, bn: int) -> int:
@@ -56,6 +63,25 @@ def max_stages(bm: int, bn: int) -> int:
     an f32 C chunk (the largest: f32 partials or f32 out)."""
     return max(s for s in range(2, MAX_STAGES + 1)
                if Config(BM=bm, BN=bn, STAGES=s).smem_bytes(lk.f32) <= SMEM_BYTES)
+
+
+def max_swap_stages(bm: int, bn: int) -> int:
+    """The deepest ring (at most MAX_SWAP_STAGES) of the swapped kernel's BM weight rows by BN
+    tokens that fits shared memory (it has no C buffer)."""
+    return max(s for s in range(2, MAX_SWAP_STAGES + 1)
+               if Config(BM=bm, BN=bn, STAGES=s, CLUSTER=1, SWAP=True).smem_bytes() <=
+               SMEM_BYTES)
+
+
+def swap_candidates(m: int, default: Config = DEFAULT) -> list[Config]:
+    """The swapped kernel's tiles for M <= MAX_SWAP_M token rows (none past it): 64 and 128
+    weight rows by the M tokens rounded up to TOKEN_STEP, the ring as deep as shared memory
+    allows (of default's type, its other fields kept)."""
+    if m > MAX_SWAP_M:
+        return []
+    bn = round_up(m, TOKEN_STEP)
+    return [replace(default, BM=bm, BN=bn, CLUSTER=1, STAGES=max_swap_stages(bm, bn),
+                    GROUP_M=DEFAULT.GROUP_M, SPLIT_K=1, SWAP=True) for bm in TILE_M]
 
 
 def candidates(m: int, default: Config = DEFAULT) -> list[Config]:
@@ -75,6 +101,8 @@ def modelled_seconds(m: int, n: int, k: int, cfg: Config, units: int,
     """The model's time (module docstring) of an M x N x K problem of `dtype` operands under
     `cfg` with `units` scheduling units (CTAs or clusters) resident."""
     bk = row_elements(dtype)
+    if cfg.SWAP:
+        return _swapped_seconds(m, n, k, cfg, units, dtype)
     tiles = round_up(-(-m // cfg.BM), cfg.CLUSTER) * -(-n // cfg.BN)      # CTAs' tiles
     k_tiles = -(-k // bk)
     per_split = -(-k_tiles // cfg.SPLIT_K)
@@ -92,6 +120,19 @@ def modelled_seconds(m: int, n: int, k: int, cfg: Config, units: int,
     return time
 
 
+def _swapped_seconds(m: int, n: int, k: int, cfg: Config, units: int, dtype) -> float:
+    """modelled_seconds of the swapped kernel: tiles of BM weight rows by BN tokens, one launch,
+    each SM streaming its tiles' weights at SWAP_SM_BYTES_PER_S (a ring of 12-25 stages)."""
+    tiles = -(-n // cfg.BM) * -(-m // cfg.BN)
+    waves = -(-tiles // min(units, tiles))
+    steps = waves * -(-k // row_elements(dtype))
+    feed = steps * (cfg.BM + cfg.BN) * ROW_BYTES / SWAP_SM_BYTES_PER_S
+    compute = steps * 2 * cfg.BM * cfg.BN * row_elements(dtype) / (
+        SM_FLOPS * 2 / dtype.nbytes * SWAP_EFFICIENCY)
+    hbm = (m * k + n * k) * dtype.nbytes / HBM_BYTES_PER_S
+    return max(feed, compute, hbm) + TILE_OVERHEAD_S * waves
+
+
 def best_split(m: int, n: int, k: int, tile: Config, sms: int = 132, dtype=lk.bf16) -> Config:
     """`tile` (a cluster-1 candidate) with the SPLIT_K of least modelled time."""
     k_tiles = -(-k // row_elements(dtype))
@@ -107,17 +148,18 @@ def best_split(m: int, n: int, k: int, tile: Config, sms: int = 132, dtype=lk.bf
 
 
 def choose(m: int, n: int, k: int, sms: int = 132, dtype=lk.bf16,
-           default: Config = DEFAULT) -> Config:
+           default: Config = DEFAULT, swap: bool = False) -> Config:
     """The config of an M x N x K GEMM of `dtype` operands on a GPU of `sms` SMs (module
     docstring); `default` is the recipe's measured 128 x 256 config in 2-CTA clusters (a
-    Config subclass: the candidates are of its type)."""
+    Config subclass: the candidates are of its type); `swap`: the recipe has the swapped
+    kernel (swap_candidates join the others)."""
     clusters = sms // default.CLUSTER
     default_tiles = -(-m // default.BM) * -(-n // default.BN)
     if m > 256 and default_tiles >= clusters:
         return default
     best, best_time = default, modelled_seconds(m, n, k, default, clusters, dtype)
-    for tile in candidates(m, default)[1:]:
-        trial = best_split(m, n, k, tile, sms, dtype)
+    trials = [best_split(m, n, k, tile, sms, dtype) for tile in candidates(m, default)[1:]]
+    for trial in trials + (swap_candidates(m, default) if swap else []):
         time = modelled_seconds(m, n, k, trial, sms, dtype)
         if time < best_time:
             best, best_time = trial, time

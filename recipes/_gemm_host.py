@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes._gemm_kernel import CONSUMERS, TILE_N, WG_ROWS, Config, row_elements, split_rows
+from recipes._gemm_swap_kernel import MAX_TOKENS, TOKEN_STEP
 
 TMA_ALIGN_BYTES = 16          # TMA: global addresses and row strides are multiples of 16 bytes
 F32_ALIGN = TMA_ALIGN_BYTES // lk.f32.nbytes   # f32 rows (split-K workspace): multiples of 4
@@ -90,10 +91,12 @@ def require_one_cuda_device(what: str, tensors: dict, cuda: bool = True) -> None
 
 
 def check_config(what: str, config, tile_m: tuple = (CONSUMERS * WG_ROWS,),
-                 split_k: bool = False) -> None:
+                 split_k: bool = False, swap: bool = False) -> None:
     """A TypeError unless `config` is None or a Config; a ValueError unless the kernel has its
-    tile shape (BM one of `tile_m`), cluster and split (SPLIT_K > 1 only where `split_k`; the
-    shared-memory budget is checked when the kernel is traced)."""
+    tile shape (BM one of `tile_m`), cluster and split (SPLIT_K > 1 only where `split_k`;
+    SWAP only where `swap`: the swapped kernel's BN any multiple of TOKEN_STEP up to
+    MAX_TOKENS, no cluster, no split; the shared-memory budget is checked when the kernel
+    is traced)."""
     if config is None:
         return
     if not isinstance(config, Config):
@@ -104,7 +107,18 @@ def check_config(what: str, config, tile_m: tuple = (CONSUMERS * WG_ROWS,),
         rows = " or ".join(map(str, tile_m))
         problems.append(f"BM = {config.BM!r} (the kernel's tile has {rows} rows: consumer "
                         f"warpgroups of {WG_ROWS})")
-    if config.BN not in TILE_N:
+    if not isinstance(config.SWAP, bool) or (config.SWAP and not swap):
+        problems.append(f"SWAP = {config.SWAP!r} (" + (
+            "True or False" if swap else "False: this recipe has no swapped kernel") + ")")
+    elif config.SWAP:
+        if isinstance(config.BN, bool) or not isinstance(config.BN, int) or \
+                not 0 < config.BN <= MAX_TOKENS or config.BN % TOKEN_STEP:
+            problems.append(f"BN = {config.BN!r} (the swapped kernel's token columns: a "
+                            f"multiple of {TOKEN_STEP} up to {MAX_TOKENS})")
+        if config.CLUSTER != 1 or config.SPLIT_K != 1:
+            problems.append(f"CLUSTER = {config.CLUSTER}, SPLIT_K = {config.SPLIT_K} (the "
+                            "swapped kernel runs without clusters or split-K: both 1)")
+    elif config.BN not in TILE_N:
         problems.append(f"BN = {config.BN} (one of {', '.join(map(str, TILE_N))}: a wgmma N "
                         "in whole epilogue chunks)")
     if config.CLUSTER not in (1, 2):

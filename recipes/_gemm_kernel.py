@@ -100,7 +100,9 @@ class Config:
     """One tile configuration: BM x BN output tile (BM 64: one consumer warpgroup, 128: two),
     STAGES in the ring, GROUP_M raster, CLUSTER CTAs along M sharing B, SPLIT_K CTAs per output
     tile over K ranges (their f32 partials summed by a second kernel). BK is one 128-byte row
-    of the operand type (row_elements)."""
+    of the operand type (row_elements). SWAP: the operands swapped (recipes/_gemm_swap_kernel.py,
+    for few rows of A): a tile is BM rows of B^T (weight rows, C's columns) by BN rows of A
+    (tokens, any multiple of 8), CLUSTER 1, SPLIT_K 1, GROUP_M unused."""
 
     BN: int = 256
     STAGES: int = 3
@@ -108,11 +110,14 @@ class Config:
     CLUSTER: int = 2
     BM: int = CONSUMERS * WG_ROWS
     SPLIT_K: int = 1
+    SWAP: bool = False
 
     def smem_bytes(self, c=lk.bf16) -> int:
         """Shared memory of the ring (the same bytes for every operand type) and the buffer of
-        one C chunk of type `c` (barriers aside)."""
+        one C chunk of type `c` (barriers aside; the swapped kernel stores C from registers)."""
         stage = (self.BM + self.BN) * ROW_BYTES
+        if self.SWAP:
+            return self.STAGES * stage
         return self.STAGES * stage + self.BM * epilogue_columns(self.BN, c) * c.nbytes
 
 
@@ -151,6 +156,13 @@ def b_operand(sB, stage, B_MAJOR: str):
     return sB[:, :, stage] if B_MAJOR == "K" else sB[:, :, stage].T
 
 
+def a_operand(sA, stage, wg: int, BK: int, A_MAJOR: str = "K"):
+    """Consumer wg's 64 rows of stage `stage` of the A ring as wgmma's A operand (64 x BK): a
+    K-major ring's rows, or an MN-major ring's (n_major: BK x rows, 16-bit types) transposed."""
+    tile = sA[:, :, stage] if A_MAJOR == "K" else sA[:, :, stage].T
+    return tile.tile((WG_ROWS, BK), (wg, 0))
+
+
 def load_k_steps(sA, sB, full, empty, a_tile, b_tile, *, first, steps, STAGES, multicast=None):
     """The producer's k-steps 0..steps-1 of one output tile, at ring counter first + k: wait
     empty[s], then (one elected thread) expect_tx(full[s]) { TMA a_tile(k) -> sA[s], TMA
@@ -164,7 +176,7 @@ def load_k_steps(sA, sB, full, empty, a_tile, b_tile, *, first, steps, STAGES, m
 
 
 def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MAJOR,
-                promote=0, after_first=None):
+                promote=0, after_first=None, A_MAJOR="K"):
     """One consumer warpgroup's k-steps 0..steps-1 of one output tile (its 64 rows `wg` of the
     A tile), at ring counter first + k: wait full[s] -> wgmma 64 x BN x BK -> commit ->
     wait_group 1 -> release(previous stage); then wait_group 0 and release(last stage).
@@ -172,23 +184,25 @@ def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MA
     promote > 0: the wgmma accumulator holds `promote` k-steps at a time, then is added into
     an f32 register accumulator (fp8: the tensor cores sum with fewer bits than f32).
     `after_first()` runs once k-step 0's wgmma is issued (promote > 0: before the first one),
-    outside the loop: work whose waits the tensor cores hide (the epilogue's loads)."""
+    outside the loop: work whose waits the tensor cores hide (the epilogue's loads). A_MAJOR
+    "N": the A ring is MN-major (a_operand)."""
     if promote:
         if after_first is not None:      # issued before the loop: their waits come at first use
             after_first()
         return _promoted_k_steps(sA, sB, full, release, wg=wg, first=first, steps=steps,
-                                 STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR, promote=promote)
+                                 STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR, promote=promote,
+                                 A_MAJOR=A_MAJOR)
     start, acc = 0, lk.sm90.wgmma_accumulator(BN)
     if after_first is not None:          # k-step 0 peeled off the loop
         acc = _mma_k_step(sA, sB, full, release, acc, 0, False, wg=wg, first=first,
-                          STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR, pending=None)
+                          STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR, pending=None, A_MAJOR=A_MAJOR)
         after_first()                    # (its waits overlap k-step 0's wgmma)
         lk.sm90.wgmma_wait(0)
         start = 1
     loop = lk.range(start, steps, carry=(acc,))
     for k, (acc,) in loop:
         acc = _mma_k_step(sA, sB, full, release, acc, k, k > 0, wg=wg, first=first,
-                          STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR)
+                          STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR, A_MAJOR=A_MAJOR)
         loop.next(acc)
     (acc,) = loop.results
     lk.sm90.wgmma_wait(0)
@@ -197,14 +211,14 @@ def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MA
 
 
 def _mma_k_step(sA, sB, full, release, acc, k, accumulate, *, wg, first, STAGES, BK, B_MAJOR,
-                pending=1):
+                pending=1, A_MAJOR="K"):
     """k-step k of mma_k_steps: wait full[s] -> wgmma (acc + or, where `accumulate` is false,
     in place of acc) -> commit -> wait_group 1 -> release(previous stage) when k > 0
     (pending None: no wait_group, no release; k-step 0 peeled, its caller waits)."""
     s = lk.sm90.consumer_state(first + k, STAGES)
     lk.sm90.mbarrier_wait(full[s.stage], s.phase)
     lk.sm90.wgmma_fence()
-    acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
+    acc = lk.sm90.wgmma(acc, a_operand(sA, s.stage, wg, BK, A_MAJOR),
                         b_operand(sB, s.stage, B_MAJOR), accumulate=accumulate)
     lk.sm90.wgmma_commit()
     if pending is not None:
@@ -218,7 +232,7 @@ PROMOTE_COLUMNS = 128     # columns of the promoted wgmma accumulator: 64 regist
 
 
 def _promoted_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MAJOR,
-                      promote):
+                      promote, A_MAJOR="K"):
     """mma_k_steps in groups of `promote` k-steps, the tile's BN columns in parts of
     PROMOTE_COLUMNS: per group and part, the part's wgmmas over the group's stages start the
     wgmma accumulator afresh (scale-d 0), then wait_group 0 and total[part] += accumulator, so a
@@ -247,7 +261,7 @@ def _promoted_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK
                 if p == 0:
                     lk.sm90.mbarrier_wait(full[s.stage], s.phase)
                 lk.sm90.wgmma_fence()
-                acc = lk.sm90.wgmma(acc, sA[:, :, s.stage].tile((WG_ROWS, BK), (wg, 0)),
+                acc = lk.sm90.wgmma(acc, a_operand(sA, s.stage, wg, BK, A_MAJOR),
                                     b_operand(sB, s.stage, B_MAJOR).tile((part, BK), (p, 0)),
                                     accumulate=k > start)
                 lk.sm90.wgmma_commit()

@@ -63,6 +63,7 @@ from recipes._epilogues import ACTIVATIONS, Epilogue, from_parameters
 from recipes._gemm_kernel import (CONSUMERS, TILE_M, WARPS, WG_ROWS, Config, gemm_tiles,
                                   row_elements, warps)
 from recipes._gemm_splitk import REDUCE_WARPS, reduce_grid, reduce_splits
+from recipes._gemm_swap_kernel import gemm_tiles_swapped
 
 ATOM_K = row_elements(lk.bf16)     # BK: bf16 elements in one 128-byte swizzled row
 ALIGN_ELEMENTS = host.TMA_ALIGN_BYTES // lk.bf16.nbytes   # TMA rows: multiples of 16 bytes
@@ -84,6 +85,7 @@ KERNELS = {1: gemm_kernel, 2: gemm_kernel_cluster2}
 
 
 CONSTEXPRS = ("GRID", "B_MAJOR", "BN", "STAGES", "GROUP_M", "CLUSTER")
+SWAP_CONSTEXPRS = ("GRID", "B_MAJOR", "BN", "STAGES")     # the swapped kernel's
 TYPES = {"bfloat16": lk.bf16, "float32": lk.f32}     # torch dtype names -> element types
 
 
@@ -105,24 +107,33 @@ def _kernel_function(name: str, params: tuple, body):
 
 
 @functools.cache
-def kernel_for(bm: int, cluster: int, split_k: bool, c_type, epilogue: Epilogue):
+def kernel_for(bm: int, cluster: int, split_k: bool, c_type, epilogue: Epilogue,
+               swap: bool = False):
     """The GEMM kernel of a BM-row tile in clusters of `cluster` CTAs, storing C of `c_type`
     through `epilogue`; with `split_k` it takes the SPLIT_K constexpr too and stores f32
-    partials (the epilogue then runs in reduce_kernel). Parameters: a, b, c, the epilogue's
-    (Epilogue.parameters), then CONSTEXPRS (and SPLIT_K)."""
+    partials (the epilogue then runs in reduce_kernel); with `swap` it is the swapped kernel
+    (recipes/_gemm_swap_kernel.py: BM weight rows by BN tokens, SWAP_CONSTEXPRS). Parameters:
+    a, b, c, the epilogue's (Epilogue.parameters), then CONSTEXPRS (and SPLIT_K)."""
     assert bm in TILE_M and not (split_k and (epilogue or c_type != lk.f32))
+    assert not (swap and (split_k or cluster != 1))
+    constexprs = SWAP_CONSTEXPRS if swap else CONSTEXPRS + (("SPLIT_K",) if split_k else ())
     params = ((("a", lk.Tensor[lk.bf16, 2]), ("b", lk.Tensor[lk.bf16, 2]),
                ("c", lk.Tensor[c_type, 2])) + tuple(epilogue.parameters())
-              + tuple((x, lk.constexpr) for x in CONSTEXPRS + (("SPLIT_K",) if split_k else ())))
+              + tuple((x, lk.constexpr) for x in constexprs))
 
     fused, act = bool(epilogue), epilogue.activation   # plain values: the body's closure
 
     def body(v):
+        fn = from_parameters(v, act) if fused else None
+        if swap:
+            gemm_tiles_swapped(v["a"], v["b"], v["c"], GRID=v["GRID"], B_MAJOR=v["B_MAJOR"],
+                               BN=v["BN"], STAGES=v["STAGES"], BM=bm, epilogue=fn)
+            return
         gemm_tiles(v["a"], v["b"], v["c"], GRID=v["GRID"], B_MAJOR=v["B_MAJOR"], BN=v["BN"],
                    STAGES=v["STAGES"], GROUP_M=v["GROUP_M"], CLUSTER=v["CLUSTER"],
-                   BM=bm, SPLIT_K=v.get("SPLIT_K", 1),
-                   epilogue=from_parameters(v, act) if fused else None)
-    name = f"gemm_bm{bm}" + ("_splitk" if split_k else "") + ("_fused" if epilogue else "")
+                   BM=bm, SPLIT_K=v.get("SPLIT_K", 1), epilogue=fn)
+    name = f"gemm_{'swap_' if swap else ''}bm{bm}" + ("_splitk" if split_k else "") + \
+        ("_fused" if epilogue else "")
     options = {"cluster": (cluster, 1, 1)} if cluster > 1 else {}
     return lk.kernel(_kernel_function(name, params, body), num_warps=warps(bm), **options)
 
@@ -184,7 +195,8 @@ def config_for(m: int, n: int, k: int, sms: int = 132) -> Config:
     return BEST_CONFIGS.get((m, n, k)) or _chosen(m, n, k, sms)
 
 
-_chosen = functools.lru_cache(maxsize=4096)(choice.choose)     # per shape, once
+_chosen = functools.lru_cache(maxsize=4096)(functools.partial(choice.choose, swap=True))
+# (per shape, once; bf16 has the swapped kernel for decode shapes)
 
 
 _round_up, _tma_ready = host.round_up, host.tma_ready
@@ -206,6 +218,8 @@ def _device_name(device) -> str:
 def _resident_units(device, cfg: Config, major: str) -> int:
     """Scheduling units (CTAs or clusters) of the kernel for `cfg` that run at once on
     `device` (recipes._gemm_host.resident_units)."""
+    if cfg.SWAP:                 # no cluster, one CTA an SM (its ring fills shared memory)
+        return _sm_count(device)
     key = (device, cfg.BM, cfg.BN, cfg.STAGES, cfg.CLUSTER, cfg.SPLIT_K > 1, major)
     if key not in _RESIDENT:
         sms = _sm_count(device)
@@ -247,7 +261,7 @@ def check_inputs(a, b, out, config, bias=None, activation=None, residual=None, a
         raise ValueError(f"{what}: a is M x K and b is K x N, got a of shape {tuple(a.shape)} "
                          f"and b of shape {tuple(b.shape)} (K = {a.shape[1]} and "
                          f"{b.shape[0]})")
-    host.check_config(what, config, TILE_M, split_k=True)
+    host.check_config(what, config, TILE_M, split_k=True, swap=True)
     (m, k), n = a.shape, b.shape[1]
     tensors = {"a": a, "b": b}
     out_types = (torch.bfloat16, torch.float32)
@@ -381,9 +395,17 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
     else:
         major, b_op = "K", _tma_ready(b.t())       # N x K, K contiguous (b stored K-major)
     c_type = TYPES[_dtype_name(out.dtype)]
+    cfg = config or TUNER.choose((m, n, k, major, sms, _device_name(a.device)))
+    if cfg.SWAP:                # C from registers (masked stores: out as it is), one launch
+        grid = units(cfg, major)
+        if not full_grid:
+            grid = min(grid, -(-n // cfg.BM) * -(-m // cfg.BN))
+        extra = plans.epilogue_arguments(epilogue, out, bias, residual, alpha, beta, m, n)
+        return [(kernel_for(cfg.BM, 1, False, c_type, epilogue, swap=True), (grid,),
+                 (a, b_op, out, *extra),
+                 dict(GRID=grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES))], out
     # the kernel's TMA stores, the columns of C (holding out's values where beta reads them)
     c_stored, c = host.tma_output(out, keep=epilogue.c is not None)
-    cfg = config or TUNER.choose((m, n, k, major, sms, _device_name(a.device)))
     plan = host.schedule(m, n, k, cfg, lk.bf16, units(cfg, major), full_grid)
     c_in = out
     if plan.split_k == 1 and epilogue.staged(c_type) is not None:   # the kernel TMAs it

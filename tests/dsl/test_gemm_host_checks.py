@@ -47,8 +47,18 @@ GEMM_CASES = [
     ("config fields", lambda: gemm_hopper.gemm(meta(4, 8), meta(8, 4),
                                                config=Config(BN=192, CLUSTER=4, STAGES=1)),
      ValueError, f"{GEMM}: config Config(BN=192, STAGES=1, GROUP_M=8, CLUSTER=4, BM=128, "
-     "SPLIT_K=1) does not fit the kernel: BN = 192 (one of 64, 128, 256: a wgmma N in whole epilogue chunks); "
+     "SPLIT_K=1, SWAP=False) does not fit the kernel: BN = 192 (one of 64, 128, 256: a wgmma N in whole epilogue chunks); "
      "CLUSTER = 4 (1 or 2); STAGES = 1 (an int of at least 2)"),
+    ("swapped config fields", lambda: gemm_hopper.gemm(
+        meta(4, 8), meta(8, 4), config=Config(BN=12, CLUSTER=2, SPLIT_K=2, SWAP=True)),
+     ValueError, f"{GEMM}: config Config(BN=12, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, "
+     "SPLIT_K=2, SWAP=True) does not fit the kernel: BN = 12 (the swapped kernel's token "
+     "columns: a multiple of 8 up to 256); CLUSTER = 2, SPLIT_K = 2 (the swapped kernel runs "
+     "without clusters or split-K: both 1); SPLIT_K = 2 (split-K runs without clusters: "
+     "CLUSTER = 1)"),
+    ("SWAP type", lambda: gemm_hopper.gemm(meta(4, 8), meta(8, 4), config=Config(SWAP=1)),
+     ValueError, f"{GEMM}: config Config(BN=256, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, "
+     "SPLIT_K=1, SWAP=1) does not fit the kernel: SWAP = 1 (True or False)"),
     ("out type", lambda: gemm_hopper.gemm(meta(4, 8), meta(8, 4), out=np.zeros((4, 4))),
      TypeError, f"{GEMM}: out is a torch tensor on a CUDA device, got numpy.ndarray (torch."
      "from_numpy(x).cuda() makes one of a numpy array)"),
@@ -188,3 +198,10 @@ def test_valid_meta_calls_pass_every_check_but_the_device():
     with pytest.raises(ValueError, match="a is on meta; the kernel runs on a CUDA device"):
         gemm_hopper.gemm(meta(4, 8), meta(8, 4).t().contiguous().t(), out=meta(4, 4),
                          config=Config(BN=128, STAGES=6))
+
+
+def test_a_recipe_without_the_swapped_kernel_refuses_swap():
+    from recipes import _gemm_host
+    with pytest.raises(ValueError, match=r"gemm_fp8: config .* does not fit the kernel: SWAP = "
+                                         r"True \(False: this recipe has no swapped kernel\)"):
+        _gemm_host.check_config("gemm_fp8", Config(CLUSTER=1, SWAP=True), split_k=True)

@@ -66,6 +66,39 @@ def test_64_row_tiles_on_the_interpreter(m, n, k, major):
     assert err < 2 ** -7
 
 
+@pytest.mark.parametrize("m, n, k, major, bm, bn", [(1, 72, 104, "K", 64, 8),
+                                                    (13, 136, 200, "N", 64, 16),
+                                                    (20, 200, 72, "K", 128, 16)])
+def test_swapped_kernel_on_the_interpreter(m, n, k, major, bm, bn):
+    """recipes/_gemm_swap_kernel.py: weight rows on the wgmma's M side, ragged M, N, K, both B
+    majors (N-major: the MN-major A operand), two persistent CTAs over 2-8 tiles (M = 20 in
+    16-token tiles: two token tiles)."""
+    a, b, want = problem(m, n, k, major, m + n)
+    c = padded(np.zeros((m, n), np.uint16))
+    err = check_on_cpu(gemm_hopper.kernel_for(bm, 1, False, lk.bf16, Epilogue(), swap=True),
+                       (2,), a, b, c, GRID=2, B_MAJOR=major, BN=bn, STAGES=3,
+                       expect={"c": want}, tolerance=2 ** -7, seeds=(0,))
+    assert err < 2 ** -7
+
+
+def test_swapped_kernel_epilogue_on_the_interpreter():
+    """The fused epilogue through the swapped kernel's transposed fragment: D = relu(2 * (A @ B)
+    + bias) + residual with a bias of strides (0, 1) and a residual read as C^T."""
+    m, n, k = 5, 72, 64
+    a, b, want = problem(m, n, k, "K", 3)
+    rng = np.random.default_rng(4)
+    bias = to_bf16(rng.standard_normal(n))
+    residual = padded(to_bf16(rng.standard_normal((m, n))))
+    want = np.maximum(2 * want + from_bf16(bias), 0) + from_bf16(residual)
+    epilogue = Epilogue(bias=lk.bf16, activation=_epilogues.relu, residual=lk.bf16, scaled=True)
+    c = padded(np.zeros((m, n), np.uint16))
+    err = check_on_cpu(gemm_hopper.kernel_for(64, 1, False, lk.bf16, epilogue, swap=True), (1,),
+                       a, b, c, np.broadcast_to(bias, (m, n)), residual, 2.0, GRID=1,
+                       B_MAJOR="K", BN=8, STAGES=2, expect={"c": want}, tolerance=2 ** -7,
+                       seeds=(0,))
+    assert err < 2 ** -7
+
+
 def test_units_past_the_tiles_finish():
     """The full persistent grid (host.schedule full_grid): a 2-CTA-cluster kernel with two
     clusters on a one-tile problem; the second cluster has no tile and must still finish."""
@@ -211,11 +244,13 @@ def test_host_launches_run_split_k_end_to_end(n):
     assert ((out.double() - want).abs().max() / want.abs().max()).item() < 1e-5
 
 
+@pytest.mark.parametrize("swap", [False, True], ids=["tma_store", "swapped"])
 @pytest.mark.parametrize("beta", [0.0, -1.0])
-def test_an_out_whose_rows_end_inside_a_chunk_keeps_its_neighbours(beta):
+def test_an_out_whose_rows_end_inside_a_chunk_keeps_its_neighbours(beta, swap):
     """out = 13 columns of a 16-column tensor (its rows TMA-ready): TMA stores write a row's
     last 16-byte chunk whole, so the kernel stores to a buffer of padded rows (beta: holding
-    out's values) and the product is copied into out; columns 13..15 keep their values."""
+    out's values) and the product is copied into out; the swapped kernel's masked stores write
+    out in place. Columns 13..15 keep their values."""
     torch = pytest.importorskip("torch")
     from layoutkit.torch.interpreted import run_launches
     gen = torch.Generator().manual_seed(1)
@@ -226,11 +261,15 @@ def test_an_out_whose_rows_end_inside_a_chunk_keeps_its_neighbours(beta):
     before = big.clone()
     out = big[:, :n]
     epi = gemm_hopper.epilogue_of(out, None, None, None, 1.0, beta)
-    steps, c = gemm_hopper.launches(a, b, out, None, epi, None, None, 1.0, beta, 132,
+    cfg = Config(BM=64, BN=8, STAGES=2, CLUSTER=1, SWAP=True) if swap else \
+        Config(BM=64, BN=64, STAGES=3, CLUSTER=1)
+    steps, c = gemm_hopper.launches(a, b, out, cfg, epi, None, None, 1.0, beta, 132,
                                     lambda cfg, major: 1)
-    assert steps[0][2][2] is not out and c is not out      # not stored in place
+    assert (steps[0][2][2] is out and c is out) if swap else \
+        (steps[0][2][2] is not out and c is not out)      # in place, or through a buffer
     run_launches(steps)
-    out.copy_(c)
+    if not swap:
+        out.copy_(c)
     want = a.double() @ b.double() + beta * before[:, :n].double()
     assert ((out.double() - want).abs().max() / want.abs().max()).item() < 2 ** -7
     assert torch.equal(big[:, n:], before[:, n:])
@@ -256,6 +295,19 @@ def test_every_shipped_tile_compiles_without_spills(tile):
             assert usage.stack_frame_bytes == 0, (split, major)
 
 
+@pytest.mark.parametrize("tile", _gemm_choice.swap_candidates(1) + _gemm_choice.swap_candidates(64),
+                         ids=str)
+def test_every_swapped_tile_compiles_without_spills(tile):
+    tokens = lk.TensorSpec(lk.bf16, (tile.BN, 4096))
+    for major in ("N", "K"):
+        usage = resources(gemm_hopper.kernel_for(tile.BM, 1, False, lk.bf16, Epilogue(),
+                                                 swap=True),
+                          tokens, BIG, tokens, GRID=132, B_MAJOR=major, BN=tile.BN,
+                          STAGES=tile.STAGES)
+        assert usage.spill_store_bytes == usage.spill_load_bytes == 0, major
+        assert usage.stack_frame_bytes == 0, major
+
+
 def test_full_epilogues_compile_without_spills():
     every = Epilogue(c=lk.f32, bias=lk.bf16, activation=_epilogues.gelu, residual=lk.bf16,
                      scaled=True)
@@ -265,6 +317,11 @@ def test_full_epilogues_compile_without_spills():
                           BIG_F32, BIG_F32, bias, BIG, 0.5, 1.0, GRID=132, B_MAJOR="K", BN=bn,
                           STAGES=3, GROUP_M=8, CLUSTER=cluster)
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, bm
+    tokens, tokens_f32 = lk.TensorSpec(lk.bf16, (64, 4096)), lk.TensorSpec(lk.f32, (64, 4096))
+    usage = resources(gemm_hopper.kernel_for(64, 1, False, lk.f32, every, swap=True), tokens, BIG,
+                      tokens_f32, tokens_f32, lk.TensorSpec(lk.bf16, (64, 4096), (0, 1)), tokens,
+                      0.5, 1.0, GRID=132, B_MAJOR="K", BN=64, STAGES=14)
+    assert usage.spill_store_bytes == usage.spill_load_bytes == 0, "swapped"
     usage = resources(gemm_hopper.reduce_kernel(lk.bf16, every), BIG_F32,
                       lk.TensorSpec(lk.bf16, (4096, 4096)), BIG_F32, bias, BIG, 0.5, 1.0,
                       SPLITS=4)
@@ -288,8 +345,11 @@ def test_config_for_worked_examples():
        st.sampled_from([78, 114, 132]))
 def test_every_choice_is_a_valid_config(m, n, k, sms):
     cfg = gemm_hopper.config_for(m, n, k, sms)
-    host.check_config("test", cfg, TILE_M, split_k=True)
+    host.check_config("test", cfg, TILE_M, split_k=True, swap=True)
     assert cfg.smem_bytes(lk.f32) <= _gemm_choice.SMEM_BYTES
+    if cfg.SWAP:                 # decode shapes only; its own schedule (one launch, no split)
+        assert m <= _gemm_choice.MAX_SWAP_M and m <= cfg.BN < m + 8
+        return
     k_tiles = -(-k // 64)
     assert cfg.SPLIT_K == 1 or k_tiles >= _gemm_choice.MIN_SPLIT_STEPS * cfg.SPLIT_K
     plan = host.schedule(m, n, k, cfg, lk.bf16, sms // cfg.CLUSTER, full_grid=True)
@@ -333,15 +393,15 @@ CASES = [
     ("residual device", {"residual": torch.zeros(4, 4, dtype=torch.bfloat16)}, ValueError,
      f"{GEMM}: residual is on cpu and a on meta; every tensor of one call is on one device"),
     ("BM", {"config": Config(BM=96)}, ValueError,
-     f"{GEMM}: config Config(BN=256, STAGES=3, GROUP_M=8, CLUSTER=2, BM=96, SPLIT_K=1) does not "
-     "fit the kernel: BM = 96 (the kernel's tile has 64 or 128 rows: consumer warpgroups of "
+     f"{GEMM}: config Config(BN=256, STAGES=3, GROUP_M=8, CLUSTER=2, BM=96, SPLIT_K=1, SWAP=False) "
+     "does not fit the kernel: BM = 96 (the kernel's tile has 64 or 128 rows: consumer warpgroups of "
      "64)"),
     ("SPLIT_K", {"config": Config(SPLIT_K=0)}, ValueError,
-     f"{GEMM}: config Config(BN=256, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, SPLIT_K=0) does "
-     "not fit the kernel: SPLIT_K = 0 (a positive int)"),
+     f"{GEMM}: config Config(BN=256, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, SPLIT_K=0, "
+     "SWAP=False) does not fit the kernel: SPLIT_K = 0 (a positive int)"),
     ("SPLIT_K in a cluster", {"config": Config(SPLIT_K=2)}, ValueError,
-     f"{GEMM}: config Config(BN=256, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, SPLIT_K=2) does "
-     "not fit the kernel: SPLIT_K = 2 (split-K runs without clusters: CLUSTER = 1)"),
+     f"{GEMM}: config Config(BN=256, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, SPLIT_K=2, "
+     "SWAP=False) does not fit the kernel: SPLIT_K = 2 (split-K runs without clusters: CLUSTER = 1)"),
 ]
 
 

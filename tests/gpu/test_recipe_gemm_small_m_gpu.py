@@ -64,6 +64,24 @@ def test_every_tile_and_split_is_correct(m, n, k, tile, split):
         assert _error(got, a.double() @ b.double()) < 2 ** -7, (cfg, kmajor)
 
 
+SWAP_SHAPES = [(1, 4096, 4096), (3, 1000, 777), (16, 136, 14336), (40, 72, 100), (64, 520, 264),
+               (100, 257, 129)]
+
+
+@pytest.mark.parametrize("bm", [64, 128])
+@pytest.mark.parametrize("m, n, k", SWAP_SHAPES)
+def test_swapped_kernel_matches_float64(m, n, k, bm):
+    """recipes/_gemm_swap_kernel.py: BM weight rows by the tokens rounded up to 8 (M = 100 with
+    a 64-token tile: two token tiles), both B majors, ragged N and K."""
+    bn = min(64, -(-m // 8) * 8)
+    cfg = gemm_hopper.Config(BM=bm, BN=bn, CLUSTER=1, SWAP=True,
+                             STAGES=_gemm_choice.max_swap_stages(bm, bn))
+    for kmajor in (False, True):
+        a, b = _problem(m, n, k, kmajor, m + bm + n)
+        got = gemm_hopper.gemm(a, b, out=_poisoned(m, n), config=cfg)
+        assert _error(got, a.double() @ b.double()) < 2 ** -7, (cfg, kmajor)
+
+
 EPILOGUES = [
     dict(bias=torch.float32, activation="gelu", residual=torch.bfloat16, alpha=0.5, beta=2.0,
          out=torch.float32),
@@ -75,7 +93,7 @@ EPILOGUES = [
 ]
 
 
-@pytest.mark.parametrize("split", [None, 4], ids=["heuristic", "split4"])
+@pytest.mark.parametrize("split", [None, 4, "swap"], ids=["heuristic", "split4", "swap"])
 @pytest.mark.parametrize("spec", EPILOGUES, ids=lambda s: "-".join(
     f"{k}={v}".replace("torch.", "") for k, v in s.items() if v is not None))
 @pytest.mark.parametrize("m, n, k", [(1, 4096, 4096), (333, 257, 129), (2048, 2048, 512)])
@@ -90,6 +108,8 @@ def test_epilogue_matches_float64(m, n, k, spec, split):
     c = rand(m, n, dtype=spec["out"])
     out = c.clone() if spec["beta"] != 0 else _poisoned(m, n, spec["out"])
     config = None if split is None else \
+        gemm_hopper.Config(BM=64, BN=-(-min(m, 64) // 8) * 8, STAGES=12, CLUSTER=1, SWAP=True) \
+        if split == "swap" else \
         gemm_hopper.Config(BM=64, BN=128, STAGES=8, CLUSTER=1, SPLIT_K=split)
     got = gemm_hopper.gemm(a, b, out=out, config=config, bias=bias,
                            activation=spec["activation"], residual=residual,
