@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import layoutkit as lk
 from layoutkit.tools.dependencies import require_torch
 from recipes._gemm_kernel import CONSUMERS, TILE_N, WG_ROWS, Config, row_elements, split_rows
-from recipes._gemm_swap_kernel import MAX_TOKENS, TOKEN_STEP
+from recipes._gemm_swap_kernel import CHAINS, MAX_TOKENS, TOKEN_STEP
 
 TMA_ALIGN_BYTES = 16          # TMA: global addresses and row strides are multiples of 16 bytes
 F32_ALIGN = TMA_ALIGN_BYTES // lk.f32.nbytes   # f32 rows (split-K workspace): multiples of 4
@@ -118,6 +118,10 @@ def check_config(what: str, config, tile_m: tuple = (CONSUMERS * WG_ROWS,),
         if config.CLUSTER != 1 or config.SPLIT_K != 1:
             problems.append(f"CLUSTER = {config.CLUSTER}, SPLIT_K = {config.SPLIT_K} (the "
                             "swapped kernel runs without clusters or split-K: both 1)")
+        if isinstance(config.STAGES, int) and 2 <= config.STAGES < CHAINS:
+            problems.append(f"STAGES = {config.STAGES} (the swapped kernel's consumer holds "
+                            f"{CHAINS - 1} stages while it waits for the next: at least "
+                            f"{CHAINS})")
     elif config.BN not in TILE_N:
         problems.append(f"BN = {config.BN} (one of {', '.join(map(str, TILE_N))}: a wgmma N "
                         "in whole epilogue chunks)")

@@ -11,8 +11,14 @@ one launch (no split-K partials, no reduction kernel).
         expect_tx(full[s]) { TMA B tile (BM weight rows x BK, K-major or N-major) -> sW[s],
         TMA A tile (BN token rows x BK) -> sX[s] }            (recipes/_gemm_kernel.load_k_steps)
     warpgroups 1 .. BM/64, consumers, each owning 64 weight rows: per k-step wait full[s] ->
-        wgmma 64 x BN x BK (A = its sW rows, MN-major where B is N-major; B = sX) -> commit ->
-        wait_group 1 -> arrive empty[previous s]               (recipes/_gemm_kernel.mma_k_steps)
+        wgmma 64 x BN x BK into accumulator k % CHAINS (A = its sW rows, MN-major where B is
+        N-major; B = sX) -> commit -> wait_group CHAINS - 1 -> arrive empty[s of k-step
+        k - CHAINS + 1]; after the tile's last k-step wait_group 0, release the rest, and sum
+        the CHAINS accumulators. A narrow wgmma's latency, not its work, paces one chain (the
+        4 k16 instructions of a k-step each wait for the previous one's accumulator): one
+        chain streamed ~34 GB/s of weights per SM on the H200, so CHAINS independent ones
+        run side by side. A tile's k-steps are padded to a multiple of CHAINS (TMA fills the
+        steps past K with zeros).
         epilogue: the f32 accumulator (64 weight rows x BN tokens) through `epilogue` (its
         Fragment reads C-shaped tensors transposed), cast to C's type and stored by masked
         st.global into C^T's view of C (each value one element of C: C's rows are the tokens,
@@ -26,12 +32,13 @@ from __future__ import annotations
 import layoutkit as lk
 
 from recipes._gemm_kernel import (PRODUCER_REGISTERS, CONSUMER_REGISTERS, ROW_BYTES, WG_ROWS,
-                                  Fragment, broadcast_view, k_major, load_k_steps, mma_k_steps,
+                                  Fragment, a_operand, broadcast_view, k_major, load_k_steps,
                                   n_major, row_elements)
 
 TOKEN_STEP = 8                # BN: a multiple of the wgmma N granularity (n8 .. n256)
 MAX_TOKENS = 256              # BN at most: the widest wgmma N (an accumulator of BN / 2
                               # registers a thread)
+CHAINS = 4                    # independent accumulators a consumer's k-steps rotate through
 
 
 def transposed(t):
@@ -55,16 +62,49 @@ def smem_bytes(bm: int, bn: int, stages: int) -> int:
     return stages * (bm + bn) * ROW_BYTES
 
 
+def chained_k_steps(sW, sX, full, release, *, wg, first, steps, STAGES, BN, BK, A_MAJOR):
+    """One consumer warpgroup's k-steps 0..steps-1 (steps a multiple of CHAINS) of one tile at
+    ring counter first + k, k-step k into accumulator k % CHAINS (module docstring); returns
+    their f32 sum in the wgmma accumulator layout."""
+    accs = tuple(lk.sm90.wgmma_accumulator(BN) for _ in range(CHAINS))
+    loop = lk.range(0, steps // CHAINS, carry=accs)
+    for g, accs in loop:
+        accs = list(accs)
+        for c in range(CHAINS):
+            k = g * CHAINS + c
+            s = lk.sm90.consumer_state(first + k, STAGES)
+            lk.sm90.mbarrier_wait(full[s.stage], s.phase)
+            lk.sm90.wgmma_fence()
+            accs[c] = lk.sm90.wgmma(accs[c], a_operand(sW, s.stage, wg, BK, A_MAJOR),
+                                    sX[:, :, s.stage], accumulate=g > 0)
+            lk.sm90.wgmma_commit()
+            lk.sm90.wgmma_wait(CHAINS - 1)     # k-step k - CHAINS + 1's wgmma has read its stage
+            with lk.if_(k >= CHAINS - 1):
+                release((s.stage + STAGES - (CHAINS - 1)) % STAGES)
+        loop.next(*accs)
+    accs = loop.results
+    lk.sm90.wgmma_wait(0)
+    last = lk.sm90.consumer_state(first + steps - 1, STAGES).stage
+    for back in range(CHAINS - 2, -1, -1):       # the stages of the last CHAINS - 1 k-steps
+        release((last + STAGES - back) % STAGES)
+    total = accs[0]
+    for acc in accs[1:]:
+        total = total + acc
+    return total
+
+
 def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, epilogue=None, BM=WG_ROWS):
     """The pipeline (module docstring) inside a kernel of 4 * (1 + BM / 64) warps: C (M x N) =
     epilogue(A (M x K) @ B), B the N x K tensor B (B_MAJOR "K": B[n, k]) or the K x N tensor B
     (B_MAJOR "N": B[k, n]), each with its last mode contiguous; C of any strides. BM weight
-    rows (64 per consumer warpgroup) by BN tokens per tile."""
-    assert BM % WG_ROWS == 0 and BN % TOKEN_STEP == 0, (BM, BN)
+    rows (64 per consumer warpgroup) by BN tokens per tile; STAGES >= CHAINS (a consumer holds
+    CHAINS - 1 stages while it waits for the next)."""
+    assert BM % WG_ROWS == 0 and BN % TOKEN_STEP == 0 and STAGES >= CHAINS, (BM, BN, STAGES)
     consumers, BK = BM // WG_ROWS, row_elements(A.dtype)
     m, k = A.shape
     n = C.shape[1]
-    TILES_W, TILES_T, K_TILES = -(-n // BM), -(-m // BN), -(-k // BK)
+    TILES_W, TILES_T = -(-n // BM), -(-m // BN)
+    K_TILES = (-(-k // BK) + CHAINS - 1) // CHAINS * CHAINS     # padded: whole chain groups
     sW = lk.shared_tensor(k_major(BM, STAGES, B.dtype) if B_MAJOR == "K" else
                           n_major(BM, STAGES, B.dtype), B.dtype, name="sW")
     sX = lk.shared_tensor(k_major(BN, STAGES, A.dtype), A.dtype, name="sX")
@@ -98,9 +138,9 @@ def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, epilogue=None, BM=
                                registers=CONSUMER_REGISTERS):
             for t in lk.range(unit, tiles, GRID):
                 tw, tt = t // TILES_T, t % TILES_T
-                acc = mma_k_steps(sW, sX, full, release, wg=wg, first=(t // GRID) * K_TILES,
-                                  steps=K_TILES, STAGES=STAGES, BN=BN, BK=BK, B_MAJOR="K",
-                                  A_MAJOR=B_MAJOR)
+                acc = chained_k_steps(sW, sX, full, release, wg=wg,
+                                      first=(t // GRID) * K_TILES, steps=K_TILES,
+                                      STAGES=STAGES, BN=BN, BK=BK, A_MAJOR=B_MAJOR)
                 at = (consumers * tw + wg, tt)
                 if epilogue is not None:
                     acc = epilogue(acc, TransposedFragment((WG_ROWS, BN), at, layout))

@@ -54,8 +54,9 @@ GEMM_CASES = [
      ValueError, f"{GEMM}: config Config(BN=12, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, "
      "SPLIT_K=2, SWAP=True) does not fit the kernel: BN = 12 (the swapped kernel's token "
      "columns: a multiple of 8 up to 256); CLUSTER = 2, SPLIT_K = 2 (the swapped kernel runs "
-     "without clusters or split-K: both 1); SPLIT_K = 2 (split-K runs without clusters: "
-     "CLUSTER = 1)"),
+     "without clusters or split-K: both 1); STAGES = 3 (the swapped kernel's consumer holds 3 "
+     "stages while it waits for the next: at least 4); SPLIT_K = 2 (split-K runs without "
+     "clusters: CLUSTER = 1)"),
     ("SWAP type", lambda: gemm_hopper.gemm(meta(4, 8), meta(8, 4), config=Config(SWAP=1)),
      ValueError, f"{GEMM}: config Config(BN=256, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, "
      "SPLIT_K=1, SWAP=1) does not fit the kernel: SWAP = 1 (True or False)"),
