@@ -8,7 +8,9 @@ fp8), the tensor cores' rate (fp8 twice bf16's) and the bytes read from HBM.
     otherwise (small M, or too few tiles for one wave): the candidate of least modelled time
         tiles BM x BN in {64, 128} x {64, 128, 256}, cluster 1 (and the default), SPLIT_K in
         1, 2, 3, 4, 6, 8, 12, 16 with at least MIN_SPLIT_STEPS k-steps per K range; the ring as
-        deep as shared memory allows (at most MAX_STAGES)
+        deep as shared memory allows (at most MAX_STAGES); and where the recipe has it (bf16)
+        and M <= MAX_SWAP_M, the swapped kernel's tiles (swap_candidates: 64 or 128 weight
+        rows by M tokens rounded up to 8, one launch, no split)
 
 The model, per candidate (all times in seconds, H200 constants below):
     grid      = min(#units, tiles * split)
@@ -20,6 +22,9 @@ The model, per candidate (all times in seconds, H200 constants below):
     time      = max(feed, compute, hbm) + TILE_OVERHEAD_S * tiles per CTA
                 + split > 1: the partials' write and re-read, (2 * split + 1) * M * N * 4 B
                   / HBM_BYTES_PER_S, and REDUCE_LAUNCH_S
+              + START_S (the launch's ring fill and first wave, measured)
+    swapped   max(ceil(tiles / grid) * K_TILES * SWAP_STEP_S[BM], hbm) + SWAP_START_S, tiles =
+              ceil(N / BM) * ceil(M / BN) (_swapped_seconds; measured per k-step constants)
 For M <= 64 the B stream dominates (hbm): the model then picks tiles and a split that put
 enough CTAs to work for it; ties go to the earlier candidate (fewer splits; 64-row tiles
 first when M <= 64: one consumer warpgroup, no MMA on rows past 64 that do not exist).
@@ -30,7 +35,7 @@ from dataclasses import replace
 
 import layoutkit as lk
 from recipes._gemm_kernel import ROW_BYTES, TILE_M, Config, row_elements
-from recipes._gemm_swap_kernel import TOKEN_STEP
+from recipes._gemm_swap_kernel import CHAINS, TOKEN_STEP
 from recipes._gemm_host import round_up
 
 DEFAULT = Config(BN=256, STAGES=4)
@@ -52,10 +57,16 @@ SM_BYTES_PER_S = 50e9
 HBM_BYTES_PER_S = 3.3e12
 TILE_OVERHEAD_S = 0.6e-6            # ring fill and epilogue not hidden, per tile of a CTA
 REDUCE_LAUNCH_S = 2.0e-6            # the reduction kernel's launch and tail
-# the swapped kernel: the weight bytes one SM streams with its 12-25-stage ring (provisional:
-# a Triton GEMV of 64 CTAs with 128 KB in flight each streamed 45 GB/s a CTA on the H200)
-SWAP_SM_BYTES_PER_S = 45e9
-SWAP_EFFICIENCY = 0.5               # of SM_FLOPS at a narrow token tile (never the bound)
+# The start of a launch of the persistent kernel (ring fill, first wave), beyond the terms
+# above: what the H200 measured above the model on ~20-45 us decode shapes (6.8-8.5 us;
+# docs/PERFORMANCE.md). The same for every candidate of that kernel, so it only weighs
+# against the swapped kernel's:
+START_S = 6e-6
+# the swapped kernel on the H200 (bench_gemm_small_m.py, 2026-12-03): one CTA's k-step of BM
+# weight rows, its consumers' pace (0.234 us at 64 rows: ~35 GB/s of weights per consumer
+# warpgroup, whatever the token tile), and its start
+SWAP_STEP_S = {64: 0.234e-6, 128: 0.267e-6}
+SWAP_START_S = 3e-6
 
 
 def max_stages(bm: int, bn: int) -> int:
@@ -114,23 +125,21 @@ def modelled_seconds(m: int, n: int, k: int, cfg: Config, units: int,
     compute = steps * 2 * cfg.BM * cfg.BN * bk / (SM_FLOPS * 2 / dtype.nbytes *
                                                   EFFICIENCY[cfg.BM, cfg.BN])
     hbm = (m * k + n * k) * dtype.nbytes / HBM_BYTES_PER_S
-    time = max(feed, compute, hbm) + TILE_OVERHEAD_S * waves
+    time = max(feed, compute, hbm) + TILE_OVERHEAD_S * waves + START_S
     if split > 1:
         time += (2 * split + 1) * m * n * 4 / HBM_BYTES_PER_S + REDUCE_LAUNCH_S
     return time
 
 
 def _swapped_seconds(m: int, n: int, k: int, cfg: Config, units: int, dtype) -> float:
-    """modelled_seconds of the swapped kernel: tiles of BM weight rows by BN tokens, one launch,
-    each SM streaming its tiles' weights at SWAP_SM_BYTES_PER_S (a ring of 12-25 stages)."""
+    """modelled_seconds of the swapped kernel: tiles of BM weight rows by BN tokens on
+    min(units, tiles) CTAs, one launch; a CTA's k-step takes SWAP_STEP_S[BM] (measured: the
+    consumer's pace, whatever BN), the whole problem at least its HBM time."""
     tiles = -(-n // cfg.BM) * -(-m // cfg.BN)
     waves = -(-tiles // min(units, tiles))
-    steps = waves * -(-k // row_elements(dtype))
-    feed = steps * (cfg.BM + cfg.BN) * ROW_BYTES / SWAP_SM_BYTES_PER_S
-    compute = steps * 2 * cfg.BM * cfg.BN * row_elements(dtype) / (
-        SM_FLOPS * 2 / dtype.nbytes * SWAP_EFFICIENCY)
+    chains = CHAINS * -(-k // (row_elements(dtype) * CHAINS))       # padded k-steps
     hbm = (m * k + n * k) * dtype.nbytes / HBM_BYTES_PER_S
-    return max(feed, compute, hbm) + TILE_OVERHEAD_S * waves
+    return max(waves * chains * SWAP_STEP_S[cfg.BM], hbm) + SWAP_START_S
 
 
 def best_split(m: int, n: int, k: int, tile: Config, sms: int = 132, dtype=lk.bf16) -> Config:

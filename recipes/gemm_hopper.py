@@ -32,7 +32,9 @@ partials summed by recipes/_gemm_splitk.py's second kernel); `autotune_space` li
 `BEST_CONFIGS` records the winners measured on the H200 (benchmarks/bench_gemm.py --sweep),
 `config_for(m, n, k)` picks one: those, else recipes/_gemm_choice.py's documented heuristic
 (the measured 128 x 256 default in 2-CTA clusters wherever it fills the GPU; for small M and
-few tiles a cost model over 64/128-row tiles, narrower BN and split-K). gemm asks `TUNER` (an
+few tiles a cost model over 64/128-row tiles, narrower BN, split-K and, for M <= 64, the
+swapped kernel, recipes/_gemm_swap_kernel.py: Config.SWAP, C^T = B^T A^T with the weights on
+the wgmma's 64-row side, one launch). gemm asks `TUNER` (an
 lk.ChoiceTuner): a shape's winner from `layoutkit tune gemm_hopper` (`tune()`, kept on disk),
 else config_for's choice. `gemm` checks its
 arguments first (`check_inputs`: types, ranks, dtypes, shapes, config, out and its overlap

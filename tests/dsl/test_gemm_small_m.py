@@ -334,9 +334,12 @@ def test_config_for_worked_examples():
     for shape in ((4096, 4096, 4096), (16384, 14336, 4096), (4096, 128256, 4096),
                   (1024, 4096, 4096)):
         assert gemm_hopper.config_for(*shape) == default, shape    # fills the GPU: measured
-    decode = gemm_hopper.config_for(1, 4096, 4096)
-    assert (decode.BM, decode.CLUSTER) == (64, 1) and decode.SPLIT_K > 1   # 32 tiles -> split
-    assert gemm_hopper.config_for(16, 14336, 4096).SPLIT_K == 1          # 112+ tiles: no split
+    decode = gemm_hopper.config_for(1, 4096, 4096)                         # one launch, the
+    assert decode.SWAP and (decode.BM, decode.BN, decode.CLUSTER) == (64, 8, 1)  # weights on M
+    assert gemm_hopper.config_for(16, 14336, 4096).SWAP                  # 224 weight tiles
+    deep = gemm_hopper.config_for(16, 4096, 14336)       # 64 weight tiles x 224 k-steps: split-K
+    assert not deep.SWAP and deep.BM == 64 and deep.SPLIT_K > 1          # over 128 CTAs wins
+    assert not gemm_hopper.config_for(128, 4096, 4096).SWAP              # past MAX_SWAP_M
     assert gemm_hopper.config_for(1024, 1024, 1024) != default            # 32 tiles of 128x256
 
 
