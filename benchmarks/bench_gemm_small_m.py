@@ -9,7 +9,8 @@ group (layoutkit.tools.benchmarking: CUDA events, L2 flushed before each call, m
 gemm(a, b, config=...) for every cluster-1 tile of the 64-row candidates (64 x 64, 64 x 128,
 64 x 256, the ring as deep as shared memory allows) at SPLIT_K in SPLITS (those the k-steps
 allow), the swapped kernel's tiles (recipes/_gemm_choice.swap_candidates: 64 or 128 weight
-rows by the tokens, one launch) and the config config_for chooses,
+rows by the tokens, one launch; and 64 rows with two consumer warpgroups sharing the k-steps,
+SPLIT_K = 2, which the model does not weigh yet) and the config config_for chooses,
 each config's bare launches (prepared once: kernel time plus the launches' own host cost) and
 cuBLAS. Each config's output is checked against cuBLAS first. Prints a markdown table: ratio =
 cuBLAS time / layoutkit time, B stream = N * K * 2 bytes / time (the target at M <= 16: ~3
@@ -63,7 +64,10 @@ def main(argv=None) -> int:
                 if split == 1 or -(-k // row_elements(lk.bf16)) >= \
                         choice.MIN_SPLIT_STEPS * split:
                     configs.append(dataclasses.replace(tile, SPLIT_K=split))
-        configs = list(dict.fromkeys(configs + choice.swap_candidates(m)))
+        split_swap = [dataclasses.replace(c, BM=64, SPLIT_K=2,
+                                          STAGES=choice.max_swap_stages(64, c.BN, 2))
+                      for c in choice.swap_candidates(m)[:1]]     # not modelled yet
+        configs = list(dict.fromkeys(configs + choice.swap_candidates(m) + split_swap))
         runs = {}
         for i, cfg in enumerate(configs):
             checked(recipe, a, b, reference, cfg)

@@ -76,12 +76,13 @@ def max_stages(bm: int, bn: int) -> int:
                if Config(BM=bm, BN=bn, STAGES=s).smem_bytes(lk.f32) <= SMEM_BYTES)
 
 
-def max_swap_stages(bm: int, bn: int) -> int:
+def max_swap_stages(bm: int, bn: int, parts: int = 1) -> int:
     """The deepest ring (at most MAX_SWAP_STAGES) of the swapped kernel's BM weight rows by BN
-    tokens that fits shared memory (it has no C buffer)."""
-    return max(s for s in range(2, MAX_SWAP_STAGES + 1)
-               if Config(BM=bm, BN=bn, STAGES=s, CLUSTER=1, SWAP=True).smem_bytes() <=
-               SMEM_BYTES)
+    tokens (`parts` consumer warpgroups per 64 rows: a multiple of parts) that fits shared
+    memory (it has no C buffer; a split tile's partials aside)."""
+    return max(s for s in range(2, MAX_SWAP_STAGES + 1, 1) if s % parts == 0 and
+               Config(BM=bm, BN=bn, STAGES=s, CLUSTER=1, SWAP=True,
+                      SPLIT_K=parts).smem_bytes() <= SMEM_BYTES)
 
 
 def swap_candidates(m: int, default: Config = DEFAULT) -> list[Config]:

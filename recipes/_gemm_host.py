@@ -115,13 +115,21 @@ def check_config(what: str, config, tile_m: tuple = (CONSUMERS * WG_ROWS,),
                 not 0 < config.BN <= MAX_TOKENS or config.BN % TOKEN_STEP:
             problems.append(f"BN = {config.BN!r} (the swapped kernel's token columns: a "
                             f"multiple of {TOKEN_STEP} up to {MAX_TOKENS})")
-        if config.CLUSTER != 1 or config.SPLIT_K != 1:
-            problems.append(f"CLUSTER = {config.CLUSTER}, SPLIT_K = {config.SPLIT_K} (the "
-                            "swapped kernel runs without clusters or split-K: both 1)")
-        if isinstance(config.STAGES, int) and 2 <= config.STAGES < CHAINS:
-            problems.append(f"STAGES = {config.STAGES} (the swapped kernel's consumer holds "
-                            f"{CHAINS - 1} stages while it waits for the next: at least "
-                            f"{CHAINS})")
+        if config.CLUSTER != 1:
+            problems.append(f"CLUSTER = {config.CLUSTER} (the swapped kernel runs without "
+                            "clusters: 1)")
+        parts = config.SPLIT_K
+        if isinstance(parts, bool) or not isinstance(parts, int) or parts not in (1, 2) or \
+                config.BM * parts > CONSUMERS * WG_ROWS:
+            problems.append(f"SPLIT_K = {parts!r} (the swapped kernel's consumer warpgroups "
+                            f"per 64 weight rows: 1, or 2 with BM = {WG_ROWS}; at most "
+                            f"{CONSUMERS} consumer warpgroups)")
+        elif isinstance(config.STAGES, int) and 2 <= config.STAGES and (
+                config.STAGES < CHAINS * parts or config.STAGES % parts):
+            problems.append(f"STAGES = {config.STAGES} (each of the swapped kernel's {parts} "
+                            f"consumer part(s) holds {CHAINS - 1} stages while it waits for the "
+                            f"next, and waits on every phase of its own stages: a multiple of "
+                            f"{parts}, at least {CHAINS * parts})")
     elif config.BN not in TILE_N:
         problems.append(f"BN = {config.BN} (one of {', '.join(map(str, TILE_N))}: a wgmma N "
                         "in whole epilogue chunks)")
@@ -133,11 +141,13 @@ def check_config(what: str, config, tile_m: tuple = (CONSUMERS * WG_ROWS,),
     if isinstance(config.GROUP_M, bool) or not isinstance(config.GROUP_M, int) or \
             config.GROUP_M < 1:
         problems.append(f"GROUP_M = {config.GROUP_M!r} (a positive int)")
-    if isinstance(config.SPLIT_K, bool) or not isinstance(config.SPLIT_K, int) or \
-            config.SPLIT_K < 1 or (config.SPLIT_K > 1 and not split_k):
+    swapped = config.SWAP is True and swap      # its SPLIT_K: the parts (checked above)
+    if not swapped and (isinstance(config.SPLIT_K, bool) or
+                        not isinstance(config.SPLIT_K, int) or config.SPLIT_K < 1 or
+                        (config.SPLIT_K > 1 and not split_k)):
         problems.append(f"SPLIT_K = {config.SPLIT_K!r} (" + (
             "a positive int" if split_k else "1: this kernel has no split-K") + ")")
-    elif config.SPLIT_K > 1 and config.CLUSTER != 1:
+    elif not swapped and config.SPLIT_K > 1 and config.CLUSTER != 1:
         problems.append(f"SPLIT_K = {config.SPLIT_K} (split-K runs without clusters: "
                         "CLUSTER = 1)")
     if problems:

@@ -102,7 +102,8 @@ class Config:
     tile over K ranges (their f32 partials summed by a second kernel). BK is one 128-byte row
     of the operand type (row_elements). SWAP: the operands swapped (recipes/_gemm_swap_kernel.py,
     for few rows of A): a tile is BM rows of B^T (weight rows, C's columns) by BN rows of A
-    (tokens, any multiple of 8), CLUSTER 1, SPLIT_K 1, GROUP_M unused."""
+    (tokens, any multiple of 8), CLUSTER 1, GROUP_M unused, SPLIT_K the consumer warpgroups
+    per 64 weight rows that share a tile's k-steps in the CTA (1 or 2; BM * SPLIT_K <= 128)."""
 
     BN: int = 256
     STAGES: int = 3
@@ -116,8 +117,8 @@ class Config:
         """Shared memory of the ring (the same bytes for every operand type) and the buffer of
         one C chunk of type `c` (barriers aside; the swapped kernel stores C from registers)."""
         stage = (self.BM + self.BN) * ROW_BYTES
-        if self.SWAP:
-            return self.STAGES * stage
+        if self.SWAP:       # and parts 1.. of a split tile hand over their f32 sums
+            return self.STAGES * stage + self.BM * (self.SPLIT_K - 1) * self.BN * 4
         return self.STAGES * stage + self.BM * epilogue_columns(self.BN, c) * c.nbytes
 
 

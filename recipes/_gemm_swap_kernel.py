@@ -30,6 +30,7 @@ nothing) and the stores are masked at M and N.
 from __future__ import annotations
 
 import layoutkit as lk
+from layoutkit.algebra import Layout
 
 from recipes._gemm_kernel import (PRODUCER_REGISTERS, CONSUMER_REGISTERS, ROW_BYTES, WG_ROWS,
                                   Fragment, a_operand, broadcast_view, k_major, load_k_steps,
@@ -62,54 +63,79 @@ def smem_bytes(bm: int, bn: int, stages: int) -> int:
     return stages * (bm + bn) * ROW_BYTES
 
 
-def chained_k_steps(sW, sX, full, release, *, wg, first, steps, STAGES, BN, BK, A_MAJOR):
-    """One consumer warpgroup's k-steps 0..steps-1 (steps a multiple of CHAINS) of one tile at
-    ring counter first + k, k-step k into accumulator k % CHAINS (module docstring); returns
-    their f32 sum in the wgmma accumulator layout."""
+def chained_k_steps(sW, sX, full, release, *, wg, first, steps, STAGES, BN, BK, A_MAJOR,
+                    part=0, parts=1):
+    """One consumer warpgroup's k-steps of one tile at ring counter first + k (module
+    docstring): k = part, part + parts, ... below `steps` (a multiple of CHAINS * parts), its
+    j-th into accumulator j % CHAINS, on the weight rows `wg` of the stage; returns their f32
+    sum in the wgmma accumulator layout."""
     accs = tuple(lk.sm90.wgmma_accumulator(BN) for _ in range(CHAINS))
-    loop = lk.range(0, steps // CHAINS, carry=accs)
+    loop = lk.range(0, steps // (CHAINS * parts), carry=accs)
     for g, accs in loop:
         accs = list(accs)
         for c in range(CHAINS):
-            k = g * CHAINS + c
+            j = g * CHAINS + c
+            k = j * parts + part
             s = lk.sm90.consumer_state(first + k, STAGES)
             lk.sm90.mbarrier_wait(full[s.stage], s.phase)
             lk.sm90.wgmma_fence()
             accs[c] = lk.sm90.wgmma(accs[c], a_operand(sW, s.stage, wg, BK, A_MAJOR),
                                     sX[:, :, s.stage], accumulate=g > 0)
             lk.sm90.wgmma_commit()
-            lk.sm90.wgmma_wait(CHAINS - 1)     # k-step k - CHAINS + 1's wgmma has read its stage
-            with lk.if_(k >= CHAINS - 1):
-                release((s.stage + STAGES - (CHAINS - 1)) % STAGES)
+            lk.sm90.wgmma_wait(CHAINS - 1)     # its k-step CHAINS - 1 back has read its stage
+            with lk.if_(j >= CHAINS - 1):
+                release((s.stage + STAGES - (CHAINS - 1) * parts) % STAGES)
         loop.next(*accs)
     accs = loop.results
     lk.sm90.wgmma_wait(0)
-    last = lk.sm90.consumer_state(first + steps - 1, STAGES).stage
-    for back in range(CHAINS - 2, -1, -1):       # the stages of the last CHAINS - 1 k-steps
-        release((last + STAGES - back) % STAGES)
+    last = lk.sm90.consumer_state(first + steps - parts + part, STAGES).stage
+    for back in range(CHAINS - 2, -1, -1):       # the stages of its last CHAINS - 1 k-steps
+        release((last + STAGES - back * parts) % STAGES)
     total = accs[0]
     for acc in accs[1:]:
         total = total + acc
     return total
 
 
-def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, epilogue=None, BM=WG_ROWS):
-    """The pipeline (module docstring) inside a kernel of 4 * (1 + BM / 64) warps: C (M x N) =
+def warps(bm: int, parts: int = 1) -> int:
+    """Warps of the swapped kernel: the producer warpgroup and `parts` consumer warpgroups per
+    64 weight rows."""
+    return 4 * (1 + bm // WG_ROWS * parts)
+
+
+def partials_bytes(bm: int, bn: int, parts: int) -> int:
+    """Shared memory of the f32 partials that parts 1.. of each 64 weight rows hand to part 0."""
+    return bm // WG_ROWS * (parts - 1) * WG_ROWS * bn * 4
+
+
+def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, epilogue=None, BM=WG_ROWS,
+                       PARTS=1):
+    """The pipeline (module docstring) inside a kernel of warps(BM, PARTS) warps: C (M x N) =
     epilogue(A (M x K) @ B), B the N x K tensor B (B_MAJOR "K": B[n, k]) or the K x N tensor B
     (B_MAJOR "N": B[k, n]), each with its last mode contiguous; C of any strides. BM weight
-    rows (64 per consumer warpgroup) by BN tokens per tile; STAGES >= CHAINS (a consumer holds
-    CHAINS - 1 stages while it waits for the next)."""
-    assert BM % WG_ROWS == 0 and BN % TOKEN_STEP == 0 and STAGES >= CHAINS, (BM, BN, STAGES)
-    consumers, BK = BM // WG_ROWS, row_elements(A.dtype)
+    rows (64 per consumer warpgroup) by BN tokens per tile; STAGES >= CHAINS * PARTS (a consumer
+    holds CHAINS - 1 of its stages while it waits for the next) and a multiple of PARTS (so
+    stage s serves part s % PARTS only, whose waits then see each of its phases). PARTS > 1: that many consumer
+    warpgroups per 64 weight rows take a tile's k-steps in turn (k-step k: part k % PARTS),
+    parts 1.. hand their f32 sums to part 0 through shared memory (two named barriers over the
+    row group's warpgroups), which runs the epilogue: a CTA's weight stream at PARTS times one
+    consumer's pace, in one launch."""
+    assert BM % WG_ROWS == 0 and BN % TOKEN_STEP == 0 and STAGES >= CHAINS * PARTS and \
+        STAGES % PARTS == 0, (BM, BN, STAGES, PARTS)       # a stage serves one part only
+    groups, BK = BM // WG_ROWS, row_elements(A.dtype)
     m, k = A.shape
     n = C.shape[1]
     TILES_W, TILES_T = -(-n // BM), -(-m // BN)
-    K_TILES = (-(-k // BK) + CHAINS - 1) // CHAINS * CHAINS     # padded: whole chain groups
+    unit_steps = CHAINS * PARTS                      # padded: whole chain groups of every part
+    K_TILES = (-(-k // BK) + unit_steps - 1) // unit_steps * unit_steps
     sW = lk.shared_tensor(k_major(BM, STAGES, B.dtype) if B_MAJOR == "K" else
                           n_major(BM, STAGES, B.dtype), B.dtype, name="sW")
     sX = lk.shared_tensor(k_major(BN, STAGES, A.dtype), A.dtype, name="sX")
     full = lk.sm90.mbarrier_array(STAGES, 1, name="full")     # the producer's arrive + TMA bytes
-    empty = lk.sm90.mbarrier_array(STAGES, consumers * 4, name="empty")   # each consumer warp
+    empty = lk.sm90.mbarrier_array(STAGES, groups * 4, name="empty")  # each warp reading it
+    sR = lk.shared_tensor(Layout((WG_ROWS, BN, groups * (PARTS - 1)),
+                                 (1, WG_ROWS, WG_ROWS * BN)), lk.f32, name="partials") \
+        if PARTS > 1 else None
     with lk.if_(lk.eq(lk.thread_id(), 0)):
         lk.sm90.mbarrier_init(full, empty)
         lk.sm90.fence_mbarrier_init()
@@ -133,15 +159,38 @@ def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, epilogue=None, BM=
 
     layout = lk.sm90.wgmma_accumulator_layout(BN)
     CT = transposed(C)
-    for wg in range(consumers):     # one role per consumer warpgroup: wg is a trace-time int
+    for wg in range(groups * PARTS):   # one role per consumer warpgroup: trace-time ints
+        rows, part = wg // PARTS, wg % PARTS
         with lk.sm90.warp_role(f"consumer{wg}", warpgroups=(1 + wg,),
                                registers=CONSUMER_REGISTERS):
             for t in lk.range(unit, tiles, GRID):
                 tw, tt = t // TILES_T, t % TILES_T
-                acc = chained_k_steps(sW, sX, full, release, wg=wg,
+                acc = chained_k_steps(sW, sX, full, release, wg=rows,
                                       first=(t // GRID) * K_TILES, steps=K_TILES,
-                                      STAGES=STAGES, BN=BN, BK=BK, A_MAJOR=B_MAJOR)
-                at = (consumers * tw + wg, tt)
-                if epilogue is not None:
-                    acc = epilogue(acc, TransposedFragment((WG_ROWS, BN), at, layout))
-                lk.store(CT.tile((WG_ROWS, BN), at).partition(layout), lk.cast(acc, C.dtype))
+                                      STAGES=STAGES, BN=BN, BK=BK, A_MAJOR=B_MAJOR,
+                                      part=part, parts=PARTS)
+                if PARTS > 1:
+                    acc = _sum_parts(sR, acc, layout, rows=rows, part=part, parts=PARTS)
+                if part == 0:
+                    at = (groups * tw + rows, tt)
+                    if epilogue is not None:
+                        acc = epilogue(acc, TransposedFragment((WG_ROWS, BN), at, layout))
+                    lk.store(CT.tile((WG_ROWS, BN), at).partition(layout),
+                             lk.cast(acc, C.dtype))
+
+
+def _sum_parts(sR, acc, layout, *, rows: int, part: int, parts: int):
+    """The k-step parts of weight rows `rows` meet: part p > 0 writes its sum into its slot of
+    sR, then named barrier FULL; part 0 waits there, adds the slots, then all meet at FREE
+    (the slots may be rewritten by the next tile). Returns the total at part 0 (acc elsewhere)."""
+    threads = 128 * parts
+    full_id, free_id = 1 + 2 * rows, 2 + 2 * rows
+    slot0 = rows * (parts - 1)
+    if part > 0:
+        lk.store(sR[:, :, slot0 + part - 1].partition(layout), acc)
+    lk.sm90.named_barrier_sync(full_id, threads)
+    if part == 0:
+        for q in range(1, parts):
+            acc = acc + lk.load(sR[:, :, slot0 + q - 1].partition(layout))
+    lk.sm90.named_barrier_sync(free_id, threads)
+    return acc

@@ -66,6 +66,7 @@ from recipes._gemm_kernel import (CONSUMERS, TILE_M, WARPS, WG_ROWS, Config, gem
                                   row_elements, warps)
 from recipes._gemm_splitk import REDUCE_WARPS, reduce_grid, reduce_splits
 from recipes._gemm_swap_kernel import gemm_tiles_swapped
+from recipes._gemm_swap_kernel import warps as swap_warps
 
 ATOM_K = row_elements(lk.bf16)     # BK: bf16 elements in one 128-byte swizzled row
 ALIGN_ELEMENTS = host.TMA_ALIGN_BYTES // lk.bf16.nbytes   # TMA rows: multiples of 16 bytes
@@ -110,11 +111,12 @@ def _kernel_function(name: str, params: tuple, body):
 
 @functools.cache
 def kernel_for(bm: int, cluster: int, split_k: bool, c_type, epilogue: Epilogue,
-               swap: bool = False):
+               swap: bool = False, parts: int = 1):
     """The GEMM kernel of a BM-row tile in clusters of `cluster` CTAs, storing C of `c_type`
     through `epilogue`; with `split_k` it takes the SPLIT_K constexpr too and stores f32
     partials (the epilogue then runs in reduce_kernel); with `swap` it is the swapped kernel
-    (recipes/_gemm_swap_kernel.py: BM weight rows by BN tokens, SWAP_CONSTEXPRS). Parameters:
+    (recipes/_gemm_swap_kernel.py: BM weight rows by BN tokens, `parts` consumer warpgroups per
+    64 rows sharing a tile's k-steps, SWAP_CONSTEXPRS). Parameters:
     a, b, c, the epilogue's (Epilogue.parameters), then CONSTEXPRS (and SPLIT_K)."""
     assert bm in TILE_M and not (split_k and (epilogue or c_type != lk.f32))
     assert not (swap and (split_k or cluster != 1))
@@ -129,15 +131,16 @@ def kernel_for(bm: int, cluster: int, split_k: bool, c_type, epilogue: Epilogue,
         fn = from_parameters(v, act) if fused else None
         if swap:
             gemm_tiles_swapped(v["a"], v["b"], v["c"], GRID=v["GRID"], B_MAJOR=v["B_MAJOR"],
-                               BN=v["BN"], STAGES=v["STAGES"], BM=bm, epilogue=fn)
+                               BN=v["BN"], STAGES=v["STAGES"], BM=bm, epilogue=fn, PARTS=parts)
             return
         gemm_tiles(v["a"], v["b"], v["c"], GRID=v["GRID"], B_MAJOR=v["B_MAJOR"], BN=v["BN"],
                    STAGES=v["STAGES"], GROUP_M=v["GROUP_M"], CLUSTER=v["CLUSTER"],
                    BM=bm, SPLIT_K=v.get("SPLIT_K", 1), epilogue=fn)
-    name = f"gemm_{'swap_' if swap else ''}bm{bm}" + ("_splitk" if split_k else "") + \
-        ("_fused" if epilogue else "")
+    name = f"gemm_{'swap_' if swap else ''}bm{bm}" + (f"_k{parts}" if parts > 1 else "") + \
+        ("_splitk" if split_k else "") + ("_fused" if epilogue else "")
     options = {"cluster": (cluster, 1, 1)} if cluster > 1 else {}
-    return lk.kernel(_kernel_function(name, params, body), num_warps=warps(bm), **options)
+    return lk.kernel(_kernel_function(name, params, body),
+                     num_warps=swap_warps(bm, parts) if swap else warps(bm), **options)
 
 
 @functools.cache
@@ -403,7 +406,8 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
         if not full_grid:
             grid = min(grid, -(-n // cfg.BM) * -(-m // cfg.BN))
         extra = plans.epilogue_arguments(epilogue, out, bias, residual, alpha, beta, m, n)
-        return [(kernel_for(cfg.BM, 1, False, c_type, epilogue, swap=True), (grid,),
+        return [(kernel_for(cfg.BM, 1, False, c_type, epilogue, swap=True, parts=cfg.SPLIT_K),
+                 (grid,),
                  (a, b_op, out, *extra),
                  dict(GRID=grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES))], out
     # the kernel's TMA stores, the columns of C (holding out's values where beta reads them)

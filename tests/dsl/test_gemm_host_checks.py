@@ -53,10 +53,16 @@ GEMM_CASES = [
         meta(4, 8), meta(8, 4), config=Config(BN=12, CLUSTER=2, SPLIT_K=2, SWAP=True)),
      ValueError, f"{GEMM}: config Config(BN=12, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, "
      "SPLIT_K=2, SWAP=True) does not fit the kernel: BN = 12 (the swapped kernel's token "
-     "columns: a multiple of 8 up to 256); CLUSTER = 2, SPLIT_K = 2 (the swapped kernel runs "
-     "without clusters or split-K: both 1); STAGES = 3 (the swapped kernel's consumer holds 3 "
-     "stages while it waits for the next: at least 4); SPLIT_K = 2 (split-K runs without "
-     "clusters: CLUSTER = 1)"),
+     "columns: a multiple of 8 up to 256); CLUSTER = 2 (the swapped kernel runs without "
+     "clusters: 1); SPLIT_K = 2 (the swapped kernel's consumer warpgroups per 64 weight rows: "
+     "1, or 2 with BM = 64; at most 2 consumer warpgroups)"),
+    ("swapped stages", lambda: gemm_hopper.gemm(
+        meta(4, 8), meta(8, 4), config=Config(BM=64, BN=8, CLUSTER=1, SPLIT_K=2, STAGES=9,
+                                              SWAP=True)),
+     ValueError, f"{GEMM}: config Config(BN=8, STAGES=9, GROUP_M=8, CLUSTER=1, BM=64, "
+     "SPLIT_K=2, SWAP=True) does not fit the kernel: STAGES = 9 (each of the swapped kernel's 2 "
+     "consumer part(s) holds 3 stages while it waits for the next, and waits on every phase of "
+     "its own stages: a multiple of 2, at least 8)"),
     ("SWAP type", lambda: gemm_hopper.gemm(meta(4, 8), meta(8, 4), config=Config(SWAP=1)),
      ValueError, f"{GEMM}: config Config(BN=256, STAGES=3, GROUP_M=8, CLUSTER=2, BM=128, "
      "SPLIT_K=1, SWAP=1) does not fit the kernel: SWAP = 1 (True or False)"),

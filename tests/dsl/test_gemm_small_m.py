@@ -66,17 +66,21 @@ def test_64_row_tiles_on_the_interpreter(m, n, k, major):
     assert err < 2 ** -7
 
 
-@pytest.mark.parametrize("m, n, k, major, bm, bn", [(1, 72, 104, "K", 64, 8),
-                                                    (13, 136, 200, "N", 64, 16),
-                                                    (20, 200, 72, "K", 128, 16)])
-def test_swapped_kernel_on_the_interpreter(m, n, k, major, bm, bn):
+@pytest.mark.parametrize("m, n, k, major, bm, bn, parts", [(1, 72, 104, "K", 64, 8, 1),
+                                                           (13, 136, 200, "N", 64, 16, 1),
+                                                           (20, 200, 72, "K", 128, 16, 1),
+                                                           (13, 136, 600, "N", 64, 16, 2),
+                                                           (20, 200, 72, "K", 64, 16, 2)])
+def test_swapped_kernel_on_the_interpreter(m, n, k, major, bm, bn, parts):
     """recipes/_gemm_swap_kernel.py: weight rows on the wgmma's M side, ragged M, N, K, both B
     majors (N-major: the MN-major A operand), two persistent CTAs over 2-8 tiles (M = 20 in
-    16-token tiles: two token tiles)."""
+    16-token tiles: two token tiles); parts = 2: two consumer warpgroups share each tile's
+    k-steps and meet in shared memory."""
     a, b, want = problem(m, n, k, major, m + n)
     c = padded(np.zeros((m, n), np.uint16))
-    err = check_on_cpu(gemm_hopper.kernel_for(bm, 1, False, lk.bf16, Epilogue(), swap=True),
-                       (2,), a, b, c, GRID=2, B_MAJOR=major, BN=bn, STAGES=4,
+    err = check_on_cpu(gemm_hopper.kernel_for(bm, 1, False, lk.bf16, Epilogue(), swap=True,
+                                              parts=parts),
+                       (2,), a, b, c, GRID=2, B_MAJOR=major, BN=bn, STAGES=4 * parts,
                        expect={"c": want}, tolerance=2 ** -7, seeds=(0,))
     assert err < 2 ** -7
 
@@ -295,13 +299,17 @@ def test_every_shipped_tile_compiles_without_spills(tile):
             assert usage.stack_frame_bytes == 0, (split, major)
 
 
-@pytest.mark.parametrize("tile", _gemm_choice.swap_candidates(1) + _gemm_choice.swap_candidates(64),
-                         ids=str)
+SPLIT_SWAPS = [Config(BM=64, BN=bn, CLUSTER=1, SWAP=True, SPLIT_K=2,
+                      STAGES=_gemm_choice.max_swap_stages(64, bn, 2)) for bn in (8, 64)]
+
+
+@pytest.mark.parametrize("tile", _gemm_choice.swap_candidates(1) +
+                         _gemm_choice.swap_candidates(64) + SPLIT_SWAPS, ids=str)
 def test_every_swapped_tile_compiles_without_spills(tile):
     tokens = lk.TensorSpec(lk.bf16, (tile.BN, 4096))
     for major in ("N", "K"):
         usage = resources(gemm_hopper.kernel_for(tile.BM, 1, False, lk.bf16, Epilogue(),
-                                                 swap=True),
+                                                 swap=True, parts=tile.SPLIT_K),
                           tokens, BIG, tokens, GRID=132, B_MAJOR=major, BN=tile.BN,
                           STAGES=tile.STAGES)
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, major

@@ -68,14 +68,15 @@ SWAP_SHAPES = [(1, 4096, 4096), (3, 1000, 777), (16, 136, 14336), (40, 72, 100),
                (100, 257, 129)]
 
 
-@pytest.mark.parametrize("bm", [64, 128])
+@pytest.mark.parametrize("bm, parts", [(64, 1), (128, 1), (64, 2)])
 @pytest.mark.parametrize("m, n, k", SWAP_SHAPES)
-def test_swapped_kernel_matches_float64(m, n, k, bm):
+def test_swapped_kernel_matches_float64(m, n, k, bm, parts):
     """recipes/_gemm_swap_kernel.py: BM weight rows by the tokens rounded up to 8 (M = 100 with
-    a 64-token tile: two token tiles), both B majors, ragged N and K."""
+    a 64-token tile: two token tiles), both B majors, ragged N and K; parts = 2: two consumer
+    warpgroups share each tile's k-steps."""
     bn = min(64, -(-m // 8) * 8)
-    cfg = gemm_hopper.Config(BM=bm, BN=bn, CLUSTER=1, SWAP=True,
-                             STAGES=_gemm_choice.max_swap_stages(bm, bn))
+    cfg = gemm_hopper.Config(BM=bm, BN=bn, CLUSTER=1, SWAP=True, SPLIT_K=parts,
+                             STAGES=_gemm_choice.max_swap_stages(bm, bn, parts))
     for kmajor in (False, True):
         a, b = _problem(m, n, k, kmajor, m + bm + n)
         got = gemm_hopper.gemm(a, b, out=_poisoned(m, n), config=cfg)
