@@ -5,8 +5,8 @@ the weights' stream, not 64-row A tiles of which M rows exist: a k-step is BM x 
 and BN x 128 bytes of A, so a ring of 16-24 stages keeps 128-192 KB of B in flight per SM in
 one launch (no split-K partials, no reduction kernel).
 
-    persistent grid: min(#SMs, #tiles) CTAs; tile t = (weight rows tw, token columns tt), tt
-    fastest, so the CTAs working at once stream different weight rows
+    persistent grid: GRID CTAs (the host: every SM); tile t = (weight rows tw, token columns
+    tt), tt fastest, so the CTAs working at once stream different weight rows
     warpgroup 0, producer (one elected thread): per tile and k-step, wait empty[s] ->
         expect_tx(full[s]) { TMA B tile (BM weight rows x BK, K-major or N-major) -> sW[s],
         TMA A tile (BN token rows x BK) -> sX[s] }            (recipes/_gemm_kernel.load_k_steps)
@@ -14,11 +14,12 @@ one launch (no split-K partials, no reduction kernel).
         wgmma 64 x BN x BK into accumulator k % CHAINS (A = its sW rows, MN-major where B is
         N-major; B = sX) -> commit -> wait_group CHAINS - 1 -> arrive empty[s of k-step
         k - CHAINS + 1]; after the tile's last k-step wait_group 0, release the rest, and sum
-        the CHAINS accumulators. A narrow wgmma's latency, not its work, paces one chain (the
-        4 k16 instructions of a k-step each wait for the previous one's accumulator): one
-        chain streamed ~34 GB/s of weights per SM on the H200, so CHAINS independent ones
-        run side by side. A tile's k-steps are padded to a multiple of CHAINS (TMA fills the
-        steps past K with zeros).
+        the CHAINS accumulators, so no k-step's wgmmas wait on the previous k-step's. (On the
+        H200 four chains stream as fast as one, ~35 GB/s of weights a CTA at 64 rows, and so
+        do two consumer parts: what paces a CTA is its producer's k-step loop, whose TMA
+        coordinates divide by the runtime token-tile count; docs/PERFORMANCE.md.) A tile's
+        k-steps are padded to a multiple of CHAINS * PARTS (TMA fills the steps past K with
+        zeros).
         epilogue: the f32 accumulator (64 weight rows x BN tokens) through `epilogue` (its
         Fragment reads C-shaped tensors transposed), cast to C's type and stored by masked
         st.global into C^T's view of C (each value one element of C: C's rows are the tokens,
@@ -32,9 +33,9 @@ from __future__ import annotations
 import layoutkit as lk
 from layoutkit.algebra import Layout
 
-from recipes._gemm_kernel import (PRODUCER_REGISTERS, CONSUMER_REGISTERS, ROW_BYTES, WG_ROWS,
-                                  Fragment, a_operand, broadcast_view, k_major, load_k_steps,
-                                  n_major, row_elements)
+from recipes._gemm_kernel import (PRODUCER_REGISTERS, CONSUMER_REGISTERS, WG_ROWS, Fragment,
+                                  a_operand, broadcast_view, k_major, load_k_steps, n_major,
+                                  row_elements)
 
 TOKEN_STEP = 8                # BN: a multiple of the wgmma N granularity (n8 .. n256)
 MAX_TOKENS = 256              # BN at most: the widest wgmma N (an accumulator of BN / 2
@@ -55,12 +56,6 @@ class TransposedFragment(Fragment):
     def load(self, t, other: float = 0.0):
         return lk.load(transposed(t).tile(self.tile, self.coord).partition(self.layout),
                        other=other)
-
-
-def smem_bytes(bm: int, bn: int, stages: int) -> int:
-    """Shared memory of the swapped kernel's ring (barriers aside): per stage BM weight rows
-    and BN token rows of one 128-byte k-step each."""
-    return stages * (bm + bn) * ROW_BYTES
 
 
 def chained_k_steps(sW, sX, full, release, *, wg, first, steps, STAGES, BN, BK, A_MAJOR,
@@ -103,11 +98,6 @@ def warps(bm: int, parts: int = 1) -> int:
     return 4 * (1 + bm // WG_ROWS * parts)
 
 
-def partials_bytes(bm: int, bn: int, parts: int) -> int:
-    """Shared memory of the f32 partials that parts 1.. of each 64 weight rows hand to part 0."""
-    return bm // WG_ROWS * (parts - 1) * WG_ROWS * bn * 4
-
-
 def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, epilogue=None, BM=WG_ROWS,
                        PARTS=1):
     """The pipeline (module docstring) inside a kernel of warps(BM, PARTS) warps: C (M x N) =
@@ -115,8 +105,9 @@ def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, epilogue=None, BM=
     (B_MAJOR "N": B[k, n]), each with its last mode contiguous; C of any strides. BM weight
     rows (64 per consumer warpgroup) by BN tokens per tile; STAGES >= CHAINS * PARTS (a consumer
     holds CHAINS - 1 of its stages while it waits for the next) and a multiple of PARTS (so
-    stage s serves part s % PARTS only, whose waits then see each of its phases). PARTS > 1: that many consumer
-    warpgroups per 64 weight rows take a tile's k-steps in turn (k-step k: part k % PARTS),
+    stage s serves part s % PARTS only, whose waits then see each of its phases). PARTS > 1:
+    that many consumer warpgroups per 64 weight rows take a tile's k-steps in turn (k-step k:
+    part k % PARTS),
     parts 1.. hand their f32 sums to part 0 through shared memory (two named barriers over the
     row group's warpgroups), which runs the epilogue: a CTA's weight stream at PARTS times one
     consumer's pace, in one launch."""

@@ -47,7 +47,8 @@ GEMM_CASES = [
     ("config fields", lambda: gemm_hopper.gemm(meta(4, 8), meta(8, 4),
                                                config=Config(BN=192, CLUSTER=4, STAGES=1)),
      ValueError, f"{GEMM}: config Config(BN=192, STAGES=1, GROUP_M=8, CLUSTER=4, BM=128, "
-     "SPLIT_K=1, SWAP=False) does not fit the kernel: BN = 192 (one of 64, 128, 256: a wgmma N in whole epilogue chunks); "
+     "SPLIT_K=1, SWAP=False) does not fit the kernel: BN = 192 (one of 64, 128, 256: a wgmma "
+     "N in whole epilogue chunks); "
      "CLUSTER = 4 (1 or 2); STAGES = 1 (an int of at least 2)"),
     ("swapped config fields", lambda: gemm_hopper.gemm(
         meta(4, 8), meta(8, 4), config=Config(BN=12, CLUSTER=2, SPLIT_K=2, SWAP=True)),
