@@ -2,8 +2,8 @@
 C^T (N x M) = B^T (N x K) @ A^T, so the weights B fill the wgmma's 64-row M side and the
 tokens its narrow N side (BN = 8 .. 64 columns, a multiple of 8). The shared memory then holds
 the weights' stream, not 64-row A tiles of which M rows exist: a k-step is BM x 128 bytes of B
-and BN x 128 bytes of A, so a ring of 16-24 stages keeps 128-192 KB of B in flight per SM in
-one launch (no split-K partials, no reduction kernel).
+and BN x 128 bytes of A, so a ring of 9-16 stages (recipes/_gemm_choice.max_swap_stages) keeps
+72-128 KB of B in flight per SM in one launch (no split-K partials, no reduction kernel).
 
     persistent grid: GRID CTAs (the host: every SM); tile t = (weight rows tw, token columns
     tt), tt fastest, so the CTAs working at once stream different weight rows
