@@ -17,7 +17,8 @@ and BN x 128 bytes of A, so a ring of 9-16 stages (recipes/_gemm_choice.max_swap
         the CHAINS accumulators, so no k-step's wgmmas wait on the previous k-step's. (On the
         H200 four chains stream as fast as one, ~35 GB/s of weights a CTA at 64 rows, and so
         do two consumer parts: what paces a CTA is its producer's k-step loop, whose TMA
-        coordinates divide by the runtime token-tile count; docs/PERFORMANCE.md.) A tile's
+        coordinates divided by the runtime token-tile count, a constexpr now; docs/
+        PERFORMANCE.md.) A tile's
         k-steps are padded to a multiple of CHAINS * PARTS (TMA fills the steps past K with
         zeros).
         epilogue: the f32 accumulator (64 weight rows x BN tokens) through `epilogue` (its
@@ -98,12 +99,14 @@ def warps(bm: int, parts: int = 1) -> int:
     return 4 * (1 + bm // WG_ROWS * parts)
 
 
-def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, epilogue=None, BM=WG_ROWS,
-                       PARTS=1):
+def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, TOKEN_TILES, epilogue=None,
+                       BM=WG_ROWS, PARTS=1):
     """The pipeline (module docstring) inside a kernel of warps(BM, PARTS) warps: C (M x N) =
     epilogue(A (M x K) @ B), B the N x K tensor B (B_MAJOR "K": B[n, k]) or the K x N tensor B
     (B_MAJOR "N": B[k, n]), each with its last mode contiguous; C of any strides. BM weight
-    rows (64 per consumer warpgroup) by BN tokens per tile; STAGES >= CHAINS * PARTS (a consumer
+    rows (64 per consumer warpgroup) by BN tokens per tile, TOKEN_TILES = ceil(M / BN) token
+    tiles (the host's, from A's rows: a constant, so no k-step divides by a runtime count; 1
+    at decode); STAGES >= CHAINS * PARTS (a consumer
     holds CHAINS - 1 of its stages while it waits for the next) and a multiple of PARTS (so
     stage s serves part s % PARTS only, whose waits then see each of its phases). PARTS > 1:
     that many consumer warpgroups per 64 weight rows take a tile's k-steps in turn (k-step k:
@@ -116,7 +119,7 @@ def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, epilogue=None, BM=
     groups, BK = BM // WG_ROWS, row_elements(A.dtype)
     m, k = A.shape
     n = C.shape[1]
-    TILES_W, TILES_T = -(-n // BM), -(-m // BN)
+    TILES_W, TILES_T = -(-n // BM), TOKEN_TILES
     unit_steps = CHAINS * PARTS                      # padded: whole chain groups of every part
     K_TILES = (-(-k // BK) + unit_steps - 1) // unit_steps * unit_steps
     sW = lk.shared_tensor(k_major(BM, STAGES, B.dtype) if B_MAJOR == "K" else

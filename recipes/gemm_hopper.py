@@ -88,7 +88,7 @@ KERNELS = {1: gemm_kernel, 2: gemm_kernel_cluster2}
 
 
 CONSTEXPRS = ("GRID", "B_MAJOR", "BN", "STAGES", "GROUP_M", "CLUSTER")
-SWAP_CONSTEXPRS = ("GRID", "B_MAJOR", "BN", "STAGES")     # the swapped kernel's
+SWAP_CONSTEXPRS = ("GRID", "B_MAJOR", "BN", "STAGES", "TOKEN_TILES")  # the swapped kernel's
 TYPES = {"bfloat16": lk.bf16, "float32": lk.f32}     # torch dtype names -> element types
 
 
@@ -131,7 +131,8 @@ def kernel_for(bm: int, cluster: int, split_k: bool, c_type, epilogue: Epilogue,
         fn = from_parameters(v, act) if fused else None
         if swap:
             gemm_tiles_swapped(v["a"], v["b"], v["c"], GRID=v["GRID"], B_MAJOR=v["B_MAJOR"],
-                               BN=v["BN"], STAGES=v["STAGES"], BM=bm, epilogue=fn, PARTS=parts)
+                               BN=v["BN"], STAGES=v["STAGES"], TOKEN_TILES=v["TOKEN_TILES"],
+                               BM=bm, epilogue=fn, PARTS=parts)
             return
         gemm_tiles(v["a"], v["b"], v["c"], GRID=v["GRID"], B_MAJOR=v["B_MAJOR"], BN=v["BN"],
                    STAGES=v["STAGES"], GROUP_M=v["GROUP_M"], CLUSTER=v["CLUSTER"],
@@ -409,7 +410,8 @@ def launches(a, b, out, config, epilogue: Epilogue, bias, residual, alpha, beta,
         return [(kernel_for(cfg.BM, 1, False, c_type, epilogue, swap=True, parts=cfg.SPLIT_K),
                  (grid,),
                  (a, b_op, out, *extra),
-                 dict(GRID=grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES))], out
+                 dict(GRID=grid, B_MAJOR=major, BN=cfg.BN, STAGES=cfg.STAGES,
+                      TOKEN_TILES=-(-m // cfg.BN)))], out
     # the kernel's TMA stores, the columns of C (holding out's values where beta reads them)
     c_stored, c = host.tma_output(out, keep=epilogue.c is not None)
     plan = host.schedule(m, n, k, cfg, lk.bf16, units(cfg, major), full_grid)

@@ -81,6 +81,7 @@ def test_swapped_kernel_on_the_interpreter(m, n, k, major, bm, bn, parts):
     err = check_on_cpu(gemm_hopper.kernel_for(bm, 1, False, lk.bf16, Epilogue(), swap=True,
                                               parts=parts),
                        (2,), a, b, c, GRID=2, B_MAJOR=major, BN=bn, STAGES=4 * parts,
+                       TOKEN_TILES=-(-m // bn),
                        expect={"c": want}, tolerance=2 ** -7, seeds=(0,))
     assert err < 2 ** -7
 
@@ -98,8 +99,8 @@ def test_swapped_kernel_epilogue_on_the_interpreter():
     c = padded(np.zeros((m, n), np.uint16))
     err = check_on_cpu(gemm_hopper.kernel_for(64, 1, False, lk.bf16, epilogue, swap=True), (1,),
                        a, b, c, np.broadcast_to(bias, (m, n)), residual, 2.0, GRID=1,
-                       B_MAJOR="K", BN=8, STAGES=5, expect={"c": want}, tolerance=2 ** -7,
-                       seeds=(0,))
+                       B_MAJOR="K", BN=8, STAGES=5, TOKEN_TILES=1, expect={"c": want},
+                       tolerance=2 ** -7, seeds=(0,))
     assert err < 2 ** -7
 
 
@@ -315,7 +316,7 @@ def test_every_swapped_tile_compiles_without_spills(tile):
         usage = resources(gemm_hopper.kernel_for(tile.BM, 1, False, lk.bf16, Epilogue(),
                                                  swap=True, parts=tile.SPLIT_K),
                           tokens, BIG, tokens, GRID=132, B_MAJOR=major, BN=tile.BN,
-                          STAGES=tile.STAGES)
+                          STAGES=tile.STAGES, TOKEN_TILES=1)
         assert usage.spill_store_bytes == usage.spill_load_bytes == 0, major
         assert usage.stack_frame_bytes == 0, major
 
@@ -332,7 +333,7 @@ def test_full_epilogues_compile_without_spills():
     tokens, tokens_f32 = lk.TensorSpec(lk.bf16, (64, 4096)), lk.TensorSpec(lk.f32, (64, 4096))
     usage = resources(gemm_hopper.kernel_for(64, 1, False, lk.f32, every, swap=True), tokens, BIG,
                       tokens_f32, tokens_f32, lk.TensorSpec(lk.bf16, (64, 4096), (0, 1)), tokens,
-                      0.5, 1.0, GRID=132, B_MAJOR="K", BN=64, STAGES=14)
+                      0.5, 1.0, GRID=132, B_MAJOR="K", BN=64, STAGES=14, TOKEN_TILES=1)
     assert usage.spill_store_bytes == usage.spill_load_bytes == 0, "swapped"
     usage = resources(gemm_hopper.reduce_kernel(lk.bf16, every), BIG_F32,
                       lk.TensorSpec(lk.bf16, (4096, 4096)), BIG_F32, bias, BIG, 0.5, 1.0,
