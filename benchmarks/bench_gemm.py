@@ -51,7 +51,7 @@ BARE_FLOPS = 2 * 2 ** 33          # problems up to this many flops also time the
 
 
 def short(cfg) -> str:
-    if getattr(cfg, "SWAP", False):
+    if cfg.SWAP:
         parts = f" k{cfg.SPLIT_K}" if cfg.SPLIT_K > 1 else ""
         return f"swap {cfg.BM}x{cfg.BN} s{cfg.STAGES}{parts}"
     return f"{cfg.BM}x{cfg.BN} s{cfg.STAGES} c{cfg.CLUSTER} k{cfg.SPLIT_K}"

@@ -84,7 +84,7 @@ def max_swap_stages(bm: int, bn: int, parts: int = 1) -> int:
     """The deepest ring (at most MAX_SWAP_STAGES) of the swapped kernel's BM weight rows by BN
     tokens (`parts` consumer warpgroups per 64 rows: a multiple of parts) that fits shared
     memory (it has no C buffer; a split tile's partials aside)."""
-    return max(s for s in range(2, MAX_SWAP_STAGES + 1, 1) if s % parts == 0 and
+    return max(s for s in range(2, MAX_SWAP_STAGES + 1) if s % parts == 0 and
                Config(BM=bm, BN=bn, STAGES=s, CLUSTER=1, SWAP=True,
                       SPLIT_K=parts).smem_bytes() <= SMEM_BYTES)
 

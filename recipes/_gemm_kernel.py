@@ -177,7 +177,7 @@ def load_k_steps(sA, sB, full, empty, a_tile, b_tile, *, first, steps, STAGES, m
 
 
 def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MAJOR,
-                promote=0, after_first=None, A_MAJOR="K"):
+                promote=0, after_first=None):
     """One consumer warpgroup's k-steps 0..steps-1 of one output tile (its 64 rows `wg` of the
     A tile), at ring counter first + k: wait full[s] -> wgmma 64 x BN x BK -> commit ->
     wait_group 1 -> release(previous stage); then wait_group 0 and release(last stage).
@@ -185,25 +185,23 @@ def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MA
     promote > 0: the wgmma accumulator holds `promote` k-steps at a time, then is added into
     an f32 register accumulator (fp8: the tensor cores sum with fewer bits than f32).
     `after_first()` runs once k-step 0's wgmma is issued (promote > 0: before the first one),
-    outside the loop: work whose waits the tensor cores hide (the epilogue's loads). A_MAJOR
-    "N": the A ring is MN-major (a_operand)."""
+    outside the loop: work whose waits the tensor cores hide (the epilogue's loads)."""
     if promote:
         if after_first is not None:      # issued before the loop: their waits come at first use
             after_first()
         return _promoted_k_steps(sA, sB, full, release, wg=wg, first=first, steps=steps,
-                                 STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR, promote=promote,
-                                 A_MAJOR=A_MAJOR)
+                                 STAGES=STAGES, BN=BN, BK=BK, B_MAJOR=B_MAJOR, promote=promote)
     start, acc = 0, lk.sm90.wgmma_accumulator(BN)
     if after_first is not None:          # k-step 0 peeled off the loop
         acc = _mma_k_step(sA, sB, full, release, acc, 0, False, wg=wg, first=first,
-                          STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR, pending=None, A_MAJOR=A_MAJOR)
+                          STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR, pending=None)
         after_first()                    # (its waits overlap k-step 0's wgmma)
         lk.sm90.wgmma_wait(0)
         start = 1
     loop = lk.range(start, steps, carry=(acc,))
     for k, (acc,) in loop:
         acc = _mma_k_step(sA, sB, full, release, acc, k, k > 0, wg=wg, first=first,
-                          STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR, A_MAJOR=A_MAJOR)
+                          STAGES=STAGES, BK=BK, B_MAJOR=B_MAJOR)
         loop.next(acc)
     (acc,) = loop.results
     lk.sm90.wgmma_wait(0)
@@ -212,14 +210,14 @@ def mma_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MA
 
 
 def _mma_k_step(sA, sB, full, release, acc, k, accumulate, *, wg, first, STAGES, BK, B_MAJOR,
-                pending=1, A_MAJOR="K"):
+                pending=1):
     """k-step k of mma_k_steps: wait full[s] -> wgmma (acc + or, where `accumulate` is false,
     in place of acc) -> commit -> wait_group 1 -> release(previous stage) when k > 0
     (pending None: no wait_group, no release; k-step 0 peeled, its caller waits)."""
     s = lk.sm90.consumer_state(first + k, STAGES)
     lk.sm90.mbarrier_wait(full[s.stage], s.phase)
     lk.sm90.wgmma_fence()
-    acc = lk.sm90.wgmma(acc, a_operand(sA, s.stage, wg, BK, A_MAJOR),
+    acc = lk.sm90.wgmma(acc, a_operand(sA, s.stage, wg, BK),
                         b_operand(sB, s.stage, B_MAJOR), accumulate=accumulate)
     lk.sm90.wgmma_commit()
     if pending is not None:
@@ -233,7 +231,7 @@ PROMOTE_COLUMNS = 128     # columns of the promoted wgmma accumulator: 64 regist
 
 
 def _promoted_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK, B_MAJOR,
-                      promote, A_MAJOR="K"):
+                      promote):
     """mma_k_steps in groups of `promote` k-steps, the tile's BN columns in parts of
     PROMOTE_COLUMNS: per group and part, the part's wgmmas over the group's stages start the
     wgmma accumulator afresh (scale-d 0), then wait_group 0 and total[part] += accumulator, so a
@@ -262,7 +260,7 @@ def _promoted_k_steps(sA, sB, full, release, *, wg, first, steps, STAGES, BN, BK
                 if p == 0:
                     lk.sm90.mbarrier_wait(full[s.stage], s.phase)
                 lk.sm90.wgmma_fence()
-                acc = lk.sm90.wgmma(acc, a_operand(sA, s.stage, wg, BK, A_MAJOR),
+                acc = lk.sm90.wgmma(acc, a_operand(sA, s.stage, wg, BK),
                                     b_operand(sB, s.stage, B_MAJOR).tile((part, BK), (p, 0)),
                                     accumulate=k > start)
                 lk.sm90.wgmma_commit()

@@ -93,27 +93,19 @@ def chained_k_steps(sW, sX, full, release, *, wg, first, steps, STAGES, BN, BK, 
     return total
 
 
-def warps(bm: int, parts: int = 1) -> int:
-    """Warps of the swapped kernel: the producer warpgroup and `parts` consumer warpgroups per
-    64 weight rows."""
-    return 4 * (1 + bm // WG_ROWS * parts)
-
-
 def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, TOKEN_TILES, epilogue=None,
                        BM=WG_ROWS, PARTS=1):
-    """The pipeline (module docstring) inside a kernel of warps(BM, PARTS) warps: C (M x N) =
-    epilogue(A (M x K) @ B), B the N x K tensor B (B_MAJOR "K": B[n, k]) or the K x N tensor B
-    (B_MAJOR "N": B[k, n]), each with its last mode contiguous; C of any strides. BM weight
-    rows (64 per consumer warpgroup) by BN tokens per tile, TOKEN_TILES = ceil(M / BN) token
-    tiles (the host's, from A's rows: a constant, so no k-step divides by a runtime count; 1
-    at decode); STAGES >= CHAINS * PARTS (a consumer
-    holds CHAINS - 1 of its stages while it waits for the next) and a multiple of PARTS (so
-    stage s serves part s % PARTS only, whose waits then see each of its phases). PARTS > 1:
-    that many consumer warpgroups per 64 weight rows take a tile's k-steps in turn (k-step k:
-    part k % PARTS),
-    parts 1.. hand their f32 sums to part 0 through shared memory (two named barriers over the
-    row group's warpgroups), which runs the epilogue: a CTA's weight stream at PARTS times one
-    consumer's pace, in one launch."""
+    """The pipeline (module docstring) inside a kernel of recipes._gemm_kernel.warps(BM *
+    PARTS) warps: C (M x N) = epilogue(A (M x K) @ B), B the N x K tensor B (B_MAJOR "K":
+    B[n, k]) or the K x N tensor B (B_MAJOR "N": B[k, n]), each with its last mode contiguous;
+    C of any strides. BM weight rows (64 per consumer warpgroup) by BN tokens per tile,
+    TOKEN_TILES = ceil(M / BN) token tiles (the host's, from A's rows: a constant, so no k-step
+    divides by a runtime count; 1 at decode); STAGES >= CHAINS * PARTS (a consumer holds
+    CHAINS - 1 of its stages while it waits for the next) and a multiple of PARTS (so stage s
+    serves part s % PARTS only, whose waits then see each of its phases). PARTS > 1: that many
+    consumer warpgroups per 64 weight rows take a tile's k-steps in turn (k-step k: part
+    k % PARTS), parts 1.. hand their f32 sums to part 0 through shared memory (two named
+    barriers over the row group's warpgroups), which runs the epilogue, in one launch."""
     assert BM % WG_ROWS == 0 and BN % TOKEN_STEP == 0 and STAGES >= CHAINS * PARTS and \
         STAGES % PARTS == 0, (BM, BN, STAGES, PARTS)       # a stage serves one part only
     groups, BK = BM // WG_ROWS, row_elements(A.dtype)

@@ -66,7 +66,6 @@ from recipes._gemm_kernel import (CONSUMERS, TILE_M, WARPS, WG_ROWS, Config, gem
                                   row_elements, warps)
 from recipes._gemm_splitk import REDUCE_WARPS, reduce_grid, reduce_splits
 from recipes._gemm_swap_kernel import gemm_tiles_swapped
-from recipes._gemm_swap_kernel import warps as swap_warps
 
 ATOM_K = row_elements(lk.bf16)     # BK: bf16 elements in one 128-byte swizzled row
 ALIGN_ELEMENTS = host.TMA_ALIGN_BYTES // lk.bf16.nbytes   # TMA rows: multiples of 16 bytes
@@ -140,8 +139,8 @@ def kernel_for(bm: int, cluster: int, split_k: bool, c_type, epilogue: Epilogue,
     name = f"gemm_{'swap_' if swap else ''}bm{bm}" + (f"_k{parts}" if parts > 1 else "") + \
         ("_splitk" if split_k else "") + ("_fused" if epilogue else "")
     options = {"cluster": (cluster, 1, 1)} if cluster > 1 else {}
-    return lk.kernel(_kernel_function(name, params, body),
-                     num_warps=swap_warps(bm, parts) if swap else warps(bm), **options)
+    return lk.kernel(_kernel_function(name, params, body), num_warps=warps(bm * parts),
+                     **options)
 
 
 @functools.cache
@@ -201,8 +200,8 @@ def config_for(m: int, n: int, k: int, sms: int = 132) -> Config:
     return BEST_CONFIGS.get((m, n, k)) or _chosen(m, n, k, sms)
 
 
+# per shape, once; bf16 has the swapped kernel for decode shapes
 _chosen = functools.lru_cache(maxsize=4096)(functools.partial(choice.choose, swap=True))
-# (per shape, once; bf16 has the swapped kernel for decode shapes)
 
 
 _round_up, _tma_ready = host.round_up, host.tma_ready
