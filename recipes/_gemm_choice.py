@@ -142,7 +142,8 @@ def _swapped_seconds(m: int, n: int, k: int, cfg: Config, units: int, dtype) -> 
     consumer's pace, whatever BN), the whole problem at least its HBM time."""
     tiles = -(-n // cfg.BM) * -(-m // cfg.BN)
     waves = -(-tiles // min(units, tiles))
-    chains = CHAINS * -(-k // (row_elements(dtype) * CHAINS))       # padded k-steps
+    unit = CHAINS * max(getattr(cfg, "PROMOTE", 0), 1)      # fp8's Config promotes (gemm_fp8)
+    chains = unit * -(-k // (row_elements(dtype) * unit))           # padded k-steps
     hbm = (m * k + n * k) * dtype.nbytes / HBM_BYTES_PER_S
     return max(waves * chains * SWAP_STEP_S[cfg.BM], hbm) + SWAP_START_S
 

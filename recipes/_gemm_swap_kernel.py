@@ -60,33 +60,47 @@ class TransposedFragment(Fragment):
 
 
 def chained_k_steps(sW, sX, full, release, *, wg, first, steps, STAGES, BN, BK, A_MAJOR,
-                    part=0, parts=1):
+                    part=0, parts=1, promote=0):
     """One consumer warpgroup's k-steps of one tile at ring counter first + k (module
-    docstring): k = part, part + parts, ... below `steps` (a multiple of CHAINS * parts), its
-    j-th into accumulator j % CHAINS, on the weight rows `wg` of the stage; returns their f32
-    sum in the wgmma accumulator layout."""
+    docstring): k = part, part + parts, ... below `steps` (a multiple of CHAINS * parts *
+    max(promote, 1)), its j-th into accumulator j % CHAINS, on the weight rows `wg` of the
+    stage; returns their f32 sum in the wgmma accumulator layout. promote > 0 (fp8 operands,
+    whose wgmma adds with fewer bits than f32: recipes/gemm_fp8.py): every `promote` k-steps
+    of each accumulator, wait_group 0 and add the accumulators into an f32 total, then start
+    them afresh."""
+    period = max(promote, 1)                     # trips of CHAINS k-steps per promotion
     accs = tuple(lk.sm90.wgmma_accumulator(BN) for _ in range(CHAINS))
-    loop = lk.range(0, steps // (CHAINS * parts), carry=accs)
-    for g, accs in loop:
-        accs = list(accs)
-        for c in range(CHAINS):
-            j = g * CHAINS + c
-            k = j * parts + part
-            s = lk.sm90.consumer_state(first + k, STAGES)
-            lk.sm90.mbarrier_wait(full[s.stage], s.phase)
-            lk.sm90.wgmma_fence()
-            accs[c] = lk.sm90.wgmma(accs[c], a_operand(sW, s.stage, wg, BK, A_MAJOR),
-                                    sX[:, :, s.stage], accumulate=g > 0)
-            lk.sm90.wgmma_commit()
-            lk.sm90.wgmma_wait(CHAINS - 1)     # its k-step CHAINS - 1 back has read its stage
-            with lk.if_(j >= CHAINS - 1):
-                release((s.stage + STAGES - (CHAINS - 1) * parts) % STAGES)
+    if promote:
+        accs += (lk.full(lk.sm90.wgmma_accumulator_layout(BN), 0.0),)
+    loop = lk.range(0, steps // (CHAINS * parts * period), carry=accs)
+    for g, carried in loop:
+        accs = list(carried)                     # the CHAINS accumulators (and the total)
+        for r in range(period):
+            for c in range(CHAINS):
+                j = (g * period + r) * CHAINS + c
+                k = j * parts + part
+                s = lk.sm90.consumer_state(first + k, STAGES)
+                lk.sm90.mbarrier_wait(full[s.stage], s.phase)
+                lk.sm90.wgmma_fence()
+                accs[c] = lk.sm90.wgmma(accs[c], a_operand(sW, s.stage, wg, BK, A_MAJOR),
+                                        sX[:, :, s.stage],
+                                        accumulate=r > 0 if promote else g > 0)
+                lk.sm90.wgmma_commit()
+                lk.sm90.wgmma_wait(CHAINS - 1)   # its k-step CHAINS - 1 back has read its stage
+                with lk.if_(j >= CHAINS - 1):
+                    release((s.stage + STAGES - (CHAINS - 1) * parts) % STAGES)
+        if promote:             # ptxas keeps accumulators in flight untouched (C7517)
+            lk.sm90.wgmma_wait(0)
+            for c in range(CHAINS):
+                accs[CHAINS] = accs[CHAINS] + accs[c]
         loop.next(*accs)
     accs = loop.results
     lk.sm90.wgmma_wait(0)
     last = lk.sm90.consumer_state(first + steps - parts + part, STAGES).stage
     for back in range(CHAINS - 2, -1, -1):       # the stages of its last CHAINS - 1 k-steps
         release((last + STAGES - back * parts) % STAGES)
+    if promote:
+        return accs[CHAINS]
     total = accs[0]
     for acc in accs[1:]:
         total = total + acc
@@ -94,7 +108,7 @@ def chained_k_steps(sW, sX, full, release, *, wg, first, steps, STAGES, BN, BK, 
 
 
 def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, TOKEN_TILES, epilogue=None,
-                       BM=WG_ROWS, PARTS=1):
+                       BM=WG_ROWS, PARTS=1, PROMOTE=0):
     """The pipeline (module docstring) inside a kernel of recipes._gemm_kernel.warps(BM *
     PARTS) warps: C (M x N) = epilogue(A (M x K) @ B), B the N x K tensor B (B_MAJOR "K":
     B[n, k]) or the K x N tensor B (B_MAJOR "N": B[k, n]), each with its last mode contiguous;
@@ -105,14 +119,16 @@ def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, TOKEN_TILES, epilo
     serves part s % PARTS only, whose waits then see each of its phases). PARTS > 1: that many
     consumer warpgroups per 64 weight rows take a tile's k-steps in turn (k-step k: part
     k % PARTS), parts 1.. hand their f32 sums to part 0 through shared memory (two named
-    barriers over the row group's warpgroups), which runs the epilogue, in one launch."""
+    barriers over the row group's warpgroups), which runs the epilogue, in one launch.
+    PROMOTE > 0 (fp8): each accumulator restarts every PROMOTE of its k-steps, added into an
+    f32 total (chained_k_steps)."""
     assert BM % WG_ROWS == 0 and BN % TOKEN_STEP == 0 and STAGES >= CHAINS * PARTS and \
         STAGES % PARTS == 0, (BM, BN, STAGES, PARTS)       # a stage serves one part only
     groups, BK = BM // WG_ROWS, row_elements(A.dtype)
     m, k = A.shape
     n = C.shape[1]
     TILES_W, TILES_T = -(-n // BM), TOKEN_TILES
-    unit_steps = CHAINS * PARTS                      # padded: whole chain groups of every part
+    unit_steps = CHAINS * PARTS * max(PROMOTE, 1)    # padded: whole chain groups of every part
     K_TILES = (-(-k // BK) + unit_steps - 1) // unit_steps * unit_steps
     sW = lk.shared_tensor(k_major(BM, STAGES, B.dtype) if B_MAJOR == "K" else
                           n_major(BM, STAGES, B.dtype), B.dtype, name="sW")
@@ -154,7 +170,7 @@ def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, TOKEN_TILES, epilo
                 acc = chained_k_steps(sW, sX, full, release, wg=rows,
                                       first=(t // GRID) * K_TILES, steps=K_TILES,
                                       STAGES=STAGES, BN=BN, BK=BK, A_MAJOR=B_MAJOR,
-                                      part=part, parts=PARTS)
+                                      part=part, parts=PARTS, promote=PROMOTE)
                 if PARTS > 1:
                     acc = _sum_parts(sR, acc, layout, rows=rows, part=part, parts=PARTS)
                 if part == 0:

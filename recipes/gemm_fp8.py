@@ -45,6 +45,7 @@ from recipes import _gemm_plans as plans
 from recipes._device import sm_count
 from recipes._gemm_kernel import CONSUMERS, PROMOTE_COLUMNS, TILE_M, WG_ROWS, gemm_tiles, \
     row_elements, warps
+from recipes._gemm_swap_kernel import gemm_tiles_swapped
 from recipes._gemm_splitk import REDUCE_WARPS, reduce_grid, reduce_splits
 from recipes._gemm_kernel import Config as TileConfig
 
@@ -148,6 +149,27 @@ def kernel(a_type, b_type, c_type, cluster: int, bm: int = BM):
 
 
 @functools.cache
+def swap_kernel(a_type, b_type, c_type, bm: int, parts: int = 1):
+    """The swapped kernel (recipes/_gemm_swap_kernel.py, decode: M <= 64 tokens): C^T = B^T
+    A^T with BM = `bm` weight rows on the wgmma's M side and BN tokens on its N side, `parts`
+    consumer warpgroups per 64 rows sharing a tile's k-steps, promoted every PROMOTE k-steps
+    of an accumulator, the scales applied to the f32 sum, C stored from registers; one
+    launch, no split."""
+    def gemm_fp8_swap(a: lk.Tensor[a_type, 2], b: lk.Tensor[b_type, 2],
+                      c: lk.Tensor[c_type, 2], scale_a: lk.Tensor[lk.f32, 2],
+                      scale_b: lk.Tensor[lk.f32, 2], GRID: lk.constexpr, BN: lk.constexpr,
+                      STAGES: lk.constexpr, TOKEN_TILES: lk.constexpr, PROMOTE: lk.constexpr):
+        """D (M x N, c) = scale_a * scale_b * (A (M x K) @ B), B given as the N x K tensor b;
+        TOKEN_TILES = ceil(M / BN) (the host's)."""
+        gemm_tiles_swapped(a, b, c, GRID=GRID, B_MAJOR="K", BN=BN, STAGES=STAGES,
+                           TOKEN_TILES=TOKEN_TILES, BM=bm, PARTS=parts, PROMOTE=PROMOTE,
+                           epilogue=scaled(scale_a, scale_b))
+    gemm_fp8_swap.__name__ = gemm_fp8_swap.__qualname__ = \
+        f"gemm_fp8_swap_bm{bm}" + (f"_k{parts}" if parts > 1 else "")
+    return lk.kernel(gemm_fp8_swap, num_warps=warps(bm * parts))
+
+
+@functools.cache
 def splitk_kernel(a_type, b_type, bm: int):
     """The split-K kernel: each of SPLIT_K K ranges' unscaled f32 partial product of a BM =
     `bm` row tile into its slab of the workspace w (recipes/_gemm_kernel.gemm_tiles with
@@ -196,7 +218,7 @@ def config_for(m: int, n: int, k: int, sms: int = 132) -> Config:
 
 @functools.lru_cache(maxsize=4096)
 def _chosen(m: int, n: int, k: int, sms: int) -> Config:
-    return choice.choose(m, n, k, sms, lk.e4m3, CONFIGS[0])
+    return choice.choose(m, n, k, sms, lk.e4m3, CONFIGS[0], swap=True)
 
 
 _RESIDENT: dict = {}
@@ -207,6 +229,8 @@ def _resident_units(device, cfg: Config, types: tuple) -> int:
     """Scheduling units (CTAs or clusters) of the kernel of `types` under `cfg` that run at
     once on `device` (recipes._gemm_host.resident_units)."""
     import torch
+    if cfg.SWAP:                 # no cluster, one CTA an SM (its ring fills shared memory)
+        return _sm_count(device)
     key = (device, cfg, types)
     if key not in _RESIDENT:
         sms = torch.cuda.get_device_properties(device).multi_processor_count
@@ -241,7 +265,7 @@ def check_promotion(what: str, config) -> None:
     if isinstance(p, bool) or not isinstance(p, int) or p < 0:
         raise ValueError(f"{what}: config.PROMOTE = {p!r}; it is an int >= 0 (k-steps per "
                          "promotion to the f32 accumulator; 0: none)")
-    if p > config.STAGES and config.BN > PROMOTE_COLUMNS:
+    if p > config.STAGES and config.BN > PROMOTE_COLUMNS and not config.SWAP:
         raise ValueError(f"{what}: config.PROMOTE = {p} with STAGES = {config.STAGES} and BN = "
                          f"{config.BN}; a BN over {PROMOTE_COLUMNS} is promoted in parts of "
                          f"{PROMOTE_COLUMNS} columns that each read the group's PROMOTE stages, "
@@ -276,7 +300,7 @@ def check_inputs(a, b, scale_a, scale_b, out, out_dtype, config):
     if out is not None and out_dtype is not None and getattr(out, "dtype", None) != out_dtype:
         raise ValueError(f"{what}: out has dtype {getattr(out, 'dtype', None)} but out_dtype is "
                          f"{out_dtype}; give one of them, or the same")
-    host.check_config(what, config, TILE_M, split_k=True)
+    host.check_config(what, config, TILE_M, split_k=True, swap=True)
     check_promotion(what, config)
     inputs = {"a": a, "b": b, **{name: s for name, s in (("scale_a", scale_a),
                                                           ("scale_b", scale_b)) if s is not None}}
@@ -357,10 +381,16 @@ def launches(a, b, scale_a, scale_b, out, config, sms: int, units) -> tuple[list
     types = _torch_types()
     key = (types[a.dtype], types[b.dtype], types[out.dtype])
     a_op, b_op = host.tma_ready(a), host.tma_ready(b.t())      # both K contiguous
-    c_stored, c = host.tma_output(out, keep=False)     # the kernel's TMA stores, C's columns
     cfg = config or config_for(m, n, k, sms)
-    plan = host.schedule(m, n, k, cfg, lk.e4m3, units(cfg, key))
     sa, sb = _broadcast(scale_a, m, n, a.device), _broadcast(scale_b, m, n, a.device)
+    if cfg.SWAP:                # C from registers (masked stores: out as it is), one launch
+        grid = units(cfg, key)
+        return [(swap_kernel(key[0], key[1], key[2], cfg.BM, cfg.SPLIT_K), (grid,),
+                 (a_op, b_op, out, sa, sb),
+                 dict(GRID=grid, BN=cfg.BN, STAGES=cfg.STAGES, TOKEN_TILES=-(-m // cfg.BN),
+                      PROMOTE=promotion(cfg)))], out
+    c_stored, c = host.tma_output(out, keep=False)     # the kernel's TMA stores, C's columns
+    plan = host.schedule(m, n, k, cfg, lk.e4m3, units(cfg, key))
     constexprs = dict(GRID=plan.grid, BN=cfg.BN, STAGES=cfg.STAGES, GROUP_M=plan.group)
     if plan.split_k > 1:        # unscaled f32 partials, then their sum scaled into c
         ws_stored, ws = plans.workspace(torch, a.device, plan.split_k * plan.slab_rows,
@@ -481,14 +511,20 @@ def cpu_error(shape, types, scales, grid, cfg, *, rng, tolerance=None, seeds=(0,
                                            from_fp8(b_t, b_type).astype(np.float64).T)
     c_bits = np.uint16 if c_type == lk.bf16 else np.float32
     c = np.zeros((m, host.round_up(n, 8)), c_bits)[:, :n]
-    plan = host.schedule(m, n, k, cfg, a_type, grid // cfg.CLUSTER)
     if tolerance is None:
         tolerance = 2 ** -7 if c_type == lk.bf16 else 2 ** -11
+    if cfg.SWAP:
+        launched = swap_kernel(a_type, b_type, c_type, cfg.BM, cfg.SPLIT_K)
+        constexprs = dict(TOKEN_TILES=-(-m // cfg.BN))
+    else:
+        launched = kernel(a_type, b_type, c_type, cfg.CLUSTER, cfg.BM)
+        constexprs = dict(GROUP_M=host.schedule(m, n, k, cfg, a_type, grid // cfg.CLUSTER).group,
+                          CLUSTER=cfg.CLUSTER)
     return check_on_cpu(
-        kernel(a_type, b_type, c_type, cfg.CLUSTER, cfg.BM), (grid,), padded(a), padded(b_t), c,
-        np.broadcast_to(sa, (m, n)), np.broadcast_to(sb, (m, n)), GRID=grid, BN=cfg.BN,
-        STAGES=cfg.STAGES, GROUP_M=plan.group, CLUSTER=cfg.CLUSTER, PROMOTE=promotion(cfg),
-        expect={"c": want}, tolerance=tolerance, seeds=seeds)
+        launched, (grid,), padded(a), padded(b_t), c, np.broadcast_to(sa, (m, n)),
+        np.broadcast_to(sb, (m, n)), GRID=grid, BN=cfg.BN, STAGES=cfg.STAGES,
+        PROMOTE=promotion(cfg), **constexprs, expect={"c": want}, tolerance=tolerance,
+        seeds=seeds)
 
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048), (8192, 8192, 1024),

@@ -23,6 +23,7 @@ BIG8 = lk.TensorSpec(lk.e4m3, (4096, 4096))
 BIG_F32 = lk.TensorSpec(lk.f32, (4096, 4096))
 ROWWISE = (lk.TensorSpec(lk.f32, (4096, 4096), (1, 0)), lk.TensorSpec(lk.f32, (4096, 4096),
                                                                        (0, 1)))
+TENSORWISE = lk.TensorSpec(lk.f32, (4096, 4096), (0, 0))
 BK = gemm_fp8.ATOM_K
 # the interpreter's fp8 wgmma accumulator keeps 14 bits within a promotion group: sums of up to
 # PROMOTE * 128 products of N(0, 1) x N(0, 4) values, relative to max |D| of the whole K
@@ -88,6 +89,36 @@ def test_64_row_tile_on_the_interpreter():
     assert err < 2 ** -7
 
 
+@pytest.mark.parametrize("m, n, k, bm, bn, parts, promote, scales, c_type", [
+    (1, 72, 1040, 64, 8, 1, 2, "rowwise", lk.bf16),
+    (13, 136, 600, 64, 16, 2, 1, "tensorwise", lk.f32),
+    (20, 200, 300, 128, 16, 1, 2, "rowwise", lk.bf16)])
+def test_swapped_kernel_on_the_interpreter(m, n, k, bm, bn, parts, promote, scales, c_type):
+    """The swapped kernel (decode) with fp8 operands: each accumulator promoted into the f32
+    total every PROMOTE of its k-steps, the scales on the transposed fragment, ragged M, N, K,
+    two persistent CTAs, two token tiles at M = 20; K = 1040: 9 k-steps padded to 16, two
+    restarts a chain; parts = 2: two consumer warpgroups sharing a tile's k-steps."""
+    cfg = gemm_fp8.Config(BM=bm, BN=bn, STAGES=4 * parts, CLUSTER=1, SPLIT_K=parts, SWAP=True,
+                          PROMOTE=promote)
+    tolerance = 2 ** -7 if c_type == lk.bf16 else TOLERANCE
+    err = gemm_fp8.cpu_error((m, n, k), (lk.e4m3, lk.e4m3, c_type), scales, 2, cfg,
+                             rng=np.random.default_rng(m), tolerance=tolerance, seeds=(0,))
+    assert err < tolerance
+
+
+def test_swapped_kernel_promotes():
+    """Without promotion (PROMOTE 0) a chain keeps its k-steps' sum in the 14-bit fp8
+    accumulator, which the interpreter models: positive inputs (sums that only grow) over
+    K = 4096 miss f32's bound where PROMOTE 1 meets it."""
+    def error(promote):
+        cfg = gemm_fp8.Config(BM=64, BN=8, STAGES=4, CLUSTER=1, SWAP=True, PROMOTE=promote)
+        return gemm_fp8.cpu_error((2, 64, 4096), (lk.e4m3, lk.e4m3, lk.f32), "tensorwise", 1,
+                                  cfg, rng=np.random.default_rng(0), tolerance=1.0,
+                                  seeds=(0,), positive=True)
+    promoted, fast = error(1), error(0)
+    assert promoted < 2 ** -11 < fast, (promoted, fast)
+
+
 # ---- compiled: no spills ---------------------------------------------------------------------
 @pytest.mark.parametrize("tile", _gemm_choice.candidates(1, gemm_fp8.CONFIGS[0])[1:], ids=str)
 def test_every_candidate_tile_compiles_without_spills(tile):
@@ -104,6 +135,28 @@ def test_every_candidate_tile_compiles_without_spills(tile):
         assert usage.stack_frame_bytes == 0, usage
 
 
+# the widest token tile of each consumer layout (registers grow with BN: CHAINS + 1
+# accumulators of BN / 2 a thread), bf16 out with per-row scales and f32 with per-tensor ones
+SWAPPED = [_gemm_choice.swap_candidates(64, gemm_fp8.CONFIGS[0])[0],
+           _gemm_choice.swap_candidates(64, gemm_fp8.CONFIGS[0])[1],
+           gemm_fp8.Config(BM=64, BN=64, CLUSTER=1, SWAP=True, SPLIT_K=2,
+                           STAGES=_gemm_choice.max_swap_stages(64, 64, 2))]
+
+
+@pytest.mark.parametrize("tile", SWAPPED, ids=str)
+def test_every_swapped_tile_compiles_without_spills(tile):
+    tokens = lk.TensorSpec(lk.e4m3, (tile.BN, 4096))
+    for c_type, scales in ((lk.bf16, ROWWISE), (lk.f32, (TENSORWISE,) * 2)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")      # spills and ignored setmaxnreg are warnings
+            usage = gemm_fp8.swap_kernel(lk.e4m3, lk.e4m3, c_type, tile.BM, tile.SPLIT_K
+                                         ).resources(
+                tokens, BIG8, lk.TensorSpec(c_type, (tile.BN, 4096)), *scales, GRID=132,
+                BN=tile.BN, STAGES=tile.STAGES, TOKEN_TILES=1, PROMOTE=tile.PROMOTE)
+        assert usage.spill_store_bytes == usage.spill_load_bytes == 0, (c_type, usage)
+        assert usage.stack_frame_bytes == 0, (c_type, usage)
+
+
 # ---- the heuristic -------------------------------------------------------------------------
 def test_config_for_worked_examples():
     default = gemm_fp8.CONFIGS[0]
@@ -111,9 +164,12 @@ def test_config_for_worked_examples():
                   (4096, 128256, 4096), (1024, 4096, 4096)):
         assert gemm_fp8.config_for(*shape) == default, shape        # fills the GPU: measured
     decode = gemm_fp8.config_for(1, 4096, 4096)
-    assert (decode.BM, decode.CLUSTER) == (64, 1) and decode.SPLIT_K > 1   # 32 tiles -> split
+    assert decode.SWAP and (decode.BM, decode.BN, decode.CLUSTER) == (64, 8, 1)  # weights on M
     assert isinstance(decode, gemm_fp8.Config) and decode.PROMOTE == gemm_fp8.PROMOTE
-    assert gemm_fp8.config_for(16, 14336, 4096).SPLIT_K == 1             # 112 tiles: no split
+    assert gemm_fp8.config_for(16, 14336, 4096).SWAP                     # 224 weight tiles
+    deep = gemm_fp8.config_for(1, 4096, 14336)
+    assert not deep.SWAP and deep.BM == 64 and deep.SPLIT_K > 1          # over 64 CTAs wins
+    assert not gemm_fp8.config_for(128, 4096, 4096).SWAP                 # past MAX_SWAP_M
     assert gemm_fp8.autotune_space(1, 4096, 4096)[-1] == decode
 
 
@@ -137,9 +193,13 @@ def test_the_model_counts_fp8_k_steps_rate_and_bytes():
        st.sampled_from([78, 114, 132]))
 def test_every_choice_is_a_valid_config(m, n, k, sms):
     cfg = gemm_fp8.config_for(m, n, k, sms)
-    host.check_config("test", cfg, TILE_M, split_k=True)
+    host.check_config("test", cfg, TILE_M, split_k=True, swap=True)
     gemm_fp8.check_promotion("test", cfg)
     assert cfg.smem_bytes(lk.f32) <= _gemm_choice.SMEM_BYTES
+    if cfg.SWAP:                 # decode shapes only; its own schedule (one launch, no split)
+        assert m <= _gemm_choice.MAX_SWAP_M and m <= cfg.BN < m + 8
+        assert cfg.PROMOTE == gemm_fp8.PROMOTE
+        return
     k_tiles = -(-k // BK)
     assert cfg.SPLIT_K == 1 or k_tiles >= _gemm_choice.MIN_SPLIT_STEPS * cfg.SPLIT_K
     plan = host.schedule(m, n, k, cfg, lk.e4m3, sms // cfg.CLUSTER, full_grid=True)
@@ -151,7 +211,8 @@ def test_every_choice_is_a_valid_config(m, n, k, sms):
 @pytest.mark.parametrize("config, names", [
     (gemm_fp8.Config(BM=64, BN=64, STAGES=3, CLUSTER=1, SPLIT_K=3),
      ["gemm_fp8_splitk", "gemm_fp8_reduce"]),
-    (gemm_fp8.Config(BM=64, BN=128, STAGES=2, CLUSTER=1), ["gemm_fp8"])])
+    (gemm_fp8.Config(BM=64, BN=128, STAGES=2, CLUSTER=1), ["gemm_fp8"]),
+    (gemm_fp8.Config(BM=64, BN=8, STAGES=4, CLUSTER=1, SWAP=True), ["gemm_fp8_swap_bm64"])])
 def test_host_launches_run_end_to_end(config, names):
     """gemm_fp8.launches (the GPU path's description) on CPU tensors through the interpreter:
     per-row / per-column scales, 13 columns into a column-strided out (rows that end inside a

@@ -209,7 +209,7 @@ def test_valid_meta_calls_pass_every_check_but_the_device():
 
 
 def test_a_recipe_without_the_swapped_kernel_refuses_swap():
-    from recipes import _gemm_host
-    with pytest.raises(ValueError, match=r"gemm_fp8: config .* does not fit the kernel: SWAP = "
-                                         r"True \(False: this recipe has no swapped kernel\)"):
-        _gemm_host.check_config("gemm_fp8", Config(CLUSTER=1, SWAP=True), split_k=True)
+    from recipes import gemm_grouped
+    with pytest.raises(ValueError, match=r"gemm_grouped: config .* does not fit the kernel: "
+                       r"SWAP = True \(False: this recipe has no swapped kernel\)"):
+        gemm_grouped.check_config(Config(CLUSTER=1, SWAP=True))
