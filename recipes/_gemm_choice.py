@@ -8,7 +8,7 @@ fp8), the tensor cores' rate (fp8 twice bf16's) and the bytes read from HBM.
     otherwise (small M, or too few tiles for one wave): the candidate of least modelled time
         tiles BM x BN in {64, 128} x {64, 128, 256}, cluster 1 (and the default), SPLIT_K in
         1, 2, 3, 4, 6, 8, 12, 16 with at least MIN_SPLIT_STEPS k-steps per K range; the ring as
-        deep as shared memory allows (at most MAX_STAGES); and where the recipe has it (bf16)
+        deep as shared memory allows (at most MAX_STAGES); and where the recipe has it (bf16, fp8)
         and M <= MAX_SWAP_M, the swapped kernel's tiles (swap_candidates: 64 or 128 weight
         rows by M tokens rounded up to 8, one launch, no split)
 

@@ -20,9 +20,11 @@ each tile's main loop (PerTensorScales), per-row ones in the epilogue.
 
 Configs: 128 x 256 tiles in 2-CTA clusters (CONFIGS[0]) wherever they fill the GPU; small M and
 few tiles take recipes/_gemm_choice.py's cost model (64-row tiles, narrower BN, split-K: unscaled
-f32 partials, then a reduction that applies the scales). `launches` describes a call's kernel
-launches; a repeated call signature launches its plan (recipes/_gemm_plans.py, shared with the
-bf16 gemm).
+f32 partials, then a reduction that applies the scales; for M <= 64, the swapped kernel of
+recipes/_gemm_swap_kernel.py, Config.SWAP: the weights on the wgmma's 64-row side, the tokens
+on its N side, one launch, each of its accumulators promoted every PROMOTE k-steps).
+`launches` describes a call's kernel launches; a repeated call signature launches its plan
+(recipes/_gemm_plans.py, shared with the bf16 gemm).
 
 Every argument is checked before anything reaches the GPU (`check_inputs`): each mistake a
 TypeError or ValueError naming the argument, its value and the rule. Numerics: the tensor cores
