@@ -1,8 +1,9 @@
 """fp8 GEMM, layoutkit's recipes/gemm_fp8.py against torch._scaled_mm (cuBLASLt), same run.
 
-    PYTHONPATH=. python3 benchmarks/bench_gemm_fp8.py [--reps 30] [--shapes main|issue|all]
+    PYTHONPATH=. python3 benchmarks/bench_gemm_fp8.py [--reps 30] [--shapes main|issue|decode|all]
                                                       [--part I/N] [--sweep] [--fast-accum]
                                                       [--promote P,Q] [--accuracy]
+                                                      [--unswapped]
 
 For each shape (M, N, K): random e4m3 A (M x K, row-major) and B (K x N, column-major), per-tensor
 and per-row/per-column f32 scales, bf16 out; the output checked against float64 of the
@@ -17,7 +18,9 @@ shipped config with those PROMOTE values (k-steps per promotion: speed against a
 float64) of the shipped config at each --promote value (default 0,1,2,4,8) beside cuBLASLt's
 default and fast-accum, on the chosen shapes and 16 x 4096 x 14336.
 Shape sets: main = 4096^3 and 8192^3; issue = the rows of issue 15's table and its small-M grid
-(M in 1..16384 x (N, K) in (4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)).
+(M in 1..16384 x (N, K) in (4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)); decode =
+that grid's M in 1, 16, 64. `--unswapped` adds a row per shape of the model's choice without
+the swapped kernel (recipes/_gemm_swap_kernel.py), the ablation of Config.SWAP.
 `--part I/N` runs every N-th shape from the I-th (1-based), so a long set splits over runs.
 """
 from __future__ import annotations
@@ -34,7 +37,9 @@ from layoutkit.tools.recipe_runner import load_recipe
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=30)
-    parser.add_argument("--shapes", choices=("main", "issue", "all"), default="all")
+    parser.add_argument("--shapes", choices=("main", "issue", "decode", "all"), default="all")
+    parser.add_argument("--unswapped", action="store_true",
+                        help="also time the model's choice without the swapped kernel")
     parser.add_argument("--sweep", action="store_true", help="time every autotuning config")
     parser.add_argument("--part", default="1/1", help="I/N: every N-th shape from the I-th")
     parser.add_argument("--fast-accum", action="store_true",
@@ -50,11 +55,16 @@ def main(argv=None) -> int:
     recipe = load_recipe("gemm_fp8")
     torch.manual_seed(0)
     main_shapes = [(4096, 4096, 4096), (8192, 8192, 8192)]
-    shapes = {"main": main_shapes, "issue": recipe.SHAPES[2:], "all": recipe.SHAPES}[args.shapes]
+    shapes = {"main": main_shapes, "issue": recipe.SHAPES[2:], "decode": recipe.DECODE_SHAPES,
+              "all": recipe.SHAPES}[args.shapes]
     shapes = shapes[part - 1::parts]
     configs = list(recipe.CONFIGS) if args.sweep else None
     if args.fast_accum:
         configs = (configs or [None]) + list(recipe.FAST_ACCUM_CONFIGS)
+    if args.unswapped:
+        configs = (configs or [None]) + [
+            lambda m, n, k: recipe.config_for(m, n, k, torch.cuda.get_device_properties(
+                0).multi_processor_count, swap=False)]
     if args.accuracy:
         values = [int(x) for x in (args.promote or "0,1,2,4,8").split(",")]
         accuracy(recipe, [(16, 4096, 14336)] + shapes, values)

@@ -211,16 +211,17 @@ def autotune_space(m: int, n: int, k: int, sms: int = 132) -> list[Config]:
     return list(dict.fromkeys(CONFIGS + (config_for(m, n, k, sms),)))
 
 
-def config_for(m: int, n: int, k: int, sms: int = 132) -> Config:
+def config_for(m: int, n: int, k: int, sms: int = 132, swap: bool = True) -> Config:
     """The config of an M x N x K problem on a GPU of `sms` SMs: BEST_CONFIGS' entry, else
     recipes/_gemm_choice.py's heuristic for fp8 operands (CONFIGS[0] wherever its tiles fill
-    the GPU; small M and few tiles: 64-row tiles, narrower BN, split-K, by its cost model)."""
-    return BEST_CONFIGS.get((m, n, k)) or _chosen(m, n, k, sms)
+    the GPU; small M and few tiles: 64-row tiles, narrower BN, split-K, the swapped kernel, by
+    its cost model; `swap` False: without the swapped kernel, the benchmark's ablation)."""
+    return BEST_CONFIGS.get((m, n, k)) or _chosen(m, n, k, sms, swap)
 
 
 @functools.lru_cache(maxsize=4096)
-def _chosen(m: int, n: int, k: int, sms: int) -> Config:
-    return choice.choose(m, n, k, sms, lk.e4m3, CONFIGS[0], swap=True)
+def _chosen(m: int, n: int, k: int, sms: int, swap: bool) -> Config:
+    return choice.choose(m, n, k, sms, lk.e4m3, CONFIGS[0], swap=swap)
 
 
 _RESIDENT: dict = {}
@@ -542,7 +543,8 @@ def benchmark(reps: int = 30, shapes=None, configs=None) -> list[dict]:
     cuBLASLt runs twice: its default (partial sums promoted to f32 every so often) and
     use_fast_accum=True (all of K in the tensor cores' accumulator, as a PROMOTE = 0 config).
     `shapes`: (M, N, K) triples (None: 4096^3 and 8192^3; SHAPES has issue 15's whole list);
-    `configs`: the configs to time per shape (None: the shipped choice). Prints a markdown table
+    `configs`: the configs to time per shape (None: the shipped choice; a callable: its
+    config of (M, N, K)). Prints a markdown table
     of TFLOP/s and ratios (layoutkit's TFLOP/s over the peer's: > 1 is faster) and the errors
     of layoutkit and cuBLASLt's default against float64 (relative to max |D|, bf16 out; an
     AssertionError past 2**-7, 2**-6 for a PROMOTE = 0 config), a case torch refuses showing
@@ -578,6 +580,8 @@ def benchmark(reps: int = 30, shapes=None, configs=None) -> list[dict]:
                 except RuntimeError as exc:       # a shape or scale form cuBLASLt refuses
                     peers[name] = str(exc).splitlines()[0][:50]
             for config in configs or [None]:
+                if callable(config):
+                    config = config(m, n, k)
                 def ours(config=config):
                     return gemm_fp8(a, b, sa, sb, config=config)
                 shown = config or config_for(m, n, k)
@@ -613,6 +617,8 @@ def benchmark(reps: int = 30, shapes=None, configs=None) -> list[dict]:
     return rows
 
 
+DECODE_SHAPES = [(m, n, k) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336),
+                                        (128256, 4096)) for m in (1, 16, 64)]
 BARE_FLOPS = 2 * 512 * 14336 * 4096     # shapes whose call the host's path may bound
 
 
