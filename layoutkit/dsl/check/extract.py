@@ -12,13 +12,17 @@ Approximations, stated: the integer parameters and the runtime integers made ker
 (`lk.index_value`, within their stated range) that bound runtime loops (directly or through
 any kernel arithmetic: min, max, floor division of sequence lengths, ...) are chosen before the
 walk, together, by a coordinate search over multiples of their declared divisors that gives
-as many loops as it can `2 * STAGES + 1` iterations (STAGES: the largest mbarrier array; that
-covers every stage/phase residue of the rings), except that a loop around loops that reach
-theirs (those whose trips the parameters move) needs only `2 * depth + 1`, depth the deepest ring
-its own ops use outside them (an mbarrier array's stages, a group wait's pending + 1; at least
-1): the inner loops cover the residues, outer iterations add the state carried between them;
-among values that cover as much it takes those walking the fewest trips (each chosen value
-refined to the smallest multiple of its divisor that covers as well); a loop counts for
+as many loops as it can the trips they want: a loop whose own ops (outside its nested loops)
+use an mbarrier ring, the period of those ops' barrier operands (slot offsets, parities,
+evaluated trip by trip from the counter's first value) + 1, which shows every stage/phase state
+they meet (a trip that takes c stages of an S-stage ring repeats after 2S / gcd(c, 2S) trips),
+or 2 * their deepest ring + 1 where none shows within 2 * STAGES trips; a loop around loops that
+reach theirs (those whose trips the parameters move) and uses no ring itself, none beyond a
+group wait's (the inner loops cover the residues, outer iterations add the state carried
+between them); both at least 2 * (a group wait's pending + 1) + 1; any other loop
+`2 * STAGES + 1` (STAGES: the largest mbarrier array). Among values that cover as much it takes
+those walking the fewest trips (each chosen value refined to the smallest multiple of its
+divisor that covers as well); a loop counts for
 the threads whose enclosing `lk.if_` conditions hold (a loop under a branch the chosen values
 close runs for none); other integer parameters take 16 times their divisor (clamped to a
 stated range); block indices are 0 (the CTA's position in its
@@ -28,7 +32,7 @@ walks in all is not checked (`TooLong`; the caller warns).
 """
 from __future__ import annotations
 
-import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -44,6 +48,11 @@ DEFAULT_PARAM = 16
 SEARCH_MULTIPLES = tuple(range(1, 17)) + tuple(m for e in range(4, 24) for m in (3 << (e - 1),
                                                                                   1 << (e + 1)))
 SEARCH_ROUNDS = 2
+
+
+def _same(a: list, b: list) -> bool:
+    """Whether two lists of per-thread values (ints or arrays) are equal element for element."""
+    return all(x is y or np.array_equal(x, y) for x, y in zip(a, b))
 
 
 def walk_ops(block, out=None) -> list:
@@ -447,41 +456,62 @@ class Extractor:
         nested = {id(op): [inner for inner in loops if op in enclosing[id(inner)][0]
                            and any(self.depends(v) & tuned for v in inner.operands[:2])]
                   for op in loops}       # the loops inside op whose trips the search moves
-        direct = {id(op): 2 * self._direct_depth(op.blocks[0]) + 1 for op in loops}
+        pending = {id(op): 2 * self._direct_depth(op.blocks[0], rings=False) + 1
+                   for op in loops}
+        rings = {id(op): self._direct_ring_ops(op.blocks[0]) for op in loops}
+        ring_params = {id(op): sorted(set().union(*(self.depends(v) for r in rings[id(op)]
+                                                    for v in r.operands)) & tuned)
+                       for op in loops}
+        ring_trips: dict = {}            # (loop, its rings' parameter values) -> trips wanted
 
-        def wanted(op, trips: dict) -> int:
-            """self.trips, or, for a loop around loops that each reach theirs (of those whose
-            trips the parameters move), 2 * the deepest ring its own ops use + 1: those inner
-            loops cover every stage/phase residue of the rings they use, and outer iterations
-            only add the state carried between them."""
+        def ring_wanted(op) -> int:
+            """The trips that show every stage/phase state of the rings loop op's own ops use
+            (outside its nested loops), with the enclosing counters at their first values: the
+            period of those ops' barrier operands + 1 (a body that takes CHAINS stages a trip
+            repeats after 2 * STAGES / CHAINS trips), else 2 * their deepest ring + 1; 0: op's
+            own ops use no ring."""
+            if not rings[id(op)]:
+                return 0
+            key = (id(op), *(self.values.fixed[v] for v in ring_params[id(op)]))
+            if key not in ring_trips:
+                period = self._ring_period(op, rings[id(op)])
+                ring_trips[key] = period + 1 if period else \
+                    2 * self._direct_depth(op.blocks[0]) + 1
+            return ring_trips[key]
+
+        def wanted(op, trips: dict, ring: dict) -> int:
+            """For a loop whose own ops use a ring: the trips its ring states need (ring_wanted;
+            at least 2 * a group wait's pending + 3); for a loop around loops that each reach
+            theirs (of those whose trips the parameters move): those, or 2 * its deepest group
+            wait + 3 (the inner loops cover every residue of the rings they use, and outer
+            iterations only add the state carried between them); else self.trips."""
             inner = nested[id(op)]
-            if inner and all(trips[id(i)] >= wanted(i, trips) for i in inner):
-                return direct[id(op)]
+            if ring[id(op)] or (inner and all(trips[id(i)] >= wanted(i, trips, ring)
+                                              for i in inner)):
+                return max(ring[id(op)], pending[id(op)])
             return self.trips
-
-        scale = math.lcm(self.trips, *direct.values())     # of every wanted(): exact sums
 
         def score():
             self.values.memo.clear()
             if not all(self._holds(f) for f in facts):
                 return -1, -1
-            trips = {}
+            trips, ring = {}, {}
             for op in loops:
                 for outer in enclosing[id(op)][0]:
                     self.values.fixed[outer.blocks[0].args[0].id] = self.values(outer.operands[0])
                 trips[id(op)] = self._most_trips(op, self._taken(guards[id(op)]))
-            for op in loops:
+                ring[id(op)] = ring_wanted(op)
                 for outer in enclosing[id(op)][0]:
                     self.values.fixed.pop(outer.blocks[0].args[0].id, None)
-            self.values.memo.clear()
+                self.values.memo.clear()
             running = sum(t > 0 for t in trips.values())
-            covered = sum(min(trips[id(op)], w) * (scale // w) for op in loops
-                          for w in (wanted(op, trips),))     # sum(min(trips, w) / w) * scale
+            covered = sum(Fraction(min(trips[id(op)], w), w) for op in loops
+                          for w in (wanted(op, trips, ring),))
             return running, covered, -sum(trips.values())     # then the fewest trips walked
 
         for vid in tunable:
             self.values.fixed[vid] = self._candidates(vid)[0]
-        best, most = score(), (len(loops), len(loops) * scale)
+        best, most = score(), (len(loops), len(loops))
         for _ in range(SEARCH_ROUNDS):
             improved = False
             for vid in tunable:
@@ -519,21 +549,64 @@ class Extractor:
                 "kernel with values that break them", km.Site(None, "")))
         return tunable
 
-    def _direct_depth(self, block) -> int:
+    def _direct_depth(self, block, rings: bool = True) -> int:
         """The deepest ring the ops of `block` use outside its nested loops (at least 1): an
-        mbarrier op's array's stages, a group wait's `pending` + 1."""
+        mbarrier op's array's stages (unless not `rings`), a group wait's `pending` + 1."""
         depth = 1
         for op in block.ops:
             name = op.attrs.get("barrier") if op.name.startswith("mbarrier_") else None
-            if name is not None:
+            if name is not None and rings:
                 depth = max(depth, self.barrier_stages.get(name, self.stages))
             pending = op.attrs.get("pending")
             if isinstance(pending, int):
                 depth = max(depth, pending + 1)
             if op.name != "for":
                 for inner in op.blocks:
-                    depth = max(depth, self._direct_depth(inner))
+                    depth = max(depth, self._direct_depth(inner, rings))
         return depth
+
+    def _direct_ring_ops(self, block, out=None) -> list:
+        """The mbarrier ops (waits, arrives; not inits) of `block` outside its nested loops."""
+        out = [] if out is None else out
+        for op in block.ops:
+            if op.name.startswith("mbarrier_") and op.name != "mbarrier_init" and \
+                    op.attrs.get("barrier") is not None:
+                out.append(op)
+            if op.name != "for":
+                for inner in op.blocks:
+                    self._direct_ring_ops(inner, out)
+        return out
+
+    def _ring_period(self, op, ring_ops) -> int | None:
+        """The fewest trips p (<= 2 * the deepest of their rings) after which the operands of
+        `ring_ops` (loop op's own barrier ops: slot offsets, parities) at every thread repeat
+        the first trip's and the second's, the counter stepping from its first value (the
+        enclosing counters and the parameters as fixed now); None: no such p, or an operand not
+        known. A ring counter affine in the loop counter (counter = first + trip * c) repeats
+        its (stage, phase) after 2 * STAGES / gcd(c, 2 * STAGES) trips."""
+        values = self.values
+        lo, step = values(op.operands[0]), values(op.operands[2])
+        if lo is UNKNOWN or type(step) not in (int, np.int64):
+            return None
+        counter = op.blocks[0].args[0].id
+        horizon = 2 * max(self.barrier_stages.get(r.attrs["barrier"], self.stages)
+                          for r in ring_ops)
+        states = []
+        try:
+            for trip in range(horizon + 2):
+                values.fixed[counter] = lo + trip * int(step)     # lo: per thread, or one
+                values.memo.clear()
+                state = [values(v) for r in ring_ops for v in r.operands]
+                if any(x is UNKNOWN for x in state):
+                    return None
+                states.append(state)
+                p = trip - 1
+                if p >= 1 and _same(states[p], states[0]) and _same(states[trip], states[1]):
+                    return p
+            return None
+        finally:
+            values.fixed.pop(counter, None)
+            values.memo.clear()
 
     def _holds(self, fact) -> bool:
         value = self.values(fact)
