@@ -66,11 +66,13 @@ REDUCE_LAUNCH_S = 2.0e-6            # the reduction kernel's launch and tail
 # docs/PERFORMANCE.md). The same for every candidate of that kernel, so it only weighs
 # against the swapped kernel's:
 START_S = 6e-6
-# the swapped kernel on the H200 (bench_gemm_small_m.py, 2026-12-03): one CTA's k-step of BM
-# weight rows, its consumers' pace (0.234 us at 64 rows: ~35 GB/s of weights per consumer
-# warpgroup, whatever the token tile), and its start
-SWAP_STEP_S = {64: 0.234e-6, 128: 0.267e-6}
-SWAP_START_S = 3e-6
+# the swapped kernel on the H200 (bench_gemm_small_m.py, 2026-12-03, 18:18 UTC, with the
+# token-tile count a constexpr): one CTA's k-step of BM weight rows (0.155 us at 64 rows: ~53
+# GB/s of weights a CTA, whatever the token tile; the bare kernels of 64 CTAs at 64 and 224
+# k-steps, 17.1-18.1 and 42.4 us, fitted by a line), and its start (the line's 7.7 us at 64
+# rows, 5.4 at 128)
+SWAP_STEP_S = {64: 0.155e-6, 128: 0.22e-6}
+SWAP_START_S = 6.5e-6
 
 
 def max_stages(bm: int, bn: int) -> int:

@@ -167,8 +167,9 @@ def test_config_for_worked_examples():
     assert decode.SWAP and (decode.BM, decode.BN, decode.CLUSTER) == (64, 8, 1)  # weights on M
     assert isinstance(decode, gemm_fp8.Config) and decode.PROMOTE == gemm_fp8.PROMOTE
     assert gemm_fp8.config_for(16, 14336, 4096).SWAP                     # 224 weight tiles
-    deep = gemm_fp8.config_for(1, 4096, 14336)
-    assert not deep.SWAP and deep.BM == 64 and deep.SPLIT_K > 1          # over 64 CTAs wins
+    assert gemm_fp8.config_for(1, 4096, 14336).SWAP                      # 64 weight tiles
+    few = gemm_fp8.config_for(1, 1024, 14336)           # 16 weight tiles x 112 k-steps: split-K
+    assert not few.SWAP and few.BM == 64 and few.SPLIT_K > 1             # over 64 CTAs wins
     assert not gemm_fp8.config_for(128, 4096, 4096).SWAP                 # past MAX_SWAP_M
     assert gemm_fp8.autotune_space(1, 4096, 4096)[-1] == decode
 

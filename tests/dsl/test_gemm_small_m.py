@@ -350,8 +350,9 @@ def test_config_for_worked_examples():
     decode = gemm_hopper.config_for(1, 4096, 4096)                         # one launch, the
     assert decode.SWAP and (decode.BM, decode.BN, decode.CLUSTER) == (64, 8, 1)  # weights on M
     assert gemm_hopper.config_for(16, 14336, 4096).SWAP                  # 224 weight tiles
-    deep = gemm_hopper.config_for(16, 4096, 14336)       # 64 weight tiles x 224 k-steps: split-K
-    assert not deep.SWAP and deep.BM == 64 and deep.SPLIT_K > 1          # over 128 CTAs wins
+    assert gemm_hopper.config_for(16, 4096, 14336).SWAP     # 64 CTAs at 53 GB/s: the stream
+    few = gemm_hopper.config_for(16, 1024, 14336)       # 16 weight tiles x 224 k-steps: split-K
+    assert not few.SWAP and few.BM == 64 and few.SPLIT_K > 1             # over 128 CTAs wins
     assert not gemm_hopper.config_for(128, 4096, 4096).SWAP              # past MAX_SWAP_M
     assert gemm_hopper.config_for(1024, 1024, 1024) != default            # 32 tiles of 128x256
 
