@@ -2,7 +2,7 @@
 choice of recipes/_gemm_choice.py's model and cuBLAS, same run.
 
     PYTHONPATH=. python3 benchmarks/bench_gemm_small_m.py [--reps 20] [--shapes 1x4096x4096 ...]
-        [--majors K N]
+        [--majors K N] [--swap-only]
 
 Per shape and B major (`--majors`; K: x @ w.t(), N: x @ b of a row-major b), one interleaved
 group (layoutkit.tools.benchmarking: CUDA events, L2 flushed before each call, medians):
@@ -10,7 +10,8 @@ gemm(a, b, config=...) for every cluster-1 tile of the 64-row candidates (64 x 6
 64 x 256, the ring as deep as shared memory allows) at SPLIT_K in SPLITS (those the k-steps
 allow), the swapped kernel's tiles (recipes/_gemm_choice.swap_candidates: 64 or 128 weight
 rows by the tokens, one launch; and 64 rows with two consumer warpgroups sharing the k-steps,
-SPLIT_K = 2, which the model does not weigh yet) and the config config_for chooses,
+SPLIT_K = 2, which the model does not weigh yet; and the 64-row tile at the deepest ring shared
+memory holds, past recipes/_gemm_choice.MAX_SWAP_STAGES) and the config config_for chooses,
 each config's bare launches (prepared once: kernel time plus the launches' own host cost) and
 cuBLAS. Each config's output is checked against cuBLAS first. Prints a markdown table: ratio =
 cuBLAS time / layoutkit time, B stream = N * K * 2 bytes / time (the target at M <= 16: ~3
@@ -38,6 +39,8 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES))
     parser.add_argument("--majors", nargs="+", choices=("K", "N"), default=["K"])
+    parser.add_argument("--swap-only", action="store_true",
+                        help="time the chosen config, the swapped tiles and cuBLAS only")
     args = parser.parse_args(argv)
     recipe = load_recipe("gemm_hopper")
     import layoutkit as lk
@@ -58,7 +61,7 @@ def main(argv=None) -> int:
             return a @ b
         chosen = recipe.config_for(m, n, k, sms)
         configs = [chosen]
-        for bm, bn in TILES:
+        for bm, bn in () if args.swap_only else TILES:
             tile = choice.Config(BM=bm, BN=bn, CLUSTER=1, STAGES=choice.max_stages(bm, bn))
             for split in SPLITS:
                 if split == 1 or -(-k // row_elements(lk.bf16)) >= \
@@ -67,7 +70,11 @@ def main(argv=None) -> int:
         split_swap = [dataclasses.replace(c, BM=64, SPLIT_K=2,
                                           STAGES=choice.max_swap_stages(64, c.BN, 2))
                       for c in choice.swap_candidates(m)[:1]]     # not modelled yet
-        configs = list(dict.fromkeys(configs + choice.swap_candidates(m) + split_swap))
+        deep_ring = [dataclasses.replace(c, STAGES=max(
+            s for s in range(2, 64) if dataclasses.replace(c, STAGES=s).smem_bytes() <=
+            choice.SMEM_BYTES)) for c in choice.swap_candidates(m)[:1]]   # past MAX_SWAP_STAGES
+        configs = list(dict.fromkeys(configs + choice.swap_candidates(m) + split_swap +
+                                     deep_ring))
         runs = {}
         for i, cfg in enumerate(configs):
             checked(recipe, a, b, reference, cfg)
@@ -78,7 +85,7 @@ def main(argv=None) -> int:
         theirs = times["cuBLAS"].median_ms
         for i, cfg in enumerate(configs):
             t, t_bare = times[str(i)].median_ms, times[f"bare{i}"].median_ms
-            print(f"| {m} | {n} | {k} | {major} | {short(cfg)} | {2 if cfg.SPLIT_K > 1 else 1} | "
+            print(f"| {m} | {n} | {k} | {major} | {short(cfg)} | {2 if cfg.SPLIT_K > 1 and not cfg.SWAP else 1} | "
                   f"{theirs / t:.3f} | {n * k * 2 / (t * 1e-3) / 1e12:.2f} | "
                   f"{theirs / t_bare:.3f} | {t_bare * 1e3:.1f} | "
                   f"{'chosen' if i == 0 else ''} |", flush=True)
