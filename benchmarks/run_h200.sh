@@ -4,6 +4,10 @@
 #   (no argument: all three). Each pytest group runs in its own process with its own timeout,
 #   so a hang in one group (a pipeline bug) cannot take the others with it; groups whose
 #   kernels wait on mbarriers run with LAYOUTKIT_DEBUG=1 (bounded waits raise, never hang).
+#   JOBS=N runs up to N test groups at once (their tracing and ptxas use the host's cores; the
+#   GPU is shared; the cubin cache survives concurrent writers); EXAMPLE=0 skips the
+#   transformer-block example; MAX_GROUP_S=S caps each group's timeout. The groups' summary
+#   lines end the tests part.
 set -uo pipefail
 OUT=${OUT:-/tmp/layoutkit-out}; mkdir -p "$OUT"
 export PYTHONPATH=. PYTHONUNBUFFERED=1 LAYOUTKIT_CACHE_DIR=/tmp/layoutkit-cache
@@ -14,11 +18,22 @@ parts=${*:-tests bench recipes}
   python3 -c "import torch, triton, cuda.bindings; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda-bindings', cuda.bindings.__version__)"
 } 2>&1 | tee "$OUT/env.txt"
 
-gpu_tests() {   # [GPU_ENV=VAR=value] [GPU_TIMEOUT=seconds] gpu_tests LABEL FILES...
-  local label=$1; shift
+run_group() {   # MAX_GROUP_S caps every group's timeout (a device call's own limit)
+  local label=$1 limit=${GPU_TIMEOUT:-300}; shift
+  (( ${MAX_GROUP_S:-0} > 0 && limit > MAX_GROUP_S )) && limit=$MAX_GROUP_S
   echo "== pytest $label"
-  timeout ${GPU_TIMEOUT:-300} env ${GPU_ENV:-} python3 -m pytest -m gpu "$@" -p no:cacheprovider -q -rs \
-      --timeout=150 --timeout-method=thread 2>&1 | tee "$OUT/pytest_$label.log" | tail -8
+  timeout $limit env ${GPU_ENV:-} python3 -m pytest -m gpu "$@" -p no:cacheprovider -q -rs \
+      --timeout=150 --timeout-method=thread > "$OUT/pytest_$label.log" 2>&1
+  echo "== pytest $label: $(awk 'NF {last = $0} END {print last}' "$OUT/pytest_$label.log")"
+}
+
+gpu_tests() {   # [GPU_ENV=VAR=value] [GPU_TIMEOUT=seconds] gpu_tests LABEL FILES...
+  if (( ${JOBS:-1} > 1 )); then      # a background group; its prefix variables go with it
+    while (( $(jobs -rp | wc -l) >= JOBS )); do wait -n; done
+    run_group "$@" &
+  else
+    run_group "$@"
+  fi
 }
 
 if [[ $parts == *tests* ]]; then
@@ -49,9 +64,15 @@ if [[ $parts == *tests* ]]; then
   gpu_tests launch tests/gpu/test_spec_cache_gpu.py tests/gpu/test_launch_fast_maps_gpu.py
   gpu_tests misuse tests/gpu/test_misuse_gpu.py
   gpu_tests torch tests/gpu/test_torch_ops_gpu.py -k "not example"   # layoutkit.torch's ops
-  echo "== examples/transformer_block.py"      # compiles the block (inductor): minutes
-  timeout 900 python3 examples/transformer_block.py --steps 5 2>&1 | tee "$OUT/transformer_block.txt"
-  grep -h -E "passed|failed|error" "$OUT"/pytest_*.log | tail -20
+  GPU_ENV=LAYOUTKIT_DEBUG=1 gpu_tests tma_reduce tests/gpu/test_dsl_tma_reduce_gpu.py \
+      tests/gpu/test_dsl_tma_reduce_probe_gpu.py tests/gpu/test_recipe_softmax_staged_gpu.py
+  gpu_tests no_host_sync tests/gpu/test_recipes_no_host_sync_gpu.py   # release builds (its own)
+  wait
+  if [[ ${EXAMPLE:-1} != 0 ]]; then
+    echo "== examples/transformer_block.py"      # compiles the block (inductor): minutes
+    timeout 900 python3 examples/transformer_block.py --steps 5 2>&1 | tee "$OUT/transformer_block.txt"
+  fi
+  for log in "$OUT"/pytest_*.log; do echo "$(basename "$log" .log): $(awk 'NF {last = $0} END {print last}' "$log")"; done
 fi
 if [[ $parts == *bench* ]]; then
   for bench in benchmarks/bench_launch.py benchmarks/bench_gemm.py benchmarks/bench_attention.py; do
