@@ -6,7 +6,8 @@
 #   kernels wait on mbarriers run with LAYOUTKIT_DEBUG=1 (bounded waits raise, never hang).
 #   JOBS=N runs up to N test groups at once (their tracing and ptxas use the host's cores; the
 #   GPU is shared; the cubin cache survives concurrent writers); EXAMPLE=0 skips the
-#   transformer-block example; MAX_GROUP_S=S caps each group's timeout. The groups' summary
+#   transformer-block example; TESTS_S=S ends the test groups within S seconds (each one's
+#   timeout cut to what is left, a group not started in time says so). The groups' summary
 #   lines end the tests part.
 set -uo pipefail
 OUT=${OUT:-/tmp/layoutkit-out}; mkdir -p "$OUT"
@@ -18,9 +19,13 @@ parts=${*:-tests bench recipes}
   python3 -c "import torch, triton, cuda.bindings; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda-bindings', cuda.bindings.__version__)"
 } 2>&1 | tee "$OUT/env.txt"
 
-run_group() {   # MAX_GROUP_S caps every group's timeout (a device call's own limit)
-  local label=$1 limit=${GPU_TIMEOUT:-300}; shift
-  (( ${MAX_GROUP_S:-0} > 0 && limit > MAX_GROUP_S )) && limit=$MAX_GROUP_S
+TESTS_END=$(( $(date +%s) + ${TESTS_S:-100000} ))
+run_group() {   # a group's timeout is cut to what is left of TESTS_S (a device call's limit)
+  local label=$1 limit=${GPU_TIMEOUT:-300} left=$(( TESTS_END - $(date +%s) )); shift
+  (( limit > left )) && limit=$left
+  if (( limit < 10 )); then
+    echo "not run: TESTS_S spent" > "$OUT/pytest_$label.log"; return
+  fi
   echo "== pytest $label"
   timeout $limit env ${GPU_ENV:-} python3 -m pytest -m gpu "$@" -p no:cacheprovider -q -rs \
       --timeout=150 --timeout-method=thread > "$OUT/pytest_$label.log" 2>&1
