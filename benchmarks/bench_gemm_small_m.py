@@ -11,12 +11,13 @@ gemm(a, b, config=...) for every cluster-1 tile of the 64-row candidates (64 x 6
 allow), the swapped kernel's tiles (recipes/_gemm_choice.swap_candidates: 64 or 128 weight
 rows by the tokens, one launch; and 64 rows with two consumer warpgroups sharing the k-steps,
 SPLIT_K = 2, which the model does not weigh yet; and the 64-row tile at the deepest ring shared
-memory holds, past recipes/_gemm_choice.MAX_SWAP_STAGES) and the config config_for chooses,
-each config's bare launches (prepared once: kernel time plus the launches' own host cost) and
-cuBLAS. Each config's output is checked against cuBLAS first. Prints a markdown table: ratio =
-cuBLAS time / layoutkit time, B stream = N * K * 2 bytes / time (the target at M <= 16: ~3
-TB/s), launches (1 or 2: split-K adds the reduction kernel), the bare launches' ratio and time
-(cuBLAS's time in its row); the chosen row marked.
+memory holds, past recipes/_gemm_choice.MAX_SWAP_STAGES; and narrower token tiles, M / 2 and
+M / 4 rounded up to 8, that put two or four CTAs on each weight tile) and the config
+config_for chooses, each config's bare launches (prepared once: kernel time plus the
+launches' own host cost) and cuBLAS. Each config's output is checked against cuBLAS first.
+Prints a markdown table: ratio = cuBLAS time / layoutkit time, B stream = N * K * 2 bytes /
+time (the target at M <= 16: ~3 TB/s), launches (1 or 2: split-K adds the reduction kernel),
+the bare launches' ratio and time (cuBLAS's time in its row); the chosen row marked.
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def main(argv=None) -> int:
     recipe = load_recipe("gemm_hopper")
     import layoutkit as lk
     from recipes import _gemm_choice as choice
+    from recipes._gemm_host import round_up
     from recipes._gemm_kernel import row_elements
     from benchmarks.bench_gemm import bare, checked, short
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -73,8 +75,12 @@ def main(argv=None) -> int:
         deep_ring = [dataclasses.replace(c, STAGES=max(
             s for s in range(2, 64) if dataclasses.replace(c, STAGES=s).smem_bytes() <=
             choice.SMEM_BYTES)) for c in choice.swap_candidates(m)[:1]]   # past MAX_SWAP_STAGES
+        token_split = [dataclasses.replace(c, BN=bn, STAGES=choice.max_swap_stages(64, bn))
+                       for c in choice.swap_candidates(m)[:1]
+                       for bn in sorted({round_up(-(-m // t), 8) for t in (2, 4)})
+                       if bn < c.BN]       # more token tiles: more CTAs on few weight tiles
         configs = list(dict.fromkeys(configs + choice.swap_candidates(m) + split_swap +
-                                     deep_ring))
+                                     deep_ring + token_split))
         runs = {}
         for i, cfg in enumerate(configs):
             checked(recipe, a, b, reference, cfg)
