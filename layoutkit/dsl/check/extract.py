@@ -48,6 +48,7 @@ DEFAULT_PARAM = 16
 SEARCH_MULTIPLES = tuple(range(1, 17)) + tuple(m for e in range(4, 24) for m in (3 << (e - 1),
                                                                                   1 << (e + 1)))
 SEARCH_ROUNDS = 2
+RING_ROUNDS = 3           # searches at most, each with the ring periods of the last's choice
 
 
 def _same(a: list, b: list) -> bool:
@@ -459,25 +460,23 @@ class Extractor:
         pending = {id(op): 2 * self._direct_depth(op.blocks[0], rings=False) + 1
                    for op in loops}
         rings = {id(op): self._direct_ring_ops(op.blocks[0]) for op in loops}
-        ring_params = {id(op): sorted(set().union(*(self.depends(v) for r in rings[id(op)]
-                                                    for v in r.operands)) & tuned)
-                       for op in loops}
-        ring_trips: dict = {}            # (loop, its rings' parameter values) -> trips wanted
+        ring_trips: dict = {}            # loop -> trips its rings want (one search's values)
 
         def ring_wanted(op) -> int:
             """The trips that show every stage/phase state of the rings loop op's own ops use
             (outside its nested loops), with the enclosing counters at their first values: the
             period of those ops' barrier operands + 1 (a body that takes CHAINS stages a trip
             repeats after 2 * STAGES / CHAINS trips), else 2 * their deepest ring + 1; 0: op's
-            own ops use no ring."""
+            own ops use no ring. Found at the parameter values of the search's start, then of
+            its choice (choose's rounds below), not at every value it tries (each is a walk of
+            2 * STAGES trips of the ring ops' operands)."""
             if not rings[id(op)]:
                 return 0
-            key = (id(op), *(self.values.fixed[v] for v in ring_params[id(op)]))
-            if key not in ring_trips:
+            if id(op) not in ring_trips:
                 period = self._ring_period(op, rings[id(op)])
-                ring_trips[key] = period + 1 if period else \
+                ring_trips[id(op)] = period + 1 if period else \
                     2 * self._direct_depth(op.blocks[0]) + 1
-            return ring_trips[key]
+            return ring_trips[id(op)]
 
         def wanted(op, trips: dict, ring: dict) -> int:
             """For a loop whose own ops use a ring: the trips its ring states need (ring_wanted;
@@ -509,10 +508,21 @@ class Extractor:
                           for w in (wanted(op, trips, ring),))
             return running, covered, -sum(trips.values())     # then the fewest trips walked
 
-        for vid in tunable:
-            self.values.fixed[vid] = self._candidates(vid)[0]
-        best, most = score(), (len(loops), len(loops))
-        for _ in range(SEARCH_ROUNDS):
+        most = (len(loops), len(loops))
+
+        def search():
+            for vid in tunable:
+                self.values.fixed[vid] = self._candidates(vid)[0]
+            best = score()
+            for _ in range(SEARCH_ROUNDS):
+                improved, best = improve(best)
+                if not improved:
+                    break
+            return best
+
+        def improve(best) -> tuple:
+            """One round of the coordinate search from score `best`: (whether it improved, the
+            score where it ends)."""
             improved = False
             for vid in tunable:
                 keep, below = self.values.fixed[vid], None
@@ -539,7 +549,14 @@ class Extractor:
                         else:
                             lo = mid
                 self.values.fixed[vid] = keep
-            if not improved:
+            return improved, best
+
+        for _ in range(RING_ROUNDS):   # a loop's ring period may move with the parameters
+            best = search()
+            used = dict(ring_trips)
+            ring_trips.clear()
+            score()                       # the periods at the chosen values
+            if ring_trips == used:
                 break
         if best[0] == -1:
             text = "; ".join(op.attrs["text"] for op in self.ops
