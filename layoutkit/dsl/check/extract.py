@@ -49,6 +49,7 @@ SEARCH_MULTIPLES = tuple(range(1, 17)) + tuple(m for e in range(4, 24) for m in 
                                                                                   1 << (e + 1)))
 SEARCH_ROUNDS = 2
 RING_ROUNDS = 3           # searches at most, each with the ring periods of the last's choice
+                          # (another only where those leave a loop short of its trips)
 
 
 def _same(a: list, b: list) -> bool:
@@ -500,9 +501,10 @@ class Extractor:
                     self.values.fixed[outer.blocks[0].args[0].id] = self.values(outer.operands[0])
                 trips[id(op)] = self._most_trips(op, self._taken(guards[id(op)]))
                 ring[id(op)] = ring_wanted(op)
+            for op in loops:
                 for outer in enclosing[id(op)][0]:
                     self.values.fixed.pop(outer.blocks[0].args[0].id, None)
-                self.values.memo.clear()
+            self.values.memo.clear()
             running = sum(t > 0 for t in trips.values())
             covered = sum(Fraction(min(trips[id(op)], w), w) for op in loops
                           for w in (wanted(op, trips, ring),))
@@ -555,8 +557,8 @@ class Extractor:
             best = search()
             used = dict(ring_trips)
             ring_trips.clear()
-            score()                       # the periods at the chosen values
-            if ring_trips == used:
+            got = score()                 # the periods at the chosen values
+            if ring_trips == used or got[:2] == most:    # the same, or still every one met
                 break
         if best[0] == -1:
             text = "; ".join(op.attrs["text"] for op in self.ops
@@ -608,11 +610,11 @@ class Extractor:
         counter = op.blocks[0].args[0].id
         horizon = 2 * max(self.barrier_stages.get(r.attrs["barrier"], self.stages)
                           for r in ring_ops)
-        states = []
+        states, variant = [], self.defined_in(op.blocks[0])  # what a trip recomputes
         try:
             for trip in range(horizon + 2):
                 values.fixed[counter] = lo + trip * int(step)     # lo: per thread, or one
-                values.memo.clear()
+                values.forget(variant)
                 state = [values(v) for r in ring_ops for v in r.operands]
                 if any(x is UNKNOWN for x in state):
                     return None
@@ -623,7 +625,7 @@ class Extractor:
             return None
         finally:
             values.fixed.pop(counter, None)
-            values.memo.clear()
+            values.forget(variant)
 
     def _holds(self, fact) -> bool:
         value = self.values(fact)
