@@ -42,9 +42,9 @@ DEFAULT = Config(BN=256, STAGES=4)
 SMEM_BYTES = 232448 - 1024          # the opt-in shared memory of an sm_90 CTA, barriers aside
 MAX_STAGES = 8
 # The swapped kernel's rings (9-18 KB a stage): 16 stages of 64 weight rows keep 128 KB of
-# weights in flight, 3.7 us of one CTA's measured stream (~35 GB/s), well over a load's
-# latency; deeper rings (the H200 runs of 2026-12-03 had 22-25 stages at BN 8-16) cost
-# protocol-check time that grows with the stages (CPU: 1.8 s at 16 stages, 4.6 s at 25)
+# weights in flight, 2.4 us of one CTA's measured stream (~53 GB/s), well over a load's
+# latency; the deepest rings shared memory holds (22-25 stages at BN 8-16) measured no faster
+# on the H200 (2026-12-03, docs/PERFORMANCE.md)
 MAX_SWAP_STAGES = 16
 MAX_SWAP_M = 64                     # the swapped kernel serves M up to here (its token tile)
 MIN_SPLIT_STEPS = 4                 # k-steps per K range at least (the ring's fill amortised)

@@ -302,8 +302,7 @@ def test_every_shipped_tile_compiles_without_spills(tile):
 
 # The swapped tiles' registers grow with BN (the accumulators: BN / 2 a thread per chain), not
 # with the ring: the widest token tile of each consumer layout, and the 128-row tile at BN 8
-# (the most stages of the two-consumer layout). The protocol check's time grows with the
-# stages (24-25 at BN 8, 64 rows: 11-28 s on this CPU), so those are not compiled here.
+# (the most stages of the two-consumer layout).
 SPILL_SWAPS = _gemm_choice.swap_candidates(64) + _gemm_choice.swap_candidates(1)[1:] + [
     Config(BM=64, BN=64, CLUSTER=1, SWAP=True, SPLIT_K=2,
            STAGES=_gemm_choice.max_swap_stages(64, 64, 2))]
