@@ -413,3 +413,44 @@ def test_consumer_reading_without_waiting_on_full():
           f"{L('# PRODUCER WAIT')} (iteration 0 of the lk.range at line {L('# PRODUCER LOOP')}): "
           "it completed 3 phase(s); phase 3 has 0 of 128 arrivals (none) and 0 transaction bytes "
           "outstanding")
+
+
+def _two_slot_consumer(bad_counter=None):
+    """A 4-stage ring whose consumer takes two slots a trip (the swapped GEMM's shape: a trip
+    that takes c stages repeats after 2 * STAGES / c trips, so the check walks fewer trips);
+    with `bad_counter`, its wait at that ring counter only asks for the wrong parity."""
+    stages = 4
+
+    def k(out: I32, n: lk.i32):
+        full, empty, slots = ring(stages=stages)
+        with lk.sm90.warp_role("producer", warpgroups=0):
+            for i in lk.range(0, 2 * n):
+                p = lk.sm90.producer_state(i, stages)
+                lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
+                fill(slots, p.stage, i)
+                lk.sm90.mbarrier_arrive(full[p.stage])
+        with lk.sm90.warp_role("consumer", warpgroups=1):
+            for g in lk.range(0, n):                                  # TWO-SLOT LOOP
+                for half in range(2):
+                    i = 2 * g + half
+                    c = lk.sm90.consumer_state(i, stages)
+                    phase = c.phase
+                    if bad_counter is not None and half == bad_counter % 2:
+                        b = bad_counter // 2          # 1 at trip b, 0 elsewhere (g >= 0)
+                        bad = lk.minimum(lk.maximum(g - b + 1, 0), 1) - \
+                            lk.minimum(lk.maximum(g - b, 0), 1)
+                        phase = (c.phase + bad) % 2
+                    lk.sm90.mbarrier_wait(full[c.stage], phase)           # TWO-SLOT WAIT
+                    read(slots, c.stage)
+                    lk.sm90.mbarrier_arrive(empty[c.stage])
+    return k
+
+
+def test_a_ring_taken_two_slots_a_trip_is_walked_through_its_period():
+    """Correct, it passes; a wrong parity only at ring counter 7 (stage 3's second phase, in
+    the fourth trip: the last of the period the check walks) is still found."""
+    lk.Kernel(_two_slot_consumer(), 8).ptx(I32, 8)
+    err = protocol_error(_two_slot_consumer(bad_counter=7))
+    assert "(runtime loops checked with n=5)" in err.message, err.message   # 4 trips + 1
+    assert "full[3]" in err.message, err.message
+    assert err.location.line == L("# TWO-SLOT WAIT"), (err.location, err.message)
