@@ -1,5 +1,9 @@
 """Broken mbarrier rings (one producer warpgroup storing into a 2-slot ring, one consumer
 warpgroup reading it): each is a ProtocolError of the static check, with its exact text."""
+import math
+
+import pytest
+
 import layoutkit.dsl as lk
 from layoutkit.algebra import Layout
 
@@ -415,28 +419,26 @@ def test_consumer_reading_without_waiting_on_full():
           "outstanding")
 
 
-def _two_slot_consumer(bad_counter=None):
-    """A 4-stage ring whose consumer takes two slots a trip (the swapped GEMM's shape: a trip
-    that takes c stages repeats after 2 * STAGES / c trips, so the check walks fewer trips);
-    with `bad_counter`, its wait at that ring counter only asks for the wrong parity."""
-    stages = 4
-
+def _ring_taken(per_trip=2, stages=4, bad_counter=None):
+    """A `stages`-slot ring whose consumer takes `per_trip` slots a trip (the swapped GEMM's
+    shape: a trip that takes c stages repeats after 2 * STAGES / gcd(c, 2 * STAGES) trips, so
+    the check walks fewer trips); with `bad_counter`, its wait at that ring counter only asks
+    for the wrong parity."""
     def k(out: I32, n: lk.i32):
         full, empty, slots = ring(stages=stages)
         with lk.sm90.warp_role("producer", warpgroups=0):
-            for i in lk.range(0, 2 * n):
+            for i in lk.range(0, per_trip * n):
                 p = lk.sm90.producer_state(i, stages)
                 lk.sm90.mbarrier_wait(empty[p.stage], p.phase)
                 fill(slots, p.stage, i)
                 lk.sm90.mbarrier_arrive(full[p.stage])
         with lk.sm90.warp_role("consumer", warpgroups=1):
             for g in lk.range(0, n):                                  # TWO-SLOT LOOP
-                for half in range(2):
-                    i = 2 * g + half
-                    c = lk.sm90.consumer_state(i, stages)
+                for part in range(per_trip):
+                    c = lk.sm90.consumer_state(per_trip * g + part, stages)
                     phase = c.phase
-                    if bad_counter is not None and half == bad_counter % 2:
-                        b = bad_counter // 2          # 1 at trip b, 0 elsewhere (g >= 0)
+                    if bad_counter is not None and part == bad_counter % per_trip:
+                        b = bad_counter // per_trip   # 1 at trip b, 0 elsewhere (g >= 0)
                         bad = lk.minimum(lk.maximum(g - b + 1, 0), 1) - \
                             lk.minimum(lk.maximum(g - b, 0), 1)
                         phase = (c.phase + bad) % 2
@@ -449,8 +451,22 @@ def _two_slot_consumer(bad_counter=None):
 def test_a_ring_taken_two_slots_a_trip_is_walked_through_its_period():
     """Correct, it passes; a wrong parity only at ring counter 7 (stage 3's second phase, in
     the fourth trip: the last of the period the check walks) is still found."""
-    lk.Kernel(_two_slot_consumer(), 8).ptx(I32, 8)
-    err = protocol_error(_two_slot_consumer(bad_counter=7))
+    lk.Kernel(_ring_taken(), 8).ptx(I32, 8)
+    err = protocol_error(_ring_taken(bad_counter=7))
     assert "(runtime loops checked with n=5)" in err.message, err.message   # 4 trips + 1
     assert "full[3]" in err.message, err.message
     assert err.location.line == L("# TWO-SLOT WAIT"), (err.location, err.message)
+
+
+@pytest.mark.parametrize("per_trip, stages", [(1, 2), (1, 4), (2, 3), (2, 4), (3, 5), (4, 4),
+                                              (3, 3), (2, 8)])
+def test_the_walk_covers_each_loops_ring_period(per_trip, stages):
+    """The trips the check walks (layoutkit/dsl/check/extract.py's docstring): the consumer's
+    loop wants its ring period + 1, 2S / gcd(c, 2S) + 1 trips; the producer's, one slot a trip
+    over c * n, 2S + 1; both at least 3; n is the least value that gives both theirs."""
+    from layoutkit.dsl.check.extract import Extractor
+    period = 2 * stages // math.gcd(per_trip, 2 * stages)
+    want = max(period + 1, -(-(2 * stages + 1) // per_trip), 3)
+    walk = Extractor(lk.Kernel(_ring_taken(per_trip, stages), 8).ir(I32, 8))
+    chosen = {walk.params[v]: walk.values.fixed[v] for v in walk.searched}
+    assert chosen == {"n": want}, (chosen, want)
