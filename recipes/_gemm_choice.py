@@ -35,7 +35,7 @@ from dataclasses import replace
 
 import layoutkit as lk
 from recipes._gemm_kernel import ROW_BYTES, TILE_M, Config, row_elements
-from recipes._gemm_swap_kernel import CHAINS, TOKEN_STEP
+from recipes._gemm_swap_kernel import TOKEN_STEP, padded_steps
 from recipes._gemm_host import round_up
 
 DEFAULT = Config(BN=256, STAGES=4)
@@ -144,8 +144,8 @@ def _swapped_seconds(m: int, n: int, k: int, cfg: Config, units: int, dtype) -> 
     consumer's pace, whatever BN), the whole problem at least its HBM time."""
     tiles = -(-n // cfg.BM) * -(-m // cfg.BN)
     waves = -(-tiles // min(units, tiles))
-    unit = CHAINS * max(getattr(cfg, "PROMOTE", 0), 1)      # fp8's Config promotes (gemm_fp8)
-    chains = unit * -(-k // (row_elements(dtype) * unit))           # padded k-steps
+    chains = padded_steps(-(-k // row_elements(dtype)), cfg.SPLIT_K,   # SPLIT_K: its parts
+                          getattr(cfg, "PROMOTE", 0))     # fp8's Config promotes (gemm_fp8)
     hbm = (m * k + n * k) * dtype.nbytes / HBM_BYTES_PER_S
     return max(waves * chains * SWAP_STEP_S[cfg.BM], hbm) + SWAP_START_S
 

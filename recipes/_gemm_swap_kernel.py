@@ -44,6 +44,14 @@ MAX_TOKENS = 256              # BN at most: the widest wgmma N (an accumulator o
 CHAINS = 4                    # independent accumulators a consumer's k-steps rotate through
 
 
+def padded_steps(k_steps, parts: int = 1, promote: int = 0):
+    """A tile's k-steps (an int or a kernel integer) rounded up to whole chain groups of every
+    part and promotion period, CHAINS * parts * max(promote, 1) (TMA fills the steps past K with
+    zeros)."""
+    unit = CHAINS * parts * max(promote, 1)
+    return (k_steps + unit - 1) // unit * unit
+
+
 def transposed(t):
     """The M x N global tensor `t` (a Tensor parameter, e.g. C or a bias of strides (0, 1)) as
     its N x M transpose, stride-0 modes unmasked (broadcast_view)."""
@@ -128,8 +136,7 @@ def gemm_tiles_swapped(A, B, C, *, GRID, B_MAJOR, BN, STAGES, TOKEN_TILES, epilo
     m, k = A.shape
     n = C.shape[1]
     TILES_W, TILES_T = -(-n // BM), TOKEN_TILES
-    unit_steps = CHAINS * PARTS * max(PROMOTE, 1)    # padded: whole chain groups of every part
-    K_TILES = (-(-k // BK) + unit_steps - 1) // unit_steps * unit_steps
+    K_TILES = padded_steps(-(-k // BK), PARTS, PROMOTE)
     sW = lk.shared_tensor(k_major(BM, STAGES, B.dtype) if B_MAJOR == "K" else
                           n_major(BM, STAGES, B.dtype), B.dtype, name="sW")
     sX = lk.shared_tensor(k_major(BN, STAGES, A.dtype), A.dtype, name="sX")
