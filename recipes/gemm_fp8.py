@@ -530,11 +530,11 @@ def cpu_error(shape, types, scales, grid, cfg, *, rng, tolerance=None, seeds=(0,
         seeds=seeds)
 
 
+WEIGHTS = ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))   # (N, K) of models
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048), (8192, 8192, 1024),
           (4096, 14336, 4096), (4096, 4096, 14336), (16384, 4096, 4096), (6144, 6144, 6144),
           (1024, 1024, 1024), (256, 4096, 4096), (128, 8192, 8192)] + [
-    (m, n, k) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))
-    for m in (1, 16, 64, 128, 256, 512, 1024, 4096, 16384)]
+    (m, n, k) for n, k in WEIGHTS for m in (1, 16, 64, 128, 256, 512, 1024, 4096, 16384)]
 
 
 def benchmark(reps: int = 30, shapes=None, configs=None) -> list[dict]:
@@ -617,8 +617,7 @@ def benchmark(reps: int = 30, shapes=None, configs=None) -> list[dict]:
     return rows
 
 
-DECODE_SHAPES = [(m, n, k) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336),
-                                        (128256, 4096)) for m in (1, 16, 64)]
+DECODE_SHAPES = [(m, n, k) for n, k in WEIGHTS for m in (1, 16, 64)]
 BARE_FLOPS = 2 * 512 * 14336 * 4096     # shapes whose call the host's path may bound
 
 
